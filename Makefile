@@ -1,0 +1,40 @@
+# Two entry points a newcomer needs: `make run` and `make test`. Both are idempotent.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8050
+
+.PHONY: run test unit e2e bench validate chromium clean
+
+$(BIN)/python:
+	command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python 3.11)"; exit 2; }
+	$(PY) -m venv $(VENV) || { apt-get update && apt-get install -y python3-venv && $(PY) -m venv $(VENV); }
+
+$(STAMP): requirements.txt | $(BIN)/python
+	$(BIN)/pip install --disable-pip-version-check -q -r requirements.txt
+	touch $(STAMP)
+
+chromium:
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update && $$SUDO apt-get install -y chromium chromium-driver; }
+
+run: $(STAMP)
+	$(BIN)/python app.py --host $(HOST) --port $(PORT)
+
+test: $(STAMP) chromium
+	$(BIN)/python -m pytest -q
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not e2e"
+
+validate: $(STAMP)
+	$(BIN)/python -m twin validate
+
+bench: $(STAMP)
+	$(BIN)/python -m twin bench
+
+clean:
+	rm -rf $(VENV) test-artifacts .pytest_cache

@@ -1,0 +1,253 @@
+"""Typed, validated catalog: chips, systems, models and deployments from TOML files.
+
+Every value is checked on load; a bad one raises CatalogError naming the file, the table, the
+field, the value and what is allowed, so a user editing a TOML file sees exactly what to fix.
+"""
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+CATALOG_DIR = Path(__file__).parent / "catalog"
+
+
+class CatalogError(ValueError):
+    """A catalog or config value is wrong; the message says where and what is allowed."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Chip(_Strict):
+    kind: Literal["npu", "gpu", "cpu"]
+    vendor: str
+    hbm_gb: float = Field(0, ge=0, le=1024)
+    hbm_gbps: float = Field(0, ge=0, le=20000)
+    bf16_tflops: float = Field(0, ge=0, le=10000)
+    int8_tops: float = Field(0, ge=0, le=20000)
+    fp8_tflops: float = Field(0, ge=0, le=20000)
+    mla_compute_eff: float = Field(0.5, gt=0, le=1)
+    mem_eff: float = Field(0.8, gt=0, le=1)
+    gemm_eff: float = Field(0.8, gt=0, le=1)
+    cube_cores: int = Field(0, ge=0)
+    vector_cores: int = Field(0, ge=0)
+    die_to_die_gbps: float = Field(0, ge=0)
+    ub_links: int = Field(0, ge=0)
+    ub_link_gbps: float = Field(0, ge=0)
+    ub_gbps: float = Field(0, ge=0)
+    nvlink_gbps: float = Field(0, ge=0)
+    rdma_gbps: float = Field(0, ge=0)
+    dies_per_package: int = Field(1, ge=1, le=8)
+    dram_gb: float = Field(0, ge=0)
+    dram_gbps: float = Field(0, ge=0)
+    ssd_gb: float = Field(0, ge=0)
+    ssd_gbps: float = Field(0, ge=0)
+
+    def peak_tflops(self, precision: str) -> float:
+        """Dense peak for the GEMM precision; 0 means the chip lacks the type."""
+        return {"int8": self.int8_tops, "bf16": self.bf16_tflops, "fp8": self.fp8_tflops}[precision]
+
+
+class System(_Strict):
+    kind: Literal["supernode", "cluster"]
+    accelerator: str
+    cpu: str = ""
+    nodes: int = Field(ge=1, le=4096)
+    npus_per_node: int = Field(ge=1, le=64)
+    cpus_per_node: int = Field(ge=0, le=16)
+    compute_racks: int = Field(0, ge=0)
+    comm_racks: int = Field(0, ge=0)
+    l1_per_node: int = Field(0, ge=0, le=64)
+    subplanes: int = Field(0, ge=0, le=64)
+    l2_per_subplane: int = Field(0, ge=0, le=256)
+    l1_l2_link_gbps: float = Field(0, ge=0)
+    cpu_l1_links: int = Field(0, ge=0)
+    switch_latency_us: float = Field(0.2, ge=0, le=100)
+    link_latency_us: float = Field(0.05, ge=0, le=100)
+    nvlink_gbps: float = Field(0, ge=0)
+    nvlink_latency_us: float = Field(0.7, ge=0)
+    rdma_nic_gbps: float = Field(gt=0)
+    rdma_latency_us: float = Field(3.0, ge=0)
+    vpc_gbps: float = Field(gt=0)
+    vpc_latency_us: float = Field(10.0, ge=0)
+    ub_measured_write_gbps: float = Field(0, ge=0)
+    ub_measured_read_gbps: float = Field(0, ge=0)
+    ub_cpu_read_gbps: float = Field(0, ge=0)
+    ub_latency_us: float = Field(0, ge=0)
+
+
+class Model(_Strict):
+    family: str
+    params_b: float = Field(gt=0)
+    active_params_b: float = Field(gt=0)
+    layers: int = Field(ge=1, le=512)
+    dense_layers: int = Field(ge=0)
+    hidden: int = Field(ge=64)
+    heads: int = Field(ge=1)
+    attention: Literal["mla", "gqa"]
+    q_lora_rank: int = Field(0, ge=0)
+    kv_lora_rank: int = Field(0, ge=0)
+    rope_dim: int = Field(0, ge=0)
+    qk_nope_dim: int = Field(0, ge=0)
+    v_head_dim: int = Field(ge=1)
+    head_dim: int = Field(0, ge=0)
+    kv_heads: int = Field(0, ge=0)
+    dense_intermediate: int = Field(0, ge=0)
+    moe_intermediate: int = Field(ge=1)
+    routed_experts: int = Field(ge=1)
+    shared_experts: int = Field(ge=0)
+    top_k: int = Field(ge=1)
+    vocab: int = Field(ge=1)
+    mtp_modules: int = Field(0, ge=0, le=4)
+    dispatch_bytes_per_token: float = Field(gt=0)
+    combine_bytes_per_token: float = Field(gt=0)
+
+
+class Pool(_Strict):
+    instances: int = Field(ge=0, le=1024)
+    dies_per_instance: int = Field(ge=1, le=4096)
+    ep: int = Field(ge=1, le=4096)
+    redundant_experts: int = Field(0, ge=0)
+    shared_expert_dies: int = Field(0, ge=0)
+    tokens_per_die: int = Field(0, ge=0, le=1_000_000)
+    batch_per_die: int = Field(0, ge=0, le=4096)
+    microbatch: bool = True
+
+
+class Deployment(_Strict):
+    description: str
+    system: str
+    model: str
+    precision: Literal["int8", "bf16", "fp8"]
+    kv_dtype_bytes: float = Field(gt=0, le=4)
+    mtp: bool = True
+    mtp_acceptance: float = Field(0.7, ge=0, le=1)
+    prefill: Pool
+    decode: Pool
+    ems_nodes: int = Field(0, ge=0)
+    ems_dram_fraction: float = Field(0.5, ge=0, le=1)
+    tpot_slo_ms: float = Field(50, gt=0, le=10_000)
+    ttft_slo_ms: float = Field(5000, gt=0, le=600_000)
+    kv_transfer_plane: Literal["rdma", "ub"] = "rdma"
+    cache_plane: Literal["ub", "vpc"] = "ub"
+
+
+def _field_hint(model: type[BaseModel], field: str) -> str:
+    info = model.model_fields.get(field)
+    if info is None:
+        return f"allowed fields: {', '.join(model.model_fields)}"
+    bounds = []
+    for m in info.metadata:
+        for attr, sym in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            if getattr(m, attr, None) is not None:
+                bounds.append(f"{sym} {getattr(m, attr)}")
+    ann = getattr(info.annotation, "__args__", None)
+    if ann and all(isinstance(a, str) for a in ann):
+        return "allowed: " + ", ".join(ann)
+    return "allowed: " + (" and ".join(bounds) if bounds else str(info.annotation.__name__))
+
+
+def _validate(model: type[BaseModel], data: dict, where: str) -> BaseModel:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        value = data
+        for part in err["loc"]:
+            value = value.get(part, "<missing>") if isinstance(value, dict) else value
+        owner = model
+        for part in err["loc"][:-1]:
+            sub = owner.model_fields.get(str(part))
+            owner = sub.annotation if sub and isinstance(sub.annotation, type) else owner
+        hint = _field_hint(owner, str(err["loc"][-1]))
+        raise CatalogError(f"{where}.{loc} = {value!r}: {err['msg']} ({hint})") from None
+
+
+def _load_table(name: str, model: type[BaseModel], directory: Path) -> dict:
+    path = directory / f"{name}.toml"
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise CatalogError(f"{path}: catalog file missing") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{path}: not valid TOML ({exc})") from None
+    return {key: _validate(model, val, f"{path.name} [{key}]") for key, val in raw.items()}
+
+
+class Catalog:
+    """All catalog tables, cross-checked (a deployment names an existing system and model)."""
+
+    def __init__(self, directory: Path = CATALOG_DIR):
+        self.chips: dict[str, Chip] = _load_table("chips", Chip, directory)
+        self.systems: dict[str, System] = _load_table("systems", System, directory)
+        self.models: dict[str, Model] = _load_table("models", Model, directory)
+        self.deployments: dict[str, Deployment] = _load_table("deployments", Deployment, directory)
+        for name, s in self.systems.items():
+            _ref(self.chips, s.accelerator, f"systems.toml [{name}].accelerator")
+            if s.cpu:
+                _ref(self.chips, s.cpu, f"systems.toml [{name}].cpu")
+        for name, d in self.deployments.items():
+            _ref(self.systems, d.system, f"deployments.toml [{name}].system")
+            _ref(self.models, d.model, f"deployments.toml [{name}].model")
+            check_deployment(self, name)
+
+    def deployment(self, name: str) -> Deployment:
+        return _ref(self.deployments, name, "deployment")
+
+    def system(self, name: str) -> System:
+        return _ref(self.systems, name, "system")
+
+    def model(self, name: str) -> Model:
+        return _ref(self.models, name, "model")
+
+    def chip(self, name: str) -> Chip:
+        return _ref(self.chips, name, "chip")
+
+
+def _ref(table: dict, key: str, where: str):
+    if key not in table:
+        raise CatalogError(f"{where} = {key!r}: unknown (allowed: {', '.join(sorted(table))})")
+    return table[key]
+
+
+def check_deployment(cat: Catalog, name: str, dep: Deployment | None = None) -> None:
+    """Refuse deployments that cannot exist: too many dies, experts that do not fit, no FP8 on Ascend."""
+    dep = dep or cat.deployments[name]
+    sysm, model = cat.systems[dep.system], cat.models[dep.model]
+    chip = cat.chips[sysm.accelerator]
+    where = f"deployments.toml [{name}]"
+    dies_total = sysm.nodes * sysm.npus_per_node * chip.dies_per_package
+    used = sum(p.instances * p.dies_per_instance for p in (dep.prefill, dep.decode))
+    if used > dies_total:
+        raise CatalogError(f"{where}: uses {used} dies but {dep.system} has {dies_total} "
+                           f"(allowed: at most {dies_total})")
+    if chip.peak_tflops(dep.precision) <= 0:
+        raise CatalogError(f"{where}.precision = {dep.precision!r}: {sysm.accelerator} has no such "
+                           f"data type (allowed: {', '.join(p for p in ('int8', 'bf16', 'fp8') if chip.peak_tflops(p) > 0)})")
+    for pool_name in ("prefill", "decode"):
+        pool: Pool = getattr(dep, pool_name)
+        if pool.instances == 0:
+            continue
+        if pool.ep > pool.dies_per_instance or pool.dies_per_instance % pool.ep:
+            raise CatalogError(f"{where}.{pool_name}.ep = {pool.ep}: must divide dies_per_instance "
+                               f"= {pool.dies_per_instance}")
+        slots = model.routed_experts + pool.redundant_experts + pool.shared_expert_dies
+        if slots % pool.ep:
+            raise CatalogError(f"{where}.{pool_name}.ep = {pool.ep}: {slots} expert slots "
+                               f"({model.routed_experts} routed + {pool.redundant_experts} redundant + "
+                               f"{pool.shared_expert_dies} shared-expert dies) cannot be spread evenly over "
+                               f"{pool.ep} dies (allowed: a divisor of {slots})")
+    if dep.ems_nodes > sysm.nodes:
+        raise CatalogError(f"{where}.ems_nodes = {dep.ems_nodes}: allowed 0..{sysm.nodes}")
+
+
+@lru_cache(maxsize=1)
+def catalog() -> Catalog:
+    """The packaged catalog, loaded and validated once per process."""
+    return Catalog()
