@@ -1,0 +1,275 @@
+"""EMS (Elastic Memory Service): the context cache of KV blocks pooled over the CPU servers' DRAM.
+
+Facts from reference/cloudmatrix384.md section 3 "EMS": keys (block hash ids, which are prefix
+hashes) are spread over servers by consistent hashing; each server has a DRAM tier over an SSD tier,
+LRU in each; prefill looks up the prompt's prefix and loads the hit blocks over UB. Here the cache is
+real state (which block is where), so hit ratios come from the workload, not from a parameter.
+
+Consistent hashing: each server owns `vnodes` points on a 64-bit ring (blake2b of "name#v"); a key
+sits at (key * golden ratio) mod 2**64 and belongs to the next live point clockwise. The ring is
+quantised to 2**16 slots, so finding a key's server is one multiply and one list index, which keeps
+per-block operations well under a microsecond. Failing a server changes only the slots it owned.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from hashlib import blake2b
+
+import numpy as np
+
+_GOLDEN = 0x9E3779B97F4A7C15  # Fibonacci hashing: spreads sequential ids evenly over the ring
+_M64 = (1 << 64) - 1
+_SLOT_BITS = 16
+_SHIFT = 64 - _SLOT_BITS
+
+
+class UnknownServerError(KeyError):
+    """A server name the EMS does not have; the message lists valid names."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    """prefix_blocks = dram_blocks + ssd_blocks usable from the start of the prompt; per_server_bytes
+    is what each server must send (the engine turns it into UB transfer time)."""
+
+    prefix_blocks: int
+    dram_blocks: int
+    ssd_blocks: int
+    hit_tokens: int
+    per_server_bytes: dict[str, float]
+
+
+@dataclass(frozen=True)
+class StoreResult:
+    new_blocks: int
+    per_server_bytes: dict[str, float]
+
+
+def _capacity_blocks(where: str, value, block_bytes: float) -> float:
+    if value is None:
+        return float("inf")
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value >= 0:
+        raise ValueError(f"EMS: {where} = {value!r}: must be a number of bytes >= 0, or None for unlimited")
+    return int(value // block_bytes)
+
+
+class EMS:
+    """Block-level EMS cache over named CPU servers; capacities are per server, in bytes."""
+
+    def __init__(self, servers: list[str], dram_bytes_per_server: float | None,
+                 ssd_bytes_per_server: float | None, block_bytes: float, vnodes: int = 64,
+                 block_tokens: int = 512):
+        names = list(servers)
+        if not names or len(set(names)) != len(names) or not all(isinstance(s, str) and s for s in names):
+            raise ValueError(f"EMS: servers = {names[:8]!r}: must be a non-empty list of distinct, "
+                             f"non-empty names")
+        if isinstance(block_bytes, bool) or not isinstance(block_bytes, (int, float, np.number)) \
+                or not 0 < block_bytes < float("inf"):
+            raise ValueError(f"EMS: block_bytes = {block_bytes!r}: must be a number of bytes > 0")
+        if isinstance(vnodes, bool) or not isinstance(vnodes, int) or not 1 <= vnodes <= 4096:
+            raise ValueError(f"EMS: vnodes = {vnodes!r}: must be an integer from 1 to 4096")
+        if isinstance(block_tokens, bool) or not isinstance(block_tokens, int) or block_tokens < 1:
+            raise ValueError(f"EMS: block_tokens = {block_tokens!r}: must be an integer >= 1")
+        self.servers = tuple(names)
+        self.block_bytes = float(block_bytes)
+        self.block_tokens = block_tokens
+        self._index = {n: i for i, n in enumerate(names)}
+        self._dram_cap = _capacity_blocks("dram_bytes_per_server", dram_bytes_per_server, block_bytes)
+        self._ssd_cap = _capacity_blocks("ssd_bytes_per_server", ssd_bytes_per_server, block_bytes)
+        self._dram = [OrderedDict() for _ in names]
+        self._ssd = [OrderedDict() for _ in names]
+        self._live = [True] * len(names)
+        points = [(int.from_bytes(blake2b(f"{n}#{v}".encode(), digest_size=8).digest(), "big"), i)
+                  for i, n in enumerate(names) for v in range(vnodes)]
+        points.sort()
+        self._ring_pos = np.array([p for p, _ in points], dtype=np.uint64)
+        self._ring_owner = np.array([i for _, i in points], dtype=np.int64)
+        self._rebuild_slots()
+        self.reset_stats()
+
+    def _rebuild_slots(self) -> None:
+        live = np.array(self._live)[self._ring_owner]
+        pos, owner = self._ring_pos[live], self._ring_owner[live]
+        if len(pos) == 0:
+            self._slots = None
+            return
+        slot_start = np.arange(1 << _SLOT_BITS, dtype=np.uint64) << np.uint64(_SHIFT)
+        self._slots = owner[np.searchsorted(pos, slot_start, side="left") % len(pos)].tolist()
+
+    def server_of(self, block_id: int) -> str | None:
+        """The live server that owns a key (None when every server is down)."""
+        if self._slots is None:
+            return None
+        return self.servers[self._slots[((int(block_id) * _GOLDEN) & _M64) >> _SHIFT]]
+
+    def reset_stats(self) -> None:
+        """Zero the counters; cache contents stay."""
+        self._lookups = self._hit_blocks = self._miss_blocks = self._dram_hits = self._ssd_hits = 0
+        self._hit_tokens = self._miss_tokens = self._stored = 0
+        self._demoted = self._dropped = self._lost = 0
+
+    def _spill(self, s: int) -> None:
+        """DRAM over capacity: demote its LRU blocks to SSD, dropping SSD's LRU when that is full."""
+        dram, ssd = self._dram[s], self._ssd[s]
+        while len(dram) > self._dram_cap:
+            key, _ = dram.popitem(last=False)
+            if self._ssd_cap > 0:
+                ssd[key] = None
+                self._demoted += 1
+                if len(ssd) > self._ssd_cap:
+                    ssd.popitem(last=False)
+                    self._dropped += 1
+            else:
+                self._dropped += 1
+
+    def lookup(self, block_ids, tokens: int | None = None) -> LookupResult:
+        """Longest prefix of the blocks that is cached (a KV block is usable only after all earlier
+        ones). Hits move to the MRU end; SSD hits are promoted to DRAM. `tokens` is the prompt length
+        (default: full blocks), used for token statistics and hit_tokens."""
+        ids = np.asarray(block_ids, dtype=np.int64).tolist()
+        per = [0] * len(self.servers)
+        n_dram = n_ssd = 0
+        slots = self._slots
+        if slots is not None:
+            drams, ssds, cap = self._dram, self._ssd, self._dram_cap
+            for k in ids:
+                s = slots[((k * _GOLDEN) & _M64) >> _SHIFT]
+                dram = drams[s]
+                if k in dram:
+                    dram.move_to_end(k)
+                    n_dram += 1
+                else:
+                    ssd = ssds[s]
+                    if k not in ssd:
+                        break
+                    del ssd[k]
+                    dram[k] = None
+                    n_ssd += 1
+                    if len(dram) > cap:
+                        self._spill(s)
+                per[s] += 1
+        hit = n_dram + n_ssd
+        total_tokens = len(ids) * self.block_tokens if tokens is None else int(tokens)
+        hit_tokens = min(hit * self.block_tokens, total_tokens)
+        self._lookups += 1
+        self._hit_blocks += hit
+        self._miss_blocks += len(ids) - hit
+        self._dram_hits += n_dram
+        self._ssd_hits += n_ssd
+        self._hit_tokens += hit_tokens
+        self._miss_tokens += total_tokens - hit_tokens
+        bb = self.block_bytes
+        return LookupResult(hit, n_dram, n_ssd, hit_tokens,
+                            {self.servers[i]: c * bb for i, c in enumerate(per) if c})
+
+    def store(self, block_ids) -> StoreResult:
+        """Insert the blocks not yet cached (new blocks go to DRAM); cached ones are left as they are."""
+        ids = np.asarray(block_ids, dtype=np.int64).tolist()
+        per = [0] * len(self.servers)
+        new = 0
+        slots = self._slots
+        if slots is not None:
+            drams, ssds, cap = self._dram, self._ssd, self._dram_cap
+            for k in ids:
+                s = slots[((k * _GOLDEN) & _M64) >> _SHIFT]
+                dram = drams[s]
+                if k in dram or k in ssds[s]:
+                    continue
+                dram[k] = None
+                new += 1
+                per[s] += 1
+                if len(dram) > cap:
+                    self._spill(s)
+        self._stored += new
+        bb = self.block_bytes
+        return StoreResult(new, {self.servers[i]: c * bb for i, c in enumerate(per) if c})
+
+    def _server(self, name: str) -> int:
+        if name not in self._index:
+            sample = ", ".join(self.servers[:8]) + (f", ... ({len(self.servers)} in all)"
+                                                    if len(self.servers) > 8 else "")
+            raise UnknownServerError(f"EMS: unknown server {name!r} (valid: {sample})")
+        return self._index[name]
+
+    def fail_server(self, name: str) -> int:
+        """The server's blocks are lost and its keys re-map to the next live servers on the ring
+        (where they miss until stored again). Returns the number of blocks lost; no-op if already down."""
+        s = self._server(name)
+        if not self._live[s]:
+            return 0
+        lost = len(self._dram[s]) + len(self._ssd[s])
+        self._dram[s].clear()
+        self._ssd[s].clear()
+        self._live[s] = False
+        self._lost += lost
+        self._rebuild_slots()
+        return lost
+
+    def restore_server(self, name: str) -> None:
+        """The server rejoins empty and takes its keys back; copies written elsewhere while it was down
+        become unreachable and age out of those servers' LRU. No-op if it is up."""
+        s = self._server(name)
+        if not self._live[s]:
+            self._live[s] = True
+            self._rebuild_slots()
+
+    def stats(self) -> dict:
+        bb = self.block_bytes
+        looked = self._hit_blocks + self._miss_blocks
+        tokens = self._hit_tokens + self._miss_tokens
+        per_server = {n: {"live": self._live[i], "dram_bytes": len(self._dram[i]) * bb,
+                          "ssd_bytes": len(self._ssd[i]) * bb}
+                      for i, n in enumerate(self.servers)}
+        return {
+            "lookups": self._lookups,
+            "hit_blocks": self._hit_blocks, "miss_blocks": self._miss_blocks,
+            "dram_hit_blocks": self._dram_hits, "ssd_hit_blocks": self._ssd_hits,
+            "hit_tokens": self._hit_tokens, "miss_tokens": self._miss_tokens,
+            "block_hit_ratio": self._hit_blocks / looked if looked else 0.0,
+            "token_hit_ratio": self._hit_tokens / tokens if tokens else 0.0,
+            "stored_blocks": self._stored,
+            "demoted_blocks": self._demoted, "evicted_blocks": self._dropped, "lost_blocks": self._lost,
+            "dram_bytes": sum(len(d) for d in self._dram) * bb,
+            "ssd_bytes": sum(len(d) for d in self._ssd) * bb,
+            "resident_blocks": sum(len(d) for d in self._dram) + sum(len(d) for d in self._ssd),
+            "live_servers": sum(self._live),
+            "per_server": per_server,
+        }
+
+
+@dataclass(frozen=True)
+class ModelCache:
+    """Model-weight load times (reference section 3 "Model caching": 671B INT8 model, 8 instances,
+    object storage at 2.5 GB/s; cold ~2,560 s with no cache, ~320 s with EMS, warm ~5 s).
+
+    Sources: "ems" = warm start from the EMS pool over UB; "obs" = cold start through EMS (object
+    storage read once, instances fill from EMS); "no_cache" = every instance reads object storage,
+    sharing its bandwidth. Times scale linearly with model_bytes."""
+
+    model_bytes: float = 671e9      # section 2: 671B parameters; section 2: INT8 = 1 byte each
+    instances: int = 8              # section 3 Model caching: 8 instances
+    obs_bytes_per_s: float = 2.5e9  # section 3 Model caching: object storage at 2.5 GB/s
+    # [D] the paper's ~320 s per copy vs 671 GB / 2.5 GB/s = 268 s: effective 84% of nominal
+    obs_efficiency: float = 671e9 / 2.5e9 / 320
+    # [D] warm start ~5 s for 671 GB from EMS: ~134 GB/s
+    ems_bytes_per_s: float = 671e9 / 5
+
+    def __post_init__(self):
+        for name in ("model_bytes", "obs_bytes_per_s", "obs_efficiency", "ems_bytes_per_s"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
+                raise ValueError(f"ModelCache: {name} = {v!r}: must be a number > 0")
+        if isinstance(self.instances, bool) or not isinstance(self.instances, int) or self.instances < 1:
+            raise ValueError(f"ModelCache: instances = {self.instances!r}: must be an integer >= 1")
+
+    def load_time_s(self, source: str) -> float:
+        obs_copy = self.model_bytes / (self.obs_bytes_per_s * self.obs_efficiency)
+        times = {"ems": self.model_bytes / self.ems_bytes_per_s, "obs": obs_copy,
+                 "no_cache": obs_copy * self.instances}
+        if source not in times:
+            raise ValueError(f"ModelCache.load_time_s: source = {source!r}: must be one of {', '.join(times)}")
+        return times[source]
