@@ -1,0 +1,135 @@
+"""Command line: perf, validate, calibrate, topology, run, bench.
+
+Every error a user can cause prints one line naming what was wrong and exits with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .config import CatalogError
+
+
+def _print(obj, as_json: bool, text) -> None:
+    if as_json:
+        print(json.dumps(obj, indent=2, default=float))
+    else:
+        text(obj)
+
+
+def _text_step(d: dict) -> None:
+    head = {k: v for k, v in d.items() if not isinstance(v, dict)}
+    print("  ".join(f"{k}={v}" for k, v in head.items()))
+    for name, ms in d["breakdown"].items():
+        print(f"  {name:<18} {ms:10.3f} ms")
+
+
+def cmd_perf(a) -> int:
+    from .perf import PerfModel
+    pm = PerfModel(a.deployment)
+    if a.phase == "decode":
+        kv = a.kv if a.kv is not None else a.prompt + a.output / 2
+        r = pm.decode_step(a.batch, kv, mtp=not a.no_mtp, microbatch=not a.no_microbatch,
+                           precision=a.precision, balance=a.eplb)
+        out = r.as_dict()
+        out.update(deployment=a.deployment, batch_per_npu=a.batch, kv_len=kv,
+                   kv_limit_batch_per_npu=pm.max_batch_per_die(kv) * pm.dies_per_npu,
+                   slo=pm.max_batch_for_slo(kv_len=kv, mtp=not a.no_mtp,
+                                            microbatch=not a.no_microbatch,
+                                            precision=a.precision, balance=a.eplb))
+    else:
+        r = pm.prefill_batch(a.prompt, a.tokens_per_npu, reuse=a.reuse, balance=a.eplb,
+                             precision=a.precision, microbatch=not a.no_microbatch)
+        out = r.as_dict()
+        out.update(deployment=a.deployment, prompt=a.prompt, reuse=a.reuse)
+    _print(out, a.json, _text_step)
+    return 0
+
+
+def cmd_validate(a) -> int:
+    from .validate import predictions, rows
+    table, preds = rows(), predictions()
+    ok = all(r["pass"] for r in table)
+    if a.json:
+        print(json.dumps({"targets": table, "predictions": preds, "all_pass": ok}, indent=2))
+        return 0 if ok else 1
+    print(f"{'target':<52}{'paper':>10}{'twin':>11}{'err %':>8}{'tol %':>7}  pass")
+    for r in table:
+        print(f"{r['name']:<52}{r['target']:>10g}{r['twin']:>11.2f}{r['error_pct']:>8.2f}"
+              f"{r['tolerance_pct']:>7g}  {'PASS' if r['pass'] else 'FAIL'}")
+    print("\nPredicted from hardware and deployment alone (no constant tuned to these):")
+    for p in preds:
+        tpot = f"TPOT {p['tpot_ms']} ms" if p["tpot_ms"] else ""
+        print(f"  {p['deployment']:<26}{p['phase']:<9}{p['tokens_per_s_per_gpu']:>9.1f} tok/s per "
+              f"GPU/NPU  {tpot}  ({p['setting']})")
+    return 0 if ok else 1
+
+
+def cmd_calibrate(a) -> int:
+    from .calibrate import main
+    return main()
+
+
+def cmd_topology(a) -> int:
+    from .topology import topology_summary
+    s = topology_summary(a.system)
+
+    def text(d):
+        print(f"system {d['system']}")
+        for k, v in d["counts"].items():
+            print(f"  {k:<24}{v:>8}")
+    _print(s, a.json, text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m twin", description="CloudMatrix384 digital twin")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    perf = sub.add_parser("perf", help="time of one decode step or prefill batch")
+    perf.add_argument("phase", choices=["decode", "prefill"])
+    perf.add_argument("--deployment", default="cloudmatrix-infer-paper")
+    perf.add_argument("--batch", type=float, default=96, help="decode batch per NPU")
+    perf.add_argument("--prompt", type=float, default=4096, help="prompt tokens")
+    perf.add_argument("--output", type=float, default=256, help="output tokens (decode)")
+    perf.add_argument("--kv", type=float, default=None,
+                      help="KV length (default: prompt + output/2, the mean over the decode)")
+    perf.add_argument("--tokens-per-npu", type=float, default=None, help="prefill batch tokens per NPU")
+    perf.add_argument("--reuse", type=float, default=0.0, help="EMS token reuse fraction [0, 1)")
+    perf.add_argument("--eplb", choices=["default", "perfect"], default="default")
+    perf.add_argument("--no-mtp", action="store_true")
+    perf.add_argument("--no-microbatch", action="store_true")
+    perf.add_argument("--precision", choices=["int8", "bf16", "fp8"], default=None)
+    perf.add_argument("--json", action="store_true")
+    perf.set_defaults(fn=cmd_perf)
+
+    val = sub.add_parser("validate", help="calibration targets vs the twin")
+    val.add_argument("--json", action="store_true")
+    val.set_defaults(fn=cmd_validate)
+
+    cal = sub.add_parser("calibrate", help="refit the calibrated constants of perf.toml")
+    cal.set_defaults(fn=cmd_calibrate)
+
+    top = sub.add_parser("topology", help="component and link counts of a system")
+    top.add_argument("--system", default="cloudmatrix384")
+    top.add_argument("--json", action="store_true")
+    top.set_defaults(fn=cmd_topology)
+
+    from .cli_run import add_run_commands
+    add_run_commands(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except (CatalogError, ValueError, KeyError, FileNotFoundError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
