@@ -454,11 +454,14 @@ _DEFAULT_OUTPUT = LengthDist("fixed", 256)
 MAX_SYNTHETIC_REQUESTS = 20_000_000  # memory guard: ~2 GB of arrays at 8 blocks per request
 
 
+PREFIX_DEPTH = 1 << 20   # id space per shared document (blocks); bounds a shared prefix to 512M tokens
+
+
 def synthetic(rate: float, duration_s: float, seed: int, arrival: str = "poisson", cv: float = 1.0,
               diurnal_amplitude: float = 0.0, diurnal_period_s: float = 86400.0,
               input: LengthDist = _DEFAULT_INPUT, output: LengthDist = _DEFAULT_OUTPUT,
               reuse_rate: float = 0.0, prefix_pool: int = 100, prefix_zipf: float = 0.0,
-              block_size: int = MOONCAKE_BLOCK_SIZE) -> Workload:
+              block_size: int = MOONCAKE_BLOCK_SIZE, unique_base: int = 0) -> Workload:
     """Generate requests over [0, duration_s) with mean rate `rate` req/s; one seed decides every draw.
 
     Arrivals: Poisson, or a gamma renewal process with coefficient of variation `cv` (cv > 1 is
@@ -473,7 +476,9 @@ def synthetic(rate: float, duration_s: float, seed: int, arrival: str = "poisson
     ids are prefix hashes (document, depth), so once each document has been seen to the depths asked
     for, the infinite-cache token hit ratio converges to reuse_rate. Cold misses cost about
     prefix_pool x the longest prefix drawn per document, so heavy-tailed prompt lengths with a large
-    pool converge slowly (lognormal sigma 1, 60k requests: 0.877 with 100 documents, 0.894 with 10)."""
+    pool converge slowly (lognormal sigma 1, 60k requests: 0.877 with 100 documents, 0.894 with 10).
+    `unique_base` offsets the unique block ids, so a live run can generate chunk after chunk
+    without two chunks sharing an id by accident."""
     where = "synthetic"
     _check_number(where, "rate", rate, lo=0, lo_open=True)
     _check_number(where, "duration_s", duration_s, lo=0, lo_open=True)
@@ -521,8 +526,8 @@ def synthetic(rate: float, duration_s: float, seed: int, arrival: str = "poisson
     np.cumsum(nblk, out=ptr[1:])
     pos = np.arange(ptr[-1]) - np.repeat(ptr[:-1], nblk)
     shared = pos < np.repeat(k, nblk)
-    depth = max(int(k.max()) if n else 0, 1)
-    unique_id = prefix_pool * depth + np.cumsum(~shared) - 1
+    depth = PREFIX_DEPTH   # fixed, so that ids stay stable across separately generated chunks
+    unique_id = prefix_pool * depth + unique_base + np.cumsum(~shared) - 1
     ids = np.where(shared, np.repeat(doc, nblk) * depth + pos, unique_id)
     src = (f"synthetic(rate={rate:g}, duration_s={duration_s:g}, seed={seed}, arrival={arrival}"
            f"{f', cv={cv:g}' if arrival == 'gamma' else ''}"

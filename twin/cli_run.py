@@ -1,0 +1,136 @@
+"""`run` and `bench` commands: drive the engine from the command line."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+
+def _cache_capacity(text: str | None):
+    if text is None:
+        return None
+    if text in ("unlimited", "default"):
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"--cache-capacity = {text!r}: allowed a number of bytes (e.g. 2e12), "
+                         f"'default' or 'unlimited'") from None
+    if value <= 0:
+        raise ValueError(f"--cache-capacity = {text!r}: must be > 0 bytes")
+    return value
+
+
+def _engine(a):
+    from .engine import Engine
+    trace = a.trace
+    scenario = a.scenario if not trace else None
+    kw = dict(deployment=a.deployment, rate=a.rate, speedup=a.speedup,
+              cache_capacity=_cache_capacity(a.cache_capacity), duration_s=a.duration,
+              faults=getattr(a, "faults", None), load=getattr(a, "load", None))
+    if trace:
+        kw.update(workload="trace", trace=trace, trace_format=a.format or "auto",
+                  lenient=a.lenient, name="trace")
+    return Engine(scenario, seed=a.seed, **kw)
+
+
+def cmd_run(a) -> int:
+    eng = _engine(a)
+    duration = a.duration or eng.scenario.duration_s
+    t0 = time.perf_counter()
+    step = max(eng.scenario.interval_s, min(60.0, duration / 20))
+    while eng.sim_time < duration - 1e-9:
+        eng.advance(min(step, duration - eng.sim_time))
+    wall = time.perf_counter() - t0
+    out = eng.summary()
+    out["wall_seconds"] = round(wall, 3)
+    if getattr(eng, "fault_report", None):
+        out["faults"] = eng.fault_report()
+    if a.out:
+        _write(eng, a.out)
+        out["out"] = a.out
+    if a.json:
+        print(json.dumps(out, indent=2))
+    else:
+        r = out["requests"]
+        print(f"{out['scenario']} on {out['deployment']}, {out['sim_seconds']} s simulated in {wall:.2f} s (seed {out['seed']})")
+        print(f"  requests   arrived {r['arrived']}  completed {r['completed']}  in flight {r['in_flight']}  rejected {r['rejected']}")
+        print(f"  tokens/s per NPU   prefill {out['prefill']['tokens_per_s_per_npu']}  decode {out['decode']['tokens_per_s_per_npu']}")
+        print(f"  TTFT ms  p50 {out['ttft_ms']['p50']}  p99 {out['ttft_ms']['p99']}    TPOT ms  p50 {out['tpot_ms']['p50']}  p99 {out['tpot_ms']['p99']}")
+        print(f"  SLO attainment {out['slo_attainment']}   cache hit ratio: block {out['cache']['block_hit_ratio']}  token {out['cache']['token_hit_ratio']}")
+        for f in out.get("faults", []):
+            print(f"  fault {f['kind']} {f['target']}: detect {f['detect_s']} s, recover {f['recover_s']} s, "
+                  f"affected {f['requests_affected']}, requeued {f['requeued']}, lost {f['lost']}")
+    return 0
+
+
+def _write(eng, path: str) -> None:
+    """Per-request rows to PATH and per-interval rows beside it (Parquet or CSV by extension)."""
+    reqs, intervals = eng.req.frame(), eng.metrics.frame()
+    base, ext = os.path.splitext(path)
+    if ext not in (".parquet", ".csv"):
+        raise ValueError(f"--out = {path!r}: allowed extensions .parquet or .csv")
+    for df, p in ((reqs, path), (intervals, f"{base}.intervals{ext}")):
+        if ext == ".parquet":
+            df.to_parquet(p)
+        else:
+            df.to_csv(p, index=False)
+
+
+def cmd_bench(a) -> int:
+    """The paper's decode deployment at 90% of decode capacity, 4K prompt / 256 output."""
+    import psutil
+    from .engine import Engine
+    eng = Engine("paper-decode", seed=a.seed, load=a.load)
+    t0 = time.perf_counter()
+    while eng.sim_time < a.duration - 1e-9:
+        eng.advance(min(60.0, a.duration - eng.sim_time))
+    wall = time.perf_counter() - t0
+    events = eng.env._eid if hasattr(eng.env, "_eid") else 0
+    out = {"scenario": "paper-decode", "load": a.load, "sim_seconds": a.duration,
+           "wall_seconds": round(wall, 3), "speedup": round(a.duration / wall, 1),
+           "events": int(next(events)) if hasattr(events, "__next__") else events,
+           "requests_completed": eng.req.counts()["completed"],
+           "peak_rss_mb": round(psutil.Process().memory_info().rss / 2**20, 1)}
+    try:
+        import resource
+        out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    except ImportError:
+        pass
+    out["events_per_s"] = round(out["events"] / wall, 1)
+    s = eng.summary()
+    out["decode_tokens_per_s_per_npu"] = s["decode"]["tokens_per_s_per_npu"]
+    out["tpot_ms_p50"] = s["tpot_ms"]["p50"]
+    if a.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for k, v in out.items():
+            print(f"{k:<30}{v}")
+    return 0
+
+
+def add_run_commands(sub) -> None:
+    run = sub.add_parser("run", help="simulate a scenario or a trace and print a summary")
+    src = run.add_mutually_exclusive_group()
+    src.add_argument("--scenario", default="default", help="named scenario (see twin/catalog/scenarios.toml)")
+    src.add_argument("--trace", help="trace file (Mooncake JSONL, Azure CSV or BurstGPT CSV) or name")
+    run.add_argument("--format", choices=["mooncake", "azure", "burstgpt"], help="trace format (default: detect)")
+    run.add_argument("--lenient", action="store_true", help="skip bad trace rows and report how many")
+    run.add_argument("--deployment")
+    run.add_argument("--duration", type=float, help="simulated seconds")
+    run.add_argument("--rate", type=float, help="arrival rate, req/s (synthetic scenarios)")
+    run.add_argument("--load", type=float, help="arrival rate as a fraction of capacity (synthetic)")
+    run.add_argument("--speedup", type=float, help="trace replay speed-up")
+    run.add_argument("--cache-capacity", help="EMS DRAM bytes in total, 'default' or 'unlimited'")
+    run.add_argument("--faults", help="fault scenario file (TOML)")
+    run.add_argument("--seed", type=int)
+    run.add_argument("--out", help="write per-request and per-interval data (.parquet or .csv)")
+    run.add_argument("--json", action="store_true")
+    run.set_defaults(fn=cmd_run)
+
+    bench = sub.add_parser("bench", help="engine speed on the paper's decode setting")
+    bench.add_argument("--duration", type=float, default=600.0, help="simulated seconds (default 600)")
+    bench.add_argument("--load", type=float, default=0.9, help="fraction of decode capacity (default 0.9)")
+    bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument("--json", action="store_true")
+    bench.set_defaults(fn=cmd_bench)

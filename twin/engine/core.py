@@ -1,0 +1,474 @@
+"""The serving engine: CloudMatrix-Infer on the modelled supernode, as a SimPy simulation.
+
+arrival -> global scheduler (least-loaded prefill instance) -> prefill batch (EMS lookup, compute
+the misses, store new blocks) -> KV transfer over RDMA (max-min shared) -> decode continuous
+batching (KV capacity, batch cap, TPOT SLO) -> completion.
+
+The engine owns the SimPy environment and the one random generator; `advance()` runs it forward
+after applying queued commands at the current sim time, and `snapshot()` returns a read-only copy.
+The same seed and command log replay the same run exactly.
+"""
+from __future__ import annotations
+
+import math
+import queue
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from ..config import catalog
+from ..ems import EMS
+from ..metrics import Metrics
+from ..perf import NetState, PerfModel
+from ..topology import topology
+from .flows import FlowNet
+from .pools import DecodeInstance, PrefillInstance
+from .requests import DONE, QUEUED, REJECTED, TRANSFER, RequestTable
+from .scenario import Scenario, load_scenario
+from .snapshot import Snapshot
+from .source import SyntheticSource, TraceSource
+
+ARRIVAL_TICK_S = 0.005    # assumption: the global scheduler assigns new requests every 5 ms
+MAX_EVENTS = 200          # events kept for the UI
+
+
+@dataclass(frozen=True)
+class Command:
+    """A change requested from outside the engine thread, applied between advances."""
+    kind: str                       # "rate" | "load" | "fault" | "event"
+    args: dict = field(default_factory=dict)
+
+
+class Engine:
+    def __init__(self, scenario: str | Scenario | None = "default", seed: int | None = None,
+                 **overrides):
+        self.scenario = (scenario if isinstance(scenario, Scenario)
+                         else load_scenario(scenario, seed=seed, **overrides))
+        sc = self.scenario
+        self.seed = sc.seed
+        self.env = simpy.Environment()
+        self.rng = np.random.default_rng(sc.seed)
+        self.cat = catalog()
+        self.dep = self.cat.deployment(sc.deployment)
+        self.system = self.cat.system(self.dep.system)
+        self.topo = topology(self.dep.system)
+        self.pm = PerfModel(self.dep, self.cat)
+        self.net = NetState()
+        self.dies_per_node = self.system.npus_per_node * self.pm.dies_per_npu
+        self.kv_bytes = self.pm.kv_bytes_per_token()
+        self.kv_capacity_tokens = self.pm.kv_capacity_bytes_per_die() / self.kv_bytes
+        self.partitioned, self.message = False, ""
+        self.req = RequestTable()
+        self.commands: queue.Queue[Command] = queue.Queue()
+        self.command_log: list[tuple[float, Command]] = []
+        self.events: list[dict] = []
+        self.version = 0
+        self._decode_memo: dict = {}
+        self._place_instances()
+        self._make_cache()
+        self.flows = FlowNet(self.env)
+        self._set_flow_capacities()
+        self.source = self._make_source()
+        n_nodes = self.system.nodes
+        self.metrics = Metrics(n_nodes, len(self.prefill), len(self.decode), sc.interval_s)
+        self.interval_end = sc.interval_s
+        self._slo_cap: dict[int, int] = {}
+        for inst in self.prefill + self.decode:
+            self.env.process(inst.run())
+        self.env.process(self._arrivals())
+        self.env.process(self._monitor())
+        self.log("start", f"scenario {sc.name}: {sc.description or sc.deployment} (seed {sc.seed})")
+
+    # ---- setup -------------------------------------------------------------------------------
+    def _place_instances(self) -> None:
+        """Prefill instances take the first nodes, decode the next (the paper uses 32 nodes)."""
+        dep, next_die = self.dep, 0
+        self.prefill: list[PrefillInstance] = []
+        self.decode: list[DecodeInstance] = []
+        slot = 0
+        for i in range(dep.prefill.instances):
+            dies = np.arange(next_die, next_die + dep.prefill.dies_per_instance)
+            next_die += len(dies)
+            self.prefill.append(PrefillInstance(self, i, slot, dies))
+            slot += 1
+        for i in range(dep.decode.instances):
+            dies = np.arange(next_die, next_die + dep.decode.dies_per_instance)
+            next_die += len(dies)
+            self.decode.append(DecodeInstance(self, i, slot, dies))
+            slot += 1
+        if not self.decode or (self.scenario.pipeline == "full" and not self.prefill):
+            raise ValueError(f"deployment {self.scenario.deployment}: needs at least one decode "
+                             f"instance{' and one prefill instance' if self.scenario.pipeline == 'full' else ''} "
+                             f"to serve (allowed: deployments with instances > 0)")
+        self.die_pool = [""] * (self.system.nodes * self.dies_per_node)
+        for inst in self.prefill + self.decode:
+            for d in inst.dies:
+                self.die_pool[d] = inst.kind
+
+    def _make_cache(self) -> None:
+        sc, dep = self.scenario, self.dep
+        cpu = self.cat.chip(self.system.cpu) if self.system.cpu else None
+        servers = self.topo.cpu_ids[: dep.ems_nodes * self.system.cpus_per_node]
+        self.block_tokens = sc.block_size
+        self.ems = None
+        if not servers or cpu is None:
+            return
+        if sc.cache_capacity == "unlimited":
+            dram, ssd = None, None
+        elif sc.cache_capacity == "default":
+            dram = cpu.dram_gb * 1e9 * dep.ems_dram_fraction
+            ssd = cpu.ssd_gb * 1e9
+        else:
+            dram, ssd = float(sc.cache_capacity) / len(servers), 0.0
+        self.ems = EMS(list(servers), dram, ssd, self.block_tokens * self.kv_bytes,
+                       block_tokens=self.block_tokens)
+        self.ems_node = {s: int(s[1:3]) for s in servers}
+
+    def _make_source(self):
+        sc = self.scenario
+        if sc.workload == "trace":
+            src = TraceSource(sc.trace, sc.speedup, sc.loop, sc.trace_format, sc.lenient)
+            skipped = src.workload.skipped
+            if skipped:
+                self.log("trace", f"lenient mode skipped {skipped} bad rows: "
+                                  f"{'; '.join(src.workload.skip_reasons[:3])}")
+            return src
+        kw = dict(arrival=sc.arrival, cv=sc.cv, diurnal_amplitude=sc.diurnal_amplitude,
+                  diurnal_period_s=sc.diurnal_period_s, input=sc.input.dist(),
+                  output=sc.output.dist(), reuse_rate=sc.reuse_rate, prefix_pool=sc.prefix_pool,
+                  block_size=sc.block_size)
+        rate = sc.rate or sc.load * self.capacity_rps()
+        return SyntheticSource(rate, sc.seed, kw)
+
+    def capacity_rps(self, input_mean: float | None = None, output_mean: float | None = None) -> float:
+        """Requests/s the bottleneck pool sustains for the scenario's mean lengths (perf model)."""
+        sc = self.scenario
+        inp = input_mean or sc.input.mean_value()
+        out = output_mean or sc.output.mean_value()
+        kv = inp + out / 2
+        batch = min(self.dep.decode.batch_per_die * self.pm.dies_per_npu,
+                    self.pm.max_batch_for_slo(kv_len=kv)["batch_per_npu"] or 1)
+        dec = self.pm.decode_step(batch, kv).tokens_per_s_per_npu * sum(d.npus for d in self.decode)
+        dec_rps = dec / max(out - (0 if sc.pipeline == "decode_only" else 1), 1)
+        if sc.pipeline == "decode_only":
+            return dec_rps
+        pre = self.pm.prefill_batch(min(inp, 131072), reuse=min(sc.reuse_rate, 0.99))
+        pre_rps = pre.tokens_per_s_per_npu * sum(p.npus for p in self.prefill) / inp
+        return min(pre_rps, dec_rps)
+
+    def _set_flow_capacities(self) -> None:
+        """KV transfer links: each instance's RDMA NICs (or its UB uplinks), scaled by health."""
+        plane = self.dep.kv_transfer_plane
+        for inst in self.prefill + self.decode:
+            if plane == "rdma":
+                bw = sum(self.topo.rdma_bandwidth(int(n)) for n in inst.nodes) * len(inst.dies) \
+                    / (len(inst.nodes) * self.dies_per_node)
+            else:
+                bw = sum(self.topo.node_uplink_gbps(int(n)) for n in inst.nodes)
+            self.flows.set_capacity(inst.name, bw * 1e9)
+
+    # ---- logging and commands ------------------------------------------------------------------
+    def log(self, kind: str, message: str) -> None:
+        self.events.append({"t": round(self.env.now, 3), "kind": kind, "message": message})
+        del self.events[:-MAX_EVENTS]
+
+    def submit(self, cmd: Command) -> None:
+        """Thread-safe: queue a command; it lands at the sim time of the next advance()."""
+        if not isinstance(cmd, Command):
+            raise TypeError("submit() takes a Command")
+        self.commands.put(cmd)
+
+    def _apply(self, cmd: Command) -> None:
+        try:
+            if cmd.kind == "rate":
+                self.source.set_rate(self.env.now, float(cmd.args["rate"]))
+                self.log("rate", f"arrival rate set to {float(cmd.args['rate']):.3g} req/s")
+            elif cmd.kind == "load":
+                frac = float(cmd.args["fraction"])
+                if not 0 < frac <= 5:
+                    raise ValueError(f"load = {frac}: allowed 0 < load <= 5 (fraction of capacity)")
+                rate = frac * self.capacity_rps()
+                self.source.set_rate(self.env.now, rate)
+                self.log("rate", f"load set to {frac:.0%} of capacity ({rate:.3g} req/s)")
+            elif cmd.kind == "fault":
+                self.inject_fault(cmd.args)
+            elif cmd.kind == "event":
+                self.log(cmd.args.get("kind", "note"), str(cmd.args.get("message", "")))
+            else:
+                raise ValueError(f"command {cmd.kind!r}: unknown (allowed: rate, load, fault, event)")
+            self.command_log.append((self.env.now, cmd))
+        except (ValueError, KeyError, TypeError) as exc:
+            msg = exc.args[0] if exc.args else repr(exc)
+            self.log("error", f"{cmd.kind} refused: {msg}")
+
+    def inject_fault(self, args: dict) -> None:
+        raise ValueError("fault injection is not available in this build")
+
+    # ---- the simulation ------------------------------------------------------------------------
+    def advance(self, sim_seconds: float) -> Snapshot:
+        """Apply queued commands at the current sim time, then run `sim_seconds` forward."""
+        if not sim_seconds >= 0 or math.isinf(sim_seconds):
+            raise ValueError(f"advance: sim_seconds = {sim_seconds}: must be a finite number >= 0")
+        while True:
+            try:
+                self._apply(self.commands.get_nowait())
+            except queue.Empty:
+                break
+        self.env.run(until=self.env.now + sim_seconds)
+        self.version += 1
+        return self.snapshot()
+
+    @property
+    def sim_time(self) -> float:
+        return self.env.now
+
+    def _arrivals(self):
+        req = self.req
+        while True:
+            now = self.env.now
+            batch = self.source.take(now + 1e-12)
+            if batch is not None:
+                ids = req.add(batch.arrival, batch.input, batch.output,
+                              None if self.scenario.pipeline == "decode_only" else batch.ptr,
+                              None if self.scenario.pipeline == "decode_only" else batch.ids)
+                self._admit_new(ids)
+            if self.source.exhausted:
+                return
+            yield self.env.timeout(ARRIVAL_TICK_S)
+
+    def _admit_new(self, ids: np.ndarray) -> None:
+        req = self.req
+        too_long = (req.input[ids] + req.output[ids]) > self.kv_capacity_tokens
+        if too_long.any():
+            bad = ids[too_long]
+            req.state[bad] = REJECTED
+            self.log("reject", f"{len(bad)} request(s) need more KV than a die holds "
+                               f"(> {self.kv_capacity_tokens:,.0f} tokens); rejected")
+            ids = ids[~too_long]
+        if self.scenario.pipeline == "decode_only":
+            if len(ids):
+                self._to_decode(ids)
+            return
+        for rid in ids:
+            self.schedule_prefill(int(rid))
+
+    def schedule_prefill(self, rid: int) -> None:
+        """Stateless global scheduler: any live prefill instance; the least-loaded by tokens."""
+        live = [p for p in self.prefill if p.alive] or self.prefill
+        min(live, key=lambda p: (p.queued_tokens + (1 << 40) * (not p.alive), p.idx)).enqueue(rid)
+        self.req.state[rid] = QUEUED
+
+    def _to_decode(self, ids: np.ndarray) -> None:
+        live = [d for d in self.decode if d.alive] or self.decode
+        min(live, key=lambda d: (d.load(), d.idx)).enqueue(ids)
+
+    def transfer_kv(self, ids: np.ndarray, src: PrefillInstance):
+        """One flow per prefill batch and decode instance: the batch's KV over RDMA."""
+        req = self.req
+        req.state[ids] = TRANSFER
+        dst = min((d for d in self.decode if d.alive), key=lambda d: (d.load(), d.idx),
+                  default=self.decode[0])
+        nbytes = float(req.input[ids].sum()) * self.kv_bytes
+        plane = self.dep.kv_transfer_plane
+        lat = (self.system.rdma_latency_us if plane == "rdma" else self.system.ub_latency_us) * 1e-6
+        self.metrics.cur.plane_bytes["rdma" if plane == "rdma" else "ub"] += nbytes
+        self._node_traffic(src.nodes, dst.nodes, nbytes, "rdma" if plane == "rdma" else "ub")
+        yield self.flows.start(nbytes, (src.name, dst.name), lat)
+        dst.enqueue(ids)
+
+    def finish(self, ids: np.ndarray) -> None:
+        self.req.state[ids] = DONE
+        self.req.finish[ids] = self.env.now
+        self.metrics.cur.finished.append(ids)
+
+    def accepted_tokens(self, n: int) -> np.ndarray:
+        """Tokens each sequence gains this step: 1, plus the MTP draft when accepted."""
+        if not self.dep.mtp:
+            return np.ones(n, dtype=np.int64)
+        return 1 + (self.rng.random(n) < self.dep.mtp_acceptance)
+
+    # ---- timing from the perf model ------------------------------------------------------------
+    def decode_seconds(self, batch_per_npu: float, ctx: float) -> float:
+        key = (round(batch_per_npu * 4), int(ctx // 128))
+        t = self._decode_memo.get(key)
+        if t is None:
+            t = self.pm.decode_step(max(key[0] / 4, 0.25), (key[1] + 0.5) * 128).step_ms / 1e3
+            self._decode_memo[key] = t
+        return t
+
+    def decode_cap(self, inst: DecodeInstance) -> int:
+        """Sequences an instance may hold: the deployment's batch cap within the TPOT SLO."""
+        cap = self._slo_cap.get(inst.idx)
+        if cap is None:
+            kv = self.scenario.input.mean_value() + self.scenario.output.mean_value() / 2
+            slo = self.pm.max_batch_for_slo(kv_len=kv)["batch_per_npu"]
+            per_npu = min(self.dep.decode.batch_per_die * self.pm.dies_per_npu, max(slo, 1))
+            cap = self._slo_cap[inst.idx] = max(1, int(per_npu * inst.npus))
+        return cap
+
+    def prefill_seconds(self, inputs: np.ndarray, cached: np.ndarray, dies: int) -> float:
+        total = float(inputs.sum())
+        prompt = float((inputs.astype(float) ** 2).sum() / total)
+        reuse = min(float(cached.sum()) / total, 0.99)
+        npus = dies / self.pm.dies_per_npu
+        return self.pm.prefill_batch(prompt, total / npus, reuse=reuse).step_ms / 1e3
+
+    # ---- EMS -------------------------------------------------------------------------------------
+    def cache_lookup(self, ids: np.ndarray, inst: PrefillInstance) -> np.ndarray:
+        """Prefix hits per request (tokens), at least one token left to compute."""
+        req, cur = self.req, self.metrics.cur
+        cached = np.zeros(len(ids), dtype=np.int64)
+        if self.ems is None:
+            return cached
+        for j, rid in enumerate(ids):
+            blocks = req.blocks(rid)
+            if not len(blocks):
+                continue
+            r = self.ems.lookup(blocks, tokens=int(req.input[rid]))
+            cur.lookups_blocks += len(blocks)
+            cur.hit_blocks += r.prefix_blocks
+            cur.lookup_tokens += int(req.input[rid])
+            cur.hit_tokens += r.hit_tokens
+            cached[j] = min(r.hit_tokens, int(req.input[rid]) - 1)
+            if r.prefix_blocks:
+                cur.hit_requests += 1
+                for server, nbytes in r.per_server_bytes.items():
+                    self._node_traffic([self.ems_node[server]], inst.nodes, nbytes)
+        req.cached[ids] = cached
+        return cached
+
+    def cache_store(self, ids: np.ndarray, inst: PrefillInstance) -> None:
+        if self.ems is None:
+            return
+        plane = "ub" if self.dep.cache_plane == "ub" else "vpc"
+        for rid in ids:
+            blocks = self.req.blocks(rid)
+            if len(blocks):
+                r = self.ems.store(blocks)
+                for server, nbytes in r.per_server_bytes.items():
+                    self.metrics.cur.plane_bytes[plane] += nbytes
+                    self._node_traffic(inst.nodes, [self.ems_node[server]], nbytes)
+
+    # ---- traffic accounting ------------------------------------------------------------------------
+    def _node_traffic(self, src_nodes, dst_nodes, nbytes: float, plane: str = "ub") -> None:
+        src, dst = np.asarray(src_nodes), np.asarray(dst_nodes)
+        cur = self.metrics.cur
+        if plane == "ub":
+            cur.node_bytes[np.ix_(src, dst)] += nbytes / (len(src) * len(dst))
+        else:
+            cur.rdma_out[src] += nbytes / len(src)
+            cur.rdma_in[dst] += nbytes / len(dst)
+
+    def _a2a_bytes(self, pool: str, tokens_per_die: float, dies: int) -> float:
+        """UB bytes of one step's MoE dispatch + combine over all MoE layers."""
+        m, p = self.pm.model, getattr(self.dep, pool)
+        ep = p.ep
+        ranks = (ep - 1) * (1 - (1 - 1 / ep) ** m.top_k)
+        per = tokens_per_die * ranks * (m.dispatch_bytes_per_token + m.combine_bytes_per_token)
+        return per * dies * self.pm.moe_layers
+
+    def account_prefill(self, inst: PrefillInstance, ids: np.ndarray, cached: np.ndarray) -> None:
+        new = float((self.req.input[ids] - cached).sum())
+        a2a = self._a2a_bytes("prefill", new / len(inst.dies), len(inst.dies))
+        loaded = float(cached.sum()) * self.kv_bytes
+        cur = self.metrics.cur
+        cur.plane_bytes["ub"] += a2a + (loaded if self.dep.cache_plane == "ub" else 0.0)
+        cur.plane_bytes["vpc"] += loaded if self.dep.cache_plane == "vpc" else 0.0
+        cur.cache_bytes += loaded
+        self._node_traffic(inst.nodes, inst.nodes, a2a)
+
+    def account_decode(self, inst: DecodeInstance, n: int, seconds: float) -> None:
+        tok = (2 if self.dep.mtp else 1) * n / len(inst.dies)
+        a2a = self._a2a_bytes("decode", tok, len(inst.dies))
+        cur = self.metrics.cur
+        cur.plane_bytes["ub"] += a2a
+        cur.batch_samples += n / inst.npus
+        cur.batch_steps += 1
+        self._node_traffic(inst.nodes, inst.nodes, a2a)
+
+    # ---- metrics and snapshots ---------------------------------------------------------------------
+    def _monitor(self):
+        dt = self.scenario.interval_s
+        while True:
+            yield self.env.timeout(dt)
+            self.metrics.close(self.env.now, self.req, self._ctx())
+            self.interval_end = self.env.now + dt
+
+    def _ctx(self) -> dict:
+        st = self.ems.stats() if self.ems else {}
+        return {"ttft_slo_ms": self.dep.ttft_slo_ms, "tpot_slo_ms": self.dep.tpot_slo_ms,
+                "prefill_npus": sum(p.npus for p in self.prefill),
+                "decode_npus": sum(d.npus for d in self.decode),
+                "ems_dram_bytes": st.get("dram_bytes", 0.0), "ems_ssd_bytes": st.get("ssd_bytes", 0.0),
+                "queue_prefill": sum(len(p.queue) for p in self.prefill),
+                "queue_decode": sum(len(d.queue) for d in self.decode)}
+
+    def kpis(self) -> dict:
+        """Latest values over the last window of intervals, plus run totals."""
+        m, req = self.metrics, self.req
+        k = {key: m.window(key) for key in m.history}
+        fin = (np.concatenate(list(m.recent_finished)) if m.recent_finished
+               else np.zeros(0, dtype=np.int64))
+        if len(fin):
+            ttft = (req.first_token[fin] - req.arrival[fin]) * 1e3
+            tpot = (req.finish[fin] - req.first_token[fin]) / np.maximum(req.output[fin] - 1, 1) * 1e3
+            multi = req.output[fin] > 1
+            for name, arr in (("ttft", ttft), ("tpot", tpot[multi])):
+                if len(arr):
+                    k[f"{name}_p50_ms"] = float(np.percentile(arr, 50))
+                    k[f"{name}_p99_ms"] = float(np.percentile(arr, 99))
+        k.update(req.counts())
+        t = m.running_totals()
+        k["total_block_hit_ratio"] = t["hit_blocks"] / t["lookup_blocks"] if t["lookup_blocks"] else float("nan")
+        k["sim_time"] = self.env.now
+        return k
+
+    def link_util(self) -> np.ndarray:
+        from .traffic import link_utilisation
+        return link_utilisation(self)
+
+    def snapshot(self) -> Snapshot:
+        m = self.metrics
+        die_util = np.zeros(len(self.die_pool), dtype=np.float32)
+        for inst in self.prefill + self.decode:
+            die_util[inst.dies] = m.last_busy[inst.slot]
+        return Snapshot(
+            version=self.version, sim_time=self.env.now, scenario=self.scenario.name,
+            deployment=self.scenario.deployment, seed=self.seed, kpis=self.kpis(),
+            history={k: list(v) for k, v in m.history.items()},
+            plane_gbps=dict(m.last_plane_gbps),
+            link_util=self.link_util(), node_traffic=m.last_node_gbps.copy(),
+            die_util=die_util, die_pool=tuple(self.die_pool), events=tuple(dict(e) for e in self.events),
+            faults=tuple(), failed=tuple(sorted(self.topo.failed)), partitioned=self.partitioned,
+            message=self.message, cache=dict(self.ems.stats()) if self.ems else {})
+
+    # ---- summaries ---------------------------------------------------------------------------------
+    def summary(self) -> dict:
+        """Run totals over every request so far (the CLI prints this)."""
+        req, n = self.req, self.req.n
+        done = np.flatnonzero(req.state[:n] == DONE)
+        ttft = (req.first_token[done] - req.arrival[done]) * 1e3
+        multi = done[req.output[done] > 1]
+        tpot = (req.finish[multi] - req.first_token[multi]) / (req.output[multi] - 1) * 1e3
+        ok_t = ttft <= self.dep.ttft_slo_ms
+        tp = (req.finish[done] - req.first_token[done]) / np.maximum(req.output[done] - 1, 1) * 1e3
+        ok = ok_t & ((tp <= self.dep.tpot_slo_ms) | (req.output[done] <= 1))
+        t, dur = self.metrics.running_totals(), max(self.env.now, 1e-9)
+        pct = lambda a, q: round(float(np.percentile(a, q)), 3) if len(a) else None
+        pre_npus = sum(p.npus for p in self.prefill)
+        dec_npus = sum(d.npus for d in self.decode)
+        return {
+            "scenario": self.scenario.name, "deployment": self.scenario.deployment,
+            "seed": self.seed, "sim_seconds": round(self.env.now, 3),
+            "requests": req.counts(),
+            "prefill": {"tokens_per_s_per_npu": round(t["input_tokens"] / dur / pre_npus, 2) if pre_npus else 0.0,
+                        "npus": pre_npus},
+            "decode": {"tokens_per_s_per_npu": round(t["output_tokens"] / dur / dec_npus, 2),
+                       "npus": dec_npus},
+            "ttft_ms": {"p50": pct(ttft, 50), "p99": pct(ttft, 99)},
+            "tpot_ms": {"p50": pct(tpot, 50), "p99": pct(tpot, 99)},
+            "slo_attainment": round(float(ok.mean()), 4) if len(ok) else None,
+            "cache": {"block_hit_ratio": round(t["hit_blocks"] / t["lookup_blocks"], 4) if t["lookup_blocks"] else None,
+                      "token_hit_ratio": round(t["hit_tokens"] / t["lookup_tokens"], 4) if t["lookup_tokens"] else None},
+        }

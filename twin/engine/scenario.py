@@ -1,0 +1,104 @@
+"""Scenarios: which deployment serves which workload, as typed, validated configs.
+
+Named scenarios live in twin/catalog/scenarios.toml; any field can be overridden from the CLI or
+the dashboard, and every override is validated with a message naming the field and its range.
+"""
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..config import CATALOG_DIR, CatalogError, _validate, catalog
+from ..workload import LengthDist
+
+
+class Length(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["fixed", "uniform", "lognormal"] = "fixed"
+    value: int = Field(4096, ge=1, le=1_000_000)
+    lo: int = Field(1, ge=1, le=1_000_000)
+    hi: int = Field(8192, ge=1, le=1_000_000)
+    mean: float = Field(4096, gt=0, le=1_000_000)
+    sigma: float = Field(0.5, gt=0, le=5)
+    max: int | None = Field(None, ge=1, le=1_000_000)
+
+    def dist(self) -> LengthDist:
+        if self.kind == "fixed":
+            return LengthDist.fixed(self.value)
+        if self.kind == "uniform":
+            return LengthDist.uniform(self.lo, self.hi)
+        return LengthDist.lognormal(self.mean, self.sigma, self.max)
+
+    def mean_value(self) -> float:
+        return {"fixed": self.value, "uniform": (self.lo + self.hi) / 2}.get(self.kind, self.mean)
+
+
+class Scenario(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = "custom"
+    description: str = ""
+    deployment: str = "cloudmatrix-infer-paper"
+    workload: Literal["trace", "synthetic"] = "synthetic"
+    pipeline: Literal["full", "decode_only"] = "full"
+    seed: int = Field(0, ge=0, le=2**63 - 1)
+    # trace replay
+    trace: str = ""
+    trace_format: Literal["auto", "mooncake", "azure", "burstgpt"] = "auto"
+    lenient: bool = False
+    speedup: float = Field(1.0, gt=0, le=10_000)
+    loop: bool = False
+    # synthetic
+    rate: float | None = Field(None, gt=0, le=1_000_000)
+    load: float = Field(0.5, gt=0, le=5)
+    arrival: Literal["poisson", "gamma"] = "poisson"
+    cv: float = Field(1.0, gt=0, le=20)
+    diurnal_amplitude: float = Field(0.0, ge=0, le=1)
+    diurnal_period_s: float = Field(86400, gt=0)
+    input: Length = Length(kind="fixed", value=4096)
+    output: Length = Length(kind="fixed", value=256)
+    reuse_rate: float = Field(0.0, ge=0, lt=1)
+    prefix_pool: int = Field(100, ge=1, le=10_000_000)
+    block_size: int = Field(512, ge=16, le=65536)
+    # run
+    duration_s: float = Field(600, gt=0, le=30 * 86400)
+    interval_s: float = Field(1.0, ge=0.05, le=3600)
+    cache_capacity: float | Literal["default", "unlimited"] = "default"
+    faults: str = ""     # path of a fault scenario file (TOML), replayed with the seed
+
+
+@lru_cache(maxsize=1)
+def _named() -> dict[str, dict]:
+    return tomllib.loads((CATALOG_DIR / "scenarios.toml").read_text())
+
+
+def list_scenarios() -> list[dict]:
+    return [{"name": k, "description": v.get("description", "")} for k, v in _named().items()]
+
+
+def load_scenario(name: str | None = "default", **overrides) -> Scenario:
+    """A named scenario (or a blank one) with overrides; None values mean "keep"."""
+    base: dict = {}
+    if name:
+        if name not in _named():
+            raise CatalogError(f"scenario = {name!r}: unknown (allowed: {', '.join(_named())})")
+        base = dict(_named()[name], name=name)
+    base.update({k: v for k, v in overrides.items() if v is not None})
+    if "cache_capacity" in base and isinstance(base["cache_capacity"], str) \
+            and base["cache_capacity"] not in ("default", "unlimited"):
+        try:
+            base["cache_capacity"] = float(base["cache_capacity"])
+        except ValueError:
+            raise CatalogError(f"cache_capacity = {base['cache_capacity']!r}: allowed a number of "
+                               f"bytes, 'default' or 'unlimited'") from None
+    sc = _validate(Scenario, base, f"scenario [{base.get('name', 'custom')}]")
+    catalog().deployment(sc.deployment)   # unknown deployment -> clear error
+    if sc.workload == "trace" and not sc.trace:
+        raise CatalogError(f"scenario [{sc.name}].trace: required for workload = 'trace' "
+                           f"(a trace name or a file path)")
+    if sc.faults and not Path(sc.faults).is_file():
+        raise CatalogError(f"scenario [{sc.name}].faults = {sc.faults!r}: no such file")
+    return sc

@@ -1,0 +1,141 @@
+"""Arrival streams for a live run: trace replay (optionally looped) or synthetic traffic in chunks.
+
+Synthetic traffic is generated chunk by chunk, each chunk from a seed derived from the run's seed
+and the chunk's start time, so a run is the same whether it advances in 1 s or 60 s steps. A rate
+change (a command at sim time t) discards the pending arrivals after t and regenerates from t.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..workload import Workload, default_trace_path, load_trace, synthetic
+
+CHUNK_S = 30.0     # synthetic generation window, sim seconds (a memory/speed trade-off only)
+
+
+@dataclass
+class Batch:
+    """Requests in arrival order; block ids in CSR form (ptr has one more entry than requests)."""
+    arrival: np.ndarray
+    input: np.ndarray
+    output: np.ndarray
+    ptr: np.ndarray
+    ids: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.arrival)
+
+    def slice(self, i: int, j: int) -> "Batch":
+        p = self.ptr[i:j + 1]
+        return Batch(self.arrival[i:j], self.input[i:j], self.output[i:j], p - p[0],
+                     self.ids[p[0]:p[-1]])
+
+
+def _from_workload(w: Workload, offset: float) -> Batch:
+    return Batch(w.arrival_s + offset, w.input_tokens.astype(np.int64),
+                 w.output_tokens.astype(np.int64), w.block_ptr, w.block_ids)
+
+
+class TraceSource:
+    """Replays a trace at `speedup`; with `loop`, starts again after the last request."""
+
+    def __init__(self, trace: str, speedup: float, loop: bool, fmt: str = "auto",
+                 lenient: bool = False):
+        path = trace if "/" in trace or trace.endswith((".jsonl", ".csv")) else default_trace_path(trace)
+        self.workload = load_trace(path, None if fmt == "auto" else fmt, lenient=lenient).scaled(speedup)
+        self.loop = loop
+        w = self.workload
+        self.span = float(w.arrival_s[-1] - w.arrival_s[0]) + (1.0 / max(len(w) / max(w.arrival_s[-1], 1e-9), 1e-9))
+        self._batch = _from_workload(w, 0.0)
+        self._i = 0
+        self._lap = 0
+        self.block_size = w.block_size
+        self.exhausted = False
+
+    def mean_lengths(self) -> tuple[float, float]:
+        return float(self.workload.input_tokens.mean()), float(self.workload.output_tokens.mean())
+
+    def mean_rate(self) -> float:
+        return len(self.workload) / max(self.span, 1e-9)
+
+    def take(self, t_end: float) -> Batch | None:
+        """Requests arriving before t_end not yet taken."""
+        parts = []
+        while True:
+            off = self._lap * self.span
+            a = self._batch.arrival
+            j = int(np.searchsorted(a + off, t_end, side="left"))
+            if j > self._i:   # a later lap replays the same conversations: same prefixes
+                part = self._batch.slice(self._i, j)
+                part.arrival = part.arrival + off
+                parts.append(part)
+                self._i = j
+            if self._i < len(a) or not self.loop:
+                self.exhausted = self._i >= len(a)
+                break
+            self._i, self._lap = 0, self._lap + 1
+        return _concat(parts)
+
+    def set_rate(self, now: float, rate: float) -> None:
+        raise ValueError("rate: a trace replays its own arrival times (change the speed-up or "
+                         "switch to a synthetic scenario)")
+
+
+class SyntheticSource:
+    """Synthetic arrivals at `rate` req/s (changeable at any sim time)."""
+
+    def __init__(self, rate: float, seed: int, kw: dict):
+        self.rate = rate
+        self.seed = seed
+        self.kw = kw
+        self.block_size = kw.get("block_size", 512)
+        self._gen_until = 0.0
+        self._pending: Batch | None = None
+        self._unique = 0
+        self.exhausted = False
+
+    def mean_rate(self) -> float:
+        return self.rate
+
+    def _chunk(self, t0: float) -> Batch:
+        seed = int(np.random.SeedSequence([self.seed, int(t0 * 1000)]).generate_state(1)[0])
+        w = synthetic(self.rate, CHUNK_S, seed, unique_base=self._unique, **self.kw)
+        self._unique += len(w.block_ids)
+        return _from_workload(w, t0)
+
+    def take(self, t_end: float) -> Batch | None:
+        while self._gen_until < t_end:
+            c = self._chunk(self._gen_until)
+            self._pending = _concat([self._pending, c]) if self._pending else c
+            self._gen_until += CHUNK_S
+        p = self._pending
+        if p is None:
+            return None
+        j = int(np.searchsorted(p.arrival, t_end, side="left"))
+        if not j:
+            return None
+        out, self._pending = p.slice(0, j), p.slice(j, len(p))
+        return out
+
+    def set_rate(self, now: float, rate: float) -> None:
+        """From `now` on, arrivals follow the new rate (pending later arrivals are redrawn)."""
+        if not 0 < rate <= 1_000_000:
+            raise ValueError(f"rate = {rate}: allowed 0 < rate <= 1,000,000 req/s")
+        self.rate = rate
+        self._pending = None
+        self._gen_until = now
+
+
+def _concat(parts: list) -> Batch | None:
+    parts = [p for p in parts if p is not None and len(p.arrival)]
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    offs = np.cumsum([0] + [len(p.ids) for p in parts])
+    ptr = np.concatenate([parts[0].ptr[:1]] + [p.ptr[1:] + o for p, o in zip(parts, offs)])
+    return Batch(np.concatenate([p.arrival for p in parts]), np.concatenate([p.input for p in parts]),
+                 np.concatenate([p.output for p in parts]), ptr,
+                 np.concatenate([p.ids for p in parts]))

@@ -1,0 +1,134 @@
+"""Fixed-cadence metrics: counters accumulated by the engine, closed once per interval of sim time.
+
+The engine adds to plain counters on its hot path; `close()` turns them into one row of history
+(rates, percentiles of the requests that finished in the interval, utilisation, traffic) and
+resets them. History is bounded, so a live run can go on for days.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from .engine.requests import RequestTable
+from .engine.snapshot import HISTORY_KEYS
+
+
+class Interval:
+    """Counters of the interval in progress."""
+
+    def __init__(self, n_nodes: int, n_instances: int):
+        self.input_tokens = 0.0          # prompt tokens prefilled (computed + loaded from cache)
+        self.output_tokens = 0.0
+        self.lookups_blocks = 0
+        self.hit_blocks = 0
+        self.lookup_tokens = 0
+        self.hit_tokens = 0
+        self.hit_requests = 0
+        self.cache_bytes = 0.0           # KV bytes loaded from EMS
+        self.plane_bytes = {"ub": 0.0, "rdma": 0.0, "vpc": 0.0}
+        self.node_bytes = np.zeros((n_nodes, n_nodes))   # UB plane, row = source node
+        self.rdma_out = np.zeros(n_nodes)
+        self.rdma_in = np.zeros(n_nodes)
+        self.busy = np.zeros(n_instances)    # busy seconds per instance (prefill first, then decode)
+        self.finished: list[np.ndarray] = []
+        self.batch_samples = 0.0
+        self.batch_steps = 0
+
+
+class Metrics:
+    def __init__(self, n_nodes: int, n_prefill: int, n_decode: int, interval_s: float,
+                 history_len: int = 900):
+        self.interval_s = interval_s
+        self.n_nodes, self.n_prefill, self.n_decode = n_nodes, n_prefill, n_decode
+        self.cur = Interval(n_nodes, n_prefill + n_decode)
+        self.history = {k: deque(maxlen=history_len) for k in HISTORY_KEYS}
+        self.last_node_gbps = np.zeros((n_nodes, n_nodes))
+        self.last_rdma_gbps = (np.zeros(n_nodes), np.zeros(n_nodes))
+        self.last_plane_gbps = {"ub": 0.0, "rdma": 0.0, "vpc": 0.0}
+        self.last_busy = np.zeros(n_prefill + n_decode)
+        self.carry = np.zeros(n_prefill + n_decode)   # busy time that spills into the next interval
+        self.recent_finished: deque = deque(maxlen=10)   # finished ids of the last intervals
+        self.totals = {"input_tokens": 0.0, "output_tokens": 0.0, "hit_blocks": 0,
+                       "lookup_blocks": 0, "hit_tokens": 0, "lookup_tokens": 0}
+
+    def add_busy(self, inst: int, start: float, duration: float, interval_end: float) -> None:
+        """Credit busy time to this interval and carry what falls after its end."""
+        inside = max(0.0, min(duration, interval_end - start))
+        self.cur.busy[inst] += inside
+        self.carry[inst] += duration - inside
+
+    def close(self, now: float, req: RequestTable, ctx: dict) -> dict:
+        """Finish the interval ending at `now`; returns the row appended to history."""
+        c, dt = self.cur, self.interval_s
+        fin = np.concatenate(c.finished) if c.finished else np.zeros(0, dtype=np.int64)
+        ttft = (req.first_token[fin] - req.arrival[fin]) * 1e3
+        gen = np.maximum(req.output[fin] - 1, 1)
+        tpot = (req.finish[fin] - req.first_token[fin]) / gen * 1e3
+        ok = (ttft <= ctx["ttft_slo_ms"]) & ((tpot <= ctx["tpot_slo_ms"]) | (req.output[fin] <= 1))
+        hit = req.cached[fin] > 0
+        pct = lambda a, q: float(np.percentile(a, q)) if len(a) else float("nan")
+        util = np.minimum(1.0, c.busy / dt)
+        counts = req.counts()
+        row = {
+            "t": now,
+            "input_tps": c.input_tokens / dt, "output_tps": c.output_tokens / dt,
+            "input_tps_per_npu": c.input_tokens / dt / max(ctx["prefill_npus"], 1),
+            "output_tps_per_npu": c.output_tokens / dt / max(ctx["decode_npus"], 1),
+            "ttft_p50_ms": pct(ttft, 50), "ttft_p99_ms": pct(ttft, 99),
+            "tpot_p50_ms": pct(tpot, 50), "tpot_p99_ms": pct(tpot, 99),
+            "ttft_hit_p50_ms": pct(ttft[hit], 50), "ttft_miss_p50_ms": pct(ttft[~hit], 50),
+            "slo_attainment": float(ok.mean()) if len(ok) else float("nan"),
+            "block_hit_ratio": c.hit_blocks / c.lookups_blocks if c.lookups_blocks else float("nan"),
+            "token_hit_ratio": c.hit_tokens / c.lookup_tokens if c.lookup_tokens else float("nan"),
+            "ems_dram_gb": ctx["ems_dram_bytes"] / 1e9, "ems_ssd_gb": ctx["ems_ssd_bytes"] / 1e9,
+            "ub_bytes_per_hit_mb": c.cache_bytes / c.hit_requests / 1e6 if c.hit_requests else float("nan"),
+            "queue_prefill": ctx["queue_prefill"], "queue_decode": ctx["queue_decode"],
+            "util_prefill": float(util[: self.n_prefill].mean()) if self.n_prefill else 0.0,
+            "util_decode": float(util[self.n_prefill:].mean()) if self.n_decode else 0.0,
+            "decode_batch_per_npu": c.batch_samples / c.batch_steps if c.batch_steps else 0.0,
+            "ub_gbps": c.plane_bytes["ub"] / dt / 1e9, "rdma_gbps": c.plane_bytes["rdma"] / dt / 1e9,
+            "vpc_gbps": c.plane_bytes["vpc"] / dt / 1e9,
+            "goodput_tps": float((req.output[fin][ok]).sum()) / dt,
+            **counts,
+        }
+        for k in HISTORY_KEYS:
+            self.history[k].append(row[k])
+        self.recent_finished.append(fin)
+        t = self.totals
+        t["input_tokens"] += c.input_tokens
+        t["output_tokens"] += c.output_tokens
+        t["hit_blocks"] += c.hit_blocks
+        t["lookup_blocks"] += c.lookups_blocks
+        t["hit_tokens"] += c.hit_tokens
+        t["lookup_tokens"] += c.lookup_tokens
+        self.last_node_gbps = c.node_bytes / dt / 1e9
+        self.last_rdma_gbps = (c.rdma_out / dt / 1e9, c.rdma_in / dt / 1e9)
+        self.last_busy = util
+        self.last_plane_gbps = {k: v / dt / 1e9 for k, v in c.plane_bytes.items()}
+        nxt = Interval(self.n_nodes, self.n_prefill + self.n_decode)
+        nxt.busy += np.minimum(self.carry, dt)
+        self.carry = np.maximum(0.0, self.carry - dt)
+        self.cur = nxt
+        return row
+
+    def running_totals(self) -> dict:
+        """Totals of the closed intervals plus the one in progress."""
+        c, t = self.cur, dict(self.totals)
+        t["input_tokens"] += c.input_tokens
+        t["output_tokens"] += c.output_tokens
+        t["hit_blocks"] += c.hit_blocks
+        t["lookup_blocks"] += c.lookups_blocks
+        t["hit_tokens"] += c.hit_tokens
+        t["lookup_tokens"] += c.lookup_tokens
+        return t
+
+    def frame(self):
+        import pandas as pd
+        return pd.DataFrame({k: list(v) for k, v in self.history.items()})
+
+    def window(self, key: str, n: int = 10) -> float:
+        """Mean of the last n intervals, ignoring intervals with no data (NaN)."""
+        vals = np.array(list(self.history[key])[-n:], dtype=float)
+        vals = vals[~np.isnan(vals)]
+        return float(vals.mean()) if len(vals) else float("nan")
