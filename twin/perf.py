@@ -53,7 +53,7 @@ class StepResult:
     streams_ms: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        out = {"phase": self.phase, "step_ms": round(self.step_ms, 4),
+        out = {"phase": self.phase, "step_time_ms": round(self.step_ms, 4),
                "tokens_per_step": round(self.tokens_per_step, 3),
                "tokens_per_s_per_npu": round(self.tokens_per_s_per_npu, 2),
                "breakdown": {k: round(v, 4) for k, v in self.breakdown.items()}}
