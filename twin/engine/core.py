@@ -316,7 +316,11 @@ class Engine:
 
     # ---- EMS -------------------------------------------------------------------------------------
     def cache_lookup(self, ids: np.ndarray, inst: PrefillInstance) -> np.ndarray:
-        """Prefix hits per request (tokens), at least one token left to compute."""
+        """Prefix hits per request (tokens; at least one token is left to compute).
+
+        A request's blocks are entered into EMS as soon as its batch starts (the KV is being
+        made; later lookups share it), so requests replayed in any order reach the in-order
+        ideal hit ratio when capacity is unlimited; the write traffic is counted with it."""
         req, cur = self.req, self.metrics.cur
         cached = np.zeros(len(ids), dtype=np.int64)
         if self.ems is None:
@@ -335,20 +339,12 @@ class Engine:
                 cur.hit_requests += 1
                 for server, nbytes in r.per_server_bytes.items():
                     self._node_traffic([self.ems_node[server]], inst.nodes, nbytes)
+            stored = self.ems.store(blocks)
+            for server, nbytes in stored.per_server_bytes.items():
+                self._node_traffic(inst.nodes, [self.ems_node[server]], nbytes)
+                cur.plane_bytes["ub" if self.dep.cache_plane == "ub" else "vpc"] += nbytes
         req.cached[ids] = cached
         return cached
-
-    def cache_store(self, ids: np.ndarray, inst: PrefillInstance) -> None:
-        if self.ems is None:
-            return
-        plane = "ub" if self.dep.cache_plane == "ub" else "vpc"
-        for rid in ids:
-            blocks = self.req.blocks(rid)
-            if len(blocks):
-                r = self.ems.store(blocks)
-                for server, nbytes in r.per_server_bytes.items():
-                    self.metrics.cur.plane_bytes[plane] += nbytes
-                    self._node_traffic(inst.nodes, [self.ems_node[server]], nbytes)
 
     # ---- traffic accounting ------------------------------------------------------------------------
     def _node_traffic(self, src_nodes, dst_nodes, nbytes: float, plane: str = "ub") -> None:

@@ -82,7 +82,6 @@ class PrefillInstance(Instance):
             req.prefill_end[ids] = now
             req.first_token[ids] = now
             req.generated[ids] = 1
-            eng.cache_store(ids, self)
             eng.metrics.cur.input_tokens += float(req.input[ids].sum())
             single = req.output[ids] <= 1
             if single.any():
