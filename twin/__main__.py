@@ -83,9 +83,16 @@ def cmd_topology(a) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Argument errors in one line (what was wrong and what is allowed), status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m twin", description="CloudMatrix384 digital twin")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p = _Parser(prog="python -m twin", description="CloudMatrix384 digital twin")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
 
     perf = sub.add_parser("perf", help="time of one decode step or prefill batch")
     perf.add_argument("phase", choices=["decode", "prefill"])

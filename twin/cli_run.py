@@ -22,21 +22,27 @@ def _cache_capacity(text: str | None):
 
 
 def _engine(a):
+    """An engine from the flags; a fault file also names its scenario, seed and duration,
+    which the flags override."""
     from .engine import Engine
+    from .engine.faults import load_fault_file
+    spec = load_fault_file(a.faults) if a.faults else {}
     trace = a.trace
-    scenario = a.scenario if not trace else None
+    scenario = None if trace else (a.scenario or spec.get("scenario") or "default")
+    seed = a.seed if a.seed is not None else spec.get("seed")
     kw = dict(deployment=a.deployment, rate=a.rate, speedup=a.speedup,
-              cache_capacity=_cache_capacity(a.cache_capacity), duration_s=a.duration,
-              faults=getattr(a, "faults", None), load=getattr(a, "load", None))
+              cache_capacity=_cache_capacity(a.cache_capacity),
+              duration_s=a.duration or spec.get("duration_s"),
+              faults=spec.get("path"), load=a.load)
     if trace:
         kw.update(workload="trace", trace=trace, trace_format=a.format or "auto",
                   lenient=a.lenient, name="trace")
-    return Engine(scenario, seed=a.seed, **kw)
+    return Engine(scenario, seed=seed, **kw)
 
 
 def cmd_run(a) -> int:
     eng = _engine(a)
-    duration = a.duration or eng.scenario.duration_s
+    duration = eng.scenario.duration_s
     t0 = time.perf_counter()
     step = max(eng.scenario.interval_s, min(60.0, duration / 20))
     while eng.sim_time < duration - 1e-9:
@@ -44,7 +50,7 @@ def cmd_run(a) -> int:
     wall = time.perf_counter() - t0
     out = eng.summary()
     out["wall_seconds"] = round(wall, 3)
-    if getattr(eng, "fault_report", None):
+    if eng.faults.faults:
         out["faults"] = eng.fault_report()
     if a.out:
         _write(eng, a.out)
@@ -112,7 +118,7 @@ def cmd_bench(a) -> int:
 def add_run_commands(sub) -> None:
     run = sub.add_parser("run", help="simulate a scenario or a trace and print a summary")
     src = run.add_mutually_exclusive_group()
-    src.add_argument("--scenario", default="default", help="named scenario (see twin/catalog/scenarios.toml)")
+    src.add_argument("--scenario", help="named scenario (twin/catalog/scenarios.toml; default: default)")
     src.add_argument("--trace", help="trace file (Mooncake JSONL, Azure CSV or BurstGPT CSV) or name")
     run.add_argument("--format", choices=["mooncake", "azure", "burstgpt"], help="trace format (default: detect)")
     run.add_argument("--lenient", action="store_true", help="skip bad trace rows and report how many")
@@ -122,7 +128,7 @@ def add_run_commands(sub) -> None:
     run.add_argument("--load", type=float, help="arrival rate as a fraction of capacity (synthetic)")
     run.add_argument("--speedup", type=float, help="trace replay speed-up")
     run.add_argument("--cache-capacity", help="EMS DRAM bytes in total, 'default' or 'unlimited'")
-    run.add_argument("--faults", help="fault scenario file (TOML)")
+    run.add_argument("--faults", help="fault scenario file (TOML) or a demo name in twin/catalog/faults")
     run.add_argument("--seed", type=int)
     run.add_argument("--out", help="write per-request and per-interval data (.parquet or .csv)")
     run.add_argument("--json", action="store_true")

@@ -285,8 +285,10 @@ class PerfModel:
             raise ValueError(f"mtp: model {dep.model} has no MTP module (allowed: --no-mtp)")
         b = (dep.decode.batch_per_die * self.dies_per_npu if batch_per_npu is None
              else batch_per_npu) / self.dies_per_npu
-        if b <= 0:
+        if not b > 0:
             raise ValueError(f"batch = {b * self.dies_per_npu}: must be > 0")
+        if not kv_len > 0:
+            raise ValueError(f"kv = {kv_len}: KV length must be > 0 tokens")
         tok_per_seq = 2 if mtp else 1
         st = self.k["streams"]
         use_mb = dep.decode.microbatch if microbatch is None else microbatch
@@ -365,6 +367,8 @@ class PerfModel:
             raise ValueError(f"prompt = {prompt_len}: must be > 0")
         t_die = (dep.prefill.tokens_per_die if tokens_per_npu is None
                  else tokens_per_npu / self.dies_per_npu)
+        if not t_die > 0:
+            raise ValueError(f"tokens per NPU = {tokens_per_npu}: must be > 0")
         seqs = t_die / prompt_len
         new = t_die * (1 - reuse)
         ctx = prompt_len * (1 + reuse) / 2           # mean causal context of the new tokens
@@ -372,6 +376,9 @@ class PerfModel:
         attn = self._attention_stream(new, seqs, ctx, 1.0, precision, decode=False)
         moe = self._moe_stream("prefill", new, 1.0, precision, balance)
         comm = moe.ops["dispatch"] + moe.ops["combine"]
+        if math.isinf(comm):      # partitioned plane: the batch never finishes
+            return StepResult("prefill", math.inf, t_die * self.dies_per_npu, 0.0,
+                              {"dispatch": math.inf, "combine": math.inf}, ttft_ms=math.inf)
         compute = attn.total + moe.total - comm
         layer = max(compute, comm) + min(compute, comm) / 2 if use_mb else compute + comm
         wb = self._bytes_per_param(precision)
@@ -436,7 +443,9 @@ class PerfModel:
 
     def max_batch_for_slo(self, slo_ms: float | None = None, kv_len: float = 4096, **kw) -> dict:
         """Largest batch per NPU meeting the TPOT SLO and fitting the KV cache (bisection)."""
-        slo = slo_ms or self.dep.tpot_slo_ms
+        slo = self.dep.tpot_slo_ms if slo_ms is None else slo_ms
+        if not slo > 0:
+            raise ValueError(f"TPOT SLO = {slo} ms: must be > 0")
         cap = self.max_batch_per_die(kv_len) * self.dies_per_npu
         lo, hi = 0, max(cap, 0)
         while lo < hi:

@@ -21,7 +21,8 @@ from ..config import catalog
 from ..ems import EMS
 from ..metrics import Metrics
 from ..perf import NetState, PerfModel
-from ..topology import topology
+from ..topology import parse, topology
+from .faults import UB_KINDS, FaultManager, Policy, load_fault_file
 from .flows import FlowNet
 from .pools import DecodeInstance, PrefillInstance
 from .requests import DONE, QUEUED, REJECTED, TRANSFER, RequestTable
@@ -74,6 +75,14 @@ class Engine:
         self.metrics = Metrics(n_nodes, len(self.prefill), len(self.decode), sc.interval_s)
         self.interval_end = sc.interval_s
         self._slo_cap: dict[int, int] = {}
+        self.faults = FaultManager(self)
+        if sc.faults:
+            spec = load_fault_file(sc.faults)
+            self.faults.policy = Policy.load(**spec.get("policy", {}))
+            for f in spec.get("fault", []):
+                self.faults.inject(f)
+            if "random" in spec:
+                self.env.process(self.faults.random_process(**spec["random"]))
         for inst in self.prefill + self.decode:
             self.env.process(inst.run())
         self.env.process(self._arrivals())
@@ -203,7 +212,138 @@ class Engine:
             self.log("error", f"{cmd.kind} refused: {msg}")
 
     def inject_fault(self, args: dict) -> None:
-        raise ValueError("fault injection is not available in this build")
+        self.faults.inject(args)
+
+    def fault_report(self) -> list[dict]:
+        return [f.report(self) for f in self.faults.faults]
+
+    # ---- what faults act on ----------------------------------------------------------------------
+    def network_changed(self) -> None:
+        """Recompute every instance's network state from the topology and the open faults."""
+        topo, healthy = self.topo, None
+        blocked = []
+        for inst in self.prefill + self.decode:
+            alive_nodes = [int(n) for n in inst.nodes if self._node_has_live_die(int(n))]
+            fracs = []
+            for n in alive_nodes:
+                healthy = topo.node_uplink_gbps(n, healthy=True)
+                fracs.append(topo.node_uplink_gbps(n) / healthy if healthy else 1.0)
+            ub = min(fracs, default=1.0) if self.system.kind == "supernode" else 1.0
+            rto = any(f.active and not f.rerouted and f.kind in UB_KINDS
+                      and set(f.nodes) & set(alive_nodes) for f in self.faults.faults)
+            net = NetState(ub=ub, extra_latency_us=self.faults.policy.retransmit_us if rto else 0.0)
+            if net != inst.pm.net:
+                inst.pm = self.pm.with_net(net)
+                inst.memo = {}
+                self._slo_cap.pop(inst.idx, None) if inst.kind == "decode" else None
+            if ub <= 0 and inst.alive:
+                blocked.append(inst.name)
+            inst.wake()
+        self._set_flow_capacities()
+        was = self.partitioned
+        self.partitioned = bool(blocked)
+        self.message = (f"partitioned: {', '.join(blocked)} cut off from the UB fabric; "
+                        f"their requests wait until a path returns" if blocked else "")
+        if self.partitioned != was:
+            self.log("partition" if blocked else "recover", self.message or "UB paths restored")
+
+    def _node_has_live_die(self, n: int) -> bool:
+        ids = self.topo.die_ids[n * self.dies_per_node:(n + 1) * self.dies_per_node]
+        return any(self.topo.alive(d) for d in ids)
+
+    def dies_of(self, target: str) -> np.ndarray:
+        """Topology die indices inside a fault target (a die, an NPU or a node)."""
+        index = {d: i for i, d in enumerate(self.topo.die_ids)}
+        p = parse(target)
+        if p["kind"] == "die":
+            return np.array([index[target]])
+        if p["kind"] in ("npu", "node"):
+            return np.array([i for d, i in index.items() if d.startswith(target + "/")])
+        return np.zeros(0, dtype=np.int64)
+
+    def servers_of(self, target: str) -> list[str]:
+        if self.ems is None:
+            return []
+        if parse(target)["kind"] == "cpu":
+            return [target] if target in self.ems_node else []
+        if parse(target)["kind"] == "node":
+            return [s for s in self.ems_node if s.startswith(target + "/")]
+        return []
+
+    def instances_with(self, dies: np.ndarray) -> list:
+        return [i for i in self.prefill + self.decode if np.intersect1d(i.dies, dies).size]
+
+    def in_flight_on(self, instances: list) -> set:
+        out: set = set()
+        for inst in instances:
+            out.update(int(r) for r in inst.queue)
+            if inst.kind == "decode":
+                out.update(int(r) for r in inst.ids)
+            else:
+                out.update(inst.running)
+        return out
+
+    def in_flight_on_nodes(self, nodes) -> set:
+        nodes = set(int(n) for n in nodes)
+        return self.in_flight_on([i for i in self.prefill + self.decode
+                                  if nodes & set(int(n) for n in i.nodes)])
+
+    def spare_redundant(self, inst) -> int:
+        """Redundant expert slots still free in a decode instance."""
+        used = self.dep.decode.dies_per_instance - len(inst.dies)
+        return max(0, self.dep.decode.redundant_experts - used) if inst.kind == "decode" else 0
+
+    def _requeue(self, ids: np.ndarray) -> tuple[int, int]:
+        """Send requests back through the scheduler; (requeued, recomputed) counts."""
+        req = self.req
+        ids = ids[req.state[ids] != DONE]
+        req.requeued[ids] += 1
+        if self.scenario.pipeline == "decode_only" or not self.prefill:
+            self._to_decode(ids)     # KV comes back from outside the run: nothing recomputed
+            return len(ids), 0
+        recomputed = ids[req.generated[ids] > 1]
+        req.recomputed[recomputed] += 1
+        for rid in ids:
+            self.schedule_prefill(int(rid))
+        return len(ids), len(recomputed)
+
+    def shrink_decode(self, inst: DecodeInstance, dead: np.ndarray) -> tuple[int, int]:
+        """A redundant expert takes over: drop the dead dies and requeue their sequences
+        (a sequence lives on die i mod n of its instance, attention being data parallel)."""
+        pos = np.flatnonzero(np.isin(inst.dies, dead))
+        on_dead = np.isin(np.arange(len(inst.ids)) % len(inst.dies), pos)
+        ids = inst.evict(on_dead, queue=False)
+        inst.dies = np.setdiff1d(inst.dies, dead)
+        inst.npus = len(inst.dies) / self.pm.dies_per_npu
+        self._slo_cap.pop(inst.idx, None)
+        for d in dead:
+            self.die_pool[d] = ""
+        return self._requeue(ids)
+
+    def evict(self, inst) -> tuple[int, int]:
+        """An instance restarts: everything it held goes back through the scheduler."""
+        if inst.kind == "decode":
+            ids = inst.evict(queue=self.scenario.pipeline == "full")   # KV buffered there is lost
+        else:
+            ids = np.array(list(inst.queue) + list(inst.running), dtype=np.int64)
+            inst.queue.clear()
+            inst.queued_tokens = 0
+            inst.running = []
+        others = [p for p in self.prefill if p.alive and p is not inst]
+        if inst.kind == "prefill" and not others:
+            inst.queue.extend(int(r) for r in ids)     # nowhere else to go: wait for the restart
+            inst.queued_tokens = int(self.req.input[ids].sum())
+            self.req.requeued[ids] += 1
+            return len(ids), 0
+        return self._requeue(ids)
+
+    def goodput(self, t0: float, t1: float) -> float:
+        """Mean SLO-meeting output tokens/s over the intervals ending in (t0, t1]."""
+        h = self.metrics.history
+        t = np.array(h["t"])
+        g = np.array(h["goodput_tps"])
+        sel = (t > t0) & (t <= t1 + 1e-9)
+        return float(g[sel].mean()) if sel.any() else float("nan")
 
     # ---- the simulation ------------------------------------------------------------------------
     def advance(self, sim_seconds: float) -> Snapshot:
@@ -289,12 +429,12 @@ class Engine:
         return 1 + (self.rng.random(n) < self.dep.mtp_acceptance)
 
     # ---- timing from the perf model ------------------------------------------------------------
-    def decode_seconds(self, batch_per_npu: float, ctx: float) -> float:
+    def decode_seconds(self, inst: DecodeInstance, batch_per_npu: float, ctx: float) -> float:
         key = (round(batch_per_npu * 4), int(ctx // 128))
-        t = self._decode_memo.get(key)
+        t = inst.memo.get(key)
         if t is None:
-            t = self.pm.decode_step(max(key[0] / 4, 0.25), (key[1] + 0.5) * 128).step_ms / 1e3
-            self._decode_memo[key] = t
+            t = inst.pm.decode_step(max(key[0] / 4, 0.25), (key[1] + 0.5) * 128).step_ms / 1e3
+            inst.memo[key] = t
         return t
 
     def decode_cap(self, inst: DecodeInstance) -> int:
@@ -302,17 +442,21 @@ class Engine:
         cap = self._slo_cap.get(inst.idx)
         if cap is None:
             kv = self.scenario.input.mean_value() + self.scenario.output.mean_value() / 2
-            slo = self.pm.max_batch_for_slo(kv_len=kv)["batch_per_npu"]
+            slo = inst.pm.max_batch_for_slo(kv_len=kv)["batch_per_npu"]
             per_npu = min(self.dep.decode.batch_per_die * self.pm.dies_per_npu, max(slo, 1))
             cap = self._slo_cap[inst.idx] = max(1, int(per_npu * inst.npus))
         return cap
 
-    def prefill_seconds(self, inputs: np.ndarray, cached: np.ndarray, dies: int) -> float:
+    def prefill_tokens(self, ids: np.ndarray) -> np.ndarray:
+        """Prompt tokens to prefill; a requeued request also recomputes the tokens it generated."""
+        return self.req.input[ids] + np.maximum(self.req.generated[ids] - 1, 0)
+
+    def prefill_seconds(self, inst: PrefillInstance, inputs: np.ndarray, cached: np.ndarray) -> float:
         total = float(inputs.sum())
         prompt = float((inputs.astype(float) ** 2).sum() / total)
         reuse = min(float(cached.sum()) / total, 0.99)
-        npus = dies / self.pm.dies_per_npu
-        return self.pm.prefill_batch(prompt, total / npus, reuse=reuse).step_ms / 1e3
+        npus = len(inst.dies) / self.pm.dies_per_npu
+        return inst.pm.prefill_batch(prompt, total / npus, reuse=reuse).step_ms / 1e3
 
     # ---- EMS -------------------------------------------------------------------------------------
     def cache_lookup(self, ids: np.ndarray, inst: PrefillInstance) -> np.ndarray:
@@ -436,7 +580,7 @@ class Engine:
             plane_gbps=dict(m.last_plane_gbps),
             link_util=self.link_util(), node_traffic=m.last_node_gbps.copy(),
             die_util=die_util, die_pool=tuple(self.die_pool), events=tuple(dict(e) for e in self.events),
-            faults=tuple(), failed=tuple(sorted(self.topo.failed)), partitioned=self.partitioned,
+            faults=tuple(self.fault_report()), failed=tuple(sorted(self.topo.failed)), partitioned=self.partitioned,
             message=self.message, cache=dict(self.ems.stats()) if self.ems else {})
 
     # ---- summaries ---------------------------------------------------------------------------------

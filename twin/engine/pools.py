@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .requests import DECODE_QUEUE, DECODING, PREFILL
+from .requests import DECODE_QUEUE, DECODING, PREFILL, QUEUED
 
 if TYPE_CHECKING:
     from .core import Engine
@@ -28,6 +28,8 @@ class Instance:
         self.queue: deque[int] = deque()
         self.alive = True
         self.down_reason = ""
+        self.pm = eng.pm               # this instance's view of the network (set by the engine)
+        self.memo: dict = {}           # step times under the current network state
         self._wake = eng.env.event()
         self.name = f"{kind}-{idx}"
 
@@ -71,11 +73,18 @@ class PrefillInstance(Instance):
             req.state[ids] = PREFILL
             req.prefill_start[ids] = start
             cached = eng.cache_lookup(ids, self)
-            seconds = eng.prefill_seconds(req.input[ids], cached, len(self.dies))
+            seconds = eng.prefill_seconds(self, eng.prefill_tokens(ids), cached)
+            if not np.isfinite(seconds):       # cut off from its peers: wait for the network
+                self.queue.extendleft(reversed(batch))
+                self.queued_tokens += tokens
+                self.running = []
+                req.state[ids] = QUEUED
+                yield self.wait()
+                continue
             eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
             eng.account_prefill(self, ids, cached)
             yield eng.env.timeout(seconds)
-            if not self.running:       # the instance failed mid-batch; its requests were requeued
+            if not self.alive or not self.running:   # failed mid-batch: requeued at detection
                 continue
             self.running = []
             now = eng.env.now
@@ -140,7 +149,10 @@ class DecodeInstance(Instance):
                 continue
             n = len(self.ids)
             start = eng.env.now
-            seconds = eng.decode_seconds(n / self.npus, float(self.ctx.mean()))
+            seconds = eng.decode_seconds(self, n / self.npus, float(self.ctx.mean()))
+            if not np.isfinite(seconds):       # cut off from its peers: wait for the network
+                yield self.wait()
+                continue
             eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
             eng.account_decode(self, n, seconds)
             yield eng.env.timeout(seconds)
@@ -163,13 +175,16 @@ class DecodeInstance(Instance):
                 self.ids, self.ctx, self.left = self.ids[keep], self.ctx[keep], self.left[keep]
                 eng.finish(fin)
 
-    def evict_all(self) -> np.ndarray:
-        """Drop every sequence (instance failure); returns the ids for requeueing."""
-        ids = np.concatenate([self.ids, np.array(list(self.queue), dtype=np.int64)])
-        self.ids = np.zeros(0, dtype=np.int64)
-        self.ctx = np.zeros(0)
-        self.left = np.zeros(0, dtype=np.int64)
-        self.queue.clear()
-        self.reserved = 0.0
-        return ids
+    def evict(self, mask: np.ndarray | None = None, queue: bool = True) -> np.ndarray:
+        """Drop the sequences in `mask` (all by default) and, with `queue`, the waiting ones;
+        returns their ids for requeueing."""
+        mask = np.ones(len(self.ids), dtype=bool) if mask is None else mask
+        out = [self.ids[mask]]
+        req = self.eng.req
+        self.reserved -= float((req.input[self.ids[mask]] + req.output[self.ids[mask]]).sum())
+        self.ids, self.ctx, self.left = self.ids[~mask], self.ctx[~mask], self.left[~mask]
+        if queue:
+            out.append(np.array(list(self.queue), dtype=np.int64))
+            self.queue.clear()
+        return np.concatenate(out)
 

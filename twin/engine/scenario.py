@@ -79,13 +79,13 @@ def list_scenarios() -> list[dict]:
     return [{"name": k, "description": v.get("description", "")} for k, v in _named().items()]
 
 
-def load_scenario(name: str | None = "default", **overrides) -> Scenario:
+def load_scenario(scenario: str | None = "default", **overrides) -> Scenario:
     """A named scenario (or a blank one) with overrides; None values mean "keep"."""
     base: dict = {}
-    if name:
-        if name not in _named():
-            raise CatalogError(f"scenario = {name!r}: unknown (allowed: {', '.join(_named())})")
-        base = dict(_named()[name], name=name)
+    if scenario:
+        if scenario not in _named():
+            raise CatalogError(f"scenario = {scenario!r}: unknown (allowed: {', '.join(_named())})")
+        base = dict(_named()[scenario], name=scenario)
     base.update({k: v for k, v in overrides.items() if v is not None})
     if "cache_capacity" in base and isinstance(base["cache_capacity"], str) \
             and base["cache_capacity"] not in ("default", "unlimited"):

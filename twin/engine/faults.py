@@ -1,0 +1,349 @@
+"""Fault injection and recovery: break any part during a run; consequences follow from the model.
+
+A fault changes the topology (links and switches lose capacity, dies and CPUs die); the engine
+recomputes each instance's network state, so the perf model sees slower dispatch, combine and KV
+transfers. Compute faults hang the instances that use the part until detection; recovery then
+remaps a redundant expert or restarts the instance, requeueing its requests (prompt KV comes
+back from EMS where cached, the rest is recomputed). Nothing is ever dropped.
+"""
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..config import CATALOG_DIR, CatalogError
+from ..ems import ModelCache
+from ..topology import TopologyError, parse
+
+if TYPE_CHECKING:
+    from .core import Engine
+
+# kind -> element kinds it may target ("link:l1-l2" = an optical L1-L2 link)
+KINDS = {
+    "npu_die": ("die",), "npu": ("npu",), "cpu": ("cpu",), "node": ("node",),
+    "optical_link": ("link:l1-l2",), "optical_degrade": ("link:l1-l2",),
+    "optical_flap": ("link:l1-l2",), "l1": ("l1",), "l2": ("l2",), "subplane": ("subplane",),
+    "rdma_nic": ("rdma_nic",), "rdma_plane": ("rdma_switch",), "vpc": ("vpc_nic",),
+}
+NETWORK = {"optical_link", "optical_degrade", "optical_flap", "l1", "l2", "subplane", "rdma_nic",
+           "rdma_plane", "vpc"}
+UB_KINDS = {"optical_link", "optical_flap", "l1", "l2", "subplane"}
+EXAMPLES = {"npu_die": "n20/npu3/d1", "npu": "n20/npu3", "cpu": "n05/cpu2", "node": "n20",
+            "optical_link": "n20/l1-3--sp3/l2-7", "optical_degrade": "n20/l1-3--sp3/l2-7",
+            "optical_flap": "n20/l1-3--sp3/l2-7", "l1": "n20/l1-3", "l2": "sp2/l2-5",
+            "subplane": "sp4", "rdma_nic": "n20/rdma3", "rdma_plane": "rdma/spine-0", "vpc": "n20/vpc"}
+
+
+def defaults() -> dict:
+    return tomllib.loads((CATALOG_DIR / "faults.toml").read_text())
+
+
+@dataclass
+class Policy:
+    detect_s: float = 60.0
+    reroute_s: float = 2.0
+    retransmit_us: float = 200.0
+    network_repair_s: float = 480.0
+    hardware_repair_s: float = 540.0
+    redundant_experts: bool = True
+    weights_from: str = "ems"
+    expert_reload_s: float = 1.0
+
+    @classmethod
+    def load(cls, **overrides) -> "Policy":
+        values = {**defaults()["policy"], **overrides}
+        unknown = set(values) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise CatalogError(f"policy: unknown field(s) {', '.join(sorted(unknown))} "
+                               f"(allowed: {', '.join(cls.__dataclass_fields__)})")
+        p = cls(**values)
+        for name in ("detect_s", "reroute_s", "retransmit_us", "network_repair_s",
+                     "hardware_repair_s", "expert_reload_s"):
+            v = getattr(p, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v <= 86400:
+                raise CatalogError(f"policy.{name} = {v!r}: allowed a number of seconds 0..86400")
+        if p.weights_from not in ("ems", "obs"):
+            raise CatalogError(f"policy.weights_from = {p.weights_from!r}: allowed 'ems' or 'obs'")
+        if not isinstance(p.redundant_experts, bool):
+            raise CatalogError(f"policy.redundant_experts = {p.redundant_experts!r}: allowed true or false")
+        return p
+
+    def restart_s(self) -> float:
+        """Instance restart: load the weights (ref 3 model caching via twin.ems.ModelCache)."""
+        return ModelCache().load_time_s(self.weights_from)
+
+
+@dataclass
+class Fault:
+    id: int
+    kind: str
+    target: str
+    at_s: float
+    duration_s: float | None = None
+    factor: float = 0.5
+    period_s: float = 10.0
+    detect_s: float | None = None
+    recover_s: float | None = None
+    rerouted: bool = False
+    active: bool = False
+    affected: set = field(default_factory=set)
+    requeued: int = 0
+    recomputed: int = 0
+    nodes: tuple = ()
+    note: str = ""
+
+    def report(self, eng: "Engine") -> dict:
+        req = eng.req
+        ids = np.fromiter(self.affected, dtype=np.int64) if self.affected else np.zeros(0, np.int64)
+        lost = int(np.sum(req.state[ids] > 6)) if len(ids) else 0   # no valid state beyond REJECTED
+        end = self.at_s + (self.recover_s if self.recover_s is not None else max(eng.env.now - self.at_s, 0))
+        span = max(end - self.at_s, eng.scenario.interval_s)
+        return {"id": self.id, "target": self.target, "kind": self.kind, "at_s": self.at_s,
+                "detect_s": self.detect_s, "recover_s": self.recover_s,
+                "requests_affected": len(ids), "requeued": self.requeued,
+                "recomputed": self.recomputed, "lost": lost,
+                "goodput_before": round(eng.goodput(self.at_s - span, self.at_s), 2),
+                "goodput_during": round(eng.goodput(self.at_s, end), 2),
+                "active": self.active, "note": self.note}
+
+
+class FaultManager:
+    """Validates, schedules and applies faults for one engine; keeps a record of each."""
+
+    def __init__(self, eng: "Engine", policy: Policy | None = None):
+        self.eng = eng
+        self.policy = policy or Policy.load()
+        self.faults: list[Fault] = []
+
+    # ---- validation ------------------------------------------------------------------------
+    def check(self, spec: dict) -> Fault:
+        eng = self.eng
+        spec = dict(spec)
+        kind = spec.pop("kind", None)
+        if kind not in KINDS:
+            raise ValueError(f"fault kind = {kind!r}: unknown (allowed: {', '.join(KINDS)})")
+        target = spec.pop("target", None)
+        if not isinstance(target, str) or not target:
+            raise ValueError(f"fault target = {target!r}: required, e.g. {EXAMPLES[kind]!r}")
+        try:
+            canonical = eng.topo.validate_target(target)
+        except (TopologyError, KeyError) as exc:
+            raise ValueError(f"fault target = {target!r}: {exc}") from None
+        what = "link:" + self._link_kind(canonical) if "--" in canonical else parse(canonical)["kind"]
+        if what not in KINDS[kind]:
+            raise ValueError(f"fault target = {target!r} is a {what.replace('link:', '')} "
+                             f"{'link' if what.startswith('link:') else 'element'}; {kind} needs a "
+                             f"{' or '.join(KINDS[kind])} (e.g. {EXAMPLES[kind]!r})")
+        at = spec.pop("at_s", None)
+        at = eng.env.now if at is None else float(at)
+        if at < eng.env.now - 1e-9:
+            raise ValueError(f"fault at_s = {at}: in the past (now {eng.env.now:.3f} s)")
+        dur = spec.pop("duration_s", None)
+        if dur is not None and not 0 < float(dur) <= 30 * 86400:
+            raise ValueError(f"fault duration_s = {dur}: allowed 0 < duration_s <= 2,592,000")
+        factor = float(spec.pop("factor", 0.5))
+        if not 0 <= factor < 1:
+            raise ValueError(f"fault factor = {factor}: allowed 0 <= factor < 1 (capacity kept)")
+        period = float(spec.pop("period_s", 10.0))
+        if not 0.1 <= period <= 3600:
+            raise ValueError(f"fault period_s = {period}: allowed 0.1 to 3600 s")
+        if spec:
+            raise ValueError(f"fault: unknown field(s) {', '.join(spec)} (allowed: kind, target, "
+                             f"at_s, duration_s, factor, period_s)")
+        return Fault(len(self.faults) + 1, kind, canonical, at,
+                     None if dur is None else float(dur), factor, period)
+
+    def _link_kind(self, link: str) -> str:
+        eid = self.eng.topo.edge(link)
+        return self.eng.topo.link_arrays().ends[eid][3]
+
+    # ---- scheduling ----------------------------------------------------------------------------
+    def inject(self, spec: dict) -> Fault:
+        f = self.check(spec)
+        self.faults.append(f)
+        self.eng.env.process(self._run(f))
+        when = "now" if f.at_s <= self.eng.env.now + 1e-9 else f"at {f.at_s:g} s"
+        self.eng.log("fault", f"#{f.id} {f.kind} on {f.target} scheduled {when}")
+        return f
+
+    def _run(self, f: Fault):
+        eng, pol = self.eng, self.policy
+        yield eng.env.timeout(max(0.0, f.at_s - eng.env.now))
+        f.at_s, f.active = eng.env.now, True
+        eng.log("fault", f"#{f.id} {f.kind} on {f.target}")
+        if f.kind in NETWORK:
+            yield from self._network(f, pol)
+        else:
+            yield from self._compute(f, pol)
+        f.active = False
+        eng.log("recover", f"#{f.id} {f.kind} on {f.target} recovered after {f.recover_s:.1f} s")
+
+    def _network(self, f: Fault, pol: Policy):
+        eng, topo = self.eng, self.eng.topo
+        f.nodes = self._nodes_of(f)
+        f.affected = eng.in_flight_on_nodes(f.nodes)
+        if f.kind == "optical_degrade":
+            topo.degrade(f.target, f.factor)
+            f.rerouted = True       # a slow link still carries traffic: no retransmissions
+        else:
+            topo.fail(f.target)
+        eng.network_changed()
+        if f.kind == "optical_flap":
+            yield from self._flap(f, pol)
+        else:
+            yield eng.env.timeout(min(pol.reroute_s, pol.detect_s))
+            f.rerouted = True
+            eng.network_changed()
+            yield eng.env.timeout(max(0.0, pol.detect_s - pol.reroute_s))
+            f.detect_s = pol.detect_s
+            eng.log("detect", f"#{f.id} {f.kind} on {f.target} detected; repair scheduled")
+            yield eng.env.timeout(self._remaining(f, pol.network_repair_s))
+        topo.restore(f.target)
+        f.recover_s = eng.env.now - f.at_s
+        eng.network_changed()
+
+    def _flap(self, f: Fault, pol: Policy):
+        """Down and up every half period, each down edge paying retransmissions until rerouted;
+        detection isolates the link (kept down) until it is repaired."""
+        eng, topo = self.eng, self.eng.topo
+        half = f.period_s / 2
+        while eng.env.now - f.at_s < pol.detect_s - 1e-9:
+            yield eng.env.timeout(min(pol.reroute_s, half))
+            f.rerouted = True
+            eng.network_changed()
+            yield eng.env.timeout(max(0.0, half - pol.reroute_s))
+            topo.restore(f.target)
+            eng.network_changed()
+            yield eng.env.timeout(min(half, max(0.0, pol.detect_s - (eng.env.now - f.at_s))))
+            if eng.env.now - f.at_s >= pol.detect_s - 1e-9:
+                break
+            topo.fail(f.target)
+            f.rerouted = False
+            eng.network_changed()
+        topo.fail(f.target)
+        f.rerouted = True
+        f.detect_s = pol.detect_s
+        eng.network_changed()
+        eng.log("detect", f"#{f.id} flapping link {f.target} isolated; repair scheduled")
+        yield eng.env.timeout(self._remaining(f, pol.network_repair_s))
+
+    def _remaining(self, f: Fault, repair_s: float) -> float:
+        elapsed = self.eng.env.now - f.at_s
+        total = f.duration_s if f.duration_s is not None else elapsed + repair_s
+        return max(0.0, total - elapsed)
+
+    def _compute(self, f: Fault, pol: Policy):
+        eng = self.eng
+        dies = eng.dies_of(f.target)
+        servers = eng.servers_of(f.target)
+        f.nodes = self._nodes_of(f)
+        eng.topo.fail(f.target)
+        hit = eng.instances_with(dies)
+        f.affected = eng.in_flight_on(hit)
+        for inst in hit:
+            inst.alive = False             # hung: collectives cannot finish with a dead rank
+            inst.down_reason = f"#{f.id} {f.kind} {f.target}"
+        lost_blocks = sum(eng.ems.fail_server(s) for s in servers) if eng.ems else 0
+        if servers:
+            f.note = f"EMS lost {lost_blocks} blocks on {len(servers)} server(s)"
+        eng.network_changed()
+        yield eng.env.timeout(pol.detect_s)
+        f.detect_s = pol.detect_s
+        eng.log("detect", f"#{f.id} {f.kind} on {f.target} detected")
+        waits = []
+        for inst in hit:
+            dead = np.intersect1d(inst.dies, dies)
+            spare = eng.spare_redundant(inst)
+            if inst.kind == "decode" and pol.redundant_experts and len(dead) <= spare \
+                    and len(dead) < len(inst.dies):
+                n, r = eng.shrink_decode(inst, dead)
+                f.requeued += n
+                f.recomputed += r
+                waits.append((inst, pol.expert_reload_s, "redundant expert took over"))
+            else:
+                n, r = eng.evict(inst)
+                f.requeued += n
+                f.recomputed += r
+                waits.append((inst, pol.restart_s(), f"restart, weights from {pol.weights_from}"))
+        for inst, secs, how in waits:
+            eng.log("recover", f"{inst.name}: {how} ({secs:.0f} s)")
+        longest = max((w[1] for w in waits), default=0.0)
+        restarts = {inst.name: eng.env.now + secs for inst, secs, _ in waits}
+        yield eng.env.timeout(longest) if longest else eng.env.timeout(0)
+        for inst, _, _ in waits:
+            if eng.env.now >= restarts[inst.name] - 1e-9:
+                inst.alive, inst.down_reason = True, ""
+                inst.wake()
+        if not waits:
+            f.recover_s = eng.env.now - f.at_s
+        else:
+            f.recover_s = eng.env.now - f.at_s
+        # the hardware itself (and the EMS servers) come back after repair
+        yield eng.env.timeout(self._remaining(f, pol.hardware_repair_s))
+        eng.topo.restore(f.target)
+        for s in servers:
+            eng.ems.restore_server(s)
+        eng.network_changed()
+
+    def _nodes_of(self, f: Fault) -> tuple:
+        """Nodes whose UB uplinks or NICs the fault touches (all nodes for L2 and sub-plane)."""
+        if f.kind in ("l2", "subplane", "rdma_plane"):
+            return tuple(range(self.eng.system.nodes))
+        ends = f.target.split("--")
+        out = {parse(e).get("node") for e in ends}
+        return tuple(sorted(n for n in out if n is not None))
+
+    # ---- random failures -----------------------------------------------------------------------
+    def random_process(self, hours_per_sim_s: float = 1.0):
+        """Random failures per component class at the catalog's MTBF (assumptions), with time
+        compressed by `hours_per_sim_s` so that failures are seen in a demo."""
+        eng = self.eng
+        if not isinstance(hours_per_sim_s, (int, float)) or not 0 < hours_per_sim_s <= 1e6:
+            raise CatalogError(f"random.hours_per_sim_s = {hours_per_sim_s!r}: allowed 0 < x <= 1e6")
+        classes = {"optical_link": [l for l in (eng.topo.link_id(e) for e, end in enumerate(eng.topo.link_arrays().ends) if end[3] == "l1-l2")],
+                   "npu": eng.topo.ids("npu"), "cpu": eng.topo.ids("cpu"),
+                   "l1": eng.topo.ids("l1"), "l2": eng.topo.ids("l2"), "node": eng.topo.ids("node")}
+        mtbf = defaults()["mtbf_hours"]
+        total = sum(len(v) / mtbf[k] for k, v in classes.items() if v)
+        while True:
+            gap_h = eng.rng.exponential(1.0 / total)
+            yield eng.env.timeout(gap_h / hours_per_sim_s)
+            weights = np.array([len(v) / mtbf[k] for k, v in classes.items()])
+            k = list(classes)[int(eng.rng.choice(len(classes), p=weights / weights.sum()))]
+            target = classes[k][int(eng.rng.integers(len(classes[k])))]
+            self.inject({"kind": k, "target": target})
+
+
+def load_fault_file(path: str | Path) -> dict:
+    """A fault scenario file: scenario, seed, duration_s, [policy], [[fault]] (clear errors)."""
+    p = Path(path)
+    if not p.is_file():
+        named = CATALOG_DIR / "faults" / f"{path}.toml"
+        if named.is_file():
+            p = named
+        else:
+            demos = ", ".join(sorted(x.stem for x in (CATALOG_DIR / "faults").glob("*.toml")))
+            raise CatalogError(f"faults = {str(path)!r}: no such file (demos: {demos})")
+    try:
+        data = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{p.name}: not valid TOML ({exc})") from None
+    allowed = {"scenario", "seed", "duration_s", "policy", "fault", "random", "description"}
+    extra = set(data) - allowed
+    if extra:
+        raise CatalogError(f"{p.name}: unknown key(s) {', '.join(sorted(extra))} "
+                           f"(allowed: {', '.join(sorted(allowed))})")
+    faults = data.get("fault", [])
+    if not isinstance(faults, list) or not all(isinstance(x, dict) for x in faults):
+        raise CatalogError(f"{p.name}: [[fault]] must be a list of tables")
+    for i, x in enumerate(faults, 1):
+        if "at_s" not in x:
+            raise CatalogError(f"{p.name}: fault {i}: at_s missing (seconds from the start)")
+        if not isinstance(x["at_s"], (int, float)) or x["at_s"] < 0 or math.isinf(x["at_s"]):
+            raise CatalogError(f"{p.name}: fault {i}: at_s = {x['at_s']!r}: allowed a number >= 0")
+    return {"path": str(p), **data}
