@@ -1,0 +1,244 @@
+"""CloudMatrix Twin dashboard: the Dash app shell (navigation, run controls) around pages/.
+
+Run it with ``python app.py --host 127.0.0.1 --port 8050`` (``make run``), or for a room:
+``gunicorn -w 1 -k gthread --threads 8 -b 0.0.0.0:8050 app:server`` (one worker: the live twins
+live in the process; threads serve the viewers). No simulation logic here: callbacks only call
+`twin.session` (commands) and `twin.ui` (builders).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+
+import dash
+from dash import ALL, Dash, Input, Output, State, clientside_callback, ctx, dcc, html, no_update
+
+from twin import session as S
+from twin.config import catalog
+from twin.ui import components as C
+from twin.ui.live import status_payload, twin_for
+
+app = Dash(__name__, use_pages=True, title="CloudMatrix Twin", update_title=None,
+           suppress_callback_exceptions=True)
+server = app.server
+
+FAILURES_SLOT = {"name": "Failures", "path": "/failures", "note": "fault console (planned, issue 5)"}
+
+
+def _scenarios() -> list[dict]:
+    from twin.engine import list_scenarios   # light: reads the scenario catalog only
+    return list_scenarios()
+
+
+def _nav() -> html.Nav:
+    links = [dcc.Link(p["name"], href=p["relative_path"], className="nav-link",
+                      id={"type": "nav", "index": p["path"]})
+             for p in sorted(dash.page_registry.values(), key=lambda p: p.get("order", 99))
+             if p.get("nav", True)]
+    registered = {p["path"] for p in dash.page_registry.values()}
+    if FAILURES_SLOT["path"] not in registered:   # slot kept free for the fault console page
+        links.append(html.Span([FAILURES_SLOT["name"], html.Small(" soon")], className="nav-link nav-soon",
+                               title=FAILURES_SLOT["note"]))
+    return html.Nav(links, className="nav")
+
+
+def serve_layout():
+    return html.Div([
+        dcc.Location(id="url", refresh=False),
+        dcc.Store(id="ctl-twin", storage_type="session", data=S.SHARED),   # which twin this tab views
+        dcc.Store(id="ctl-token", storage_type="session"),                 # {"token", "ok"}
+        dcc.Store(id="ctl-viewer", storage_type="local"),                  # anonymous viewer id
+        dcc.Store(id="shell-status"),                                       # latest twin status
+        html.Header([
+            html.Div([html.Span("CloudMatrix", className="brand-a"), html.Span(" Twin", className="brand-b")],
+                     className="brand", title="A live digital twin of the CloudMatrix384 supernode"),
+            _nav(),
+            html.Div(id="ctl-status-twin", className="twin-badge"),
+        ], className="topbar"),
+        C.controls_bar(_scenarios(), sorted(catalog().deployments)),
+        html.Main(dash.page_container, className="main"),
+        html.Footer([
+            html.Span("Tags say where a number comes from: "), C.tag("sim"), C.tag("model"), C.tag("paper"),
+            html.Span(" · CloudMatrix384 and CloudMatrix-Infer figures from the published paper; "
+                      "everything else is computed here.", className="muted"),
+        ], className="footer"),
+    ], className="shell")
+
+
+app.layout = serve_layout
+
+
+# ---- run controls -----------------------------------------------------------------------------
+
+def _who(viewer: str | None, token: dict | None) -> str:
+    name = f"viewer {viewer}" if viewer else "viewer"
+    return f"instructor ({name})" if token and token.get("ok") else name
+
+
+@dash.callback(
+    Output("ctl-msg", "children"),
+    Output("ctl-msg", "className"),
+    Output("shell-status", "data", allow_duplicate=True),
+    Input("ctl-play", "n_clicks"),
+    Input({"type": "ctl-speed-btn", "index": ALL}, "n_clicks"),
+    Input("ctl-speed-custom", "value"),
+    Input({"type": "ctl-load-btn", "index": ALL}, "n_clicks"),
+    Input("ctl-load-custom", "value"),
+    Input("ctl-reset", "n_clicks"),
+    State("ctl-twin", "data"),
+    State("ctl-token", "data"),
+    State("ctl-viewer", "data"),
+    State("ctl-scenario", "value"),
+    State("ctl-deployment", "value"),
+    State("ctl-trace", "value"),
+    State("ctl-seed", "value"),
+    prevent_initial_call=True,
+)
+def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice, token, viewer,
+               scenario, deployment, trace, seed):
+    """Apply one run control to the twin this viewer is looking at."""
+    trig = ctx.triggered_id
+    if trig is None:
+        return no_update, no_update, no_update
+    tw, note = twin_for(choice)
+    tok = (token or {}).get("token")
+    try:
+        if trig == "ctl-play":
+            msg = tw.control("pause" if not tw.paused else "play", who=_who(viewer, token), token=tok)
+        elif isinstance(trig, dict) and trig.get("type") == "ctl-speed-btn":
+            msg = tw.control("speed", trig["index"], who=_who(viewer, token), token=tok)
+        elif trig == "ctl-speed-custom":
+            if speed_custom is None:
+                raise S.ControlError(f"speed: allowed {S.SPEED_MIN:g} to {S.SPEED_MAX:g} (times real time)")
+            msg = tw.control("speed", speed_custom, who=_who(viewer, token), token=tok)
+        elif isinstance(trig, dict) and trig.get("type") == "ctl-load-btn":
+            msg = tw.control("load", float(trig["index"]) / 100.0, who=_who(viewer, token), token=tok)
+        elif trig == "ctl-load-custom":
+            if load_custom is None:
+                raise S.ControlError(f"load: allowed {S.LOAD_MIN * 100:g} to {S.LOAD_MAX * 100:g} % of capacity")
+            msg = tw.control("load", float(load_custom) / 100.0, who=_who(viewer, token), token=tok)
+        elif trig == "ctl-reset":
+            if seed is None:
+                raise S.ControlError(f"seed: allowed a whole number {S.SEED_MIN} to {S.SEED_MAX}")
+            msg = tw.control("reset", {"scenario": scenario, "deployment": deployment or None,
+                                       "trace": trace or None, "seed": seed},
+                             who=_who(viewer, token), token=tok)
+        else:
+            return no_update, no_update, no_update
+    except S.ControlError as exc:
+        return f"Not applied: {exc}", "ctl-msg msg-error", status_payload(tw, note)
+    where = "shared twin" if tw.shared else "your sandbox"
+    return f"{msg} — applied to the {where}", "ctl-msg msg-ok", status_payload(tw, note)
+
+
+@dash.callback(
+    Output("ctl-twin", "data"),
+    Output("ctl-msg", "children", allow_duplicate=True),
+    Output("ctl-msg", "className", allow_duplicate=True),
+    Input("ctl-sandbox", "n_clicks"),
+    Input("ctl-shared", "n_clicks"),
+    State("ctl-twin", "data"),
+    prevent_initial_call=True,
+)
+def on_twin_choice(_open, _back, choice):
+    """Open a private sandbox (bounded number), or go back to the shared twin (closing it)."""
+    reg = S.sessions()
+    if ctx.triggered_id == "ctl-sandbox":
+        current = reg.get(choice) if choice and choice != S.SHARED else None
+        if current is not None:
+            return no_update, "You already have a private sandbox; it is what you are viewing.", "ctl-msg msg-ok"
+        try:
+            tw = reg.open_sandbox()
+        except S.ControlError as exc:
+            return no_update, str(exc), "ctl-msg msg-error"
+        return tw.key, (f"Private sandbox {tw.key} started with the shared twin's settings; only you "
+                        "see and control it."), "ctl-msg msg-ok"
+    if ctx.triggered_id == "ctl-shared":
+        if choice and choice != S.SHARED:
+            reg.close(choice)
+        return S.SHARED, "Back on the shared twin.", "ctl-msg msg-ok"
+    return no_update, no_update, no_update
+
+
+@dash.callback(
+    Output("ctl-token", "data"),
+    Output("ctl-msg", "children", allow_duplicate=True),
+    Output("ctl-msg", "className", allow_duplicate=True),
+    Input("ctl-unlock", "n_clicks"),
+    Input("ctl-token-input", "n_submit"),
+    State("ctl-token-input", "value"),
+    prevent_initial_call=True,
+)
+def on_unlock(_clicks, _submit, value):
+    """Check an instructor token against the shared twin; keep it for this tab if it is right."""
+    reg = S.sessions()
+    if not reg.locked:
+        return no_update, "The shared twin is not locked: anyone can use the controls.", "ctl-msg msg-ok"
+    if reg.shared().authorized(value):
+        return {"token": value, "ok": True}, "Instructor controls unlocked for this tab.", "ctl-msg msg-ok"
+    return None, "Wrong instructor token: shared controls stay locked.", "ctl-msg msg-error"
+
+
+# Status strip, lock state and the shared-action log are drawn in the browser from the small
+# status dict that every page's tick (and every control) returns: no extra request per tick.
+clientside_callback(
+    dash.ClientsideFunction(namespace="twin", function_name="status"),
+    Output("ctl-status-state", "children"),
+    Output("ctl-status-state", "className"),
+    Output("ctl-status-time", "children"),
+    Output("ctl-status-speed", "children"),
+    Output("ctl-status-twin", "children"),
+    Output("ctl-status-scenario", "children"),
+    Output("ctl-play", "children"),
+    Output("ctl-lock-note", "children"),
+    Output("ctl-log", "children"),
+    Output("ctl-log-last", "children"),
+    Output({"type": "ctl-speed-btn", "index": ALL}, "className"),
+    Output("ctl-play", "disabled"),
+    Output("ctl-reset", "disabled"),
+    Output("ctl-speed-custom", "disabled"),
+    Output("ctl-load-custom", "disabled"),
+    Output({"type": "ctl-speed-btn", "index": ALL}, "disabled"),
+    Output({"type": "ctl-load-btn", "index": ALL}, "className"),
+    Output({"type": "ctl-load-btn", "index": ALL}, "disabled"),
+    Output("ctl-load-wrap", "title"),
+    Output("ctl-sandbox", "style"),
+    Output("ctl-shared", "style"),
+    Output("ctl-token-wrap", "style"),
+    Input("shell-status", "data"),
+    Input("ctl-token", "data"),
+    State({"type": "ctl-speed-btn", "index": ALL}, "id"),
+    State({"type": "ctl-load-btn", "index": ALL}, "id"),
+)
+
+clientside_callback(
+    dash.ClientsideFunction(namespace="twin", function_name="viewerId"),
+    Output("ctl-viewer", "data"),
+    Input("ctl-viewer", "modified_timestamp"),
+    State("ctl-viewer", "data"),
+)
+
+clientside_callback(
+    dash.ClientsideFunction(namespace="twin", function_name="navActive"),
+    Output({"type": "nav", "index": ALL}, "className"),
+    Input("url", "pathname"),
+    State({"type": "nav", "index": ALL}, "id"),
+)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description="CloudMatrix Twin dashboard (development server)")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8050)
+    ap.add_argument("--debug", action="store_true", help="Dash dev tools and reloader")
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not a.debug:
+        S.sessions().shared()   # start the default scenario now so the first page is already live
+    print(f"CloudMatrix Twin on http://{a.host}:{a.port}/  (instructor lock: "
+          f"{'on' if S.sessions().locked else 'off'}; set {S.TOKEN_ENV} to lock shared controls)")
+    app.run(host=a.host, port=a.port, debug=a.debug, threaded=True)
+
+
+if __name__ == "__main__":
+    main()

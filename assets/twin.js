@@ -1,0 +1,136 @@
+/* Clientside callbacks of CloudMatrix Twin: pure view transforms, no network round trip.
+ *  status    - run-control strip, lock state and shared-action log from the status dict
+ *  viewerId  - an anonymous id for this browser (for the shared-action log)
+ *  navActive - highlight the current page in the navigation
+ *  topo      - merge compact live topology data (utilisation arrays) into cytoscape elements
+ */
+(function () {
+  "use strict";
+  var NU = function () { return window.dash_clientside.no_update; };
+
+  function fmtTime(s) {
+    if (s === null || s === undefined) { return "–"; }
+    s = Number(s);
+    if (s < 120) { return s.toFixed(1) + " s"; }
+    var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = Math.floor(s % 60);
+    var pad = function (x) { return (x < 10 ? "0" : "") + x; };
+    return (h > 0 ? h + ":" + pad(m) : m) + ":" + pad(sec) + (h > 0 ? " h" : " min");
+  }
+
+  function speedText(v) {
+    if (v === "max") { return "max"; }
+    var n = Number(v);
+    return (n >= 10 ? n.toFixed(0) : n.toFixed(n % 1 ? 1 : 0)) + "×";
+  }
+
+  function bucket(u) {
+    if (!(u > 0.01)) { return 0; }
+    var i = 1 + Math.floor(Math.min(u, 0.9999) * 5);
+    return Math.min(i, 5);
+  }
+
+  window.dash_clientside = Object.assign({}, window.dash_clientside, {
+    twin: {
+      status: function (st, token, btnIds, loadIds) {
+        var fillN = function (n, v) { var a = []; for (var i = 0; i < n; i++) { a.push(v); } return a; };
+        var n = (btnIds || []).length, nl = (loadIds || []).length;
+        var fill = function (v) { return fillN(n, v); };
+        if (!st) {
+          return ["connecting", "state-pill state-wait", "–", "–", "", "", "Pause", "", "", "",
+                  fill("pill"), false, false, false, false, fill(false), fillN(nl, "pill"), fillN(nl, false), "",
+                  {}, {display: "none"}, {}];
+        }
+        var unlocked = token && token.ok;
+        var locked = !!(st.locked && st.shared && !unlocked);
+        var state, cls;
+        if (st.message && st.paused) { state = "stopped"; cls = "state-pill state-bad"; }
+        else if (st.paused) { state = "paused"; cls = "state-pill state-paused"; }
+        else { state = "live"; cls = "state-pill state-live"; }
+        var set = st.speed === "max" ? "max" : speedText(st.speed);
+        var speed = st.paused ? ("speed " + set) :
+          ("speed " + set + " · achieved " + (st.achieved > 0 ? speedText(st.achieved) : "…"));
+        var twin = st.shared ? "Shared twin" + (st.locked ? (unlocked ? " · instructor" : " · locked") : "")
+                             : "Private sandbox " + st.key;
+        var scen = "scenario " + st.scenario + " · seed " + st.seed + " · " + (st.deployment || "") +
+          (st.trace ? " · trace " + st.trace : "") +
+          (st.load !== null && st.load !== undefined ? " · load " + Math.round(st.load * 100) + "%" : "");
+        var lockNote = "";
+        if (locked) {
+          lockNote = "Shared controls are locked by the instructor. Enter the instructor token under " +
+            "\u201cScenario & twin\u201d, or open a private sandbox to experiment.";
+        }
+        if (st.note) { lockNote = (lockNote ? lockNote + " " : "") + st.note; }
+        if (st.message) { lockNote = (lockNote ? lockNote + " " : "") + st.message; }
+        var acts = st.actions || [];
+        var lines = acts.map(function (a) {
+          return a.when + "  t=" + fmtTime(a.sim_time) + "  " + a.who + ": " + a.what + (a.ok ? "" : "  (failed)");
+        });
+        var log = st.shared ? (lines.length ? lines.join("\n") : "no actions yet")
+                            : "Your private sandbox: actions are not shared.";
+        var last = st.shared && acts.length ? (acts[0].when + " " + acts[0].who + ": " + acts[0].what) : "";
+        var active = st.speed === "max" ? "max" : String(Math.round(Number(st.speed)));
+        var classes = (btnIds || []).map(function (id) {
+          return "pill" + (id.index === active ? " pill-active" : "");
+        });
+        var showSandbox = st.shared ? {} : {display: "none"};
+        var showShared = st.shared ? {display: "none"} : {};
+        var showToken = st.shared && st.locked ? {} : {display: "none"};
+        var trace = st.workload === "trace";
+        var loadNow = (st.load !== null && st.load !== undefined) ? String(Math.round(st.load * 100)) : "";
+        var loadClasses = (loadIds || []).map(function (id) {
+          return "pill" + (!trace && id.index === loadNow ? " pill-active" : "");
+        });
+        var loadOff = locked || trace;
+        var loadTitle = trace ? "This scenario replays a trace with its own arrival times: load is set by " +
+          "the trace (pick a synthetic scenario such as bursty-chat to change it)" :
+          "Offered load as a fraction of the deployment's capacity";
+        return [state, cls, "t = " + fmtTime(st.sim_time), speed, twin, scen,
+                st.paused ? "\u25B6 Play" : "\u275A\u275A Pause", lockNote, log, last,
+                classes, locked, locked, locked, loadOff, fill(locked),
+                loadClasses, fillN(nl, loadOff), loadTitle,
+                showSandbox, showShared, showToken];
+      },
+
+      viewerId: function (_ts, data) {
+        if (data) { return NU(); }
+        return "v" + Math.random().toString(36).slice(2, 6);
+      },
+
+      navActive: function (path, ids) {
+        return (ids || []).map(function (id) {
+          var p = id.index;
+          var on = (path === p) || (p !== "/" && path && path.indexOf(p) === 0);
+          return "nav-link" + (on ? " nav-active" : "");
+        });
+      },
+
+      topo: function (live, elements, viewName) {
+        if (!live || !elements || !live.u || live.view !== viewName) { return NU(); }
+        var down = {}, part = {}, ndown = {};
+        (live.down || []).forEach(function (j) { down[j] = true; });
+        (live.part || []).forEach(function (j) { part[j] = true; });
+        (live.ndown || []).forEach(function (i) { ndown[i] = true; });
+        return elements.map(function (el) {
+          var d = el.data || {};
+          if (d.k === undefined || d.kind === "rack") { return el; }
+          var out = Object.assign({}, el);
+          var data = Object.assign({}, d);
+          var cls;
+          if (d.source !== undefined) {
+            var u = live.u[d.k] || 0;
+            data.util = Math.min(u, 1);
+            cls = "p-" + d.plane + " u" + bucket(u) + (down[d.k] ? " down" : "") + (part[d.k] ? " part" : "");
+          } else {
+            var nu = (live.n || [])[d.k] || 0;
+            data.util = nu;
+            var pool = live.pool ? live.pool[d.k] : "";
+            cls = "k-" + d.kind + " u" + bucket(nu) + (pool ? " pool-" + pool : "") + (ndown[d.k] ? " down" : "");
+          }
+          out.data = data;
+          out.classes = cls;
+          return out;
+        });
+      }
+    }
+  });
+})();

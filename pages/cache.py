@@ -1,0 +1,94 @@
+"""Cache: the EMS context cache (CPU DRAM pooled over UB) and what its hits buy."""
+from __future__ import annotations
+
+import dash
+from dash import Input, Output, State, dcc, html, no_update
+
+from twin.ui import components as C
+from twin.ui import figures as F
+from twin.ui import theme as T
+from twin.ui.live import Tick
+
+dash.register_page(__name__, path="/cache", name="Cache", title="Cache · CloudMatrix Twin", order=3)
+
+P = "ca"
+TICK_MS = 1000
+
+CHARTS = {
+    "hit": F.StripSpec("EMS hit ratio (%)", "%", (
+        F.Series("block_hit_ratio", "blocks", T.YELLOW, scale=100),
+        F.Series("token_hit_ratio", "tokens", T.ORANGE, scale=100, dash="dot")), y_range=(0, 100)),
+    "tier": F.StripSpec("Tier occupancy (GB)", "GB", (
+        F.Series("ems_dram_gb", "DRAM", T.BLUE, fill=True), F.Series("ems_ssd_gb", "SSD", T.PURPLE))),
+    "bytes": F.StripSpec("Bytes moved per cache-hit request (MB)", "MB", (
+        F.Series("ub_bytes_per_hit_mb", "per hit", T.TEAL),)),
+    "ttft": F.StripSpec("TTFT p50 with vs without a cache hit (s)", "s", (
+        F.Series("ttft_hit_p50_ms", "with hit", T.GREEN, scale=1e-3),
+        F.Series("ttft_miss_p50_ms", "without", T.RED, scale=1e-3, dash="dot"))),
+}
+
+KPIS = (
+    ("block", "Block hit ratio", "%", "interval: blocks of prompt KV found in EMS"),
+    ("token", "Token hit ratio", "%", "interval: prompt tokens whose KV was found in EMS"),
+    ("total", "Block hits, whole run", "%", "hit blocks / looked-up blocks since the start"),
+    ("dram", "DRAM tier", "GB", "KV blocks held in the pooled CPU DRAM"),
+    ("ssd", "SSD tier", "GB", "KV blocks demoted to SSD"),
+    ("servers", "Cache servers live", "", "EMS servers (CPUs) that are up"),
+)
+
+
+def layout(**_kwargs):
+    return html.Div([
+        dcc.Interval(id=f"{P}-tick", interval=TICK_MS),
+        dcc.Store(id=f"{P}-cursor"),
+        C.page_header("Context cache (EMS)", "Prompt prefixes seen before are loaded from the Elastic Memory "
+                      "Service (CPU DRAM of the nodes, pooled over the UB plane) instead of being recomputed. "
+                      "A hit costs bytes over UB and saves prefill compute."),
+        html.Div([C.kpi(f"{P}-{k}", label, unit, "sim", hint) for k, label, unit, hint in KPIS],
+                 className="kpi-grid"),
+        html.Div([html.Div(C.graph(f"{P}-{k}", F.empty_figure(spec.title), 250), className="chart")
+                  for k, spec in CHARTS.items()], className="chart-grid grid-2"),
+        C.panel(html.Div(id=f"{P}-totals", className="hint"), "Since the start", "sim"),
+    ])
+
+
+def _kpis(snap) -> list[str]:
+    k = getattr(snap, "kpis", {}) or {}
+    c = getattr(snap, "cache", {}) or {}
+    servers = c.get("per_server") or {}
+    live = c.get("live_servers")
+    return [C.pct(k.get("block_hit_ratio")), C.pct(k.get("token_hit_ratio")),
+            C.pct(k.get("total_block_hit_ratio", c.get("block_hit_ratio"))),
+            C.fmt(k.get("ems_dram_gb")), C.fmt(k.get("ems_ssd_gb")),
+            f"{live if live is not None else '–'} / {len(servers) or '–'}"]
+
+
+def _totals(snap) -> str:
+    c = getattr(snap, "cache", {}) or {}
+    if not c:
+        return "This deployment has no EMS cache."
+    parts = [f"{C.fmt(c.get('lookups'))} lookups", f"{C.fmt(c.get('hit_blocks'))} blocks hit "
+             f"({C.fmt(c.get('dram_hit_blocks'))} from DRAM, {C.fmt(c.get('ssd_hit_blocks'))} from SSD)",
+             f"{C.fmt(c.get('miss_blocks'))} missed", f"{C.fmt(c.get('stored_blocks'))} stored",
+             f"{C.fmt(c.get('demoted_blocks'))} demoted", f"{C.fmt(c.get('evicted_blocks'))} evicted",
+             f"{C.fmt(c.get('lost_blocks'))} lost to failures"]
+    return " · ".join(parts)
+
+
+@dash.callback(
+    [Output(f"{P}-{k}", "children") for k, *_ in KPIS]
+    + [Output(f"{P}-{k}", "figure") for k in CHARTS]
+    + [Output(f"{P}-{k}", "extendData") for k in CHARTS]
+    + [Output(f"{P}-totals", "children"), Output(f"{P}-cursor", "data"),
+       Output("shell-status", "data", allow_duplicate=True)],
+    Input(f"{P}-tick", "n_intervals"),
+    State("ctl-twin", "data"),
+    State(f"{P}-cursor", "data"),
+    prevent_initial_call="initial_duplicate",
+)
+def tick(_n, choice, cursor):
+    t = Tick.read(cursor, choice)
+    if not t.changed:
+        return [no_update] * (len(KPIS) + 2 * len(CHARTS) + 2) + [t.status]
+    figs, exts = zip(*(t.strip(spec, height=250) for spec in CHARTS.values()))
+    return _kpis(t.snap) + list(figs) + list(exts) + [_totals(t.snap), t.cursor, t.status]

@@ -1,0 +1,89 @@
+"""Validation: the calibration table (paper target vs twin) with a pass/fail badge per row."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import dash
+from dash import Input, Output, State, dcc, html, no_update
+
+from twin.ui import components as C
+from twin.ui.live import Tick
+
+dash.register_page(__name__, path="/validation", name="Validation", title="Validation · CloudMatrix Twin",
+                   order=5)
+
+P = "va"
+TICK_MS = 2000   # only the run-control strip updates here
+
+
+@lru_cache(maxsize=1)
+def _tables() -> tuple[list[dict], list[dict]]:
+    from twin.validate import predictions, rows
+    return rows(), predictions()
+
+
+def _num(v, digits=4) -> str:
+    return "–" if v is None else f"{v:,.{digits}g}" if abs(v) < 1e4 else f"{v:,.0f}"
+
+
+def calibration_table(rows: list[dict]) -> html.Table:
+    head = html.Tr([html.Th("target"), html.Th("paper", className="num"), html.Th("twin", className="num"),
+                    html.Th("error", className="num"), html.Th("tolerance", className="num"),
+                    html.Th("result"), html.Th("source")])
+    body = [html.Tr([
+        html.Td(r["name"]),
+        html.Td(_num(r["target"]), className="num"),
+        html.Td(_num(r["twin"]), className="num"),
+        html.Td(f"{r['error_pct']:+.1f} %", className="num"),
+        html.Td(f"±{r['tolerance_pct']:g} %", className="num"),
+        html.Td(C.badge(r["pass"])),
+        html.Td(r["source"], className="muted"),
+    ], className="row-pass" if r["pass"] else "row-fail") for r in rows]
+    return html.Table([html.Thead(head), html.Tbody(body)], className="tbl", id=f"{P}-table")
+
+
+def predictions_table(preds: list[dict]) -> html.Table:
+    head = html.Tr([html.Th("deployment"), html.Th("phase"), html.Th("tokens/s per GPU/NPU", className="num"),
+                    html.Th("TPOT", className="num"), html.Th("setting")])
+    body = [html.Tr([html.Td(p["deployment"]), html.Td(p["phase"]),
+                     html.Td(f"{p['tokens_per_s_per_gpu']:,.1f}", className="num"),
+                     html.Td(f"{p['tpot_ms']} ms" if p["tpot_ms"] else "–", className="num"),
+                     html.Td(p["setting"], className="muted")]) for p in preds]
+    return html.Table([html.Thead(head), html.Tbody(body)], className="tbl")
+
+
+def layout(**_kwargs):
+    try:
+        rows, preds = _tables()
+        error = None
+    except Exception as exc:   # show what went wrong instead of a blank page
+        rows, preds, error = [], [], f"{type(exc).__name__}: {exc}"
+    n_pass = sum(r["pass"] for r in rows)
+    summary = html.Div([
+        C.badge(n_pass == len(rows) and bool(rows), f"ALL {len(rows)} PASS", f"{len(rows) - n_pass} FAIL"),
+        html.Span(f"  {n_pass} of {len(rows)} calibration targets within tolerance", className="muted"),
+    ], id=f"{P}-summary")
+    return html.Div([
+        dcc.Interval(id=f"{P}-tick", interval=TICK_MS),
+        dcc.Store(id=f"{P}-cursor"),
+        C.page_header("Validation", "The perf model against the paper's published numbers, by the same code "
+                      "path the engine uses. Tolerances are set per target before looking at results.", summary),
+        html.Div(error, className="ctl-msg msg-error") if error else None,
+        C.panel(calibration_table(rows), "Calibration targets: paper vs twin", "model",
+                extra=C.tag("paper")),
+        C.panel(predictions_table(preds), "Predicted from hardware alone (no constant tuned to these)", "model"),
+    ])
+
+
+@dash.callback(
+    Output(f"{P}-cursor", "data"),
+    Output("shell-status", "data", allow_duplicate=True),
+    Input(f"{P}-tick", "n_intervals"),
+    State("ctl-twin", "data"),
+    State(f"{P}-cursor", "data"),
+    prevent_initial_call="initial_duplicate",
+)
+def tick(_n, choice, cursor):
+    """Static page: the tick only keeps the run-control strip current."""
+    t = Tick.read(cursor, choice)
+    return (t.cursor if t.changed else no_update), t.status

@@ -1,0 +1,599 @@
+"""Live runner: one daemon thread per twin advances an Engine in chunks and publishes snapshots.
+
+A `Twin` owns one `twin.engine.Engine`. Its thread loops every ``wall_dt`` (0.2 s): drain the
+control queue (pause, resume, speed, engine swap), ``eng.advance(speed * wall_dt)``, publish the
+engine's snapshot by rebinding one reference (atomic in CPython), sleep the remainder. Engine
+commands (rate, load, fault) go straight to ``eng.submit`` (thread-safe). The thread never dies
+from a bad command or a failing step: it logs an event and carries on, and after repeated
+failures it pauses itself with a message.
+
+`Sessions` is the process-wide registry: a shared default twin that every viewer sees, started
+lazily and idempotently behind a lock (never at import, so gunicorn forks safely), plus a bounded
+number of private sandbox twins keyed by a random id; idle sandboxes are stopped and freed after a
+TTL. If ``TWIN_INSTRUCTOR_TOKEN`` is set, controlling the shared twin needs that token. Actions on
+the shared twin are logged (who, what, when) for everyone to see.
+
+Callers (Dash callbacks) only read `Twin.snapshot` / `Twin.status()` and call `Twin.control()`;
+they never touch SimPy objects. The module never imports dash.
+"""
+from __future__ import annotations
+
+import hmac
+import logging
+import math
+import os
+import queue
+import secrets
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+TOKEN_ENV = "TWIN_INSTRUCTOR_TOKEN"
+SHARED = "shared"
+
+WALL_DT = 0.2                 # s of wall time per loop iteration
+MIN_SLEEP = 0.03              # s the thread always yields per iteration (keeps callbacks responsive)
+SPEED_MIN, SPEED_MAX = 1.0, 1000.0
+SPEED_PRESETS = (1, 5, 20, 100, 1000, "max")
+LOAD_PRESETS = (25, 50, 75, 90, 100, 120, 150)   # % of capacity
+LOAD_MIN, LOAD_MAX = 0.05, 2.0        # fraction of the deployment's capacity (the engine needs > 0)
+RATE_MIN, RATE_MAX = 0.001, 1_000_000.0
+SEED_MIN, SEED_MAX = 0, 2**31 - 1
+MAX_SANDBOXES = 4
+SANDBOX_TTL_S = 600.0                 # idle sandboxes are stopped and freed after this
+MAX_CONSECUTIVE_ERRORS = 5            # then the twin pauses itself and says why
+LOG_LEN = 200
+
+
+class ControlError(ValueError):
+    """A rejected control: bad value, locked twin, no free sandbox. The message says what is allowed."""
+
+
+def _default_factory(**params):
+    from twin.engine import Engine   # imported lazily: the engine (SimPy) loads on first use
+    return Engine(**params)
+
+
+def _command(kind: str, args: dict):
+    from twin.engine import Command
+    return Command(kind, args)
+
+
+def parse_speed(value) -> float | str:
+    """1..1000 (times real time) or "max"; raises ControlError naming the allowed range."""
+    if isinstance(value, str) and value.strip().lower() in ("max", "fastest", "as fast as possible"):
+        return "max"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ControlError(f"speed = {value!r}: allowed {SPEED_MIN:g} to {SPEED_MAX:g} "
+                           "(times real time) or 'max'") from None
+    if not math.isfinite(v) or not SPEED_MIN <= v <= SPEED_MAX:
+        raise ControlError(f"speed = {value!r}: allowed {SPEED_MIN:g} to {SPEED_MAX:g} "
+                           "(times real time) or 'max'")
+    return v
+
+
+def parse_load(value) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ControlError(f"load = {value!r}: allowed {LOAD_MIN:g} to {LOAD_MAX:g} "
+                           "(fraction of capacity)") from None
+    if not math.isfinite(v) or not LOAD_MIN <= v <= LOAD_MAX:
+        raise ControlError(f"load = {value!r}: allowed {LOAD_MIN:g} to {LOAD_MAX:g} "
+                           "(fraction of capacity; 1 = 100 %)")
+    return v
+
+
+def parse_rate(value) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ControlError(f"rate = {value!r}: allowed {RATE_MIN:g} to {RATE_MAX:g} req/s") from None
+    if not math.isfinite(v) or not RATE_MIN <= v <= RATE_MAX:
+        raise ControlError(f"rate = {value!r}: allowed {RATE_MIN:g} to {RATE_MAX:g} req/s")
+    return v
+
+
+def parse_seed(value) -> int:
+    try:
+        f = float(value)
+        ok = math.isfinite(f) and f == int(f)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or not SEED_MIN <= int(f) <= SEED_MAX:
+        raise ControlError(f"seed = {value!r}: allowed a whole number {SEED_MIN} to {SEED_MAX}")
+    return int(f)
+
+
+@dataclass
+class Action:
+    """One logged action on a twin."""
+    wall: float
+    who: str
+    what: str
+    ok: bool = True
+    sim_time: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"wall": self.wall, "when": time.strftime("%H:%M:%S", time.localtime(self.wall)),
+                "who": self.who, "what": self.what, "ok": self.ok,
+                "sim_time": round(self.sim_time, 1)}
+
+
+@dataclass
+class _Params:
+    scenario: str = "default"
+    seed: int = 0
+    deployment: str | None = None
+    trace: str | None = None
+    rate: float | None = None
+    load: float | None = None        # last load fraction set by a user (re-applied after a reset)
+
+    def engine_kwargs(self) -> dict:
+        return {"scenario": self.scenario, "seed": self.seed, "deployment": self.deployment,
+                "trace": self.trace, "rate": self.rate}
+
+
+@dataclass
+class _Stats:
+    achieved: float = 0.0            # EWMA of sim seconds per wall second
+    step_ms: float = 0.0             # EWMA of wall ms per advance()
+    errors: int = 0
+    consecutive_errors: int = 0
+    last_error: str = ""
+    window: deque = field(default_factory=lambda: deque(maxlen=25))   # (wall, sim) samples
+
+
+class Twin:
+    """One live engine and the thread that drives it.
+
+    Attributes read by the UI: `key`, `shared`, `snapshot` (latest published Snapshot or None),
+    `run` (increments when the engine is replaced by a reset), `status()`, `actions()`.
+    """
+
+    def __init__(self, key: str, *, shared: bool = False, params: dict | None = None,
+                 factory: Callable[..., Any] = _default_factory, wall_dt: float = WALL_DT,
+                 speed: float | str = 1.0, token: str | None = None, ttl_s: float | None = None):
+        self.key = key
+        self.shared = shared
+        self.created = time.time()
+        self.last_seen = time.monotonic()
+        self._factory = factory
+        self._token = token or None
+        self._ttl = ttl_s
+        self.wall_dt = float(wall_dt)
+        self.params = _Params(**(params or {}))
+        self.speed: float | str = parse_speed(speed)
+        self.paused = False
+        self.run = 0
+        self.rev = 0                              # bumps on any status change viewers should see
+        self.message = ""
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()             # guards _actions, _memo, params, rev
+        self._actions: deque[Action] = deque(maxlen=LOG_LEN)
+        self._memo: dict = {}
+        self._memo_version: tuple = ()
+        self._stats = _Stats()
+        self._max_chunk = 1.0                     # sim s per advance at speed "max" (adapted)
+        self._window_reset = False                # set by control(); the thread clears its window
+        self._engine = self._factory(**self.params.engine_kwargs())   # raises ValueError on bad input
+        self.snapshot = self._engine.snapshot()
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> "Twin":
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._stop.clear()
+                self._thread = threading.Thread(target=self._loop, name=f"twin-{self.key}", daemon=True)
+                self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def touch(self) -> None:
+        self.last_seen = time.monotonic()
+
+    def idle_s(self) -> float:
+        return time.monotonic() - self.last_seen
+
+    # ---- the engine thread ------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        last_wall = time.monotonic()
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            try:
+                self._drain()
+                if self._ttl is not None and self.idle_s() > self._ttl:
+                    self._note("system", f"stopped after {self._ttl:.0f} s idle")
+                    break
+                advanced = 0.0
+                if not self.paused:
+                    advanced = self._advance_once()
+                now = time.monotonic()
+                self._account(now - last_wall, advanced)
+                last_wall = now
+            except Exception as exc:   # belt and braces: the loop itself must never die
+                log.exception("twin %s: runner iteration failed", self.key)
+                self._fail_step(exc)
+                now = last_wall = time.monotonic()
+            busy = now - t0
+            pause = max(MIN_SLEEP, self.wall_dt - busy) if self.speed != "max" else MIN_SLEEP
+            self._wake.wait(pause)
+            self._wake.clear()
+
+    def _advance_once(self) -> float:
+        eng = self._engine
+        if self.speed == "max":
+            sim = self._max_chunk
+        else:
+            sim = float(self.speed) * self.wall_dt
+        t0 = time.monotonic()
+        try:
+            eng.advance(sim)
+        except Exception as exc:   # never let the thread die; say what happened
+            self._fail_step(exc)
+            return 0.0
+        dt = time.monotonic() - t0
+        st = self._stats
+        st.step_ms = 0.8 * st.step_ms + 0.2 * dt * 1e3 if st.step_ms else dt * 1e3
+        st.consecutive_errors = 0
+        if self.speed == "max":   # size the next chunk to take about wall_dt of compute
+            rate = sim / max(dt, 1e-4)
+            self._max_chunk = min(max(0.2 * self._max_chunk + 0.8 * rate * self.wall_dt, 0.05), 3600.0)
+        self.snapshot = eng.snapshot()
+        return sim
+
+    def _fail_step(self, exc: Exception) -> None:
+        st = self._stats
+        st.errors += 1
+        st.consecutive_errors += 1
+        st.last_error = f"{type(exc).__name__}: {exc}"
+        log.exception("twin %s: engine step failed", self.key)
+        if st.consecutive_errors >= MAX_CONSECUTIVE_ERRORS:
+            self.paused = True
+            self.message = (f"paused after {st.consecutive_errors} failed steps; last error: "
+                            f"{st.last_error}. Reset the twin to continue.")
+            self._note("system", self.message, ok=False)
+        else:
+            self._note("system", f"engine step failed: {st.last_error}", ok=False)
+
+    def _account(self, wall: float, sim: float) -> None:
+        st = self._stats
+        if self._window_reset:
+            self._window_reset = False
+            st.window.clear()
+            return
+        st.window.append((wall, sim))
+        w = sum(a for a, _ in st.window)
+        st.achieved = sum(b for _, b in st.window) / w if w > 0 else 0.0
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                kind, arg = self._q.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                if kind == "swap":
+                    engine, params = arg
+                    self._engine = engine
+                    with self._lock:
+                        self.params = params
+                    self.run += 1
+                    self.paused = False
+                    self.message = ""
+                    self._stats = _Stats()
+                    self.snapshot = engine.snapshot()
+                elif kind == "engine":
+                    self._engine.submit(arg)
+                self._bump()
+            except Exception as exc:   # a bad command never kills the thread
+                log.exception("twin %s: command %s failed", self.key, kind)
+                self._note("system", f"command {kind} failed: {type(exc).__name__}: {exc}", ok=False)
+
+    # ---- reading ----------------------------------------------------------------------------
+
+    def status(self) -> dict:
+        """Small JSON-friendly state for the run-control strip (sent to browsers each update)."""
+        snap = self.snapshot
+        st = self._stats
+        p = self.params
+        return {
+            "key": self.key, "shared": self.shared, "run": self.run, "rev": self.rev,
+            "version": getattr(snap, "version", 0), "sim_time": round(getattr(snap, "sim_time", 0.0), 2),
+            "paused": self.paused, "alive": self.alive,
+            "speed": self.speed, "achieved": round(st.achieved, 2), "step_ms": round(st.step_ms, 1),
+            "scenario": p.scenario, "seed": p.seed, "deployment": getattr(snap, "deployment", p.deployment),
+            "trace": p.trace, "rate": p.rate, "load": p.load,
+            "workload": self.workload,
+            "locked": self.locked, "message": self.message or getattr(snap, "message", ""),
+            "errors": st.errors,
+        }
+
+    @property
+    def locked(self) -> bool:
+        return self.shared and bool(self._token)
+
+    @property
+    def workload(self) -> str | None:
+        """"trace" or "synthetic" (from the engine's scenario), None if unknown."""
+        return getattr(getattr(self._engine, "scenario", None), "workload", None)
+
+    def authorized(self, token: str | None) -> bool:
+        if not self.locked:
+            return True
+        return bool(token) and hmac.compare_digest(str(token).encode(), self._token.encode())
+
+    def actions(self, n: int = 20) -> list[dict]:
+        with self._lock:
+            return [a.as_dict() for a in list(self._actions)[-n:]][::-1]
+
+    def memo(self, name: str, fn: Callable[[Any], Any]):
+        """fn(snapshot), computed once per (run, snapshot version) and shared by every viewer."""
+        snap = self.snapshot
+        key = (self.run, getattr(snap, "version", None))
+        with self._lock:
+            if key != self._memo_version:
+                self._memo, self._memo_version = {}, key
+            if name in self._memo:
+                return self._memo[name]
+        value = fn(snap)
+        with self._lock:
+            if key == self._memo_version:
+                self._memo[name] = value
+        return value
+
+    # ---- controlling ------------------------------------------------------------------------
+
+    def _bump(self) -> None:
+        with self._lock:
+            self.rev += 1
+
+    def _note(self, who: str, what: str, ok: bool = True) -> None:
+        with self._lock:
+            self._actions.append(Action(time.time(), who, what, ok, getattr(self.snapshot, "sim_time", 0.0)))
+            self.rev += 1
+
+    def control(self, action: str, value: Any = None, *, who: str = "viewer",
+                token: str | None = None) -> str:
+        """Apply a user action; returns a short confirmation, raises ControlError with the reason.
+
+        Actions: play, pause, speed (1..1000 or "max"), load (0..2), rate (req/s),
+        fault ({"target", "kind", ...}), reset ({"scenario", "seed", "deployment", "trace", "rate"}).
+        """
+        self.touch()
+        if not self.authorized(token):
+            raise ControlError("the shared twin is locked by the instructor: enter the instructor "
+                               "token, or open a private sandbox to experiment")
+        # pause, play and speed are plain attribute writes (atomic), applied immediately so the
+        # reply already shows them; the thread is woken to act on them within one iteration
+        if action == "play":
+            if self.paused:
+                self._window_reset = True
+            self.paused = False
+            self.message = ""
+            msg = "play"
+        elif action == "pause":
+            self.paused = True
+            self._window_reset = True
+            msg = "pause"
+        elif action == "speed":
+            s = parse_speed(value)
+            self.speed = s
+            self._window_reset = True
+            msg = f"speed {s if s == 'max' else f'{s:g}x'}"
+        elif action in ("load", "rate") and self.workload == "trace":
+            raise ControlError(f"{action}: a trace replays its own arrival times; pick a synthetic "
+                               "scenario (e.g. bursty-chat or diurnal) to set the load, or change the speed")
+        elif action == "load":
+            f = parse_load(value)
+            with self._lock:
+                self.params.load = f
+            self._q.put(("engine", _command("load", {"fraction": f})))
+            msg = f"load {f * 100:.0f}% of capacity"
+        elif action == "rate":
+            r = parse_rate(value)
+            self._q.put(("engine", _command("rate", {"rate": r})))
+            msg = f"rate {r:g} req/s"
+        elif action == "fault":
+            if not isinstance(value, dict) or "target" not in value or "kind" not in value:
+                raise ControlError("fault: allowed {'target': topology id, 'kind': 'fail' | 'degrade' | 'restore'}")
+            self._q.put(("engine", _command("fault", dict(value))))
+            msg = f"fault {value['kind']} {value['target']}"
+        elif action == "reset":
+            msg = self._reset(value or {})
+        else:
+            raise ControlError(f"unknown action {action!r}: allowed play, pause, speed, load, rate, fault, reset")
+        self._wake.set()
+        if self.shared:
+            self._note(who, msg)
+        else:
+            self._bump()
+        return msg
+
+    def _reset(self, spec: dict) -> str:
+        """Build the new engine here (in the caller's thread) so a bad scenario, trace or deployment
+        raises before anything changes; the running engine is swapped only on success."""
+        p = self.params
+        new = _Params(
+            scenario=spec.get("scenario") or p.scenario,
+            seed=parse_seed(spec["seed"]) if spec.get("seed") not in (None, "") else p.seed,
+            deployment=spec.get("deployment") if "deployment" in spec else p.deployment,
+            trace=spec.get("trace") if "trace" in spec else p.trace,
+            rate=parse_rate(spec["rate"]) if spec.get("rate") not in (None, "") else None,
+            load=p.load,
+        )
+        new.deployment = new.deployment or None
+        new.trace = (new.trace or "").strip() or None
+        try:
+            engine = self._factory(**new.engine_kwargs())
+        except ControlError:
+            raise
+        except (ValueError, KeyError, OSError, TypeError) as exc:
+            raise ControlError(str(exc).strip("'\"") or type(exc).__name__) from None
+        if new.load is not None:
+            try:
+                engine.submit(_command("load", {"fraction": new.load}))
+            except Exception as exc:  # keep the scenario's own load rather than fail the reset
+                log.warning("twin %s: could not re-apply load: %s", self.key, exc)
+                new.load = None
+        self._q.put(("swap", (engine, new)))
+        bits = [f"scenario {new.scenario}", f"seed {new.seed}"]
+        if new.deployment:
+            bits.append(f"deployment {new.deployment}")
+        if new.trace:
+            bits.append(f"trace {new.trace}")
+        return "reset: " + ", ".join(bits)
+
+
+class SandboxLimit(ControlError):
+    pass
+
+
+class Sessions:
+    """Registry of live twins: one shared default twin plus at most `max_sandboxes` private ones."""
+
+    def __init__(self, *, factory: Callable[..., Any] = _default_factory, params: dict | None = None,
+                 max_sandboxes: int = MAX_SANDBOXES, ttl_s: float = SANDBOX_TTL_S,
+                 wall_dt: float = WALL_DT, speed: float | str = 1.0, token: str | None = None):
+        self.factory = factory
+        self.params = dict(params or {})
+        self.max_sandboxes = max_sandboxes
+        self.ttl_s = ttl_s
+        self.wall_dt = wall_dt
+        self.speed = speed
+        self.token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
+        self._lock = threading.Lock()
+        self._shared: Twin | None = None
+        self._sandboxes: dict[str, Twin] = {}
+
+    @property
+    def locked(self) -> bool:
+        return bool(self.token)
+
+    def shared(self) -> Twin:
+        """The shared default twin, created and started on first use (idempotent, thread-safe)."""
+        t = self._shared
+        if t is not None:
+            return t
+        with self._lock:
+            if self._shared is None:
+                tw = Twin(SHARED, shared=True, params=self.params, factory=self.factory,
+                          wall_dt=self.wall_dt, speed=self.speed, token=self.token)
+                tw._note("system", f"shared twin started: scenario {tw.params.scenario}")
+                self._shared = tw.start()
+            return self._shared
+
+    def get(self, key: str | None) -> Twin | None:
+        """The twin a viewer asked for: the shared one, a live sandbox, or None if it is gone."""
+        self.reap()
+        if not key or key == SHARED:
+            return self.shared()
+        with self._lock:
+            tw = self._sandboxes.get(key)
+        if tw is not None:
+            tw.touch()
+        return tw
+
+    def open_sandbox(self, params: dict | None = None) -> Twin:
+        """Start a private twin (same settings as the shared one unless given)."""
+        self.reap()
+        with self._lock:
+            if len(self._sandboxes) >= self.max_sandboxes:
+                raise SandboxLimit(f"all {self.max_sandboxes} private sandboxes are in use; idle ones "
+                                   f"are freed after {self.ttl_s / 60:.0f} min. Watch the shared twin "
+                                   "meanwhile.")
+            key = "sb-" + secrets.token_hex(4)
+            self._sandboxes[key] = None   # reserve the slot while the engine builds
+        base = params
+        if base is None:
+            sp = self._shared.params if self._shared else None
+            base = sp.engine_kwargs() if sp else dict(self.params)
+        try:
+            tw = Twin(key, shared=False, params=base, factory=self.factory, wall_dt=self.wall_dt,
+                      speed=self.speed, ttl_s=self.ttl_s)
+        except Exception:
+            with self._lock:
+                self._sandboxes.pop(key, None)
+            raise
+        with self._lock:
+            self._sandboxes[key] = tw
+        return tw.start()
+
+    def close(self, key: str) -> bool:
+        with self._lock:
+            tw = self._sandboxes.pop(key, None)
+        if tw is not None:
+            tw.stop(timeout=2.0)
+        return tw is not None
+
+    def reap(self) -> list[str]:
+        """Stop and free sandboxes idle for longer than the TTL (or whose thread has ended)."""
+        gone = []
+        with self._lock:
+            for key, tw in list(self._sandboxes.items()):
+                if tw is None:
+                    continue
+                if tw.idle_s() > self.ttl_s or (tw._thread is not None and not tw.alive):
+                    gone.append(self._sandboxes.pop(key))
+        for tw in gone:
+            tw.stop(timeout=0.5)
+        return [tw.key for tw in gone]
+
+    def sandboxes(self) -> list[str]:
+        with self._lock:
+            return [k for k, v in self._sandboxes.items() if v is not None]
+
+    def shutdown(self) -> None:
+        with self._lock:
+            twins = [t for t in self._sandboxes.values() if t is not None]
+            if self._shared is not None:
+                twins.append(self._shared)
+            self._sandboxes.clear()
+            self._shared = None
+        for tw in twins:
+            tw.stop(timeout=2.0)
+
+
+_registry: Sessions | None = None
+_registry_lock = threading.Lock()
+
+
+def sessions() -> Sessions:
+    """The process-wide registry, created on first call (never at import)."""
+    global _registry
+    if _registry is None:
+        with _registry_lock:
+            if _registry is None:
+                _registry = Sessions()
+    return _registry
+
+
+def configure(**kwargs) -> Sessions:
+    """Replace the process-wide registry (tests, benchmarks); stops the old one's twins."""
+    global _registry
+    with _registry_lock:
+        old, _registry = _registry, Sessions(**kwargs)
+    if old is not None:
+        old.shutdown()
+    return _registry

@@ -1,0 +1,196 @@
+"""Small Dash component builders: provenance tags, KPI cards, panels, badges, the run-control bar."""
+from __future__ import annotations
+
+from dash import dcc, html
+
+from twin import session as S
+
+# How a number was obtained (design convention 4): shown as a small tag next to it.
+PROVENANCE = {
+    "sim": ("simulated", "Measured in the running discrete-event simulation (SimPy engine)"),
+    "model": ("model", "Computed by the calibrated operator-level performance model (twin.perf)"),
+    "paper": ("paper", "Published value from the CloudMatrix384 / CloudMatrix-Infer paper"),
+    "config": ("config", "Set in the catalog or by the controls"),
+}
+
+
+def tag(kind: str) -> html.Span:
+    text, title = PROVENANCE[kind]
+    return html.Span(text, className=f"tag tag-{kind}", title=title)
+
+
+def kpi(id_: str, label: str, unit: str = "", source: str = "sim", hint: str = "") -> html.Div:
+    """A KPI card whose value lives in the element with id `id_` (updated by the page's tick)."""
+    return html.Div([
+        html.Div([html.Span(label, className="kpi-label"), tag(source)], className="kpi-head"),
+        html.Div([html.Span("–", id=id_, className="kpi-value"),
+                  html.Span(unit, className="kpi-unit")], className="kpi-body"),
+        html.Div(hint, className="kpi-hint") if hint else None,
+    ], className="kpi", title=hint or label)
+
+
+def panel(children, title: str | None = None, source: str | None = None, className: str = "",
+          extra=None) -> html.Div:
+    head = None
+    if title:
+        head = html.Div([html.H3(title), tag(source) if source else None, extra],
+                        className="panel-head")
+    return html.Div([head, html.Div(children, className="panel-body")], className=f"panel {className}")
+
+
+def graph(id_: str, figure: dict, height: int = 230) -> dcc.Graph:
+    return dcc.Graph(id=id_, figure=figure, config={"displayModeBar": False, "responsive": True},
+                     style={"height": f"{height}px"})
+
+
+def badge(ok: bool, text_ok: str = "PASS", text_bad: str = "FAIL") -> html.Span:
+    return html.Span(text_ok if ok else text_bad, className="badge " + ("badge-ok" if ok else "badge-bad"))
+
+
+def page_header(title: str, lede: str, extra=None) -> html.Div:
+    return html.Div([html.Div([html.H2(title), html.P(lede, className="lede")]), extra],
+                    className="page-header")
+
+
+def fmt(v, digits: int = 3, unit: str = "") -> str:
+    """Human number: 1,943 / 49.4 / 0.537 / 12.3k / 1.2M; '–' for missing."""
+    if v is None:
+        return "–"
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if f != f or f in (float("inf"), float("-inf")):
+        return "–"
+    a = abs(f)
+    if a >= 1e6:
+        s = f"{f / 1e6:.{max(digits - 1, 1)}g}M"
+    elif a >= 1e4:
+        s = f"{f / 1e3:,.1f}k"
+    elif a >= 100:
+        s = f"{f:,.0f}"
+    elif a >= 1:
+        s = f"{f:.{digits}g}"
+    elif a == 0:
+        s = "0"
+    else:
+        s = f"{f:.{digits}g}"
+    return s + unit
+
+
+def pct(v) -> str:
+    if v is None:
+        return "–"
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return "–"
+    if f != f:
+        return "–"
+    return f"{f * 100:.1f}"
+
+
+# ---- run-control bar (shell) ------------------------------------------------------------------
+
+def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
+    """Run controls shown on every page. Values are per-viewer; actions go to the viewed twin."""
+    scen_opts = [{"label": s["name"], "value": s["name"], "title": s.get("description", "")}
+                 for s in scenarios]
+    dep_opts = [{"label": "scenario's deployment", "value": ""}] + [
+        {"label": d, "value": d} for d in deployments]
+    live_row = html.Div([
+        html.Div([
+            html.Button("Pause", id="ctl-play", className="btn btn-primary", n_clicks=0,
+                        title="Play or pause the twin you are viewing"),
+        ], className="ctl-group"),
+        html.Div([
+            html.Span("Speed", className="ctl-label"),
+            html.Div([html.Button("max" if v == "max" else f"{v}×", id={"type": "ctl-speed-btn", "index": str(v)},
+                                  className="pill", n_clicks=0,
+                                  title=("as fast as possible" if v == "max" else f"{v} times real time"))
+                      for v in S.SPEED_PRESETS], className="pills", id="ctl-speed"),
+            html.Div(dcc.Input(id="ctl-speed-custom", type="number", min=S.SPEED_MIN, max=S.SPEED_MAX, step=1,
+                               debounce=True, placeholder=f"{S.SPEED_MIN:g}–{S.SPEED_MAX:g}×",
+                               className="num-input"),
+                     title=f"Custom speed: {S.SPEED_MIN:g} to {S.SPEED_MAX:g} times real time (Enter to apply)"),
+        ], className="ctl-group"),
+        html.Div([
+            html.Span("Load", className="ctl-label",
+                      title="Offered load as a fraction of the deployment's capacity (synthetic workloads)"),
+            html.Div([html.Button(f"{v}%", id={"type": "ctl-load-btn", "index": str(v)}, className="pill",
+                                  n_clicks=0, title=f"arrivals at {v}% of the deployment's capacity")
+                      for v in S.LOAD_PRESETS], className="pills", id="ctl-load"),
+            html.Div(dcc.Input(id="ctl-load-custom", type="number", min=S.LOAD_MIN * 100,
+                               max=S.LOAD_MAX * 100, step=1, debounce=True,
+                               placeholder=f"{S.LOAD_MIN * 100:g}–{S.LOAD_MAX * 100:g}%",
+                               className="num-input"),
+                     title=f"Custom load: {S.LOAD_MIN * 100:g} to {S.LOAD_MAX * 100:g} % of capacity "
+                           "(Enter to apply)"),
+        ], className="ctl-group", id="ctl-load-wrap"),
+        html.Div([
+            html.Span(id="ctl-status-state", className="state-pill"),
+            html.Span(id="ctl-status-time", className="status-num", title="simulated time"),
+            html.Span(id="ctl-status-speed", className="status-num",
+                      title="set speed / achieved speed (sim seconds per wall second)"),
+        ], className="ctl-group ctl-status"),
+    ], className="ctl-row")
+
+    setup_row = html.Details([
+        html.Summary([html.Span("Scenario & twin", className="summary-title"),
+                      html.Span(id="ctl-status-scenario", className="summary-note")]),
+        html.Div([
+            html.Div([
+                html.Label("Scenario", htmlFor="ctl-scenario", className="ctl-label"),
+                dcc.Dropdown(id="ctl-scenario", options=scen_opts, value="default", clearable=False,
+                             className="dd dd-wide"),
+            ], className="field"),
+            html.Div([
+                html.Label("Deployment", htmlFor="ctl-deployment", className="ctl-label"),
+                dcc.Dropdown(id="ctl-deployment", options=dep_opts, value="", clearable=False,
+                             className="dd dd-wide"),
+            ], className="field"),
+            html.Div([
+                html.Label("Trace", htmlFor="ctl-trace", className="ctl-label"),
+                html.Div(dcc.Input(id="ctl-trace", type="text", placeholder="scenario's trace",
+                                   list="ctl-trace-list", className="text-input", debounce=True),
+                         title="A trace name (mooncake_conversation, azure_conv) or a file path; "
+                               "empty = the scenario's workload"),
+                html.Datalist(id="ctl-trace-list",
+                              children=[html.Option(value=v) for v in ("mooncake_conversation", "azure_conv")]),
+            ], className="field"),
+            html.Div([
+                html.Label(f"Seed ({S.SEED_MIN}–{S.SEED_MAX})", htmlFor="ctl-seed", className="ctl-label"),
+                dcc.Input(id="ctl-seed", type="number", min=S.SEED_MIN, max=S.SEED_MAX, step=1, value=0,
+                          className="num-input num-wide"),
+            ], className="field"),
+            html.Button("Apply & reset", id="ctl-reset", className="btn", n_clicks=0,
+                        title="Restart the viewed twin with these settings (the running twin is kept "
+                              "if they are invalid)"),
+            html.Div(className="ctl-sep"),
+            html.Div([
+                html.Button("Open private sandbox", id="ctl-sandbox", className="btn", n_clicks=0,
+                            title=f"Your own twin, not shared (at most {S.MAX_SANDBOXES} at once; freed "
+                                  f"after {S.SANDBOX_TTL_S / 60:.0f} min idle)"),
+                html.Button("Back to shared twin", id="ctl-shared", className="btn", n_clicks=0),
+            ], className="field field-row"),
+            html.Div([
+                dcc.Input(id="ctl-token-input", type="password", placeholder="instructor token",
+                          className="text-input", debounce=True, autoComplete="off"),
+                html.Button("Unlock", id="ctl-unlock", className="btn", n_clicks=0),
+            ], className="field field-row", id="ctl-token-wrap"),
+        ], className="setup-grid"),
+    ], className="ctl-setup", id="ctl-setup")
+
+    return html.Div([
+        live_row,
+        setup_row,
+        html.Div([
+            html.Div(id="ctl-msg", className="ctl-msg", role="status"),
+            html.Div(id="ctl-lock-note", className="lock-note"),
+        ], className="ctl-feedback"),
+        html.Details([
+            html.Summary([html.Span("Shared actions", className="summary-title"),
+                          html.Span(id="ctl-log-last", className="summary-note")]),
+            html.Div(id="ctl-log", className="action-log"),
+        ], className="ctl-log-wrap", id="ctl-log-details"),
+    ], className="controls", id="controls")

@@ -1,0 +1,146 @@
+"""Plotly figures as plain dicts, plus the compact updates (extendData) that make them grow.
+
+Strip charts follow one pattern: `strip_figure(spec, history)` draws the whole window once;
+`extend(spec, history, since_t)` returns the `extendData` payload with only the points newer than
+`since_t` (or None when there are none). Values are rounded to 4 significant digits before sending.
+"""
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from . import theme
+
+HISTORY_POINTS = 600    # points kept on a strip chart (the snapshot history is bounded too)
+
+
+def r4(v) -> float | None:
+    """Round to 4 significant digits; None for missing, NaN or infinite values (a gap in a chart)."""
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(f):
+        return None
+    return float(f"{f:.4g}")
+
+
+@dataclass(frozen=True)
+class Series:
+    key: str              # Snapshot.history key
+    label: str
+    colour: str
+    scale: float = 1.0    # multiply before display (e.g. 100 for ratios shown in %)
+    dash: str = "solid"
+    axis: str = "y"       # "y" or "y2"
+    fill: bool = False
+
+
+@dataclass(frozen=True)
+class StripSpec:
+    title: str
+    y_title: str
+    series: tuple[Series, ...]
+    y2_title: str = ""
+    y_range: tuple | None = None
+
+    def keys(self) -> list[str]:
+        return [s.key for s in self.series]
+
+
+def _values(hist: dict, key: str, lo: int, scale: float) -> list:
+    vals = hist.get(key) or []
+    return [r4(v * scale) if v is not None else None for v in vals[lo:]]
+
+
+def _times(hist: dict, lo: int) -> list:
+    return [r4(t) for t in (hist.get("t") or [])[lo:]]
+
+
+def strip_figure(spec: StripSpec, hist: dict | None, height: int = 230) -> dict:
+    hist = hist or {}
+    n = len(hist.get("t") or [])
+    lo = max(0, n - HISTORY_POINTS)
+    xs = _times(hist, lo)
+    data = []
+    for s in spec.series:
+        tr = {"type": "scatter", "mode": "lines", "name": s.label, "x": xs,
+              "y": _values(hist, s.key, lo, s.scale),
+              "line": {"color": s.colour, "width": 2, "dash": s.dash},
+              "hovertemplate": "%{y:.4g}"}
+        if s.axis == "y2":
+            tr["yaxis"] = "y2"
+        if s.fill:
+            tr["fill"] = "tozeroy"
+            tr["fillcolor"] = s.colour + "22"
+        data.append(tr)
+    over = {"title": {"text": spec.title}, "height": height,
+            "xaxis": {"title": {"text": "sim time (s)", "font": {"size": 11, "color": theme.MUTED}}},
+            "yaxis": {"title": {"text": spec.y_title, "font": {"size": 11, "color": theme.MUTED}}}}
+    if spec.y_range:
+        over["yaxis"]["range"] = list(spec.y_range)
+        over["yaxis"]["rangemode"] = "normal"
+    if spec.y2_title:
+        over["yaxis2"] = {"title": {"text": spec.y2_title, "font": {"size": 11, "color": theme.MUTED}},
+                          "overlaying": "y", "side": "right", "gridcolor": "rgba(0,0,0,0)",
+                          "rangemode": "tozero"}
+        over["margin"] = {"l": 56, "r": 56, "t": 34, "b": 40}
+    return {"data": data, "layout": theme.base_layout(**over)}
+
+
+def new_points_from(hist: dict | None, since_t: float | None) -> int:
+    """Index of the first history point newer than since_t."""
+    ts = (hist or {}).get("t") or []
+    if since_t is None:
+        return 0
+    return bisect_right(ts, since_t)
+
+
+def extend(spec: StripSpec, hist: dict | None, since_t: float | None):
+    """extendData payload [update, trace indices, maxPoints] with the points after since_t, or None."""
+    hist = hist or {}
+    ts = hist.get("t") or []
+    lo = new_points_from(hist, since_t)
+    if lo >= len(ts):
+        return None
+    lo = max(lo, len(ts) - HISTORY_POINTS)
+    xs = _times(hist, lo)
+    upd = {"x": [xs for _ in spec.series], "y": [_values(hist, s.key, lo, s.scale) for s in spec.series]}
+    return [upd, list(range(len(spec.series))), HISTORY_POINTS]
+
+
+def last_t(hist: dict | None) -> float | None:
+    ts = (hist or {}).get("t") or []
+    return float(ts[-1]) if ts else None
+
+
+def empty_figure(title: str = "", message: str = "waiting for the twin...", height: int = 230) -> dict:
+    return {"data": [], "layout": theme.base_layout(
+        title={"text": title}, height=height,
+        xaxis={"visible": False}, yaxis={"visible": False},
+        annotations=[{"text": message, "showarrow": False, "xref": "paper", "yref": "paper",
+                      "x": 0.5, "y": 0.5, "font": {"color": theme.MUTED, "size": 14}}])}
+
+
+# ---- heatmap --------------------------------------------------------------------------------
+
+def heatmap_figure(matrix, labels: list[str], title: str, unit: str = "GB/s", height: int = 460) -> dict:
+    z = [[r4(v) or 0.0 for v in row] for row in matrix] if matrix is not None else []
+    return {"data": [{"type": "heatmap", "z": z, "x": labels, "y": labels,
+                      "colorscale": [[0, "#16202e"], [0.15, "#1c3d5a"], [0.4, "#1f77b4"],
+                                     [0.7, "#fab005"], [1.0, "#e03131"]],
+                      "zmin": 0, "colorbar": {"title": {"text": unit}, "thickness": 12},
+                      "hovertemplate": "src %{y} → dst %{x}<br>%{z:.3g} " + unit + "<extra></extra>"}],
+            "layout": theme.base_layout(
+                title={"text": title}, height=height, hovermode="closest",
+                margin={"l": 48, "r": 10, "t": 34, "b": 40},
+                xaxis={"title": {"text": "destination node"}, "tickfont": {"size": 9}, "showgrid": False},
+                yaxis={"title": {"text": "source node"}, "tickfont": {"size": 9}, "autorange": "reversed",
+                       "showgrid": False, "rangemode": "normal"})}
+
+
+def heatmap_z(matrix) -> list:
+    return [[r4(v) or 0.0 for v in row] for row in matrix]
