@@ -92,10 +92,9 @@ def cmd_bench(a) -> int:
     while eng.sim_time < a.duration - 1e-9:
         eng.advance(min(60.0, a.duration - eng.sim_time))
     wall = time.perf_counter() - t0
-    events = eng.env._eid if hasattr(eng.env, "_eid") else 0
     out = {"scenario": "paper-decode", "load": a.load, "sim_seconds": a.duration,
            "wall_seconds": round(wall, 3), "speedup": round(a.duration / wall, 1),
-           "events": int(next(events)) if hasattr(events, "__next__") else events,
+           "events": eng.env.processed,
            "requests_completed": eng.req.counts()["completed"],
            "peak_rss_mb": round(psutil.Process().memory_info().rss / 2**20, 1)}
     try:

@@ -34,6 +34,16 @@ ARRIVAL_TICK_S = 0.005    # assumption: the global scheduler assigns new request
 MAX_EVENTS = 200          # events kept for the UI
 
 
+class _Environment(simpy.Environment):
+    """A SimPy environment that counts the events it processes (for `bench`)."""
+
+    processed = 0
+
+    def step(self) -> None:
+        self.processed += 1
+        super().step()
+
+
 @dataclass(frozen=True)
 class Command:
     """A change requested from outside the engine thread, applied between advances."""
@@ -48,7 +58,7 @@ class Engine:
                          else load_scenario(scenario, seed=seed, **overrides))
         sc = self.scenario
         self.seed = sc.seed
-        self.env = simpy.Environment()
+        self.env = _Environment()
         self.rng = np.random.default_rng(sc.seed)
         self.cat = catalog()
         self.dep = self.cat.deployment(sc.deployment)
