@@ -95,13 +95,7 @@ class Metrics:
         for k in HISTORY_KEYS:
             self.history[k].append(row[k])
         self.recent_finished.append(fin)
-        t = self.totals
-        t["input_tokens"] += c.input_tokens
-        t["output_tokens"] += c.output_tokens
-        t["hit_blocks"] += c.hit_blocks
-        t["lookup_blocks"] += c.lookups_blocks
-        t["hit_tokens"] += c.hit_tokens
-        t["lookup_tokens"] += c.lookup_tokens
+        self.totals = self.running_totals()
         self.last_node_gbps = c.node_bytes / dt / 1e9
         self.last_rdma_gbps = (c.rdma_out / dt / 1e9, c.rdma_in / dt / 1e9)
         self.last_busy = util
