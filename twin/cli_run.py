@@ -71,12 +71,14 @@ def cmd_run(a) -> int:
 
 
 def _write(eng, path: str) -> None:
-    """Per-request rows to PATH and per-interval rows beside it (Parquet or CSV by extension)."""
-    reqs, intervals = eng.req.frame(), eng.metrics.frame()
+    """Per-request rows to PATH; per-interval, per-link and per-die rows beside it
+    (PATH.intervals.EXT, PATH.links.EXT, PATH.dies.EXT), Parquet or CSV by extension."""
     base, ext = os.path.splitext(path)
     if ext not in (".parquet", ".csv"):
         raise ValueError(f"--out = {path!r}: allowed extensions .parquet or .csv")
-    for df, p in ((reqs, path), (intervals, f"{base}.intervals{ext}")):
+    frames = ((eng.req.frame(), path), (eng.metrics.frame(), f"{base}.intervals{ext}"),
+              (eng.link_frame(), f"{base}.links{ext}"), (eng.die_frame(), f"{base}.dies{ext}"))
+    for df, p in frames:
         if ext == ".parquet":
             df.to_parquet(p)
         else:

@@ -574,6 +574,24 @@ class Engine:
         k["sim_time"] = self.env.now
         return k
 
+    def link_frame(self):
+        """Per link over the last interval: ends, plane, kind, capacity, traffic and utilisation."""
+        import pandas as pd
+        la = self.topo.link_arrays()
+        util = self.link_util()
+        cap = np.asarray(la.capacity_gbps, dtype=float)
+        return pd.DataFrame({"u": [e[0] for e in la.ends], "v": [e[1] for e in la.ends],
+                             "plane": [e[2] for e in la.ends], "kind": [e[3] for e in la.ends],
+                             "capacity_gbps": cap, "traffic_gbps": util * cap, "util": util})
+
+    def die_frame(self):
+        """Per die over the last interval: pool and busy fraction."""
+        import pandas as pd
+        snap_util = np.zeros(len(self.die_pool))
+        for inst in self.prefill + self.decode:
+            snap_util[inst.dies] = self.metrics.last_busy[inst.slot]
+        return pd.DataFrame({"die": self.topo.die_ids, "pool": self.die_pool, "util": snap_util})
+
     def link_util(self) -> np.ndarray:
         from .traffic import link_utilisation
         return link_utilisation(self)

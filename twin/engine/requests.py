@@ -76,6 +76,7 @@ class RequestTable:
         n = self.n
         df = pd.DataFrame({c: getattr(self, c)[:n] for c in _FLOAT_COLS + _INT_COLS})
         df["state"] = pd.Categorical.from_codes(df["state"], STATE_NAMES)
+        df["queueing_s"] = df["prefill_start"] - df["arrival"]
         df["ttft_s"] = df["first_token"] - df["arrival"]
         gen = np.maximum(df["output"] - 1, 1)
         df["tpot_s"] = (df["finish"] - df["first_token"]) / gen
