@@ -1,0 +1,100 @@
+"""Shared fixtures. Dashboard fixtures: the Dash app, a fresh session registry, a live server and a
+headless Chromium (Debian's /usr/bin/chromium through Playwright; never a browser download)."""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+CHROMIUM = os.environ.get("TWIN_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "e2e: end-to-end tests in headless Chromium")
+
+
+@pytest.fixture(scope="session")
+def dash_app():
+    """The Dash app module (pages register on import, so import it before any page module)."""
+    import app as app_module
+    return app_module
+
+
+@pytest.fixture
+def twin_registry(dash_app):
+    """A fresh session registry with a fast loop; its twins are stopped afterwards."""
+    from twin import session as S
+    reg = S.configure(wall_dt=0.05, max_sandboxes=2, ttl_s=600, token=None)
+    yield reg
+    reg.shutdown()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def live_server(dash_app):
+    """The app served by werkzeug in a thread on a free port; yields its base URL."""
+    from werkzeug.serving import make_server
+
+    from twin import session as S
+    reg = S.configure(max_sandboxes=2, token=None)
+    reg.shared()
+    srv = make_server("127.0.0.1", _free_port(), dash_app.server, threaded=True)
+    th = threading.Thread(target=srv.serve_forever, name="e2e-server", daemon=True)
+    th.start()
+    url = f"http://127.0.0.1:{srv.server_port}"
+    yield url, reg
+    srv.shutdown()
+    reg.shutdown()
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not found (apt-get install chromium chromium-driver)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    pw = sync_api.sync_playwright().start()
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    yield browser
+    browser.close()
+    pw.stop()
+
+
+@pytest.fixture
+def browser_page(chromium, live_server):
+    """A fresh browser page that records console errors and uncaught exceptions in page.errors."""
+    from twin import session as S
+    url, reg = live_server
+    S._registry = reg          # the server's registry, even if a callback test replaced it
+    ctx = chromium.new_context(viewport={"width": 1600, "height": 1000})
+    pg = ctx.new_page()
+    pg.errors = []
+    pg.on("console", lambda m: pg.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+    pg.on("pageerror", lambda e: pg.errors.append(f"pageerror: {e}"))
+    pg.base_url = url
+    pg.set_default_timeout(15_000)
+    yield pg
+    ctx.close()
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    out = ARTIFACTS / "e2e"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+

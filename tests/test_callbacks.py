@@ -1,0 +1,377 @@
+"""Dashboard logic without a browser: the session runner, and page callbacks called as functions.
+
+Everything runs against the real engine (twin.engine); twins are paused where a test needs a fixed
+snapshot version.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from contextvars import copy_context
+
+import pytest
+from dash import no_update
+from dash._callback_context import context_value
+from dash._utils import AttributeDict
+
+from twin import session as S
+
+
+def wait_until(pred, timeout: float = 15.0, interval: float = 0.05) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(interval)
+    return bool(pred())
+
+
+def triggered(fn, prop_id: str, *args, value=1):
+    """Call a callback as Dash would after `prop_id` changed (sets ctx.triggered)."""
+    def run():
+        context_value.set(AttributeDict(triggered_inputs=[{"prop_id": prop_id, "value": value}]))
+        return fn(*args)
+    return copy_context().run(run)
+
+
+def pm_id(type_: str, index: str, prop: str = "n_clicks") -> str:
+    return json.dumps({"index": index, "type": type_}, separators=(",", ":")) + "." + prop
+
+
+def size(obj) -> int:
+    from plotly.utils import PlotlyJSONEncoder
+    return len(json.dumps(obj, cls=PlotlyJSONEncoder, default=lambda o: getattr(o, "to_plotly_json", str)()))
+
+
+@pytest.fixture
+def pages(dash_app):
+    """The page modules as Dash registered them (importing them again would re-register pages)."""
+    import importlib
+    from types import SimpleNamespace
+    names = ("overview", "topology", "traffic", "cache", "tradeoffs", "validation")
+    return SimpleNamespace(**{n: importlib.import_module(f"pages.{n}") for n in names})
+
+
+# ---- input parsing ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value,expected", [(1, 1.0), ("20", 20.0), (1000, 1000.0), ("max", "max"), ("MAX", "max")])
+def test_speed_accepts_the_documented_range(value, expected):
+    assert S.parse_speed(value) == expected
+
+
+@pytest.mark.parametrize("value", [0, 0.5, 1001, "fast", None, float("nan"), float("inf")])
+def test_speed_outside_range_names_the_allowed_range(value):
+    with pytest.raises(S.ControlError, match="allowed 1 to 1000"):
+        S.parse_speed(value)
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, "x"])
+def test_load_outside_range_is_refused(value):
+    with pytest.raises(S.ControlError, match="allowed 0.05 to 2"):
+        S.parse_load(value)
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, 2**31, "seven"])
+def test_seed_must_be_a_whole_number_in_range(value):
+    with pytest.raises(S.ControlError, match="whole number 0 to"):
+        S.parse_seed(value)
+
+
+# ---- the runner -----------------------------------------------------------------------------------
+
+def test_shared_twin_starts_lazily_once_and_advances(twin_registry):
+    assert twin_registry._shared is None            # nothing at construction (gunicorn safety)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(twin_registry.shared())) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(t) for t in got}) == 1            # idempotent under concurrent first use
+    tw = got[0]
+    v0 = tw.snapshot.version
+    assert wait_until(lambda: tw.snapshot.version > v0 + 2)
+    assert tw.snapshot.sim_time > 0
+
+
+def test_pause_freezes_the_snapshot_and_play_resumes(twin_registry):
+    tw = twin_registry.shared()
+    tw.control("pause")
+    time.sleep(0.2)
+    v = tw.snapshot.version
+    time.sleep(0.3)
+    assert tw.snapshot.version == v and tw.status()["paused"]
+    tw.control("play")
+    assert wait_until(lambda: tw.snapshot.version > v)
+
+
+def test_speed_sets_sim_seconds_per_wall_second(twin_registry):
+    tw = twin_registry.shared()
+    tw.control("speed", 20)
+    t0, w0 = tw.snapshot.sim_time, time.monotonic()
+    assert wait_until(lambda: tw.snapshot.sim_time - t0 >= 10, timeout=10)
+    achieved = (tw.snapshot.sim_time - t0) / (time.monotonic() - w0)
+    assert 8 < achieved < 30
+    assert tw.status()["speed"] == 20.0
+
+
+def test_engine_thread_survives_failing_steps_and_bad_commands(twin_registry):
+    tw = twin_registry.shared()
+    eng = tw._engine
+    real = eng.advance
+    calls = {"n": 0}
+
+    def flaky(dt):
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            raise RuntimeError("injected failure")
+        return real(dt)
+
+    eng.advance = flaky
+    tw.control("fault", {"target": "n99", "kind": "fail"})      # unknown element: refused by the engine
+    v = tw.snapshot.version
+    assert wait_until(lambda: tw.snapshot.version > v + 2)
+    assert tw.alive
+    assert any("injected failure" in a["what"] for a in tw.actions(50))
+    assert tw.status()["errors"] == 2
+
+
+def test_repeated_failures_pause_the_twin_with_a_message(twin_registry):
+    tw = twin_registry.shared()
+    tw._engine.advance = lambda dt: (_ for _ in ()).throw(RuntimeError("broken"))
+    assert wait_until(lambda: tw.paused)
+    assert "broken" in tw.status()["message"] and tw.alive
+
+
+def test_bad_reset_leaves_the_running_twin_untouched(twin_registry):
+    tw = twin_registry.shared()
+    run, scen = tw.run, tw.params.scenario
+    for spec, match in ((dict(scenario="no-such-scenario"), "unknown"),
+                        (dict(trace="/nonexistent/trace.jsonl"), "trace"),
+                        (dict(deployment="deepseek-h800"), "deepseek-h800"),
+                        (dict(seed=-3), "seed")):
+        with pytest.raises(S.ControlError, match=match):
+            tw.control("reset", spec)
+    time.sleep(0.2)
+    assert tw.run == run and tw.params.scenario == scen and not tw.paused
+
+
+def test_reset_swaps_in_a_new_engine(twin_registry):
+    tw = twin_registry.shared()
+    tw.control("reset", {"scenario": "bursty-chat", "seed": 7})
+    assert wait_until(lambda: tw.run == 1)
+    assert tw.snapshot.scenario == "bursty-chat" and tw.snapshot.seed == 7
+    assert tw.status()["workload"] == "synthetic"
+    tw.control("load", 1.2)
+    assert tw.params.load == 1.2
+
+
+def test_load_on_a_trace_scenario_says_why_it_cannot(twin_registry):
+    tw = twin_registry.shared()
+    assert tw.status()["workload"] == "trace"
+    with pytest.raises(S.ControlError, match="trace replays its own arrival"):
+        tw.control("load", 0.9)
+
+
+def test_sandboxes_are_bounded_private_and_reaped(dash_app):
+    reg = S.configure(wall_dt=0.05, max_sandboxes=2, ttl_s=0.6, token=None)
+    try:
+        a, b = reg.open_sandbox(), reg.open_sandbox()
+        assert a.key != b.key and not a.shared
+        with pytest.raises(S.SandboxLimit, match="all 2 private sandboxes"):
+            reg.open_sandbox()
+        a.control("pause")
+        assert reg.shared().actions() and not any("pause" in x["what"] for x in reg.shared().actions())
+        b.touch()
+        assert wait_until(lambda: not a.alive, timeout=5)      # idle past the TTL: stopped
+        reg.reap()
+        assert a.key not in reg.sandboxes() and reg.get(a.key) is None
+    finally:
+        reg.shutdown()
+
+
+def test_instructor_token_locks_shared_controls_and_actions_are_logged(dash_app):
+    reg = S.configure(wall_dt=0.05, token="s3cret")
+    try:
+        tw = reg.shared()
+        assert tw.status()["locked"]
+        with pytest.raises(S.ControlError, match="locked by the instructor"):
+            tw.control("pause", who="viewer v1")
+        with pytest.raises(S.ControlError, match="locked"):
+            tw.control("pause", who="viewer v1", token="wrong")
+        tw.control("pause", who="instructor (viewer v2)", token="s3cret")
+        top = tw.actions(1)[0]
+        assert top["who"] == "instructor (viewer v2)" and top["what"] == "pause" and top["when"]
+        sb = reg.open_sandbox()                           # sandboxes are never locked
+        assert sb.control("speed", 5) == "speed 5x"
+    finally:
+        reg.shutdown()
+
+
+# ---- page callbacks -----------------------------------------------------------------------------
+
+def test_every_layout_builds(dash_app, pages, twin_registry):
+    dash_app.serve_layout()
+    for mod in (pages.overview, pages.topology, pages.traffic, pages.cache, pages.tradeoffs, pages.validation):
+        assert mod.layout() is not None
+    assert pages.topology.layout(view="n07") is not None
+    assert pages.topology.layout(view="bogus") is not None     # falls back to the supernode
+
+
+def test_overview_tick_full_then_nothing_then_only_new_points(pages, twin_registry):
+    ov = pages.overview
+    tw = twin_registry.shared()
+    assert wait_until(lambda: len(tw.snapshot.history.get("t", [])) >= 3)
+    tw.control("pause")
+    time.sleep(0.15)
+    out = ov.tick(1, "shared", None)
+    n_k, n_c = len(ov.KPIS), len(ov.CHARTS)
+    figs, exts = out[n_k:n_k + n_c], out[n_k + n_c:n_k + 2 * n_c]
+    cursor, status = out[-2], out[-1]
+    assert all(isinstance(f, dict) and f["data"] for f in figs)          # first call: whole figures
+    assert all(e is no_update for e in exts)
+    assert cursor["twin"] == "shared" and cursor["v"] == tw.snapshot.version
+    assert status["paused"] and status["key"] == "shared"
+    assert size(out) < 100_000
+
+    again = ov.tick(2, "shared", cursor)
+    assert all(x is no_update for x in again)                           # same version: nothing at all
+
+    tw.control("speed", 20)
+    tw.control("play")
+    assert wait_until(lambda: tw.snapshot.history["t"][-1] > cursor["t"] + 2)
+    upd = ov.tick(3, "shared", cursor)
+    assert all(f is no_update for f in upd[n_k:n_k + n_c])              # no figure re-sent
+    ext = upd[n_k + n_c]
+    assert ext is not no_update and ext[0]["x"][0][0] > cursor["t"]     # only the new points
+    assert ext[2] > 0                                                   # maxPoints: a rolling window
+    assert size(upd) < 100_000
+
+
+def test_overview_follows_the_viewers_twin(pages, twin_registry):
+    sb = twin_registry.open_sandbox()
+    out = pages.overview.tick(1, sb.key, None)
+    assert out[-2]["twin"] == sb.key and out[-1]["shared"] is False
+    gone = pages.overview.tick(1, "sb-deadbeef", None)                  # stopped sandbox: shared + note
+    assert gone[-2]["twin"] == "shared" and "sandbox" in gone[-1]["note"]
+
+
+def test_topology_drill_down_and_back(pages, twin_registry):
+    topo = pages.topology
+    twin_registry.shared()
+    nav = topo.navigate
+    out = triggered(nav, "topo-cy.tapNodeData", {"id": "n07", "kind": "node"}, None, "supernode", 0,
+                    "supernode", "shared")
+    view, elements, layout, select, crumbs = out[:5]
+    assert view == "n07" and select == "n07" and "n07" in crumbs
+    ids = {e["data"]["id"] for e in elements}
+    assert {"n07/npu3/d1", "n07/cpu2", "n07/l1-4", "sp4"} <= ids
+    assert sum(1 for e in elements if e["data"].get("kind") == "die") == 16
+    assert layout["name"] == "preset"
+
+    out = triggered(nav, "topo-cy.tapNodeData", {"id": "sp4", "kind": "subplane"}, None, "supernode", 0,
+                    "supernode", "shared")
+    assert out[0] == "sp4"
+    assert sum(1 for e in out[1] if e["data"].get("kind") == "l2") == 16
+    assert sum(1 for e in out[1] if "source" in e["data"]) == 48 * 16   # every L1-L2 optical link
+
+    back = triggered(nav, "topo-back.n_clicks", None, None, "supernode", 1, "sp4", "shared")
+    assert back[0] == "supernode"
+    sel = triggered(nav, "topo-cy.tapNodeData", {"id": "n07/npu3/d1", "kind": "die"}, None, "n07", 0,
+                    "n07", "shared")
+    assert sel[0] is no_update and sel[6] == {"kind": "node", "id": "n07/npu3/d1"}
+    assert "NPU die" in json.dumps(sel[7], default=lambda o: o.to_plotly_json())
+
+
+def test_topology_tick_sends_compact_utilisation(pages, twin_registry):
+    from twin.ui import topoview as TV
+    tw = twin_registry.shared()
+    tw.control("speed", 20)
+    assert wait_until(lambda: len(tw.snapshot.history.get("t", [])) >= 3)
+    out = pages.topology.tick(1, "shared", None, "supernode", {"kind": "node", "id": "n03"}, [])
+    live, stats, cursor = out[0], out[1], out[2]
+    v = TV.view("cloudmatrix384", "supernode")
+    assert live["view"] == "supernode" and len(live["u"]) == v.n_edges and len(live["n"]) == len(v.node_ids)
+    assert any(u > 0 for u in live["u"])                                # traffic is flowing somewhere
+    assert stats is not no_update and cursor["view"] == "supernode"
+    assert size(live) < 20_000
+
+
+def test_traffic_and_cache_ticks(pages, twin_registry):
+    tw = twin_registry.shared()
+    assert wait_until(lambda: len(tw.snapshot.history.get("t", [])) >= 2)
+    tr = pages.traffic.tick(1, "shared", None)
+    heat = tr[6]
+    assert heat["data"][0]["type"] == "heatmap" and len(heat["data"][0]["z"]) == 48
+    assert size(tr) < 150_000
+    tr2 = pages.traffic.tick(2, "shared", dict(tr[-2], v=-1))
+    patch = tr2[6].to_plotly_json()["operations"]
+    assert patch and patch[0]["location"] == ["data", 0, "z"]           # the matrix is patched, not resent
+    ca = pages.cache.tick(1, "shared", None)
+    assert ca[0] != "–" and size(ca) < 100_000
+
+
+def test_tradeoffs_slo_answer_and_bad_values(pages, twin_registry):
+    to = pages.tradeoffs
+    fig, answer = to.on_slo(50, 4096, "cloudmatrix-infer-paper")
+    text = json.dumps(answer, default=lambda o: o.to_plotly_json())
+    assert '"95"' in text and "1,906" in text                         # 95 per NPU, ~1,906 tok/s (model)
+    names = [t["name"] for t in fig["data"]]
+    assert "paper (ref 4)" in names and fig["data"][2]["x"] == [49.4, 14.9]
+    bad = to.on_slo(500, 4096, "cloudmatrix-infer-paper")
+    assert bad[0] is no_update and "allowed 5 to 150" in json.dumps(bad[1], default=lambda o: o.to_plotly_json())
+    tw = twin_registry.shared()
+    assert wait_until(lambda: len(tw.snapshot.history.get("t", [])) >= 2)
+    live = to.tick(1, "shared", {"twin": "shared", "run": 0, "v": -1, "t": 0.0, "rev": -1},
+                   "cloudmatrix-infer-paper", 50, 4096)
+    ops = live[0].to_plotly_json()["operations"]
+    assert {tuple(o["location"][:2]) for o in ops} == {("data", 4), ("data", 5)}   # live point patched
+
+
+def test_validation_page_has_a_badge_per_row(pages):
+    from twin.validate import rows
+    text = json.dumps(pages.validation.layout(), default=lambda o: o.to_plotly_json())
+    n = len(rows())
+    assert text.count('"PASS"') + text.count('"FAIL"') >= n
+
+
+def test_run_controls_callback(dash_app, twin_registry):
+    on = dash_app.on_control
+    tw = twin_registry.shared()
+    base = dict(choice="shared", token=None, viewer="vtest", scenario="default", deployment="",
+                trace=None, seed=0)
+
+    def call(prop_id, speed_custom=None, load_custom=None, **over):
+        a = {**base, **over}
+        return triggered(on, prop_id, 0, [0] * 6, speed_custom, [0] * 7, load_custom, 0,
+                         a["choice"], a["token"], a["viewer"], a["scenario"], a["deployment"],
+                         a["trace"], a["seed"])
+
+    msg, cls, status = call("ctl-play.n_clicks")
+    assert "pause" in msg and "msg-ok" in cls and status["paused"]
+    msg, cls, status = call("ctl-play.n_clicks")
+    assert "play" in msg and not status["paused"]
+    msg, cls, status = call(pm_id("ctl-speed-btn", "100"))
+    assert status["speed"] == 100.0
+    msg, cls, _ = call("ctl-speed-custom.value", speed_custom=5000)
+    assert "msg-error" in cls and "allowed 1 to 1000" in msg
+    msg, cls, _ = call(pm_id("ctl-load-btn", "90"))
+    assert "msg-error" in cls and "trace" in msg                       # default scenario replays a trace
+    msg, cls, _ = call("ctl-reset.n_clicks", trace="/no/such/file.jsonl")
+    assert "msg-error" in cls and "Not applied" in msg and tw.run == 0
+    msg, cls, _ = call("ctl-reset.n_clicks", seed=None)
+    assert "msg-error" in cls and "seed" in msg
+    actions = [a["what"] for a in tw.actions(10)]
+    assert "speed 100x" in actions and tw.actions(1)[0]["who"] == "viewer vtest"
+
+
+def test_twin_choice_and_unlock_callbacks(dash_app, twin_registry):
+    key, msg, cls = triggered(dash_app.on_twin_choice, "ctl-sandbox.n_clicks", 1, 0, "shared")
+    assert key.startswith("sb-") and "msg-ok" in cls
+    again = triggered(dash_app.on_twin_choice, "ctl-sandbox.n_clicks", 2, 0, key)
+    assert again[0] is no_update                                          # one sandbox per viewer
+    back = triggered(dash_app.on_twin_choice, "ctl-shared.n_clicks", 2, 1, key)
+    assert back[0] == "shared" and key not in twin_registry.sandboxes()
+    tok, msg, _ = triggered(dash_app.on_unlock, "ctl-unlock.n_clicks", 1, None, "anything")
+    assert tok is no_update and "not locked" in msg
