@@ -49,9 +49,12 @@ def _free_port() -> int:
 @pytest.fixture(scope="session")
 def live_server(dash_app):
     """The app served by werkzeug in a thread on a free port; yields its base URL."""
+    import logging
+
     from werkzeug.serving import make_server
 
     from twin import session as S
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     reg = S.configure(max_sandboxes=2, token=None)
     reg.shared()
     srv = make_server("127.0.0.1", _free_port(), dash_app.server, threaded=True)

@@ -93,7 +93,11 @@ def pct(v) -> str:
 # ---- run-control bar (shell) ------------------------------------------------------------------
 
 def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
-    """Run controls shown on every page. Values are per-viewer; actions go to the viewed twin."""
+    """Run controls shown on every page. Values are per-viewer; actions go to the viewed twin.
+
+    Number fields carry no HTML min/max on purpose: an out-of-range value would then never reach
+    the server and the user would get no explanation. The allowed range is in the placeholder or
+    label, and the server answers a bad value with a message naming it."""
     scen_opts = [{"label": s["name"], "value": s["name"], "title": s.get("description", "")}
                  for s in scenarios]
     dep_opts = [{"label": "scenario's deployment", "value": ""}] + [
@@ -109,7 +113,7 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
                                   className="pill", n_clicks=0,
                                   title=("as fast as possible" if v == "max" else f"{v} times real time"))
                       for v in S.SPEED_PRESETS], className="pills", id="ctl-speed"),
-            html.Div(dcc.Input(id="ctl-speed-custom", type="number", min=S.SPEED_MIN, max=S.SPEED_MAX, step=1,
+            html.Div(dcc.Input(id="ctl-speed-custom", type="number", step=1,
                                debounce=True, placeholder=f"{S.SPEED_MIN:g}–{S.SPEED_MAX:g}×",
                                className="num-input"),
                      title=f"Custom speed: {S.SPEED_MIN:g} to {S.SPEED_MAX:g} times real time (Enter to apply)"),
@@ -120,8 +124,7 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
             html.Div([html.Button(f"{v}%", id={"type": "ctl-load-btn", "index": str(v)}, className="pill",
                                   n_clicks=0, title=f"arrivals at {v}% of the deployment's capacity")
                       for v in S.LOAD_PRESETS], className="pills", id="ctl-load"),
-            html.Div(dcc.Input(id="ctl-load-custom", type="number", min=S.LOAD_MIN * 100,
-                               max=S.LOAD_MAX * 100, step=1, debounce=True,
+            html.Div(dcc.Input(id="ctl-load-custom", type="number", step=1, debounce=True,
                                placeholder=f"{S.LOAD_MIN * 100:g}–{S.LOAD_MAX * 100:g}%",
                                className="num-input"),
                      title=f"Custom load: {S.LOAD_MIN * 100:g} to {S.LOAD_MAX * 100:g} % of capacity "
@@ -160,7 +163,7 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
             ], className="field"),
             html.Div([
                 html.Label(f"Seed ({S.SEED_MIN}–{S.SEED_MAX})", htmlFor="ctl-seed", className="ctl-label"),
-                dcc.Input(id="ctl-seed", type="number", min=S.SEED_MIN, max=S.SEED_MAX, step=1, value=0,
+                dcc.Input(id="ctl-seed", type="number", step=1, value=0,
                           className="num-input num-wide"),
             ], className="field"),
             html.Button("Apply & reset", id="ctl-reset", className="btn", n_clicks=0,

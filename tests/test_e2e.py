@@ -1,0 +1,189 @@
+"""End to end in headless Chromium (Debian /usr/bin/chromium via Playwright): every page opens without a
+browser console error, the run controls work, a topology node can be picked, and the numbers move.
+A screenshot of every page lands in test-artifacts/e2e/ (git-ignored)."""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+# (path, artifact name, selector whose text must become a real value)
+PAGES = (
+    ("/", "overview", "#ov-out-tps"),
+    ("/topology", "topology", "#topo-crumbs"),
+    ("/traffic", "traffic", "#tr-now"),
+    ("/cache", "cache", "#ca-dram"),
+    ("/tradeoffs", "tradeoffs", "#to-answer"),
+    ("/validation", "validation", "#va-summary"),
+)
+
+
+def sim_time(pg) -> float:
+    text = pg.inner_text("#ctl-status-time")
+    m = re.search(r"t = ([\d.:]+)\s*(s|min|h)", text)
+    assert m, text
+    v, unit = m.groups()
+    if unit == "s":
+        return float(v)
+    parts = [float(x) for x in v.split(":")]
+    return (parts[0] * 60 + parts[1]) if unit == "min" else (parts[0] * 3600 + parts[1] * 60 + parts[2])
+
+
+def wait_text(pg, selector: str, pattern: str, timeout: float = 15_000) -> None:
+    pg.wait_for_function(
+        "([sel, pat]) => { const el = document.querySelector(sel); return !!el && new RegExp(pat, 'i').test(el.innerText); }",
+        arg=[selector, pattern], timeout=timeout)
+
+
+def wait_live(pg) -> None:
+    wait_text(pg, "#ctl-status-state", "live")
+
+
+def cy_node_center(pg, node_id: str) -> tuple[float, float]:
+    """Page coordinates of a cytoscape node (the instance cytoscape keeps on its container)."""
+    pos = pg.evaluate(
+        """(id) => { const el = document.getElementById('topo-cy'); const cy = el._cyreg.cy;
+                     const n = cy.getElementById(id); if (n.empty()) return null;
+                     const r = el.getBoundingClientRect(); const p = n.renderedPosition();
+                     return [r.x + p.x, r.y + p.y]; }""", node_id)
+    assert pos, f"{node_id} not drawn"
+    return pos[0], pos[1]
+
+
+def set_speed(pg, label: str) -> None:
+    pg.click(f"#ctl-speed button:text-is('{label}')")
+    wait_text(pg, "#ctl-status-speed", f"speed {re.escape(label)}")
+
+
+def test_every_page_renders_live_without_console_errors(browser_page, artifacts):
+    pg = browser_page
+    for path, name, ready in PAGES:
+        pg.goto(pg.base_url + path)
+        wait_live(pg)
+        wait_text(pg, ready, r"[0-9A-Za-z]")
+        pg.wait_for_timeout(1500)            # a few live updates
+        pg.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
+        assert pg.errors == [], f"{path}: {pg.errors}"
+    assert "PASS" in pg.inner_text("#va-table")
+
+
+def test_play_pause_speed_and_the_numbers_move(browser_page, artifacts):
+    pg = browser_page
+    pg.goto(pg.base_url + "/")
+    wait_live(pg)
+    set_speed(pg, "20×")
+    t0, kpi0 = sim_time(pg), pg.inner_text("#ov-in-tps")
+    pg.wait_for_timeout(2500)
+    assert sim_time(pg) > t0 + 5                                   # live at 20x
+    pg.wait_for_function("(v) => document.querySelector('#ov-in-tps').innerText !== v", arg=kpi0)
+
+    pg.click("#ctl-play")                                          # pause
+    wait_text(pg, "#ctl-status-state", "paused")
+    wait_text(pg, "#ctl-play", "Play")
+    pg.wait_for_timeout(1200)                                      # a chunk in flight may still land
+    t_paused = sim_time(pg)
+    pg.wait_for_timeout(1500)
+    assert sim_time(pg) == t_paused
+
+    pg.click("#ctl-play")                                          # play again
+    wait_live(pg)
+    set_speed(pg, "100×")
+    assert "pill-active" in pg.get_attribute("#ctl-speed button:text-is('100×')", "class")
+    t1 = sim_time(pg)
+    pg.wait_for_timeout(2500)
+    assert sim_time(pg) > t1 + 20                                  # faster now
+    wait_text(pg, "#ctl-log-last", "speed 100x")                   # shared action logged on screen
+    pg.screenshot(path=str(artifacts / "overview-100x.png"), full_page=True)
+    set_speed(pg, "1×")
+    assert pg.errors == []
+
+
+def test_topology_pick_a_node_and_an_element(browser_page, artifacts):
+    pg = browser_page
+    pg.goto(pg.base_url + "/topology")
+    wait_live(pg)
+    pg.wait_for_function("() => { const el = document.getElementById('topo-cy'); return el && el._cyreg && "
+                         "el._cyreg.cy.nodes().length > 60; }")
+    x, y = cy_node_center(pg, "n07")
+    pg.mouse.click(x, y)
+    wait_text(pg, "#topo-crumbs", "node n07")
+    pg.wait_for_function("() => document.getElementById('topo-cy')._cyreg.cy.nodes('[kind = \"die\"]').length === 16")
+    # live utilisation arrives for the drilled-down view
+    pg.wait_for_function("() => document.getElementById('topo-cy')._cyreg.cy.edges()"
+                         ".some(e => e.data('util') > 0)", timeout=20_000)
+    pg.wait_for_timeout(400)
+    x, y = cy_node_center(pg, "n07/npu3/d1")
+    pg.mouse.click(x, y)
+    wait_text(pg, "#topo-stats", "NPU die")
+    wait_text(pg, "#topo-stats", "die busy")
+    pg.screenshot(path=str(artifacts / "topology-node.png"), full_page=True)
+    pg.click("#topo-back")
+    wait_text(pg, "#topo-crumbs", "^Supernode$")
+    pg.wait_for_timeout(300)
+    x, y = cy_node_center(pg, "sp4")
+    pg.mouse.click(x, y)
+    wait_text(pg, "#topo-crumbs", "sub-plane 4")
+    pg.wait_for_function("() => document.getElementById('topo-cy')._cyreg.cy.edges().length === 768")
+    pg.screenshot(path=str(artifacts / "topology-subplane.png"), full_page=True)
+    assert pg.errors == []
+
+
+def test_bad_input_shows_a_message_and_keeps_the_twin(browser_page, live_server):
+    pg = browser_page
+    _, reg = live_server
+    pg.goto(pg.base_url + "/cache")
+    wait_live(pg)
+    run = reg.shared().run
+    pg.click("#ctl-setup summary")
+    pg.fill("#ctl-trace", "/no/such/trace.jsonl")
+    pg.press("#ctl-trace", "Tab")
+    pg.click("#ctl-reset")
+    wait_text(pg, "#ctl-msg", "Not applied")
+    assert "msg-error" in pg.get_attribute("#ctl-msg", "class")
+    assert reg.shared().run == run and not reg.shared().paused
+    wait_live(pg)
+    pg.fill("#ctl-trace", "")
+    pg.press("#ctl-trace", "Tab")
+    pg.fill("#ctl-speed-custom", "5000")
+    pg.press("#ctl-speed-custom", "Enter")
+    wait_text(pg, "#ctl-msg", "allowed 1 to 1000")
+    assert reg.shared().speed == 1.0
+    assert pg.errors == []
+
+
+def test_private_sandbox_and_instructor_lock(browser_page, live_server):
+    pg = browser_page
+    _, reg = live_server
+    shared = reg.shared()
+    pg.goto(pg.base_url + "/")
+    wait_live(pg)
+    pg.click("#ctl-setup summary")
+    pg.click("#ctl-sandbox")
+    wait_text(pg, "#ctl-status-twin", "Private sandbox")
+    pg.click("#ctl-play")                                          # pauses the sandbox only
+    wait_text(pg, "#ctl-status-state", "paused")
+    assert not shared.paused
+    pg.click("#ctl-shared")
+    wait_text(pg, "#ctl-status-twin", "Shared twin")
+    wait_live(pg)
+
+    shared._token, reg.token = "tok-e2e", "tok-e2e"                # lock the shared controls
+    try:
+        pg.reload()
+        wait_text(pg, "#ctl-status-twin", "locked")
+        wait_text(pg, "#ctl-lock-note", "locked by the instructor")
+        assert pg.is_disabled("#ctl-play")
+        pg.click("#ctl-setup summary")
+        pg.fill("#ctl-token-input", "wrong")
+        pg.click("#ctl-unlock")
+        wait_text(pg, "#ctl-msg", "Wrong instructor token")
+        pg.fill("#ctl-token-input", "tok-e2e")
+        pg.click("#ctl-unlock")
+        wait_text(pg, "#ctl-status-twin", "instructor")
+        assert not pg.is_disabled("#ctl-play")
+    finally:
+        shared._token, reg.token = None, None
+    assert pg.errors == []
