@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import time
 
 import dash
+import flask
 from dash import ALL, Dash, Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
 from twin import session as S
@@ -21,6 +23,20 @@ from twin.ui.live import status_payload, twin_for
 app = Dash(__name__, use_pages=True, title="CloudMatrix Twin", update_title=None,
            suppress_callback_exceptions=True)
 server = app.server
+
+
+@server.before_request
+def _start_timer():
+    flask.g.t0 = time.perf_counter()
+
+
+@server.after_request
+def _server_timing(resp):
+    """Server-side time of every request (seen in browser dev tools; read by twin.ui.loadtest)."""
+    t0 = getattr(flask.g, "t0", None)
+    if t0 is not None:
+        resp.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - t0) * 1e3:.2f}"
+    return resp
 
 FAILURES_SLOT = {"name": "Failures", "path": "/failures", "note": "fault console (planned, issue 5)"}
 

@@ -37,6 +37,7 @@ SHARED = "shared"
 
 WALL_DT = 0.2                 # s of wall time per loop iteration
 MIN_SLEEP = 0.03              # s the thread always yields per iteration (keeps callbacks responsive)
+MAX_DUTY = 0.8                # at most this share of wall time in advance(): viewers share the GIL
 SPEED_MIN, SPEED_MAX = 1.0, 1000.0
 SPEED_PRESETS = (1, 5, 20, 100, 1000, "max")
 LOAD_PRESETS = (25, 50, 75, 90, 100, 120, 150)   # % of capacity
@@ -237,7 +238,8 @@ class Twin:
                 self._fail_step(exc)
                 now = last_wall = time.monotonic()
             busy = now - t0
-            pause = max(MIN_SLEEP, self.wall_dt - busy) if self.speed != "max" else MIN_SLEEP
+            floor = max(MIN_SLEEP, busy * (1 - MAX_DUTY) / MAX_DUTY)
+            pause = max(floor, self.wall_dt - busy) if self.speed != "max" else floor
             self._wake.wait(pause)
             self._wake.clear()
 
