@@ -66,7 +66,7 @@ class Metrics:
         gen = np.maximum(req.output[fin] - 1, 1)
         tpot = (req.finish[fin] - req.first_token[fin]) / gen * 1e3
         ok = (ttft <= ctx["ttft_slo_ms"]) & ((tpot <= ctx["tpot_slo_ms"]) | (req.output[fin] <= 1))
-        hit = req.cached[fin] > 0
+        hit = 2 * req.cached[fin] >= req.input[fin]     # "with a hit": at least half the prompt from EMS
         pct = lambda a, q: float(np.percentile(a, q)) if len(a) else float("nan")
         util = np.minimum(1.0, c.busy / dt)
         counts = req.counts()
