@@ -52,7 +52,7 @@ CHARTS = {
 
 def layout(**_kwargs):
     cards = [C.kpi(f"{P}-{sfx}", label, unit, source="sim", hint=hint) for sfx, label, unit, *_r, hint in KPIS]
-    charts = [html.Div(C.graph(f"{P}-{name}", F.empty_figure(spec.title), 230), className="chart")
+    charts = [html.Div(C.graph(f"{P}-{name}-chart", F.empty_figure(spec.title), 230), className="chart")
               for name, spec in CHARTS.items()]
     return html.Div([
         dcc.Interval(id=f"{P}-tick", interval=TICK_MS),
@@ -94,8 +94,8 @@ def _events(snap) -> list:
 
 @dash.callback(
     [Output(f"{P}-{sfx}", "children") for sfx, *_ in KPIS]
-    + [Output(f"{P}-{name}", "figure") for name in CHARTS]
-    + [Output(f"{P}-{name}", "extendData") for name in CHARTS]
+    + [Output(f"{P}-{name}-chart", "figure") for name in CHARTS]
+    + [Output(f"{P}-{name}-chart", "extendData") for name in CHARTS]
     + [Output(f"{P}-events", "children"), Output(f"{P}-scenario", "children"),
        Output(f"{P}-cursor", "data"), Output("shell-status", "data", allow_duplicate=True)],
     Input(f"{P}-tick", "n_intervals"),

@@ -211,10 +211,30 @@ def test_instructor_token_locks_shared_controls_and_actions_are_logged(dash_app)
 
 # ---- page callbacks -----------------------------------------------------------------------------
 
-def test_every_layout_builds(dash_app, pages, twin_registry):
-    dash_app.serve_layout()
+def _ids(component) -> list:
+    """Every component id in a layout tree."""
+    out = []
+    stack = [component]
+    while stack:
+        c = stack.pop()
+        if isinstance(c, (list, tuple)):
+            stack.extend(c)
+            continue
+        if not hasattr(c, "to_plotly_json"):
+            continue
+        cid = getattr(c, "id", None)
+        if cid is not None:
+            out.append(json.dumps(cid, sort_keys=True) if isinstance(cid, dict) else cid)
+        stack.append(getattr(c, "children", None))
+    return out
+
+
+def test_every_layout_builds_with_unique_ids(dash_app, pages, twin_registry):
+    shell = _ids(dash_app.serve_layout())
     for mod in (pages.overview, pages.topology, pages.traffic, pages.cache, pages.tradeoffs, pages.validation):
-        assert mod.layout() is not None
+        ids = shell + _ids(mod.layout())
+        dupes = {i for i in ids if ids.count(i) > 1}
+        assert not dupes, f"{mod.__name__}: duplicate ids {dupes}"
     assert pages.topology.layout(view="n07") is not None
     assert pages.topology.layout(view="bogus") is not None     # falls back to the supernode
 

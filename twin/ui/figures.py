@@ -69,7 +69,7 @@ def strip_figure(spec: StripSpec, hist: dict | None, height: int = 230) -> dict:
     for s in spec.series:
         tr = {"type": "scatter", "mode": "lines", "name": s.label, "x": xs,
               "y": _values(hist, s.key, lo, s.scale),
-              "line": {"color": s.colour, "width": 2, "dash": s.dash},
+              "line": {"color": s.colour, "width": 1.6, "dash": s.dash},
               "hovertemplate": "%{y:.4g}"}
         if s.axis == "y2":
             tr["yaxis"] = "y2"

@@ -270,7 +270,7 @@ def _agg_positions(t, g, used: list[str]) -> dict[str, tuple[float, float]]:
             racks.setdefault(g.nodes[f"{vid}/vpc"]["rack"], []).append(vid)
     cols = sorted(racks)
     per_col = max((len(v) for v in racks.values()), default=1)
-    dx, dy = 110.0, 70.0
+    dx, dy = 110.0, 92.0
     if len(cols) > 16:   # many single-node racks (a GPU cluster): wrap into a grid
         ncol = 12
         out = {}
@@ -288,18 +288,18 @@ def _agg_positions(t, g, used: list[str]) -> dict[str, tuple[float, float]]:
     for v in leaves:
         ri = g.nodes[v].get("rack_index", 0)
         x = ri * dx if len(cols) <= 16 else (ri % 12) * dx
-        out[v] = (x, bottom + 55.0)
+        out[v] = (x, bottom + 65.0)
     for v in used:
         a = g.nodes.get(v, {})
         if a.get("kind") == "rdma_switch" and a.get("role") == "spine":
-            out[v] = (width / 2, bottom + 130.0)
+            out[v] = (width / 2, bottom + 150.0)
         elif a.get("kind") == "vpc_switch":
             out[v] = (width + 130.0, bottom / 2 - 20)
         elif a.get("kind") == "storage":
             out[v] = (width + 130.0, bottom / 2 + 90)
         elif _SP_RE.match(v):
             k = int(v[2:])
-            out[v] = (width * (k + 0.5) / max(sysm.subplanes, 1), -150.0)
+            out[v] = (width * (k + 0.5) / max(sysm.subplanes, 1), -175.0)
     return out
 
 
