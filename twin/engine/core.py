@@ -79,6 +79,7 @@ class Engine:
         self._place_instances()
         self._make_cache()
         self.flows = FlowNet(self.env)
+        self._net_event = self.env.event()
         self._set_flow_capacities()
         self.source = self._make_source()
         n_nodes = self.system.nodes
@@ -246,10 +247,14 @@ class Engine:
                 inst.pm = self.pm.with_net(net)
                 inst.memo = {}
                 self._slo_cap.pop(inst.idx, None) if inst.kind == "decode" else None
-            if ub <= 0 and inst.alive:
+            inst.blocked = ub <= 0
+            if inst.blocked and inst.alive:
                 blocked.append(inst.name)
             inst.wake()
         self._set_flow_capacities()
+        if not self._net_event.triggered:
+            self._net_event.succeed()       # wakes KV transfers waiting for a path
+        self._net_event = self.env.event()
         was = self.partitioned
         self.partitioned = bool(blocked)
         self.message = (f"partitioned: {', '.join(blocked)} cut off from the UB fabric; "
@@ -365,7 +370,11 @@ class Engine:
                 self._apply(self.commands.get_nowait())
             except queue.Empty:
                 break
-        self.env.run(until=self.env.now + sim_seconds)
+        if sim_seconds > 0:
+            self.env.run(until=self.env.now + sim_seconds)
+        else:                       # process what is due now (e.g. a fault injected "now")
+            while self.env.peek() <= self.env.now:
+                self.env.step()
         self.version += 1
         return self.snapshot()
 
@@ -422,8 +431,17 @@ class Engine:
         nbytes = float(req.input[ids].sum()) * self.kv_bytes
         plane = self.dep.kv_transfer_plane
         lat = (self.system.rdma_latency_us if plane == "rdma" else self.system.ub_latency_us) * 1e-6
-        self.metrics.cur.plane_bytes["rdma" if plane == "rdma" else "ub"] += nbytes
-        self._node_traffic(src.nodes, dst.nodes, nbytes, "rdma" if plane == "rdma" else "ub")
+        path_plane = "rdma" if plane == "rdma" else "ub"
+        warned = False
+        while self.topo.route(self.topo.die_ids[src.dies[0]], self.topo.die_ids[dst.dies[0]],
+                              path_plane).partitioned:
+            if not warned:
+                self.log("partition", f"KV transfer {src.name} -> {dst.name}: no {path_plane} path; "
+                                      f"{len(ids)} request(s) wait for the network")
+                warned = True
+            yield self._net_event
+        self.metrics.cur.plane_bytes[path_plane] += nbytes
+        self._node_traffic(src.nodes, dst.nodes, nbytes, path_plane)
         yield self.flows.start(nbytes, (src.name, dst.name), lat)
         dst.enqueue(ids)
 

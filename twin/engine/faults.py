@@ -139,24 +139,20 @@ class FaultManager:
             raise ValueError(f"fault target = {target!r} is a {what.replace('link:', '')} "
                              f"{'link' if what.startswith('link:') else 'element'}; {kind} needs a "
                              f"{' or '.join(KINDS[kind])} (e.g. {EXAMPLES[kind]!r})")
-        at = spec.pop("at_s", None)
-        at = eng.env.now if at is None else float(at)
+        at = _number(spec.pop("at_s", None), "at_s", eng.env.now, -math.inf, math.inf,
+                     "a finite time in seconds")
         if at < eng.env.now - 1e-9:
             raise ValueError(f"fault at_s = {at}: in the past (now {eng.env.now:.3f} s)")
         dur = spec.pop("duration_s", None)
-        if dur is not None and not 0 < float(dur) <= 30 * 86400:
-            raise ValueError(f"fault duration_s = {dur}: allowed 0 < duration_s <= 2,592,000")
-        factor = float(spec.pop("factor", 0.5))
-        if not 0 <= factor < 1:
-            raise ValueError(f"fault factor = {factor}: allowed 0 <= factor < 1 (capacity kept)")
-        period = float(spec.pop("period_s", 10.0))
-        if not 0.1 <= period <= 3600:
-            raise ValueError(f"fault period_s = {period}: allowed 0.1 to 3600 s")
+        if dur is not None:
+            dur = _number(dur, "duration_s", None, 1e-9, 30 * 86400, "0 < duration_s <= 2,592,000 s")
+        factor = _number(spec.pop("factor", None), "factor", 0.5, 0.0, 0.999999,
+                         "0 <= factor < 1 (fraction of capacity kept)")
+        period = _number(spec.pop("period_s", None), "period_s", 10.0, 0.1, 3600, "0.1 to 3600 s")
         if spec:
             raise ValueError(f"fault: unknown field(s) {', '.join(spec)} (allowed: kind, target, "
                              f"at_s, duration_s, factor, period_s)")
-        return Fault(len(self.faults) + 1, kind, canonical, at,
-                     None if dur is None else float(dur), factor, period)
+        return Fault(len(self.faults) + 1, kind, canonical, at, dur, factor, period)
 
     def _link_kind(self, link: str) -> str:
         eid = self.eng.topo.edge(link)
@@ -184,9 +180,12 @@ class FaultManager:
         eng.log("recover", f"#{f.id} {f.kind} on {f.target} recovered after {f.recover_s:.1f} s")
 
     def _network(self, f: Fault, pol: Policy):
+        """Capacity drops at once; retransmissions until the fabric reroutes; detection (if the
+        fault lasts that long) schedules the repair; the part comes back at the end."""
         eng, topo = self.eng, self.eng.topo
         f.nodes = self._nodes_of(f)
         f.affected = eng.in_flight_on_nodes(f.nodes)
+        end = f.duration_s if f.duration_s is not None else pol.detect_s + pol.network_repair_s
         if f.kind == "optical_degrade":
             topo.degrade(f.target, f.factor)
             f.rerouted = True       # a slow link still carries traffic: no retransmissions
@@ -194,43 +193,56 @@ class FaultManager:
             topo.fail(f.target)
         eng.network_changed()
         if f.kind == "optical_flap":
-            yield from self._flap(f, pol)
+            yield from self._flap(f, pol, end)
         else:
-            yield eng.env.timeout(min(pol.reroute_s, pol.detect_s))
+            yield from self._until(f, min(pol.reroute_s, end))
             f.rerouted = True
             eng.network_changed()
-            yield eng.env.timeout(max(0.0, pol.detect_s - pol.reroute_s))
-            f.detect_s = pol.detect_s
-            eng.log("detect", f"#{f.id} {f.kind} on {f.target} detected; repair scheduled")
-            yield eng.env.timeout(self._remaining(f, pol.network_repair_s))
+            if end >= pol.detect_s:
+                yield from self._until(f, pol.detect_s)
+                self._detected(f, pol, "repair scheduled")
+        yield from self._until(f, end)
         topo.restore(f.target)
         f.recover_s = eng.env.now - f.at_s
         eng.network_changed()
 
-    def _flap(self, f: Fault, pol: Policy):
+    def _until(self, f: Fault, t: float):
+        """Wait until `t` seconds after the fault."""
+        yield self.eng.env.timeout(max(0.0, f.at_s + t - self.eng.env.now))
+
+    def _detected(self, f: Fault, pol: Policy, what: str) -> None:
+        f.detect_s = pol.detect_s
+        self.eng.log("detect", f"#{f.id} {f.kind} on {f.target} detected; {what}")
+
+    def _flap(self, f: Fault, pol: Policy, end: float):
         """Down and up every half period, each down edge paying retransmissions until rerouted;
-        detection isolates the link (kept down) until it is repaired."""
+        detection isolates the link (kept down) until the end of the fault."""
         eng, topo = self.eng, self.eng.topo
         half = f.period_s / 2
-        while eng.env.now - f.at_s < pol.detect_s - 1e-9:
-            yield eng.env.timeout(min(pol.reroute_s, half))
+        stop = min(pol.detect_s, end)
+        t = 0.0                              # the link went down at t (seconds after the fault)
+        while True:
+            yield from self._until(f, min(t + pol.reroute_s, t + half, stop))
             f.rerouted = True
             eng.network_changed()
-            yield eng.env.timeout(max(0.0, half - pol.reroute_s))
+            if t + half >= stop:
+                break
+            yield from self._until(f, t + half)
             topo.restore(f.target)
             eng.network_changed()
-            yield eng.env.timeout(min(half, max(0.0, pol.detect_s - (eng.env.now - f.at_s))))
-            if eng.env.now - f.at_s >= pol.detect_s - 1e-9:
+            if t + 2 * half >= stop:
                 break
+            yield from self._until(f, t + 2 * half)
+            t += 2 * half
             topo.fail(f.target)
             f.rerouted = False
             eng.network_changed()
-        topo.fail(f.target)
-        f.rerouted = True
-        f.detect_s = pol.detect_s
-        eng.network_changed()
-        eng.log("detect", f"#{f.id} flapping link {f.target} isolated; repair scheduled")
-        yield eng.env.timeout(self._remaining(f, pol.network_repair_s))
+        if end >= pol.detect_s:
+            yield from self._until(f, pol.detect_s)
+            topo.fail(f.target)
+            f.rerouted = True
+            eng.network_changed()
+            self._detected(f, pol, "flapping link isolated until repaired")
 
     def _remaining(self, f: Fault, repair_s: float) -> float:
         elapsed = self.eng.env.now - f.at_s
@@ -245,16 +257,14 @@ class FaultManager:
         eng.topo.fail(f.target)
         hit = eng.instances_with(dies)
         f.affected = eng.in_flight_on(hit)
-        for inst in hit:
-            inst.alive = False             # hung: collectives cannot finish with a dead rank
-            inst.down_reason = f"#{f.id} {f.kind} {f.target}"
+        for inst in hit:                   # hung: collectives cannot finish with a dead rank
+            inst.down[f.id] = f"#{f.id} {f.kind} {f.target}"
         lost_blocks = sum(eng.ems.fail_server(s) for s in servers) if eng.ems else 0
         if servers:
             f.note = f"EMS lost {lost_blocks} blocks on {len(servers)} server(s)"
         eng.network_changed()
         yield eng.env.timeout(pol.detect_s)
-        f.detect_s = pol.detect_s
-        eng.log("detect", f"#{f.id} {f.kind} on {f.target} detected")
+        self._detected(f, pol, "recovering")
         waits = []
         for inst in hit:
             dead = np.intersect1d(inst.dies, dies)
@@ -272,17 +282,11 @@ class FaultManager:
                 waits.append((inst, pol.restart_s(), f"restart, weights from {pol.weights_from}"))
         for inst, secs, how in waits:
             eng.log("recover", f"{inst.name}: {how} ({secs:.0f} s)")
-        longest = max((w[1] for w in waits), default=0.0)
-        restarts = {inst.name: eng.env.now + secs for inst, secs, _ in waits}
-        yield eng.env.timeout(longest) if longest else eng.env.timeout(0)
+        yield eng.env.timeout(max((w[1] for w in waits), default=0.0))
         for inst, _, _ in waits:
-            if eng.env.now >= restarts[inst.name] - 1e-9:
-                inst.alive, inst.down_reason = True, ""
-                inst.wake()
-        if not waits:
-            f.recover_s = eng.env.now - f.at_s
-        else:
-            f.recover_s = eng.env.now - f.at_s
+            inst.down.pop(f.id, None)      # up again unless another open fault holds it
+            inst.wake()
+        f.recover_s = eng.env.now - f.at_s
         # the hardware itself (and the EMS servers) come back after repair
         yield eng.env.timeout(self._remaining(f, pol.hardware_repair_s))
         eng.topo.restore(f.target)
@@ -303,8 +307,6 @@ class FaultManager:
         """Random failures per component class at the catalog's MTBF (assumptions), with time
         compressed by `hours_per_sim_s` so that failures are seen in a demo."""
         eng = self.eng
-        if not isinstance(hours_per_sim_s, (int, float)) or not 0 < hours_per_sim_s <= 1e6:
-            raise CatalogError(f"random.hours_per_sim_s = {hours_per_sim_s!r}: allowed 0 < x <= 1e6")
         classes = {"optical_link": [l for l in (eng.topo.link_id(e) for e, end in enumerate(eng.topo.link_arrays().ends) if end[3] == "l1-l2")],
                    "npu": eng.topo.ids("npu"), "cpu": eng.topo.ids("cpu"),
                    "l1": eng.topo.ids("l1"), "l2": eng.topo.ids("l2"), "node": eng.topo.ids("node")}
@@ -317,6 +319,29 @@ class FaultManager:
             k = list(classes)[int(eng.rng.choice(len(classes), p=weights / weights.sum()))]
             target = classes[k][int(eng.rng.integers(len(classes[k])))]
             self.inject({"kind": k, "target": target})
+
+
+def _number(value, name: str, default, lo: float, hi: float, allowed: str) -> float:
+    """A finite number within [lo, hi], or a ValueError naming the field and its range."""
+    if value is None and default is not None:
+        return float(default)
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"fault {name} = {value!r}: not a number (allowed: {allowed})") from None
+    if not math.isfinite(x) or not lo <= x <= hi:
+        raise ValueError(f"fault {name} = {value!r}: allowed {allowed}")
+    return x
+
+
+def check_random(spec) -> dict:
+    if not isinstance(spec, dict) or set(spec) - {"hours_per_sim_s"}:
+        raise CatalogError(f"random = {spec!r}: allowed a table {{hours_per_sim_s = <number>}}")
+    h = spec.get("hours_per_sim_s", 1.0)
+    if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0 < h <= 1e6:
+        raise CatalogError(f"random.hours_per_sim_s = {h!r}: allowed a number 0 < x <= 1e6 "
+                           f"(failure-clock hours per simulated second)")
+    return {"hours_per_sim_s": float(h)}
 
 
 def load_fault_file(path: str | Path) -> dict:
@@ -344,6 +369,16 @@ def load_fault_file(path: str | Path) -> dict:
     for i, x in enumerate(faults, 1):
         if "at_s" not in x:
             raise CatalogError(f"{p.name}: fault {i}: at_s missing (seconds from the start)")
-        if not isinstance(x["at_s"], (int, float)) or x["at_s"] < 0 or math.isinf(x["at_s"]):
-            raise CatalogError(f"{p.name}: fault {i}: at_s = {x['at_s']!r}: allowed a number >= 0")
+        at = x["at_s"]
+        if isinstance(at, bool) or not isinstance(at, (int, float)) or not 0 <= at < math.inf:
+            raise CatalogError(f"{p.name}: fault {i}: at_s = {at!r}: allowed a number >= 0 (finite)")
+    policy = data.get("policy", {})
+    if not isinstance(policy, dict):
+        raise CatalogError(f"{p.name}: policy = {policy!r}: must be a table of policy fields")
+    try:
+        Policy.load(**policy)
+        if "random" in data:
+            data["random"] = check_random(data["random"])
+    except CatalogError as exc:
+        raise CatalogError(f"{p.name}: {exc}") from None
     return {"path": str(p), **data}

@@ -26,12 +26,24 @@ class Instance:
         self.nodes = np.unique(dies // eng.dies_per_node)
         self.npus = len(dies) / eng.pm.dies_per_npu
         self.queue: deque[int] = deque()
-        self.alive = True
-        self.down_reason = ""
+        self.down: dict[int, str] = {}    # open faults holding this instance down: id -> reason
+        self.blocked = False               # cut off from the UB fabric (no path to its peers)
         self.pm = eng.pm               # this instance's view of the network (set by the engine)
         self.memo: dict = {}           # step times under the current network state
         self._wake = eng.env.event()
         self.name = f"{kind}-{idx}"
+
+    @property
+    def alive(self) -> bool:
+        return not self.down
+
+    @property
+    def down_reason(self) -> str:
+        return "; ".join(self.down.values())
+
+    @property
+    def ready(self) -> bool:
+        return not self.down and not self.blocked
 
     def wake(self) -> None:
         if not self._wake.triggered:
@@ -58,7 +70,7 @@ class PrefillInstance(Instance):
     def run(self):
         eng, req = self.eng, self.eng.req
         while True:
-            if not self.queue or not self.alive or eng.partitioned:
+            if not self.queue or not self.ready:
                 yield self.wait()
                 continue
             batch, tokens = [], 0
@@ -142,9 +154,9 @@ class DecodeInstance(Instance):
     def run(self):
         eng, req = self.eng, self.eng.req
         while True:
-            if self.alive and not eng.partitioned:
+            if self.ready:
                 self._admit()
-            if not len(self.ids) or not self.alive or eng.partitioned:
+            if not len(self.ids) or not self.ready:
                 yield self.wait()
                 continue
             n = len(self.ids)
