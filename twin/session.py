@@ -220,6 +220,7 @@ class Twin:
 
     def _loop(self) -> None:
         last_wall = time.monotonic()
+        last_adv: float | None = None       # wall time of the previous advance (None after a pause)
         while not self._stop.is_set():
             t0 = time.monotonic()
             try:
@@ -228,8 +229,14 @@ class Twin:
                     self._note("system", f"stopped after {self._ttl:.0f} s idle")
                     break
                 advanced = 0.0
-                if not self.paused:
-                    advanced = self._advance_once()
+                if self.paused:
+                    last_adv = None
+                else:
+                    # sim time follows the wall time that really passed (sleeps overshoot a little),
+                    # capped so a slow step is not followed by a catch-up burst
+                    elapsed = self.wall_dt if last_adv is None else min(t0 - last_adv, 2 * self.wall_dt)
+                    last_adv = t0
+                    advanced = self._advance_once(elapsed)
                 now = time.monotonic()
                 self._account(now - last_wall, advanced)
                 last_wall = now
@@ -243,12 +250,12 @@ class Twin:
             self._wake.wait(pause)
             self._wake.clear()
 
-    def _advance_once(self) -> float:
+    def _advance_once(self, elapsed: float) -> float:
         eng = self._engine
         if self.speed == "max":
             sim = self._max_chunk
         else:
-            sim = float(self.speed) * self.wall_dt
+            sim = float(self.speed) * max(elapsed, 0.0)
         t0 = time.monotonic()
         try:
             eng.advance(sim)
