@@ -24,8 +24,10 @@ HELP = {
     "node": ("One node: 8 NPUs (16 dies, two per package), 4 Kunpeng CPUs and 7 L1 UB switches. Each die "
              "has links to all 7 L1 chips; the L1 chips lead to the 7 sub-planes above. NICs below carry "
              "RDMA. Border colour = pool (teal prefill, purple decode). Click anything for its numbers."),
-    "subplane": ("One UB sub-plane: 16 L2 switch chips (top) and the L1 chip of every node that belongs to "
-                 "it (bottom, labelled by node). Every line is an optical link. Click a link or a chip."),
+    "subplane": ("One UB sub-plane: its 16 L2 switch chips (inner ring) and the L1 chip of every node that "
+                 "belongs to it (outer ring, labelled by node). Every line is one optical link: each node "
+                 "reaches every L2 chip directly, so any two nodes are two switch hops apart. Click a link "
+                 "or a chip."),
 }
 
 
@@ -91,6 +93,14 @@ def _crumb(name: str) -> str:
     return f"Supernode › node {name}"
 
 
+def _sel_stats(system: str, snap, sel: dict) -> list[tuple[str, str]]:
+    try:
+        v = TV.view(system, sel.get("view") or TV.AGG)
+    except ValueError:
+        v = TV.view(system, TV.AGG)
+    return TV.element_stats(v, snap, sel["kind"], sel["id"])
+
+
 def _stats(rows) -> list:
     return [html.Div([html.Span(k, className="k"), html.Span(v, className="v")], className="row")
             for k, v in rows]
@@ -129,14 +139,16 @@ def navigate(node, edge, selected, _back, current, choice):
     elif prop.endswith("tapNodeData") and node:
         if current == TV.AGG and node.get("kind") in ("node", "subplane"):
             target = node["id"]
-        sel = {"kind": "node", "id": node["id"]}
+        # the selection remembers the view it was made in: a drilled-into node keeps its
+        # whole-node numbers (from the supernode view) while its parts are drawn
+        sel = {"kind": "node", "id": node["id"], "view": current}
     elif prop.endswith("tapEdgeData") and edge:
-        sel = {"kind": "edge", "id": edge["id"]}
+        sel = {"kind": "edge", "id": edge["id"], "view": current}
     try:
         v = TV.view(system, target)
     except ValueError:
         target, v = TV.AGG, TV.view(system, TV.AGG)
-    stats = _stats(TV.element_stats(v, snap, sel["kind"], sel["id"])) if sel else \
+    stats = _stats(_sel_stats(system, snap, sel)) if sel else \
         html.Div("Click an element to see its live numbers.", className="hint")
     if target == current:
         return no_update, no_update, no_update, no_update, no_update, no_update, sel, stats
@@ -177,7 +189,7 @@ def tick(_n, choice, cursor, view_name, sel, options):
     except ValueError:
         v = TV.view(system, TV.AGG)
     live = t.twin.memo(f"topo:{system}:{v.name}", lambda s: TV.live(v, s))
-    stats = _stats(TV.element_stats(v, t.snap, sel["kind"], sel["id"])) if sel else no_update
+    stats = _stats(_sel_stats(system, t.snap, sel)) if sel else no_update
     cur = dict(t.cursor, view=v.name, system=system)
     if rebuild or v.name != view_name:
         return (live, stats, cur, t.status, v.elements,

@@ -293,6 +293,7 @@ def test_topology_drill_down_and_back(pages, twin_registry):
     out = triggered(nav, "topo-cy.tapNodeData", {"id": "sp4", "kind": "subplane"}, None, "supernode", 0,
                     "supernode", "shared")
     assert out[0] == "sp4"
+    assert "UB sub-plane" in json.dumps(out[7], default=lambda o: o.to_plotly_json())   # stats of sp4 itself
     assert sum(1 for e in out[1] if e["data"].get("kind") == "l2") == 16
     assert sum(1 for e in out[1] if "source" in e["data"]) == 48 * 16   # every L1-L2 optical link
 
@@ -300,7 +301,7 @@ def test_topology_drill_down_and_back(pages, twin_registry):
     assert back[0] == "supernode"
     sel = triggered(nav, "topo-cy.tapNodeData", {"id": "n07/npu3/d1", "kind": "die"}, None, "n07", 0,
                     "n07", "shared")
-    assert sel[0] is no_update and sel[6] == {"kind": "node", "id": "n07/npu3/d1"}
+    assert sel[0] is no_update and sel[6] == {"kind": "node", "id": "n07/npu3/d1", "view": "n07"}
     assert "NPU die" in json.dumps(sel[7], default=lambda o: o.to_plotly_json())
 
 

@@ -126,6 +126,7 @@ def test_topology_pick_a_node_and_an_element(browser_page, artifacts):
     x, y = cy_node_center(pg, "sp4")
     pg.mouse.click(x, y)
     wait_text(pg, "#topo-crumbs", "sub-plane 4")
+    wait_text(pg, "#topo-stats", "UB sub-plane")                   # the drilled-into part's own numbers
     pg.wait_for_function("() => document.getElementById('topo-cy')._cyreg.cy.edges().length === 768")
     pg.screenshot(path=str(artifacts / "topology-subplane.png"), full_page=True)
     assert pg.errors == []
