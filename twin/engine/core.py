@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from ..config import catalog
+from ..config import CatalogError, catalog
 from ..ems import EMS
 from ..metrics import Metrics
 from ..perf import NetState, PerfModel
 from ..topology import parse, topology
-from .faults import UB_KINDS, FaultManager, Policy, load_fault_file
+from .faults import UB_KINDS, FaultManager, Policy, check_random, load_fault_file
 from .flows import FlowNet
 from .pools import DecodeInstance, PrefillInstance
 from .requests import DONE, QUEUED, REJECTED, TRANSFER, RequestTable
@@ -47,7 +47,7 @@ class _Environment(simpy.Environment):
 @dataclass(frozen=True)
 class Command:
     """A change requested from outside the engine thread, applied between advances."""
-    kind: str                       # "rate" | "load" | "fault" | "event"
+    kind: str                       # "rate" | "load" | "fault" | "policy" | "random" | "event"
     args: dict = field(default_factory=dict)
 
 
@@ -213,12 +213,22 @@ class Engine:
                 self.log("rate", f"load set to {frac:.0%} of capacity ({rate:.3g} req/s)")
             elif cmd.kind == "fault":
                 self.inject_fault(cmd.args)
+            elif cmd.kind == "policy":
+                current = dict(self.faults.policy.__dict__)
+                self.faults.policy = Policy.load(**{**current, **cmd.args})
+                self.log("policy", "fault policy: " + ", ".join(f"{k}={v}" for k, v in cmd.args.items()))
+            elif cmd.kind == "random":
+                spec = check_random(cmd.args)
+                self.env.process(self.faults.random_process(**spec))
+                self.log("policy", f"random failures on ({spec['hours_per_sim_s']:g} failure-clock "
+                                   f"hours per simulated second)")
             elif cmd.kind == "event":
                 self.log(cmd.args.get("kind", "note"), str(cmd.args.get("message", "")))
             else:
-                raise ValueError(f"command {cmd.kind!r}: unknown (allowed: rate, load, fault, event)")
+                raise ValueError(f"command {cmd.kind!r}: unknown (allowed: rate, load, fault, "
+                                 f"policy, random, event)")
             self.command_log.append((self.env.now, cmd))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, CatalogError) as exc:
             msg = exc.args[0] if exc.args else repr(exc)
             self.log("error", f"{cmd.kind} refused: {msg}")
 
