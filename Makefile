@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8050
 
-.PHONY: run test unit e2e bench validate chromium clean
+.PHONY: run test unit bench bench-ui screenshots validate chromium clean
 
 $(BIN)/python:
 	command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python 3.11)"; exit 2; }
@@ -35,6 +35,12 @@ validate: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m twin bench
+
+bench-ui: $(STAMP) chromium
+	$(BIN)/python -m twin.ui.loadtest
+
+screenshots: $(STAMP) chromium
+	$(BIN)/python -m twin.ui.screenshots
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache
