@@ -85,7 +85,6 @@ class Engine:
         n_nodes = self.system.nodes
         self.metrics = Metrics(n_nodes, len(self.prefill), len(self.decode), sc.interval_s)
         self.interval_end = sc.interval_s
-        self._slo_cap: dict[int, int] = {}
         self.faults = FaultManager(self)
         if sc.faults:
             spec = load_fault_file(sc.faults)
@@ -241,8 +240,7 @@ class Engine:
     # ---- what faults act on ----------------------------------------------------------------------
     def network_changed(self) -> None:
         """Recompute every instance's network state from the topology and the open faults."""
-        topo, healthy = self.topo, None
-        blocked = []
+        topo, blocked = self.topo, []
         for inst in self.prefill + self.decode:
             alive_nodes = [int(n) for n in inst.nodes if self._node_has_live_die(int(n))]
             fracs = []
@@ -255,8 +253,7 @@ class Engine:
             net = NetState(ub=ub, extra_latency_us=self.faults.policy.retransmit_us if rto else 0.0)
             if net != inst.pm.net:
                 inst.pm = self.pm.with_net(net)
-                inst.memo = {}
-                self._slo_cap.pop(inst.idx, None) if inst.kind == "decode" else None
+                inst.memo, inst.cap = {}, None
             inst.blocked = ub <= 0
             if inst.blocked and inst.alive:
                 blocked.append(inst.name)
@@ -340,7 +337,7 @@ class Engine:
         ids = inst.evict(on_dead, queue=False)
         inst.dies = np.setdiff1d(inst.dies, dead)
         inst.npus = len(inst.dies) / self.pm.dies_per_npu
-        self._slo_cap.pop(inst.idx, None)
+        inst.cap = None
         for d in dead:
             self.die_pool[d] = ""
         return self._requeue(ids)
@@ -477,13 +474,12 @@ class Engine:
 
     def decode_cap(self, inst: DecodeInstance) -> int:
         """Sequences an instance may hold: the deployment's batch cap within the TPOT SLO."""
-        cap = self._slo_cap.get(inst.idx)
-        if cap is None:
+        if inst.cap is None:
             kv = self.scenario.input.mean_value() + self.scenario.output.mean_value() / 2
             slo = inst.pm.max_batch_for_slo(kv_len=kv)["batch_per_npu"]
             per_npu = min(self.dep.decode.batch_per_die * self.pm.dies_per_npu, max(slo, 1))
-            cap = self._slo_cap[inst.idx] = max(1, int(per_npu * inst.npus))
-        return cap
+            inst.cap = max(1, int(per_npu * inst.npus))
+        return inst.cap
 
     def prefill_tokens(self, ids: np.ndarray) -> np.ndarray:
         """Prompt tokens to prefill; a requeued request also recomputes the tokens it generated."""

@@ -30,6 +30,7 @@ class Instance:
         self.blocked = False               # cut off from the UB fabric (no path to its peers)
         self.pm = eng.pm               # this instance's view of the network (set by the engine)
         self.memo: dict = {}           # step times under the current network state
+        self.cap: int | None = None    # decode: sequences allowed under the TPOT SLO (lazy)
         self._wake = eng.env.event()
         self.name = f"{kind}-{idx}"
 
