@@ -63,6 +63,8 @@ def cmd_run(a) -> int:
         print(f"  requests   arrived {r['arrived']}  completed {r['completed']}  in flight {r['in_flight']}  rejected {r['rejected']}")
         print(f"  tokens/s per NPU   prefill {out['prefill']['tokens_per_s_per_npu']}  decode {out['decode']['tokens_per_s_per_npu']}")
         print(f"  TTFT ms  p50 {out['ttft_ms']['p50']}  p99 {out['ttft_ms']['p99']}    TPOT ms  p50 {out['tpot_ms']['p50']}  p99 {out['tpot_ms']['p99']}")
+        if out.get("trace_rows_skipped"):
+            print(f"  lenient trace: {out['trace_rows_skipped']} bad row(s) skipped")
         print(f"  SLO attainment {out['slo_attainment']}   cache hit ratio: block {out['cache']['block_hit_ratio']}  token {out['cache']['token_hit_ratio']}")
         for f in out.get("faults", []):
             print(f"  fault {f['kind']} {f['target']}: detect {f['detect_s']} s, recover {f['recover_s']} s, "

@@ -385,6 +385,16 @@ class Engine:
         self.version += 1
         return self.snapshot()
 
+    @classmethod
+    def replay(cls, scenario: Scenario, command_log: list, until: float) -> "Engine":
+        """Re-run a scenario applying each logged command at the sim time it landed."""
+        eng = cls(scenario)
+        for t, cmd in command_log:
+            eng.advance(max(0.0, t - eng.sim_time))
+            eng.submit(cmd)
+        eng.advance(max(0.0, until - eng.sim_time))
+        return eng
+
     @property
     def sim_time(self) -> float:
         return self.env.now
@@ -650,8 +660,10 @@ class Engine:
         pct = lambda a, q: round(float(np.percentile(a, q)), 3) if len(a) else None
         pre_npus = sum(p.npus for p in self.prefill)
         dec_npus = sum(d.npus for d in self.decode)
+        skipped = getattr(getattr(self.source, "workload", None), "skipped", 0)
         return {
             "scenario": self.scenario.name, "deployment": self.scenario.deployment,
+            **({"trace_rows_skipped": skipped} if skipped else {}),
             "seed": self.seed, "sim_seconds": round(self.env.now, 3),
             "requests": req.counts(),
             "prefill": {"tokens_per_s_per_npu": round(t["input_tokens"] / dur / pre_npus, 2) if pre_npus else 0.0,
