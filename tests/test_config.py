@@ -110,9 +110,9 @@ def test_unedited_copy_loads(tmp_catalog):
 
 
 def test_edit_helper_changes_exactly_one_value(tmp_catalog):
-    edit(tmp_catalog, "chips.toml", "ascend-910c-die", "hbm_gb", "32")
+    edit(tmp_catalog, "chips.toml", "ascend-910c-die", "hbm_gb", "96")
     cat = Catalog(tmp_catalog)
-    assert cat.chip("ascend-910c-die").hbm_gb == 32
+    assert cat.chip("ascend-910c-die").hbm_gb == 96
     assert cat.chip("h800").hbm_gb == 80
 
 
@@ -251,3 +251,10 @@ def test_missing_file(tmp_catalog):
 
 def test_catalog_error_is_a_value_error():
     assert issubclass(CatalogError, ValueError)
+
+
+def test_decode_batch_beyond_kv_capacity(tmp_catalog):
+    edit(tmp_catalog, "deployments.toml", "cloudmatrix-infer-paper.decode", "batch_per_die", "200")
+    msg = catalog_error(tmp_catalog)
+    assert msg.startswith("deployments.toml [cloudmatrix-infer-paper].decode.batch_per_die = 200:")
+    assert "fits at most 146 per die" in msg

@@ -131,6 +131,7 @@ class Deployment(_Strict):
     decode: Pool
     ems_nodes: int = Field(0, ge=0)
     ems_dram_fraction: float = Field(0.5, ge=0, le=1)
+    context_tokens: int = Field(4096, ge=1, le=1_048_576)   # KV length a decode batch must fit
     tpot_slo_ms: float = Field(50, gt=0, le=10_000)
     ttft_slo_ms: float = Field(5000, gt=0, le=600_000)
     kv_transfer_plane: Literal["rdma", "ub"] = "rdma"
@@ -245,6 +246,13 @@ def check_deployment(cat: Catalog, name: str, dep: Deployment | None = None) -> 
                                f"{pool.ep} dies (allowed: a divisor of {slots})")
     if dep.ems_nodes > sysm.nodes:
         raise CatalogError(f"{where}.ems_nodes = {dep.ems_nodes}: allowed 0..{sysm.nodes}")
+    from .perf import PerfModel    # late: the perf model is built on this catalog
+    pm = PerfModel(dep, cat)
+    fits = pm.max_batch_per_die(dep.context_tokens)
+    if dep.decode.instances and dep.decode.batch_per_die > fits:
+        raise CatalogError(f"{where}.decode.batch_per_die = {dep.decode.batch_per_die}: the KV cache of "
+                           f"{dep.context_tokens}-token sequences fits at most {fits} per die "
+                           f"({pm.kv_capacity_bytes_per_die() / 1e9:.1f} GB free after weights and buffers)")
 
 
 @lru_cache(maxsize=1)
