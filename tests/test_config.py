@@ -8,11 +8,12 @@ import pytest
 
 from twin.config import CATALOG_DIR, Catalog, CatalogError, catalog
 
-DEPLOYMENTS = {"cloudmatrix-infer-paper", "cloudmatrix-infer-384", "deepseek-h800", "sglang-h100"}
+DEPLOYMENTS = {"cloudmatrix-infer-paper", "cloudmatrix-infer-384", "deepseek-h800", "sglang-h100",
+               "qwen3-235b-cloudmatrix"}
 
 
 # ---- the packaged catalog ---------------------------------------------------------------------
-def test_packaged_catalog_has_the_four_deployments():
+def test_packaged_catalog_has_the_deployments():
     cat = catalog()
     assert set(cat.deployments) == DEPLOYMENTS
 
