@@ -106,10 +106,11 @@
 
       topo: function (live, elements, viewName) {
         if (!live || !elements || !live.u || live.view !== viewName) { return NU(); }
-        var down = {}, part = {}, ndown = {};
+        var down = {}, part = {}, ndown = {}, npart = {};
         (live.down || []).forEach(function (j) { down[j] = true; });
         (live.part || []).forEach(function (j) { part[j] = true; });
         (live.ndown || []).forEach(function (i) { ndown[i] = true; });
+        (live.npart || []).forEach(function (i) { npart[i] = true; });   // some parts failed (Failures page)
         return elements.map(function (el) {
           var d = el.data || {};
           if (d.k === undefined || d.kind === "rack") { return el; }
@@ -124,7 +125,8 @@
             var nu = (live.n || [])[d.k] || 0;
             data.util = nu;
             var pool = live.pool ? live.pool[d.k] : "";
-            cls = "k-" + d.kind + " u" + bucket(nu) + (pool ? " pool-" + pool : "") + (ndown[d.k] ? " down" : "");
+            cls = "k-" + d.kind + " u" + bucket(nu) + (pool ? " pool-" + pool : "") + (ndown[d.k] ? " down" : "") +
+              (npart[d.k] ? " npart" : "");
           }
           out.data = data;
           out.classes = cls;

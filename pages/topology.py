@@ -1,11 +1,14 @@
 """Topology: the supernode drawn live, with drill-down to a node or a UB sub-plane."""
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import dash
 import dash_cytoscape as cyto
 from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
 from twin.ui import components as C
+from twin.ui import faultview as FV
 from twin.ui import theme as T
 from twin.ui import topoview as TV
 from twin.ui.live import Tick, twin_for
@@ -77,8 +80,10 @@ def layout(view: str | None = None, **_kwargs):
                 className="topo-cy", style={"width": "100%", "height": "640px"}),
                 className="panel topo-wrap"),
             html.Div([
-                C.panel(html.Div(html.Div("Click an element to see its live numbers.", className="hint"),
-                                 id=f"{P}-stats", className="stats"), "Selected", "sim"),
+                C.panel([html.Div(html.Div("Click an element to see its live numbers.", className="hint"),
+                                  id=f"{P}-stats", className="stats"),
+                         dcc.Link("Break this part →", id=f"{P}-break", href="/failures", className="break-link",
+                                  style={"display": "none"})], "Selected", "sim"),
                 C.panel(html.P(HELP[_kind_of(name)], id=f"{P}-help", className="hint"), "How to read this view"),
             ]),
         ], className="two-col"),
@@ -206,3 +211,18 @@ clientside_callback(
     State(f"{P}-view", "data"),
     prevent_initial_call=True,
 )
+
+
+@dash.callback(
+    Output(f"{P}-break", "href"),
+    Output(f"{P}-break", "style"),
+    Input(f"{P}-sel", "data"),
+    State("ctl-twin", "data"),
+)
+def break_link(sel, choice):
+    """Show the link "Break this part →" (to the Failures page) when the selection can be failed."""
+    tw, _ = twin_for(choice)
+    picked = FV.pick(TV.system_of(getattr(tw.snapshot, "deployment", None)), (sel or {}).get("id") or "")
+    if not picked:
+        return no_update, {"display": "none"}
+    return f"/failures?target={quote(picked[1], safe='/')}", {}

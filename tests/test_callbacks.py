@@ -396,3 +396,239 @@ def test_twin_choice_and_unlock_callbacks(dash_app, twin_registry):
     assert back[0] == "shared" and key not in twin_registry.sandboxes()
     tok, msg, _ = triggered(dash_app.on_unlock, "ctl-unlock.n_clicks", 1, None, "anything")
     assert tok is no_update and "not locked" in msg
+
+
+# ---- failures page ------------------------------------------------------------------------------
+
+@pytest.fixture
+def failures(dash_app):
+    import importlib
+    return importlib.import_module("pages.failures")
+
+
+def fault_click(fl, prop_id, kind, target, at=None, dur=None, factor=None, period=None, choice="shared",
+                token=None, viewer="vtest"):
+    inject = 1 if prop_id.startswith("fl-inject") else 0
+    return triggered(fl.on_fault, prop_id, inject, 1 - inject, kind, target, at, dur, factor, period,
+                     choice, token, viewer)
+
+
+def test_fault_targets_are_validated_with_the_engine_rules_without_touching_the_twin(twin_registry):
+    tw = twin_registry.shared()
+    assert tw.check_fault({"kind": "optical_link", "target": "sp3/l2-7--n20/l1-3"}) == \
+        {"kind": "optical_link", "target": "n20/l1-3--sp3/l2-7"}                  # canonical link id
+    bad = ((dict(kind="l2", target="n20"), "is a node element; l2 needs a l2"),
+           (dict(kind="npu_die", target="n99/npu0/d0"), "node index 99 out of range 0..47"),
+           (dict(kind="npu_die", target="n20/npu3/d7"), "die index 7 out of range"),
+           (dict(kind="meteor", target="n20"), "unknown \\(allowed: npu_die"),
+           (dict(kind="l2", target="sp2/l2-5", at_s=-5), "in the past"),
+           (dict(kind="l2", target="sp2/l2-5", duration_s=0), "0 < duration_s"),
+           (dict(kind="optical_degrade", target="n20/l1-3--sp3/l2-7", factor=1.5), "0 <= factor < 1"))
+    for spec, match in bad:
+        with pytest.raises(S.ControlError, match=match):
+            tw.check_fault(spec)
+    time.sleep(0.2)
+    assert tw.snapshot.faults == () and not any(e["kind"] == "error" for e in tw.snapshot.events)
+
+
+def test_failures_picker_kinds_targets_and_suggestions():
+    from twin.ui import faultview as FV
+    sys_ = "cloudmatrix384"
+    assert FV.pick(sys_, "n07/npu3/d1") == ("npu_die", "n07/npu3/d1")
+    assert FV.pick(sys_, "n07/npu3/d1", "npu") == ("npu", "n07/npu3")          # the die's NPU
+    assert FV.pick(sys_, "sp4/l2-11--n07/l1-4", "optical_flap") == ("optical_flap", "n07/l1-4--sp4/l2-11")
+    assert FV.pick(sys_, "sp4") == ("subplane", "sp4") and FV.pick(sys_, "rdma/spine-0")[0] == "rdma_plane"
+    assert FV.pick(sys_, "vpc/switch") is None and FV.pick(sys_, "rack:r00") is None
+    assert FV.related(sys_, "node", "n07/npu3/d1") == "n07"
+    assert FV.related(sys_, "rdma_nic", "n07/npu3/d1") == "n07/rdma3"
+    assert FV.related(sys_, "subplane", "sp2/l2-5") == "sp2"
+    assert FV.related(sys_, "l2", "n07") == "sp2/l2-5"                         # the kind's example
+    assert len(FV.ids_for(sys_, "optical_link")) == 48 * 7 * 16 and len(FV.ids_for(sys_, "npu")) == 384
+    assert FV.suggest(sys_, "optical_link", "n20/l1-3") == \
+        [f"n20/l1-3--sp3/l2-{j}" for j in range(16)]
+    assert len(FV.suggest(sys_, "npu_die", "")) == FV.SUGGESTIONS
+    assert FV.parse_at("+30", 100.0) == 130.0 and FV.parse_at("250", 100.0) == 250.0
+    with pytest.raises(ValueError, match="now t = 100.0 s"):
+        FV.parse_at("", 100.0)
+
+
+def test_failures_inject_now_sends_a_logged_command(failures, twin_registry):
+    tw = twin_registry.shared()
+    msg, cls, status = fault_click(failures, "fl-inject.n_clicks", "l2", " sp2/l2-5 ", dur="90")
+    assert "msg-ok" in cls and "injected now for 90 s" in msg and "shared twin" in msg
+    assert status["key"] == "shared"
+    assert tw.actions(1)[0] == {**tw.actions(1)[0], "who": "viewer vtest", "what": "fault l2 sp2/l2-5 for 90 s"}
+    assert wait_until(lambda: any(f["target"] == "sp2/l2-5" for f in tw.snapshot.faults))
+    f = tw.snapshot.faults[0]
+    assert f["kind"] == "l2" and f["lost"] == 0 and "sp2/l2-5" in tw.snapshot.failed
+
+
+def test_failures_bad_target_shows_the_message_and_keeps_the_twin(failures, twin_registry):
+    tw = twin_registry.shared()
+    n_actions = len(tw.actions(50))
+    msg, cls, _ = fault_click(failures, "fl-inject.n_clicks", "npu_die", "n20/l1-3")
+    assert "msg-error" in cls and "Not applied" in msg and "is a l1 element; npu_die needs a die" in msg
+    msg, cls, _ = fault_click(failures, "fl-inject.n_clicks", "optical_flap", "n20/l1-3--sp3/l2-7", period="often")
+    assert "msg-error" in cls and "period_s = 'often': not a number" in msg
+    time.sleep(0.2)
+    assert tw.snapshot.faults == () and len(tw.actions(50)) == n_actions       # nothing sent, nothing logged
+
+
+def test_failures_schedule_at_a_sim_time(failures, twin_registry):
+    tw = twin_registry.shared()
+    tw.control("pause")
+    time.sleep(0.15)
+    now = tw.snapshot.sim_time
+    msg, cls, _ = fault_click(failures, "fl-schedule.n_clicks", "optical_degrade", "n20/l1-3--sp3/l2-7",
+                              at="+30", dur="20", factor="0.25")
+    assert "msg-ok" in cls and f"scheduled at t = {now + 30:,.1f} s" in msg
+    msg, cls, _ = fault_click(failures, "fl-schedule.n_clicks", "l2", "sp2/l2-5", at="")
+    assert "msg-error" in cls and "enter a sim time" in msg
+    msg, cls, _ = fault_click(failures, "fl-schedule.n_clicks", "l2", "sp2/l2-5", at=str(now - 10))
+    assert "msg-error" in cls and "in the past" in msg
+    tw.control("play")
+    assert wait_until(lambda: len(tw.snapshot.faults) == 1)
+    f = tw.snapshot.faults[0]
+    assert f["kind"] == "optical_degrade" and f["at_s"] == pytest.approx(now + 30, abs=1e-3)
+
+
+def test_failures_page_load_does_not_act(failures, twin_registry):
+    """Dash calls the action callbacks with n_clicks = 0 when the page is inserted: no fault, no policy."""
+    tw = twin_registry.shared()
+    out = triggered(failures.on_fault, "fl-inject.n_clicks", 0, 0, "l2", "sp2/l2-5", None, None, None, None,
+                    "shared", None, "v", value=0)
+    assert out == (no_update, no_update, no_update)
+    assert triggered(failures.on_policy, "fl-policy-apply.n_clicks", 0, 30, "off", "obs", "shared", None, "v",
+                     value=0) == (no_update, no_update, no_update)
+    demo_id = pm_id("fl-demo", "l2-loss")
+    assert triggered(failures.on_demo, demo_id, [0] * 6, "shared", None, "v", value=0)[0] is no_update
+    assert failures.on_random([], 1, "shared", None, "v") == (no_update,) * 4
+    time.sleep(0.2)
+    assert tw.run == 0 and tw.snapshot.faults == () and tw.policy["detect_s"] == 60.0
+
+
+def test_failures_policy_change(failures, twin_registry):
+    tw = twin_registry.shared()
+    msg, cls, _ = triggered(failures.on_policy, "fl-policy-apply.n_clicks", 1, 15, "off", "obs", "shared",
+                            None, "vtest")
+    assert "msg-ok" in cls and "redundant_experts=False" in msg and "weights_from=obs" in msg
+    assert tw.policy["detect_s"] == 15.0 and tw.policy["redundant_experts"] is False
+    assert wait_until(lambda: any(e["kind"] == "policy" for e in tw.snapshot.events))
+    msg, cls, _ = triggered(failures.on_policy, "fl-policy-apply.n_clicks", 2, -1, "on", "ems", "shared",
+                            None, "vtest")
+    assert "msg-error" in cls and "policy.detect_s = -1.0: allowed a number of seconds 0..86400" in msg
+    assert tw.policy["detect_s"] == 15.0
+    from twin.ui import faultview as FV
+    assert "detect 15 s, redundant experts off, weights from OBS" in FV.policy_text(tw.policy)
+
+
+def test_failures_random_switch(failures, twin_registry):
+    tw = twin_registry.shared()
+    msg, cls, _, value = failures.on_random(["on"], 0, "shared", None, "vtest")
+    assert "msg-error" in cls and "0 < x <= 1e6" in msg and value == []
+    msg, cls, _, value = failures.on_random(["on"], 5, "shared", None, "vtest")
+    assert "msg-ok" in cls and tw.random == 5.0 and value is no_update
+    msg, cls, _, value = failures.on_random([], 5, "shared", None, "vtest")      # cannot be stopped
+    assert "until the twin is reset" in msg and value == ["on"]
+    assert failures.on_random(["on"], 7, "shared", None, "vtest") == (no_update,) * 4   # already on
+    tw.control("reset", {"scenario": "default"})
+    assert wait_until(lambda: tw.run == 1) and tw.random is None
+
+
+def test_failures_demo_load_replays_the_file(failures, twin_registry):
+    tw = twin_registry.shared()
+    tw.control("policy", {"detect_s": 5})
+    msg, cls, status = triggered(failures.on_demo, pm_id("fl-demo", "decode-die-no-redundancy"),
+                                 [0, 0, 0, 1, 0, 0], "shared", None, "vtest")
+    assert "msg-ok" in cls and "Decode die lost, no redundancy" in msg
+    assert wait_until(lambda: tw.run == 1)
+    snap = tw.snapshot
+    assert (snap.scenario, snap.seed) == ("paper-decode", 1)
+    assert tw.params.faults.endswith("decode-die-no-redundancy.toml") and tw.params.load is None
+    assert tw.policy["redundant_experts"] is False and tw.policy["detect_s"] == 60.0   # the file's policy
+    assert [(f["kind"], f["target"], f["at_s"]) for f in snap.faults] == [("npu_die", "n20/npu3/d1", 120.0)]
+    assert tw.actions(1)[0]["what"] == "reset: scenario paper-decode, seed 1, faults decode-die-no-redundancy"
+    n_c = len(failures.CHARTS)
+    out = failures.tick(1, "shared", None, "supernode")              # the policy fields follow the twin
+    assert out[n_c + 6:n_c + 9] == [60.0, "off", "ems"] and "Demo decode-die-no-redundancy" in out[n_c + 12]
+    sb = twin_registry.open_sandbox()                        # a sandbox copies the demo too
+    assert sb.params.faults == tw.params.faults
+    with pytest.raises(S.ControlError, match="no such file \\(demos: decode-die-no-redundancy"):
+        tw.control("reset", {"faults": "no-such-demo"})
+    assert tw.run == 1
+
+
+def test_failures_locked_twin_refuses_and_says_why(failures, dash_app):
+    reg = S.configure(wall_dt=0.05, token="s3cret")
+    try:
+        tw = reg.shared()
+        msg, cls, _ = fault_click(failures, "fl-inject.n_clicks", "l2", "sp2/l2-5")
+        assert "msg-error" in cls and "locked by the instructor" in msg
+        msg, cls, _ = fault_click(failures, "fl-inject.n_clicks", "l2", "sp2/l2-5",
+                                  token={"token": "s3cret", "ok": True})
+        assert "msg-ok" in cls and tw.actions(1)[0]["who"] == "instructor (viewer vtest)"
+    finally:
+        reg.shutdown()
+
+
+def test_failures_tick_table_marks_and_patches(failures, twin_registry):
+    from twin.ui import faultview as FV
+    fl = failures
+    tw = twin_registry.shared()
+    tw.control("speed", "max")
+    assert wait_until(lambda: tw.snapshot.sim_time > 20)
+    tw.control("fault", tw.check_fault({"kind": "l2", "target": "sp2/l2-5", "duration_s": 30}))
+    assert wait_until(lambda: tw.snapshot.faults and tw.snapshot.faults[0]["recover_s"] is not None, timeout=30)
+    tw.control("pause")
+    time.sleep(0.2)
+    n_c = len(fl.CHARTS)
+    out = fl.tick(1, "shared", None, "supernode")
+    figs, table, cursor = out[:n_c], out[n_c], out[-2]
+    shapes = figs[0]["layout"]["shapes"]
+    at = tw.snapshot.faults[0]["at_s"]
+    assert {s["type"] for s in shapes} == {"rect", "line"}
+    band = next(s for s in shapes if s["type"] == "rect")
+    assert band["x0"] == pytest.approx(at, abs=0.01) and band["x1"] == pytest.approx(at + 30, abs=0.01)
+    assert figs[0]["layout"]["annotations"][0]["text"] == "#1 l2"
+    text = json.dumps(table, default=lambda o: o.to_plotly_json())
+    assert "sp2/l2-5" in text and "lost-ok" in text and "recovered" in text and "30.0 s" in text
+    assert size(out) < 60_000 and out[n_c + 14] is no_update                # numbers first, drawing next
+    drawn = fl.tick(2, "shared", cursor, "supernode")
+    assert len(drawn[n_c + 14]) > 60 and all(x is no_update for x in drawn[:n_c + 5])
+    cursor = drawn[-2]
+    again = fl.tick(3, "shared", cursor, "supernode")
+    assert all(x is no_update for x in again[:-2])                        # same version: nothing
+    tw.control("fault", tw.check_fault({"kind": "node", "target": "n20"}))
+    tw.control("play")
+    assert wait_until(lambda: tw.snapshot.version > cursor["v"] + 1 and "n20/npu3/d1" in tw.snapshot.failed
+                      and tw.snapshot.history["t"][-1] > cursor["t"])
+    upd = fl.tick(3, "shared", cursor, "supernode")
+    ops = upd[0].to_plotly_json()["operations"]                           # a Patch: new points + marks
+    locs = {tuple(o["location"]) for o in ops}
+    assert ("data", 0, "x") in locs and ("layout", "shapes") in locs
+    assert all(o["operation"] in ("Extend", "Assign") for o in ops)
+    failed = json.dumps(upd[n_c + 2], default=lambda o: o.to_plotly_json())
+    assert "n20" in failed and "elements down" in failed
+    live = upd[n_c + 13]
+    assert live["ndown"] and live["view"] == "supernode"                  # n20 drawn as failed
+    assert size(upd) < 60_000
+    rows = FV.rows(tw.snapshot.faults, tw.snapshot.history, tw.snapshot.sim_time)
+    assert rows[0]["slo_before"] is not None and rows[0]["state"] == "recovered"
+
+
+def test_failures_layout_ids_url_target_and_topology_link(failures, pages, dash_app, twin_registry):
+    shell = _ids(dash_app.serve_layout())
+    ids = shell + _ids(failures.layout())
+    assert not {i for i in ids if ids.count(i) > 1}
+    text = json.dumps(failures.layout(target="n07/npu3/d1"), default=lambda o: o.to_plotly_json())
+    assert '"value": "npu_die"' in text and '"value": "n07/npu3/d1"' in text
+    text = json.dumps(failures.layout(target="sp4/l2-11--n07/l1-4"), default=lambda o: o.to_plotly_json())
+    assert '"value": "optical_link"' in text and '"value": "n07/l1-4--sp4/l2-11"' in text
+    out = triggered(failures.on_pick, "fl-cy.tapEdgeData", "l2", None, {"id": "n07==sp4:ub", "links": 16},
+                    "sp2/l2-5", "shared")
+    assert out[0] is no_update and "open a sub-plane" in out[3]
+    out = triggered(failures.on_pick, "fl-kind.value", "optical_flap", None, None, "n07/l1-4", "shared")
+    assert out[1] == "n07/l1-4--sp4/l2-0" and out[5] == {}                  # flap period field shown
+    href, style = pages.topology.break_link({"kind": "node", "id": "n07/npu3/d1", "view": "n07"}, "shared")
+    assert href == "/failures?target=n07/npu3/d1" and style == {}
+    assert pages.topology.break_link({"kind": "node", "id": "vpc/switch"}, "shared")[1] == {"display": "none"}

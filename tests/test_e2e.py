@@ -188,3 +188,33 @@ def test_private_sandbox_and_instructor_lock(browser_page, live_server):
     finally:
         shared._token, reg.token = None, None
     assert pg.errors == []
+
+
+def test_failures_inject_l2_now_and_watch_it_detected_and_recovered(browser_page, live_server, artifacts):
+    pg = browser_page
+    _, reg = live_server
+    pg.goto(pg.base_url + "/failures")
+    wait_live(pg)
+    wait_text(pg, "#fl-table", "No faults yet|#")
+    n0 = len(reg.shared().snapshot.faults)
+    set_speed(pg, "100×")
+    pg.fill("#fl-target", "sp2/l2-99")                              # bad id: refused, twin untouched
+    pg.click("#fl-inject")
+    wait_text(pg, "#fl-msg", "Not applied.*out of range|Not applied.*no l2")
+    assert len(reg.shared().snapshot.faults) == n0
+    pg.fill("#fl-target", "sp2/l2-5")
+    pg.click("#fl-inject")
+    wait_text(pg, "#fl-msg", "L2 UB switch lost: sp2/l2-5 injected now")
+    row = f"#fl-table tr:has-text('sp2/l2-5') >> nth=0"
+    pg.wait_for_selector(row)
+    wait_text(pg, "#fl-failed", "sp2/l2-5")                        # listed as failed while it lasts
+    pg.wait_for_function("() => { const el = document.getElementById('fl-cy'); return el && el._cyreg && "
+                         "el._cyreg.cy.getElementById('sp2').hasClass('npart'); }")   # and drawn so
+    wait_text(pg, "#fl-table", r"60\.0 s")                          # detected after the policy's 60 s
+    wait_text(pg, "#fl-table", r"540\.0 s", timeout=20_000)         # repaired: detect + 8 min
+    assert "lost-ok" in pg.get_attribute(f"{row} >> td.num >> nth=6", "class")
+    wait_text(pg, "#fl-events", "recover")
+    pg.wait_for_timeout(1200)
+    pg.screenshot(path=str(artifacts / "failures.png"), full_page=True)
+    set_speed(pg, "1×")
+    assert pg.errors == []

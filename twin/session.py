@@ -28,6 +28,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,60 @@ def parse_seed(value) -> int:
     return int(f)
 
 
+def parse_random(value) -> dict:
+    """{"hours_per_sim_s": h} (or a bare number h), 0 < h <= 1e6: how fast the failure clock runs."""
+    from twin.engine.faults import check_random
+    spec = value if isinstance(value, dict) else {"hours_per_sim_s": value}
+    h = spec.get("hours_per_sim_s") if isinstance(spec, dict) else None
+    if isinstance(h, str):
+        try:
+            spec = {**spec, "hours_per_sim_s": float(h)}
+        except ValueError:
+            pass
+    try:
+        return check_random(spec)
+    except ValueError as exc:
+        raise ControlError(str(exc)) from None
+
+
+@lru_cache(maxsize=8)
+def _fresh_topology(system: str):
+    from twin.topology import topology
+    return topology(system)          # healthy; only read here (validation never fails parts)
+
+
+def check_fault(spec, deployment: str | None, now: float) -> dict:
+    """Validate a fault with the engine's own rules (FaultManager.check) against a fresh topology of
+    the deployment's system, without touching any running engine; returns the canonical spec
+    (canonical target id, fields given) or raises ControlError naming what is wrong."""
+    from types import SimpleNamespace
+
+    from twin.config import catalog
+    from twin.engine.faults import FaultManager, Policy
+    if not isinstance(spec, dict):
+        raise ControlError(f"fault = {spec!r}: allowed a table {{kind, target, at_s?, duration_s?, "
+                           "factor?, period_s?}")
+    spec = {k: v for k, v in spec.items() if v is not None and v != ""}
+    try:
+        system = catalog().deployment(deployment or "cloudmatrix-infer-paper").system
+        stub = SimpleNamespace(env=SimpleNamespace(now=float(now)), topo=_fresh_topology(system))
+        f = FaultManager(stub, policy=Policy()).check(spec)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ControlError(str(exc.args[0] if exc.args else exc)) from None
+    out = {"kind": f.kind, "target": f.target}
+    for name, value in (("at_s", f.at_s), ("duration_s", f.duration_s), ("factor", f.factor),
+                        ("period_s", f.period_s)):
+        if name in spec:
+            out[name] = value
+    return out
+
+
+def _policy_of(engine) -> dict:
+    """The fault policy of an engine that is not running yet (a plain dict; {} if it has none)."""
+    pol = getattr(getattr(engine, "faults", None), "policy", None)
+    return dict(vars(pol)) if pol is not None else {}
+
+
 @dataclass
 class Action:
     """One logged action on a twin."""
@@ -135,10 +190,14 @@ class _Params:
     trace: str | None = None
     rate: float | None = None
     load: float | None = None        # last load fraction set by a user (re-applied after a reset)
+    faults: str | None = None        # fault scenario file replayed from t = 0 (a demo), if any
 
     def engine_kwargs(self) -> dict:
-        return {"scenario": self.scenario, "seed": self.seed, "deployment": self.deployment,
-                "trace": self.trace, "rate": self.rate}
+        kw = {"scenario": self.scenario, "seed": self.seed, "deployment": self.deployment,
+              "trace": self.trace, "rate": self.rate}
+        if self.faults:
+            kw["faults"] = self.faults
+        return kw
 
 
 @dataclass
@@ -187,6 +246,8 @@ class Twin:
         self._window_reset = False                # set by control(); the thread clears its window
         self._engine = self._factory(**self.params.engine_kwargs())   # raises ValueError on bad input
         self.snapshot = self._engine.snapshot()
+        self.policy: dict = _policy_of(self._engine)   # fault policy as last set (read by the UI)
+        self.random: float | None = None               # random failures: failure-clock h per sim s
         self._thread: threading.Thread | None = None
 
     # ---- lifecycle --------------------------------------------------------------------------
@@ -304,15 +365,18 @@ class Twin:
                 return
             try:
                 if kind == "swap":
-                    engine, params = arg
+                    engine, params, *extra = arg
+                    info = extra[0] if extra else {}
                     self._engine = engine
                     with self._lock:
                         self.params = params
+                    self.policy = info.get("policy", {})
+                    self.random = info.get("random")
+                    self.snapshot = engine.snapshot()   # before run: a reader of the new run sees its snapshot
                     self.run += 1
                     self.paused = False
                     self.message = ""
                     self._stats = _Stats()
-                    self.snapshot = engine.snapshot()
                 elif kind == "engine":
                     self._engine.submit(arg)
                 self._bump()
@@ -388,12 +452,12 @@ class Twin:
         """Apply a user action; returns a short confirmation, raises ControlError with the reason.
 
         Actions: play, pause, speed (1..1000 or "max"), load (0..2), rate (req/s),
-        fault ({"target", "kind", ...}), reset ({"scenario", "seed", "deployment", "trace", "rate"}).
+        fault ({"target", "kind", ...}; `check_fault` validates one first), policy ({"detect_s",
+        "redundant_experts", "weights_from", ...}), random ({"hours_per_sim_s"}),
+        reset ({"scenario", "seed", "deployment", "trace", "rate", "faults": a demo name or file}).
         """
         self.touch()
-        if not self.authorized(token):
-            raise ControlError("the shared twin is locked by the instructor: enter the instructor "
-                               "token, or open a private sandbox to experiment")
+        self.require(token)
         # pause, play and speed are plain attribute writes (atomic), applied immediately so the
         # reply already shows them; the thread is woken to act on them within one iteration
         if action == "play":
@@ -426,9 +490,24 @@ class Twin:
             msg = f"rate {r:g} req/s"
         elif action == "fault":
             if not isinstance(value, dict) or "target" not in value or "kind" not in value:
-                raise ControlError("fault: allowed {'target': topology id, 'kind': 'fail' | 'degrade' | 'restore'}")
+                raise ControlError("fault: allowed {'kind': a fault kind (npu_die, l2, optical_link, ...), "
+                                   "'target': a topology id, 'at_s', 'duration_s'}")
             self._q.put(("engine", _command("fault", dict(value))))
             msg = f"fault {value['kind']} {value['target']}"
+            if value.get("at_s") is not None:
+                msg += f" at t={float(value['at_s']):g} s"
+            if value.get("duration_s") is not None:
+                msg += f" for {float(value['duration_s']):g} s"
+        elif action == "policy":
+            pol = self._check_policy(value)
+            self._q.put(("engine", _command("policy", pol)))
+            self.policy = {**self.policy, **pol}
+            msg = "policy " + ", ".join(f"{k}={v}" for k, v in pol.items())
+        elif action == "random":
+            spec = parse_random(value)
+            self._q.put(("engine", _command("random", spec)))
+            self.random = spec["hours_per_sim_s"]
+            msg = f"random failures on ({self.random:g} failure-clock h per sim s)"
         elif action == "reset":
             msg = self._reset(value or {})
         else:
@@ -440,17 +519,53 @@ class Twin:
             self._bump()
         return msg
 
+    def require(self, token: str | None) -> None:
+        """Raise the instructor-lock ControlError unless `token` may control this twin."""
+        if not self.authorized(token):
+            raise ControlError("the shared twin is locked by the instructor: enter the instructor "
+                               "token, or open a private sandbox to experiment")
+
+    def check_fault(self, spec) -> dict:
+        """Validate a fault for this twin's system at its current sim time (nothing is changed)."""
+        snap = self.snapshot
+        return check_fault(spec, getattr(snap, "deployment", None) or self.params.deployment,
+                           getattr(snap, "sim_time", 0.0))
+
+    def _check_policy(self, value) -> dict:
+        from twin.engine.faults import Policy
+        if not isinstance(value, dict) or not value:
+            raise ControlError("policy: allowed a table of fields, e.g. {'detect_s': 60, "
+                               "'redundant_experts': true, 'weights_from': 'ems' | 'obs'}")
+        try:
+            Policy.load(**{**self.policy, **value})
+        except (ValueError, TypeError) as exc:
+            raise ControlError(str(exc)) from None
+        return dict(value)
+
     def _reset(self, spec: dict) -> str:
         """Build the new engine here (in the caller's thread) so a bad scenario, trace or deployment
-        raises before anything changes; the running engine is swapped only on success."""
+        raises before anything changes; the running engine is swapped only on success.
+
+        With "faults" (a demo name such as "l2-loss" or a fault file) the twin restarts on the file's
+        scenario and seed (unless given) with the scenario's own deployment, trace and load, so the
+        demo replays exactly; a reset without "faults" drops any fault file."""
         p = self.params
+        demo: dict = {}
+        if spec.get("faults"):
+            from twin.engine.faults import load_fault_file
+            try:
+                demo = load_fault_file(spec["faults"])
+            except (ValueError, OSError) as exc:
+                raise ControlError(str(exc)) from None
         new = _Params(
-            scenario=spec.get("scenario") or p.scenario,
-            seed=parse_seed(spec["seed"]) if spec.get("seed") not in (None, "") else p.seed,
-            deployment=spec.get("deployment") if "deployment" in spec else p.deployment,
-            trace=spec.get("trace") if "trace" in spec else p.trace,
+            scenario=spec.get("scenario") or demo.get("scenario") or p.scenario,
+            seed=(parse_seed(spec["seed"]) if spec.get("seed") not in (None, "")
+                  else parse_seed(demo["seed"]) if "seed" in demo else p.seed),
+            deployment=spec.get("deployment") if "deployment" in spec else None if demo else p.deployment,
+            trace=spec.get("trace") if "trace" in spec else None if demo else p.trace,
             rate=parse_rate(spec["rate"]) if spec.get("rate") not in (None, "") else None,
-            load=p.load,
+            load=None if demo else p.load,
+            faults=demo.get("path"),
         )
         new.deployment = new.deployment or None
         new.trace = (new.trace or "").strip() or None
@@ -466,12 +581,16 @@ class Twin:
             except Exception as exc:  # keep the scenario's own load rather than fail the reset
                 log.warning("twin %s: could not re-apply load: %s", self.key, exc)
                 new.load = None
-        self._q.put(("swap", (engine, new)))
+        random = (demo.get("random") or {}).get("hours_per_sim_s")
+        self._q.put(("swap", (engine, new, {"policy": _policy_of(engine), "random": random})))
         bits = [f"scenario {new.scenario}", f"seed {new.seed}"]
         if new.deployment:
             bits.append(f"deployment {new.deployment}")
         if new.trace:
             bits.append(f"trace {new.trace}")
+        if new.faults:
+            from pathlib import Path
+            bits.append(f"faults {Path(new.faults).stem}")
         return "reset: " + ", ".join(bits)
 
 

@@ -41,12 +41,13 @@ PAGES = {
     "cache": ("/cache", "ca-tick", "ca-cursor", "#ca-dram"),
     "tradeoffs": ("/tradeoffs", "to-tick", "to-cursor", "#to-answer"),
     "validation": ("/validation", "va-tick", "va-cursor", "#va-summary"),
+    "failures": ("/failures", "fl-tick", "fl-cursor", "#fl-table"),
 }
 # how 10 viewers spread over the pages (cycled for other counts)
 MIX = ("overview", "topology", "traffic", "overview", "cache", "tradeoffs", "topology", "overview",
        "traffic", "validation")
 EXTRA_STATE = {"topo-view.data": "supernode", "to-slo.value": 50, "to-kv.value": 4096,
-               "to-dep.data": "cloudmatrix-infer-paper"}
+               "to-dep.data": "cloudmatrix-infer-paper", "fl-view.data": "supernode"}
 
 
 def pct(xs: list[float], q: float) -> float:

@@ -2,10 +2,12 @@
 
     python -m twin.ui.screenshots                    # starts the app, runs it a while, writes docs/screenshots/
     python -m twin.ui.screenshots --url http://127.0.0.1:8050 --out /tmp/shots
+    python -m twin.ui.screenshots --only failures --warmup 0   # one page (the failures shot replays a demo)
 """
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from pathlib import Path
 
@@ -13,7 +15,34 @@ from .loadtest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, set_speed, start
 
 SHOTS = (("overview", "/", None), ("topology", "/topology", None), ("topology-node", "/topology?view=n05", None),
          ("traffic", "/traffic", None), ("cache", "/cache", None), ("tradeoffs", "/tradeoffs", None),
-         ("validation", "/validation", None))
+         ("validation", "/validation", None),
+         ("failures", "/failures", "node-power-loss"))   # a demo replayed past its recovery
+
+DEMO_SHOT_AT_S = 300.0   # sim time of the failures shot: the demos strike at 120 s and recover by ~190 s
+
+
+def _sim_time(pg) -> float:
+    """Sim seconds from the status strip ("t = 12.3 s", "t = 4:10 min", "t = 1:02:03 h")."""
+    m = re.search(r"t = ([\d.:]+)\s*(s|min|h)", pg.inner_text("#ctl-status-time"))
+    if not m:
+        return 0.0
+    parts = [float(x) for x in m.group(1).split(":")]
+    return {"s": lambda: parts[0], "min": lambda: parts[0] * 60 + parts[1],
+            "h": lambda: parts[0] * 3600 + parts[1] * 60 + parts[2]}[m.group(2)]()
+
+
+def _replay_demo(pg, base: str, demo: str) -> None:
+    """Load a fault demo through its button and run it at 20x to DEMO_SHOT_AT_S."""
+    from .faultview import DEMO_TITLES
+    pg.click(f"button.demo-btn:text-is('{DEMO_TITLES.get(demo, demo)}')")
+    pg.mouse.move(0, 0)                      # no hover highlight in the picture
+    pg.wait_for_function("() => /Demo/.test(document.getElementById('fl-demo-line').innerText)")
+    set_speed(base, "20")
+    end = time.monotonic() + 120
+    while _sim_time(pg) < DEMO_SHOT_AT_S and time.monotonic() < end:
+        pg.wait_for_timeout(500)
+    set_speed(base, "1")
+    pg.wait_for_timeout(2500)
 
 
 def main(argv=None) -> int:
@@ -24,7 +53,9 @@ def main(argv=None) -> int:
     ap.add_argument("--speed", default="20")
     ap.add_argument("--width", type=int, default=1600)
     ap.add_argument("--height", type=int, default=1000)
+    ap.add_argument("--only", help="comma-separated shot names (e.g. failures)")
     a = ap.parse_args(argv)
+    only = set(a.only.split(",")) if a.only else None
     from playwright.sync_api import sync_playwright
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -41,10 +72,14 @@ def main(argv=None) -> int:
             pg.wait_for_timeout(1500)
             set_speed(base, a.speed)
             time.sleep(a.warmup)
-            for name, path, _ in SHOTS:
+            for name, path, demo in SHOTS:
+                if only and name not in only:
+                    continue
                 pg.goto(base + path)
                 pg.wait_for_timeout(3500)
-                pg.screenshot(path=str(out / f"{name}.png"), full_page=False)
+                if demo:
+                    _replay_demo(pg, base, demo)
+                pg.screenshot(path=str(out / f"{name}.png"), full_page=bool(demo))
                 print(out / f"{name}.png")
             set_speed(base, "1")
             browser.close()
