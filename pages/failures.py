@@ -580,23 +580,20 @@ def on_policy(_apply, detect, redundant, weights, choice, token, viewer):
     prevent_initial_call=True,
 )
 def on_random(value, rate, choice, token, viewer):
-    """The random-failures switch: on starts failures at the given failure-clock rate; they run
-    until the twin is reset (the engine has no command to stop them). The tick sets the switch to
-    the twin's state, which lands here as a no-op."""
+    """The random-failures switch: on starts failures at the given failure-clock rate, off stops
+    them. The tick sets the switch to the twin's state, which lands here as a no-op."""
     tw, note = twin_for(choice)
     on = "on" in (value or [])
-    if not on:
-        if tw.random is None:
-            return no_update, no_update, no_update, no_update
-        return ("Random failures keep running until the twin is reset (Scenario & twin → Apply & reset, "
-                "or load a demo).", "ctl-msg msg-error", status_payload(tw, note), ["on"])
-    if tw.random is not None:      # already on (this switch follows the twin): nothing to do
+    if on == (tw.random is not None):      # the switch follows the twin: nothing to do
         return no_update, no_update, no_update, no_update
     try:
-        msg = tw.control("random", {"hours_per_sim_s": rate}, who=FV.who(viewer, token),
+        if on and not (isinstance(rate, (int, float)) and rate > 0):
+            raise S.ControlError(f"random failures: rate = {rate!r}: allowed 0 < x <= 1e6 "
+                                 f"failure-clock hours per sim second (switch off to stop)")
+        msg = tw.control("random", {"hours_per_sim_s": rate if on else 0}, who=FV.who(viewer, token),
                          token=(token or {}).get("token"))
     except S.ControlError as exc:
-        return (*_err(tw, exc, note), [])
+        return (*_err(tw, exc, note), [] if on else ["on"])
     return (*_ok(tw, msg[0].upper() + msg[1:], note), no_update)
 
 

@@ -528,9 +528,11 @@ def test_failures_random_switch(failures, twin_registry):
     assert "msg-error" in cls and "0 < x <= 1e6" in msg and value == []
     msg, cls, _, value = failures.on_random(["on"], 5, "shared", None, "vtest")
     assert "msg-ok" in cls and tw.random == 5.0 and value is no_update
-    msg, cls, _, value = failures.on_random([], 5, "shared", None, "vtest")      # cannot be stopped
-    assert "until the twin is reset" in msg and value == ["on"]
     assert failures.on_random(["on"], 7, "shared", None, "vtest") == (no_update,) * 4   # already on
+    msg, cls, _, value = failures.on_random([], 5, "shared", None, "vtest")      # switched off
+    assert "msg-ok" in cls and "random failures off" in msg.lower() and tw.random is None
+    assert wait_until(lambda: any(e["message"] == "random failures off" for e in tw.snapshot.events))
+    failures.on_random(["on"], 5, "shared", None, "vtest")
     tw.control("reset", {"scenario": "default"})
     assert wait_until(lambda: tw.run == 1) and tw.random is None
 
@@ -543,11 +545,11 @@ def test_failures_demo_load_replays_the_file(failures, twin_registry):
     assert "msg-ok" in cls and "Decode die lost, no redundancy" in msg
     assert wait_until(lambda: tw.run == 1)
     snap = tw.snapshot
-    assert (snap.scenario, snap.seed) == ("paper-decode", 1)
+    assert (snap.scenario, snap.seed) == ("peak-384", 1)
     assert tw.params.faults.endswith("decode-die-no-redundancy.toml") and tw.params.load is None
     assert tw.policy["redundant_experts"] is False and tw.policy["detect_s"] == 60.0   # the file's policy
-    assert [(f["kind"], f["target"], f["at_s"]) for f in snap.faults] == [("npu_die", "n20/npu3/d1", 120.0)]
-    assert tw.actions(1)[0]["what"] == "reset: scenario paper-decode, seed 1, faults decode-die-no-redundancy"
+    assert [(f["kind"], f["target"], f["at_s"]) for f in snap.faults] == [("npu_die", "n36/npu3/d1", 120.0)]
+    assert tw.actions(1)[0]["what"] == "reset: scenario peak-384, seed 1, faults decode-die-no-redundancy"
     n_c = len(failures.CHARTS)
     out = failures.tick(1, "shared", None, "supernode")              # the policy fields follow the twin
     assert out[n_c + 6:n_c + 9] == [60.0, "off", "ems"] and "Demo decode-die-no-redundancy" in out[n_c + 12]

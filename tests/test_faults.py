@@ -313,8 +313,8 @@ def test_decode_die_with_redundant_experts_keeps_serving_on_319_dies():
     assert not d.alive and "npu_die" in d.down_reason               # hung until detection
     check_requests(eng)
     pos = int(np.flatnonzero(d.dies == die)[0])
-    on_dead = d.ids[np.arange(len(d.ids)) % len(d.dies) == pos].copy()
-    others = d.ids[np.arange(len(d.ids)) % len(d.dies) != pos].copy()
+    on_dead = d.ids[d.ids % len(d.dies) == pos].copy()             # request r on die r mod n
+    others = d.ids[d.ids % len(d.dies) != pos].copy()
     assert len(on_dead) > 0
     eng.advance(0.2)                                                # detected at 25
     f = eng.faults.faults[0]

@@ -506,8 +506,9 @@ class Twin:
         elif action == "random":
             spec = parse_random(value)
             self._q.put(("engine", _command("random", spec)))
-            self.random = spec["hours_per_sim_s"]
-            msg = f"random failures on ({self.random:g} failure-clock h per sim s)"
+            self.random = spec["hours_per_sim_s"] or None
+            msg = (f"random failures on ({self.random:g} failure-clock h per sim s)" if self.random
+                   else "random failures off")
         elif action == "reset":
             msg = self._reset(value or {})
         else:

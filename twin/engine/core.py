@@ -92,7 +92,7 @@ class Engine:
             for f in spec.get("fault", []):
                 self.faults.inject(f)
             if "random" in spec:
-                self.env.process(self.faults.random_process(**spec["random"]))
+                self.faults.set_random(spec["random"]["hours_per_sim_s"])
         for inst in self.prefill + self.decode:
             self.env.process(inst.run())
         self.env.process(self._arrivals())
@@ -217,10 +217,10 @@ class Engine:
                 self.faults.policy = Policy.load(**{**current, **cmd.args})
                 self.log("policy", "fault policy: " + ", ".join(f"{k}={v}" for k, v in cmd.args.items()))
             elif cmd.kind == "random":
-                spec = check_random(cmd.args)
-                self.env.process(self.faults.random_process(**spec))
-                self.log("policy", f"random failures on ({spec['hours_per_sim_s']:g} failure-clock "
-                                   f"hours per simulated second)")
+                h = check_random(cmd.args)["hours_per_sim_s"]
+                self.faults.set_random(h)
+                self.log("policy", f"random failures on ({h:g} failure-clock hours per simulated "
+                                   f"second)" if h else "random failures off")
             elif cmd.kind == "event":
                 self.log(cmd.args.get("kind", "note"), str(cmd.args.get("message", "")))
             else:
@@ -331,9 +331,9 @@ class Engine:
 
     def shrink_decode(self, inst: DecodeInstance, dead: np.ndarray) -> tuple[int, int]:
         """A redundant expert takes over: drop the dead dies and requeue their sequences
-        (a sequence lives on die i mod n of its instance, attention being data parallel)."""
+        (attention is data parallel: request r lives on die r mod n of its instance)."""
         pos = np.flatnonzero(np.isin(inst.dies, dead))
-        on_dead = np.isin(np.arange(len(inst.ids)) % len(inst.dies), pos)
+        on_dead = np.isin(inst.ids % len(inst.dies), pos)
         ids = inst.evict(on_dead, queue=False)
         inst.dies = np.setdiff1d(inst.dies, dead)
         inst.npus = len(inst.dies) / self.pm.dies_per_npu

@@ -119,6 +119,7 @@ class FaultManager:
         self.eng = eng
         self.policy = policy or Policy.load()
         self.faults: list[Fault] = []
+        self._random_gen = 0          # bumping it stops the running random-failure process
 
     # ---- validation ------------------------------------------------------------------------
     def check(self, spec: dict) -> Fault:
@@ -303,7 +304,13 @@ class FaultManager:
         return tuple(sorted(n for n in out if n is not None))
 
     # ---- random failures -----------------------------------------------------------------------
-    def random_process(self, hours_per_sim_s: float = 1.0):
+    def set_random(self, hours_per_sim_s: float) -> None:
+        """Run random failures at this failure-clock speed from now on (0 stops them)."""
+        self._random_gen += 1
+        if hours_per_sim_s > 0:
+            self.eng.env.process(self._random(hours_per_sim_s, self._random_gen))
+
+    def _random(self, hours_per_sim_s: float, gen: int):
         """Random failures per component class at the catalog's MTBF (assumptions), with time
         compressed by `hours_per_sim_s` so that failures are seen in a demo."""
         eng = self.eng
@@ -315,6 +322,8 @@ class FaultManager:
         while True:
             gap_h = eng.rng.exponential(1.0 / total)
             yield eng.env.timeout(gap_h / hours_per_sim_s)
+            if gen != self._random_gen:
+                return
             weights = np.array([len(v) / mtbf[k] for k, v in classes.items()])
             k = list(classes)[int(eng.rng.choice(len(classes), p=weights / weights.sum()))]
             target = classes[k][int(eng.rng.integers(len(classes[k])))]
@@ -338,9 +347,9 @@ def check_random(spec) -> dict:
     if not isinstance(spec, dict) or set(spec) - {"hours_per_sim_s"}:
         raise CatalogError(f"random = {spec!r}: allowed a table {{hours_per_sim_s = <number>}}")
     h = spec.get("hours_per_sim_s", 1.0)
-    if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0 < h <= 1e6:
-        raise CatalogError(f"random.hours_per_sim_s = {h!r}: allowed a number 0 < x <= 1e6 "
-                           f"(failure-clock hours per simulated second)")
+    if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0 <= h <= 1e6:
+        raise CatalogError(f"random.hours_per_sim_s = {h!r}: allowed a number 0 <= x <= 1e6 "
+                           f"(failure-clock hours per simulated second; 0 = off)")
     return {"hours_per_sim_s": float(h)}
 
 

@@ -477,7 +477,7 @@ def random_text(system: str, random_h: float | None) -> str:
         return "Random failures: off."
     gap = mean_gap_s(system, random_h)
     return (f"Random failures: on, {random_h:g} failure-clock hours per sim second"
-            + (f" (about one failure every {gap:,.0f} sim s)" if gap else "") + "; until the twin is reset.")
+            + (f" (about one failure every {gap:,.0f} sim s)" if gap else "") + ".")
 
 
 
