@@ -39,6 +39,9 @@ EXAMPLES = {"npu_die": "n20/npu3/d1", "npu": "n20/npu3", "cpu": "n05/cpu2", "nod
             "subplane": "sp4", "rdma_nic": "n20/rdma3", "rdma_plane": "rdma/spine-0", "vpc": "n20/vpc"}
 
 
+BEFORE_S = 60.0   # "before" = the minute before the fault (or the fault's length, if shorter)
+
+
 def defaults() -> dict:
     return tomllib.loads((CATALOG_DIR / "faults.toml").read_text())
 
@@ -107,7 +110,7 @@ class Fault:
                 "detect_s": self.detect_s, "recover_s": self.recover_s,
                 "requests_affected": len(ids), "requeued": self.requeued,
                 "recomputed": self.recomputed, "lost": lost,
-                "goodput_before": round(eng.goodput(self.at_s - span, self.at_s), 2),
+                "goodput_before": round(eng.goodput(self.at_s - min(span, BEFORE_S), self.at_s), 2),
                 "goodput_during": round(eng.goodput(self.at_s, end), 2),
                 "active": self.active, "note": self.note}
 
