@@ -4,7 +4,6 @@ A screenshot of every page lands in test-artifacts/e2e/ (git-ignored)."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -205,7 +204,7 @@ def test_failures_inject_l2_now_and_watch_it_detected_and_recovered(browser_page
     pg.fill("#fl-target", "sp2/l2-5")
     pg.click("#fl-inject")
     wait_text(pg, "#fl-msg", "L2 UB switch lost: sp2/l2-5 injected now")
-    row = f"#fl-table tr:has-text('sp2/l2-5') >> nth=0"
+    row = "#fl-table tr:has-text('sp2/l2-5') >> nth=0"
     pg.wait_for_selector(row)
     wait_text(pg, "#fl-failed", "sp2/l2-5")                        # listed as failed while it lasts
     pg.wait_for_function("() => { const el = document.getElementById('fl-cy'); return el && el._cyreg && "

@@ -359,7 +359,7 @@ class PerfModel:
                       cache_plane: str | None = None) -> StepResult:
         """One prefill batch on one instance: `tokens_per_npu` prompt tokens per NPU, a fraction
         `reuse` of them found in EMS (loaded over UB or VPC instead of computed)."""
-        dep, m, k = self.dep, self.model, self.k
+        dep, m = self.dep, self.model
         precision = self._check_precision(precision)
         if not 0 <= reuse < 1:
             raise ValueError(f"reuse = {reuse}: allowed 0 <= reuse < 1")
