@@ -34,7 +34,7 @@ def layout(**_kwargs):
                   for k, spec in PLANES.items()], className="chart-grid"),
         html.Div([
             C.panel(C.graph(f"{P}-matrix", F.empty_figure("", height=470), 470),
-                    "Node-to-node traffic (GB/s): expert all-to-all, KV transfers, cache loads", "sim"),
+                    "Node-to-node UB traffic (GB/s): expert all-to-all and EMS cache loads", "sim"),
             C.panel(html.Div(id=f"{P}-links"), "Busiest links now", "sim"),
         ], className="two-col"),
     ])
