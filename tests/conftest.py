@@ -2,6 +2,7 @@
 headless Chromium (Debian's /usr/bin/chromium through Playwright; never a browser download)."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import sys
@@ -9,6 +10,9 @@ import threading
 from pathlib import Path
 
 import pytest
+
+_NEEDED = ("simpy", "dash", "dash_cytoscape", "numpy", "pandas", "networkx", "pydantic", "scipy")
+_MISSING = [m for m in _NEEDED if importlib.util.find_spec(m) is None]
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -21,6 +25,9 @@ ARTIFACTS = ROOT / "test-artifacts"
 
 
 def pytest_configure(config):
+    if _MISSING:   # say what to do instead of failing collection module by module
+        pytest.exit(f"this Python lacks {', '.join(_MISSING)}: run `make test`, which installs "
+                    f"requirements.txt into .venv and runs the tests there", returncode=4)
     config.addinivalue_line("markers", "e2e: end-to-end tests in headless Chromium")
 
 
