@@ -81,6 +81,8 @@ def check_requests(eng: Engine) -> None:
     unplaced = np.setdiff1d(flying, placed)
     assert (st[unplaced] == TRANSFER).all(), \
         f"{np.sum(st[unplaced] != TRANSFER)} in-flight request(s) are nowhere (lost)"
+    audit = eng.audit()
+    assert audit["conserved"] and audit["orphaned"] == 0 and audit["lost"] == 0, audit
 
 
 def run_checked(eng: Engine, seconds: float, step: float = 1.0):

@@ -40,19 +40,45 @@ def _engine(a):
     return Engine(scenario, seed=seed, **kw)
 
 
+def _drain_cap(text: str | None) -> float | None:
+    """--drain's cap in simulated seconds (None: no drain; "default": the engine's DRAIN_CAP_S)."""
+    if text in (None, "default"):
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 86400:
+        raise ValueError(f"--drain = {text!r}: allowed a number of simulated seconds, 0 < cap <= 86400")
+    return value
+
+
 def cmd_run(a) -> int:
+    drain = _drain_cap(a.drain)
+    sink = _RowWriter(a.out) if a.out else None
     eng = _engine(a)
+    if sink:
+        eng.req.sink = sink.write
+        eng.keep_rows = OUT_KEEP_ROWS
     duration = eng.scenario.duration_s
     t0 = time.perf_counter()
     step = max(eng.scenario.interval_s, min(60.0, duration / 20))
     while eng.sim_time < duration - 1e-9:
         eng.advance(min(step, duration - eng.sim_time))
+    if drain == "default":
+        eng.drain()
+    elif drain is not None:
+        eng.drain(drain)
     wall = time.perf_counter() - t0
     out = eng.summary()
     out["wall_seconds"] = round(wall, 3)
     if eng.faults.faults:
         out["faults"] = eng.fault_report()
-    if a.out:
+    if eng.faults.totals:
+        out["fault_totals"] = eng.faults.totals
+    if sink:
+        sink.write(eng.req.frame())
+        sink.close()
         _write(eng, a.out)
         out["out"] = a.out
     if a.json:
@@ -60,7 +86,12 @@ def cmd_run(a) -> int:
     else:
         r = out["requests"]
         print(f"{out['scenario']} on {out['deployment']}, {out['sim_seconds']} s simulated in {wall:.2f} s (seed {out['seed']})")
-        print(f"  requests   arrived {r['arrived']}  completed {r['completed']}  in flight {r['in_flight']}  rejected {r['rejected']}")
+        print(f"  requests   arrived {r['arrived']}  completed {r['completed']}  in flight {r['in_flight']}  rejected {r['rejected']}"
+              f"  lost {r['lost']}  tokens short {r['tokens_short']}  conserved {r['conserved']}")
+        if out.get("drain"):
+            d = out["drain"]
+            print(f"  drain      {d['seconds']} s (cap {d['cap_s']:g} s), "
+                  + ("every request finished" if d["complete"] else f"{d['still_in_flight']} still in flight at the cap"))
         print(f"  tokens/s per NPU   prefill {out['prefill']['tokens_per_s_per_npu']}  decode {out['decode']['tokens_per_s_per_npu']}")
         print(f"  TTFT ms  p50 {out['ttft_ms']['p50']}  p99 {out['ttft_ms']['p99']}    TPOT ms  p50 {out['tpot_ms']['p50']}  p99 {out['tpot_ms']['p99']}")
         if out.get("trace_rows_skipped"):
@@ -72,13 +103,48 @@ def cmd_run(a) -> int:
     return 0
 
 
-def _write(eng, path: str) -> None:
-    """Per-request rows to PATH; per-interval, per-link and per-die rows beside it
-    (PATH.intervals.EXT, PATH.links.EXT, PATH.dies.EXT), Parquet or CSV by extension."""
-    base, ext = os.path.splitext(path)
+OUT_KEEP_ROWS = 10_000    # with --out, rows beyond this window go to disk as they age out
+
+
+def _out_ext(path: str) -> str:
+    ext = os.path.splitext(path)[1]
     if ext not in (".parquet", ".csv"):
         raise ValueError(f"--out = {path!r}: allowed extensions .parquet or .csv")
-    frames = ((eng.req.frame(), path), (eng.metrics.frame(), f"{base}.intervals{ext}"),
+    return ext
+
+
+class _RowWriter:
+    """Per-request rows streamed to PATH in chunks (Parquet row groups or CSV appends), so a run
+    of any length never holds them all."""
+
+    def __init__(self, path: str):
+        self.path, self.ext = path, _out_ext(path)
+        self._pq = None
+        self._first = True
+
+    def write(self, df) -> None:
+        if self.ext == ".csv":
+            df.to_csv(self.path, mode="w" if self._first else "a", header=self._first, index=False)
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+            table = pa.Table.from_pandas(df, preserve_index=False)
+            if self._pq is None:
+                self._pq = pq.ParquetWriter(self.path, table.schema)
+            self._pq.write_table(table.cast(self._pq.schema))
+        self._first = False
+
+    def close(self) -> None:
+        if self._pq is not None:
+            self._pq.close()
+
+
+def _write(eng, path: str) -> None:
+    """Per-interval, per-link and per-die rows beside the streamed request rows at PATH
+    (PATH.intervals.EXT, PATH.links.EXT, PATH.dies.EXT), Parquet or CSV by extension."""
+    ext = _out_ext(path)
+    base = path[:-len(ext)]
+    frames = ((eng.metrics.frame(), f"{base}.intervals{ext}"),
               (eng.link_frame(), f"{base}.links{ext}"), (eng.die_frame(), f"{base}.dies{ext}"))
     for df, p in frames:
         if ext == ".parquet":
@@ -134,6 +200,9 @@ def add_run_commands(sub) -> None:
     run.add_argument("--faults", help="fault scenario file (TOML) or a demo name in twin/catalog/faults")
     run.add_argument("--seed", type=int)
     run.add_argument("--out", help="write per-request and per-interval data (.parquet or .csv)")
+    run.add_argument("--drain", nargs="?", const="default", metavar="CAP_S",
+                     help="after the duration, stop arrivals and run until every admitted request "
+                          "has finished, at most CAP_S simulated seconds (default 600)")
     run.add_argument("--json", action="store_true")
     run.set_defaults(fn=cmd_run)
 

@@ -2,16 +2,64 @@
 
 The engine adds to plain counters on its hot path; `close()` turns them into one row of history
 (rates, percentiles of the requests that finished in the interval, utilisation, traffic) and
-resets them. History is bounded, so a live run can go on for days.
+resets them. History is bounded, so a live run can go on for days; run-long TTFT / TPOT
+percentiles come from fixed-size log histograms (`LogHistogram`), exact counts from counters.
 """
 from __future__ import annotations
 
+import math
 from collections import deque
 
 import numpy as np
 
 from .engine.requests import RequestTable
 from .engine.snapshot import HISTORY_KEYS
+
+
+class LogHistogram:
+    """Counts in log-spaced bins (the DDSketch mapping over a fixed range): any quantile of any
+    number of values within `rel` relative error, in fixed memory.
+
+    Bin k >= 1 holds values in (lo * g^(k-1), lo * g^k] with g = (1 + rel) / (1 - rel) and reports
+    2 lo g^k / (g + 1), so every value in the bin is within `rel` of it. Values <= lo fall in bin 0
+    (reported as lo), values above hi in the last bin. The quantile q is the value of rank
+    floor(q * (n - 1)) in sorted order (no interpolation between neighbours)."""
+
+    def __init__(self, rel: float = 0.005, lo: float = 1e-3, hi: float = 1e9):
+        self.rel, self.lo = rel, lo
+        self.gamma = (1 + rel) / (1 - rel)
+        self._lg = math.log(self.gamma)
+        self.counts = np.zeros(int(math.ceil(math.log(hi / lo) / self._lg)) + 2, dtype=np.int64)
+        self.n = 0
+
+    def add(self, values) -> None:
+        x = np.asarray(values, dtype=float)
+        x = x[np.isfinite(x)]
+        if not len(x):
+            return
+        k = np.ceil(np.log(np.maximum(x, self.lo) / self.lo) / self._lg).astype(np.int64)
+        self.counts += np.bincount(np.minimum(k, len(self.counts) - 1), minlength=len(self.counts))
+        self.n += len(x)
+
+    def merged(self, values) -> "LogHistogram":
+        out = LogHistogram.__new__(LogHistogram)
+        out.__dict__.update(self.__dict__, counts=self.counts.copy())
+        out.add(values)
+        return out
+
+    def quantile(self, q: float) -> float | None:
+        if not self.n:
+            return None
+        k = int(np.searchsorted(np.cumsum(self.counts), math.floor(q * (self.n - 1)), side="right"))
+        return self.lo if k == 0 else 2 * self.lo * self.gamma ** k / (self.gamma + 1)
+
+
+def latency(req: RequestTable, fin: np.ndarray, ctx: dict) -> tuple:
+    """TTFT and TPOT (ms) of finished requests, and whether each met both SLOs."""
+    ttft = (req.first_token[fin] - req.arrival[fin]) * 1e3
+    tpot = (req.finish[fin] - req.first_token[fin]) / np.maximum(req.output[fin] - 1, 1) * 1e3
+    ok = (ttft <= ctx["ttft_slo_ms"]) & ((tpot <= ctx["tpot_slo_ms"]) | (req.output[fin] <= 1))
+    return ttft, tpot, ok
 
 
 class Interval:
@@ -48,9 +96,20 @@ class Metrics:
         self.last_plane_gbps = {"ub": 0.0, "rdma": 0.0, "vpc": 0.0}
         self.last_busy = np.zeros(n_prefill + n_decode)
         self.carry = np.zeros(n_prefill + n_decode)   # busy time that spills into the next interval
-        self.recent_finished: deque = deque(maxlen=10)   # finished ids of the last intervals
+        self.recent: deque = deque(maxlen=10)   # (ttft ms, tpot ms) of the last intervals' finishes
         self.totals = {"input_tokens": 0.0, "output_tokens": 0.0, "hit_blocks": 0,
                        "lookup_blocks": 0, "hit_tokens": 0, "lookup_tokens": 0}
+        self.ttft = LogHistogram()       # ms, every request finished in a closed interval
+        self.tpot = LogHistogram()       # ms, those with more than one output token
+        self.slo_met = 0
+
+    def run_latency(self, req: RequestTable, ctx: dict) -> dict:
+        """Whole-run TTFT / TPOT sketches and SLO count, including the interval in progress."""
+        c = self.cur
+        fin = np.concatenate(c.finished) if c.finished else np.zeros(0, dtype=np.int64)
+        ttft, tpot, ok = latency(req, fin, ctx)
+        return {"ttft": self.ttft.merged(ttft), "tpot": self.tpot.merged(tpot[req.output[fin] > 1]),
+                "slo_met": self.slo_met + int(ok.sum())}
 
     def add_busy(self, inst: int, start: float, duration: float, interval_end: float) -> None:
         """Credit busy time to this interval and carry what falls after its end."""
@@ -62,10 +121,11 @@ class Metrics:
         """Finish the interval ending at `now`; returns the row appended to history."""
         c, dt = self.cur, self.interval_s
         fin = np.concatenate(c.finished) if c.finished else np.zeros(0, dtype=np.int64)
-        ttft = (req.first_token[fin] - req.arrival[fin]) * 1e3
-        gen = np.maximum(req.output[fin] - 1, 1)
-        tpot = (req.finish[fin] - req.first_token[fin]) / gen * 1e3
-        ok = (ttft <= ctx["ttft_slo_ms"]) & ((tpot <= ctx["tpot_slo_ms"]) | (req.output[fin] <= 1))
+        ttft, tpot, ok = latency(req, fin, ctx)
+        multi = tpot[req.output[fin] > 1]
+        self.ttft.add(ttft)
+        self.tpot.add(multi)
+        self.slo_met += int(ok.sum())
         hit = 2 * req.cached[fin] >= req.input[fin]     # "with a hit": at least half the prompt from EMS
         pct = lambda a, q: float(np.percentile(a, q)) if len(a) else float("nan")
         util = np.minimum(1.0, c.busy / dt)
@@ -94,7 +154,7 @@ class Metrics:
         }
         for k in HISTORY_KEYS:
             self.history[k].append(row[k])
-        self.recent_finished.append(fin)
+        self.recent.append((ttft, multi))
         self.totals = self.running_totals()
         self.last_node_gbps = c.node_bytes / dt / 1e9
         self.last_rdma_gbps = (c.rdma_out / dt / 1e9, c.rdma_in / dt / 1e9)

@@ -25,12 +25,13 @@ from ..topology import parse, topology
 from .faults import UB_KINDS, FaultManager, Policy, check_random, load_fault_file
 from .flows import FlowNet
 from .pools import DecodeInstance, PrefillInstance
-from .requests import DONE, QUEUED, REJECTED, TRANSFER, RequestTable
+from .requests import DONE, KEEP_ROWS, QUEUED, TRANSFER, RequestTable
 from .scenario import Scenario, load_scenario
 from .snapshot import Snapshot
 from .source import SyntheticSource, TraceSource
 
 ARRIVAL_TICK_S = 0.005    # assumption: the global scheduler assigns new requests every 5 ms
+DRAIN_CAP_S = 600.0       # a drain stops after this many simulated seconds (stated bound)
 MAX_EVENTS = 200          # events kept for the UI
 
 
@@ -71,6 +72,11 @@ class Engine:
         self.kv_capacity_tokens = self.pm.kv_capacity_bytes_per_die() / self.kv_bytes
         self.partitioned, self.message = False, ""
         self.req = RequestTable()
+        self.keep_rows = KEEP_ROWS        # per-request rows kept in memory (the rest are terminal)
+        self.transfers: dict[int, np.ndarray] = {}   # KV transfers under way: key -> request ids
+        self._transfer_seq = 0
+        self.arrivals_on = True
+        self.drained: dict | None = None   # set by drain(): how it ended
         self.commands: queue.Queue[Command] = queue.Queue()
         self.command_log: list[tuple[float, Command]] = []
         self.events: list[dict] = []
@@ -235,7 +241,49 @@ class Engine:
         self.faults.inject(args)
 
     def fault_report(self) -> list[dict]:
-        return [f.report(self) for f in self.faults.faults]
+        if not self.faults.faults:
+            return []
+        h = self.metrics.history
+        t, g = np.array(h["t"]), np.array(h["goodput_tps"])
+        lost = self.lost_ids()
+        return [f.report(self, lost, t, g) for f in self.faults.faults]
+
+    # ---- lifecycle audit -----------------------------------------------------------------------
+    def held_ids(self) -> np.ndarray:
+        """Every request some part of the engine holds: prefill queues and batches, KV transfers,
+        decode queues and batches."""
+        parts = [np.fromiter(i.queue, dtype=np.int64, count=len(i.queue))
+                 for i in self.prefill + self.decode]
+        parts += [np.asarray(p.running, dtype=np.int64) for p in self.prefill]
+        parts += [d.ids for d in self.decode] + list(self.transfers.values())
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def audit(self) -> dict:
+        """The request table's conservation audit, checked against what the engine holds;
+        `lost` = in-flight requests nothing holds (they can never finish), or after a drain every
+        admitted request neither completed nor rejected."""
+        a = self.req.audit(self.held_ids())
+        a["lost"] = a["in_flight"] if self.drained is not None else a["orphaned"]
+        return a
+
+    def lost_ids(self) -> np.ndarray:
+        live = self.req.in_flight_ids()
+        return live if self.drained is not None else np.setdiff1d(live, self.held_ids())
+
+    def drain(self, cap_s: float = DRAIN_CAP_S, step_s: float = 1.0) -> dict:
+        """Stop arrivals and run until every admitted request has finished or `cap_s` simulated
+        seconds have passed; returns (and keeps in `drained`) how it ended."""
+        if not (0 < cap_s <= 86400 and 0 < step_s):
+            raise ValueError(f"drain cap = {cap_s}: allowed 0 < cap <= 86400 simulated seconds")
+        self.arrivals_on = False
+        t0 = self.env.now
+        while self.req.in_flight and self.env.now < t0 + cap_s - 1e-9:
+            self.env.run(until=min(self.env.now + step_s, t0 + cap_s))
+        left = self.req.in_flight
+        self.drained = {"cap_s": cap_s, "seconds": round(self.env.now - t0, 3),
+                        "complete": not left, "still_in_flight": left}
+        self.version += 1
+        return self.drained
 
     # ---- what faults act on ----------------------------------------------------------------------
     def network_changed(self) -> None:
@@ -295,17 +343,15 @@ class Engine:
     def instances_with(self, dies: np.ndarray) -> list:
         return [i for i in self.prefill + self.decode if np.intersect1d(i.dies, dies).size]
 
-    def in_flight_on(self, instances: list) -> set:
-        out: set = set()
+    def in_flight_on(self, instances: list) -> np.ndarray:
+        """Ids of the requests queued or running on these instances (sorted, unique)."""
+        parts = [np.zeros(0, dtype=np.int64)]
         for inst in instances:
-            out.update(int(r) for r in inst.queue)
-            if inst.kind == "decode":
-                out.update(int(r) for r in inst.ids)
-            else:
-                out.update(inst.running)
-        return out
+            parts.append(np.fromiter(inst.queue, dtype=np.int64, count=len(inst.queue)))
+            parts.append(inst.ids if inst.kind == "decode" else np.asarray(inst.running, dtype=np.int64))
+        return np.unique(np.concatenate(parts))
 
-    def in_flight_on_nodes(self, nodes) -> set:
+    def in_flight_on_nodes(self, nodes) -> np.ndarray:
         nodes = set(int(n) for n in nodes)
         return self.in_flight_on([i for i in self.prefill + self.decode
                                   if nodes & set(int(n) for n in i.nodes)])
@@ -318,7 +364,7 @@ class Engine:
     def _requeue(self, ids: np.ndarray) -> tuple[int, int]:
         """Send requests back through the scheduler; (requeued, recomputed) counts."""
         req = self.req
-        ids = ids[req.state[ids] != DONE]
+        ids = ids[req.state[ids] < DONE]     # in flight only
         req.requeued[ids] += 1
         if self.scenario.pipeline == "decode_only" or not self.prefill:
             self._to_decode(ids)     # KV comes back from outside the run: nothing recomputed
@@ -359,14 +405,6 @@ class Engine:
             return len(ids), 0
         return self._requeue(ids)
 
-    def goodput(self, t0: float, t1: float) -> float:
-        """Mean SLO-meeting output tokens/s over the intervals ending in (t0, t1]."""
-        h = self.metrics.history
-        t = np.array(h["t"])
-        g = np.array(h["goodput_tps"])
-        sel = (t > t0) & (t <= t1 + 1e-9)
-        return float(g[sel].mean()) if sel.any() else float("nan")
-
     # ---- the simulation ------------------------------------------------------------------------
     def advance(self, sim_seconds: float) -> Snapshot:
         """Apply queued commands at the current sim time, then run `sim_seconds` forward."""
@@ -403,13 +441,13 @@ class Engine:
         req = self.req
         while True:
             now = self.env.now
-            batch = self.source.take(now + 1e-12)
+            batch = self.source.take(now + 1e-12) if self.arrivals_on else None
             if batch is not None:
                 ids = req.add(batch.arrival, batch.input, batch.output,
                               None if self.scenario.pipeline == "decode_only" else batch.ptr,
                               None if self.scenario.pipeline == "decode_only" else batch.ids)
                 self._admit_new(ids)
-            if self.source.exhausted:
+            if self.source.exhausted or not self.arrivals_on:
                 return
             yield self.env.timeout(ARRIVAL_TICK_S)
 
@@ -417,8 +455,7 @@ class Engine:
         req = self.req
         too_long = (req.input[ids] + req.output[ids]) > self.kv_capacity_tokens
         if too_long.any():
-            bad = ids[too_long]
-            req.state[bad] = REJECTED
+            bad = req.reject(ids[too_long], "kv_too_long")
             self.log("reject", f"{len(bad)} request(s) need more KV than a die holds "
                                f"(> {self.kv_capacity_tokens:,.0f} tokens); rejected")
             ids = ids[~too_long]
@@ -443,6 +480,9 @@ class Engine:
         """One flow per prefill batch and decode instance: the batch's KV over RDMA."""
         req = self.req
         req.state[ids] = TRANSFER
+        self._transfer_seq += 1
+        key = self._transfer_seq
+        self.transfers[key] = ids
         dst = min((d for d in self.decode if d.alive), key=lambda d: (d.load(), d.idx),
                   default=self.decode[0])
         nbytes = float(req.input[ids].sum()) * self.kv_bytes
@@ -460,12 +500,12 @@ class Engine:
         self.metrics.cur.plane_bytes[path_plane] += nbytes
         self._node_traffic(src.nodes, dst.nodes, nbytes, path_plane)
         yield self.flows.start(nbytes, (src.name, dst.name), lat)
+        del self.transfers[key]
         dst.enqueue(ids)
 
     def finish(self, ids: np.ndarray) -> None:
-        self.req.state[ids] = DONE
-        self.req.finish[ids] = self.env.now
-        self.metrics.cur.finished.append(ids)
+        """The one way a request completes (the table counts it once and refuses a second)."""
+        self.metrics.cur.finished.append(self.req.complete(ids, self.env.now))
 
     def accepted_tokens(self, n: int) -> np.ndarray:
         """Tokens each sequence gains this step: 1, plus the MTP draft when accepted."""
@@ -578,6 +618,7 @@ class Engine:
             yield self.env.timeout(dt)
             self.metrics.close(self.env.now, self.req, self._ctx())
             self.interval_end = self.env.now + dt
+            self.req.compact(self.keep_rows)
 
     def _ctx(self) -> dict:
         st = self.ems.stats() if self.ems else {}
@@ -592,16 +633,11 @@ class Engine:
         """Latest values over the last window of intervals, plus run totals."""
         m, req = self.metrics, self.req
         k = {key: m.window(key) for key in m.history}
-        fin = (np.concatenate(list(m.recent_finished)) if m.recent_finished
-               else np.zeros(0, dtype=np.int64))
-        if len(fin):
-            ttft = (req.first_token[fin] - req.arrival[fin]) * 1e3
-            tpot = (req.finish[fin] - req.first_token[fin]) / np.maximum(req.output[fin] - 1, 1) * 1e3
-            multi = req.output[fin] > 1
-            for name, arr in (("ttft", ttft), ("tpot", tpot[multi])):
-                if len(arr):
-                    k[f"{name}_p50_ms"] = float(np.percentile(arr, 50))
-                    k[f"{name}_p99_ms"] = float(np.percentile(arr, 99))
+        for i, name in enumerate(("ttft", "tpot")):
+            arr = np.concatenate([r[i] for r in m.recent]) if m.recent else np.zeros(0)
+            if len(arr):
+                k[f"{name}_p50_ms"] = float(np.percentile(arr, 50))
+                k[f"{name}_p99_ms"] = float(np.percentile(arr, 99))
         k.update(req.counts())
         t = m.running_totals()
         k["total_block_hit_ratio"] = t["hit_blocks"] / t["lookup_blocks"] if t["lookup_blocks"] else float("nan")
@@ -648,16 +684,11 @@ class Engine:
     # ---- summaries ---------------------------------------------------------------------------------
     def summary(self) -> dict:
         """Run totals over every request so far (the CLI prints this)."""
-        req, n = self.req, self.req.n
-        done = np.flatnonzero(req.state[:n] == DONE)
-        ttft = (req.first_token[done] - req.arrival[done]) * 1e3
-        multi = done[req.output[done] > 1]
-        tpot = (req.finish[multi] - req.first_token[multi]) / (req.output[multi] - 1) * 1e3
-        ok_t = ttft <= self.dep.ttft_slo_ms
-        tp = (req.finish[done] - req.first_token[done]) / np.maximum(req.output[done] - 1, 1) * 1e3
-        ok = ok_t & ((tp <= self.dep.tpot_slo_ms) | (req.output[done] <= 1))
+        lat = self.metrics.run_latency(self.req, self._ctx())
         t, dur = self.metrics.running_totals(), max(self.env.now, 1e-9)
-        pct = lambda a, q: round(float(np.percentile(a, q)), 3) if len(a) else None
+        pct = lambda h, q: None if h.n == 0 else round(h.quantile(q / 100), 3)
+        audit = self.audit()
+        completed = audit["completed"]
         pre_npus = sum(p.npus for p in self.prefill)
         dec_npus = sum(d.npus for d in self.decode)
         skipped = getattr(getattr(self.source, "workload", None), "skipped", 0)
@@ -665,14 +696,16 @@ class Engine:
             "scenario": self.scenario.name, "deployment": self.scenario.deployment,
             **({"trace_rows_skipped": skipped} if skipped else {}),
             "seed": self.seed, "sim_seconds": round(self.env.now, 3),
-            "requests": req.counts(),
+            "requests": audit,
+            **({"drain": self.drained} if self.drained is not None else {}),
             "prefill": {"tokens_per_s_per_npu": round(t["input_tokens"] / dur / pre_npus, 2) if pre_npus else 0.0,
                         "npus": pre_npus},
             "decode": {"tokens_per_s_per_npu": round(t["output_tokens"] / dur / dec_npus, 2),
                        "npus": dec_npus},
-            "ttft_ms": {"p50": pct(ttft, 50), "p99": pct(ttft, 99)},
-            "tpot_ms": {"p50": pct(tpot, 50), "p99": pct(tpot, 99)},
-            "slo_attainment": round(float(ok.mean()), 4) if len(ok) else None,
+            "ttft_ms": {"p50": pct(lat["ttft"], 50), "p99": pct(lat["ttft"], 99)},
+            "tpot_ms": {"p50": pct(lat["tpot"], 50), "p99": pct(lat["tpot"], 99)},
+            "latency_relative_accuracy": lat["ttft"].rel,
+            "slo_attainment": round(lat["slo_met"] / completed, 4) if completed else None,
             "cache": {"block_hit_ratio": round(t["hit_blocks"] / t["lookup_blocks"], 4) if t["lookup_blocks"] else None,
                       "token_hit_ratio": round(t["hit_tokens"] / t["lookup_tokens"], 4) if t["lookup_tokens"] else None},
         }

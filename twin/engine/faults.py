@@ -4,7 +4,9 @@ A fault changes the topology (links and switches lose capacity, dies and CPUs di
 recomputes each instance's network state, so the perf model sees slower dispatch, combine and KV
 transfers. Compute faults hang the instances that use the part until detection; recovery then
 remaps a redundant expert or restarts the instance, requeueing its requests (prompt KV comes
-back from EMS where cached, the rest is recomputed). Nothing is ever dropped.
+back from EMS where cached, the rest is recomputed). Nothing is ever dropped, and each report's
+`lost` comes from the engine's lifecycle audit. The record keeps every open fault and the last
+MAX_RECORDS closed ones; older ones fold into per-kind aggregates (`FaultManager.totals`).
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ EXAMPLES = {"npu_die": "n20/npu3/d1", "npu": "n20/npu3", "cpu": "n05/cpu2", "nod
 
 
 BEFORE_S = 60.0   # "before" = the minute before the fault (or the fault's length, if shorter)
+MAX_RECORDS = 100  # closed faults kept with full records (assumption: a screenful of history)
 
 
 def defaults() -> dict:
@@ -94,25 +97,31 @@ class Fault:
     recover_s: float | None = None
     rerouted: bool = False
     active: bool = False
-    affected: set = field(default_factory=set)
+    affected: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     requeued: int = 0
     recomputed: int = 0
     nodes: tuple = ()
     note: str = ""
 
-    def report(self, eng: "Engine") -> dict:
-        req = eng.req
-        ids = np.fromiter(self.affected, dtype=np.int64) if self.affected else np.zeros(0, np.int64)
-        lost = int(np.sum(req.state[ids] > 6)) if len(ids) else 0   # no valid state beyond REJECTED
+    def report(self, eng: "Engine", lost_ids: np.ndarray, t: np.ndarray, goodput: np.ndarray) -> dict:
+        """One row of the fault table; `lost_ids` from `Engine.lost_ids()` (the audit), `t` and
+        `goodput` the history's interval ends and goodput."""
+        lost = int(np.isin(self.affected, lost_ids).sum()) if len(lost_ids) else 0
         end = self.at_s + (self.recover_s if self.recover_s is not None else max(eng.env.now - self.at_s, 0))
         span = max(end - self.at_s, eng.scenario.interval_s)
         return {"id": self.id, "target": self.target, "kind": self.kind, "at_s": self.at_s,
                 "detect_s": self.detect_s, "recover_s": self.recover_s,
-                "requests_affected": len(ids), "requeued": self.requeued,
+                "requests_affected": len(self.affected), "requeued": self.requeued,
                 "recomputed": self.recomputed, "lost": lost,
-                "goodput_before": round(eng.goodput(self.at_s - min(span, BEFORE_S), self.at_s), 2),
-                "goodput_during": round(eng.goodput(self.at_s, end), 2),
+                "goodput_before": round(_mean_in(t, goodput, self.at_s - min(span, BEFORE_S), self.at_s), 2),
+                "goodput_during": round(_mean_in(t, goodput, self.at_s, end), 2),
                 "active": self.active, "note": self.note}
+
+
+def _mean_in(t: np.ndarray, v: np.ndarray, t0: float, t1: float) -> float:
+    """Mean of v over the intervals ending in (t0, t1]."""
+    sel = (t > t0) & (t <= t1 + 1e-9)
+    return float(v[sel].mean()) if sel.any() else float("nan")
 
 
 class FaultManager:
@@ -122,6 +131,8 @@ class FaultManager:
         self.eng = eng
         self.policy = policy or Policy.load()
         self.faults: list[Fault] = []
+        self.injected = 0             # faults ever injected (ids are 1..injected)
+        self.totals: dict[str, dict] = {}   # kind -> aggregates of faults dropped from `faults`
         self._random_gen = 0          # bumping it stops the running random-failure process
 
     # ---- validation ------------------------------------------------------------------------
@@ -156,7 +167,7 @@ class FaultManager:
         if spec:
             raise ValueError(f"fault: unknown field(s) {', '.join(spec)} (allowed: kind, target, "
                              f"at_s, duration_s, factor, period_s)")
-        return Fault(len(self.faults) + 1, kind, canonical, at, dur, factor, period)
+        return Fault(self.injected + 1, kind, canonical, at, dur, factor, period)
 
     def _link_kind(self, link: str) -> str:
         eid = self.eng.topo.edge(link)
@@ -165,11 +176,29 @@ class FaultManager:
     # ---- scheduling ----------------------------------------------------------------------------
     def inject(self, spec: dict) -> Fault:
         f = self.check(spec)
+        self.injected += 1
         self.faults.append(f)
+        self._prune()
         self.eng.env.process(self._run(f))
         when = "now" if f.at_s <= self.eng.env.now + 1e-9 else f"at {f.at_s:g} s"
         self.eng.log("fault", f"#{f.id} {f.kind} on {f.target} scheduled {when}")
         return f
+
+    def _prune(self) -> None:
+        """Fold the oldest closed faults beyond MAX_RECORDS into the per-kind totals."""
+        closed = [f for f in self.faults if f.recover_s is not None and not f.active]
+        old = {id(f) for f in closed[:max(0, len(closed) - MAX_RECORDS)]}
+        if not old:
+            return
+        for f in self.faults:
+            if id(f) in old:
+                t = self.totals.setdefault(f.kind, {"faults": 0, "requests_affected": 0,
+                                                    "requeued": 0, "recomputed": 0})
+                t["faults"] += 1
+                t["requests_affected"] += len(f.affected)
+                t["requeued"] += f.requeued
+                t["recomputed"] += f.recomputed
+        self.faults = [f for f in self.faults if id(f) not in old]
 
     def _run(self, f: Fault):
         eng, pol = self.eng, self.policy

@@ -5,8 +5,6 @@ those moments every flow drains at a constant rate, so one wake-up per change is
 """
 from __future__ import annotations
 
-import math
-
 import simpy
 
 
@@ -52,19 +50,20 @@ class FlowNet:
                 self.bytes_done[link] = self.bytes_done.get(link, 0.0) + moved
 
     def _solve(self) -> None:
-        """Progressive filling: raise all unfrozen flows equally until a link saturates."""
-        active = {i: f for i, f in self.flows.items()}
-        for f in active.values():
+        """Progressive filling: raise all unfrozen flows equally until a link saturates.
+
+        A flow crossing a dead link (capacity 0) waits at rate 0 and is left out of the filling,
+        so flows elsewhere keep their fair share; it resumes when the capacity returns."""
+        for f in self.flows.values():
             f[2] = 0.0
         cap = dict(self.capacity)
+        active = {i: f for i, f in self.flows.items() if all(cap[l] > 0 for l in f[1])}
         while active:
             users: dict[str, int] = {}
             for f in active.values():
                 for link in f[1]:
                     users[link] = users.get(link, 0) + 1
-            share, tight = min(((cap[l] / n, l) for l, n in users.items()), default=(math.inf, None))
-            if tight is None or share <= 0:
-                break        # flows over a dead link wait (rate 0) until capacity returns
+            share, tight = min((max(cap[l], 0.0) / n, l) for l, n in users.items())
             frozen = [i for i, f in active.items() if tight in f[1]]
             for f in active.values():
                 f[2] += share

@@ -102,8 +102,9 @@ class PrefillInstance(Instance):
             self.running = []
             now = eng.env.now
             req.prefill_end[ids] = now
-            req.first_token[ids] = now
-            req.generated[ids] = 1
+            first = np.isnan(req.first_token[ids])   # a requeued request streamed its first token
+            req.first_token[ids[first]] = now
+            req.generated[ids] = np.maximum(req.generated[ids], 1)   # recomputed tokens stay made
             eng.metrics.cur.input_tokens += float(req.input[ids].sum())
             single = req.output[ids] <= 1
             if single.any():

@@ -1,81 +1,216 @@
-"""Per-request records as growable numpy columns: a request is a row index, never an object."""
+"""Per-request records as numpy columns keyed by request id, and the lifecycle audit.
+
+A request is an id (a row), never an object. Rows live in a rolling window: `compact()` drops the
+oldest rows once they are terminal (never one still in flight), so memory stays bounded however long
+the twin runs while every in-flight id stays valid; `sink` (if set) receives the dropped rows first.
+Terminal transitions go through `complete()` and `reject()` only: each request is counted once, and
+a second finish, a finish of a rejected or unknown request is counted as an error and ignored.
+The counters (not the window) carry the run totals that `audit()` checks for conservation.
+"""
 from __future__ import annotations
 
 import numpy as np
 
-# request states
+# request states; everything below DONE is in flight
 QUEUED, PREFILL, TRANSFER, DECODE_QUEUE, DECODING, DONE, REJECTED = range(7)
 STATE_NAMES = ("queued", "prefill", "transfer", "decode_queue", "decoding", "done", "rejected")
+REJECT_REASONS = ("kv_too_long",)       # reason codes a rejection carries (column `reason` = index + 1)
+KEEP_ROWS = 50_000    # assumption: rows kept for the live views (~23 MB at ~450 B per request)
 
 _FLOAT_COLS = ("arrival", "prefill_start", "prefill_end", "first_token", "finish")
 _INT_COLS = ("input", "output", "cached", "state", "instance", "generated", "requeued",
-             "recomputed", "block_lo", "block_hi")
+             "recomputed", "reason", "block_lo", "block_hi")
+
+
+class Column:
+    """One column addressed by request id; the table maps ids to rows of its window."""
+    __slots__ = ("table", "a")
+
+    def __init__(self, table: "RequestTable", a: np.ndarray):
+        self.table, self.a = table, a
+
+    def __getitem__(self, key):
+        return self.a[self.table.rows(key)]
+
+    def __setitem__(self, key, value) -> None:
+        self.a[self.table.rows(key)] = value
+
+    def __len__(self) -> int:
+        return self.table.n - self.table.base
 
 
 class RequestTable:
-    """Columns of every request seen so far; arrays double in size as requests arrive."""
+    """Columns of the requests in the window [base, n); capacity doubles as requests arrive."""
 
     def __init__(self, capacity: int = 1 << 14):
-        self.n = 0
-        self.block_ids = np.zeros(capacity * 8, dtype=np.int64)   # all requests' blocks, CSR
-        self.n_blocks = 0
+        self.n = 0                  # ids handed out so far (= requests admitted)
+        self.base = 0               # smallest id still held in the columns
+        self.block_ids = np.zeros(capacity * 8, dtype=np.int64)   # window's blocks, CSR
+        self.block_base = 0         # absolute block position of block_ids[0]
+        self.n_blocks = 0           # absolute block positions handed out so far
+        self.completed = 0
+        self.rejected = np.zeros(len(REJECT_REASONS), dtype=np.int64)
+        self.tokens_short = 0       # completed with fewer output tokens than asked for
+        self.errors = {"finish_twice": 0, "finish_rejected": 0, "finish_unknown": 0,
+                       "reject_terminal": 0}
+        self.sink = None            # callable(frame) receiving rows before they are dropped
         for c in _FLOAT_COLS:
-            setattr(self, c, np.full(capacity, np.nan))
+            setattr(self, c, Column(self, np.full(capacity, np.nan)))
         for c in _INT_COLS:
-            setattr(self, c, np.zeros(capacity, dtype=np.int64))
+            setattr(self, c, Column(self, np.zeros(capacity, dtype=np.int64)))
+
+    def rows(self, key):
+        """Rows of request ids (an id, an array of ids or a slice of ids)."""
+        b = self.base
+        if isinstance(key, slice):
+            start = b if key.start is None else max(int(key.start), b)
+            stop = self.n if key.stop is None else int(key.stop)
+            return slice(start - b, max(stop - b, 0))
+        if not b:
+            return key
+        r = np.asarray(key) - b
+        if np.any(r < 0):
+            raise IndexError(f"request id below {b}: compacted out of the window (terminal)")
+        return r
 
     def _grow(self, need: int) -> None:
-        cap = len(self.arrival)
+        cap = len(self.arrival.a)
         if need <= cap:
             return
         new = max(need, 2 * cap)
-        for c in _FLOAT_COLS:
-            a = np.full(new, np.nan)
-            a[:cap] = getattr(self, c)
-            setattr(self, c, a)
-        for c in _INT_COLS:
-            a = np.zeros(new, dtype=np.int64)
-            a[:cap] = getattr(self, c)
-            setattr(self, c, a)
+        for c in _FLOAT_COLS + _INT_COLS:
+            col = getattr(self, c)
+            a = np.full(new, np.nan) if c in _FLOAT_COLS else np.zeros(new, dtype=np.int64)
+            a[:cap] = col.a
+            col.a = a
 
     def add(self, arrival, inp, out, ptr=None, block_ids=None) -> np.ndarray:
         """Append requests (block ids in CSR form, or none); returns their ids."""
         k = len(arrival)
-        self._grow(self.n + k)
+        self._grow(self.n - self.base + k)
         ids = np.arange(self.n, self.n + k)
+        self.n += k
         self.arrival[ids] = arrival
         self.input[ids] = inp
         self.output[ids] = out
         self.state[ids] = QUEUED
         self.instance[ids] = -1
         if block_ids is not None and len(block_ids):
-            need = self.n_blocks + len(block_ids)
+            have = self.n_blocks - self.block_base
+            need = have + len(block_ids)
             if need > len(self.block_ids):
                 grown = np.zeros(max(need, 2 * len(self.block_ids)), dtype=np.int64)
-                grown[:self.n_blocks] = self.block_ids[:self.n_blocks]
+                grown[:have] = self.block_ids[:have]
                 self.block_ids = grown
-            self.block_ids[self.n_blocks:need] = block_ids
+            self.block_ids[have:need] = block_ids
             self.block_lo[ids] = self.n_blocks + ptr[:-1]
             self.block_hi[ids] = self.n_blocks + ptr[1:]
-            self.n_blocks = need
-        self.n += k
+            self.n_blocks += len(block_ids)
         return ids
 
     def blocks(self, i: int) -> np.ndarray:
-        return self.block_ids[self.block_lo[i]:self.block_hi[i]]
+        lo, hi = int(self.block_lo[i]), int(self.block_hi[i])
+        if hi <= lo:
+            return self.block_ids[:0]
+        return self.block_ids[lo - self.block_base:hi - self.block_base]
+
+    # ---- terminal transitions (each exactly once) ----------------------------------------------
+    def _known(self, ids, err: str) -> np.ndarray:
+        ids = np.unique(np.asarray(ids, dtype=np.int64))   # a repeated id in one call counts once
+        known = (ids >= self.base) & (ids < self.n)
+        if not known.all():
+            self.errors[err] += int((~known).sum())
+        return ids[known]
+
+    def complete(self, ids, now: float) -> np.ndarray:
+        """Mark requests done at `now`; returns the ids that really finished now."""
+        ids = self._known(ids, "finish_unknown")
+        st = self.state[ids]
+        self.errors["finish_twice"] += int((st == DONE).sum())
+        self.errors["finish_rejected"] += int((st == REJECTED).sum())
+        ids = ids[st < DONE]
+        self.state[ids] = DONE
+        self.finish[ids] = now
+        self.completed += len(ids)
+        self.tokens_short += int((self.generated[ids] < self.output[ids]).sum())
+        return ids
+
+    def reject(self, ids, reason: str) -> np.ndarray:
+        """Refuse requests that cannot be served, with a reason code from REJECT_REASONS."""
+        code = REJECT_REASONS.index(reason)
+        ids = self._known(ids, "reject_terminal")
+        st = self.state[ids]
+        self.errors["reject_terminal"] += int((st >= DONE).sum())
+        ids = ids[st < DONE]
+        self.state[ids] = REJECTED
+        self.reason[ids] = code + 1
+        self.rejected[code] += len(ids)
+        return ids
+
+    # ---- the audit -----------------------------------------------------------------------------
+    @property
+    def in_flight(self) -> int:
+        return int(self.n - self.completed - self.rejected.sum())
+
+    def in_flight_ids(self) -> np.ndarray:
+        return self.base + np.flatnonzero(self.state.a[:self.n - self.base] < DONE)
 
     def counts(self) -> dict:
-        st = self.state[: self.n]
-        c = np.bincount(st, minlength=len(STATE_NAMES))
-        return {"arrived": int(self.n), "completed": int(c[DONE]), "rejected": int(c[REJECTED]),
-                "in_flight": int(self.n - c[DONE] - c[REJECTED])}
+        return {"arrived": int(self.n), "completed": int(self.completed),
+                "rejected": int(self.rejected.sum()), "in_flight": self.in_flight}
 
-    def frame(self):
-        """All requests as a pandas DataFrame (times in seconds)."""
+    def audit(self, held: np.ndarray | None = None) -> dict:
+        """Run totals and their checks: admitted = completed + rejected + in flight, the in-flight
+        count agrees with the rows' states, and (given the ids the engine holds) no in-flight
+        request is held by nothing (`orphaned`: it can never finish) and no finished one is held."""
+        live = self.in_flight_ids()
+        out = {**self.counts(),
+               "rejected_by_reason": {r: int(k) for r, k in zip(REJECT_REASONS, self.rejected)},
+               "tokens_short": int(self.tokens_short), "errors": dict(self.errors)}
+        ok = len(live) == self.in_flight and not any(self.errors.values())
+        if held is not None:
+            held = np.unique(held[held >= self.base])
+            out["orphaned"] = int(len(np.setdiff1d(live, held, assume_unique=True)))
+            out["held_terminal"] = int((self.state[held] >= DONE).sum()) if len(held) else 0
+            ok = ok and not out["orphaned"] and not out["held_terminal"]
+        out["conserved"] = bool(ok)
+        return out
+
+    # ---- the rolling window --------------------------------------------------------------------
+    def compact(self, keep: int = KEEP_ROWS) -> int:
+        """Drop the oldest terminal rows beyond the last `keep` (stopping at the first request still
+        in flight); runs only when it frees at least half a window. Returns the rows dropped."""
+        live = self.in_flight_ids()
+        cut = self.n - keep
+        if len(live):
+            cut = min(cut, int(live[0]))
+        drop = cut - self.base
+        if drop < max(keep // 2, 1):
+            return 0
+        if self.sink is not None:
+            self.sink(self.frame(stop=cut))
+        m = self.n - cut
+        for c in _FLOAT_COLS + _INT_COLS:
+            a = getattr(self, c).a
+            a[:m] = a[drop:drop + m]
+            a[m:m + drop] = np.nan if c in _FLOAT_COLS else 0    # fresh rows start empty
+        self.base = cut
+        lo, hi = self.block_lo[cut:], self.block_hi[cut:]
+        bb = int(lo[hi > lo].min()) if (hi > lo).any() else self.n_blocks
+        shift = bb - self.block_base
+        self.block_ids[:self.n_blocks - bb] = self.block_ids[shift:self.n_blocks - self.block_base]
+        self.block_base = bb
+        return drop
+
+    def frame(self, start: int | None = None, stop: int | None = None):
+        """Requests of the window (or ids [start, stop) of it) as a DataFrame (times in seconds)."""
         import pandas as pd
-        n = self.n
-        df = pd.DataFrame({c: getattr(self, c)[:n] for c in _FLOAT_COLS + _INT_COLS})
+        sl = self.rows(slice(start, stop))
+        df = pd.DataFrame({"id": np.arange(self.base, self.base + len(self.arrival.a))[sl],
+                           **{c: getattr(self, c).a[sl] for c in _FLOAT_COLS + _INT_COLS
+                              if c not in ("block_lo", "block_hi")}})
         df["state"] = pd.Categorical.from_codes(df["state"], STATE_NAMES)
+        df["reason"] = pd.Categorical.from_codes(df["reason"], ("",) + REJECT_REASONS)
         df["queueing_s"] = df["prefill_start"] - df["arrival"]
         df["ttft_s"] = df["first_token"] - df["arrival"]
         gen = np.maximum(df["output"] - 1, 1)
