@@ -157,7 +157,7 @@ def test_an_engine_that_finishes_requests_early_is_caught(monkeypatch):
 def test_finishing_a_request_twice_is_counted_not_accepted():
     eng = Engine("paper-decode", seed=1)
     eng.advance(10)
-    done = np.flatnonzero(eng.req.state[:eng.req.n] == DONE)[:3]
+    done = eng.req.base + np.flatnonzero(eng.req.state[:eng.req.n] == DONE)[:3]
     before = eng.req.counts()["completed"]
     eng.finish(done)
     a = eng.audit()
@@ -168,7 +168,7 @@ def test_a_small_row_window_changes_no_result():
     """Compaction only drops rows already counted: a run keeping 500 rows reports what a run
     keeping every row reports."""
     full, small = Engine("paper-decode", seed=2), Engine("paper-decode", seed=2)
-    small.keep_rows = 500
+    full.keep_rows, small.keep_rows = 10**9, 500
     for eng in (full, small):
         eng.advance(40)
     assert small.req.base > 0 and full.req.base == 0
@@ -218,7 +218,7 @@ def test_run_out_streams_request_rows_in_chunks(tmp_path, monkeypatch, ext):
     import pandas as pd
 
     from twin import cli_run
-    monkeypatch.setattr(cli_run, "OUT_KEEP_ROWS", 300)
+    monkeypatch.setattr("twin.engine.core.KEEP_ROWS", 300)
     writes = []
     real = cli_run._RowWriter.write
     monkeypatch.setattr(cli_run._RowWriter, "write", lambda self, df: (writes.append(len(df)), real(self, df)))

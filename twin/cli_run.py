@@ -58,8 +58,7 @@ def cmd_run(a) -> int:
     sink = _RowWriter(a.out) if a.out else None
     eng = _engine(a)
     if sink:
-        eng.req.sink = sink.write
-        eng.keep_rows = OUT_KEEP_ROWS
+        eng.req.sink = sink.write            # rows leaving the engine's window go to disk
     duration = eng.scenario.duration_s
     t0 = time.perf_counter()
     step = max(eng.scenario.interval_s, min(60.0, duration / 20))
@@ -101,9 +100,6 @@ def cmd_run(a) -> int:
             print(f"  fault {f['kind']} {f['target']}: detect {f['detect_s']} s, recover {f['recover_s']} s, "
                   f"affected {f['requests_affected']}, requeued {f['requeued']}, lost {f['lost']}")
     return 0
-
-
-OUT_KEEP_ROWS = 10_000    # with --out, rows beyond this window go to disk as they age out
 
 
 def _out_ext(path: str) -> str:

@@ -33,6 +33,7 @@ from .source import SyntheticSource, TraceSource
 ARRIVAL_TICK_S = 0.005    # assumption: the global scheduler assigns new requests every 5 ms
 DRAIN_CAP_S = 600.0       # a drain stops after this many simulated seconds (stated bound)
 MAX_EVENTS = 200          # events kept for the UI
+SNAPSHOT_FAULTS = 40      # fault reports a snapshot carries (the newest); the rest as totals
 
 
 class _Environment(simpy.Environment):
@@ -240,13 +241,21 @@ class Engine:
     def inject_fault(self, args: dict) -> None:
         self.faults.inject(args)
 
-    def fault_report(self) -> list[dict]:
-        if not self.faults.faults:
+    def fault_report(self, limit: int | None = None) -> list[dict]:
+        """Reports of the recorded faults (the newest `limit` of them, if given)."""
+        faults = self.faults.faults[-limit:] if limit else self.faults.faults
+        if not faults:
             return []
         h = self.metrics.history
         t, g = np.array(h["t"]), np.array(h["goodput_tps"])
         lost = self.lost_ids()
-        return [f.report(self, lost, t, g) for f in self.faults.faults]
+        return [f.report(self, lost, t, g) for f in faults]
+
+    def fault_summary(self) -> dict:
+        """Counts over every fault of the run (records dropped from the history included)."""
+        fm = self.faults
+        return {"injected": fm.injected, "active": sum(f.active for f in fm.faults),
+                "recorded": len(fm.faults), "folded": {k: dict(v) for k, v in fm.totals.items()}}
 
     # ---- lifecycle audit -----------------------------------------------------------------------
     def held_ids(self) -> np.ndarray:
@@ -678,8 +687,10 @@ class Engine:
             plane_gbps=dict(m.last_plane_gbps),
             link_util=self.link_util(), node_traffic=m.last_node_gbps.copy(),
             die_util=die_util, die_pool=tuple(self.die_pool), events=tuple(dict(e) for e in self.events),
-            faults=tuple(self.fault_report()), failed=tuple(sorted(self.topo.failed)), partitioned=self.partitioned,
-            message=self.message, cache=dict(self.ems.stats()) if self.ems else {})
+            faults=tuple(self.fault_report(SNAPSHOT_FAULTS)), failed=tuple(sorted(self.topo.failed)),
+            partitioned=self.partitioned, message=self.message,
+            cache=dict(self.ems.stats()) if self.ems else {},
+            fault_summary=self.fault_summary() if self.faults.injected else {})
 
     # ---- summaries ---------------------------------------------------------------------------------
     def summary(self) -> dict:

@@ -15,7 +15,8 @@ import numpy as np
 QUEUED, PREFILL, TRANSFER, DECODE_QUEUE, DECODING, DONE, REJECTED = range(7)
 STATE_NAMES = ("queued", "prefill", "transfer", "decode_queue", "decoding", "done", "rejected")
 REJECT_REASONS = ("kv_too_long",)       # reason codes a rejection carries (column `reason` = index + 1)
-KEEP_ROWS = 50_000    # assumption: rows kept for the live views (~23 MB at ~450 B per request)
+KEEP_ROWS = 10_000    # assumption: rows kept beyond those in flight (~4.5 MB at ~450 B per request);
+#                       pages read snapshots, not rows, so the window only serves --out and debugging
 
 _FLOAT_COLS = ("arrival", "prefill_start", "prefill_end", "first_token", "finish")
 _INT_COLS = ("input", "output", "cached", "state", "instance", "generated", "requeued",

@@ -45,11 +45,12 @@ class Snapshot:
     die_util: np.ndarray          # float32 per die (topology die order), busy fraction last interval
     die_pool: tuple               # per die: "prefill", "decode" or "" (idle)
     events: tuple                 # recent dicts {"t", "kind", "message"}, oldest first
-    faults: tuple                 # dicts, one per injected fault (see twin.engine.faults)
+    faults: tuple                 # dicts, one per fault: the newest SNAPSHOT_FAULTS (twin.engine.core)
     failed: tuple                 # failed element ids (topology ids)
     partitioned: bool = False
     message: str = ""             # human-readable state (e.g. why the system is partitioned)
     cache: dict = field(default_factory=dict)   # EMS stats
+    fault_summary: dict = field(default_factory=dict)   # Engine.fault_summary(): counts of all faults
 
     def latest(self, key: str, default: float = 0.0) -> float:
         return float(self.kpis.get(key, default))
