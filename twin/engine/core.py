@@ -33,7 +33,7 @@ from .source import SyntheticSource, TraceSource
 ARRIVAL_TICK_S = 0.005    # assumption: the global scheduler assigns new requests every 5 ms
 DRAIN_CAP_S = 600.0       # a drain stops after this many simulated seconds (stated bound)
 MAX_EVENTS = 200          # events kept for the UI
-SNAPSHOT_FAULTS = 40      # fault reports a snapshot carries (the newest); the rest as totals
+SNAPSHOT_FAULTS = 20      # fault reports a snapshot carries (the newest, a screenful); the rest as counts
 
 
 class _Environment(simpy.Environment):
