@@ -7,6 +7,7 @@ computes only the missed tokens, stores the new blocks and ships the KV to a dec
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -137,17 +138,17 @@ class DecodeInstance(Instance):
         room = cap - len(self.ids)
         if room <= 0 or not self.queue:
             return
-        take = []
-        while self.queue and len(take) < room:
-            rid = self.queue[0]
-            need = req.input[rid] + req.output[rid]
-            if self.reserved + need > kv_cap and (len(self.ids) or take):
-                break
-            self.queue.popleft()
-            self.reserved += need
-            take.append(rid)
-        if take:
-            t = np.array(take)
+        # in queue order while the KV reservation fits (an empty instance always takes one)
+        cand = np.fromiter(islice(self.queue, room), dtype=np.int64)
+        total = self.reserved + np.cumsum(req.input[cand] + req.output[cand])
+        over = total > kv_cap
+        over[0] &= bool(len(self.ids))
+        k = int(np.argmax(over)) if over.any() else len(cand)
+        if k:
+            t = cand[:k]
+            for _ in range(k):
+                self.queue.popleft()
+            self.reserved = float(total[k - 1])
             req.state[t] = DECODING
             self.ids = np.concatenate([self.ids, t])
             self.ctx = np.concatenate([self.ctx, (req.input[t] + req.generated[t]).astype(float)])

@@ -31,10 +31,10 @@ class Column:
         self.table, self.a = table, a
 
     def __getitem__(self, key):
-        return self.a[self.table.rows(key)]
+        return self.a[self.table.rows(key) if self.table.base else key]
 
     def __setitem__(self, key, value) -> None:
-        self.a[self.table.rows(key)] = value
+        self.a[self.table.rows(key) if self.table.base else key] = value
 
     def __len__(self) -> int:
         return self.table.n - self.table.base
@@ -69,8 +69,13 @@ class RequestTable:
             return slice(start - b, max(stop - b, 0))
         if not b:
             return key
+        if type(key) is int or isinstance(key, np.integer):
+            r = key - b
+            if r < 0:
+                raise IndexError(f"request id {key} < {b}: compacted out of the window (terminal)")
+            return r
         r = np.asarray(key) - b
-        if np.any(r < 0):
+        if r.size and r.min() < 0:
             raise IndexError(f"request id below {b}: compacted out of the window (terminal)")
         return r
 
@@ -90,12 +95,13 @@ class RequestTable:
         k = len(arrival)
         self._grow(self.n - self.base + k)
         ids = np.arange(self.n, self.n + k)
+        rows = slice(self.n - self.base, self.n - self.base + k)
         self.n += k
-        self.arrival[ids] = arrival
-        self.input[ids] = inp
-        self.output[ids] = out
-        self.state[ids] = QUEUED
-        self.instance[ids] = -1
+        self.arrival.a[rows] = arrival
+        self.input.a[rows] = inp
+        self.output.a[rows] = out
+        self.state.a[rows] = QUEUED
+        self.instance.a[rows] = -1
         if block_ids is not None and len(block_ids):
             have = self.n_blocks - self.block_base
             need = have + len(block_ids)
@@ -104,8 +110,8 @@ class RequestTable:
                 grown[:have] = self.block_ids[:have]
                 self.block_ids = grown
             self.block_ids[have:need] = block_ids
-            self.block_lo[ids] = self.n_blocks + ptr[:-1]
-            self.block_hi[ids] = self.n_blocks + ptr[1:]
+            self.block_lo.a[rows] = self.n_blocks + ptr[:-1]
+            self.block_hi.a[rows] = self.n_blocks + ptr[1:]
             self.n_blocks += len(block_ids)
         return ids
 
