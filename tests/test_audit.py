@@ -63,6 +63,8 @@ def test_compaction_keeps_in_flight_ids_valid_and_streams_dropped_rows():
     t.sink = got.append
     ptr = np.arange(0, 21, 2)                            # two blocks per request
     t.add(np.arange(10.0), np.arange(100, 110), np.full(10, 5), ptr, np.arange(20) + 1000)
+    t.generated[np.arange(8)] = 5
+    t.first_token[np.arange(8)] = 1.0
     t.complete(np.arange(8), 9.0)
     t.state[8] = DECODING
     assert t.compact(keep=2) == 8                         # 0..7 terminal and old: dropped
