@@ -32,6 +32,12 @@ from .source import SyntheticSource, TraceSource
 
 ARRIVAL_TICK_S = 0.005    # assumption: the global scheduler assigns new requests every 5 ms
 MAX_EVENTS = 200          # events kept for the UI
+# Prefill step times are memoised per shape bucket: prompt length and tokens per NPU on a geometric
+# grid of PREFILL_GRID steps per doubling (a value is at most 2^(1/256) - 1 = 0.27% from its grid
+# point), EMS reuse to the nearest 1/REUSE_GRID. Powers of two and reuse in 1/8ths are exact grid
+# points. tests/test_speed.py measures and prints the error this rounding makes.
+PREFILL_GRID = 128
+REUSE_GRID = 200
 
 
 class _Environment(simpy.Environment):
@@ -78,6 +84,7 @@ class Engine:
         self._decode_memo: dict = {}
         self._place_instances()
         self._make_cache()
+        self._make_traffic_groups()
         self.flows = FlowNet(self.env)
         self._net_event = self.env.event()
         self._set_flow_capacities()
@@ -95,7 +102,7 @@ class Engine:
                 self.faults.set_random(spec["random"]["hours_per_sim_s"])
         for inst in self.prefill + self.decode:
             self.env.process(inst.run())
-        self.env.process(self._arrivals())
+        self._arrival_proc = self.env.process(self._arrivals())
         self.env.process(self._monitor())
         self.log("start", f"scenario {sc.name}: {sc.description or sc.deployment} (seed {sc.seed})")
 
@@ -143,6 +150,30 @@ class Engine:
         self.ems = EMS(list(servers), dram, ssd, self.block_tokens * self.kv_bytes,
                        block_tokens=self.block_tokens)
         self.ems_node = {s: int(s[1:3]) for s in servers}
+
+    def _make_traffic_groups(self) -> None:
+        """Traffic is added up between groups of nodes (group = instance slot, or n_slots + node)
+        on the hot path, one scalar add per batch, and spread evenly over the groups' node pairs
+        once per interval (`_flush_traffic`)."""
+        insts, n_nodes = self.prefill + self.decode, self.system.nodes
+        n_groups = len(insts) + n_nodes
+        self._spread = np.zeros((n_groups, n_nodes))
+        for inst in insts:
+            self._spread[inst.slot, inst.nodes] = 1.0 / len(inst.nodes)
+        self._spread[len(insts) + np.arange(n_nodes), np.arange(n_nodes)] = 1.0
+        self._g_ub = np.zeros((n_groups, n_groups))
+        self._g_rdma = np.zeros((2, n_groups))       # bytes out of, into each group
+        self._srv_group = (np.array([len(insts) + self.ems_node[s] for s in self.ems.servers])
+                           if self.ems is not None else np.zeros(0, dtype=np.int64))
+
+    def _flush_traffic(self) -> None:
+        """Spread the group totals over node pairs into the interval's counters."""
+        cur, sp = self.metrics.cur, self._spread
+        cur.node_bytes += sp.T @ self._g_ub @ sp
+        cur.rdma_out += self._g_rdma[0] @ sp
+        cur.rdma_in += self._g_rdma[1] @ sp
+        self._g_ub[:] = 0.0
+        self._g_rdma[:] = 0.0
 
     def _make_source(self):
         sc = self.scenario
@@ -202,6 +233,7 @@ class Engine:
         try:
             if cmd.kind == "rate":
                 self.source.set_rate(self.env.now, float(cmd.args["rate"]))
+                self._kick_arrivals()
                 self.log("rate", f"arrival rate set to {float(cmd.args['rate']):.3g} req/s")
             elif cmd.kind == "load":
                 frac = float(cmd.args["fraction"])
@@ -209,6 +241,7 @@ class Engine:
                     raise ValueError(f"load = {frac}: allowed 0 < load <= 5 (fraction of capacity)")
                 rate = frac * self.capacity_rps()
                 self.source.set_rate(self.env.now, rate)
+                self._kick_arrivals()
                 self.log("rate", f"load set to {frac:.0%} of capacity ({rate:.3g} req/s)")
             elif cmd.kind == "fault":
                 self.inject_fault(cmd.args)
@@ -400,10 +433,11 @@ class Engine:
         return self.env.now
 
     def _arrivals(self):
-        req = self.req
+        """Every ARRIVAL_TICK_S (tick k at k * ARRIVAL_TICK_S) the scheduler admits the requests
+        that arrived since the last tick; ticks with no arrival are skipped, not simulated."""
+        req, tick, k = self.req, ARRIVAL_TICK_S, 0
         while True:
-            now = self.env.now
-            batch = self.source.take(now + 1e-12)
+            batch = self.source.take(k * tick + 1e-12)
             if batch is not None:
                 ids = req.add(batch.arrival, batch.input, batch.output,
                               None if self.scenario.pipeline == "decode_only" else batch.ptr,
@@ -411,7 +445,15 @@ class Engine:
                 self._admit_new(ids)
             if self.source.exhausted:
                 return
-            yield self.env.timeout(ARRIVAL_TICK_S)
+            k = max(k + 1, math.ceil((self.source.next_arrival() - 1e-12) / tick))
+            try:
+                yield self.env.timeout(max(0.0, k * tick - self.env.now))
+            except simpy.Interrupt:            # the rate changed: the next arrival moved
+                k = math.ceil(self.env.now / tick - 1e-9)
+
+    def _kick_arrivals(self) -> None:
+        if self._arrival_proc.is_alive:
+            self._arrival_proc.interrupt()
 
     def _admit_new(self, ids: np.ndarray) -> None:
         req = self.req
@@ -439,28 +481,36 @@ class Engine:
         live = [d for d in self.decode if d.alive] or self.decode
         min(live, key=lambda d: (d.load(), d.idx)).enqueue(ids)
 
-    def transfer_kv(self, ids: np.ndarray, src: PrefillInstance):
-        """One flow per prefill batch and decode instance: the batch's KV over RDMA."""
-        req = self.req
-        req.state[ids] = TRANSFER
+    def transfer_kv(self, ids: np.ndarray, src: PrefillInstance) -> None:
+        """One flow per prefill batch and decode instance: the batch's KV over RDMA. The flow's
+        end enqueues the batch at the decode instance (a callback, not a process per transfer)."""
+        self.req.state[ids] = TRANSFER
         dst = min((d for d in self.decode if d.alive), key=lambda d: (d.load(), d.idx),
                   default=self.decode[0])
-        nbytes = float(req.input[ids].sum()) * self.kv_bytes
+        if self._kv_route(src, dst).partitioned:
+            self.env.process(self._transfer_when_routed(ids, src, dst))
+        else:
+            self._start_kv_flow(ids, src, dst)
+
+    def _kv_route(self, src: PrefillInstance, dst: DecodeInstance):
+        plane = "rdma" if self.dep.kv_transfer_plane == "rdma" else "ub"
+        return self.topo.route(self.topo.die_ids[src.dies[0]], self.topo.die_ids[dst.dies[0]], plane)
+
+    def _transfer_when_routed(self, ids: np.ndarray, src: PrefillInstance, dst: DecodeInstance):
+        self.log("partition", f"KV transfer {src.name} -> {dst.name}: no {self._kv_route(src, dst).plane} "
+                              f"path; {len(ids)} request(s) wait for the network")
+        while self._kv_route(src, dst).partitioned:
+            yield self._net_event
+        self._start_kv_flow(ids, src, dst)
+
+    def _start_kv_flow(self, ids: np.ndarray, src: PrefillInstance, dst: DecodeInstance) -> None:
+        nbytes = float(self.req.input[ids].sum()) * self.kv_bytes
         plane = self.dep.kv_transfer_plane
         lat = (self.system.rdma_latency_us if plane == "rdma" else self.system.ub_latency_us) * 1e-6
         path_plane = "rdma" if plane == "rdma" else "ub"
-        warned = False
-        while self.topo.route(self.topo.die_ids[src.dies[0]], self.topo.die_ids[dst.dies[0]],
-                              path_plane).partitioned:
-            if not warned:
-                self.log("partition", f"KV transfer {src.name} -> {dst.name}: no {path_plane} path; "
-                                      f"{len(ids)} request(s) wait for the network")
-                warned = True
-            yield self._net_event
         self.metrics.cur.plane_bytes[path_plane] += nbytes
-        self._node_traffic(src.nodes, dst.nodes, nbytes, path_plane)
-        yield self.flows.start(nbytes, (src.name, dst.name), lat)
-        dst.enqueue(ids)
+        self._node_traffic(src.slot, dst.slot, nbytes, path_plane)
+        self.flows.start(nbytes, (src.name, dst.name), lat).callbacks.append(lambda _: dst.enqueue(ids))
 
     def finish(self, ids: np.ndarray) -> None:
         self.req.state[ids] = DONE
@@ -475,6 +525,7 @@ class Engine:
 
     # ---- timing from the perf model ------------------------------------------------------------
     def decode_seconds(self, inst: DecodeInstance, batch_per_npu: float, ctx: float) -> float:
+        """Step time memoised per (batch per NPU to 1/4, context to 128 tokens) bucket."""
         key = (round(batch_per_npu * 4), int(ctx // 128))
         t = inst.memo.get(key)
         if t is None:
@@ -496,11 +547,19 @@ class Engine:
         return self.req.input[ids] + np.maximum(self.req.generated[ids] - 1, 0)
 
     def prefill_seconds(self, inst: PrefillInstance, inputs: np.ndarray, cached: np.ndarray) -> float:
+        """Batch time from the perf model, memoised per shape bucket (see PREFILL_GRID)."""
         total = float(inputs.sum())
-        prompt = float((inputs.astype(float) ** 2).sum() / total)
+        prompt = float(inputs @ inputs.astype(float)) / total
         reuse = min(float(cached.sum()) / total, 0.99)
         npus = len(inst.dies) / self.pm.dies_per_npu
-        return inst.pm.prefill_batch(prompt, total / npus, reuse=reuse).step_ms / 1e3
+        key = (round(math.log2(prompt) * PREFILL_GRID), round(math.log2(total / npus) * PREFILL_GRID),
+               round(reuse * REUSE_GRID))
+        t = inst.memo.get(key)
+        if t is None:
+            t = inst.pm.prefill_batch(2.0 ** (key[0] / PREFILL_GRID), 2.0 ** (key[1] / PREFILL_GRID),
+                                      reuse=key[2] / REUSE_GRID).step_ms / 1e3
+            inst.memo[key] = t
+        return t
 
     # ---- EMS -------------------------------------------------------------------------------------
     def cache_lookup(self, ids: np.ndarray, inst: PrefillInstance) -> np.ndarray:
@@ -513,36 +572,35 @@ class Engine:
         cached = np.zeros(len(ids), dtype=np.int64)
         if self.ems is None:
             return cached
-        for j, rid in enumerate(ids):
-            blocks = req.blocks(rid)
-            if not len(blocks):
-                continue
-            r = self.ems.lookup(blocks, tokens=int(req.input[rid]))
-            cur.lookups_blocks += len(blocks)
-            cur.hit_blocks += r.prefix_blocks
-            cur.lookup_tokens += int(req.input[rid])
-            cur.hit_tokens += r.hit_tokens
-            cached[j] = min(r.hit_tokens, int(req.input[rid]) - 1)
-            if r.prefix_blocks:
-                cur.hit_requests += 1
-                for server, nbytes in r.per_server_bytes.items():
-                    self._node_traffic([self.ems_node[server]], inst.nodes, nbytes)
-            stored = self.ems.store(blocks)
-            for server, nbytes in stored.per_server_bytes.items():
-                self._node_traffic(inst.nodes, [self.ems_node[server]], nbytes)
-                cur.plane_bytes["ub" if self.dep.cache_plane == "ub" else "vpc"] += nbytes
+        lo, hi = req.block_lo[ids], req.block_hi[ids]
+        has = hi > lo                       # requests without block ids are not looked up
+        if has.any():
+            lens, tokens = (hi - lo)[has], req.input[ids[has]]
+            ptr = np.zeros(len(lens) + 1, dtype=np.int64)
+            np.cumsum(lens, out=ptr[1:])
+            blocks = req.block_ids[np.arange(ptr[-1]) + np.repeat(lo[has] - ptr[:-1], lens)]
+            r = self.ems.lookup_store(blocks, ptr, tokens)
+            cur.lookups_blocks += int(ptr[-1])
+            cur.hit_blocks += int(r.prefix_blocks.sum())
+            cur.lookup_tokens += int(tokens.sum())
+            cur.hit_tokens += int(r.hit_tokens.sum())
+            cur.hit_requests += int(np.count_nonzero(r.prefix_blocks))
+            cached[has] = np.minimum(r.hit_tokens, tokens - 1)
+            n_groups = len(self._g_ub)
+            self._g_ub[:, inst.slot] += np.bincount(self._srv_group, r.hit_bytes, n_groups)
+            self._g_ub[inst.slot] += np.bincount(self._srv_group, r.stored_bytes, n_groups)
+            cur.plane_bytes["ub" if self.dep.cache_plane == "ub" else "vpc"] += float(r.stored_bytes.sum())
         req.cached[ids] = cached
         return cached
 
     # ---- traffic accounting ------------------------------------------------------------------------
-    def _node_traffic(self, src_nodes, dst_nodes, nbytes: float, plane: str = "ub") -> None:
-        src, dst = np.asarray(src_nodes), np.asarray(dst_nodes)
-        cur = self.metrics.cur
+    def _node_traffic(self, src: int, dst: int, nbytes: float, plane: str = "ub") -> None:
+        """Bytes between two traffic groups (see _make_traffic_groups)."""
         if plane == "ub":
-            cur.node_bytes[np.ix_(src, dst)] += nbytes / (len(src) * len(dst))
+            self._g_ub[src, dst] += nbytes
         else:
-            cur.rdma_out[src] += nbytes / len(src)
-            cur.rdma_in[dst] += nbytes / len(dst)
+            self._g_rdma[0, src] += nbytes
+            self._g_rdma[1, dst] += nbytes
 
     def _a2a_bytes(self, pool: str, tokens_per_die: float, dies: int) -> float:
         """UB bytes of one step's MoE dispatch + combine over all MoE layers."""
@@ -560,7 +618,7 @@ class Engine:
         cur.plane_bytes["ub"] += a2a + (loaded if self.dep.cache_plane == "ub" else 0.0)
         cur.plane_bytes["vpc"] += loaded if self.dep.cache_plane == "vpc" else 0.0
         cur.cache_bytes += loaded
-        self._node_traffic(inst.nodes, inst.nodes, a2a)
+        self._node_traffic(inst.slot, inst.slot, a2a)
 
     def account_decode(self, inst: DecodeInstance, n: int, seconds: float) -> None:
         tok = (2 if self.dep.mtp else 1) * n / len(inst.dies)
@@ -569,13 +627,14 @@ class Engine:
         cur.plane_bytes["ub"] += a2a
         cur.batch_samples += n / inst.npus
         cur.batch_steps += 1
-        self._node_traffic(inst.nodes, inst.nodes, a2a)
+        self._node_traffic(inst.slot, inst.slot, a2a)
 
     # ---- metrics and snapshots ---------------------------------------------------------------------
     def _monitor(self):
         dt = self.scenario.interval_s
         while True:
             yield self.env.timeout(dt)
+            self._flush_traffic()
             self.metrics.close(self.env.now, self.req, self._ctx())
             self.interval_end = self.env.now + dt
 

@@ -18,6 +18,7 @@ class FlowNet:
         self._next = 0
         self._last = 0.0
         self._gen = 0
+        self._armed_at = math.inf                 # time of the pending wake-up
         self.bytes_done: dict[str, float] = {}    # link -> bytes carried (for traffic metrics)
 
     def set_capacity(self, link: str, bytes_per_s: float) -> None:
@@ -75,25 +76,31 @@ class FlowNet:
         self._arm()
 
     def _arm(self) -> None:
-        self._gen += 1
+        """One wake-up at the earliest finish. A pending wake-up that is not later is kept (if it
+        comes early it finds nothing done and re-arms), so most flow changes schedule no event."""
         finish = [(f[0] / f[2]) for f in self.flows.values() if f[2] > 0]
-        if finish:
-            self.env.process(self._wake(self._gen, max(0.0, min(finish))))
+        if not finish:
+            return
+        delay = max(0.0, min(finish))
+        if self.env.now + delay < self._armed_at:
+            self._gen += 1
+            self._armed_at = self.env.now + delay
+            gen = self._gen
+            self.env.timeout(delay).callbacks.append(lambda _: self._wake(gen))
 
-    def _wake(self, gen: int, delay: float):
-        yield self.env.timeout(delay)
+    def _wake(self, gen: int) -> None:
         if gen != self._gen:
-            return       # a newer change re-armed the wake-up
+            return       # a newer, earlier wake-up replaced this one
+        self._armed_at = math.inf
         self._drain()
         done = [i for i, f in self.flows.items() if f[0] <= 1e-6 * max(1.0, f[2])]
         for i in done:
             f = self.flows.pop(i)
-            if f[4] > 0:
-                self.env.process(self._deliver(f[3], f[4]))
-            else:
-                f[3].succeed()
+            _succeed_after(f[3], f[4])
         self._solve()
 
-    def _deliver(self, ev: simpy.Event, latency: float):
-        yield self.env.timeout(latency)
-        ev.succeed()
+
+def _succeed_after(ev: simpy.Event, delay: float) -> None:
+    """ev.succeed() `delay` seconds from now as one scheduled event (what simpy.Timeout does)."""
+    ev._ok, ev._value = True, None
+    ev.env.schedule(ev, delay=delay)

@@ -109,7 +109,7 @@ class PrefillInstance(Instance):
             if single.any():
                 eng.finish(ids[single])
             if (~single).any():
-                eng.env.process(eng.transfer_kv(ids[~single], self))
+                eng.transfer_kv(ids[~single], self)
 
 
 class DecodeInstance(Instance):

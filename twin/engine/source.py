@@ -78,6 +78,13 @@ class TraceSource:
             self._i, self._lap = 0, self._lap + 1
         return _concat(parts)
 
+    def next_arrival(self) -> float:
+        """Arrival time of the next request not yet taken (inf when the trace is done)."""
+        a = self._batch.arrival
+        if self._i < len(a):
+            return float(a[self._i]) + self._lap * self.span
+        return float(a[0]) + (self._lap + 1) * self.span if self.loop and len(a) else float("inf")
+
     def set_rate(self, now: float, rate: float) -> None:
         raise ValueError("rate: a trace replays its own arrival times (change the speed-up or "
                          "switch to a synthetic scenario)")
@@ -105,11 +112,20 @@ class SyntheticSource:
         self._unique += len(w.block_ids)
         return _from_workload(w, t0)
 
+    def _extend(self) -> None:
+        c = self._chunk(self._gen_until)
+        self._pending = _concat([self._pending, c]) if self._pending else c
+        self._gen_until += CHUNK_S
+
+    def next_arrival(self) -> float:
+        """Arrival time of the next request not yet taken (generating chunks as needed)."""
+        while self._pending is None or not len(self._pending):
+            self._extend()
+        return float(self._pending.arrival[0])
+
     def take(self, t_end: float) -> Batch | None:
         while self._gen_until < t_end:
-            c = self._chunk(self._gen_until)
-            self._pending = _concat([self._pending, c]) if self._pending else c
-            self._gen_until += CHUNK_S
+            self._extend()
         p = self._pending
         if p is None:
             return None
