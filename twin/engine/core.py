@@ -102,7 +102,7 @@ class Engine:
                 self.faults.inject(f)
             if "random" in spec:
                 self.faults.set_random(spec["random"]["hours_per_sim_s"])
-        for inst in self.prefill + self.decode:
+        for inst in self.decode:          # prefill instances run on callbacks (pools.py)
             self.env.process(inst.run())
         self._arrival_proc = self.env.process(self._arrivals())
         self.env.process(self._monitor())
@@ -333,6 +333,8 @@ class Engine:
     def in_flight_on(self, instances: list) -> set:
         out: set = set()
         for inst in instances:
+            if inst.kind == "decode":
+                inst.flush_inbox()
             out.update(int(r) for r in inst.queue)
             if inst.kind == "decode":
                 out.update(int(r) for r in inst.ids)
@@ -470,14 +472,20 @@ class Engine:
             if len(ids):
                 self._to_decode(ids)
             return
-        for rid in ids:
-            self.schedule_prefill(int(rid))
+        touched: dict = {}
+        for rid in ids.tolist():
+            inst = self.schedule_prefill(rid, wake=False)
+            touched.setdefault(inst.idx, inst)
+        for inst in touched.values():      # in the order they got work, as their wake-ups were
+            inst.start()
 
-    def schedule_prefill(self, rid: int) -> None:
+    def schedule_prefill(self, rid: int, wake: bool = True) -> PrefillInstance:
         """Stateless global scheduler: any live prefill instance; the least-loaded by tokens."""
         live = [p for p in self.prefill if p.alive] or self.prefill
-        min(live, key=lambda p: (p.queued_tokens + (1 << 40) * (not p.alive), p.idx)).enqueue(rid)
+        inst = min(live, key=lambda p: (p.queued_tokens + (1 << 40) * (not p.alive), p.idx))
+        inst.enqueue(rid, wake)
         self.req.state[rid] = QUEUED
+        return inst
 
     def _to_decode(self, ids: np.ndarray) -> None:
         live = [d for d in self.decode if d.alive] or self.decode
@@ -485,7 +493,7 @@ class Engine:
 
     def transfer_kv(self, ids: np.ndarray, src: PrefillInstance) -> None:
         """One flow per prefill batch and decode instance: the batch's KV over RDMA. The flow's
-        end enqueues the batch at the decode instance (a callback, not a process per transfer)."""
+        end hands the batch to the decode instance (a callback, not a process per transfer)."""
         self.req.state[ids] = TRANSFER
         dst = min((d for d in self.decode if d.alive), key=lambda d: (d.load(), d.idx),
                   default=self.decode[0])
@@ -512,7 +520,7 @@ class Engine:
         path_plane = "rdma" if plane == "rdma" else "ub"
         self.metrics.cur.plane_bytes[path_plane] += nbytes
         self._node_traffic(src.slot, dst.slot, nbytes, path_plane)
-        self.flows.start(nbytes, (src.name, dst.name), lat).callbacks.append(lambda _: dst.enqueue(ids))
+        self.flows.start(nbytes, (src.name, dst.name), lat, on_finish=lambda at: dst.deliver(ids, at))
 
     def finish(self, ids: np.ndarray) -> None:
         self.req.state[ids] = DONE
@@ -643,6 +651,8 @@ class Engine:
             self.interval_end = self.env.now + dt
 
     def _ctx(self) -> dict:
+        for d in self.decode:
+            d.flush_inbox()
         st = self.ems.stats() if self.ems else {}
         return {"ttft_slo_ms": self.dep.ttft_slo_ms, "tpot_slo_ms": self.dep.tpot_slo_ms,
                 "prefill_npus": sum(p.npus for p in self.prefill),

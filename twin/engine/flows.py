@@ -6,6 +6,7 @@ those moments every flow drains at a constant rate, so one wake-up per change is
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import simpy
 
@@ -14,7 +15,7 @@ class FlowNet:
     def __init__(self, env: simpy.Environment):
         self.env = env
         self.capacity: dict[str, float] = {}      # link -> bytes/s
-        self.flows: dict[int, list] = {}          # id -> [remaining bytes, links, rate, event, latency]
+        self.flows: dict[int, list] = {}   # id -> [remaining bytes, links, rate, event, latency, on_finish]
         self._next = 0
         self._last = 0.0
         self._gen = 0
@@ -26,14 +27,16 @@ class FlowNet:
         self.capacity[link] = max(0.0, bytes_per_s)
         self._solve()
 
-    def start(self, nbytes: float, links: tuple, latency_s: float = 0.0) -> simpy.Event:
-        """A transfer of `nbytes` over `links`; the event fires when the last byte lands."""
+    def start(self, nbytes: float, links: tuple, latency_s: float = 0.0,
+              on_finish: Callable[[float], None] | None = None) -> simpy.Event | None:
+        """A transfer of `nbytes` over `links`; the event fires when the last byte lands. With
+        `on_finish`, no event: it is called when the flow ends with the time the last byte lands."""
         for link in links:
             if link not in self.capacity:
                 raise KeyError(f"flow link {link!r}: unknown (known: {', '.join(sorted(self.capacity))})")
-        done = self.env.event()
+        done = self.env.event() if on_finish is None else None
         self._drain()
-        self.flows[self._next] = [float(nbytes), tuple(links), 0.0, done, latency_s]
+        self.flows[self._next] = [float(nbytes), tuple(links), 0.0, done, latency_s, on_finish]
         self._next += 1
         self._solve()
         return done
@@ -96,7 +99,10 @@ class FlowNet:
         done = [i for i, f in self.flows.items() if f[0] <= 1e-6 * max(1.0, f[2])]
         for i in done:
             f = self.flows.pop(i)
-            _succeed_after(f[3], f[4])
+            if f[5] is None:
+                _succeed_after(f[3], f[4])
+            else:
+                f[5](self.env.now + f[4])
         self._solve()
 
 

@@ -56,49 +56,67 @@ class Instance:
 
 
 class PrefillInstance(Instance):
+    """Driven by callbacks, not a process: a batch starts the moment the instance is free and has
+    work, and its end is one timeout. The scheduler starts idle instances right after a tick's
+    admissions (no wake-up event); faults and requeues wake it with one zero-delay event."""
+
     def __init__(self, eng, idx, slot, dies):
         super().__init__(eng, "prefill", idx, slot, dies)
         self.queued_tokens = 0
         self.budget = eng.dep.prefill.tokens_per_die * len(dies)
         self.running: list[int] = []
+        self.busy = False             # a batch's timeout is pending
 
-    def enqueue(self, rid: int) -> None:
+    def enqueue(self, rid: int, wake: bool = True) -> None:
         self.queue.append(rid)
         self.queued_tokens += int(self.eng.req.input[rid])
         self.eng.req.instance[rid] = self.idx
-        self.wake()
+        if wake:
+            self.wake()
 
-    def run(self):
+    def wake(self) -> None:
+        """Start at the current time, after the caller has finished changing state."""
+        if not self.busy and not self._wake.triggered:
+            self._wake.succeed()
+            self._wake.callbacks.append(self._woken)
+
+    def _woken(self, _ev) -> None:
+        self._wake = self.eng.env.event()
+        self.start()
+
+    def start(self) -> None:
+        """Form a batch from the queue (up to the token budget) and run it, if free and ready."""
         eng, req = self.eng, self.eng.req
-        while True:
-            if not self.queue or not self.ready:
-                yield self.wait()
-                continue
-            batch, tokens = [], 0
-            while self.queue and (not batch or tokens + req.input[self.queue[0]] <= self.budget):
-                rid = self.queue.popleft()
-                batch.append(rid)
-                tokens += int(req.input[rid])
-            self.queued_tokens -= tokens
-            self.running = batch
-            ids = np.array(batch)
-            start = eng.env.now
-            req.state[ids] = PREFILL
-            req.prefill_start[ids] = start
-            cached = eng.cache_lookup(ids, self)
-            seconds = eng.prefill_seconds(self, eng.prefill_tokens(ids), cached)
-            if not np.isfinite(seconds):       # cut off from its peers: wait for the network
-                self.queue.extendleft(reversed(batch))
-                self.queued_tokens += tokens
-                self.running = []
-                req.state[ids] = QUEUED
-                yield self.wait()
-                continue
-            eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
-            eng.account_prefill(self, ids, cached)
-            yield eng.env.timeout(seconds)
-            if not self.alive or not self.running:   # failed mid-batch: requeued at detection
-                continue
+        if self.busy or not self.queue or not self.ready:
+            return
+        batch, tokens = [], 0
+        while self.queue and (not batch or tokens + req.input[self.queue[0]] <= self.budget):
+            rid = self.queue.popleft()
+            batch.append(rid)
+            tokens += int(req.input[rid])
+        self.queued_tokens -= tokens
+        self.running = batch
+        ids = np.array(batch)
+        start = eng.env.now
+        req.state[ids] = PREFILL
+        req.prefill_start[ids] = start
+        cached = eng.cache_lookup(ids, self)
+        seconds = eng.prefill_seconds(self, eng.prefill_tokens(ids), cached)
+        if not np.isfinite(seconds):       # cut off from its peers: wait for the network
+            self.queue.extendleft(reversed(batch))
+            self.queued_tokens += tokens
+            self.running = []
+            req.state[ids] = QUEUED
+            return
+        eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
+        eng.account_prefill(self, ids, cached)
+        self.busy = True
+        eng.env.timeout(seconds).callbacks.append(lambda _: self._done(ids))
+
+    def _done(self, ids: np.ndarray) -> None:
+        self.busy = False
+        if self.alive and self.running:      # else failed mid-batch: requeued at detection
+            eng, req = self.eng, self.eng.req
             self.running = []
             now = eng.env.now
             req.prefill_end[ids] = now
@@ -110,6 +128,7 @@ class PrefillInstance(Instance):
                 eng.finish(ids[single])
             if (~single).any():
                 eng.transfer_kv(ids[~single], self)
+        self.start()
 
 
 class DecodeInstance(Instance):
@@ -119,6 +138,7 @@ class DecodeInstance(Instance):
         self.ctx = np.zeros(0)
         self.left = np.zeros(0, dtype=np.int64)
         self.reserved = 0.0              # KV tokens reserved by the admitted sequences
+        self.inbox: list[tuple[float, np.ndarray]] = []   # KV landing at a time, not yet queued
 
     def enqueue(self, rids: np.ndarray) -> None:
         self.eng.req.state[rids] = DECODE_QUEUE
@@ -126,7 +146,24 @@ class DecodeInstance(Instance):
         self.queue.extend(int(r) for r in rids)
         self.wake()
 
+    def deliver(self, rids: np.ndarray, at: float) -> None:
+        """KV that lands at time `at`: queued when anything next looks at the queue (a step
+        boundary, a fault, the scheduler) at or after `at`, as if enqueued at `at`. Only an idle
+        instance needs an event (a wake-up at `at`), so a busy one takes no event per transfer."""
+        self.inbox.append((at, rids))
+        if not self._wake.triggered:
+            self._wake_at(at)
+
+    def _wake_at(self, at: float) -> None:
+        self.eng.env.timeout(max(0.0, at - self.eng.env.now)).callbacks.append(lambda _: self.wake())
+
+    def flush_inbox(self) -> None:
+        now = self.eng.env.now
+        while self.inbox and self.inbox[0][0] <= now:
+            self.enqueue(self.inbox.pop(0)[1])
+
     def load(self) -> int:
+        self.flush_inbox()
         return len(self.ids) + len(self.queue)
 
     def _admit(self) -> None:
@@ -155,9 +192,12 @@ class DecodeInstance(Instance):
     def run(self):
         eng, req = self.eng, self.eng.req
         while True:
+            self.flush_inbox()
             if self.ready:
                 self._admit()
             if not len(self.ids) or not self.ready:
+                if self.inbox:
+                    self._wake_at(self.inbox[0][0])
                 yield self.wait()
                 continue
             n = len(self.ids)
@@ -191,6 +231,7 @@ class DecodeInstance(Instance):
     def evict(self, mask: np.ndarray | None = None, queue: bool = True) -> np.ndarray:
         """Drop the sequences in `mask` (all by default) and, with `queue`, the waiting ones;
         returns their ids for requeueing."""
+        self.flush_inbox()
         mask = np.ones(len(self.ids), dtype=bool) if mask is None else mask
         out = [self.ids[mask]]
         req = self.eng.req
