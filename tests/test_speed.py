@@ -109,8 +109,9 @@ def test_lookup_store_equals_lookup_then_store_per_prompt():
         n = int(rng.integers(1, 5))
         prompts = [rng.integers(0, 400, int(rng.integers(1, 12))) for _ in range(n)]
         tokens = np.array([len(p) * 8 - int(rng.integers(0, 8)) for p in prompts])
-        ptr = np.concatenate([[0], np.cumsum([len(p) for p in prompts])])
-        r = a.lookup_store(np.concatenate(prompts).astype(np.int64), ptr, tokens)
+        ptr = np.concatenate([[0], np.cumsum([len(p) for p in prompts])]).tolist()
+        per_hit, per_new = [0] * len(servers), [0] * len(servers)
+        r = a.lookup_store(np.concatenate(prompts).astype(np.int64), ptr, tokens.tolist(), per_hit, per_new)
         hit_bytes, stored_bytes = np.zeros(len(servers)), np.zeros(len(servers))
         for i, p in enumerate(prompts):
             one = b.lookup(p, tokens=int(tokens[i]))
@@ -119,7 +120,8 @@ def test_lookup_store_equals_lookup_then_store_per_prompt():
                 hit_bytes[servers.index(s)] += v
             for s, v in b.store(p).per_server_bytes.items():
                 stored_bytes[servers.index(s)] += v
-        assert np.array_equal(r.hit_bytes, hit_bytes) and np.array_equal(r.stored_bytes, stored_bytes)
+        assert np.array_equal(np.array(per_hit) * 100.0, hit_bytes)
+        assert np.array_equal(np.array(per_new) * 100.0, stored_bytes)
     sa, sb = a.stats(), b.stats()
     assert sa == sb and sa["evicted_blocks"] > 0 and sa["ssd_hit_blocks"] > 0
 
@@ -147,3 +149,18 @@ def test_bench_figures_and_scaling_table():
     assert [r["npus"] for r in rows[2:]] == [256, 48, 384]
     text = table(rows)
     assert len(text.splitlines()) == 6 and "cloudmatrix-infer-48" in text
+
+
+def test_traffic_per_group_equals_per_request_accounting(monkeypatch):
+    """Node-pair UB traffic, RDMA per node and plane totals of the last interval of a 10 s
+    peak-384 run equal the per-request accounting of the engine before (recorded)."""
+    monkeypatch.setattr(core.Engine, "prefill_seconds", _exact_prefill)
+    want = json.loads((Path(__file__).parent / "data" / "speed_before_traffic.json").read_text())["peak-384"]
+    eng = Engine("peak-384", seed=0, duration_s=10)
+    eng.advance(10)
+    m = eng.metrics
+    assert m.last_node_gbps.sum() > 0 and m.last_rdma_gbps[0].sum() > 0
+    np.testing.assert_allclose(m.last_node_gbps, want["node_gbps"], rtol=1e-9, atol=1e-8)
+    np.testing.assert_allclose(m.last_rdma_gbps[0], want["rdma_out_gbps"], rtol=1e-9, atol=1e-8)
+    np.testing.assert_allclose(m.last_rdma_gbps[1], want["rdma_in_gbps"], rtol=1e-9, atol=1e-8)
+    assert m.last_plane_gbps == pytest.approx(want["plane_gbps"], rel=1e-12)

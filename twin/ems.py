@@ -51,13 +51,10 @@ class StoreResult:
 
 @dataclass(frozen=True)
 class BatchResult:
-    """lookup_store() of a prefill batch: per prompt, prefix hit blocks and hit tokens; per server
-    (in `EMS.servers` order), bytes sent for the hits and bytes written for the new blocks."""
+    """lookup_store() of a prefill batch: per prompt, prefix hit blocks and hit tokens."""
 
-    prefix_blocks: np.ndarray
-    hit_tokens: np.ndarray
-    hit_bytes: np.ndarray
-    stored_bytes: np.ndarray
+    prefix_blocks: list[int]
+    hit_tokens: list[int]
     new_blocks: int
 
 
@@ -181,17 +178,18 @@ class EMS:
                 self._spill(s)
         return new
 
-    def _count_lookup(self, hits: np.ndarray, n_dram: int, n_ssd: int, blocks: np.ndarray,
-                      tokens: np.ndarray) -> np.ndarray:
-        """Update the counters for lookups with `hits` prefix blocks each; returns hit tokens."""
-        hit_tokens = np.minimum(hits * self.block_tokens, tokens)
+    def _count_lookup(self, hits: list, n_dram: int, n_ssd: int, blocks: int, tokens: list) -> list:
+        """Update the counters for lookups with `hits` prefix blocks each (of `blocks` in all);
+        returns the hit tokens of each."""
+        bt = self.block_tokens
+        hit_tokens = [min(h * bt, t) for h, t in zip(hits, tokens)]
         self._lookups += len(hits)
-        self._hit_blocks += int(hits.sum())
-        self._miss_blocks += int((blocks - hits).sum())
+        self._hit_blocks += sum(hits)
+        self._miss_blocks += blocks - sum(hits)
         self._dram_hits += n_dram
         self._ssd_hits += n_ssd
-        self._hit_tokens += int(hit_tokens.sum())
-        self._miss_tokens += int((tokens - hit_tokens).sum())
+        self._hit_tokens += sum(hit_tokens)
+        self._miss_tokens += sum(tokens) - sum(hit_tokens)
         return hit_tokens
 
     def _per_server(self, per: list) -> dict[str, float]:
@@ -209,8 +207,8 @@ class EMS:
             n_dram, n_ssd = self._lookup_one(arr.tolist(), self._servers_of(arr), per)
         hit = n_dram + n_ssd
         total = len(arr) * self.block_tokens if tokens is None else int(tokens)
-        ht = self._count_lookup(np.array([hit]), n_dram, n_ssd, np.array([len(arr)]), np.array([total]))
-        return LookupResult(hit, n_dram, n_ssd, int(ht[0]), self._per_server(per))
+        ht = self._count_lookup([hit], n_dram, n_ssd, len(arr), [total])
+        return LookupResult(hit, n_dram, n_ssd, ht[0], self._per_server(per))
 
     def store(self, block_ids) -> StoreResult:
         """Insert the blocks not yet cached (new blocks go to DRAM); cached ones are left as they are."""
@@ -222,26 +220,25 @@ class EMS:
         self._stored += new
         return StoreResult(new, self._per_server(per))
 
-    def lookup_store(self, block_ids: np.ndarray, ptr: np.ndarray, tokens: np.ndarray) -> BatchResult:
+    def lookup_store(self, block_ids: np.ndarray, ptr: list[int], tokens: list[int],
+                     per_hit: list[int], per_new: list[int]) -> BatchResult:
         """A prefill batch: for each prompt in turn (blocks block_ids[ptr[i]:ptr[i+1]], `tokens[i]`
         tokens), look up its prefix and then store its blocks, exactly as lookup() then store() per
-        prompt, but with the owning servers of all the batch's blocks found in one vector step."""
+        prompt, but with the owning servers of all the batch's blocks found in one vector step.
+        per_hit[s] / per_new[s] (one entry per server, `servers` order) are increased by the blocks
+        server s sends for hits / receives as new: the caller sums them over many batches."""
         n = len(ptr) - 1
-        n_srv = len(self.servers)
-        hits = np.zeros(n, dtype=np.int64)
-        per_hit, per_new = [0] * n_srv, [0] * n_srv
+        hits = [0] * n
         n_dram = n_ssd = new = 0
         if self._slots is not None and len(block_ids):
-            ids, srv, p = block_ids.tolist(), self._servers_of(block_ids), ptr.tolist()
+            ids, srv = block_ids.tolist(), self._servers_of(block_ids)
             for i in range(n):
-                a, b = p[i], p[i + 1]
+                a, b = ptr[i], ptr[i + 1]
                 d, s = self._lookup_one(ids[a:b], srv[a:b], per_hit)
                 n_dram, n_ssd, hits[i] = n_dram + d, n_ssd + s, d + s
                 new += self._store_one(ids[a:b], srv[a:b], per_new)
         self._stored += new
-        ht = self._count_lookup(hits, n_dram, n_ssd, np.diff(ptr), np.asarray(tokens, dtype=np.int64))
-        bb = self.block_bytes
-        return BatchResult(hits, ht, np.array(per_hit) * bb, np.array(per_new) * bb, new)
+        return BatchResult(hits, self._count_lookup(hits, n_dram, n_ssd, ptr[-1], tokens), new)
 
     def _server(self, name: str) -> int:
         if name not in self._index:

@@ -165,12 +165,27 @@ class Engine:
         self._spread[len(insts) + np.arange(n_nodes), np.arange(n_nodes)] = 1.0
         self._g_ub = np.zeros((n_groups, n_groups))
         self._g_rdma = np.zeros((2, n_groups))       # bytes out of, into each group
-        self._srv_group = (np.array([len(insts) + self.ems_node[s] for s in self.ems.servers])
-                           if self.ems is not None else np.zeros(0, dtype=np.int64))
+        servers = self.ems.servers if self.ems is not None else ()
+        self._srv_group = np.zeros((len(servers), n_groups))     # server -> its node's group
+        for i, s in enumerate(servers):
+            self._srv_group[i, len(insts) + self.ems_node[s]] = 1.0
+        self._ems_blocks()
+
+    def _ems_blocks(self) -> None:
+        """Per instance slot and EMS server: blocks sent for hits, blocks written (plain lists,
+        added to in EMS.lookup_store's loop; turned into traffic once per interval)."""
+        n_srv, n_slots = len(self._srv_group), len(self.prefill) + len(self.decode)
+        self._ems_hit = [[0] * n_srv for _ in range(n_slots)]
+        self._ems_new = [[0] * n_srv for _ in range(n_slots)]
 
     def _flush_traffic(self) -> None:
         """Spread the group totals over node pairs into the interval's counters."""
         cur, sp = self.metrics.cur, self._spread
+        if self.ems is not None:
+            n_slots, bb = len(self._ems_hit), self.ems.block_bytes
+            self._g_ub[:, :n_slots] += self._srv_group.T @ (np.array(self._ems_hit).T * bb)
+            self._g_ub[:n_slots] += np.array(self._ems_new) * bb @ self._srv_group
+            self._ems_blocks()
         cur.node_bytes += sp.T @ self._g_ub @ sp
         cur.rdma_out += self._g_rdma[0] @ sp
         cur.rdma_in += self._g_rdma[1] @ sp
@@ -581,29 +596,32 @@ class Engine:
         made; later lookups share it), so requests replayed in any order reach the in-order
         ideal hit ratio when capacity is unlimited; the write traffic is counted with it."""
         req, cur = self.req, self.metrics.cur
-        cached = np.zeros(len(ids), dtype=np.int64)
         if self.ems is None:
-            return cached
-        lo, hi = req.block_lo[ids], req.block_hi[ids]
-        has = hi > lo                       # requests without block ids are not looked up
-        if has.any():
-            lens, tokens = (hi - lo)[has], req.input[ids[has]]
-            ptr = np.zeros(len(lens) + 1, dtype=np.int64)
-            np.cumsum(lens, out=ptr[1:])
-            blocks = req.block_ids[np.arange(ptr[-1]) + np.repeat(lo[has] - ptr[:-1], lens)]
-            r = self.ems.lookup_store(blocks, ptr, tokens)
-            cur.lookups_blocks += int(ptr[-1])
-            cur.hit_blocks += int(r.prefix_blocks.sum())
-            cur.lookup_tokens += int(tokens.sum())
-            cur.hit_tokens += int(r.hit_tokens.sum())
-            cur.hit_requests += int(np.count_nonzero(r.prefix_blocks))
-            cached[has] = np.minimum(r.hit_tokens, tokens - 1)
-            n_groups = len(self._g_ub)
-            self._g_ub[:, inst.slot] += np.bincount(self._srv_group, r.hit_bytes, n_groups)
-            self._g_ub[inst.slot] += np.bincount(self._srv_group, r.stored_bytes, n_groups)
-            cur.plane_bytes["ub" if self.dep.cache_plane == "ub" else "vpc"] += float(r.stored_bytes.sum())
-        req.cached[ids] = cached
-        return cached
+            return np.zeros(len(ids), dtype=np.int64)
+        lo, hi, inp = req.block_lo[ids].tolist(), req.block_hi[ids].tolist(), req.input[ids].tolist()
+        sel = [j for j in range(len(lo)) if hi[j] > lo[j]]  # requests without blocks: no lookup
+        cached = [0] * len(lo)
+        if sel:
+            ptr = [0]
+            for j in sel:
+                ptr.append(ptr[-1] + hi[j] - lo[j])
+            bids = req.block_ids
+            blocks = (bids[lo[sel[0]]:hi[sel[0]]] if len(sel) == 1
+                      else np.concatenate([bids[lo[j]:hi[j]] for j in sel]))
+            tokens = [inp[j] for j in sel]
+            r = self.ems.lookup_store(blocks, ptr, tokens, self._ems_hit[inst.slot],
+                                      self._ems_new[inst.slot])
+            cur.lookups_blocks += ptr[-1]
+            cur.hit_blocks += sum(r.prefix_blocks)
+            cur.lookup_tokens += sum(tokens)
+            cur.hit_tokens += sum(r.hit_tokens)
+            cur.hit_requests += sum(1 for h in r.prefix_blocks if h)
+            for j, ht, t in zip(sel, r.hit_tokens, tokens):
+                cached[j] = min(ht, t - 1)
+            cur.plane_bytes["ub" if self.dep.cache_plane == "ub" else "vpc"] += r.new_blocks * self.ems.block_bytes
+        out = np.array(cached, dtype=np.int64)
+        req.cached[ids] = out
+        return out
 
     # ---- traffic accounting ------------------------------------------------------------------------
     def _node_traffic(self, src: int, dst: int, nbytes: float, plane: str = "ub") -> None:
