@@ -139,11 +139,12 @@ class DecodeInstance(Instance):
         self.left = np.zeros(0, dtype=np.int64)
         self.reserved = 0.0              # KV tokens reserved by the admitted sequences
         self.inbox: list[tuple[float, np.ndarray]] = []   # KV landing at a time, not yet queued
+        self.no_first = np.zeros(0, dtype=np.int64)   # admitted without a first token (decode-only)
 
     def enqueue(self, rids: np.ndarray) -> None:
         self.eng.req.state[rids] = DECODE_QUEUE
         self.eng.req.instance[rids] = self.idx
-        self.queue.extend(int(r) for r in rids)
+        self.queue.extend(rids.tolist())
         self.wake()
 
     def deliver(self, rids: np.ndarray, at: float) -> None:
@@ -185,6 +186,9 @@ class DecodeInstance(Instance):
         if take:
             t = np.array(take)
             req.state[t] = DECODING
+            no_first = t[np.isnan(req.first_token[t])]
+            if len(no_first):
+                self.no_first = np.concatenate([self.no_first, no_first])
             self.ids = np.concatenate([self.ids, t])
             self.ctx = np.concatenate([self.ctx, (req.input[t] + req.generated[t]).astype(float)])
             self.left = np.concatenate([self.left, req.output[t] - req.generated[t]])
@@ -217,9 +221,9 @@ class DecodeInstance(Instance):
             self.ctx += made
             req.generated[self.ids] += made
             eng.metrics.cur.output_tokens += float(made.sum())
-            first = np.isnan(req.first_token[self.ids])
-            if first.any():                      # decode-only runs: first token from decode
-                req.first_token[self.ids[first]] = eng.env.now
+            if len(self.no_first):               # decode-only runs: first token from decode
+                req.first_token[self.no_first] = eng.env.now
+                self.no_first = self.no_first[:0]
             done = self.left <= 0
             if done.any():
                 fin = self.ids[done]
@@ -236,6 +240,7 @@ class DecodeInstance(Instance):
         out = [self.ids[mask]]
         req = self.eng.req
         self.reserved -= float((req.input[self.ids[mask]] + req.output[self.ids[mask]]).sum())
+        self.no_first = np.setdiff1d(self.no_first, out[0])
         self.ids, self.ctx, self.left = self.ids[~mask], self.ctx[~mask], self.left[~mask]
         if queue:
             out.append(np.array(list(self.queue), dtype=np.int64))

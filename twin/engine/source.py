@@ -100,6 +100,7 @@ class SyntheticSource:
         self.block_size = kw.get("block_size", 512)
         self._gen_until = 0.0
         self._pending: Batch | None = None
+        self._pos = 0          # requests of _pending already taken (a cursor: no re-slicing)
         self._unique = 0
         self.exhausted = False
 
@@ -114,14 +115,16 @@ class SyntheticSource:
 
     def _extend(self) -> None:
         c = self._chunk(self._gen_until)
-        self._pending = _concat([self._pending, c]) if self._pending else c
+        p = self._pending
+        rest = p.slice(self._pos, len(p)) if p is not None and self._pos < len(p) else None
+        self._pending, self._pos = _concat([rest, c]), 0
         self._gen_until += CHUNK_S
 
     def next_arrival(self) -> float:
         """Arrival time of the next request not yet taken (generating chunks as needed)."""
-        while self._pending is None or not len(self._pending):
+        while self._pending is None or self._pos >= len(self._pending):
             self._extend()
-        return float(self._pending.arrival[0])
+        return float(self._pending.arrival[self._pos])
 
     def take(self, t_end: float) -> Batch | None:
         while self._gen_until < t_end:
@@ -130,9 +133,9 @@ class SyntheticSource:
         if p is None:
             return None
         j = int(np.searchsorted(p.arrival, t_end, side="left"))
-        if not j:
+        if j <= self._pos:
             return None
-        out, self._pending = p.slice(0, j), p.slice(j, len(p))
+        out, self._pos = p.slice(self._pos, j), j
         return out
 
     def set_rate(self, now: float, rate: float) -> None:
@@ -140,7 +143,7 @@ class SyntheticSource:
         if not 0 < rate <= 1_000_000:
             raise ValueError(f"rate = {rate}: allowed 0 < rate <= 1,000,000 req/s")
         self.rate = rate
-        self._pending = None
+        self._pending, self._pos = None, 0
         self._gen_until = now
 
 
