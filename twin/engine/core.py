@@ -488,16 +488,19 @@ class Engine:
                 self._to_decode(ids)
             return
         touched: dict = {}
+        live = [p for p in self.prefill if p.alive]
         for rid in ids.tolist():
-            inst = self.schedule_prefill(rid, wake=False)
+            inst = self.schedule_prefill(rid, wake=False, live=live)
             touched.setdefault(inst.idx, inst)
         for inst in touched.values():      # in the order they got work, as their wake-ups were
             inst.start()
 
-    def schedule_prefill(self, rid: int, wake: bool = True) -> PrefillInstance:
-        """Stateless global scheduler: any live prefill instance; the least-loaded by tokens."""
-        live = [p for p in self.prefill if p.alive] or self.prefill
-        inst = min(live, key=lambda p: (p.queued_tokens + (1 << 40) * (not p.alive), p.idx))
+    def schedule_prefill(self, rid: int, wake: bool = True, live: list | None = None) -> PrefillInstance:
+        """Stateless global scheduler: any live prefill instance; the least-loaded by tokens (the
+        first such in index order). `live`: the live instances, when the caller already has them."""
+        live = live if live is not None else [p for p in self.prefill if p.alive]
+        inst = (min(live, key=lambda p: p.queued_tokens) if live
+                else min(self.prefill, key=lambda p: p.queued_tokens))
         inst.enqueue(rid, wake)
         self.req.state[rid] = QUEUED
         return inst
