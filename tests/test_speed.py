@@ -10,12 +10,12 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from twin.bench import SCALING_DEPLOYMENTS, bench, scaling, table
 from twin.ems import EMS
-from twin.engine import Engine
-from twin.engine import core
+from twin.engine import Command, Engine, core
 
 BEFORE = json.loads((Path(__file__).parent / "data" / "speed_before.json").read_text())
 
@@ -164,3 +164,29 @@ def test_traffic_per_group_equals_per_request_accounting(monkeypatch):
     np.testing.assert_allclose(m.last_rdma_gbps[0], want["rdma_out_gbps"], rtol=1e-9, atol=1e-8)
     np.testing.assert_allclose(m.last_rdma_gbps[1], want["rdma_in_gbps"], rtol=1e-9, atol=1e-8)
     assert m.last_plane_gbps == pytest.approx(want["plane_gbps"], rel=1e-12)
+
+
+def _paper_decode(lazy: bool) -> Engine:
+    """30 s of the paper's decode setting with a rate change at 10 s and a decode die lost at 12.5 s."""
+    eng = Engine("paper-decode", seed=0, duration_s=30)
+    if not lazy:
+        eng.lazy_decode = None          # every arrival tick is an event, as before
+    eng.submit(Command("policy", {"detect_s": 2.0}))
+    eng.faults.inject({"kind": "npu_die", "target": "n20/npu3/d1", "at_s": 12.5})
+    for step in range(6):
+        if step == 2:
+            eng.submit(Command("load", {"fraction": 0.5}))
+        eng.advance(5)
+    return eng
+
+
+def test_lazy_decode_only_arrivals_change_nothing_but_the_event_count():
+    """A busy decode instance takes arrivals at its step boundaries instead of one event per
+    tick: every request row, interval row, fault report and the summary stay the same."""
+    lazy, eager = _paper_decode(True), _paper_decode(False)
+    assert lazy.summary() == eager.summary()
+    pd.testing.assert_frame_equal(lazy.req.frame(), eager.req.frame())
+    pd.testing.assert_frame_equal(lazy.metrics.frame(), eager.metrics.frame())
+    assert lazy.fault_report() == eager.fault_report() and lazy.fault_report()[0]["requeued"] > 0
+    print(f"\nevents: {eager.env.processed} with a tick event each, {lazy.env.processed} lazily")
+    assert lazy.env.processed < eager.env.processed / 3

@@ -104,6 +104,12 @@ class Engine:
                 self.faults.set_random(spec["random"]["hours_per_sim_s"])
         for inst in self.decode:          # prefill instances run on callbacks (pools.py)
             self.env.process(inst.run())
+        # decode-only runs with one decode instance admit arrivals lazily: while it steps, it takes
+        # them itself at each step boundary (where it would first look at them), so a busy
+        # instance costs no event per arrival tick; anything else that looks catches up first
+        self.lazy_decode = (self.decode[0] if sc.pipeline == "decode_only" and len(self.decode) == 1
+                             else None)
+        self._tick_k = 0                  # the next arrival tick not yet run
         self._arrival_proc = self.env.process(self._arrivals())
         self.env.process(self._monitor())
         self.log("start", f"scenario {sc.name}: {sc.description or sc.deployment} (seed {sc.seed})")
@@ -346,6 +352,7 @@ class Engine:
         return [i for i in self.prefill + self.decode if np.intersect1d(i.dies, dies).size]
 
     def in_flight_on(self, instances: list) -> set:
+        self.catch_up()
         out: set = set()
         for inst in instances:
             if inst.kind == "decode":
@@ -424,6 +431,7 @@ class Engine:
         """Apply queued commands at the current sim time, then run `sim_seconds` forward."""
         if not sim_seconds >= 0 or math.isinf(sim_seconds):
             raise ValueError(f"advance: sim_seconds = {sim_seconds}: must be a finite number >= 0")
+        self.catch_up()
         while True:
             try:
                 self._apply(self.commands.get_nowait())
@@ -454,21 +462,42 @@ class Engine:
     def _arrivals(self):
         """Every ARRIVAL_TICK_S (tick k at k * ARRIVAL_TICK_S) the scheduler admits the requests
         that arrived since the last tick; ticks with no arrival are skipped, not simulated."""
-        req, tick, k = self.req, ARRIVAL_TICK_S, 0
+        tick, lazy = ARRIVAL_TICK_S, self.lazy_decode
         while True:
-            batch = self.source.take(k * tick + 1e-12)
-            if batch is not None:
-                ids = req.add(batch.arrival, batch.input, batch.output,
-                              None if self.scenario.pipeline == "decode_only" else batch.ptr,
-                              None if self.scenario.pipeline == "decode_only" else batch.ids)
-                self._admit_new(ids)
+            busy = lazy is not None and lazy.stepping
+            if not busy:
+                self.take_ticks(self.env.now)
             if self.source.exhausted:
                 return
-            k = max(k + 1, math.ceil((self.source.next_arrival() - 1e-12) / tick))
             try:
-                yield self.env.timeout(max(0.0, k * tick - self.env.now))
+                if busy:                       # it takes the arrivals at its step boundaries
+                    yield lazy.until_idle()
+                else:
+                    k = max(self._tick_k, math.ceil((self.source.next_arrival() - 1e-12) / tick))
+                    yield self.env.timeout(max(0.0, k * tick - self.env.now))
             except simpy.Interrupt:            # the rate changed: the next arrival moved
-                k = math.ceil(self.env.now / tick - 1e-9)
+                pass
+
+    def take_ticks(self, upto: float, inclusive: bool = True) -> None:
+        """Run every arrival tick not yet run at or before `upto` (before it, if not inclusive):
+        its requests join the request table and go to the scheduler."""
+        tick = ARRIVAL_TICK_S
+        k = math.floor(upto / tick + 1e-9) if inclusive else math.ceil(upto / tick - 1e-9) - 1
+        if k < self._tick_k:
+            return
+        self._tick_k = k + 1
+        batch = self.source.take(k * tick + 1e-12)
+        if batch is not None:
+            decode_only = self.scenario.pipeline == "decode_only"
+            ids = self.req.add(batch.arrival, batch.input, batch.output,
+                               None if decode_only else batch.ptr, None if decode_only else batch.ids)
+            self._admit_new(ids)
+
+    def catch_up(self) -> None:
+        """Before anything outside the decode instance looks at requests: run the ticks a lazy
+        decode-only run has not yet taken (those before now; one at now has not happened yet)."""
+        if self.lazy_decode is not None:
+            self.take_ticks(self.env.now, inclusive=False)
 
     def _kick_arrivals(self) -> None:
         if self._arrival_proc.is_alive:
@@ -672,6 +701,7 @@ class Engine:
             self.interval_end = self.env.now + dt
 
     def _ctx(self) -> dict:
+        self.catch_up()
         for d in self.decode:
             d.flush_inbox()
         st = self.ems.stats() if self.ems else {}
@@ -685,6 +715,7 @@ class Engine:
     def kpis(self) -> dict:
         """Latest values over the last window of intervals, plus run totals."""
         m, req = self.metrics, self.req
+        self.catch_up()
         k = {key: m.window(key) for key in m.history}
         fin = (np.concatenate(list(m.recent_finished)) if m.recent_finished
                else np.zeros(0, dtype=np.int64))
@@ -742,6 +773,7 @@ class Engine:
     # ---- summaries ---------------------------------------------------------------------------------
     def summary(self) -> dict:
         """Run totals over every request so far (the CLI prints this)."""
+        self.catch_up()
         req, n = self.req, self.req.n
         done = np.flatnonzero(req.state[:n] == DONE)
         ttft = (req.first_token[done] - req.arrival[done]) * 1e3

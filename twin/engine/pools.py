@@ -140,6 +140,8 @@ class DecodeInstance(Instance):
         self.reserved = 0.0              # KV tokens reserved by the admitted sequences
         self.inbox: list[tuple[float, np.ndarray]] = []   # KV landing at a time, not yet queued
         self.no_first = np.zeros(0, dtype=np.int64)   # admitted without a first token (decode-only)
+        self.stepping = False            # between its first step and going idle
+        self._idle = None                # event the arrival process waits on while it steps
 
     def enqueue(self, rids: np.ndarray) -> None:
         self.eng.req.state[rids] = DECODE_QUEUE
@@ -162,6 +164,16 @@ class DecodeInstance(Instance):
         now = self.eng.env.now
         while self.inbox and self.inbox[0][0] <= now:
             self.enqueue(self.inbox.pop(0)[1])
+
+    def until_idle(self):
+        """An event that fires when the instance stops stepping."""
+        self._idle = self.eng.env.event()
+        return self._idle
+
+    def _go_idle(self) -> None:
+        self.stepping = False
+        if self._idle is not None and not self._idle.triggered:
+            self._idle.succeed()
 
     def load(self) -> int:
         self.flush_inbox()
@@ -196,20 +208,25 @@ class DecodeInstance(Instance):
     def run(self):
         eng, req = self.eng, self.eng.req
         while True:
+            if eng.lazy_decode is self:
+                eng.take_ticks(eng.env.now)     # arrivals since the last step boundary
             self.flush_inbox()
             if self.ready:
                 self._admit()
             if not len(self.ids) or not self.ready:
                 if self.inbox:
                     self._wake_at(self.inbox[0][0])
+                self._go_idle()
                 yield self.wait()
                 continue
             n = len(self.ids)
             start = eng.env.now
             seconds = eng.decode_seconds(self, n / self.npus, float(self.ctx.mean()))
             if not np.isfinite(seconds):       # cut off from its peers: wait for the network
+                self._go_idle()
                 yield self.wait()
                 continue
+            self.stepping = True
             eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
             eng.account_decode(self, n, seconds)
             yield eng.env.timeout(seconds)
