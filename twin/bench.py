@@ -34,7 +34,7 @@ def bench(scenario: str, duration: float | None = None, seed: int = 0, **overrid
     counts = eng.req.counts()
     s = eng.summary()
     return {"scenario": scenario, "deployment": eng.scenario.deployment,
-            "npus": sum(i.npus for i in eng.prefill + eng.decode),
+            "npus": int(sum(i.npus for i in eng.prefill + eng.decode)),
             "load": eng.scenario.load if eng.scenario.workload == "synthetic" and not eng.scenario.rate else None,
             "sim_seconds": sim, "wall_seconds": round(wall, 3), "speedup": round(sim / wall, 1),
             "cpu_seconds": round(cpu, 3), "speedup_cpu": round(sim / cpu, 1),
@@ -61,7 +61,9 @@ TABLE = ("deployment", "npus", "load", "sim_seconds", "wall_seconds", "speedup",
 
 def table(rows: list[dict]) -> str:
     """The scaling rows as a fixed-width text table."""
-    lines = ["".join(f"{c:>{26 if i == 0 else 14}}" for i, c in enumerate(TABLE))]
+    width = [max(len(c), 8) + 2 for c in TABLE]
+    width[0] = 26
+    lines = ["".join(f"{c:>{w}}" for c, w in zip(TABLE, width))]
     for r in rows:
-        lines.append("".join(f"{str(r[c]):>{26 if i == 0 else 14}}" for i, c in enumerate(TABLE)))
+        lines.append("".join(f"{str(r[c]):>{w}}" for c, w in zip(TABLE, width)))
     return "\n".join(lines)

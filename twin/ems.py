@@ -22,6 +22,7 @@ _GOLDEN = 0x9E3779B97F4A7C15  # Fibonacci hashing: spreads sequential ids evenly
 _M64 = (1 << 64) - 1
 _SLOT_BITS = 16
 _SHIFT = 64 - _SLOT_BITS
+_GOLDEN_U64, _SHIFT_U64 = np.uint64(_GOLDEN), np.uint64(_SHIFT)
 
 
 class UnknownServerError(KeyError):
@@ -138,7 +139,7 @@ class EMS:
 
     def _servers_of(self, ids: np.ndarray) -> list[int]:
         """Owning server index of each key, vectorised (the same slot arithmetic as server_of)."""
-        h = (ids.astype(np.int64).view(np.uint64) * np.uint64(_GOLDEN)) >> np.uint64(_SHIFT)
+        h = (np.asarray(ids, dtype=np.int64).view(np.uint64) * _GOLDEN_U64) >> _SHIFT_U64
         return self._slot_arr[h].tolist()
 
     def _lookup_one(self, ids: list, srv: list, per: list) -> tuple[int, int]:
