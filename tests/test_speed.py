@@ -16,6 +16,7 @@ import pytest
 from twin.bench import SCALING_DEPLOYMENTS, bench, scaling, table
 from twin.ems import EMS
 from twin.engine import Command, Engine, core
+from twin.engine.requests import DONE
 
 BEFORE = json.loads((Path(__file__).parent / "data" / "speed_before.json").read_text())
 
@@ -190,3 +191,16 @@ def test_lazy_decode_only_arrivals_change_nothing_but_the_event_count():
     assert lazy.fault_report() == eager.fault_report() and lazy.fault_report()[0]["requeued"] > 0
     print(f"\nevents: {eager.env.processed} with a tick event each, {lazy.env.processed} lazily")
     assert lazy.env.processed < eager.env.processed / 3
+
+
+def test_generated_counts_are_written_back_when_read():
+    """A decode step only updates the instance's `left`; the request table's `generated` is
+    exact whenever anything outside reads it (after advance, at finish and at eviction)."""
+    eng = Engine("paper-decode", seed=0, duration_s=10)
+    eng.advance(10)
+    d, req = eng.decode[0], eng.req
+    assert len(d.ids) > 1000
+    np.testing.assert_array_equal(req.generated[d.ids], d.ctx - req.input[d.ids])
+    assert (req.generated[d.ids] > 1).any()
+    done = req.state[: req.n] == DONE
+    np.testing.assert_array_equal(req.generated[: req.n][done], req.output[: req.n][done])

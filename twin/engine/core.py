@@ -494,10 +494,13 @@ class Engine:
             self._admit_new(ids)
 
     def catch_up(self) -> None:
-        """Before anything outside the decode instance looks at requests: run the ticks a lazy
-        decode-only run has not yet taken (those before now; one at now has not happened yet)."""
+        """Before anything outside the decode instances looks at requests: run the ticks a lazy
+        decode-only run has not yet taken (those before now; one at now has not happened yet)
+        and write the decoding sequences' generated counts to the request table."""
         if self.lazy_decode is not None:
             self.take_ticks(self.env.now, inclusive=False)
+        for d in self.decode:
+            d.sync()
 
     def _kick_arrivals(self) -> None:
         if self._arrival_proc.is_alive:

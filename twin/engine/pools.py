@@ -135,7 +135,7 @@ class DecodeInstance(Instance):
     def __init__(self, eng, idx, slot, dies):
         super().__init__(eng, "decode", idx, slot, dies)
         self.ids = np.zeros(0, dtype=np.int64)
-        self.ctx = np.zeros(0)
+        self.ctx = np.zeros(0, dtype=np.int64)     # context tokens (exact integers)
         self.left = np.zeros(0, dtype=np.int64)
         self.reserved = 0.0              # KV tokens reserved by the admitted sequences
         self.inbox: list[tuple[float, np.ndarray]] = []   # KV landing at a time, not yet queued
@@ -164,6 +164,13 @@ class DecodeInstance(Instance):
         now = self.eng.env.now
         while self.inbox and self.inbox[0][0] <= now:
             self.enqueue(self.inbox.pop(0)[1])
+
+    def sync(self) -> None:
+        """Write the held sequences' generated counts to the request table: a step only updates
+        `left` (generated = output - left), so it does not scatter into the table every step."""
+        if len(self.ids):
+            req = self.eng.req
+            req.generated[self.ids] = req.output[self.ids] - self.left
 
     def until_idle(self):
         """An event that fires when the instance stops stepping."""
@@ -202,7 +209,7 @@ class DecodeInstance(Instance):
             if len(no_first):
                 self.no_first = np.concatenate([self.no_first, no_first])
             self.ids = np.concatenate([self.ids, t])
-            self.ctx = np.concatenate([self.ctx, (req.input[t] + req.generated[t]).astype(float)])
+            self.ctx = np.concatenate([self.ctx, req.input[t] + req.generated[t]])
             self.left = np.concatenate([self.left, req.output[t] - req.generated[t]])
 
     def run(self):
@@ -236,7 +243,6 @@ class DecodeInstance(Instance):
             made = np.minimum(got, self.left)
             self.left -= made
             self.ctx += made
-            req.generated[self.ids] += made
             eng.metrics.cur.output_tokens += float(made.sum())
             if len(self.no_first):               # decode-only runs: first token from decode
                 req.first_token[self.no_first] = eng.env.now
@@ -244,6 +250,7 @@ class DecodeInstance(Instance):
             done = self.left <= 0
             if done.any():
                 fin = self.ids[done]
+                req.generated[fin] = req.output[fin] - self.left[done]
                 self.reserved -= float((req.input[fin] + req.output[fin]).sum())
                 keep = ~done
                 self.ids, self.ctx, self.left = self.ids[keep], self.ctx[keep], self.left[keep]
@@ -256,6 +263,7 @@ class DecodeInstance(Instance):
         mask = np.ones(len(self.ids), dtype=bool) if mask is None else mask
         out = [self.ids[mask]]
         req = self.eng.req
+        req.generated[out[0]] = req.output[out[0]] - self.left[mask]
         self.reserved -= float((req.input[self.ids[mask]] + req.output[self.ids[mask]]).sum())
         self.no_first = np.setdiff1d(self.no_first, out[0])
         self.ids, self.ctx, self.left = self.ids[~mask], self.ctx[~mask], self.left[~mask]
