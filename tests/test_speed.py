@@ -204,3 +204,38 @@ def test_generated_counts_are_written_back_when_read():
     assert (req.generated[d.ids] > 1).any()
     done = req.state[: req.n] == DONE
     np.testing.assert_array_equal(req.generated[: req.n][done], req.output[: req.n][done])
+
+
+def _admit_reference(d) -> list[int]:
+    """The decode admission loop of the engine before the speed work (what _admit must take)."""
+    req, kv_cap = d.eng.req, d.eng.kv_capacity_tokens * len(d.dies)
+    room, take, reserved = d.eng.decode_cap(d) - len(d.ids), [], d.reserved
+    for rid in list(d.queue):
+        if len(take) >= room:
+            break
+        need = req.input[rid] + req.output[rid]
+        if reserved + need > kv_cap and (len(d.ids) or take):
+            break
+        reserved += need
+        take.append(rid)
+    return take
+
+
+@pytest.mark.parametrize("held,headroom", [(0, -1.0), (0, 5e5), (3, 2.5e5), (3, 0.0), (3, 1e9)])
+def test_vectorised_decode_admission_takes_what_the_loop_took(held, headroom):
+    """KV capacity binds (an empty instance still takes its first sequence) and the batch cap."""
+    eng = Engine("paper-decode", seed=0, duration_s=1)
+    d, req = eng.decode[0], eng.req
+    kv_cap = eng.kv_capacity_tokens * len(d.dies)
+    n = eng.decode_cap(d) + 50
+    ids = req.add(np.zeros(n), np.full(n, 60_000), np.full(n, 256))
+    d.enqueue(ids[:held])
+    d._admit()
+    d.enqueue(ids[held:])
+    d.reserved = kv_cap - headroom
+    want = _admit_reference(d)
+    before = float(d.reserved)
+    d._admit()
+    assert d.ids[held:].tolist() == want and list(d.queue)[:1] == ids[held + len(want):][:1].tolist()
+    assert d.reserved == before + 60_256 * len(want)
+    print(f"\nheld {held}, headroom {headroom:g}: admitted {len(want)}")

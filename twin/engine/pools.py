@@ -7,6 +7,7 @@ computes only the missed tokens, stores the new blocks and ships the KV to a dec
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -193,17 +194,19 @@ class DecodeInstance(Instance):
         room = cap - len(self.ids)
         if room <= 0 or not self.queue:
             return
-        take = []
-        while self.queue and len(take) < room:
-            rid = self.queue[0]
-            need = req.input[rid] + req.output[rid]
-            if self.reserved + need > kv_cap and (len(self.ids) or take):
-                break
-            self.queue.popleft()
-            self.reserved += need
-            take.append(rid)
-        if take:
-            t = np.array(take)
+        # the queue's head, in order, while the KV reserved stays within capacity (an empty
+        # instance always takes its first sequence); needs are whole tokens, so sums are exact
+        t = np.fromiter(islice(self.queue, room), dtype=np.int64, count=min(room, len(self.queue)))
+        need = req.input[t] + req.output[t]
+        fits = self.reserved + np.cumsum(need) <= kv_cap
+        if not len(self.ids):
+            fits[0] = True
+        k = len(fits) if fits.all() else int(np.argmin(fits))
+        if k:
+            t = t[:k]
+            for _ in range(k):
+                self.queue.popleft()
+            self.reserved += float(need[:k].sum())
             req.state[t] = DECODING
             no_first = t[np.isnan(req.first_token[t])]
             if len(no_first):
