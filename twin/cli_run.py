@@ -150,28 +150,14 @@ def _write(eng, path: str) -> None:
 
 
 def cmd_bench(a) -> int:
-    """The paper's decode deployment at 90% of decode capacity, 4K prompt / 256 output."""
-    import psutil
-    from .engine import Engine
-    eng = Engine("paper-decode", seed=a.seed, load=a.load)
-    t0 = time.perf_counter()
-    while eng.sim_time < a.duration - 1e-9:
-        eng.advance(min(60.0, a.duration - eng.sim_time))
-    wall = time.perf_counter() - t0
-    out = {"scenario": "paper-decode", "load": a.load, "sim_seconds": a.duration,
-           "wall_seconds": round(wall, 3), "speedup": round(a.duration / wall, 1),
-           "events": eng.env.processed,
-           "requests_completed": eng.req.counts()["completed"],
-           "peak_rss_mb": round(psutil.Process().memory_info().rss / 2**20, 1)}
-    try:
-        import resource
-        out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    except ImportError:
-        pass
-    out["events_per_s"] = round(out["events"] / wall, 1)
-    s = eng.summary()
-    out["decode_tokens_per_s_per_npu"] = s["decode"]["tokens_per_s_per_npu"]
-    out["tpot_ms_p50"] = s["tpot_ms"]["p50"]
+    """Engine speed on one scenario, or (--scaling) against load and deployment size."""
+    from .bench import bench, scaling, table
+    if a.scaling:
+        rows = scaling(a.duration or 60.0, a.seed)
+        print(json.dumps(rows, indent=2) if a.json else table(rows))
+        return 0
+    out = bench(a.scenario, a.duration, a.seed, load=a.load, deployment=a.deployment,
+                cache_capacity=_cache_capacity(a.cache_capacity))
     if a.json:
         print(json.dumps(out, indent=2))
     else:
@@ -202,9 +188,16 @@ def add_run_commands(sub) -> None:
     run.add_argument("--json", action="store_true")
     run.set_defaults(fn=cmd_run)
 
-    bench = sub.add_parser("bench", help="engine speed on the paper's decode setting")
-    bench.add_argument("--duration", type=float, default=600.0, help="simulated seconds (default 600)")
-    bench.add_argument("--load", type=float, default=0.9, help="fraction of decode capacity (default 0.9)")
+    bench = sub.add_parser("bench", help="engine speed: one scenario, or --scaling (load and size)")
+    bench.add_argument("--scenario", default="paper-decode",
+                       help="named scenario (default paper-decode: the paper's decode setting at 90%% load)")
+    bench.add_argument("--duration", type=float, default=None,
+                       help="simulated seconds (default: the scenario's; 60 with --scaling)")
+    bench.add_argument("--load", type=float, help="arrival rate as a fraction of capacity (synthetic)")
+    bench.add_argument("--deployment")
+    bench.add_argument("--cache-capacity", help="EMS DRAM bytes in total, 'default' or 'unlimited'")
+    bench.add_argument("--scaling", action="store_true",
+                       help="table of wall time against load (0.3, 0.6, 0.9) and deployment size")
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--json", action="store_true")
     bench.set_defaults(fn=cmd_bench)

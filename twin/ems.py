@@ -22,6 +22,7 @@ _GOLDEN = 0x9E3779B97F4A7C15  # Fibonacci hashing: spreads sequential ids evenly
 _M64 = (1 << 64) - 1
 _SLOT_BITS = 16
 _SHIFT = 64 - _SLOT_BITS
+_GOLDEN_U64, _SHIFT_U64 = np.uint64(_GOLDEN), np.uint64(_SHIFT)
 
 
 class UnknownServerError(KeyError):
@@ -47,6 +48,15 @@ class LookupResult:
 class StoreResult:
     new_blocks: int
     per_server_bytes: dict[str, float]
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """lookup_store() of a prefill batch: per prompt, prefix hit blocks and hit tokens."""
+
+    prefix_blocks: list[int]
+    hit_tokens: list[int]
+    new_blocks: int
 
 
 def _capacity_blocks(where: str, value, block_bytes: float) -> float:
@@ -98,7 +108,8 @@ class EMS:
             self._slots = None
             return
         slot_start = np.arange(1 << _SLOT_BITS, dtype=np.uint64) << np.uint64(_SHIFT)
-        self._slots = owner[np.searchsorted(pos, slot_start, side="left") % len(pos)].tolist()
+        self._slot_arr = owner[np.searchsorted(pos, slot_start, side="left") % len(pos)]
+        self._slots = self._slot_arr.tolist()
 
     def server_of(self, block_id: int) -> str | None:
         """The live server that owns a key (None when every server is down)."""
@@ -126,67 +137,109 @@ class EMS:
             else:
                 self._dropped += 1
 
+    def _servers_of(self, ids: np.ndarray) -> list[int]:
+        """Owning server index of each key, vectorised (the same slot arithmetic as server_of)."""
+        h = (np.asarray(ids, dtype=np.int64).view(np.uint64) * _GOLDEN_U64) >> _SHIFT_U64
+        return self._slot_arr[h].tolist()
+
+    def _lookup_one(self, ids: list, srv: list, per: list) -> tuple[int, int]:
+        """Walk one prompt's blocks until the first miss; (dram hits, ssd hits). Hits move to the
+        MRU end; SSD hits are promoted to DRAM; per[server] counts the blocks each must send."""
+        n_dram = n_ssd = 0
+        drams, ssds, cap = self._dram, self._ssd, self._dram_cap
+        for k, s in zip(ids, srv):
+            dram = drams[s]
+            if k in dram:
+                dram.move_to_end(k)
+                n_dram += 1
+            else:
+                ssd = ssds[s]
+                if k not in ssd:
+                    break
+                del ssd[k]
+                dram[k] = None
+                n_ssd += 1
+                if len(dram) > cap:
+                    self._spill(s)
+            per[s] += 1
+        return n_dram, n_ssd
+
+    def _store_one(self, ids: list, srv: list, per: list) -> int:
+        """Insert the blocks not yet cached into DRAM; per[server] counts the new ones."""
+        new = 0
+        drams, ssds, cap = self._dram, self._ssd, self._dram_cap
+        for k, s in zip(ids, srv):
+            dram = drams[s]
+            if k in dram or k in ssds[s]:
+                continue
+            dram[k] = None
+            new += 1
+            per[s] += 1
+            if len(dram) > cap:
+                self._spill(s)
+        return new
+
+    def _count_lookup(self, hits: list, n_dram: int, n_ssd: int, blocks: int, tokens: list) -> list:
+        """Update the counters for lookups with `hits` prefix blocks each (of `blocks` in all);
+        returns the hit tokens of each."""
+        bt = self.block_tokens
+        hit_tokens = [min(h * bt, t) for h, t in zip(hits, tokens)]
+        self._lookups += len(hits)
+        self._hit_blocks += sum(hits)
+        self._miss_blocks += blocks - sum(hits)
+        self._dram_hits += n_dram
+        self._ssd_hits += n_ssd
+        self._hit_tokens += sum(hit_tokens)
+        self._miss_tokens += sum(tokens) - sum(hit_tokens)
+        return hit_tokens
+
+    def _per_server(self, per: list) -> dict[str, float]:
+        bb = self.block_bytes
+        return {self.servers[i]: c * bb for i, c in enumerate(per) if c}
+
     def lookup(self, block_ids, tokens: int | None = None) -> LookupResult:
         """Longest prefix of the blocks that is cached (a KV block is usable only after all earlier
         ones). Hits move to the MRU end; SSD hits are promoted to DRAM. `tokens` is the prompt length
         (default: full blocks), used for token statistics and hit_tokens."""
-        ids = np.asarray(block_ids, dtype=np.int64).tolist()
+        arr = np.asarray(block_ids, dtype=np.int64)
         per = [0] * len(self.servers)
         n_dram = n_ssd = 0
-        slots = self._slots
-        if slots is not None:
-            drams, ssds, cap = self._dram, self._ssd, self._dram_cap
-            for k in ids:
-                s = slots[((k * _GOLDEN) & _M64) >> _SHIFT]
-                dram = drams[s]
-                if k in dram:
-                    dram.move_to_end(k)
-                    n_dram += 1
-                else:
-                    ssd = ssds[s]
-                    if k not in ssd:
-                        break
-                    del ssd[k]
-                    dram[k] = None
-                    n_ssd += 1
-                    if len(dram) > cap:
-                        self._spill(s)
-                per[s] += 1
+        if self._slots is not None and len(arr):
+            n_dram, n_ssd = self._lookup_one(arr.tolist(), self._servers_of(arr), per)
         hit = n_dram + n_ssd
-        total_tokens = len(ids) * self.block_tokens if tokens is None else int(tokens)
-        hit_tokens = min(hit * self.block_tokens, total_tokens)
-        self._lookups += 1
-        self._hit_blocks += hit
-        self._miss_blocks += len(ids) - hit
-        self._dram_hits += n_dram
-        self._ssd_hits += n_ssd
-        self._hit_tokens += hit_tokens
-        self._miss_tokens += total_tokens - hit_tokens
-        bb = self.block_bytes
-        return LookupResult(hit, n_dram, n_ssd, hit_tokens,
-                            {self.servers[i]: c * bb for i, c in enumerate(per) if c})
+        total = len(arr) * self.block_tokens if tokens is None else int(tokens)
+        ht = self._count_lookup([hit], n_dram, n_ssd, len(arr), [total])
+        return LookupResult(hit, n_dram, n_ssd, ht[0], self._per_server(per))
 
     def store(self, block_ids) -> StoreResult:
         """Insert the blocks not yet cached (new blocks go to DRAM); cached ones are left as they are."""
-        ids = np.asarray(block_ids, dtype=np.int64).tolist()
+        arr = np.asarray(block_ids, dtype=np.int64)
         per = [0] * len(self.servers)
         new = 0
-        slots = self._slots
-        if slots is not None:
-            drams, ssds, cap = self._dram, self._ssd, self._dram_cap
-            for k in ids:
-                s = slots[((k * _GOLDEN) & _M64) >> _SHIFT]
-                dram = drams[s]
-                if k in dram or k in ssds[s]:
-                    continue
-                dram[k] = None
-                new += 1
-                per[s] += 1
-                if len(dram) > cap:
-                    self._spill(s)
+        if self._slots is not None and len(arr):
+            new = self._store_one(arr.tolist(), self._servers_of(arr), per)
         self._stored += new
-        bb = self.block_bytes
-        return StoreResult(new, {self.servers[i]: c * bb for i, c in enumerate(per) if c})
+        return StoreResult(new, self._per_server(per))
+
+    def lookup_store(self, block_ids: np.ndarray, ptr: list[int], tokens: list[int],
+                     per_hit: list[int], per_new: list[int]) -> BatchResult:
+        """A prefill batch: for each prompt in turn (blocks block_ids[ptr[i]:ptr[i+1]], `tokens[i]`
+        tokens), look up its prefix and then store its blocks, exactly as lookup() then store() per
+        prompt, but with the owning servers of all the batch's blocks found in one vector step.
+        per_hit[s] / per_new[s] (one entry per server, `servers` order) are increased by the blocks
+        server s sends for hits / receives as new: the caller sums them over many batches."""
+        n = len(ptr) - 1
+        hits = [0] * n
+        n_dram = n_ssd = new = 0
+        if self._slots is not None and len(block_ids):
+            ids, srv = block_ids.tolist(), self._servers_of(block_ids)
+            for i in range(n):
+                a, b = ptr[i], ptr[i + 1]
+                d, s = self._lookup_one(ids[a:b], srv[a:b], per_hit)
+                n_dram, n_ssd, hits[i] = n_dram + d, n_ssd + s, d + s
+                new += self._store_one(ids[a:b], srv[a:b], per_new)
+        self._stored += new
+        return BatchResult(hits, self._count_lookup(hits, n_dram, n_ssd, ptr[-1], tokens), new)
 
     def _server(self, name: str) -> int:
         if name not in self._index:

@@ -34,6 +34,14 @@ ARRIVAL_TICK_S = 0.005    # assumption: the global scheduler assigns new request
 DRAIN_CAP_S = 600.0       # a drain stops after this many simulated seconds (stated bound)
 MAX_EVENTS = 200          # events kept for the UI
 SNAPSHOT_FAULTS = 20      # fault reports a snapshot carries (the newest, a screenful); the rest as counts
+# Prefill step times are memoised per shape bucket: prompt length and tokens per NPU on a geometric
+# grid of PREFILL_GRID steps per doubling (a value is at most 2^(1/2048) - 1 = 0.034% from its grid
+# point), EMS reuse to the nearest 1/REUSE_GRID. Powers of two and reuse in 1/8ths are grid points
+# (exact). tests/test_speed.py measures and prints the step-time error of this rounding. Fixed-length
+# workloads hit the memo on almost every batch; varied lengths rarely do, so it is kept bounded.
+PREFILL_GRID = 1024
+REUSE_GRID = 4096
+MEMO_LIMIT = 4096
 
 
 class _Environment(simpy.Environment):
@@ -85,6 +93,7 @@ class Engine:
         self._decode_memo: dict = {}
         self._place_instances()
         self._make_cache()
+        self._make_traffic_groups()
         self.flows = FlowNet(self.env)
         self._net_event = self.env.event()
         self._set_flow_capacities()
@@ -100,9 +109,15 @@ class Engine:
                 self.faults.inject(f)
             if "random" in spec:
                 self.faults.set_random(spec["random"]["hours_per_sim_s"])
-        for inst in self.prefill + self.decode:
+        for inst in self.decode:          # prefill instances run on callbacks (pools.py)
             self.env.process(inst.run())
-        self.env.process(self._arrivals())
+        # decode-only runs with one decode instance admit arrivals lazily: while it steps, it takes
+        # them itself at each step boundary (where it would first look at them), so a busy
+        # instance costs no event per arrival tick; anything else that looks catches up first
+        self.lazy_decode = (self.decode[0] if sc.pipeline == "decode_only" and len(self.decode) == 1
+                             else None)
+        self._tick_k = 0                  # the next arrival tick not yet run
+        self._arrival_proc = self.env.process(self._arrivals())
         self.env.process(self._monitor())
         self.log("start", f"scenario {sc.name}: {sc.description or sc.deployment} (seed {sc.seed})")
 
@@ -150,6 +165,45 @@ class Engine:
         self.ems = EMS(list(servers), dram, ssd, self.block_tokens * self.kv_bytes,
                        block_tokens=self.block_tokens)
         self.ems_node = {s: int(s[1:3]) for s in servers}
+
+    def _make_traffic_groups(self) -> None:
+        """Traffic is added up between groups of nodes (group = instance slot, or n_slots + node)
+        on the hot path, one scalar add per batch, and spread evenly over the groups' node pairs
+        once per interval (`_flush_traffic`)."""
+        insts, n_nodes = self.prefill + self.decode, self.system.nodes
+        n_groups = len(insts) + n_nodes
+        self._spread = np.zeros((n_groups, n_nodes))
+        for inst in insts:
+            self._spread[inst.slot, inst.nodes] = 1.0 / len(inst.nodes)
+        self._spread[len(insts) + np.arange(n_nodes), np.arange(n_nodes)] = 1.0
+        self._g_ub = np.zeros((n_groups, n_groups))
+        self._g_rdma = np.zeros((2, n_groups))       # bytes out of, into each group
+        servers = self.ems.servers if self.ems is not None else ()
+        self._srv_group = np.zeros((len(servers), n_groups))     # server -> its node's group
+        for i, s in enumerate(servers):
+            self._srv_group[i, len(insts) + self.ems_node[s]] = 1.0
+        self._ems_blocks()
+
+    def _ems_blocks(self) -> None:
+        """Per instance slot and EMS server: blocks sent for hits, blocks written (plain lists,
+        added to in EMS.lookup_store's loop; turned into traffic once per interval)."""
+        n_srv, n_slots = len(self._srv_group), len(self.prefill) + len(self.decode)
+        self._ems_hit = [[0] * n_srv for _ in range(n_slots)]
+        self._ems_new = [[0] * n_srv for _ in range(n_slots)]
+
+    def _flush_traffic(self) -> None:
+        """Spread the group totals over node pairs into the interval's counters."""
+        cur, sp = self.metrics.cur, self._spread
+        if self.ems is not None:
+            n_slots, bb = len(self._ems_hit), self.ems.block_bytes
+            self._g_ub[:, :n_slots] += self._srv_group.T @ (np.array(self._ems_hit).T * bb)
+            self._g_ub[:n_slots] += np.array(self._ems_new) * bb @ self._srv_group
+            self._ems_blocks()
+        cur.node_bytes += sp.T @ self._g_ub @ sp
+        cur.rdma_out += self._g_rdma[0] @ sp
+        cur.rdma_in += self._g_rdma[1] @ sp
+        self._g_ub[:] = 0.0
+        self._g_rdma[:] = 0.0
 
     def _make_source(self):
         sc = self.scenario
@@ -209,6 +263,7 @@ class Engine:
         try:
             if cmd.kind == "rate":
                 self.source.set_rate(self.env.now, float(cmd.args["rate"]))
+                self._kick_arrivals()
                 self.log("rate", f"arrival rate set to {float(cmd.args['rate']):.3g} req/s")
             elif cmd.kind == "load":
                 frac = float(cmd.args["fraction"])
@@ -216,6 +271,7 @@ class Engine:
                     raise ValueError(f"load = {frac}: allowed 0 < load <= 5 (fraction of capacity)")
                 rate = frac * self.capacity_rps()
                 self.source.set_rate(self.env.now, rate)
+                self._kick_arrivals()
                 self.log("rate", f"load set to {frac:.0%} of capacity ({rate:.3g} req/s)")
             elif cmd.kind == "fault":
                 self.inject_fault(cmd.args)
@@ -265,6 +321,7 @@ class Engine:
                  for i in self.prefill + self.decode]
         parts += [np.asarray(p.running, dtype=np.int64) for p in self.prefill]
         parts += [d.ids for d in self.decode] + list(self.transfers.values())
+        parts += [ids for d in self.decode for _, ids in d.inbox]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
     def audit(self) -> dict:
@@ -284,6 +341,7 @@ class Engine:
         seconds have passed; returns (and keeps in `drained`) how it ended."""
         if not (0 < cap_s <= 86400 and 0 < step_s):
             raise ValueError(f"drain cap = {cap_s}: allowed 0 < cap <= 86400 simulated seconds")
+        self.catch_up()
         self.arrivals_on = False
         t0 = self.env.now
         while self.req.in_flight and self.env.now < t0 + cap_s - 1e-9:
@@ -354,8 +412,11 @@ class Engine:
 
     def in_flight_on(self, instances: list) -> np.ndarray:
         """Ids of the requests queued or running on these instances (sorted, unique)."""
+        self.catch_up()
         parts = [np.zeros(0, dtype=np.int64)]
         for inst in instances:
+            if inst.kind == "decode":
+                inst.flush_inbox()
             parts.append(np.fromiter(inst.queue, dtype=np.int64, count=len(inst.queue)))
             parts.append(inst.ids if inst.kind == "decode" else np.asarray(inst.running, dtype=np.int64))
         return np.unique(np.concatenate(parts))
@@ -419,6 +480,7 @@ class Engine:
         """Apply queued commands at the current sim time, then run `sim_seconds` forward."""
         if not sim_seconds >= 0 or math.isinf(sim_seconds):
             raise ValueError(f"advance: sim_seconds = {sim_seconds}: must be a finite number >= 0")
+        self.catch_up()
         while True:
             try:
                 self._apply(self.commands.get_nowait())
@@ -447,18 +509,51 @@ class Engine:
         return self.env.now
 
     def _arrivals(self):
-        req = self.req
+        """Every ARRIVAL_TICK_S (tick k at k * ARRIVAL_TICK_S) the scheduler admits the requests
+        that arrived since the last tick; ticks with no arrival are skipped, not simulated."""
+        tick, lazy = ARRIVAL_TICK_S, self.lazy_decode
         while True:
-            now = self.env.now
-            batch = self.source.take(now + 1e-12) if self.arrivals_on else None
-            if batch is not None:
-                ids = req.add(batch.arrival, batch.input, batch.output,
-                              None if self.scenario.pipeline == "decode_only" else batch.ptr,
-                              None if self.scenario.pipeline == "decode_only" else batch.ids)
-                self._admit_new(ids)
+            busy = lazy is not None and lazy.stepping
+            if not busy:
+                self.take_ticks(self.env.now)
             if self.source.exhausted or not self.arrivals_on:
                 return
-            yield self.env.timeout(ARRIVAL_TICK_S)
+            try:
+                if busy:                       # it takes the arrivals at its step boundaries
+                    yield lazy.until_idle()
+                else:
+                    k = max(self._tick_k, math.ceil((self.source.next_arrival() - 1e-12) / tick))
+                    yield self.env.timeout(max(0.0, k * tick - self.env.now))
+            except simpy.Interrupt:            # the rate changed: the next arrival moved
+                pass
+
+    def take_ticks(self, upto: float, inclusive: bool = True) -> None:
+        """Run every arrival tick not yet run at or before `upto` (before it, if not inclusive):
+        its requests join the request table and go to the scheduler."""
+        tick = ARRIVAL_TICK_S
+        k = math.floor(upto / tick + 1e-9) if inclusive else math.ceil(upto / tick - 1e-9) - 1
+        if k < self._tick_k or not self.arrivals_on:
+            return
+        self._tick_k = k + 1
+        batch = self.source.take(k * tick + 1e-12)
+        if batch is not None:
+            decode_only = self.scenario.pipeline == "decode_only"
+            ids = self.req.add(batch.arrival, batch.input, batch.output,
+                               None if decode_only else batch.ptr, None if decode_only else batch.ids)
+            self._admit_new(ids)
+
+    def catch_up(self) -> None:
+        """Before anything outside the decode instances looks at requests: run the ticks a lazy
+        decode-only run has not yet taken (those before now; one at now has not happened yet)
+        and write the decoding sequences' generated counts to the request table."""
+        if self.lazy_decode is not None:
+            self.take_ticks(self.env.now, inclusive=False)
+        for d in self.decode:
+            d.sync()
+
+    def _kick_arrivals(self) -> None:
+        if self._arrival_proc.is_alive:
+            self._arrival_proc.interrupt()
 
     def _admit_new(self, ids: np.ndarray) -> None:
         req = self.req
@@ -472,45 +567,63 @@ class Engine:
             if len(ids):
                 self._to_decode(ids)
             return
-        for rid in ids:
-            self.schedule_prefill(int(rid))
+        touched: dict = {}
+        live = [p for p in self.prefill if p.alive]
+        for rid in ids.tolist():
+            inst = self.schedule_prefill(rid, wake=False, live=live)
+            touched.setdefault(inst.idx, inst)
+        for inst in touched.values():      # in the order they got work, as their wake-ups were
+            inst.start()
 
-    def schedule_prefill(self, rid: int) -> None:
-        """Stateless global scheduler: any live prefill instance; the least-loaded by tokens."""
-        live = [p for p in self.prefill if p.alive] or self.prefill
-        min(live, key=lambda p: (p.queued_tokens + (1 << 40) * (not p.alive), p.idx)).enqueue(rid)
+    def schedule_prefill(self, rid: int, wake: bool = True, live: list | None = None) -> PrefillInstance:
+        """Stateless global scheduler: any live prefill instance; the least-loaded by tokens (the
+        first such in index order). `live`: the live instances, when the caller already has them."""
+        live = live if live is not None else [p for p in self.prefill if p.alive]
+        inst = (min(live, key=lambda p: p.queued_tokens) if live
+                else min(self.prefill, key=lambda p: p.queued_tokens))
+        inst.enqueue(rid, wake)
         self.req.state[rid] = QUEUED
+        return inst
 
     def _to_decode(self, ids: np.ndarray) -> None:
         live = [d for d in self.decode if d.alive] or self.decode
         min(live, key=lambda d: (d.load(), d.idx)).enqueue(ids)
 
-    def transfer_kv(self, ids: np.ndarray, src: PrefillInstance):
-        """One flow per prefill batch and decode instance: the batch's KV over RDMA."""
-        req = self.req
-        req.state[ids] = TRANSFER
+    def transfer_kv(self, ids: np.ndarray, src: PrefillInstance) -> None:
+        """One flow per prefill batch and decode instance: the batch's KV over RDMA. The flow's
+        end hands the batch to the decode instance (a callback, not a process per transfer); until
+        then the batch is held in `transfers` (the audit sees it)."""
+        self.req.state[ids] = TRANSFER
         self._transfer_seq += 1
         key = self._transfer_seq
         self.transfers[key] = ids
         dst = min((d for d in self.decode if d.alive), key=lambda d: (d.load(), d.idx),
                   default=self.decode[0])
-        nbytes = float(req.input[ids].sum()) * self.kv_bytes
+        if self._kv_route(src, dst).partitioned:
+            self.env.process(self._transfer_when_routed(key, src, dst))
+        else:
+            self._start_kv_flow(key, src, dst)
+
+    def _kv_route(self, src: PrefillInstance, dst: DecodeInstance):
+        plane = "rdma" if self.dep.kv_transfer_plane == "rdma" else "ub"
+        return self.topo.route(self.topo.die_ids[src.dies[0]], self.topo.die_ids[dst.dies[0]], plane)
+
+    def _transfer_when_routed(self, key: int, src: PrefillInstance, dst: DecodeInstance):
+        self.log("partition", f"KV transfer {src.name} -> {dst.name}: no {self._kv_route(src, dst).plane} "
+                              f"path; {len(self.transfers[key])} request(s) wait for the network")
+        while self._kv_route(src, dst).partitioned:
+            yield self._net_event
+        self._start_kv_flow(key, src, dst)
+
+    def _start_kv_flow(self, key: int, src: PrefillInstance, dst: DecodeInstance) -> None:
+        nbytes = float(self.req.input[self.transfers[key]].sum()) * self.kv_bytes
         plane = self.dep.kv_transfer_plane
         lat = (self.system.rdma_latency_us if plane == "rdma" else self.system.ub_latency_us) * 1e-6
         path_plane = "rdma" if plane == "rdma" else "ub"
-        warned = False
-        while self.topo.route(self.topo.die_ids[src.dies[0]], self.topo.die_ids[dst.dies[0]],
-                              path_plane).partitioned:
-            if not warned:
-                self.log("partition", f"KV transfer {src.name} -> {dst.name}: no {path_plane} path; "
-                                      f"{len(ids)} request(s) wait for the network")
-                warned = True
-            yield self._net_event
         self.metrics.cur.plane_bytes[path_plane] += nbytes
-        self._node_traffic(src.nodes, dst.nodes, nbytes, path_plane)
-        yield self.flows.start(nbytes, (src.name, dst.name), lat)
-        del self.transfers[key]
-        dst.enqueue(ids)
+        self._node_traffic(src.slot, dst.slot, nbytes, path_plane)
+        self.flows.start(nbytes, (src.name, dst.name), lat,
+                         on_finish=lambda at: dst.deliver(self.transfers.pop(key), at))
 
     def finish(self, ids: np.ndarray) -> None:
         """The one way a request completes (the table counts it once and refuses a second)."""
@@ -524,6 +637,7 @@ class Engine:
 
     # ---- timing from the perf model ------------------------------------------------------------
     def decode_seconds(self, inst: DecodeInstance, batch_per_npu: float, ctx: float) -> float:
+        """Step time memoised per (batch per NPU to 1/4, context to 128 tokens) bucket."""
         key = (round(batch_per_npu * 4), int(ctx // 128))
         t = inst.memo.get(key)
         if t is None:
@@ -545,11 +659,21 @@ class Engine:
         return self.req.input[ids] + np.maximum(self.req.generated[ids] - 1, 0)
 
     def prefill_seconds(self, inst: PrefillInstance, inputs: np.ndarray, cached: np.ndarray) -> float:
+        """Batch time from the perf model, memoised per shape bucket (see PREFILL_GRID)."""
         total = float(inputs.sum())
-        prompt = float((inputs.astype(float) ** 2).sum() / total)
+        prompt = float(inputs @ inputs.astype(float)) / total
         reuse = min(float(cached.sum()) / total, 0.99)
         npus = len(inst.dies) / self.pm.dies_per_npu
-        return inst.pm.prefill_batch(prompt, total / npus, reuse=reuse).step_ms / 1e3
+        key = (round(math.log2(prompt) * PREFILL_GRID), round(math.log2(total / npus) * PREFILL_GRID),
+               round(reuse * REUSE_GRID))
+        t = inst.memo.get(key)
+        if t is None:
+            if len(inst.memo) >= MEMO_LIMIT:
+                inst.memo.clear()
+            t = inst.pm.prefill_batch(2.0 ** (key[0] / PREFILL_GRID), 2.0 ** (key[1] / PREFILL_GRID),
+                                      reuse=key[2] / REUSE_GRID).step_ms / 1e3
+            inst.memo[key] = t
+        return t
 
     # ---- EMS -------------------------------------------------------------------------------------
     def cache_lookup(self, ids: np.ndarray, inst: PrefillInstance) -> np.ndarray:
@@ -559,39 +683,41 @@ class Engine:
         made; later lookups share it), so requests replayed in any order reach the in-order
         ideal hit ratio when capacity is unlimited; the write traffic is counted with it."""
         req, cur = self.req, self.metrics.cur
-        cached = np.zeros(len(ids), dtype=np.int64)
         if self.ems is None:
-            return cached
-        for j, rid in enumerate(ids):
-            blocks = req.blocks(rid)
-            if not len(blocks):
-                continue
-            r = self.ems.lookup(blocks, tokens=int(req.input[rid]))
-            cur.lookups_blocks += len(blocks)
-            cur.hit_blocks += r.prefix_blocks
-            cur.lookup_tokens += int(req.input[rid])
-            cur.hit_tokens += r.hit_tokens
-            cached[j] = min(r.hit_tokens, int(req.input[rid]) - 1)
-            if r.prefix_blocks:
-                cur.hit_requests += 1
-                for server, nbytes in r.per_server_bytes.items():
-                    self._node_traffic([self.ems_node[server]], inst.nodes, nbytes)
-            stored = self.ems.store(blocks)
-            for server, nbytes in stored.per_server_bytes.items():
-                self._node_traffic(inst.nodes, [self.ems_node[server]], nbytes)
-                cur.plane_bytes["ub" if self.dep.cache_plane == "ub" else "vpc"] += nbytes
-        req.cached[ids] = cached
-        return cached
+            return np.zeros(len(ids), dtype=np.int64)
+        lo, hi, inp = req.block_lo[ids].tolist(), req.block_hi[ids].tolist(), req.input[ids].tolist()
+        sel = [j for j in range(len(lo)) if hi[j] > lo[j]]  # requests without blocks: no lookup
+        cached = [0] * len(lo)
+        if sel:
+            ptr = [0]
+            for j in sel:
+                ptr.append(ptr[-1] + hi[j] - lo[j])
+            bids, base = req.block_ids, req.block_base     # positions are absolute (window)
+            blocks = (bids[lo[sel[0]] - base:hi[sel[0]] - base] if len(sel) == 1
+                      else np.concatenate([bids[lo[j] - base:hi[j] - base] for j in sel]))
+            tokens = [inp[j] for j in sel]
+            r = self.ems.lookup_store(blocks, ptr, tokens, self._ems_hit[inst.slot],
+                                      self._ems_new[inst.slot])
+            cur.lookups_blocks += ptr[-1]
+            cur.hit_blocks += sum(r.prefix_blocks)
+            cur.lookup_tokens += sum(tokens)
+            cur.hit_tokens += sum(r.hit_tokens)
+            cur.hit_requests += sum(1 for h in r.prefix_blocks if h)
+            for j, ht, t in zip(sel, r.hit_tokens, tokens):
+                cached[j] = min(ht, t - 1)
+            cur.plane_bytes["ub" if self.dep.cache_plane == "ub" else "vpc"] += r.new_blocks * self.ems.block_bytes
+        out = np.array(cached, dtype=np.int64)
+        req.cached[ids] = out
+        return out
 
     # ---- traffic accounting ------------------------------------------------------------------------
-    def _node_traffic(self, src_nodes, dst_nodes, nbytes: float, plane: str = "ub") -> None:
-        src, dst = np.asarray(src_nodes), np.asarray(dst_nodes)
-        cur = self.metrics.cur
+    def _node_traffic(self, src: int, dst: int, nbytes: float, plane: str = "ub") -> None:
+        """Bytes between two traffic groups (see _make_traffic_groups)."""
         if plane == "ub":
-            cur.node_bytes[np.ix_(src, dst)] += nbytes / (len(src) * len(dst))
+            self._g_ub[src, dst] += nbytes
         else:
-            cur.rdma_out[src] += nbytes / len(src)
-            cur.rdma_in[dst] += nbytes / len(dst)
+            self._g_rdma[0, src] += nbytes
+            self._g_rdma[1, dst] += nbytes
 
     def _a2a_bytes(self, pool: str, tokens_per_die: float, dies: int) -> float:
         """UB bytes of one step's MoE dispatch + combine over all MoE layers."""
@@ -609,7 +735,7 @@ class Engine:
         cur.plane_bytes["ub"] += a2a + (loaded if self.dep.cache_plane == "ub" else 0.0)
         cur.plane_bytes["vpc"] += loaded if self.dep.cache_plane == "vpc" else 0.0
         cur.cache_bytes += loaded
-        self._node_traffic(inst.nodes, inst.nodes, a2a)
+        self._node_traffic(inst.slot, inst.slot, a2a)
 
     def account_decode(self, inst: DecodeInstance, n: int, seconds: float) -> None:
         tok = (2 if self.dep.mtp else 1) * n / len(inst.dies)
@@ -618,18 +744,22 @@ class Engine:
         cur.plane_bytes["ub"] += a2a
         cur.batch_samples += n / inst.npus
         cur.batch_steps += 1
-        self._node_traffic(inst.nodes, inst.nodes, a2a)
+        self._node_traffic(inst.slot, inst.slot, a2a)
 
     # ---- metrics and snapshots ---------------------------------------------------------------------
     def _monitor(self):
         dt = self.scenario.interval_s
         while True:
             yield self.env.timeout(dt)
+            self._flush_traffic()
             self.metrics.close(self.env.now, self.req, self._ctx())
             self.interval_end = self.env.now + dt
             self.req.compact(self.keep_rows)
 
     def _ctx(self) -> dict:
+        self.catch_up()
+        for d in self.decode:
+            d.flush_inbox()
         st = self.ems.stats() if self.ems else {}
         return {"ttft_slo_ms": self.dep.ttft_slo_ms, "tpot_slo_ms": self.dep.tpot_slo_ms,
                 "prefill_npus": sum(p.npus for p in self.prefill),
@@ -641,6 +771,7 @@ class Engine:
     def kpis(self) -> dict:
         """Latest values over the last window of intervals, plus run totals."""
         m, req = self.metrics, self.req
+        self.catch_up()
         k = {key: m.window(key) for key in m.history}
         for i, name in enumerate(("ttft", "tpot")):
             arr = np.concatenate([r[i] for r in m.recent]) if m.recent else np.zeros(0)
@@ -695,6 +826,7 @@ class Engine:
     # ---- summaries ---------------------------------------------------------------------------------
     def summary(self) -> dict:
         """Run totals over every request so far (the CLI prints this)."""
+        self.catch_up()
         lat = self.metrics.run_latency(self.req, self._ctx())
         t, dur = self.metrics.running_totals(), max(self.env.now, 1e-9)
         pct = lambda h, q: None if h.n == 0 else round(h.quantile(q / 100), 3)

@@ -5,6 +5,9 @@ those moments every flow drains at a constant rate, so one wake-up per change is
 """
 from __future__ import annotations
 
+import math
+from typing import Callable
+
 import simpy
 
 
@@ -12,10 +15,11 @@ class FlowNet:
     def __init__(self, env: simpy.Environment):
         self.env = env
         self.capacity: dict[str, float] = {}      # link -> bytes/s
-        self.flows: dict[int, list] = {}          # id -> [remaining bytes, links, rate, event, latency]
+        self.flows: dict[int, list] = {}   # id -> [remaining bytes, links, rate, event, latency, on_finish]
         self._next = 0
         self._last = 0.0
         self._gen = 0
+        self._armed_at = math.inf                 # time of the pending wake-up
         self.bytes_done: dict[str, float] = {}    # link -> bytes carried (for traffic metrics)
 
     def set_capacity(self, link: str, bytes_per_s: float) -> None:
@@ -23,14 +27,16 @@ class FlowNet:
         self.capacity[link] = max(0.0, bytes_per_s)
         self._solve()
 
-    def start(self, nbytes: float, links: tuple, latency_s: float = 0.0) -> simpy.Event:
-        """A transfer of `nbytes` over `links`; the event fires when the last byte lands."""
+    def start(self, nbytes: float, links: tuple, latency_s: float = 0.0,
+              on_finish: Callable[[float], None] | None = None) -> simpy.Event | None:
+        """A transfer of `nbytes` over `links`; the event fires when the last byte lands. With
+        `on_finish`, no event: it is called when the flow ends with the time the last byte lands."""
         for link in links:
             if link not in self.capacity:
                 raise KeyError(f"flow link {link!r}: unknown (known: {', '.join(sorted(self.capacity))})")
-        done = self.env.event()
+        done = self.env.event() if on_finish is None else None
         self._drain()
-        self.flows[self._next] = [float(nbytes), tuple(links), 0.0, done, latency_s]
+        self.flows[self._next] = [float(nbytes), tuple(links), 0.0, done, latency_s, on_finish]
         self._next += 1
         self._solve()
         return done
@@ -74,25 +80,34 @@ class FlowNet:
         self._arm()
 
     def _arm(self) -> None:
-        self._gen += 1
+        """One wake-up at the earliest finish. A pending wake-up that is not later is kept (if it
+        comes early it finds nothing done and re-arms), so most flow changes schedule no event."""
         finish = [(f[0] / f[2]) for f in self.flows.values() if f[2] > 0]
-        if finish:
-            self.env.process(self._wake(self._gen, max(0.0, min(finish))))
+        if not finish:
+            return
+        delay = max(0.0, min(finish))
+        if self.env.now + delay < self._armed_at:
+            self._gen += 1
+            self._armed_at = self.env.now + delay
+            gen = self._gen
+            self.env.timeout(delay).callbacks.append(lambda _: self._wake(gen))
 
-    def _wake(self, gen: int, delay: float):
-        yield self.env.timeout(delay)
+    def _wake(self, gen: int) -> None:
         if gen != self._gen:
-            return       # a newer change re-armed the wake-up
+            return       # a newer, earlier wake-up replaced this one
+        self._armed_at = math.inf
         self._drain()
         done = [i for i, f in self.flows.items() if f[0] <= 1e-6 * max(1.0, f[2])]
         for i in done:
             f = self.flows.pop(i)
-            if f[4] > 0:
-                self.env.process(self._deliver(f[3], f[4]))
+            if f[5] is None:
+                _succeed_after(f[3], f[4])
             else:
-                f[3].succeed()
+                f[5](self.env.now + f[4])
         self._solve()
 
-    def _deliver(self, ev: simpy.Event, latency: float):
-        yield self.env.timeout(latency)
-        ev.succeed()
+
+def _succeed_after(ev: simpy.Event, delay: float) -> None:
+    """ev.succeed() `delay` seconds from now as one scheduled event (what simpy.Timeout does)."""
+    ev._ok, ev._value = True, None
+    ev.env.schedule(ev, delay=delay)

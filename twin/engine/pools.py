@@ -57,49 +57,67 @@ class Instance:
 
 
 class PrefillInstance(Instance):
+    """Driven by callbacks, not a process: a batch starts the moment the instance is free and has
+    work, and its end is one timeout. The scheduler starts idle instances right after a tick's
+    admissions (no wake-up event); faults and requeues wake it with one zero-delay event."""
+
     def __init__(self, eng, idx, slot, dies):
         super().__init__(eng, "prefill", idx, slot, dies)
         self.queued_tokens = 0
         self.budget = eng.dep.prefill.tokens_per_die * len(dies)
         self.running: list[int] = []
+        self.busy = False             # a batch's timeout is pending
 
-    def enqueue(self, rid: int) -> None:
+    def enqueue(self, rid: int, wake: bool = True) -> None:
         self.queue.append(rid)
         self.queued_tokens += int(self.eng.req.input[rid])
         self.eng.req.instance[rid] = self.idx
-        self.wake()
+        if wake:
+            self.wake()
 
-    def run(self):
+    def wake(self) -> None:
+        """Start at the current time, after the caller has finished changing state."""
+        if not self.busy and not self._wake.triggered:
+            self._wake.succeed()
+            self._wake.callbacks.append(self._woken)
+
+    def _woken(self, _ev) -> None:
+        self._wake = self.eng.env.event()
+        self.start()
+
+    def start(self) -> None:
+        """Form a batch from the queue (up to the token budget) and run it, if free and ready."""
         eng, req = self.eng, self.eng.req
-        while True:
-            if not self.queue or not self.ready:
-                yield self.wait()
-                continue
-            batch, tokens = [], 0
-            while self.queue and (not batch or tokens + req.input[self.queue[0]] <= self.budget):
-                rid = self.queue.popleft()
-                batch.append(rid)
-                tokens += int(req.input[rid])
-            self.queued_tokens -= tokens
-            self.running = batch
-            ids = np.array(batch)
-            start = eng.env.now
-            req.state[ids] = PREFILL
-            req.prefill_start[ids] = start
-            cached = eng.cache_lookup(ids, self)
-            seconds = eng.prefill_seconds(self, eng.prefill_tokens(ids), cached)
-            if not np.isfinite(seconds):       # cut off from its peers: wait for the network
-                self.queue.extendleft(reversed(batch))
-                self.queued_tokens += tokens
-                self.running = []
-                req.state[ids] = QUEUED
-                yield self.wait()
-                continue
-            eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
-            eng.account_prefill(self, ids, cached)
-            yield eng.env.timeout(seconds)
-            if not self.alive or not self.running:   # failed mid-batch: requeued at detection
-                continue
+        if self.busy or not self.queue or not self.ready:
+            return
+        batch, tokens = [], 0
+        while self.queue and (not batch or tokens + req.input[self.queue[0]] <= self.budget):
+            rid = self.queue.popleft()
+            batch.append(rid)
+            tokens += int(req.input[rid])
+        self.queued_tokens -= tokens
+        self.running = batch
+        ids = np.array(batch)
+        start = eng.env.now
+        req.state[ids] = PREFILL
+        req.prefill_start[ids] = start
+        cached = eng.cache_lookup(ids, self)
+        seconds = eng.prefill_seconds(self, eng.prefill_tokens(ids), cached)
+        if not np.isfinite(seconds):       # cut off from its peers: wait for the network
+            self.queue.extendleft(reversed(batch))
+            self.queued_tokens += tokens
+            self.running = []
+            req.state[ids] = QUEUED
+            return
+        eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
+        eng.account_prefill(self, ids, cached)
+        self.busy = True
+        eng.env.timeout(seconds).callbacks.append(lambda _: self._done(ids))
+
+    def _done(self, ids: np.ndarray) -> None:
+        self.busy = False
+        if self.alive and self.running:      # else failed mid-batch: requeued at detection
+            eng, req = self.eng, self.eng.req
             self.running = []
             now = eng.env.now
             req.prefill_end[ids] = now
@@ -111,24 +129,64 @@ class PrefillInstance(Instance):
             if single.any():
                 eng.finish(ids[single])
             if (~single).any():
-                eng.env.process(eng.transfer_kv(ids[~single], self))
+                eng.transfer_kv(ids[~single], self)
+        self.start()
 
 
 class DecodeInstance(Instance):
     def __init__(self, eng, idx, slot, dies):
         super().__init__(eng, "decode", idx, slot, dies)
         self.ids = np.zeros(0, dtype=np.int64)
-        self.ctx = np.zeros(0)
+        self.ctx = np.zeros(0, dtype=np.int64)     # context tokens (exact integers)
         self.left = np.zeros(0, dtype=np.int64)
         self.reserved = 0.0              # KV tokens reserved by the admitted sequences
+        self.inbox: list[tuple[float, np.ndarray]] = []   # KV landing at a time, not yet queued
+        self.no_first = np.zeros(0, dtype=np.int64)   # admitted without a first token (decode-only)
+        self.stepping = False            # between its first step and going idle
+        self._idle = None                # event the arrival process waits on while it steps
 
     def enqueue(self, rids: np.ndarray) -> None:
         self.eng.req.state[rids] = DECODE_QUEUE
         self.eng.req.instance[rids] = self.idx
-        self.queue.extend(int(r) for r in rids)
+        self.queue.extend(rids.tolist())
         self.wake()
 
+    def deliver(self, rids: np.ndarray, at: float) -> None:
+        """KV that lands at time `at`: queued when anything next looks at the queue (a step
+        boundary, a fault, the scheduler) at or after `at`, as if enqueued at `at`. Only an idle
+        instance needs an event (a wake-up at `at`), so a busy one takes no event per transfer."""
+        self.inbox.append((at, rids))
+        if not self._wake.triggered:
+            self._wake_at(at)
+
+    def _wake_at(self, at: float) -> None:
+        self.eng.env.timeout(max(0.0, at - self.eng.env.now)).callbacks.append(lambda _: self.wake())
+
+    def flush_inbox(self) -> None:
+        now = self.eng.env.now
+        while self.inbox and self.inbox[0][0] <= now:
+            self.enqueue(self.inbox.pop(0)[1])
+
+    def sync(self) -> None:
+        """Write the held sequences' generated counts to the request table: a step only updates
+        `ctx` (generated = context - input: what was made, whatever `left` says), so it does not
+        scatter into the table every step."""
+        if len(self.ids):
+            req = self.eng.req
+            req.generated[self.ids] = self.ctx - req.input[self.ids]
+
+    def until_idle(self):
+        """An event that fires when the instance stops stepping."""
+        self._idle = self.eng.env.event()
+        return self._idle
+
+    def _go_idle(self) -> None:
+        self.stepping = False
+        if self._idle is not None and not self._idle.triggered:
+            self._idle.succeed()
+
     def load(self) -> int:
+        self.flush_inbox()
         return len(self.ids) + len(self.queue)
 
     def _admit(self) -> None:
@@ -138,36 +196,49 @@ class DecodeInstance(Instance):
         room = cap - len(self.ids)
         if room <= 0 or not self.queue:
             return
-        # in queue order while the KV reservation fits (an empty instance always takes one)
-        cand = np.fromiter(islice(self.queue, room), dtype=np.int64)
-        total = self.reserved + np.cumsum(req.input[cand] + req.output[cand])
-        over = total > kv_cap
-        over[0] &= bool(len(self.ids))
-        k = int(np.argmax(over)) if over.any() else len(cand)
+        # the queue's head, in order, while the KV reserved stays within capacity (an empty
+        # instance always takes its first sequence); needs are whole tokens, so sums are exact
+        t = np.fromiter(islice(self.queue, room), dtype=np.int64, count=min(room, len(self.queue)))
+        need = req.input[t] + req.output[t]
+        fits = self.reserved + np.cumsum(need) <= kv_cap
+        if not len(self.ids):
+            fits[0] = True
+        k = len(fits) if fits.all() else int(np.argmin(fits))
         if k:
-            t = cand[:k]
+            t = t[:k]
             for _ in range(k):
                 self.queue.popleft()
-            self.reserved = float(total[k - 1])
+            self.reserved += float(need[:k].sum())
             req.state[t] = DECODING
+            no_first = t[np.isnan(req.first_token[t])]
+            if len(no_first):
+                self.no_first = np.concatenate([self.no_first, no_first])
             self.ids = np.concatenate([self.ids, t])
-            self.ctx = np.concatenate([self.ctx, (req.input[t] + req.generated[t]).astype(float)])
+            self.ctx = np.concatenate([self.ctx, req.input[t] + req.generated[t]])
             self.left = np.concatenate([self.left, req.output[t] - req.generated[t]])
 
     def run(self):
         eng, req = self.eng, self.eng.req
         while True:
+            if eng.lazy_decode is self:
+                eng.take_ticks(eng.env.now)     # arrivals since the last step boundary
+            self.flush_inbox()
             if self.ready:
                 self._admit()
             if not len(self.ids) or not self.ready:
+                if self.inbox:
+                    self._wake_at(self.inbox[0][0])
+                self._go_idle()
                 yield self.wait()
                 continue
             n = len(self.ids)
             start = eng.env.now
             seconds = eng.decode_seconds(self, n / self.npus, float(self.ctx.mean()))
             if not np.isfinite(seconds):       # cut off from its peers: wait for the network
+                self._go_idle()
                 yield self.wait()
                 continue
+            self.stepping = True
             eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
             eng.account_decode(self, n, seconds)
             yield eng.env.timeout(seconds)
@@ -177,14 +248,14 @@ class DecodeInstance(Instance):
             made = np.minimum(got, self.left)
             self.left -= made
             self.ctx += made
-            req.generated[self.ids] += made
             eng.metrics.cur.output_tokens += float(made.sum())
-            first = np.isnan(req.first_token[self.ids])
-            if first.any():                      # decode-only runs: first token from decode
-                req.first_token[self.ids[first]] = eng.env.now
+            if len(self.no_first):               # decode-only runs: first token from decode
+                req.first_token[self.no_first] = eng.env.now
+                self.no_first = self.no_first[:0]
             done = self.left <= 0
             if done.any():
                 fin = self.ids[done]
+                req.generated[fin] = self.ctx[done] - req.input[fin]
                 self.reserved -= float((req.input[fin] + req.output[fin]).sum())
                 keep = ~done
                 self.ids, self.ctx, self.left = self.ids[keep], self.ctx[keep], self.left[keep]
@@ -193,10 +264,13 @@ class DecodeInstance(Instance):
     def evict(self, mask: np.ndarray | None = None, queue: bool = True) -> np.ndarray:
         """Drop the sequences in `mask` (all by default) and, with `queue`, the waiting ones;
         returns their ids for requeueing."""
+        self.flush_inbox()
         mask = np.ones(len(self.ids), dtype=bool) if mask is None else mask
         out = [self.ids[mask]]
         req = self.eng.req
+        req.generated[out[0]] = self.ctx[mask] - req.input[out[0]]
         self.reserved -= float((req.input[self.ids[mask]] + req.output[self.ids[mask]]).sum())
+        self.no_first = np.setdiff1d(self.no_first, out[0])
         self.ids, self.ctx, self.left = self.ids[~mask], self.ctx[~mask], self.left[~mask]
         if queue:
             out.append(np.array(list(self.queue), dtype=np.int64))

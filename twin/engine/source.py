@@ -78,6 +78,13 @@ class TraceSource:
             self._i, self._lap = 0, self._lap + 1
         return _concat(parts)
 
+    def next_arrival(self) -> float:
+        """Arrival time of the next request not yet taken (inf when the trace is done)."""
+        a = self._batch.arrival
+        if self._i < len(a):
+            return float(a[self._i]) + self._lap * self.span
+        return float(a[0]) + (self._lap + 1) * self.span if self.loop and len(a) else float("inf")
+
     def set_rate(self, now: float, rate: float) -> None:
         raise ValueError("rate: a trace replays its own arrival times (change the speed-up or "
                          "switch to a synthetic scenario)")
@@ -93,6 +100,7 @@ class SyntheticSource:
         self.block_size = kw.get("block_size", 512)
         self._gen_until = 0.0
         self._pending: Batch | None = None
+        self._pos = 0          # requests of _pending already taken (a cursor: no re-slicing)
         self._unique = 0
         self.exhausted = False
 
@@ -105,18 +113,29 @@ class SyntheticSource:
         self._unique += len(w.block_ids)
         return _from_workload(w, t0)
 
+    def _extend(self) -> None:
+        c = self._chunk(self._gen_until)
+        p = self._pending
+        rest = p.slice(self._pos, len(p)) if p is not None and self._pos < len(p) else None
+        self._pending, self._pos = _concat([rest, c]), 0
+        self._gen_until += CHUNK_S
+
+    def next_arrival(self) -> float:
+        """Arrival time of the next request not yet taken (generating chunks as needed)."""
+        while self._pending is None or self._pos >= len(self._pending):
+            self._extend()
+        return float(self._pending.arrival[self._pos])
+
     def take(self, t_end: float) -> Batch | None:
         while self._gen_until < t_end:
-            c = self._chunk(self._gen_until)
-            self._pending = _concat([self._pending, c]) if self._pending else c
-            self._gen_until += CHUNK_S
+            self._extend()
         p = self._pending
         if p is None:
             return None
         j = int(np.searchsorted(p.arrival, t_end, side="left"))
-        if not j:
+        if j <= self._pos:
             return None
-        out, self._pending = p.slice(0, j), p.slice(j, len(p))
+        out, self._pos = p.slice(self._pos, j), j
         return out
 
     def set_rate(self, now: float, rate: float) -> None:
@@ -124,7 +143,7 @@ class SyntheticSource:
         if not 0 < rate <= 1_000_000:
             raise ValueError(f"rate = {rate}: allowed 0 < rate <= 1,000,000 req/s")
         self.rate = rate
-        self._pending = None
+        self._pending, self._pos = None, 0
         self._gen_until = now
 
 
