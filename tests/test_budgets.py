@@ -171,12 +171,11 @@ def test_idle_is_measured_from_the_last_action_not_from_polls(dash_app, pages):
     reg = S.configure(wall_dt=0.05, max_sandboxes=2, ttl_s=0.8, token=None)
     try:
         sb = reg.open_sandbox(client="c1", addr="a")
-        end = time.monotonic() + 1.2
-        while time.monotonic() < end:                 # a page polling every 50 ms
+        end = time.monotonic() + 1.6
+        while time.monotonic() < end:                 # a page polling every 50 ms, past the TTL
             pages.overview.tick(1, sb.key, None)
             time.sleep(0.05)
-        assert wait_until(lambda: not sb.alive, timeout=3)
-        assert sb.key not in reg.sandboxes() or reg.reap() == [sb.key] or sb.key not in reg.sandboxes()
+        assert not sb.alive and sb.key not in reg.sandboxes()       # freed while it was being polled
         sb2 = reg.open_sandbox(client="c1", addr="a")
         for _ in range(4):                            # actions keep it alive
             time.sleep(0.3)
