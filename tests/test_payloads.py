@@ -11,6 +11,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_callbacks import _ids
 
 BAD = ["x", "", [], [1, 2], {}, {"a": {"b": {"c": [1, {"d": None}]}}}, None, 1e308, -1e308, math.nan,
        math.inf, True, -1, 10**30, "9" * 500, "\x00", "/etc/passwd", "../../etc/passwd", "/proc/self/environ",
@@ -20,18 +21,11 @@ NASTY = ["x", [], {}, None, math.nan, 10**30, {"a": {"b": 1}}]
 
 
 def _walk_ids(component, out: dict) -> None:
-    stack = [component]
-    while stack:
-        c = stack.pop()
-        if isinstance(c, (list, tuple)):
-            stack.extend(c)
-            continue
-        if not hasattr(c, "to_plotly_json"):
-            continue
-        cid = getattr(c, "id", None)
-        if isinstance(cid, dict):
-            out.setdefault(cid.get("type"), []).append(cid)
-        stack.append(getattr(c, "children", None))
+    """The pattern-matching ids of a layout, by type."""
+    for cid in _ids(component):
+        if cid.startswith("{"):
+            d = json.loads(cid)
+            out.setdefault(d.get("type"), []).append(d)
 
 
 @pytest.fixture(scope="module")
