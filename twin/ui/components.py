@@ -166,7 +166,7 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
                     dcc.Upload(html.Button("Upload…", className="btn btn-small", n_clicks=0),
                                id="ctl-trace-upload", max_size=UPLOAD_MAX_BYTES, multiple=False,
                                className="upload"),
-                ], className="field-row",
+                ], className="trace-pick",
                     title="A trace the twin ships or the operator registered, or upload your own "
                           f"(Mooncake JSONL, Azure or BurstGPT CSV; at most {UPLOAD_MAX_BYTES // 2**20} MB, "
                           "checked and kept in memory; only you see it in this list)"),
