@@ -63,6 +63,11 @@ def test_named_and_operator_registered_traces_work_and_paths_stay_server_side(da
     assert tw.status()["trace"] == "ops_trace" and str(tmp_path) not in str(tw.status())
     assert wait_until(lambda: tw.snapshot.sim_time > 0)
     assert src.startswith("mooncake/")
+    sb = reg.open_sandbox(client="c1", addr="a")                # a sandbox copies the name, not the path
+    assert sb.params.trace == "ops_trace" and str(tmp_path) not in str(sb.status())
+    mine.write_text("SECRET-LINE,do not show\n")               # the operator's file goes bad
+    msg, cls, _ = _reset(dash_app, "ops_trace")
+    assert "msg-error" in cls and "server's file for it cannot be used" in msg and "SECRET" not in msg
 
 
 def _data_url(text: str | bytes) -> str:

@@ -621,7 +621,7 @@ class Twin:
         With "faults" (a demo name such as "l2-loss" or a fault file) the twin restarts on the file's
         scenario and seed (unless given) with the scenario's own deployment, trace and load, so the
         demo replays exactly; a reset without "faults" drops any fault file."""
-        from .tracestore import TraceChoiceError, check
+        from .tracestore import TraceChoiceError, check, registered
         p = self.params
         if not isinstance(spec, dict):
             raise ControlError("reset: allowed a table {scenario, seed, deployment, trace, rate, faults}")
@@ -656,6 +656,10 @@ class Twin:
         except ControlError:
             raise
         except (ValueError, KeyError, OSError, TypeError) as exc:
+            if new.trace in registered():         # the operator's file: say which name, never its text
+                log.warning("twin %s: operator trace %s unusable: %s", self.key, new.trace, exc)
+                raise ControlError(f"trace {new.trace}: the server's file for it cannot be used (the "
+                                   "server log says why)") from None
             raise ControlError(str(exc).strip("'\"") or type(exc).__name__) from None
         if new.load is not None:
             try:
@@ -763,13 +767,17 @@ class Sessions:
         base = params
         if base is None:
             sp = self._shared.params if self._shared else None
-            base = sp.engine_kwargs() if sp else dict(self.params)
+            base = {k: v for k, v in vars(sp).items() if k != "load"} if sp else dict(self.params)
         try:
             tw = Twin(key, shared=False, params=base, factory=self.factory, wall_dt=self.wall_dt,
                       speed=self.speed, ttl_s=self.ttl_s, owner=client, addr=addr)
-        except Exception:
+        except Exception as exc:
             with self._lock:
                 self._sandboxes.pop(key, None)
+            if isinstance(exc, (ValueError, KeyError, OSError)):   # e.g. an upload no longer kept
+                log.warning("sandbox could not start: %s", exc)
+                raise ControlError("a sandbox could not start with the shared twin's settings; reset "
+                                   "the shared twin or try again") from None
             raise
         with self._lock:
             self._sandboxes[key] = tw
