@@ -14,6 +14,7 @@ import time
 import dash
 import flask
 from dash import ALL, Dash, Input, Output, State, clientside_callback, ctx, dcc, html, no_update
+from werkzeug.exceptions import BadRequest, HTTPException, InternalServerError
 
 from twin import session as S
 from twin import tracestore
@@ -43,14 +44,12 @@ def _start_timer():
 def _refuse(exc):
     """A request Dash cannot even dispatch (a malformed callback body) gets 400 and one log line;
     HTTP errors (413, 404, ...) pass through."""
-    from werkzeug.exceptions import BadRequest, HTTPException
     if isinstance(exc, HTTPException):
         return exc
     if flask.request.path.endswith("_dash-update-component"):
         log.warning("malformed callback request refused: %s: %s", type(exc).__name__, str(exc)[:200])
         return BadRequest("malformed callback request")
     log.error("request %s failed", flask.request.path, exc_info=exc)
-    from werkzeug.exceptions import InternalServerError
     return InternalServerError()
 
 

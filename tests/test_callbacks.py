@@ -177,7 +177,7 @@ def test_load_on_a_trace_scenario_says_why_it_cannot(twin_registry):
 
 
 def test_sandboxes_are_bounded_private_and_reaped(dash_app):
-    reg = S.configure(wall_dt=0.05, max_sandboxes=2, ttl_s=0.6, token=None)
+    reg = S.configure(wall_dt=0.05, max_sandboxes=2, ttl_s=1.5, token=None)
     try:
         a, b = reg.open_sandbox(), reg.open_sandbox()
         assert a.key != b.key and not a.shared
@@ -186,7 +186,7 @@ def test_sandboxes_are_bounded_private_and_reaped(dash_app):
         a.control("pause")
         assert reg.shared().actions() and not any("pause" in x["what"] for x in reg.shared().actions())
         b.touch()
-        assert wait_until(lambda: not a.alive, timeout=5)      # idle past the TTL: stopped
+        assert wait_until(lambda: not a.alive, timeout=8)      # idle past the TTL: stopped
         reg.reap()
         assert a.key not in reg.sandboxes() and reg.get(a.key) is None
     finally:

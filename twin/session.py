@@ -300,6 +300,7 @@ class Twin:
     # ---- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> "Twin":
+        self.touch()                       # idle time counts from when the twin runs
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._stop.clear()
