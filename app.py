@@ -163,9 +163,10 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
         elif trig == "ctl-reset":
             if G.number(seed) is None:
                 raise S.ControlError(f"seed: allowed a whole number {S.SEED_MIN} to {S.SEED_MAX}")
-            msg = tw.control("reset", {"scenario": G.ident(scenario) or "default",
-                                       "deployment": G.ident(deployment), "trace": trace or None,
-                                       "seed": seed}, **kw)
+            if G.ident(scenario) is None or deployment not in ("", None) and G.ident(deployment) is None:
+                raise S.ControlError("scenario and deployment: allowed one of the names in their lists")
+            msg = tw.control("reset", {"scenario": scenario, "deployment": deployment or None,
+                                       "trace": trace or None, "seed": seed}, **kw)
         else:
             return no_update, no_update, no_update
     except S.ControlError as exc:

@@ -253,3 +253,12 @@ def test_client_identity_is_the_secret_or_the_address():
     assert S.client_id(["x"], None) == "a-unknown"
     a = S.client_id(SECRET_A, "1.2.3.4")
     assert a.startswith("s-") and a == S.client_id(SECRET_A, "5.6.7.8") and SECRET_A not in a
+
+
+@pytest.mark.parametrize("scenario,deployment", [(["default"], ""), ({"a": 1}, ""), ("default", ["x"]),
+                                                 ("no-such", ""), ("default", "no-such")])
+def test_a_forged_scenario_or_deployment_is_refused_not_replaced(dash_app, reg, scenario, deployment):
+    tw = reg.shared()
+    msg, cls, _ = triggered(dash_app.on_control, "ctl-reset.n_clicks", 0, [0] * 6, None, [0] * 7, None, 1,
+                            "shared", None, "v1", scenario, deployment, None, 0, SECRET_A)
+    assert "msg-error" in cls and ("allowed" in msg or "unknown" in msg) and tw.run == 0
