@@ -14,20 +14,43 @@ import time
 import dash
 import flask
 from dash import ALL, Dash, Input, Output, State, clientside_callback, ctx, dcc, html, no_update
+from werkzeug.exceptions import BadRequest, HTTPException, InternalServerError
 
 from twin import session as S
+from twin import tracestore
 from twin.config import catalog
 from twin.ui import components as C
+from twin.ui import guard as G
 from twin.ui.live import status_payload, twin_for
 
+MAX_BODY_BYTES = 4 * 1024 * 1024     # a request body; the largest is a trace upload (2 MB, base64)
+
 app = Dash(__name__, use_pages=True, title="CloudMatrix Twin", update_title=None,
-           suppress_callback_exceptions=True)
+           suppress_callback_exceptions=True, on_error=G.on_error)
 server = app.server
+server.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+log = logging.getLogger(__name__)
 
 
 @server.before_request
 def _start_timer():
+    """Time the request; refuse an oversized body from its declared length, before reading it."""
     flask.g.t0 = time.perf_counter()
+    if (flask.request.content_length or 0) > MAX_BODY_BYTES:
+        flask.abort(413)
+
+
+@server.errorhandler(Exception)
+def _refuse(exc):
+    """A request Dash cannot even dispatch (a malformed callback body) gets 400 and one log line;
+    HTTP errors (413, 404, ...) pass through."""
+    if isinstance(exc, HTTPException):
+        return exc
+    if flask.request.path.endswith("_dash-update-component"):
+        log.warning("malformed callback request refused: %s: %s", type(exc).__name__, str(exc)[:200])
+        return BadRequest("malformed callback request")
+    log.error("request %s failed", flask.request.path, exc_info=exc)
+    return InternalServerError()
 
 
 @server.after_request
@@ -63,7 +86,8 @@ def serve_layout():
         dcc.Location(id="url", refresh=False),
         dcc.Store(id="ctl-twin", storage_type="session", data=S.SHARED),   # which twin this tab views
         dcc.Store(id="ctl-token", storage_type="session"),                 # {"token", "ok"}
-        dcc.Store(id="ctl-viewer", storage_type="local"),                  # anonymous viewer id
+        dcc.Store(id="ctl-viewer", storage_type="local"),                  # anonymous viewer id (shown)
+        dcc.Store(id="ctl-secret", storage_type="local"),                  # this browser's secret (never shown)
         dcc.Store(id="shell-status"),                                       # latest twin status
         html.Header([
             html.Div([html.Span("CloudMatrix", className="brand-a"), html.Span(" Twin", className="brand-b")],
@@ -108,37 +132,41 @@ def _who(viewer: str | None, token: dict | None) -> str:
     State("ctl-deployment", "value"),
     State("ctl-trace", "value"),
     State("ctl-seed", "value"),
+    State("ctl-secret", "data"),
     prevent_initial_call=True,
 )
 def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice, token, viewer,
-               scenario, deployment, trace, seed):
+               scenario, deployment, trace, seed, secret):
     """Apply one run control to the twin this viewer is looking at."""
     trig = ctx.triggered_id
     if trig is None:
         return no_update, no_update, no_update
     tw, note = twin_for(choice)
-    tok = (token or {}).get("token")
+    token = G.token(token)
+    kw = dict(who=_who(G.viewer(viewer), token), token=G.tok(token), client=G.client(secret)[0])
     try:
         if trig == "ctl-play":
-            msg = tw.control("pause" if not tw.paused else "play", who=_who(viewer, token), token=tok)
+            msg = tw.control("pause" if not tw.paused else "play", **kw)
         elif isinstance(trig, dict) and trig.get("type") == "ctl-speed-btn":
-            msg = tw.control("speed", trig["index"], who=_who(viewer, token), token=tok)
+            msg = tw.control("speed", G.text(trig.get("index")), **kw)
         elif trig == "ctl-speed-custom":
-            if speed_custom is None:
+            if G.number(speed_custom) is None:
                 raise S.ControlError(f"speed: allowed {S.SPEED_MIN:g} to {S.SPEED_MAX:g} (times real time)")
-            msg = tw.control("speed", speed_custom, who=_who(viewer, token), token=tok)
+            msg = tw.control("speed", speed_custom, **kw)
         elif isinstance(trig, dict) and trig.get("type") == "ctl-load-btn":
-            msg = tw.control("load", float(trig["index"]) / 100.0, who=_who(viewer, token), token=tok)
+            pct = G.number(trig.get("index"))
+            msg = tw.control("load", None if pct is None else pct / 100.0, **kw)
         elif trig == "ctl-load-custom":
-            if load_custom is None:
+            if G.number(load_custom) is None:
                 raise S.ControlError(f"load: allowed {S.LOAD_MIN * 100:g} to {S.LOAD_MAX * 100:g} % of capacity")
-            msg = tw.control("load", float(load_custom) / 100.0, who=_who(viewer, token), token=tok)
+            msg = tw.control("load", G.number(load_custom) / 100.0, **kw)
         elif trig == "ctl-reset":
-            if seed is None:
+            if G.number(seed) is None:
                 raise S.ControlError(f"seed: allowed a whole number {S.SEED_MIN} to {S.SEED_MAX}")
+            if G.ident(scenario) is None or deployment not in ("", None) and G.ident(deployment) is None:
+                raise S.ControlError("scenario and deployment: allowed one of the names in their lists")
             msg = tw.control("reset", {"scenario": scenario, "deployment": deployment or None,
-                                       "trace": trace or None, "seed": seed},
-                             who=_who(viewer, token), token=tok)
+                                       "trace": trace or None, "seed": seed}, **kw)
         else:
             return no_update, no_update, no_update
     except S.ControlError as exc:
@@ -154,24 +182,32 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
     Input("ctl-sandbox", "n_clicks"),
     Input("ctl-shared", "n_clicks"),
     State("ctl-twin", "data"),
+    State("ctl-secret", "data"),
     prevent_initial_call=True,
 )
-def on_twin_choice(_open, _back, choice):
-    """Open a private sandbox (bounded number), or go back to the shared twin (closing it)."""
+def on_twin_choice(_open, _back, choice, secret):
+    """Open a private sandbox (bounded in total, per browser and per address), or go back to the
+    shared twin (closing the sandbox if this browser owns it)."""
     reg = S.sessions()
+    choice = G.choice(choice)
+    who, addr = G.client(secret)
     if ctx.triggered_id == "ctl-sandbox":
         current = reg.get(choice) if choice and choice != S.SHARED else None
-        if current is not None:
+        if current is not None and current.owner == who:
             return no_update, "You already have a private sandbox; it is what you are viewing.", "ctl-msg msg-ok"
         try:
-            tw = reg.open_sandbox()
+            tw = reg.open_sandbox(client=who, addr=addr)
         except S.ControlError as exc:
             return no_update, str(exc), "ctl-msg msg-error"
-        return tw.key, (f"Private sandbox {tw.key} started with the shared twin's settings; only you "
-                        "see and control it."), "ctl-msg msg-ok"
+        return tw.key, (f"Private sandbox {tw.key} started with the shared twin's settings; only this "
+                        f"browser controls it. It is freed after {reg.ttl_s / 60:.0f} min without an "
+                        "action."), "ctl-msg msg-ok"
     if ctx.triggered_id == "ctl-shared":
         if choice and choice != S.SHARED:
-            reg.close(choice)
+            try:
+                reg.close(choice, who)
+            except S.ControlError:
+                pass          # someone else's sandbox: stop viewing it, leave it running
         return S.SHARED, "Back on the shared twin.", "ctl-msg msg-ok"
     return no_update, no_update, no_update
 
@@ -183,16 +219,54 @@ def on_twin_choice(_open, _back, choice):
     Input("ctl-unlock", "n_clicks"),
     Input("ctl-token-input", "n_submit"),
     State("ctl-token-input", "value"),
+    State("ctl-secret", "data"),
     prevent_initial_call=True,
 )
-def on_unlock(_clicks, _submit, value):
-    """Check an instructor token against the shared twin; keep it for this tab if it is right."""
+def on_unlock(_clicks, _submit, value, secret):
+    """Check an instructor token against the shared twin (throttled per browser and per address);
+    keep it for this tab if it is right."""
     reg = S.sessions()
     if not reg.locked:
         return no_update, "The shared twin is not locked: anyone can use the controls.", "ctl-msg msg-ok"
-    if reg.shared().authorized(value):
+    value = G.text(value)
+    try:
+        ok = reg.unlock(value, *G.client(secret))
+    except S.ControlError as exc:
+        return no_update, f"Not checked: {exc}", "ctl-msg msg-error"
+    if ok:
         return {"token": value, "ok": True}, "Instructor controls unlocked for this tab.", "ctl-msg msg-ok"
     return None, "Wrong instructor token: shared controls stay locked.", "ctl-msg msg-error"
+
+
+@dash.callback(
+    Output("ctl-trace", "options"),
+    Output("ctl-trace", "value"),
+    Output("ctl-trace-upload", "contents"),
+    Output("ctl-msg", "children", allow_duplicate=True),
+    Output("ctl-msg", "className", allow_duplicate=True),
+    Input("ctl-trace-upload", "contents"),
+    State("ctl-trace-upload", "filename"),
+    State("ctl-trace", "options"),
+    State("ctl-secret", "data"),
+    prevent_initial_call=True,
+)
+def on_upload(contents, filename, options, secret):
+    """Parse an uploaded trace in memory (bounded size, same checks as a trace file) and offer it
+    in this browser's Trace list; Apply & reset then runs it."""
+    if contents is None:
+        return no_update, no_update, no_update, no_update, no_update
+    try:
+        S.sessions().allow_upload(G.client(secret)[0])
+        key, w = tracestore.upload(contents, G.text(filename))
+    except (S.ControlError, ValueError) as exc:
+        return no_update, no_update, None, f"Trace not accepted: {exc}", "ctl-msg msg-error"
+    opts = [o for o in (options if isinstance(options, list) else []) if isinstance(o, dict)][:40]
+    name = tracestore.label(key)
+    if all(o.get("value") != key for o in opts):
+        opts.append({"label": name, "value": key})
+    span = float(w.arrival_s[-1] - w.arrival_s[0])
+    return (opts, key, None, f"{name}: {len(w):,} requests over {span:,.0f} s; press Apply & reset to "
+            "replay it", "ctl-msg msg-ok")
 
 
 # Status strip, lock state and the shared-action log are drawn in the browser from the small
@@ -232,6 +306,13 @@ clientside_callback(
     Output("ctl-viewer", "data"),
     Input("ctl-viewer", "modified_timestamp"),
     State("ctl-viewer", "data"),
+)
+
+clientside_callback(
+    dash.ClientsideFunction(namespace="twin", function_name="secret"),
+    Output("ctl-secret", "data"),
+    Input("ctl-secret", "modified_timestamp"),
+    State("ctl-secret", "data"),
 )
 
 clientside_callback(

@@ -1,5 +1,6 @@
 /* Clientside callbacks of CloudMatrix Twin: pure view transforms, no network round trip.
  *  status    - run-control strip, lock state and shared-action log from the status dict
+ *  secret    - this browser's secret (192 random bits): the server binds sandboxes and budgets to it
  *  viewerId  - an anonymous id for this browser (for the shared-action log)
  *  navActive - highlight the current page in the navigation
  *  topo      - merge compact live topology data (utilisation arrays) into cytoscape elements
@@ -89,6 +90,13 @@
                 classes, locked, locked, locked, loadOff, fill(locked),
                 loadClasses, fillN(nl, loadOff), loadTitle,
                 showSandbox, showShared, showToken];
+      },
+
+      secret: function (_ts, data) {
+        if (data) { return NU(); }
+        var b = new Uint8Array(24);
+        window.crypto.getRandomValues(b);
+        return btoa(String.fromCharCode.apply(null, b)).replace(/\+/g, "-").replace(/\//g, "_");
       },
 
       viewerId: function (_ts, data) {

@@ -8,10 +8,11 @@ import dash_cytoscape as cyto
 from dash import ALL, Input, Output, Patch, State, clientside_callback, ctx, dcc, html, no_update
 
 from twin import session as S
-from twin.engine.faults import EXAMPLES, KINDS
+from twin.engine.faults import EXAMPLES, KINDS, RANDOM_MAX
 from twin.ui import components as C
 from twin.ui import faultview as FV
 from twin.ui import figures as F
+from twin.ui import guard as G
 from twin.ui import theme as T
 from twin.ui import topoview as TV
 from twin.ui.live import Tick, status_payload, twin_for
@@ -141,7 +142,7 @@ def _random(system: str, random_h) -> html.Div:
                           value=[], className="switch"),
             _field("Failure-clock hours per sim second", dcc.Input(
                 id=f"{P}-random-rate", type="number", value=random_h or 1, className="num-input", debounce=True),
-                title="How fast the failure clock runs (0 < x <= 1e6): at 1, a simulated second stands for "
+                title=f"How fast the failure clock runs (0 < x <= {RANDOM_MAX:g}): at 1, a simulated second stands for "
                       "an hour of component MTBF (catalog assumptions)"),
         ], className="fl-row fl-row-end"),
         html.Div(FV.random_text(system, random_h), id=f"{P}-random-now", className="hint"),
@@ -234,6 +235,21 @@ def _window_start(hist: dict) -> float | None:
     return float(ts[max(0, len(ts) - F.HISTORY_POINTS)])
 
 
+def _cursor(cur) -> dict:
+    """This page's cursor fields from the browser, each of the right type (else dropped: a redraw)."""
+    cur = G.store(cur)
+    out = {k: cur[k] for k in ("system", "view") if G.ident(cur.get(k))}
+    if type(cur.get("n")) is int:
+        out["n"] = cur["n"]
+    if G.number(cur.get("t0")) is not None and not isinstance(cur.get("t0"), str):
+        out["t0"] = float(cur["t0"])
+    if isinstance(cur.get("drawn"), bool):
+        out["drawn"] = cur["drawn"]
+    if isinstance(cur.get("s"), dict):
+        out["s"] = {k: v for k, v in cur["s"].items() if type(v) is int}
+    return out
+
+
 def _banner(snap) -> tuple:
     if getattr(snap, "partitioned", False):
         return ([html.B("Partitioned. "), getattr(snap, "message", "") or "part of the system is cut off"],
@@ -310,9 +326,9 @@ def tick(_n, choice, cursor, view_name):
     """One poll: nothing when the snapshot is unchanged; else one Patch per chart (new points, and
     the fault marks when they moved), and each panel only when its content changed."""
     t = Tick.read(cursor, choice)
-    cursor = cursor or {}
+    cursor = _cursor(cursor)
     tw, snap = t.twin, t.snap
-    view_name = view_name or TV.AGG
+    view_name = G.ident(view_name) or TV.AGG
     system = _system(tw)
     rebuild = cursor.get("system") not in (None, system)
     full = t.mode == "full"
@@ -399,6 +415,7 @@ def on_view(selected, current, choice):
     """Show the whole supernode, one node or one UB sub-plane in the picker."""
     tw, _ = twin_for(choice)
     system = _system(tw)
+    selected, current = G.ident(selected), G.ident(current)
     try:
         v = TV.view(system, selected or TV.AGG)
     except ValueError:
@@ -430,13 +447,16 @@ def on_pick(kind, node, edge, target, choice):
     tw, _ = twin_for(choice)
     system = _system(tw)
     prop = ctx.triggered[0]["prop_id"] if ctx.triggered else ""
-    kind = kind if kind in KINDS else DEFAULT_KIND
+    kind = kind if isinstance(kind, str) and kind in KINDS else DEFAULT_KIND
+    target = G.ident(target) or ""
     if prop.endswith("tapNodeData") or prop.endswith("tapEdgeData"):
         data = node if prop.endswith("tapNodeData") else edge
-        cid = (data or {}).get("id", "")
+        data = data if isinstance(data, dict) else {}
+        cid = G.ident(data.get("id")) or ""
         picked = FV.pick(system, cid, kind) if cid else None
         if picked is None:
-            what = (f"a bundle of {data.get('links', 'several')} links: open a sub-plane to pick one optical "
+            links = data.get("links") if type(data.get("links")) is int else "several"
+            what = (f"a bundle of {links} links: open a sub-plane to pick one optical "
                     "link" if "==" in cid else
                     f"{cid!r} cannot be broken from here: pick a node, die, CPU, switch, NIC or optical link")
             fs, ps = _extra_styles(kind)
@@ -458,7 +478,8 @@ def on_suggest(kind, text, choice):
     """The searchable list of valid ids for the fault kind (filtered by what is typed)."""
     tw, _ = twin_for(choice)
     system = _system(tw)
-    return [html.Option(value=i) for i in FV.suggest(system, kind or DEFAULT_KIND, text)]
+    kind = kind if isinstance(kind, str) and kind in KINDS else DEFAULT_KIND
+    return [html.Option(value=i) for i in FV.suggest(system, kind, G.ident(text) or "")]
 
 
 # ---- actions ------------------------------------------------------------------------------------
@@ -480,13 +501,22 @@ def _err(tw, exc, note: str = "") -> tuple:
 
 def _opt_num(text, name: str):
     """A number from an optional text field (None if empty); ControlError names the field if bad."""
-    s = str(text).strip() if text is not None else ""
+    s = G.text(text)
+    if s is None and text is not None:
+        raise S.ControlError(f"{name}: allowed a number")
+    s = (s or "").strip()
     if not s:
         return None
-    try:
-        return float(s)
-    except ValueError:
-        raise S.ControlError(f"{name} = {s!r}: not a number") from None
+    v = G.number(s)
+    if v is None:
+        raise S.ControlError(f"{name} = {s[:40]!r}: not a finite number")
+    return v
+
+
+def _actor(viewer, token, secret) -> dict:
+    """who / token / client of an action, from checked browser values."""
+    token = G.token(token)
+    return dict(who=FV.who(G.viewer(viewer), token), token=G.tok(token), client=G.client(secret)[0])
 
 
 @dash.callback(
@@ -504,17 +534,21 @@ def _opt_num(text, name: str):
     State("ctl-twin", "data"),
     State("ctl-token", "data"),
     State("ctl-viewer", "data"),
+    State("ctl-secret", "data"),
     prevent_initial_call=True,
 )
-def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, token, viewer):
+def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, token, viewer, secret):
     """Inject now or schedule: validated first (the twin is untouched if the fault is refused)."""
     trig = ctx.triggered_id
     if trig not in (f"{P}-inject", f"{P}-schedule") or not _clicked():
         return no_update, no_update, no_update
     tw, note = twin_for(choice)
+    actor = _actor(viewer, token, secret)
     try:
-        tw.require((token or {}).get("token"))
-        spec = {"kind": kind, "target": (target or "").strip()}
+        tw.require(actor["token"], actor["client"])
+        if not isinstance(kind, str) or kind not in KINDS:
+            raise S.ControlError(f"fault kind: allowed {', '.join(KINDS)}")
+        spec = {"kind": kind, "target": (G.text(target) or "").strip()}
         d = _opt_num(dur, "duration_s")
         if d is not None:
             spec["duration_s"] = d
@@ -525,11 +559,11 @@ def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, 
             spec["period_s"] = _opt_num(period, "period_s")
         if trig == f"{P}-schedule":
             try:
-                spec["at_s"] = FV.parse_at(at, float(getattr(tw.snapshot, "sim_time", 0.0)))
+                spec["at_s"] = FV.parse_at(G.text(at), float(getattr(tw.snapshot, "sim_time", 0.0)))
             except ValueError as exc:
                 raise S.ControlError(str(exc)) from None
         spec = tw.check_fault(spec)
-        tw.control("fault", spec, who=FV.who(viewer, token), token=(token or {}).get("token"))
+        tw.control("fault", spec, **actor)
     except S.ControlError as exc:
         return _err(tw, exc, note)
     what = f"{FV.KIND_LABEL.get(spec['kind'], spec['kind'])}: {spec['target']}"
@@ -549,19 +583,21 @@ def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, 
     State("ctl-twin", "data"),
     State("ctl-token", "data"),
     State("ctl-viewer", "data"),
+    State("ctl-secret", "data"),
     prevent_initial_call=True,
 )
-def on_policy(_apply, detect, redundant, weights, choice, token, viewer):
+def on_policy(_apply, detect, redundant, weights, choice, token, viewer, secret):
     """Send a "policy" command: detection time, redundant experts, where weights come from."""
     if not _clicked():
         return no_update, no_update, no_update
     tw, note = twin_for(choice)
     try:
-        if detect is None or detect == "":
+        if G.number(detect) is None:
             raise S.ControlError("detect after: allowed a number of seconds 0 to 86,400")
-        pol = {"detect_s": float(detect), "redundant_experts": redundant != "off",
-               "weights_from": weights or "ems"}
-        msg = tw.control("policy", pol, who=FV.who(viewer, token), token=(token or {}).get("token"))
+        if redundant not in ("on", "off") or weights not in ("ems", "obs"):
+            raise S.ControlError("policy: redundant experts on or off; weights from ems or obs")
+        pol = {"detect_s": G.number(detect), "redundant_experts": redundant != "off", "weights_from": weights}
+        msg = tw.control("policy", pol, **_actor(viewer, token, secret))
     except S.ControlError as exc:
         return _err(tw, exc, note)
     return _ok(tw, msg[0].upper() + msg[1:] + " (applies to faults from now on)", note)
@@ -577,21 +613,22 @@ def on_policy(_apply, detect, redundant, weights, choice, token, viewer):
     State("ctl-twin", "data"),
     State("ctl-token", "data"),
     State("ctl-viewer", "data"),
+    State("ctl-secret", "data"),
     prevent_initial_call=True,
 )
-def on_random(value, rate, choice, token, viewer):
+def on_random(value, rate, choice, token, viewer, secret):
     """The random-failures switch: on starts failures at the given failure-clock rate, off stops
     them. The tick sets the switch to the twin's state, which lands here as a no-op."""
     tw, note = twin_for(choice)
-    on = "on" in (value or [])
+    on = isinstance(value, list) and "on" in value
     if on == (tw.random is not None):      # the switch follows the twin: nothing to do
         return no_update, no_update, no_update, no_update
     try:
-        if on and not (isinstance(rate, (int, float)) and rate > 0):
-            raise S.ControlError(f"random failures: rate = {rate!r}: allowed 0 < x <= 1e6 "
+        h = G.number(rate)
+        if on and not (h is not None and 0 < h <= RANDOM_MAX):
+            raise S.ControlError(f"random failures: rate = {str(rate)[:40]}: allowed 0 < x <= {RANDOM_MAX:g} "
                                  f"failure-clock hours per sim second (switch off to stop)")
-        msg = tw.control("random", {"hours_per_sim_s": rate if on else 0}, who=FV.who(viewer, token),
-                         token=(token or {}).get("token"))
+        msg = tw.control("random", {"hours_per_sim_s": h if on else 0}, **_actor(viewer, token, secret))
     except S.ControlError as exc:
         return (*_err(tw, exc, note), [] if on else ["on"])
     return (*_ok(tw, msg[0].upper() + msg[1:], note), no_update)
@@ -605,17 +642,20 @@ def on_random(value, rate, choice, token, viewer):
     State("ctl-twin", "data"),
     State("ctl-token", "data"),
     State("ctl-viewer", "data"),
+    State("ctl-secret", "data"),
     prevent_initial_call=True,
 )
-def on_demo(clicks, choice, token, viewer):
-    """Reset the viewed twin to a fault demo (its scenario, seed, policy and faults)."""
+def on_demo(clicks, choice, token, viewer, secret):
+    """Reset the viewed twin to a fault demo (its scenario, seed, policy and faults); the demo is
+    picked by name among the catalog's, never a path."""
     trig = ctx.triggered_id
     if not isinstance(trig, dict) or not _clicked():
         return no_update, no_update, no_update
     tw, note = twin_for(choice)
     try:
-        msg = tw.control("reset", {"faults": trig["index"]}, who=FV.who(viewer, token),
-                         token=(token or {}).get("token"))
+        if trig.get("index") not in {d["name"] for d in FV.demos()}:
+            raise S.ControlError("demo: allowed one of the demo buttons")
+        msg = tw.control("reset", {"faults": trig["index"]}, **_actor(viewer, token, secret))
     except S.ControlError as exc:
         return _err(tw, exc, note)
     title = next((d["title"] for d in FV.demos() if d["name"] == trig["index"]), trig["index"])

@@ -9,6 +9,7 @@ from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_u
 
 from twin.ui import components as C
 from twin.ui import faultview as FV
+from twin.ui import guard as G
 from twin.ui import theme as T
 from twin.ui import topoview as TV
 from twin.ui.live import Tick, twin_for
@@ -111,6 +112,20 @@ def _stats(rows) -> list:
             for k, v in rows]
 
 
+def _tapped(data) -> dict | None:
+    """Tap data from cytoscape: a dict with a plain id (and kind), else nothing."""
+    if not isinstance(data, dict) or G.ident(data.get("id")) is None:
+        return None
+    return {"id": data["id"], "kind": data.get("kind") if isinstance(data.get("kind"), str) else ""}
+
+
+def _selection(sel) -> dict | None:
+    """The page's own selection store, checked (kind, id, view) or nothing."""
+    if not isinstance(sel, dict) or sel.get("kind") not in ("node", "edge") or G.ident(sel.get("id")) is None:
+        return None
+    return {"kind": sel["kind"], "id": sel["id"], "view": G.ident(sel.get("view")) or TV.AGG}
+
+
 @dash.callback(
     Output(f"{P}-view", "data"),
     Output(f"{P}-cy", "elements", allow_duplicate=True),
@@ -135,7 +150,8 @@ def navigate(node, edge, selected, _back, current, choice):
     tw, _ = twin_for(choice)
     snap = tw.snapshot
     system = TV.system_of(getattr(snap, "deployment", None))
-    current = current or TV.AGG
+    node, edge, selected = _tapped(node), _tapped(edge), G.ident(selected)
+    current = G.ident(current) or TV.AGG
     target, sel = current, None
     if trig == f"{P}-back":
         target = TV.AGG
@@ -183,8 +199,8 @@ def tick(_n, choice, cursor, view_name, sel, options):
 
     If the twin now runs a deployment on another system (after a reset), the drawing is rebuilt."""
     t = Tick.read(cursor, choice)
-    view_name = view_name or TV.AGG
-    cursor = cursor or {}
+    view_name = G.ident(view_name) or TV.AGG
+    cursor, sel = G.store(cursor), _selection(sel)
     system = TV.system_of(getattr(t.snap, "deployment", None))
     rebuild = cursor.get("system") not in (None, system)
     if not t.changed and cursor.get("view") == view_name and not rebuild:
@@ -222,7 +238,8 @@ clientside_callback(
 def break_link(sel, choice):
     """Show the link "Break this part →" (to the Failures page) when the selection can be failed."""
     tw, _ = twin_for(choice)
-    picked = FV.pick(TV.system_of(getattr(tw.snapshot, "deployment", None)), (sel or {}).get("id") or "")
+    sel = _selection(sel)
+    picked = FV.pick(TV.system_of(getattr(tw.snapshot, "deployment", None)), sel["id"] if sel else "")
     if not picked:
         return no_update, {"display": "none"}
     return f"/failures?target={quote(picked[1], safe='/')}", {}

@@ -4,7 +4,9 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, Patch, State, dcc, html, no_update
 
+from twin.config import catalog
 from twin.ui import components as C
+from twin.ui import guard as G
 from twin.ui import tradeoffs as TO
 from twin.ui.live import Tick, twin_for
 
@@ -64,6 +66,16 @@ def _answer(dep: str, slo: float, kv: int) -> list:
     ]
 
 
+def _dep(v) -> str:
+    """A deployment the catalog knows (the page's own store may have been tampered with)."""
+    return v if isinstance(v, str) and v in catalog().deployments else "cloudmatrix-infer-paper"
+
+
+def _kv(v) -> int:
+    """One of the offered context lengths (4K if the value is anything else)."""
+    return v if type(v) is int and v in TO.KV_CHOICES else 4096
+
+
 @dash.callback(
     Output(f"{P}-fig", "figure"),
     Output(f"{P}-answer", "children"),
@@ -73,14 +85,11 @@ def _answer(dep: str, slo: float, kv: int) -> list:
 )
 def on_slo(slo, kv, dep):
     """Move the SLO line and the best-batch marker; recompute the curve for another context length."""
-    dep = dep or "cloudmatrix-infer-paper"
-    try:
-        slo = float(slo)
-    except (TypeError, ValueError):
-        slo = None
+    dep = _dep(dep)
+    slo = G.number(slo)
     if slo is None or not TO.SLO_MIN <= slo <= TO.SLO_MAX:
         return no_update, [html.Div(f"TPOT SLO: allowed {TO.SLO_MIN} to {TO.SLO_MAX} ms", className="msg-error")]
-    kv = int(kv or 4096)
+    kv = _kv(kv)
     return TO.figure(dep, kv, slo), _answer(dep, slo, kv)
 
 
@@ -104,6 +113,7 @@ def tick(_n, choice, cursor, dep, slo, kv):
     t = Tick.read(cursor, choice)
     if not t.changed:
         return no_update, no_update, no_update, no_update, no_update, t.status
+    dep = _dep(dep) if dep is not None else None
     snap = t.snap
     trail = TO.trail_from(getattr(snap, "history", None))
     new_dep = getattr(snap, "deployment", None) or dep
@@ -116,8 +126,9 @@ def tick(_n, choice, cursor, dep, slo, kv):
         ("deployment", new_dep),
     )] + [html.Div("The live point mixes every request length of the workload, so it sits near, not on, "
                    "the curve drawn for one context length.", className="hint")]
-    slo_v = float(slo) if slo is not None else TO.default_slo(new_dep)
-    kv = int(kv or 4096)
+    slo_v = G.number(slo)
+    slo_v = slo_v if slo_v is not None and TO.SLO_MIN <= slo_v <= TO.SLO_MAX else TO.default_slo(new_dep)
+    kv = _kv(kv)
     if new_dep != dep:
         return (TO.figure(new_dep, kv, slo_v, trail), _answer(new_dep, slo_v, kv), live, new_dep,
                 t.cursor, t.status)

@@ -138,19 +138,48 @@ def test_bad_input_shows_a_message_and_keeps_the_twin(browser_page, live_server)
     wait_live(pg)
     run = reg.shared().run
     pg.click("#ctl-setup summary")
-    pg.fill("#ctl-trace", "/no/such/trace.jsonl")
-    pg.press("#ctl-trace", "Tab")
-    pg.click("#ctl-reset")
-    wait_text(pg, "#ctl-msg", "Not applied")
+    assert pg.is_visible("#ctl-trace") and not pg.query_selector("input#ctl-trace")   # a list, not a path field
+    pg.set_input_files("#ctl-trace-upload input[type=file]",
+                       files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hello,world\n1,2\n"}])
+    wait_text(pg, "#ctl-msg", "Trace not accepted")
+    assert "cannot tell the trace format" in pg.inner_text("#ctl-msg")
     assert "msg-error" in pg.get_attribute("#ctl-msg", "class")
     assert reg.shared().run == run and not reg.shared().paused
     wait_live(pg)
-    pg.fill("#ctl-trace", "")
-    pg.press("#ctl-trace", "Tab")
     pg.fill("#ctl-speed-custom", "5000")
     pg.press("#ctl-speed-custom", "Enter")
     wait_text(pg, "#ctl-msg", "allowed 1 to 1000")
     assert reg.shared().speed == 1.0
+    assert pg.errors == []
+
+
+def test_an_uploaded_trace_is_offered_and_replayed(browser_page, live_server, artifacts):
+    from twin.workload import default_trace_path
+    pg = browser_page
+    _, reg = live_server
+    rows = default_trace_path("mooncake_conversation").read_text().splitlines()[:300]
+    pg.goto(pg.base_url + "/")
+    wait_live(pg)
+    run = reg.shared().run
+    pg.click("#ctl-setup summary")
+    pg.set_input_files("#ctl-trace-upload input[type=file]",
+                       files=[{"name": "class-demo.jsonl", "mimeType": "application/json",
+                               "buffer": ("\n".join(rows) + "\n").encode()}])
+    wait_text(pg, "#ctl-msg", "300 requests")
+    wait_text(pg, "#ctl-trace", r"class-demo\.jsonl \(uploaded\)")
+    pg.screenshot(path=str(artifacts / "trace-upload.png"), full_page=False)
+    pg.click("#ctl-reset")
+    wait_text(pg, "#ctl-msg", r"trace class-demo\.jsonl \(uploaded\)")
+    try:
+        pg.wait_for_function("() => /live|paused/i.test(document.querySelector('#ctl-status-state').innerText)")
+        for _ in range(50):                      # the engine swap lands within a loop iteration
+            if reg.shared().run == run + 1:
+                break
+            pg.wait_for_timeout(100)
+        assert reg.shared().run == run + 1
+        assert len(reg.shared()._engine.source.workload) == 300
+    finally:
+        reg.shared().control("reset", {"scenario": "default", "trace": None})
     assert pg.errors == []
 
 

@@ -533,11 +533,11 @@ def test_fault_file_replays_identically_also_through_the_cli(tmp_path):
 
 def test_random_failures_replay_identically(tmp_path):
     path = tmp_path / "random.toml"
-    path.write_text('scenario = "paper-decode"\nseed = 5\nduration_s = 30\n'
-                    "random = {hours_per_sim_s = 20}\n"
+    path.write_text('scenario = "paper-decode"\nseed = 5\nduration_s = 60\n'
+                    "random = {hours_per_sim_s = 10}\n"
                     "[policy]\ndetect_s = 2\nnetwork_repair_s = 5\nhardware_repair_s = 5\n")
-    a, eng = _run_file(path, [30])
-    b, _ = _run_file(path, [10, 20])
+    a, eng = _run_file(path, [60])
+    b, _ = _run_file(path, [20, 40])
     assert json.dumps(a) == json.dumps(b)
     assert len(a["faults"]) >= 2
     for f in a["faults"]:

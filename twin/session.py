@@ -9,20 +9,29 @@ failures it pauses itself with a message.
 
 `Sessions` is the process-wide registry: a shared default twin that every viewer sees, started
 lazily and idempotently behind a lock (never at import, so gunicorn forks safely), plus a bounded
-number of private sandbox twins keyed by a random id; idle sandboxes are stopped and freed after a
-TTL. If ``TWIN_INSTRUCTOR_TOKEN`` is set, controlling the shared twin needs that token. Actions on
-the shared twin are logged (who, what, when) for everyone to see.
+number of private sandbox twins keyed by a random id; idle sandboxes (no *action* for a TTL; polls
+do not count) are stopped and freed. If ``TWIN_INSTRUCTOR_TOKEN`` is set, controlling the shared
+twin needs that token. Actions on the shared twin are logged (who, what, when) for everyone to see.
+
+Budgets (the constants below, listed in the README): every viewer-controlled resource is bounded
+here, server-side. A *client* is a browser's secret (a random string kept in its local storage,
+sent with each action, stored here only as a hash), or its remote address when it sends none. A
+sandbox belongs to the client that opened it: its id alone neither controls nor closes it.
+Because a browser can mint new secrets but not new addresses, sandboxes and unlock attempts are
+also capped per remote address.
 
 Callers (Dash callbacks) only read `Twin.snapshot` / `Twin.status()` and call `Twin.control()`;
 they never touch SimPy objects. The module never imports dash.
 """
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
 import math
 import os
 import queue
+import re
 import secrets
 import threading
 import time
@@ -30,6 +39,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
+
+from .budget import RateLimit
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +56,36 @@ LOAD_PRESETS = (25, 50, 75, 90, 100, 120, 150)   # % of capacity
 LOAD_MIN, LOAD_MAX = 0.05, 2.0        # fraction of the deployment's capacity (the engine needs > 0)
 RATE_MIN, RATE_MAX = 0.001, 1_000_000.0
 SEED_MIN, SEED_MAX = 0, 2**31 - 1
-MAX_SANDBOXES = 4
-SANDBOX_TTL_S = 600.0                 # idle sandboxes are stopped and freed after this
+MAX_SANDBOXES = 4                     # private sandboxes in total (each is an engine thread)
+MAX_SANDBOXES_PER_CLIENT = 1
+MAX_SANDBOXES_PER_ADDRESS = 2         # a browser can mint secrets, not addresses
+SANDBOX_TTL_S = 600.0                 # sandboxes with no action for this long are stopped and freed
+UNLOCK_PER_MIN = 5                    # instructor-token attempts per client per minute
+UNLOCK_PER_MIN_ADDRESS = 20           # ... and per remote address (a classroom behind one NAT)
+UPLOADS_PER_MIN = 6                   # trace uploads per client per minute (each is parsed here)
+FAULTS_PER_MIN = 30                   # faults a client may send one twin per minute
+MAX_PENDING_FAULTS = 20               # scheduled faults not yet struck, per twin
+FAULT_HORIZON_S = 86_400.0            # a fault may be scheduled at most one sim day ahead
+_SECRET = re.compile(r"^[A-Za-z0-9_-]{22,64}$")
 MAX_CONSECUTIVE_ERRORS = 5            # then the twin pauses itself and says why
 LOG_LEN = 200
 
 
 class ControlError(ValueError):
     """A rejected control: bad value, locked twin, no free sandbox. The message says what is allowed."""
+
+
+def client_id(secret, addr) -> str:
+    """Who is acting: a hash of the browser's secret if it sent a well-formed one, else its address."""
+    if isinstance(secret, str) and _SECRET.match(secret):
+        return "s-" + hashlib.sha256(secret.encode()).hexdigest()[:24]
+    return "a-" + str(addr or "unknown")[:64]
+
+
+def _throttled(limit: RateLimit, what: str, *keys: str) -> None:
+    wait = limit.wait_s(*keys)
+    if wait:
+        raise ControlError(f"{what}: at most {limit.n} per minute; try again in {math.ceil(wait)} s")
 
 
 def _default_factory(**params):
@@ -114,7 +147,8 @@ def parse_seed(value) -> int:
 
 
 def parse_random(value) -> dict:
-    """{"hours_per_sim_s": h} (or a bare number h), 0 < h <= 1e6: how fast the failure clock runs."""
+    """{"hours_per_sim_s": h} (or a bare number h), 0 <= h <= RANDOM_MAX: how fast the failure clock
+    runs (twin.engine.faults)."""
     from twin.engine.faults import check_random
     spec = value if isinstance(value, dict) else {"hours_per_sim_s": value}
     h = spec.get("hours_per_sim_s") if isinstance(spec, dict) else None
@@ -161,6 +195,12 @@ def check_fault(spec, deployment: str | None, now: float) -> dict:
     return out
 
 
+def _demo_names() -> list[str]:
+    """The fault demos a viewer may load (catalog files, by name: never a path from a browser)."""
+    from twin.config import CATALOG_DIR
+    return sorted(p.stem for p in (CATALOG_DIR / "faults").glob("*.toml"))
+
+
 def _policy_of(engine) -> dict:
     """The fault policy of an engine that is not running yet (a plain dict; {} if it has none)."""
     pol = getattr(getattr(engine, "faults", None), "policy", None)
@@ -193,8 +233,11 @@ class _Params:
     faults: str | None = None        # fault scenario file replayed from t = 0 (a demo), if any
 
     def engine_kwargs(self) -> dict:
+        from .tracestore import resolve
         kw = {"scenario": self.scenario, "seed": self.seed, "deployment": self.deployment,
-              "trace": self.trace, "rate": self.rate}
+              "trace": resolve(self.trace), "rate": self.rate}
+        if self.trace:
+            kw["workload"] = "trace"          # a trace picked on a synthetic scenario replays it
         if self.faults:
             kw["faults"] = self.faults
         return kw
@@ -219,9 +262,11 @@ class Twin:
 
     def __init__(self, key: str, *, shared: bool = False, params: dict | None = None,
                  factory: Callable[..., Any] = _default_factory, wall_dt: float = WALL_DT,
-                 speed: float | str = 1.0, token: str | None = None, ttl_s: float | None = None):
+                 speed: float | str = 1.0, token: str | None = None, ttl_s: float | None = None,
+                 owner: str | None = None, addr: str | None = None):
         self.key = key
         self.shared = shared
+        self.owner, self.addr = owner, addr       # the client that opened a sandbox (None: anyone)
         self.created = time.time()
         self.last_seen = time.monotonic()
         self._factory = factory
@@ -244,6 +289,8 @@ class Twin:
         self._stats = _Stats()
         self._max_chunk = 1.0                     # sim s per advance at speed "max" (adapted)
         self._window_reset = False                # set by control(); the thread clears its window
+        self._pending: list[float] = []           # at_s of scheduled faults not yet struck
+        self._fault_rate = RateLimit(FAULTS_PER_MIN)
         self._engine = self._factory(**self.params.engine_kwargs())   # raises ValueError on bad input
         self.snapshot = self._engine.snapshot()
         self.policy: dict = _policy_of(self._engine)   # fault policy as last set (read by the UI)
@@ -253,6 +300,7 @@ class Twin:
     # ---- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> "Twin":
+        self.touch()                       # idle time counts from when the twin runs
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._stop.clear()
@@ -448,16 +496,17 @@ class Twin:
             self.rev += 1
 
     def control(self, action: str, value: Any = None, *, who: str = "viewer",
-                token: str | None = None) -> str:
+                token: str | None = None, client: str | None = None) -> str:
         """Apply a user action; returns a short confirmation, raises ControlError with the reason.
 
         Actions: play, pause, speed (1..1000 or "max"), load (0..2), rate (req/s),
         fault ({"target", "kind", ...}; `check_fault` validates one first), policy ({"detect_s",
         "redundant_experts", "weights_from", ...}), random ({"hours_per_sim_s"}),
-        reset ({"scenario", "seed", "deployment", "trace", "rate", "faults": a demo name or file}).
+        reset ({"scenario", "seed", "deployment", "trace": a name `twin.tracestore` offers, "rate",
+        "faults": a demo name}). `client` must be the sandbox's owner (see `client_id`).
         """
+        self.require(token, client)
         self.touch()
-        self.require(token)
         # pause, play and speed are plain attribute writes (atomic), applied immediately so the
         # reply already shows them; the thread is woken to act on them within one iteration
         if action == "play":
@@ -492,6 +541,7 @@ class Twin:
             if not isinstance(value, dict) or "target" not in value or "kind" not in value:
                 raise ControlError("fault: allowed {'kind': a fault kind (npu_die, l2, optical_link, ...), "
                                    "'target': a topology id, 'at_s', 'duration_s'}")
+            value = self._budget_fault(self.check_fault(value), client)
             self._q.put(("engine", _command("fault", dict(value))))
             msg = f"fault {value['kind']} {value['target']}"
             if value.get("at_s") is not None:
@@ -520,8 +570,12 @@ class Twin:
             self._bump()
         return msg
 
-    def require(self, token: str | None) -> None:
-        """Raise the instructor-lock ControlError unless `token` may control this twin."""
+    def require(self, token: str | None, client: str | None = None) -> None:
+        """Raise ControlError unless `token` may control this twin (instructor lock) and `client`
+        owns it (a sandbox)."""
+        if self.owner is not None and client != self.owner:
+            raise ControlError(f"sandbox {self.key} belongs to another browser: only the browser that "
+                               "opened it can control or close it (open your own sandbox)")
         if not self.authorized(token):
             raise ControlError("the shared twin is locked by the instructor: enter the instructor "
                                "token, or open a private sandbox to experiment")
@@ -531,6 +585,24 @@ class Twin:
         snap = self.snapshot
         return check_fault(spec, getattr(snap, "deployment", None) or self.params.deployment,
                            getattr(snap, "sim_time", 0.0))
+
+    def _budget_fault(self, spec: dict, client: str | None) -> dict:
+        """Refuse a fault beyond the horizon, past the pending limit or the client's rate."""
+        now = float(getattr(self.snapshot, "sim_time", 0.0))
+        at = spec.get("at_s")
+        if at is not None and at > now + FAULT_HORIZON_S:
+            raise ControlError(f"fault at_s = {at:g}: allowed up to {FAULT_HORIZON_S:,.0f} s after now "
+                               f"(t = {now:,.1f} s)")
+        with self._lock:
+            self._pending = [t for t in self._pending if t > now]
+            if at is not None and at > now and len(self._pending) >= MAX_PENDING_FAULTS:
+                raise ControlError(f"fault: {MAX_PENDING_FAULTS} scheduled faults are already waiting on this "
+                                   "twin (the most allowed); wait for them to strike or reset")
+        _throttled(self._fault_rate, "faults", client or "anyone")
+        if at is not None and at > now:
+            with self._lock:
+                self._pending.append(at)
+        return spec
 
     def _check_policy(self, value) -> dict:
         from twin.engine.faults import Policy
@@ -550,10 +622,16 @@ class Twin:
         With "faults" (a demo name such as "l2-loss" or a fault file) the twin restarts on the file's
         scenario and seed (unless given) with the scenario's own deployment, trace and load, so the
         demo replays exactly; a reset without "faults" drops any fault file."""
+        from .tracestore import TraceChoiceError, check, registered
         p = self.params
+        if not isinstance(spec, dict):
+            raise ControlError("reset: allowed a table {scenario, seed, deployment, trace, rate, faults}")
         demo: dict = {}
         if spec.get("faults"):
             from twin.engine.faults import load_fault_file
+            if spec["faults"] not in _demo_names():
+                raise ControlError(f"faults = {str(spec['faults'])[:48]!r}: not a demo (allowed: "
+                                   f"{', '.join(_demo_names())})")
             try:
                 demo = load_fault_file(spec["faults"])
             except (ValueError, OSError) as exc:
@@ -569,12 +647,20 @@ class Twin:
             faults=demo.get("path"),
         )
         new.deployment = new.deployment or None
-        new.trace = (new.trace or "").strip() or None
+        if "trace" in spec:
+            try:
+                new.trace = check(spec["trace"])
+            except TraceChoiceError as exc:
+                raise ControlError(str(exc)) from None
         try:
             engine = self._factory(**new.engine_kwargs())
         except ControlError:
             raise
         except (ValueError, KeyError, OSError, TypeError) as exc:
+            if new.trace in registered():         # the operator's file: say which name, never its text
+                log.warning("twin %s: operator trace %s unusable: %s", self.key, new.trace, exc)
+                raise ControlError(f"trace {new.trace}: the server's file for it cannot be used (the "
+                                   "server log says why)") from None
             raise ControlError(str(exc).strip("'\"") or type(exc).__name__) from None
         if new.load is not None:
             try:
@@ -584,11 +670,14 @@ class Twin:
                 new.load = None
         random = (demo.get("random") or {}).get("hours_per_sim_s")
         self._q.put(("swap", (engine, new, {"policy": _policy_of(engine), "random": random})))
+        with self._lock:
+            self._pending = []
         bits = [f"scenario {new.scenario}", f"seed {new.seed}"]
         if new.deployment:
             bits.append(f"deployment {new.deployment}")
         if new.trace:
-            bits.append(f"trace {new.trace}")
+            from .tracestore import label
+            bits.append(f"trace {label(new.trace)}")
         if new.faults:
             from pathlib import Path
             bits.append(f"faults {Path(new.faults).stem}")
@@ -604,10 +693,15 @@ class Sessions:
 
     def __init__(self, *, factory: Callable[..., Any] = _default_factory, params: dict | None = None,
                  max_sandboxes: int = MAX_SANDBOXES, ttl_s: float = SANDBOX_TTL_S,
-                 wall_dt: float = WALL_DT, speed: float | str = 1.0, token: str | None = None):
+                 wall_dt: float = WALL_DT, speed: float | str = 1.0, token: str | None = None,
+                 per_client: int = MAX_SANDBOXES_PER_CLIENT, per_address: int = MAX_SANDBOXES_PER_ADDRESS):
         self.factory = factory
         self.params = dict(params or {})
         self.max_sandboxes = max_sandboxes
+        self.per_client, self.per_address = per_client, per_address
+        self._unlock_client = RateLimit(UNLOCK_PER_MIN)
+        self._unlock_addr = RateLimit(UNLOCK_PER_MIN_ADDRESS)
+        self._uploads = RateLimit(UPLOADS_PER_MIN)
         self.ttl_s = ttl_s
         self.wall_dt = wall_dt
         self.speed = speed
@@ -638,40 +732,66 @@ class Sessions:
         self.reap()
         if not key or key == SHARED:
             return self.shared()
+        if not isinstance(key, str):
+            return None
         with self._lock:
-            tw = self._sandboxes.get(key)
-        if tw is not None:
-            tw.touch()
-        return tw
+            return self._sandboxes.get(key)      # viewing is not an action: no touch
 
-    def open_sandbox(self, params: dict | None = None) -> Twin:
-        """Start a private twin (same settings as the shared one unless given)."""
+    def unlock(self, token, client: str, addr: str | None) -> bool:
+        """Check an instructor token (constant-time), at most UNLOCK_PER_MIN tries per client and
+        UNLOCK_PER_MIN_ADDRESS per address a minute; ControlError when over."""
+        _throttled(self._unlock_client, "unlock attempts", client)
+        _throttled(self._unlock_addr, "unlock attempts from this address", f"addr:{addr}")
+        return self.shared().authorized(token if isinstance(token, str) else None)
+
+    def allow_upload(self, client: str) -> None:
+        _throttled(self._uploads, "trace uploads", client)
+
+    def open_sandbox(self, params: dict | None = None, *, client: str | None = None,
+                     addr: str | None = None) -> Twin:
+        """Start a private twin (same settings as the shared one unless given), owned by `client`."""
         self.reap()
         with self._lock:
+            live = [t for t in self._sandboxes.values() if t is not None]
+            if client is not None and sum(t.owner == client for t in live) >= self.per_client:
+                raise SandboxLimit(f"this browser already has {self.per_client} private sandbox(es), the "
+                                   "most allowed: go back to it, or close it first")
+            if addr is not None and sum(t.addr == addr for t in live) >= self.per_address:
+                raise SandboxLimit(f"{self.per_address} private sandboxes are already open from your network "
+                                   "address, the most allowed: close one first")
             if len(self._sandboxes) >= self.max_sandboxes:
                 raise SandboxLimit(f"all {self.max_sandboxes} private sandboxes are in use; idle ones "
                                    f"are freed after {self.ttl_s / 60:.0f} min. Watch the shared twin "
                                    "meanwhile.")
-            key = "sb-" + secrets.token_hex(4)
+            key = "sb-" + secrets.token_hex(8)
             self._sandboxes[key] = None   # reserve the slot while the engine builds
         base = params
         if base is None:
             sp = self._shared.params if self._shared else None
-            base = sp.engine_kwargs() if sp else dict(self.params)
+            base = {k: v for k, v in vars(sp).items() if k != "load"} if sp else dict(self.params)
         try:
             tw = Twin(key, shared=False, params=base, factory=self.factory, wall_dt=self.wall_dt,
-                      speed=self.speed, ttl_s=self.ttl_s)
-        except Exception:
+                      speed=self.speed, ttl_s=self.ttl_s, owner=client, addr=addr)
+        except Exception as exc:
             with self._lock:
                 self._sandboxes.pop(key, None)
+            if isinstance(exc, (ValueError, KeyError, OSError)):   # e.g. an upload no longer kept
+                log.warning("sandbox could not start: %s", exc)
+                raise ControlError("a sandbox could not start with the shared twin's settings; reset "
+                                   "the shared twin or try again") from None
             raise
         with self._lock:
             self._sandboxes[key] = tw
         return tw.start()
 
-    def close(self, key: str) -> bool:
+    def close(self, key: str, client: str | None = None) -> bool:
+        """Stop a sandbox; ControlError if `client` is not its owner."""
         with self._lock:
-            tw = self._sandboxes.pop(key, None)
+            tw = self._sandboxes.get(key) if isinstance(key, str) else None
+            if tw is not None and tw.owner is not None and client != tw.owner:
+                raise ControlError(f"sandbox {key} belongs to another browser: only the browser that "
+                                   "opened it can close it")
+            tw = self._sandboxes.pop(key, None) if isinstance(key, str) else None
         if tw is not None:
             tw.stop(timeout=2.0)
         return tw is not None

@@ -193,19 +193,26 @@ def load_trace(path: str | os.PathLike, fmt: str | None = None, lenient: bool = 
     lenient=True skips bad rows and records how many and why on the Workload."""
     p = Path(path)
     name = str(path)
-    if fmt is not None and fmt not in FORMATS:
-        raise TraceError(f"{name}: fmt = {fmt!r}: unknown format (allowed: {_FORMAT_HELP})")
-    if block_size is None:
-        block_size = MOONCAKE_BLOCK_SIZE
-    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
-        raise TraceError(f"{name}: block_size = {block_size!r}: must be an integer >= 1")
     try:
         text = p.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise TraceError(f"{name}: trace file not found") from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
         raise TraceError(f"{name}: cannot read trace file ({exc})") from None
-    lines = text.splitlines()
+    return parse_trace(text, name, fmt, lenient, block_size)
+
+
+def parse_trace(text: str, name: str, fmt: str | None = None, lenient: bool = False,
+                block_size: int | None = None) -> Workload:
+    """The trace in `text` (already read, e.g. an upload), checked by the same parsers as a file;
+    `name` only labels messages and the Workload's source."""
+    if fmt is not None and fmt not in FORMATS:
+        raise TraceError(f"{name}: fmt = {fmt!r}: unknown format (allowed: {_FORMAT_HELP})")
+    if block_size is None:
+        block_size = MOONCAKE_BLOCK_SIZE
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
+        raise TraceError(f"{name}: block_size = {block_size!r}: must be an integer >= 1")
+    lines = text.removeprefix("\ufeff").splitlines()
     first = next((ln.strip() for ln in lines if ln.strip()), None)
     if first is None:
         raise TraceError(f"{name}: file is empty (expected one of: {_FORMAT_HELP})")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import tracestore
 from ..workload import Workload, default_trace_path, load_trace, synthetic
 
 CHUNK_S = 30.0     # synthetic generation window, sim seconds (a memory/speed trade-off only)
@@ -43,8 +44,11 @@ class TraceSource:
 
     def __init__(self, trace: str, speedup: float, loop: bool, fmt: str = "auto",
                  lenient: bool = False):
-        path = trace if "/" in trace or trace.endswith((".jsonl", ".csv")) else default_trace_path(trace)
-        self.workload = load_trace(path, None if fmt == "auto" else fmt, lenient=lenient).scaled(speedup)
+        w = tracestore.workload(trace)        # a dashboard upload, parsed when it arrived
+        if w is None:
+            path = trace if "/" in trace or trace.endswith((".jsonl", ".csv")) else default_trace_path(trace)
+            w = load_trace(path, None if fmt == "auto" else fmt, lenient=lenient)
+        self.workload = w.scaled(speedup)
         self.loop = loop
         w = self.workload
         self.span = float(w.arrival_s[-1] - w.arrival_s[0]) + (1.0 / max(len(w) / max(w.arrival_s[-1], 1e-9), 1e-9))

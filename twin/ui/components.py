@@ -4,6 +4,7 @@ from __future__ import annotations
 from dash import dcc, html
 
 from twin import session as S
+from twin.tracestore import UPLOAD_MAX_BYTES, names
 
 # How a number was obtained (design convention 4): shown as a small tag next to it.
 PROVENANCE = {
@@ -92,6 +93,11 @@ def pct(v) -> str:
 
 # ---- run-control bar (shell) ------------------------------------------------------------------
 
+def trace_options() -> list[dict]:
+    """The Trace list: the scenario's own workload, then every named trace (no paths)."""
+    return [{"label": "scenario's workload", "value": ""}] + [{"label": n, "value": n} for n in names()]
+
+
 def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
     """Run controls shown on every page. Values are per-viewer; actions go to the viewed twin.
 
@@ -154,12 +160,16 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
             ], className="field"),
             html.Div([
                 html.Label("Trace", htmlFor="ctl-trace", className="ctl-label"),
-                html.Div(dcc.Input(id="ctl-trace", type="text", placeholder="scenario's trace",
-                                   list="ctl-trace-list", className="text-input", debounce=True),
-                         title="A trace name (mooncake_conversation, azure_conv) or a file path; "
-                               "empty = the scenario's workload"),
-                html.Datalist(id="ctl-trace-list",
-                              children=[html.Option(value=v) for v in ("mooncake_conversation", "azure_conv")]),
+                html.Div([
+                    dcc.Dropdown(id="ctl-trace", options=trace_options(), value="", clearable=False,
+                                 className="dd dd-wide"),
+                    dcc.Upload(html.Button("Upload…", className="btn btn-small", n_clicks=0),
+                               id="ctl-trace-upload", max_size=UPLOAD_MAX_BYTES, multiple=False,
+                               className="upload"),
+                ], className="trace-pick",
+                    title="A trace the twin ships or the operator registered, or upload your own "
+                          f"(Mooncake JSONL, Azure or BurstGPT CSV; at most {UPLOAD_MAX_BYTES // 2**20} MB, "
+                          "checked and kept in memory; only you see it in this list)"),
             ], className="field"),
             html.Div([
                 html.Label(f"Seed ({S.SEED_MIN}–{S.SEED_MAX})", htmlFor="ctl-seed", className="ctl-label"),
@@ -172,8 +182,8 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
             html.Div(className="ctl-sep"),
             html.Div([
                 html.Button("Open private sandbox", id="ctl-sandbox", className="btn", n_clicks=0,
-                            title=f"Your own twin, not shared (at most {S.MAX_SANDBOXES} at once; freed "
-                                  f"after {S.SANDBOX_TTL_S / 60:.0f} min idle)"),
+                            title=f"Your own twin, not shared (one per browser, at most {S.MAX_SANDBOXES} at "
+                                  f"once; freed after {S.SANDBOX_TTL_S / 60:.0f} min without an action)"),
                 html.Button("Back to shared twin", id="ctl-shared", className="btn", n_clicks=0),
             ], className="field field-row"),
             html.Div([

@@ -13,7 +13,7 @@ from dash import no_update
 
 from twin import session as S
 
-from . import figures
+from . import figures, guard
 
 ACTIONS_SHOWN = 8
 
@@ -21,11 +21,23 @@ ACTIONS_SHOWN = 8
 def twin_for(choice: str | None) -> tuple[S.Twin, str]:
     """The twin a viewer picked (browser store), or the shared one with a note if it is gone."""
     reg = S.sessions()
-    tw = reg.get(choice)
+    tw = reg.get(guard.choice(choice))
     if tw is None:
-        return reg.shared(), ("your private sandbox was stopped after being idle; showing the "
-                              "shared twin")
+        return reg.shared(), ("that private sandbox is gone (stopped after "
+                              f"{reg.ttl_s / 60:.0f} min without an action); showing the shared twin")
     return tw, ""
+
+
+def _cursor(cur) -> dict:
+    """A tick cursor from the browser with every field of the right type (else dropped)."""
+    cur = guard.store(cur)
+    out = {k: cur[k] for k in ("twin",) if isinstance(cur.get(k), str)}
+    for k in ("run", "v", "rev"):
+        if type(cur.get(k)) is int:
+            out[k] = cur[k]
+    if guard.number(cur.get("t")) is not None and not isinstance(cur.get("t"), str):
+        out["t"] = float(cur["t"])
+    return out
 
 
 def status_payload(tw: S.Twin, note: str = "") -> dict:
@@ -56,7 +68,7 @@ class Tick:
     def read(cls, cursor: dict | None, choice: str | None) -> "Tick":
         tw, note = twin_for(choice)
         snap = tw.snapshot
-        cur = cursor or {}
+        cur = _cursor(cursor)
         version = int(getattr(snap, "version", 0))
         same_twin = cur.get("twin") == tw.key and cur.get("run") == tw.run
         hist = getattr(snap, "history", None) or {}
