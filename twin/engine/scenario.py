@@ -8,7 +8,7 @@ from __future__ import annotations
 import tomllib
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,8 +16,15 @@ from ..config import CATALOG_DIR, CatalogError, _validate, catalog
 from ..workload import LengthDist
 
 
+# Input bounds (assumptions): far above the largest catalog deployment (~3,000 req/s at 4K/256), and
+# small enough that a 30 s synthetic chunk at the peak of a diurnal cycle (6M requests) stays under
+# workload.MAX_SYNTHETIC_REQUESTS.
+MAX_RATE = 100_000
+MAX_CACHE_BYTES = 1e18    # 1 EB; 'unlimited' is the way to ask for no limit
+
+
 class Length(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     kind: Literal["fixed", "uniform", "lognormal"] = "fixed"
     value: int = Field(4096, ge=1, le=1_000_000)
     lo: int = Field(1, ge=1, le=1_000_000)
@@ -38,7 +45,7 @@ class Length(BaseModel):
 
 
 class Scenario(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str = "custom"
     description: str = ""
     deployment: str = "cloudmatrix-infer-paper"
@@ -52,12 +59,12 @@ class Scenario(BaseModel):
     speedup: float = Field(1.0, gt=0, le=10_000)
     loop: bool = False
     # synthetic
-    rate: float | None = Field(None, gt=0, le=1_000_000)
+    rate: float | None = Field(None, gt=0, le=MAX_RATE)
     load: float = Field(0.5, gt=0, le=5)
     arrival: Literal["poisson", "gamma"] = "poisson"
     cv: float = Field(1.0, gt=0, le=20)
     diurnal_amplitude: float = Field(0.0, ge=0, le=1)
-    diurnal_period_s: float = Field(86400, gt=0)
+    diurnal_period_s: float = Field(86400, gt=0, le=365 * 86400)
     input: Length = Length(kind="fixed", value=4096)
     output: Length = Length(kind="fixed", value=256)
     reuse_rate: float = Field(0.0, ge=0, lt=1)
@@ -66,7 +73,7 @@ class Scenario(BaseModel):
     # run
     duration_s: float = Field(600, gt=0, le=30 * 86400)
     interval_s: float = Field(1.0, ge=0.05, le=3600)
-    cache_capacity: float | Literal["default", "unlimited"] = "default"
+    cache_capacity: Annotated[float, Field(ge=1, le=MAX_CACHE_BYTES)] | Literal["default", "unlimited"] = "default"
     faults: str = ""     # path of a fault scenario file (TOML), replayed with the seed
 
 
