@@ -72,8 +72,9 @@ def cmd_run(a) -> int:
     wall = time.perf_counter() - t0
     out = eng.summary()
     out["wall_seconds"] = round(wall, 3)
-    if eng.faults.faults:
-        out["faults"] = eng.fault_report()
+    if eng.faults.faults:   # goodput over a window with no finished interval is NaN: not measured
+        out["faults"] = [{k: None if isinstance(v, float) and not math.isfinite(v) else v
+                          for k, v in f.items()} for f in eng.fault_report()]
     notes = list(getattr(getattr(eng.source, "workload", None), "notes", ()))
     for note in notes:              # e.g. trace rows re-sorted: nothing changes silently
         print(f"note: {note}", file=sys.stderr)

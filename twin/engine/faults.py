@@ -438,7 +438,7 @@ def _check_file_fault(where: str, x: dict, duration_s) -> None:
     if type(duration_s) in (int, float) and at >= duration_s:
         raise CatalogError(f"{where}: at_s = {at:g} is not before the end of the run (duration_s = "
                            f"{duration_s:g}); allowed 0 <= at_s < duration_s")
-    if x.get("kind") not in KINDS:
+    if not isinstance(x.get("kind"), str) or x["kind"] not in KINDS:
         raise CatalogError(f"{where}: kind = {_short(x.get('kind'))}: allowed {', '.join(KINDS)}")
     if not isinstance(x.get("target"), str) or not x["target"].strip():
         raise CatalogError(f"{where}: target = {_short(x.get('target'))}: required, a part name "
