@@ -11,6 +11,8 @@ import json
 import math
 import os
 
+from .workload import brief
+
 
 def number(lo: float, hi: float, lo_open: bool = False, hi_open: bool = False,
            integer: bool = False, unit: str = ""):
@@ -24,10 +26,10 @@ def number(lo: float, hi: float, lo_open: bool = False, hi_open: bool = False,
         try:
             value = int(text) if integer else float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{_short(text)}: not {kind} (allowed: {allowed})") from None
+            raise argparse.ArgumentTypeError(f"{brief(text, 200)}: not {kind} (allowed: {allowed})") from None
         if not math.isfinite(value) or (value <= lo if lo_open else value < lo) \
                 or (value >= hi if hi_open else value > hi):
-            raise argparse.ArgumentTypeError(f"{_short(text)}: allowed {allowed}")
+            raise argparse.ArgumentTypeError(f"{brief(text, 200)}: allowed {allowed}")
         return value
     parse.__name__ = kind     # argparse names the type in some messages
     return parse
@@ -66,15 +68,15 @@ def out_path(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("empty: allowed a file path ending in .parquet or .csv")
     if os.path.splitext(text)[1] not in OUT_EXTENSIONS:
-        raise argparse.ArgumentTypeError(f"{_short(text)}: allowed a file path ending in .parquet or .csv")
+        raise argparse.ArgumentTypeError(f"{brief(text, 200)}: allowed a file path ending in .parquet or .csv")
     folder = os.path.dirname(os.path.abspath(text))
     if not os.path.isdir(folder):
-        raise argparse.ArgumentTypeError(f"{_short(text)}: folder {_short(folder)} does not exist "
+        raise argparse.ArgumentTypeError(f"{brief(text, 200)}: folder {brief(folder, 200)} does not exist "
                                          f"(create it first)")
     if not os.access(folder, os.W_OK):
-        raise argparse.ArgumentTypeError(f"{_short(text)}: folder {_short(folder)} is not writable")
+        raise argparse.ArgumentTypeError(f"{brief(text, 200)}: folder {brief(folder, 200)} is not writable")
     if os.path.isdir(text):
-        raise argparse.ArgumentTypeError(f"{_short(text)}: is a folder; allowed a file path")
+        raise argparse.ArgumentTypeError(f"{brief(text, 200)}: is a folder; allowed a file path")
     return text
 
 
@@ -105,8 +107,3 @@ def _non_finite(obj, path: str = "") -> str | None:
 
 def _num(v: float, integer: bool = False) -> str:
     return f"{int(v):,}" if integer or (float(v).is_integer() and abs(v) < 1e16) else f"{v:g}"
-
-
-def _short(text: str, n: int = 60) -> str:
-    text = repr(text)
-    return text if len(text) <= n else text[:n - 3] + "..."

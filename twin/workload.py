@@ -38,7 +38,6 @@ MOONCAKE_BLOCK_SIZE = 512  # traces/README.md: each hash id names one 512-token 
 MAX_TRACE_BYTES = 64 << 20    # 21x the shipped Mooncake trace; parsing peaks at about 7x the file size
 MAX_LINE_CHARS = 1 << 20      # a Mooncake row this long holds ~50,000 hash ids (25M prompt tokens)
 MAX_TRACE_SPAN_S = 1e9        # timestamps (after conversion to seconds) within about 31 years
-_SHOW = 40                    # characters of a bad value quoted in a message
 
 # Short names for the shared traces (traces/README.md); any relative path under a trace root also works.
 TRACES = {
@@ -244,12 +243,12 @@ def parse_trace_text(text: str | bytes, name: str, fmt: str | None = None, lenie
     records how many and why on the Workload; rows out of arrival order are sorted and the
     Workload's `notes` say so."""
     if fmt is not None and fmt not in FORMATS:
-        raise TraceError(f"{name}: fmt = {_show(fmt)}: unknown format (allowed: {_FORMAT_HELP})")
+        raise TraceError(f"{name}: fmt = {brief(fmt)}: unknown format (allowed: {_FORMAT_HELP})")
     if block_size is None:
         block_size = MOONCAKE_BLOCK_SIZE
     if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or \
             not 1 <= block_size <= 1 << 20:
-        raise TraceError(f"{name}: block_size = {_show(block_size)}: must be an integer 1..1048576")
+        raise TraceError(f"{name}: block_size = {brief(block_size)}: must be an integer 1..1048576")
     if len(text) > MAX_TRACE_BYTES:
         raise TraceError(f"{name}: larger than {MAX_TRACE_BYTES:,} bytes (the most a trace may be)")
     if isinstance(text, (bytes, bytearray)):
@@ -306,10 +305,10 @@ def _good_lines(lines: list[str], bad: "_Rejects", garbage: bool):
             yield lineno, line
 
 
-def _show(value) -> str:
-    """A bad value for a message: its repr, cut short (a message never carries a whole row)."""
+def brief(value, n: int = 40) -> str:
+    """A bad value for a message: its repr, cut to n characters (a message never carries a whole row)."""
     text = repr(value)
-    return text if len(text) <= _SHOW else text[:_SHOW - 3] + "..."
+    return text if len(text) <= n else text[:n - 3] + "..."
 
 
 def _detect(name: str, first: str) -> str:
@@ -320,7 +319,7 @@ def _detect(name: str, first: str) -> str:
         return "azure"
     if header == _BURST_HEADER:
         return "burstgpt"
-    raise TraceError(f"{name}: cannot tell the trace format from the first line {_show(first)} "
+    raise TraceError(f"{name}: cannot tell the trace format from the first line {brief(first)} "
                      f"(allowed: {_FORMAT_HELP}; or pass fmt=)")
 
 
@@ -355,13 +354,13 @@ def _parse_mooncake(rows, block_size: int, bad: _Rejects):
             continue
         t, i, o, h = r["timestamp"], r["input_length"], r["output_length"], r["hash_ids"]
         if type(t) not in (int, float) or not 0 <= t <= max_ms:
-            bad(lineno, f"timestamp = {_show(t)}: must be a number of milliseconds 0..{max_ms:.0e}")
+            bad(lineno, f"timestamp = {brief(t)}: must be a number of milliseconds 0..{max_ms:.0e}")
         elif not _is_int(i) or not 1 <= i <= _INT32_MAX:
-            bad(lineno, f"input_length = {_show(i)}: must be an integer >= 1 (and <= {_INT32_MAX})")
+            bad(lineno, f"input_length = {brief(i)}: must be an integer >= 1 (and <= {_INT32_MAX})")
         elif not _is_int(o) or not 1 <= o <= _INT32_MAX:
-            bad(lineno, f"output_length = {_show(o)}: must be an integer >= 1 (and <= {_INT32_MAX})")
+            bad(lineno, f"output_length = {brief(o)}: must be an integer >= 1 (and <= {_INT32_MAX})")
         elif type(h) is not list or not all(type(x) is int for x in h):
-            bad(lineno, f"hash_ids = {_show(h)}: must be a list of integers")
+            bad(lineno, f"hash_ids = {brief(h)}: must be a list of integers")
         elif len(h) != -(-i // block_size):
             bad(lineno, f"hash_ids has {len(h)} ids but input_length = {i} needs "
                         f"ceil({i} / {block_size}) = {-(-i // block_size)} (one per {block_size}-token block)")
@@ -386,7 +385,7 @@ def _parse_csv(name: str, rows, fmt: str, bad: _Rejects):
     head_line, header = next(rows, (1, ""))
     header = _csv_row(header) or []
     if tuple(c.strip().lower() for c in header) != expected:
-        raise TraceError(f"{name} line {head_line}: header {_show(','.join(header))} is not the {fmt} "
+        raise TraceError(f"{name} line {head_line}: header {brief(','.join(header))} is not the {fmt} "
                          f"header {','.join(expected)!r} (allowed: {_FORMAT_HELP})")
     if fmt == "azure":
         t_field, i_field, o_field, cols = "TIMESTAMP", "ContextTokens", "GeneratedTokens", (0, 1, 2)
@@ -404,10 +403,10 @@ def _parse_csv(name: str, rows, fmt: str, bad: _Rejects):
         t, i, o = (row[c].strip() for c in cols)
         i, o = _positive_int(i), _positive_int(o)
         if i is None:
-            bad(lineno, f"{i_field} = {_show(row[cols[1]])}: must be an integer >= 1 (and <= {_INT32_MAX})")
+            bad(lineno, f"{i_field} = {brief(row[cols[1]])}: must be an integer >= 1 (and <= {_INT32_MAX})")
             continue
         if o is None:
-            bad(lineno, f"{o_field} = {_show(row[cols[2]])}: must be an integer >= 1 (and <= {_INT32_MAX})")
+            bad(lineno, f"{o_field} = {brief(row[cols[2]])}: must be an integer >= 1 (and <= {_INT32_MAX})")
             continue
         if fmt == "burstgpt":
             try:
@@ -415,7 +414,7 @@ def _parse_csv(name: str, rows, fmt: str, bad: _Rejects):
             except ValueError:
                 t = -1.0
             if not 0 <= t <= MAX_TRACE_SPAN_S:
-                bad(lineno, f"{t_field} = {_show(row[0])}: must be a number of seconds 0..{MAX_TRACE_SPAN_S:.0e}")
+                bad(lineno, f"{t_field} = {brief(row[0])}: must be a number of seconds 0..{MAX_TRACE_SPAN_S:.0e}")
                 continue
         ts.append(t)
         inp.append(i)
@@ -469,7 +468,7 @@ def _parse_wallclock(texts: list[str], where: list[int], field_name: str, bad: _
             except ValueError:
                 stamps[k] = np.datetime64("NaT")
     for k in np.flatnonzero(np.isnat(stamps)):
-        bad(where[k], f"{field_name} = {_show(texts[k])}: {allowed}")
+        bad(where[k], f"{field_name} = {brief(texts[k])}: {allowed}")
     return stamps
 
 

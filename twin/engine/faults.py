@@ -19,7 +19,7 @@ import numpy as np
 from ..config import CATALOG_DIR, CatalogError
 from ..ems import ModelCache
 from ..topology import TopologyError, parse
-from ..workload import read_regular_file
+from ..workload import brief, read_regular_file
 
 if TYPE_CHECKING:
     from .core import Engine
@@ -421,7 +421,7 @@ def _check_file_header(name: str, data: dict) -> None:
                              ("duration_s", lambda v: type(v) in (int, float) and 0 < v <= 30 * 86400,
                               "a number of seconds > 0 and <= 2,592,000")):
         if key in data and not ok(data[key]):
-            raise CatalogError(f"{name}: {key} = {_short(data[key])}: allowed {allowed}")
+            raise CatalogError(f"{name}: {key} = {brief(data[key])}: allowed {allowed}")
 
 
 def _check_file_fault(where: str, x: dict, duration_s) -> None:
@@ -434,21 +434,16 @@ def _check_file_fault(where: str, x: dict, duration_s) -> None:
         raise CatalogError(f"{where}: at_s missing (seconds from the start)")
     at = x["at_s"]
     if isinstance(at, bool) or not isinstance(at, (int, float)) or not 0 <= at < math.inf:
-        raise CatalogError(f"{where}: at_s = {_short(at)}: allowed a number >= 0 (finite)")
+        raise CatalogError(f"{where}: at_s = {brief(at)}: allowed a number >= 0 (finite)")
     if type(duration_s) in (int, float) and at >= duration_s:
         raise CatalogError(f"{where}: at_s = {at:g} is not before the end of the run (duration_s = "
                            f"{duration_s:g}); allowed 0 <= at_s < duration_s")
     if not isinstance(x.get("kind"), str) or x["kind"] not in KINDS:
-        raise CatalogError(f"{where}: kind = {_short(x.get('kind'))}: allowed {', '.join(KINDS)}")
+        raise CatalogError(f"{where}: kind = {brief(x.get('kind'))}: allowed {', '.join(KINDS)}")
     if not isinstance(x.get("target"), str) or not x["target"].strip():
-        raise CatalogError(f"{where}: target = {_short(x.get('target'))}: required, a part name "
+        raise CatalogError(f"{where}: target = {brief(x.get('target'))}: required, a part name "
                            f"such as {EXAMPLES[x['kind']]!r}")
     for key in ("duration_s", "factor", "period_s"):
         v = x.get(key, 0.0)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise CatalogError(f"{where}: {key} = {_short(v)}: allowed a finite number")
-
-
-def _short(value, n: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= n else text[:n - 3] + "..."
+            raise CatalogError(f"{where}: {key} = {brief(v)}: allowed a finite number")
