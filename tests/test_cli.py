@@ -186,7 +186,7 @@ PERF_FLAGS = {"--batch": ("decode", "> 0 and <= 8,192"), "--prompt": ("decode", 
               "--output": ("decode", ">= 1 and <= 1,000,000"), "--kv": ("decode", ">= 1 and <= 2,000,000"),
               "--tokens-per-npu": ("prefill", ">= 1 and <= 1,048,576"), "--reuse": ("prefill", ">= 0 and < 1")}
 RUN_FLAGS = {"--duration": "> 0 and <= 2,592,000 s", "--rate": "> 0 and <= 100,000 req/s",
-             "--load": "> 0 and <= 5", "--speedup": "> 0 and <= 10,000",
+             "--load": "> 0 and <= 5", "--speedup": ">= 0.001 and <= 10,000",
              "--seed": "an integer >= 0 and <= 9,223,372,036,854,775,807"}
 CACHE = "allowed a number of bytes 1 to 1e+18 (e.g. 2e12), 'default' (the deployment's EMS DRAM) or 'unlimited'"
 
@@ -450,3 +450,11 @@ def test_dev_zero_as_trace_is_refused_quickly():
     p = subprocess_cli("run", "--trace", "/dev/zero", "--duration", "1")
     assert p.returncode == 2
     assert p.stderr == "error: /dev/zero: is a character device; a trace file must be a regular file\n"
+
+
+def test_a_trace_file_in_the_current_folder_is_read_as_a_path(tmp_path, monkeypatch):
+    (tmp_path / "mine.trace").write_text(_mooncake_row(0) + "\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("run", "--trace", "mine.trace", "--duration", "1", "--json")
+    assert code == 0, err
+    assert _strict(out)["requests"]["arrived"] == 1

@@ -10,7 +10,6 @@ from .cli_args import dumps, field_number, name, out_path
 from .engine.scenario import MAX_CACHE_BYTES, Scenario, load_scenario
 
 
-
 def _cache_capacity(text: str | None):
     if text is None or text in ("unlimited", "default"):
         return text
@@ -28,7 +27,9 @@ def _cache_capacity(text: str | None):
 def _scenario(a, spec: dict):
     """The run's scenario from the flags; a fault file also names its scenario, seed and duration,
     which the flags override. Flags that the chosen workload would ignore are refused."""
-    trace = a.trace
+    trace = a.trace     # a file in this folder is a path, not a trace name
+    if trace and "/" not in trace and os.path.isfile(trace):
+        trace = os.path.join(".", trace)
     scenario = None if trace else (a.scenario or spec.get("scenario") or "default")
     seed = a.seed if a.seed is not None else spec.get("seed")
     kw = dict(deployment=a.deployment, rate=a.rate, speedup=a.speedup,
@@ -164,7 +165,7 @@ def add_run_commands(sub) -> None:
     rate.add_argument("--load", type=field_number(Scenario, "load"),
                       help="arrival rate as a fraction of capacity (synthetic; 0 < load <= 5)")
     run.add_argument("--speedup", type=field_number(Scenario, "speedup"),
-                     help="trace replay speed-up (0 < speedup <= 10,000)")
+                     help="trace replay speed-up (0.001 <= speedup <= 10,000)")
     run.add_argument("--cache-capacity", help="EMS DRAM bytes in total (1..1e18), 'default' or 'unlimited'")
     run.add_argument("--faults", type=name("a fault file (TOML) or a demo name"),
                      help="fault scenario file (TOML) or a demo name in twin/catalog/faults")

@@ -56,7 +56,7 @@ class Scenario(BaseModel):
     trace: str = ""
     trace_format: Literal["auto", "mooncake", "azure", "burstgpt"] = "auto"
     lenient: bool = False
-    speedup: float = Field(1.0, gt=0, le=10_000)
+    speedup: float = Field(1.0, ge=0.001, le=10_000)   # input bound: 1000x slow motion to 10,000x
     loop: bool = False
     # synthetic
     rate: float | None = Field(None, gt=0, le=MAX_RATE)
