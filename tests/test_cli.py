@@ -188,7 +188,7 @@ PERF_FLAGS = {"--batch": ("decode", "> 0 and <= 8,192"), "--prompt": ("decode", 
 RUN_FLAGS = {"--duration": "> 0 and <= 2,592,000 s", "--rate": "> 0 and <= 100,000 req/s",
              "--load": "> 0 and <= 5", "--speedup": ">= 0.001 and <= 10,000",
              "--seed": "an integer >= 0 and <= 9,223,372,036,854,775,807"}
-CACHE = "allowed a number of bytes 1 to 1e+18 (e.g. 2e12), 'default' (the deployment's EMS DRAM) or 'unlimited'"
+CACHE = "allowed a number of bytes 1 to 1e+18, 'default' (the deployment's EMS DRAM) or 'unlimited' (no capacity limit)"
 
 
 def _survey():
@@ -207,7 +207,7 @@ def _survey():
             if not (flag == "--seed" and v == "0"):
                 rows.append((("bench", flag, v), f"argument {flag}: {v!r}: ", allowed))
     for v in ["-1", "0", "0.5", "nan", "inf", "-inf", "1e300", "abc", "", "2e12x"]:
-        rows.append((("run", "--duration", "1", f"--cache-capacity={v}"), f"--cache-capacity = {v!r}: ", CACHE))
+        rows.append((("run", "--duration", "1", f"--cache-capacity={v}"), f"cache_capacity = {v!r}: ", CACHE))
     for flag, what in (("--scenario", "a scenario name"), ("--trace", "a trace file or a trace name"),
                        ("--deployment", "a deployment name"), ("--faults", "a fault file (TOML) or a demo name")):
         for v in ("", "  "):
@@ -458,3 +458,27 @@ def test_a_trace_file_in_the_current_folder_is_read_as_a_path(tmp_path, monkeypa
     code, out, err = cli("run", "--trace", "mine.trace", "--duration", "1", "--json")
     assert code == 0, err
     assert _strict(out)["requests"]["arrived"] == 1
+
+
+# ---- scenario overrides (the CLI and the dashboard share load_scenario) --------------------------
+@pytest.mark.parametrize("scenario,overrides,message", [
+    (["x"], {}, "scenario = ['x']: allowed a scenario name (default, "),
+    ("default", {"cache_capacity": "inf"}, "cache_capacity = 'inf': allowed a number of bytes 1 to 1e+18"),
+    ("default", {"cache_capacity": True}, "cache_capacity = True: allowed a number of bytes"),
+    ("default", {"rate": float("nan")}, "scenario [default].rate = nan: Input should be a finite number "
+                                        "(allowed: > 0 and <= 100000)"),
+    ("default", {"diurnal_period_s": float("inf")}, "diurnal_period_s = inf: Input should be a finite number"),
+    ("default", {"speedup": 1e-4}, "speedup = 0.0001: Input should be greater than or equal to 0.001"),
+    ("default", {"input": {"kind": "fixed", "value": float("nan")}}, "input.value = nan"),
+])
+def test_scenario_overrides_are_refused_by_name(scenario, overrides, message):
+    from twin.config import CatalogError
+    from twin.engine.scenario import load_scenario
+    with pytest.raises(CatalogError) as exc:
+        load_scenario(scenario, **overrides)
+    assert message in str(exc.value)
+
+
+def test_cache_capacity_as_a_numeric_string_is_bytes():
+    from twin.engine.scenario import load_scenario
+    assert load_scenario("default", cache_capacity="2e12").cache_capacity == 2e12

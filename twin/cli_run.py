@@ -7,21 +7,7 @@ import sys
 import time
 
 from .cli_args import dumps, field_number, name, out_path
-from .engine.scenario import MAX_CACHE_BYTES, Scenario, load_scenario
-
-
-def _cache_capacity(text: str | None):
-    if text is None or text in ("unlimited", "default"):
-        return text
-    allowed = (f"allowed a number of bytes 1 to {MAX_CACHE_BYTES:g} (e.g. 2e12), 'default' "
-               f"(the deployment's EMS DRAM) or 'unlimited' (no capacity limit)")
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"--cache-capacity = {text!r}: {allowed}") from None
-    if not (math.isfinite(value) and 1 <= value <= MAX_CACHE_BYTES):
-        raise ValueError(f"--cache-capacity = {text!r}: {allowed}")
-    return value
+from .engine.scenario import Scenario, load_scenario
 
 
 def _scenario(a, spec: dict):
@@ -33,7 +19,7 @@ def _scenario(a, spec: dict):
     scenario = None if trace else (a.scenario or spec.get("scenario") or "default")
     seed = a.seed if a.seed is not None else spec.get("seed")
     kw = dict(deployment=a.deployment, rate=a.rate, speedup=a.speedup,
-              cache_capacity=_cache_capacity(a.cache_capacity),
+              cache_capacity=a.cache_capacity,
               duration_s=a.duration if a.duration is not None else spec.get("duration_s"),
               faults=spec.get("path"), load=a.load, trace_format=a.format,
               lenient=True if a.lenient else None)

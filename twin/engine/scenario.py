@@ -5,6 +5,7 @@ the dashboard, and every override is validated with a message naming the field a
 """
 from __future__ import annotations
 
+import math
 import tomllib
 from functools import lru_cache
 from pathlib import Path
@@ -77,6 +78,20 @@ class Scenario(BaseModel):
     faults: str = ""     # path of a fault scenario file (TOML), replayed with the seed
 
 
+def _cache_capacity(value):
+    """'default', 'unlimited' or a finite number of bytes 1..MAX_CACHE_BYTES (a numeric string too)."""
+    if value in ("default", "unlimited"):
+        return value
+    try:
+        x = float(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+    except ValueError:
+        x = None
+    if x is None or not (math.isfinite(x) and 1 <= x <= MAX_CACHE_BYTES):
+        raise CatalogError(f"cache_capacity = {value!r}: allowed a number of bytes 1 to {MAX_CACHE_BYTES:g}, "
+                           f"'default' (the deployment's EMS DRAM) or 'unlimited' (no capacity limit)")
+    return x
+
+
 @lru_cache(maxsize=1)
 def _named() -> dict[str, dict]:
     return tomllib.loads((CATALOG_DIR / "scenarios.toml").read_text())
@@ -89,18 +104,15 @@ def list_scenarios() -> list[dict]:
 def load_scenario(scenario: str | None = "default", **overrides) -> Scenario:
     """A named scenario (or a blank one) with overrides; None values mean "keep"."""
     base: dict = {}
+    if scenario is not None and not isinstance(scenario, str):
+        raise CatalogError(f"scenario = {scenario!r}: allowed a scenario name ({', '.join(_named())})")
     if scenario:
         if scenario not in _named():
             raise CatalogError(f"scenario = {scenario!r}: unknown (allowed: {', '.join(_named())})")
         base = dict(_named()[scenario], name=scenario)
     base.update({k: v for k, v in overrides.items() if v is not None})
-    if "cache_capacity" in base and isinstance(base["cache_capacity"], str) \
-            and base["cache_capacity"] not in ("default", "unlimited"):
-        try:
-            base["cache_capacity"] = float(base["cache_capacity"])
-        except ValueError:
-            raise CatalogError(f"cache_capacity = {base['cache_capacity']!r}: allowed a number of "
-                               f"bytes, 'default' or 'unlimited'") from None
+    if "cache_capacity" in base:
+        base["cache_capacity"] = _cache_capacity(base["cache_capacity"])
     sc = _validate(Scenario, base, f"scenario [{base.get('name', 'custom')}]")
     catalog().deployment(sc.deployment)   # unknown deployment -> clear error
     if sc.workload == "trace" and not sc.trace:
