@@ -324,6 +324,10 @@ def test_size_and_line_limits(tmp_path, monkeypatch):
     assert len(load_trace(_write(tmp_path, "s.jsonl", [row, row]))) == 2
     with pytest.raises(TraceError, match=f"upload: larger than {limit} bytes"):
         wl.parse_trace_text("x" * (limit + 1), "upload")
+    monkeypatch.setattr(wl, "MAX_TRACE_LINES", 3)
+    with pytest.raises(TraceError, match="upload: more than 3 lines"):
+        wl.parse_trace_text("\n" * 3, "upload")
+    assert len(wl.parse_trace_text(row + "\n\n", "upload")) == 1
     monkeypatch.setattr(wl, "MAX_LINE_CHARS", len(row))
     w = load_trace(_write(tmp_path, "u.jsonl", [row, row + " "]), lenient=True)
     assert len(w) == 1 and w.skip_reasons == (

@@ -37,6 +37,7 @@ MOONCAKE_BLOCK_SIZE = 512  # traces/README.md: each hash id names one 512-token 
 # Input bounds (assumptions, not model constants): what one trace may cost to load.
 MAX_TRACE_BYTES = 64 << 20    # 21x the shipped Mooncake trace; parsing peaks at about 7x the file size
 MAX_LINE_CHARS = 1 << 20      # a Mooncake row this long holds ~50,000 hash ids (25M prompt tokens)
+MAX_TRACE_LINES = 4_000_000   # 16 bytes per line at the size limit; keeps the line list under 32 MB
 MAX_TRACE_SPAN_S = 1e9        # timestamps (after conversion to seconds) within about 31 years
 
 # Short names for the shared traces (traces/README.md); any relative path under a trace root also works.
@@ -256,6 +257,8 @@ def parse_trace_text(text: str | bytes, name: str, fmt: str | None = None, lenie
     elif not isinstance(text, str):
         raise TraceError(f"{name}: trace text must be str or bytes, got {type(text).__name__}")
     text = text.removeprefix("\ufeff")
+    if text.count("\n") >= MAX_TRACE_LINES:
+        raise TraceError(f"{name}: more than {MAX_TRACE_LINES:,} lines (the most a trace may have)")
     lines = text.split("\n")
     first = next((ln.strip() for ln in lines if ln.strip()), None)
     if first is None:
