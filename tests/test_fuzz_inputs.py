@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from twin.__main__ import main
 from twin.config import CatalogError
-from twin.engine.faults import KINDS, load_fault_file
+from twin.engine.faults import EXAMPLES, KINDS, load_fault_file
 from twin.workload import TraceError, Workload, parse_trace_text
 
 FUZZ = settings(max_examples=100, derandomize=True, deadline=None, database=None,
@@ -162,7 +162,21 @@ TOP_KEY = st.sampled_from(["scenario", "seed", "duration_s", "description", "bog
 
 
 @st.composite
+def good_fault(draw) -> list[str]:
+    """A fault the engine accepts (a real target of the right kind) landing within a 1 s run."""
+    kind = draw(st.sampled_from(sorted(KINDS)))
+    out = ["[[fault]]", f'kind = "{kind}"', f'target = "{EXAMPLES[kind]}"', f"at_s = {draw(st.integers(0, 9)) / 10}"]
+    if draw(st.booleans()):
+        out.append(f"duration_s = {draw(st.integers(1, 50)) / 10}")
+    return out
+
+
+@st.composite
 def fault_file(draw) -> str:
+    """Half the time a file the engine runs; otherwise one with odd keys, values and tables."""
+    if draw(st.booleans()):
+        lines = ['scenario = "paper-decode"'] + sum(draw(st.lists(good_fault(), min_size=1, max_size=3)), [])
+        return "\n".join(lines) + "\n"
     out = []
     for key in draw(st.lists(TOP_KEY, unique=True, max_size=3)):
         value = '"paper-decode"' if key == "scenario" and draw(st.booleans()) else draw(TOML_VALUE)
@@ -233,15 +247,26 @@ EDGE = ["0", "-0", "1", "-1", "0.5", "nan", "-nan", "inf", "-inf", "1e300", "-1e
         "9223372036854775808", "", " ", "abc", "1,5", "0x10", "1_0", "unlimited", "default"]
 VALUE = st.one_of(st.sampled_from(EDGE), st.floats().map(repr), st.integers().map(str),
                   st.text(max_size=6))
-SHORT = st.sampled_from(["0.5", "1", "0", "-1", "nan", "inf", "1e300", "", "x"])   # durations: runs stay short
+SHORT = st.sampled_from(["0.5", "1", "1", "1", "0", "-1", "nan", "inf", "1e300", "", "x"])   # runs stay short
 PERF_FLAGS = ["--batch", "--prompt", "--output", "--kv", "--tokens-per-npu", "--reuse", "--deployment",
               "--precision", "--eplb"]
 RUN_FLAGS = ["--rate", "--load", "--speedup", "--cache-capacity", "--seed", "--deployment", "--scenario",
              "--format"]
 
 
+GOOD = {"--batch": ["1", "8", "96", "8192"], "--prompt": ["1", "4096", "1000000"], "--output": ["1", "256"],
+        "--kv": ["1", "4096", "2000000"], "--tokens-per-npu": ["1", "16384", "1048576"],
+        "--reuse": ["0", "0.9", "0.999"], "--deployment": ["cloudmatrix-infer-paper", "cloudmatrix-infer-384"],
+        "--precision": ["int8", "bf16"], "--eplb": ["default", "perfect"], "--rate": ["1", "50", "500"],
+        "--load": ["0.1", "1", "5"], "--speedup": ["0.001", "4", "10000"],
+        "--cache-capacity": ["1", "2e12", "unlimited", "default"], "--seed": ["0", "7", "9223372036854775807"],
+        "--scenario": ["paper-decode", "bursty-chat"], "--format": ["mooncake", "azure"],
+        "--system": ["cloudmatrix384", "gpu-cluster-h100"]}
+
+
 @st.composite
 def command_line(draw) -> list[str]:
+    """A subcommand with up to three flags, each value in range half the time."""
     cmd = draw(st.sampled_from(["perf", "run", "bench", "topology"]))
     argv = [cmd]
     if cmd == "perf":
@@ -255,8 +280,11 @@ def command_line(draw) -> list[str]:
     else:
         flags = ["--system"]
     for flag in draw(st.lists(st.sampled_from(flags), unique=True, max_size=3)):
-        argv += [flag] if flag in ("--no-mtp", "--no-microbatch", "--lenient") \
-            else [f"{flag}={draw(VALUE)}"]
+        if flag in ("--no-mtp", "--no-microbatch", "--lenient"):
+            argv.append(flag)
+        else:
+            good = draw(st.booleans()) and flag in GOOD
+            argv.append(f"{flag}={draw(st.sampled_from(GOOD[flag]) if good else VALUE)}")
     if cmd in ("run", "bench"):
         argv.append(f"--duration={draw(SHORT)}")
     return argv + ["--json"]
