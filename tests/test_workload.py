@@ -349,3 +349,9 @@ def test_binary_lines_are_bad_rows(tmp_path):
         load_trace(p)
     w = load_trace(p, lenient=True)
     assert len(w) == 2 and w.skipped == 1
+
+
+def test_parse_trace_text_takes_only_text_or_bytes():
+    from twin.workload import parse_trace_text
+    with pytest.raises(TraceError, match="upload: trace text must be str or bytes, got list"):
+        parse_trace_text(["a"], "upload")

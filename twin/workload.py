@@ -198,11 +198,8 @@ def load_trace(path: str | os.PathLike, fmt: str | None = None, lenient: bool = 
 
     Only a regular file of at most MAX_TRACE_BYTES is read (a FIFO, device or directory is refused,
     so no path can make the loader wait or read without end); parsing is `parse_trace_text`'s."""
-    return parse_trace_text(_read_bounded(path), str(path), fmt, lenient, block_size)
-
-
-def _read_bounded(path: str | os.PathLike) -> bytes:
-    return read_regular_file(path, MAX_TRACE_BYTES, "trace file", TraceError)
+    data = read_regular_file(path, MAX_TRACE_BYTES, "trace file", TraceError)
+    return parse_trace_text(data, str(path), fmt, lenient, block_size)
 
 
 def read_regular_file(path: str | os.PathLike, limit: int, what: str, error: type = ValueError) -> bytes:
@@ -250,12 +247,12 @@ def parse_trace_text(text: str | bytes, name: str, fmt: str | None = None, lenie
     if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or \
             not 1 <= block_size <= 1 << 20:
         raise TraceError(f"{name}: block_size = {brief(block_size)}: must be an integer 1..1048576")
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise TraceError(f"{name}: trace text must be str or bytes, got {type(text).__name__}")
     if len(text) > MAX_TRACE_BYTES:
         raise TraceError(f"{name}: larger than {MAX_TRACE_BYTES:,} bytes (the most a trace may be)")
-    if isinstance(text, (bytes, bytearray)):
+    if not isinstance(text, str):
         text = bytes(text).decode("utf-8-sig", errors="surrogateescape")
-    elif not isinstance(text, str):
-        raise TraceError(f"{name}: trace text must be str or bytes, got {type(text).__name__}")
     text = text.removeprefix("\ufeff")
     if text.count("\n") >= MAX_TRACE_LINES:
         raise TraceError(f"{name}: more than {MAX_TRACE_LINES:,} lines (the most a trace may have)")
