@@ -264,3 +264,94 @@ def test_workload_checks_its_arrays():
     with pytest.raises(ValueError, match="must be sorted"):
         Workload(np.array([2.0, 1.0]), np.array([1, 1]), np.array([1, 1]), np.array([0, 1, 2]),
                  np.array([5, 6]), 512, "hand-made")
+
+
+# ------------------------------------------------------------------ bounded, in-memory parsing
+
+def test_parse_trace_text_is_what_load_trace_uses(mooncake):
+    from twin.workload import parse_trace_text
+    path = _trace("mooncake_conversation")
+    data = path.read_bytes()
+    for text in (data, data.decode()):
+        w = parse_trace_text(text, str(path))
+        for name in ("arrival_s", "input_tokens", "output_tokens", "block_ptr", "block_ids"):
+            assert np.array_equal(getattr(w, name), getattr(mooncake, name)), name
+        assert w.source == mooncake.source
+
+
+def test_crlf_bom_and_leading_blank_lines_parse_the_same():
+    from twin.workload import parse_trace_text
+    head = "TIMESTAMP,ContextTokens,GeneratedTokens"
+    rows = ["2023-11-16 18:15:46.6805900,374,44", "2023-11-16 18:15:50.9951690,1100,109"]
+    plain = parse_trace_text("\n".join([head] + rows), "a.csv")
+    odd = parse_trace_text(b"\xef\xbb\xbf\r\n\r\n" + "\r\n".join([head] + rows).encode(), "a.csv")
+    assert list(odd.arrival_s) == list(plain.arrival_s) == pytest.approx([0.0, 4.314579])
+    with pytest.raises(TraceError, match=r"a\.csv line 5: TIMESTAMP = 'x'"):   # line numbers count the blanks
+        parse_trace_text("\n\n" + "\n".join([head, rows[0], "x,1,1"]), "a.csv")
+
+
+@pytest.mark.parametrize("stamp", ["now", "today", "2023-11-16T18:15:46Z", "99999-01-01 00:00:00",
+                                   "-2023-01-01 00:00:00", "2023-13-01 00:00:00", "NaT", "1e5"])
+def test_azure_timestamps_are_parsed_strictly(stamp):
+    # numpy alone reads 'now' as the wall clock and wraps year 99999 to 1793
+    from twin.workload import parse_trace_text
+    text = f"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,3,4\n{stamp},3,4\n"
+    with pytest.raises(TraceError) as exc:
+        parse_trace_text(text, "a.csv")
+    assert str(exc.value) == (f"a.csv line 3: TIMESTAMP = {stamp!r}: must be a date-time like "
+                              f"2023-11-16 18:15:46.6805900 (years 1700-2199)")
+
+
+def test_non_regular_files_are_refused_before_reading(tmp_path):
+    import os
+    os.mkfifo(tmp_path / "pipe")
+    for path, kind in ((tmp_path / "pipe", "a FIFO (named pipe)"), (tmp_path, "a directory"),
+                       ("/dev/zero", "a character device")):
+        with pytest.raises(TraceError) as exc:
+            load_trace(path)
+        assert str(exc.value) == f"{path}: is {kind}; a trace file must be a regular file"
+
+
+def test_size_and_line_limits(tmp_path, monkeypatch):
+    import twin.workload as wl
+    row = _row()
+    p = _write(tmp_path, "t.jsonl", [row] * 3)
+    limit = len(row) * 3 + 2                     # one byte short of the file (3 rows, 3 newlines)
+    monkeypatch.setattr(wl, "MAX_TRACE_BYTES", limit)
+    with pytest.raises(TraceError) as exc:
+        load_trace(p)
+    assert str(exc.value) == f"{p}: larger than {limit} bytes (the most a trace file may be)"
+    assert len(load_trace(_write(tmp_path, "s.jsonl", [row, row]))) == 2
+    with pytest.raises(TraceError, match=f"upload: larger than {limit} bytes"):
+        wl.parse_trace_text("x" * (limit + 1), "upload")
+    monkeypatch.setattr(wl, "MAX_TRACE_LINES", 3)
+    with pytest.raises(TraceError, match="upload: more than 3 lines"):
+        wl.parse_trace_text("\n" * 3, "upload")
+    assert len(wl.parse_trace_text(row + "\n\n", "upload")) == 1
+    monkeypatch.setattr(wl, "MAX_LINE_CHARS", len(row))
+    w = load_trace(_write(tmp_path, "u.jsonl", [row, row + " "]), lenient=True)
+    assert len(w) == 1 and w.skip_reasons == (
+        f"{tmp_path / 'u.jsonl'} line 2: line is {len(row) + 1} characters long (at most {len(row)})",)
+
+
+def test_messages_quote_a_bad_value_briefly(tmp_path):
+    secret = "s" * 500
+    with pytest.raises(TraceError) as exc:
+        load_trace(_write(tmp_path, "t.jsonl", [_row(t=secret)]))
+    assert str(exc.value).endswith("line 1: timestamp = '" + "s" * 36 + "...: must be a "
+                                   "number of milliseconds 0..1e+12")
+
+
+def test_binary_lines_are_bad_rows(tmp_path):
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(_row().encode() + b"\n\x00\xff\xfe\n" + _row(t=5).encode() + b"\n")
+    with pytest.raises(TraceError, match=r"t\.jsonl line 2: not UTF-8 text \(binary data\?\)"):
+        load_trace(p)
+    w = load_trace(p, lenient=True)
+    assert len(w) == 2 and w.skipped == 1
+
+
+def test_parse_trace_text_takes_only_text_or_bytes():
+    from twin.workload import parse_trace_text
+    with pytest.raises(TraceError, match="upload: trace text must be str or bytes, got list"):
+        parse_trace_text(["a"], "upload")

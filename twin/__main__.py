@@ -5,15 +5,16 @@ Every error a user can cause prints one line naming what was wrong and exits wit
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 
+from .cli_args import dumps, number
 from .config import CatalogError
 
 
 def _print(obj, as_json: bool, text) -> None:
     if as_json:
-        print(json.dumps(obj, indent=2, default=float))
+        print(dumps(obj))
     else:
         text(obj)
 
@@ -53,7 +54,7 @@ def cmd_validate(a) -> int:
     table, preds = rows(), predictions()
     ok = all(r["pass"] for r in table)
     if a.json:
-        print(json.dumps({"targets": table, "predictions": preds, "all_pass": ok}, indent=2))
+        print(dumps({"targets": table, "predictions": preds, "all_pass": ok}))
         return 0 if ok else 1
     print(f"{'target':<52}{'paper':>10}{'twin':>11}{'err %':>8}{'tol %':>7}  pass")
     for r in table:
@@ -88,6 +89,8 @@ class _Parser(argparse.ArgumentParser):
     """Argument errors in one line (what was wrong and what is allowed), status 2."""
 
     def error(self, message: str):
+        if message.endswith("expected one argument"):   # e.g. "--batch -inf": argparse sees an option
+            message += " (a value starting with '-' is written --flag=VALUE)"
         self.exit(2, f"error: {self.prog}: {message}\n")
 
 
@@ -98,13 +101,19 @@ def build_parser() -> argparse.ArgumentParser:
     perf = sub.add_parser("perf", help="time of one decode step or prefill batch")
     perf.add_argument("phase", choices=["decode", "prefill"])
     perf.add_argument("--deployment", default="cloudmatrix-infer-paper")
-    perf.add_argument("--batch", type=float, default=96, help="decode batch per NPU")
-    perf.add_argument("--prompt", type=float, default=4096, help="prompt tokens")
-    perf.add_argument("--output", type=float, default=256, help="output tokens (decode)")
-    perf.add_argument("--kv", type=float, default=None,
-                      help="KV length (default: prompt + output/2, the mean over the decode)")
-    perf.add_argument("--tokens-per-npu", type=float, default=None, help="prefill batch tokens per NPU")
-    perf.add_argument("--reuse", type=float, default=0.0, help="EMS token reuse fraction [0, 1)")
+    # Input bounds (assumptions, far beyond any catalog deployment): they keep every result finite.
+    perf.add_argument("--batch", type=number(0, 8192, lo_open=True), default=96,
+                      help="decode batch per NPU (0 < batch <= 8192)")
+    perf.add_argument("--prompt", type=number(1, 1_000_000), default=4096,
+                      help="prompt tokens (1..1,000,000)")
+    perf.add_argument("--output", type=number(1, 1_000_000), default=256,
+                      help="output tokens, decode (1..1,000,000)")
+    perf.add_argument("--kv", type=number(1, 2_000_000), default=None,
+                      help="KV length, 1..2,000,000 (default: prompt + output/2, the mean over the decode)")
+    perf.add_argument("--tokens-per-npu", type=number(1, 1 << 20), default=None,
+                      help="prefill batch tokens per NPU (1..1,048,576)")
+    perf.add_argument("--reuse", type=number(0, 1, hi_open=True), default=0.0,
+                      help="EMS token reuse fraction [0, 1)")
     perf.add_argument("--eplb", choices=["default", "perfect"], default="default")
     perf.add_argument("--no-mtp", action="store_true")
     perf.add_argument("--no-microbatch", action="store_true")
@@ -133,10 +142,18 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (CatalogError, ValueError, KeyError, FileNotFoundError) as exc:
+    except (CatalogError, ValueError, KeyError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"error: {msg}", file=sys.stderr)
-        return 2
+    except BrokenPipeError:         # output piped into e.g. head: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError as exc:          # e.g. --out on a full disk
+        print(f"error: {exc.filename or ''}{': ' if exc.filename else ''}{exc.strerror or exc}",
+              file=sys.stderr)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    return 2
 
 
 if __name__ == "__main__":

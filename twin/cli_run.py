@@ -1,43 +1,52 @@
 """`run` and `bench` commands: drive the engine from the command line."""
 from __future__ import annotations
 
-import json
+import math
 import os
+import sys
 import time
 
-
-def _cache_capacity(text: str | None):
-    if text is None:
-        return None
-    if text in ("unlimited", "default"):
-        return text
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"--cache-capacity = {text!r}: allowed a number of bytes (e.g. 2e12), "
-                         f"'default' or 'unlimited'") from None
-    if value <= 0:
-        raise ValueError(f"--cache-capacity = {text!r}: must be > 0 bytes")
-    return value
+from .cli_args import dumps, field_number, name, out_path
+from .engine.scenario import Scenario, load_scenario
 
 
-def _engine(a):
-    """An engine from the flags; a fault file also names its scenario, seed and duration,
-    which the flags override."""
-    from .engine import Engine
-    from .engine.faults import load_fault_file
-    spec = load_fault_file(a.faults) if a.faults else {}
-    trace = a.trace
+def _scenario(a, spec: dict):
+    """The run's scenario from the flags; a fault file also names its scenario, seed and duration,
+    which the flags override. Flags that the chosen workload would ignore are refused."""
+    trace = a.trace     # a file in this folder is a path, not a trace name
+    if trace and "/" not in trace and os.path.isfile(trace):
+        trace = os.path.join(".", trace)
     scenario = None if trace else (a.scenario or spec.get("scenario") or "default")
     seed = a.seed if a.seed is not None else spec.get("seed")
     kw = dict(deployment=a.deployment, rate=a.rate, speedup=a.speedup,
-              cache_capacity=_cache_capacity(a.cache_capacity),
-              duration_s=a.duration or spec.get("duration_s"),
-              faults=spec.get("path"), load=a.load)
+              cache_capacity=a.cache_capacity,
+              duration_s=a.duration if a.duration is not None else spec.get("duration_s"),
+              faults=spec.get("path"), load=a.load, trace_format=a.format,
+              lenient=True if a.lenient else None)
     if trace:
-        kw.update(workload="trace", trace=trace, trace_format=a.format or "auto",
-                  lenient=a.lenient, name="trace")
-    return Engine(scenario, seed=seed, **kw)
+        kw.update(workload="trace", trace=trace, name="trace")
+    sc = load_scenario(scenario, seed=seed, **kw)
+    ignored = ([f for f, v in (("--rate", a.rate), ("--load", a.load)) if v is not None]
+               if sc.workload == "trace" else
+               [f for f, v in (("--speedup", a.speedup), ("--format", a.format), ("--lenient", a.lenient))
+                if v not in (None, False)])
+    if ignored:
+        kind = ("replays a trace (its own arrival times)" if sc.workload == "trace"
+                else "is synthetic (no trace)")
+        raise ValueError(f"{ignored[0]}: scenario {sc.name!r} {kind}; allowed "
+                         f"{'--speedup, --format, --lenient' if sc.workload == 'trace' else '--rate or --load'}")
+    for i, f in enumerate(spec.get("fault", []), 1):
+        if f["at_s"] >= sc.duration_s:
+            raise ValueError(f"{os.path.basename(spec['path'])}: fault {i} at_s = {f['at_s']:g} s is not before "
+                             f"the end of the run (duration_s = {sc.duration_s:g} s); allowed 0 <= at_s < "
+                             f"duration_s (raise --duration or move the fault)")
+    return sc
+
+
+def _engine(a):
+    from .engine import Engine
+    from .engine.faults import load_fault_file
+    return Engine(_scenario(a, load_fault_file(a.faults) if a.faults else {}))
 
 
 def _drain_cap(text: str | None) -> float | None:
@@ -71,17 +80,23 @@ def cmd_run(a) -> int:
     wall = time.perf_counter() - t0
     out = eng.summary()
     out["wall_seconds"] = round(wall, 3)
-    if eng.faults.faults:
-        out["faults"] = eng.fault_report()
+    if eng.faults.faults:   # goodput over a window with no finished interval is NaN: not measured
+        out["faults"] = [{k: None if isinstance(v, float) and not math.isfinite(v) else v
+                          for k, v in f.items()} for f in eng.fault_report()]
     if eng.faults.totals:
         out["fault_totals"] = eng.faults.totals
+    notes = list(getattr(getattr(eng.source, "workload", None), "notes", ()))
+    for note in notes:              # e.g. trace rows re-sorted: nothing changes silently
+        print(f"note: {note}", file=sys.stderr)
+    if notes:
+        out["trace_notes"] = notes
     if sink:
         sink.write(eng.req.frame())
         sink.close()
         _write(eng, a.out)
         out["out"] = a.out
     if a.json:
-        print(json.dumps(out, indent=2))
+        print(dumps(out))
     else:
         r = out["requests"]
         print(f"{out['scenario']} on {out['deployment']}, {out['sim_seconds']} s simulated in {wall:.2f} s (seed {out['seed']})")
@@ -154,12 +169,12 @@ def cmd_bench(a) -> int:
     from .bench import bench, scaling, table
     if a.scaling:
         rows = scaling(a.duration or 60.0, a.seed)
-        print(json.dumps(rows, indent=2) if a.json else table(rows))
+        print(dumps(rows) if a.json else table(rows))
         return 0
     out = bench(a.scenario, a.duration, a.seed, load=a.load, deployment=a.deployment,
-                cache_capacity=_cache_capacity(a.cache_capacity))
+                cache_capacity=a.cache_capacity)
     if a.json:
-        print(json.dumps(out, indent=2))
+        print(dumps(out))
     else:
         for k, v in out.items():
             print(f"{k:<30}{v}")
@@ -169,19 +184,28 @@ def cmd_bench(a) -> int:
 def add_run_commands(sub) -> None:
     run = sub.add_parser("run", help="simulate a scenario or a trace and print a summary")
     src = run.add_mutually_exclusive_group()
-    src.add_argument("--scenario", help="named scenario (twin/catalog/scenarios.toml; default: default)")
-    src.add_argument("--trace", help="trace file (Mooncake JSONL, Azure CSV or BurstGPT CSV) or name")
+    src.add_argument("--scenario", type=name("a scenario name"),
+                     help="named scenario (twin/catalog/scenarios.toml; default: default)")
+    src.add_argument("--trace", type=name("a trace file or a trace name"),
+                     help="trace file (Mooncake JSONL, Azure CSV or BurstGPT CSV) or name")
     run.add_argument("--format", choices=["mooncake", "azure", "burstgpt"], help="trace format (default: detect)")
     run.add_argument("--lenient", action="store_true", help="skip bad trace rows and report how many")
-    run.add_argument("--deployment")
-    run.add_argument("--duration", type=float, help="simulated seconds")
-    run.add_argument("--rate", type=float, help="arrival rate, req/s (synthetic scenarios)")
-    run.add_argument("--load", type=float, help="arrival rate as a fraction of capacity (synthetic)")
-    run.add_argument("--speedup", type=float, help="trace replay speed-up")
-    run.add_argument("--cache-capacity", help="EMS DRAM bytes in total, 'default' or 'unlimited'")
-    run.add_argument("--faults", help="fault scenario file (TOML) or a demo name in twin/catalog/faults")
-    run.add_argument("--seed", type=int)
-    run.add_argument("--out", help="write per-request and per-interval data (.parquet or .csv)")
+    run.add_argument("--deployment", type=name("a deployment name"))
+    run.add_argument("--duration", type=field_number(Scenario, "duration_s", unit="s"),
+                     help="simulated seconds (0 < duration <= 2,592,000)")
+    rate = run.add_mutually_exclusive_group()
+    rate.add_argument("--rate", type=field_number(Scenario, "rate", unit="req/s"),
+                      help="arrival rate, req/s (synthetic scenarios)")
+    rate.add_argument("--load", type=field_number(Scenario, "load"),
+                      help="arrival rate as a fraction of capacity (synthetic; 0 < load <= 5)")
+    run.add_argument("--speedup", type=field_number(Scenario, "speedup"),
+                     help="trace replay speed-up (0.001 <= speedup <= 10,000)")
+    run.add_argument("--cache-capacity", help="EMS DRAM bytes in total (1..1e18), 'default' or 'unlimited'")
+    run.add_argument("--faults", type=name("a fault file (TOML) or a demo name"),
+                     help="fault scenario file (TOML) or a demo name in twin/catalog/faults")
+    run.add_argument("--seed", type=field_number(Scenario, "seed", integer=True))
+    run.add_argument("--out", type=out_path,
+                     help="stream per-request and per-interval data (.parquet or .csv) into an existing folder")
     run.add_argument("--drain", nargs="?", const="default", metavar="CAP_S",
                      help="after the duration, stop arrivals and run until every admitted request "
                           "has finished, at most CAP_S simulated seconds (default 600)")
@@ -189,15 +213,16 @@ def add_run_commands(sub) -> None:
     run.set_defaults(fn=cmd_run)
 
     bench = sub.add_parser("bench", help="engine speed: one scenario, or --scaling (load and size)")
-    bench.add_argument("--scenario", default="paper-decode",
+    bench.add_argument("--scenario", default="paper-decode", type=name("a scenario name"),
                        help="named scenario (default paper-decode: the paper's decode setting at 90%% load)")
-    bench.add_argument("--duration", type=float, default=None,
+    bench.add_argument("--duration", type=field_number(Scenario, "duration_s", unit="s"), default=None,
                        help="simulated seconds (default: the scenario's; 60 with --scaling)")
-    bench.add_argument("--load", type=float, help="arrival rate as a fraction of capacity (synthetic)")
-    bench.add_argument("--deployment")
-    bench.add_argument("--cache-capacity", help="EMS DRAM bytes in total, 'default' or 'unlimited'")
+    bench.add_argument("--load", type=field_number(Scenario, "load"),
+                       help="arrival rate as a fraction of capacity (synthetic)")
+    bench.add_argument("--deployment", type=name("a deployment name"))
+    bench.add_argument("--cache-capacity", help="EMS DRAM bytes in total (1..1e18), 'default' or 'unlimited'")
     bench.add_argument("--scaling", action="store_true",
                        help="table of wall time against load (0.3, 0.6, 0.9) and deployment size")
-    bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument("--seed", type=field_number(Scenario, "seed", integer=True), default=0)
     bench.add_argument("--json", action="store_true")
     bench.set_defaults(fn=cmd_bench)

@@ -4,7 +4,7 @@ A viewer chooses among (1) the traces the twin ships (`twin.workload.TRACES`), (
 server operator registers in the environment, read here and never shown to viewers:
 ``TWIN_DASHBOARD_TRACES="azure_code=/data/AzureCode.csv,burst=/data/burstgpt.csv"``, and
 (3) trace files uploaded through the page: at most UPLOAD_MAX_BYTES, parsed in memory by the same
-validating parsers as trace files (`twin.workload.parse_trace`), kept by content hash (the last
+validating parsers as trace files (`twin.workload.parse_trace_text`), kept by content hash (the last
 UPLOAD_SLOTS, so memory stays bounded). The engine gets a shipped name, an operator's path that
 this module resolved, or an upload key that `workload()` looks up.
 """
@@ -19,7 +19,7 @@ import re
 import threading
 from collections import OrderedDict
 
-from .workload import TRACES, Workload, parse_trace
+from .workload import TRACES, Workload, parse_trace_text
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def upload(contents, filename) -> tuple[str, Workload]:
         raise TraceChoiceError(f"upload {name}: not a UTF-8 text file (allowed: a Mooncake JSONL, "
                                "Azure CSV or BurstGPT CSV trace)") from None
     try:
-        w = parse_trace(text, name)
+        w = parse_trace_text(text, name)
     except RecursionError:
         raise TraceChoiceError(f"upload {name}: a JSON line is nested too deeply to be a trace row") from None
     key = UPLOAD_PREFIX + hashlib.sha256(text.encode()).hexdigest()[:16]

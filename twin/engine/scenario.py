@@ -5,10 +5,11 @@ the dashboard, and every override is validated with a message naming the field a
 """
 from __future__ import annotations
 
+import math
 import tomllib
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -16,8 +17,15 @@ from ..config import CATALOG_DIR, CatalogError, _validate, catalog
 from ..workload import LengthDist
 
 
+# Input bounds (assumptions): far above the largest catalog deployment (~3,000 req/s at 4K/256), and
+# small enough that a 30 s synthetic chunk at the peak of a diurnal cycle (6M requests) stays under
+# workload.MAX_SYNTHETIC_REQUESTS.
+MAX_RATE = 100_000
+MAX_CACHE_BYTES = 1e18    # 1 EB; 'unlimited' is the way to ask for no limit
+
+
 class Length(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     kind: Literal["fixed", "uniform", "lognormal"] = "fixed"
     value: int = Field(4096, ge=1, le=1_000_000)
     lo: int = Field(1, ge=1, le=1_000_000)
@@ -38,7 +46,7 @@ class Length(BaseModel):
 
 
 class Scenario(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     name: str = "custom"
     description: str = ""
     deployment: str = "cloudmatrix-infer-paper"
@@ -49,15 +57,15 @@ class Scenario(BaseModel):
     trace: str = ""
     trace_format: Literal["auto", "mooncake", "azure", "burstgpt"] = "auto"
     lenient: bool = False
-    speedup: float = Field(1.0, gt=0, le=10_000)
+    speedup: float = Field(1.0, ge=0.001, le=10_000)   # input bound: 1000x slow motion to 10,000x
     loop: bool = False
     # synthetic
-    rate: float | None = Field(None, gt=0, le=1_000_000)
+    rate: float | None = Field(None, gt=0, le=MAX_RATE)
     load: float = Field(0.5, gt=0, le=5)
     arrival: Literal["poisson", "gamma"] = "poisson"
     cv: float = Field(1.0, gt=0, le=20)
     diurnal_amplitude: float = Field(0.0, ge=0, le=1)
-    diurnal_period_s: float = Field(86400, gt=0)
+    diurnal_period_s: float = Field(86400, gt=0, le=365 * 86400)
     input: Length = Length(kind="fixed", value=4096)
     output: Length = Length(kind="fixed", value=256)
     reuse_rate: float = Field(0.0, ge=0, lt=1)
@@ -66,8 +74,22 @@ class Scenario(BaseModel):
     # run
     duration_s: float = Field(600, gt=0, le=30 * 86400)
     interval_s: float = Field(1.0, ge=0.05, le=3600)
-    cache_capacity: float | Literal["default", "unlimited"] = "default"
+    cache_capacity: Annotated[float, Field(ge=1, le=MAX_CACHE_BYTES)] | Literal["default", "unlimited"] = "default"
     faults: str = ""     # path of a fault scenario file (TOML), replayed with the seed
+
+
+def _cache_capacity(value):
+    """'default', 'unlimited' or a finite number of bytes 1..MAX_CACHE_BYTES (a numeric string too)."""
+    if value in ("default", "unlimited"):
+        return value
+    try:
+        x = float(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
+    except ValueError:
+        x = None
+    if x is None or not (math.isfinite(x) and 1 <= x <= MAX_CACHE_BYTES):
+        raise CatalogError(f"cache_capacity = {value!r}: allowed a number of bytes 1 to {MAX_CACHE_BYTES:g}, "
+                           f"'default' (the deployment's EMS DRAM) or 'unlimited' (no capacity limit)")
+    return x
 
 
 @lru_cache(maxsize=1)
@@ -82,18 +104,15 @@ def list_scenarios() -> list[dict]:
 def load_scenario(scenario: str | None = "default", **overrides) -> Scenario:
     """A named scenario (or a blank one) with overrides; None values mean "keep"."""
     base: dict = {}
+    if scenario is not None and not isinstance(scenario, str):
+        raise CatalogError(f"scenario = {scenario!r}: allowed a scenario name ({', '.join(_named())})")
     if scenario:
         if scenario not in _named():
             raise CatalogError(f"scenario = {scenario!r}: unknown (allowed: {', '.join(_named())})")
         base = dict(_named()[scenario], name=scenario)
     base.update({k: v for k, v in overrides.items() if v is not None})
-    if "cache_capacity" in base and isinstance(base["cache_capacity"], str) \
-            and base["cache_capacity"] not in ("default", "unlimited"):
-        try:
-            base["cache_capacity"] = float(base["cache_capacity"])
-        except ValueError:
-            raise CatalogError(f"cache_capacity = {base['cache_capacity']!r}: allowed a number of "
-                               f"bytes, 'default' or 'unlimited'") from None
+    if "cache_capacity" in base:
+        base["cache_capacity"] = _cache_capacity(base["cache_capacity"])
     sc = _validate(Scenario, base, f"scenario [{base.get('name', 'custom')}]")
     catalog().deployment(sc.deployment)   # unknown deployment -> clear error
     if sc.workload == "trace" and not sc.trace:
