@@ -9,7 +9,7 @@ import pytest
 from twin.config import CATALOG_DIR, Catalog, CatalogError, catalog
 
 DEPLOYMENTS = {"cloudmatrix-infer-paper", "cloudmatrix-infer-384", "deepseek-h800", "sglang-h100",
-               "qwen3-235b-cloudmatrix"}
+               "qwen3-235b-cloudmatrix", "deepseek-h800-profile", "gb200-nvl72-r1", "hgx-b200-r1"}
 
 
 # ---- the packaged catalog ---------------------------------------------------------------------
