@@ -43,6 +43,7 @@ def cmd_perf(a) -> int:
         out.update(deployment=a.deployment, batch_per_npu=a.batch, kv_len=kv,
                    kv_capacity_gb_per_npu=round(pm.kv_capacity_bytes_per_die() * pm.dies_per_npu / 1e9, 2),
                    kv_limit_batch_per_npu=pm.max_batch_per_die(kv) * pm.dies_per_npu,
+                   hbm_budget=pm.hbm_budget(kv, a.batch),
                    slo=pm.max_batch_for_slo(kv_len=kv, mtp=not a.no_mtp,
                                             microbatch=not a.no_microbatch,
                                             precision=a.precision, balance=a.eplb))

@@ -138,23 +138,46 @@ class PerfModel:
     def moe_layers(self) -> int:
         return self.model.layers - self.model.dense_layers
 
-    def weight_bytes_per_die(self, pool: str) -> float:
-        """Weights resident on one die: attention replicated (DP), experts sharded by EP."""
+    def weight_parts_per_die(self, pool: str) -> dict[str, float]:
+        """Weight bytes resident on one die, by part: attention replicated (DP), experts sharded by
+        EP (a shared-expert die holds the shared expert instead), MTP module, dense MLPs, and the
+        embedding and LM head."""
         m, p = self.model, getattr(self.dep, pool)
         wb = self._bytes_per_param()
         slots = (m.routed_experts + p.redundant_experts) / max(1, p.ep - p.shared_expert_dies)
         shared = m.shared_experts if p.shared_expert_dies == 0 else 0
-        experts = (slots + shared) * self.expert_params() * self.moe_layers
-        mtp = m.mtp_modules * (self.attn_params() + (slots + shared) * self.expert_params())
-        dense = m.dense_layers * self.dense_mlp_params()
-        head = 2 * self.head_params() * self.k["overheads"]["lm_head_bytes_per_param"]
-        return (self.attn_params() * m.layers + experts + mtp + dense) * wb + head
+        return {
+            "attention": self.attn_params() * m.layers * wb,
+            "experts": (slots + shared) * self.expert_params() * self.moe_layers * wb,
+            "mtp_module": m.mtp_modules * (self.attn_params() + (slots + shared) * self.expert_params()) * wb,
+            "dense_mlp": m.dense_layers * self.dense_mlp_params() * wb,
+            "embedding_and_head": 2 * self.head_params() * self.k["overheads"]["lm_head_bytes_per_param"],
+        }
+
+    def weight_bytes_per_die(self, pool: str) -> float:
+        return sum(self.weight_parts_per_die(pool).values())
 
     def kv_capacity_bytes_per_die(self, pool: str = "decode") -> float:
         """HBM minus weights minus communication buffers minus runtime reserve."""
         o = self.k["overheads"]
         free = (self.chip.hbm_gb - o["moe_buffer_gb"] - o["decode_runtime_reserve_gb"]) * 1e9
         return free - self.weight_bytes_per_die(pool)
+
+    def hbm_budget(self, kv_len: float, batch_per_npu: float | None = None) -> dict:
+        """Where one decode die's HBM goes (GB), and the KV length per sequence at which the
+        deployed batch would exhaust it: the test of "the batch limit comes from KV capacity"."""
+        o = self.k["overheads"]
+        b = (self.dep.decode.batch_per_die if batch_per_npu is None
+             else batch_per_npu / self.dies_per_npu)
+        parts = {f"weights_{k}": v / 1e9 for k, v in self.weight_parts_per_die("decode").items()}
+        parts["moe_buffers"] = o["moe_buffer_gb"]
+        parts["runtime_reserve"] = o["decode_runtime_reserve_gb"]
+        kv_free = self.kv_capacity_bytes_per_die()
+        per_seq = kv_len * self.kv_bytes_per_token()
+        return {"hbm_gb_per_die": self.chip.hbm_gb, "parts_gb": {k: round(v, 3) for k, v in parts.items()},
+                "kv_free_gb": round(kv_free / 1e9, 3), "kv_gb_per_sequence": round(per_seq / 1e9, 4),
+                "sequences_that_fit_per_die": int(kv_free // per_seq), "batch_per_die": b,
+                "kv_tokens_per_sequence_to_fill_at_batch": int(kv_free / (b * self.kv_bytes_per_token()))}
 
     def max_batch_per_die(self, kv_len: float) -> int:
         """Largest decode batch per die whose KV cache fits."""

@@ -3,11 +3,11 @@
 Three parts (ref 3 EMS and data paths; hardware rows of ref 1 and chips.toml):
 - lookup: one metadata round trip per block to the server consistent hashing names, at the plane's
   latency (the server checks its LRU tiers);
-- transfer: the blocks' bytes at the slowest of (a) the die's share of the plane (UB: measured
-  NPU-CPU read; VPC: the node's Qingtian card shared by its dies), (b) the tier the blocks sit in
-  (DRAM of the server's socket, or its SSD), and (c) the EMS server's software data plane
-  (`server_gbps`, hashing and copying blocks out of the pool: the one calibrated constant, fitted to
-  the 90% reuse row); the EMS servers of the pool share the prefill dies' load evenly;
+- transfer: the blocks' bytes at the slower of (a) the die's share of the plane (UB: measured
+  NPU-CPU read; VPC: the node's Qingtian card shared by its dies) and (b) the EMS servers, each of
+  which reads a block from its tier (DRAM of its socket, or its SSD) and then sends it through its
+  software data plane (`server_gbps`: the one calibrated constant, fitted to the 90% reuse row);
+  the servers of the pool share the prefill dies' load evenly;
 - overlap: loads are issued layer by layer, so all but the first layer's transfer hides under the
   prefill compute when the compute is longer (assumption: layer-wise loading; the paper's KV moves
   asynchronously).
@@ -30,8 +30,9 @@ class EmsPath:
     servers_per_die: float     # EMS servers per prefill die loading at the same time
 
     def gbps(self, ssd_fraction: float) -> float:
-        tier = 1 / ((1 - ssd_fraction) / self.dram_gbps + ssd_fraction / self.ssd_gbps)
-        return min(self.plane_gbps, min(tier, self.server_gbps) * self.servers_per_die)
+        """A server reads a block from its tier, then its data plane sends it (store and forward)."""
+        per_byte = (1 - ssd_fraction) / self.dram_gbps + ssd_fraction / self.ssd_gbps + 1 / self.server_gbps
+        return min(self.plane_gbps, self.servers_per_die / per_byte)
 
 
 def load_seconds(path: EmsPath, nbytes: float, blocks: float, layers: int, compute_s: float,
