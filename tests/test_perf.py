@@ -447,3 +447,14 @@ def test_perf_alltoall_bad_input(argv, msg, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert msg in err and err.count("\n") == 1
+
+
+def test_pipelining_is_decided_per_operating_point(pm):
+    # the runtime's choice of split and of pipelining comes out of the model: 16:8 at batch 96 as
+    # ref 3 Decode reports; one batch, no hand-offs, at batch 8
+    big, small = pm.decode_step(96, 4096), pm.decode_step(8, 4224)
+    assert (big.microbatches, big.cube_split) == (2, "16:8")
+    assert (small.microbatches, small.cube_split) == (1, None)
+    assert "pipeline_overlap" in big.breakdown and "pipeline_overlap" not in small.breakdown
+    forced = pm.decode_step(8, 4224, microbatch=False)
+    assert forced.tpot_ms == small.tpot_ms

@@ -54,6 +54,7 @@ class StepResult:
     ttft_ms: float | None = None
     streams_ms: dict[str, float] = field(default_factory=dict)
     microbatches: int = 1
+    cube_split: str | None = None     # ascend-two-stream: attention:MoE cube cores chosen
 
     def as_dict(self) -> dict:
         out = {"phase": self.phase, "step_time_ms": round(self.step_ms, 4),
@@ -61,6 +62,8 @@ class StepResult:
                "tokens_per_s_per_npu": round(self.tokens_per_s_per_npu, 2),
                "breakdown": {k: round(v, 4) for k, v in self.breakdown.items()},
                "microbatches": self.microbatches}
+        if self.cube_split:
+            out["cube_split"] = self.cube_split
         if self.tpot_ms is not None:
             out["tpot_ms"] = round(self.tpot_ms, 4)
         if self.ttft_ms is not None:
@@ -359,10 +362,12 @@ class PerfModel:
         use_mb = dep.decode.microbatch if microbatch is None else microbatch
         candidates = [self._decode_layers(b, kv_len, tok_per_seq, precision, balance, 1)]
         if use_mb:
-            candidates.append(self._decode_layers(b, kv_len, tok_per_seq, precision, balance,
-                                                  st["microbatches"]))
-        step_s, ops, streams = min(candidates, key=lambda c: c[0])
-        n_mb = 1 if (step_s, ops, streams) is candidates[0] else st["microbatches"]
+            candidates += [self._decode_layers(b, kv_len, tok_per_seq, precision, balance,
+                                               st["microbatches"], split) for split in self._splits()]
+        best = min(range(len(candidates)), key=lambda i: candidates[i][0])
+        step_s, ops, streams = candidates[best]
+        n_mb = 1 if best == 0 else st["microbatches"]
+        split = streams.pop("attention_cube_share", None)
         # LM head (main tokens + MTP draft) and sampling, whole batch, all cores
         head_tokens = b * (tok_per_seq + (1 if mtp else 0))
         hb = self.k["overheads"]["lm_head_bytes_per_param"]
@@ -377,15 +382,25 @@ class PerfModel:
         return StepResult("decode", step_s * 1e3, b * tokens_per_seq,
                           b * self.dies_per_npu / tpot,
                           {k: v * 1e3 for k, v in ops.items()}, tpot_ms=tpot * 1e3,
-                          streams_ms={k: v * 1e3 for k, v in streams.items()}, microbatches=n_mb)
+                          streams_ms={k: v * 1e3 for k, v in streams.items()}, microbatches=n_mb,
+                          cube_split=(f"{round(split * self.chip.cube_cores)}:"
+                                      f"{round((1 - split) * self.chip.cube_cores)}" if split else None))
+
+    def _splits(self) -> list[float | None]:
+        """Attention stream's share of the cube cores the runtime may choose per operating point
+        (ascend-two-stream: whole groups of 4 AIC with their AIV; ref 3 uses 16 of 24 at batch 96)."""
+        n = self.chip.cube_cores
+        if self.chip.execution != "ascend-two-stream" or not n:
+            return [None]
+        return [c / n for c in range(4, n, 4)]
 
     def _decode_layers(self, b: float, kv_len: float, tok_per_seq: int, precision: str,
-                       balance: str, n_mb: int) -> tuple[float, dict, dict]:
+                       balance: str, n_mb: int, split: float | None = None) -> tuple[float, dict, dict]:
         """Whole-model time of the transformer layers (and MTP module) for one step."""
         m, st = self.model, self.k["streams"]
         gpu = self.chip.execution == "sm-overlap"
         if n_mb > 1 and not gpu:       # ascend-two-stream: cube cores split between the streams
-            fa, fm = st["attention_cube_fraction"], st["moe_cube_fraction"]
+            fa, fm = split, 1 - split
         else:                          # sm-overlap in decode: every SM computes (time-multiplexed)
             fa = fm = execution.sm_share(self.chip.sms, self.dep.decode.comm_sms) if n_mb > 1 else 1.0
         seqs = b / n_mb
@@ -424,6 +439,8 @@ class PerfModel:
             ops["mtp_module"] = mtp_s
         streams = {"attention_per_microbatch": attn.total, "moe_per_microbatch": moe.total,
                    "per_layer": per_layer}
+        if split is not None and n_mb > 1:
+            streams["attention_cube_share"] = split
         return dense_s + moe_s + mtp_s, ops, streams
 
     @staticmethod
