@@ -634,3 +634,12 @@ def test_failures_layout_ids_url_target_and_topology_link(failures, pages, dash_
     href, style = pages.topology.break_link({"kind": "node", "id": "n07/npu3/d1", "view": "n07"}, "shared")
     assert href == "/failures?target=n07/npu3/d1" and style == {}
     assert pages.topology.break_link({"kind": "node", "id": "vpc/switch"}, "shared")[1] == {"display": "none"}
+
+
+def test_validation_page_separates_calibration_validation_and_predictions(pages):
+    layout = pages.validation.layout()
+    text = json.dumps(layout, default=lambda o: o.to_plotly_json())
+    assert '"va-validation"' in text and '"va-table"' in text and '"va-predictions"' in text
+    assert "DeepSeek H800 prefill tok/s per GPU" in text and "DeepEP low-latency" in text
+    assert "gb200-nvl72-r1" in text and '"prediction"' in text
+    assert "5 of 5 validation rows within tolerance" in text
