@@ -37,14 +37,14 @@ def cmd_perf(a) -> int:
         return 0
     if a.phase == "decode":
         kv = a.kv if a.kv is not None else a.prompt + a.output / 2
-        r = pm.decode_step(a.batch, kv, mtp=not a.no_mtp, microbatch=not a.no_microbatch,
+        r = pm.decode_step(a.batch, kv, mtp=False if a.no_mtp else None, microbatch=not a.no_microbatch,
                            precision=a.precision, balance=a.eplb)
         out = r.as_dict()
         out.update(deployment=a.deployment, batch_per_npu=a.batch, kv_len=kv,
                    kv_capacity_gb_per_npu=round(pm.kv_capacity_bytes_per_die() * pm.dies_per_npu / 1e9, 2),
                    kv_limit_batch_per_npu=pm.max_batch_per_die(kv) * pm.dies_per_npu,
                    hbm_budget=pm.hbm_budget(kv, a.batch),
-                   slo=pm.max_batch_for_slo(kv_len=kv, mtp=not a.no_mtp,
+                   slo=pm.max_batch_for_slo(kv_len=kv, mtp=False if a.no_mtp else None,
                                             microbatch=not a.no_microbatch,
                                             precision=a.precision, balance=a.eplb))
     else:
