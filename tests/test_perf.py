@@ -458,3 +458,15 @@ def test_pipelining_is_decided_per_operating_point(pm):
     assert "pipeline_overlap" in big.breakdown and "pipeline_overlap" not in small.breakdown
     forced = pm.decode_step(8, 4224, microbatch=False)
     assert forced.tpot_ms == small.tpot_ms
+
+
+def test_perf_toml_holds_the_fitted_constants():
+    # `python -m twin calibrate` refits every group from the current values; perf.toml must already
+    # hold its result (so every calibrated constant is what its rows fix, nothing hand-tuned)
+    from twin.calibrate import GROUPS, fit
+    from twin.perf import constants
+    k, worst = fit()
+    assert worst <= 1
+    for free in GROUPS.values():
+        for sec, key, *_ in free:
+            assert k[sec][key] == pytest.approx(constants()[sec][key], rel=0.01), f"[{sec}] {key}"

@@ -242,7 +242,7 @@ class PerfModel:
         if kernel not in comm.KERNELS:
             raise ValueError(f"kernel = {kernel!r}: allowed {', '.join(comm.KERNELS)}")
         m = self.model
-        out = {"deployment": self.dep.system, "fabric": "ub" if self.system.kind == "supernode"
+        out = {"system": self.dep.system, "fabric": "ub" if self.system.kind == "supernode"
                else "nvlink+rdma", "ep": int(ep), "tokens": tokens,
                "kernel": kernel if self.system.kind != "supernode" else "ub"}
         remote = comm.distinct(ep, m.top_k) * (ep - 1) / ep if ep > 1 else 0.0
