@@ -190,7 +190,7 @@ def test_partitioned_ub_prefill_is_infinite_not_nan(pm):
 
 def test_partitioned_ub_cache_loads_are_infinite(pm):
     cut = with_net(pm, ub=0)
-    assert math.isinf(cut.ems_load_seconds(4096))
+    assert all(math.isinf(v) for v in cut.ems_load(4096, compute_s=0.0).values())
     assert math.isinf(cut.kv_transfer_seconds(4096, plane="ub"))
     assert cut.kv_transfer_seconds(4096) == pm.kv_transfer_seconds(4096)   # RDMA plane unaffected
 
@@ -470,3 +470,12 @@ def test_perf_toml_holds_the_fitted_constants():
     for free in GROUPS.values():
         for sec, key, *_ in free:
             assert k[sec][key] == pytest.approx(constants()[sec][key], rel=0.01), f"[{sec}] {key}"
+
+
+def test_ssd_resident_prefix_loads_slower(pm):
+    dram = pm.prefill_batch(4096, reuse=0.9)
+    ssd = pm.prefill_batch(4096, reuse=0.9, ssd_fraction=1.0)
+    assert ssd.breakdown["ems_transfer"] > dram.breakdown["ems_transfer"]
+    assert ssd.breakdown["mla_proj"] == dram.breakdown["mla_proj"]
+    with pytest.raises(ValueError, match=r"ssd_fraction = 1.5: allowed 0 <= ssd_fraction <= 1"):
+        pm.prefill_batch(4096, reuse=0.5, ssd_fraction=1.5)

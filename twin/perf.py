@@ -454,13 +454,16 @@ class PerfModel:
     def prefill_batch(self, prompt_len: float = 4096, tokens_per_npu: float | None = None,
                       reuse: float = 0.0, balance: str = "default",
                       precision: str | None = None, microbatch: bool | None = None,
-                      cache_plane: str | None = None) -> StepResult:
+                      cache_plane: str | None = None, ssd_fraction: float = 0.0) -> StepResult:
         """One prefill batch on one instance: `tokens_per_npu` prompt tokens per NPU, a fraction
-        `reuse` of them found in EMS (loaded over UB or VPC instead of computed)."""
+        `reuse` of them found in EMS (loaded over UB or VPC instead of computed), `ssd_fraction` of
+        those from the SSD tier."""
         dep, m = self.dep, self.model
         precision = self._check_precision(precision)
         if not 0 <= reuse < 1:
             raise ValueError(f"reuse = {reuse}: allowed 0 <= reuse < 1")
+        if not 0 <= ssd_fraction <= 1:
+            raise ValueError(f"ssd_fraction = {ssd_fraction}: allowed 0 <= ssd_fraction <= 1")
         if prompt_len <= 0:
             raise ValueError(f"prompt = {prompt_len}: must be > 0")
         t_die = (dep.prefill.tokens_per_die if tokens_per_npu is None
@@ -506,7 +509,7 @@ class PerfModel:
         ops["lm_head"] = self._gemm(2 * seqs * self.head_params(), self.head_params() * 2, 1.0, "bf16")
         step += ops["lm_head"]
         if reuse > 0:
-            ems = self.ems_load(t_die * reuse, step, cache_plane)
+            ems = self.ems_load(t_die * reuse, step, cache_plane, ssd_fraction=ssd_fraction)
             ops.update(ems)
             step += sum(ems.values())
         tput = t_die * self.dies_per_npu / step
@@ -534,11 +537,6 @@ class PerfModel:
         return load_seconds(self._ems_path(plane or self.dep.cache_plane),
                             tokens_per_die * self.kv_bytes_per_token(), tokens_per_die / block_tokens,
                             self.model.layers, compute_s, ssd_fraction)
-
-    def ems_load_seconds(self, tokens_per_die: float, plane: str | None = None,
-                         block_tokens: int = 512) -> float:
-        """Load cached KV of `tokens_per_die` tokens from EMS into one die's HBM (nothing hidden)."""
-        return sum(self.ems_load(tokens_per_die, 0.0, plane, block_tokens).values())
 
     def kv_transfer_seconds(self, tokens: float, plane: str | None = None) -> float:
         """Send one request's KV from a prefill die to a decode die (whole-link rate)."""
