@@ -339,7 +339,7 @@ def test_tradeoffs_slo_answer_and_bad_values(pages, twin_registry):
     to = pages.tradeoffs
     fig, answer = to.on_slo(50, 4096, "cloudmatrix-infer-paper")
     text = json.dumps(answer, default=lambda o: o.to_plotly_json())
-    assert '"95"' in text and "1,906" in text                         # 95 per NPU, ~1,906 tok/s (model)
+    assert '"95"' in text and "1,913" in text                         # 95 per NPU, ~1,913 tok/s (model)
     names = [t["name"] for t in fig["data"]]
     assert "paper (ref 4)" in names and fig["data"][2]["x"] == [49.4, 14.9]
     bad = to.on_slo(500, 4096, "cloudmatrix-infer-paper")
@@ -636,3 +636,12 @@ def test_failures_layout_ids_url_target_and_topology_link(failures, pages, dash_
     href, style = pages.topology.break_link({"kind": "node", "id": "n07/npu3/d1", "view": "n07"}, "shared")
     assert href == "/failures?target=n07/npu3/d1" and style == {}
     assert pages.topology.break_link({"kind": "node", "id": "vpc/switch"}, "shared")[1] == {"display": "none"}
+
+
+def test_validation_page_separates_calibration_validation_and_predictions(pages):
+    layout = pages.validation.layout()
+    text = json.dumps(layout, default=lambda o: o.to_plotly_json())
+    assert '"va-validation"' in text and '"va-table"' in text and '"va-predictions"' in text
+    assert "DeepSeek H800 prefill tok/s per GPU" in text and "DeepEP low-latency" in text
+    assert "gb200-nvl72-r1" in text and '"prediction"' in text
+    assert "5 of 5 validation rows within tolerance" in text

@@ -82,9 +82,9 @@ def test_perf_text_output():
 def test_validate_json():
     code, out, err = cli("validate", "--json")
     d = json.loads(out)
-    assert isinstance(d["targets"], list) and len(d["targets"]) == 21
+    assert isinstance(d["targets"], list) and len(d["targets"]) == 47
     for t in d["targets"]:
-        assert {"name", "target", "twin", "error_pct", "tolerance_pct", "pass"} <= set(t)
+        assert {"name", "kind", "target", "twin", "error_pct", "tolerance_pct", "pass"} <= set(t)
         assert t["pass"] == (abs(t["error_pct"]) <= t["tolerance_pct"])
     assert isinstance(d["predictions"], list)
     seen = {(p["deployment"], p["phase"]) for p in d["predictions"]}
@@ -246,7 +246,6 @@ def _survey():
         (("perf", "decode", "--deployment", "nope"), "deployment = 'nope': unknown", "(allowed: "),
         (("perf", "decode", "--precision", "fp4"), "argument --precision: invalid choice: 'fp4'", "choose from"),
         (("perf", "decode", "--eplb", "magic"), "argument --eplb: invalid choice: 'magic'", "choose from"),
-        (("perf", "decode", "--deployment", "qwen3-235b-cloudmatrix"), "has no MTP module", "(allowed: --no-mtp)"),
         (("topology", "--system", ""), "system = '': unknown", "(allowed: cloudmatrix384"),
         (("topology", "--system", "nope"), "system = 'nope': unknown", "(allowed: cloudmatrix384"),
         ((), "the following arguments are required: cmd", ""),

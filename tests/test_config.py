@@ -9,7 +9,8 @@ import pytest
 from twin.config import CATALOG_DIR, Catalog, CatalogError, catalog
 
 DEPLOYMENTS = {"cloudmatrix-infer-paper", "cloudmatrix-infer-384", "deepseek-h800", "sglang-h100",
-               "qwen3-235b-cloudmatrix", "cloudmatrix-infer-48"}
+               "qwen3-235b-cloudmatrix", "cloudmatrix-infer-48", "deepseek-h800-profile", "gb200-nvl72-r1",
+               "hgx-b200-r1"}
 
 
 # ---- the packaged catalog ---------------------------------------------------------------------
@@ -259,3 +260,35 @@ def test_decode_batch_beyond_kv_capacity(tmp_catalog):
     msg = catalog_error(tmp_catalog)
     assert msg.startswith("deployments.toml [cloudmatrix-infer-paper].decode.batch_per_die = 200:")
     assert "fits at most 146 per die" in msg
+
+
+# ---- fabric, execution and economics fields -------------------------------------------------------
+def test_new_systems_and_their_cited_facts():
+    cat = catalog()
+    nvl = cat.system("gb200-nvl72")
+    assert (nvl.nodes * nvl.npus_per_node, nvl.nvlink_domain_gpus) == (72, 72)   # ref G 4
+    assert cat.chip("gb200").hbm_gb == 186 and cat.chip("b200").nvlink_gbps == 900
+    assert cat.chip("h800").execution == "sm-overlap" and cat.chip("h800").sms == 132
+    assert cat.system("cloudmatrix384").chip_power_kw == pytest.approx(559 / 384, abs=1e-3)
+    assert cat.system("gpu-cluster-h800").usd_per_chip_hour == 2.0              # ref G 2
+    for name in ("gb200-nvl72-r1", "hgx-b200-r1"):
+        assert cat.deployment(name).prediction
+
+
+@pytest.mark.parametrize("filename,table,field,value,expect", [
+    ("deployments.toml", "deepseek-h800.decode", "a2a_kernel", '"fast"', "allowed: normal, low-latency"),
+    ("chips.toml", "h800", "execution", '"magic"', "allowed: ascend-two-stream, sm-overlap"),
+    ("systems.toml", "gb200-nvl72", "chip_power_kw", "-1", "> 0"),
+    ("systems.toml", "hgx-b200", "usd_per_chip_hour", "0", "> 0"),
+])
+def test_bad_fabric_and_economics_fields(tmp_catalog, filename, table, field, value, expect):
+    edit(tmp_catalog, filename, table, field, value)
+    msg = catalog_error(tmp_catalog)
+    assert msg.startswith(f"{filename} [{table.split('.')[0]}].") and field in msg and expect in msg
+
+
+def test_comm_sms_must_leave_sms_to_compute(tmp_catalog):
+    edit(tmp_catalog, "deployments.toml", "deepseek-h800.prefill", "comm_sms", "132")
+    from twin.perf import PerfModel
+    with pytest.raises(ValueError, match="comm_sms = 132: must be below the chip's 132 SMs"):
+        PerfModel("deepseek-h800", Catalog(tmp_catalog)).prefill_batch(4096)

@@ -27,17 +27,25 @@ def _text_step(d: dict) -> None:
 
 
 def cmd_perf(a) -> int:
-    from .perf import PerfModel
+    from .perf import PerfModel, economics
     pm = PerfModel(a.deployment)
+    if a.phase == "alltoall":
+        if a.ep is None or a.tokens is None:
+            raise ValueError("perf alltoall needs --ep N and --tokens T (tokens per rank)")
+        out = pm.alltoall(a.ep, a.tokens, a.kernel)
+        out["deployment"] = a.deployment
+        _print(out, a.json, lambda d: print("  ".join(f"{k}={v}" for k, v in d.items())))
+        return 0
     if a.phase == "decode":
         kv = a.kv if a.kv is not None else a.prompt + a.output / 2
-        r = pm.decode_step(a.batch, kv, mtp=not a.no_mtp, microbatch=not a.no_microbatch,
+        r = pm.decode_step(a.batch, kv, mtp=False if a.no_mtp else None, microbatch=not a.no_microbatch,
                            precision=a.precision, balance=a.eplb)
         out = r.as_dict()
         out.update(deployment=a.deployment, batch_per_npu=a.batch, kv_len=kv,
                    kv_capacity_gb_per_npu=round(pm.kv_capacity_bytes_per_die() * pm.dies_per_npu / 1e9, 2),
                    kv_limit_batch_per_npu=pm.max_batch_per_die(kv) * pm.dies_per_npu,
-                   slo=pm.max_batch_for_slo(kv_len=kv, mtp=not a.no_mtp,
+                   hbm_budget=pm.hbm_budget(kv, a.batch),
+                   slo=pm.max_batch_for_slo(kv_len=kv, mtp=False if a.no_mtp else None,
                                             microbatch=not a.no_microbatch,
                                             precision=a.precision, balance=a.eplb))
     else:
@@ -45,6 +53,7 @@ def cmd_perf(a) -> int:
                              precision=a.precision, microbatch=not a.no_microbatch)
         out = r.as_dict()
         out.update(deployment=a.deployment, prompt=a.prompt, reuse=a.reuse)
+    out.update(economics(pm, r.tokens_per_s_per_npu))
     _print(out, a.json, _text_step)
     return 0
 
@@ -56,15 +65,22 @@ def cmd_validate(a) -> int:
     if a.json:
         print(dumps({"targets": table, "predictions": preds, "all_pass": ok}))
         return 0 if ok else 1
-    print(f"{'target':<52}{'paper':>10}{'twin':>11}{'err %':>8}{'tol %':>7}  pass")
-    for r in table:
-        print(f"{r['name']:<52}{r['target']:>10g}{r['twin']:>11.2f}{r['error_pct']:>8.2f}"
-              f"{r['tolerance_pct']:>7g}  {'PASS' if r['pass'] else 'FAIL'}")
-    print("\nPredicted from hardware and deployment alone (no constant tuned to these):")
+    for kind, title in (("calibration", "Calibration rows (a constant of perf.toml was fitted to each):"),
+                        ("validation", "Validation rows (nothing fitted to them):")):
+        print(title)
+        print(f"  {'row':<64}{'published':>10}{'twin':>11}{'err %':>8}{'tol %':>7}  pass")
+        for r in (r for r in table if r["kind"] == kind):
+            print(f"  {r['name']:<64}{r['target']:>10g}{r['twin']:>11.2f}{r['error_pct']:>8.2f}"
+                  f"{r['tolerance_pct']:>7g}  {'PASS' if r['pass'] else 'FAIL'}")
+        print()
+    print("Every deployment at its operating point (label: calibrated / validated / model / prediction):")
+    print(f"  {'deployment':<26}{'phase':<9}{'label':<12}{'tok/s/chip':>11}{'/TFLOPS':>9}{'/kW':>9}"
+          f"{'$/M tok':>9}  setting")
     for p in preds:
-        tpot = f"TPOT {p['tpot_ms']} ms" if p["tpot_ms"] else ""
-        print(f"  {p['deployment']:<26}{p['phase']:<9}{p['tokens_per_s_per_gpu']:>9.1f} tok/s per "
-              f"GPU/NPU  {tpot}  ({p['setting']})")
+        usd = f"{p['usd_per_million_tokens']:.3f}" if p["usd_per_million_tokens"] else "-"
+        print(f"  {p['deployment']:<26}{p['phase']:<9}{p['label']:<12}{p['tokens_per_s_per_chip']:>11.1f}"
+              f"{p['tokens_per_s_per_tflops'] or 0:>9.3f}{p['tokens_per_s_per_kw']:>9.1f}{usd:>9}  "
+              f"{p['setting']}" + (f", TPOT {p['tpot_ms']} ms" if p["tpot_ms"] else ""))
     return 0 if ok else 1
 
 
@@ -99,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
 
     perf = sub.add_parser("perf", help="time of one decode step or prefill batch")
-    perf.add_argument("phase", choices=["decode", "prefill"])
+    perf.add_argument("phase", choices=["decode", "prefill", "alltoall"])
     perf.add_argument("--deployment", default="cloudmatrix-infer-paper")
     # Input bounds (assumptions, far beyond any catalog deployment): they keep every result finite.
     perf.add_argument("--batch", type=number(0, 8192, lo_open=True), default=96,
@@ -118,6 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--no-mtp", action="store_true")
     perf.add_argument("--no-microbatch", action="store_true")
     perf.add_argument("--precision", choices=["int8", "bf16", "fp8"], default=None)
+    perf.add_argument("--ep", type=int, default=None, help="alltoall: expert-parallel ranks")
+    perf.add_argument("--tokens", type=float, default=None, help="alltoall: tokens per rank")
+    perf.add_argument("--kernel", choices=["normal", "low-latency"], default="normal",
+                      help="alltoall: DeepEP kernel on a GPU fabric (ignored on UB)")
     perf.add_argument("--json", action="store_true")
     perf.set_defaults(fn=cmd_perf)
 

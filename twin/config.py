@@ -34,6 +34,10 @@ class Chip(_Strict):
     mla_compute_eff: float = Field(0.5, gt=0, le=1)
     mem_eff: float = Field(0.8, gt=0, le=1)
     gemm_eff: float = Field(0.8, gt=0, le=1)
+    expert_gemm_eff: float = Field(0, ge=0, le=1)     # grouped expert GEMMs; 0 = gemm_eff
+    gemm_mem_eff: float = Field(0, ge=0, le=1)        # weight-streaming (small-M) GEMMs; 0 = mem_eff
+    execution: Literal["ascend-two-stream", "sm-overlap"] = "ascend-two-stream"
+    sms: int = Field(0, ge=0, le=1024)                # streaming multiprocessors (GPUs)
     cube_cores: int = Field(0, ge=0)
     vector_cores: int = Field(0, ge=0)
     die_to_die_gbps: float = Field(0, ge=0)
@@ -79,6 +83,9 @@ class System(_Strict):
     ub_measured_read_gbps: float = Field(0, ge=0)
     ub_cpu_read_gbps: float = Field(0, ge=0)
     ub_latency_us: float = Field(0, ge=0)
+    nvlink_domain_gpus: int = Field(0, ge=0, le=4096)   # GPUs on one NVLink domain; 0 = a node
+    chip_power_kw: float = Field(gt=0, le=100)          # wall power per accelerator package, all-in
+    usd_per_chip_hour: float = Field(gt=0, le=1000)     # cost of one accelerator package per hour
 
 
 class Model(_Strict):
@@ -117,6 +124,8 @@ class Pool(_Strict):
     tokens_per_die: int = Field(0, ge=0, le=1_000_000)
     batch_per_die: int = Field(0, ge=0, le=4096)
     microbatch: bool = True
+    comm_sms: int = Field(0, ge=0, le=1024)       # SMs held by all-to-all kernels (GPU overlap)
+    a2a_kernel: Literal["normal", "low-latency"] = "normal"   # DeepEP kernel on a GPU fabric
 
 
 class Deployment(_Strict):
@@ -136,6 +145,8 @@ class Deployment(_Strict):
     ttft_slo_ms: float = Field(5000, gt=0, le=600_000)
     kv_transfer_plane: Literal["rdma", "ub"] = "rdma"
     cache_plane: Literal["ub", "vpc"] = "ub"
+    fused_attention: bool = False                 # softmax fused into the attention kernel (FlashMLA)
+    prediction: bool = False                      # no published figure to check it against
 
 
 def _field_hint(model: type[BaseModel], field: str) -> str:

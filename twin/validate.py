@@ -1,18 +1,29 @@
-"""Calibration targets (ref 4 and ref 3) and the twin's value for each, by the same code path.
+"""Calibration and validation rows: a published figure and the twin's value, by the same code path.
 
-The comparator deployments (H800, H100) are predicted, not checked: no constant is tuned to them.
+Each row is either *calibration* (a constant of perf.toml was fitted to it; `python -m twin
+calibrate` refits them) or *validation* (nothing was fitted to it: the twin predicts it from hardware,
+kernel tables and the deployment alone). The GPU serving throughputs are validation rows.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
-from .perf import PerfModel
+from .perf import PerfModel, economics
+from .predict.comm import Traffic
 
 PAPER = "cloudmatrix-infer-paper"
+H800 = "deepseek-h800-profile"
+H100 = "sglang-h100"
 EP_TABLE = (8, 16, 32, 64, 128, 256)
 DISPATCH_US = (116, 131, 133, 141, 152, 152)   # ref 4 MoE communication table
 COMBINE_US = (118, 132, 146, 150, 150, 149)    # ref 4 MoE communication table
+DEEPEP_NORMAL = {8: (153, 158), 16: (43, 43), 32: (58, 57), 64: (51, 50)}   # ref G 3, GB/s
+DEEPEP_LL = {8: (77, 114), 16: (118, 195), 32: (155, 273), 64: (173, 314), 128: (192, 369),
+             256: (194, 360)}                                                # ref G 3, us
+DEEPEP_FP8_BYTES = 7168 * (1 + 4 / 128)   # DeepEP tests: FP8 hidden + one FP32 scale per 128
+DEEPEP_BF16_BYTES = 7168 * 2
 
 
 @dataclass(frozen=True)
@@ -22,6 +33,24 @@ class Target:
     tolerance_pct: float
     measure: Callable[[PerfModel], float]
     source: str
+    deployment: str = PAPER
+    kind: str = "calibration"      # or "validation": nothing was fitted to it
+    group: str = "ascend"          # which constants of perf.toml it calibrates (calibrate.py)
+
+
+def _deepep_normal(ep: int, nbytes: float) -> Callable[[PerfModel], float]:
+    return lambda pm: pm._fabric().logical_gbps(Traffic(ep, 4096, nbytes, pm.model.top_k), "normal",
+                                                pm.k["nvlink_rdma"])
+
+
+def _deepep_ll(ep: int, nbytes: float) -> Callable[[PerfModel], float]:
+    return lambda pm: pm._fabric().seconds(Traffic(ep, 128, nbytes, pm.model.top_k), "low-latency",
+                                           pm.k["nvlink_rdma"]) * 1e6
+
+
+def _tbo_gain(pm: PerfModel) -> float:
+    on = pm.prefill_batch(4096, balance="perfect").tokens_per_s_per_npu
+    return on / pm.prefill_batch(4096, balance="perfect", microbatch=False).tokens_per_s_per_npu
 
 
 def _targets() -> list[Target]:
@@ -53,36 +82,78 @@ def _targets() -> list[Target]:
                         lambda pm, ep=ep: pm.dispatch_us(ep), "ref 4 MoE communication"))
         t.append(Target(f"UB combine us (EP{ep}, 128 tokens/rank)", c, 10,
                         lambda pm, ep=ep: pm.combine_us(ep), "ref 4 MoE communication"))
+    for ep, (d, c) in DEEPEP_NORMAL.items():
+        for name, v, nbytes in (("dispatch", d, DEEPEP_FP8_BYTES), ("combine", c, DEEPEP_BF16_BYTES)):
+            t.append(Target(f"DeepEP normal {name} GB/s (EP{ep}, 4,096 tokens)", v, 10,
+                            _deepep_normal(ep, nbytes), "ref G 3 DeepEP normal kernels", H800,
+                            group="nvlink_rdma"))
+    for ep, (d, c) in DEEPEP_LL.items():
+        for name, v, nbytes in (("dispatch", d, DEEPEP_FP8_BYTES), ("combine", c, DEEPEP_BF16_BYTES)):
+            t.append(Target(f"DeepEP low-latency {name} us (EP{ep}, 128 tokens)", v, 10,
+                            _deepep_ll(ep, nbytes), "ref G 3 DeepEP low-latency kernels", H800,
+                            group="nvlink_rdma"))
+    t.append(Target("two-batch overlap prefill gain (H100, EP32)", 1.31, 3.1, _tbo_gain,
+                    "ref G 2 SGLang: +27-35%", H100, group="sm_overlap"))
+    # validation: published serving throughputs, nothing fitted to them
+    t += [
+        Target("DeepSeek H800 prefill tok/s per GPU (4K, 16K/GPU, balanced)", 7839, 10,
+               lambda pm: pm.prefill_batch(4096, balance="perfect").tokens_per_s_per_npu,
+               "ref G 1 DeepSeek profile", H800, "validation", "none"),
+        Target("DeepSeek H800 decode tok/s per GPU (batch 128, 4K KV, balanced)", 2325, 10,
+               lambda pm: pm.decode_step(128, 4096, balance="perfect").tokens_per_s_per_npu,
+               "ref G 1 DeepSeek profile", H800, "validation", "none"),
+        Target("SGLang H100 prefill tok/s per GPU (default placement)", 6288, 10,
+               lambda pm: pm.prefill_batch(4096).tokens_per_s_per_npu,
+               "ref G 1 SGLang large-scale EP", H100, "validation", "none"),
+        Target("SGLang H100 prefill tok/s per GPU (perfect EPLB)", 7417, 10,
+               lambda pm: pm.prefill_batch(4096, balance="perfect").tokens_per_s_per_npu,
+               "ref G 1 SGLang large-scale EP", H100, "validation", "none"),
+        Target("SGLang H100 decode tok/s per GPU (batch 128, 4K KV, MTP 60%)", 2172, 10,
+               lambda pm: pm.decode_step(128, 4096).tokens_per_s_per_npu,
+               "ref G 1 SGLang large-scale EP", H100, "validation", "none"),
+    ]
     return t
 
 
 TARGETS = _targets()
 
 
-def rows(pm: PerfModel | None = None) -> list[dict]:
-    pm = pm or PerfModel(PAPER)
+def row(t: Target, pm: PerfModel) -> dict:
+    twin = t.measure(pm)
+    err = (twin - t.target) / t.target * 100
+    return {"name": t.name, "kind": t.kind, "deployment": t.deployment, "target": t.target,
+            "twin": round(twin, 3), "error_pct": round(err, 2), "tolerance_pct": t.tolerance_pct,
+            "pass": abs(err) <= t.tolerance_pct, "source": t.source}
+
+
+def rows(k: dict | None = None) -> list[dict]:
+    """Every calibration and validation row (with perf constants `k`, default perf.toml)."""
+    models: dict[str, PerfModel] = {}
     out = []
     for t in TARGETS:
-        twin = t.measure(pm)
-        err = (twin - t.target) / t.target * 100
-        out.append({"name": t.name, "target": t.target, "twin": round(twin, 3),
-                    "error_pct": round(err, 2), "tolerance_pct": t.tolerance_pct,
-                    "pass": abs(err) <= t.tolerance_pct, "source": t.source})
+        pm = models.setdefault(t.deployment, PerfModel(t.deployment, k=k))
+        out.append(row(t, pm))
     return out
 
 
+@lru_cache(maxsize=1)
 def predictions() -> list[dict]:
-    """Comparator deployments predicted from their hardware entries alone."""
+    """Every deployment at its own operating point, with the figures systems are compared by."""
+    from .config import catalog
     out = []
-    for name in ("deepseek-h800", "sglang-h100", PAPER):
+    for name, dep in catalog().deployments.items():
         pm = PerfModel(name)
         pre = pm.prefill_batch(4096)
-        dec = pm.decode_step(None, 4096)
-        out.append({"deployment": name, "phase": "prefill",
-                    "tokens_per_s_per_gpu": round(pre.tokens_per_s_per_npu, 1), "tpot_ms": None,
-                    "setting": f"{pm.dep.prefill.tokens_per_die * pm.dies_per_npu} tokens/NPU, 4K prompt"})
-        out.append({"deployment": name, "phase": "decode",
-                    "tokens_per_s_per_gpu": round(dec.tokens_per_s_per_npu, 1),
-                    "tpot_ms": round(dec.tpot_ms, 2),
-                    "setting": f"batch {pm.dep.decode.batch_per_die * pm.dies_per_npu}/NPU, 4K KV"})
+        dec = pm.decode_step(None, dep.context_tokens)
+        chips = pm.dies_per_npu
+        label = ("prediction" if dep.prediction else "calibrated" if name == PAPER
+                 else "validated" if name in (H800, H100) else "model")
+        for phase, r, setting in (
+                ("prefill", pre, f"{dep.prefill.tokens_per_die * chips} tokens/chip, 4K prompt"),
+                ("decode", dec, f"batch {dep.decode.batch_per_die * chips}/chip, "
+                                f"{dep.context_tokens} KV")):
+            out.append({"deployment": name, "system": dep.system, "phase": phase, "label": label,
+                        "tpot_ms": round(dec.tpot_ms, 2) if phase == "decode" else None,
+                        "setting": setting, "tokens_per_s_per_gpu": round(r.tokens_per_s_per_npu, 1),
+                        **economics(pm, r.tokens_per_s_per_npu)})
     return out

@@ -1,0 +1,103 @@
+"""MoE all-to-all (dispatch or combine) time per fabric, seen by one rank.
+
+UB (supernode): every rank reaches every other over the same switched fabric, so a token is written
+once to each distinct remote rank holding one of its top-k experts; the time is a software cost
+(alpha + beta log2 EP + per-token packing) plus bytes over the die's measured UB bandwidth plus the
+switch path. Its constants are calibrated on the paper's UB table (ref 4 MoE communication).
+
+NVLink + RDMA (GPU cluster): DeepEP's kernels (gpu-clusters.md section 3).
+- normal kernels (prefill): a token crosses RDMA once per distinct remote *node* and is forwarded
+  over NVLink inside that node to the GPUs that hold its experts; time = the slower of the two legs.
+  Routing is node-limited (DeepSeek-V3 group-limited gating, at most 4 nodes per token).
+- low-latency kernels (decode): one message per (token, expert) straight to the expert's rank,
+  pure RDMA for remote ranks, NVLink for ranks of the same NVLink domain, plus a fixed cost.
+A system whose NVLink domain spans every rank (GB200 NVL72) never touches RDMA.
+The link efficiencies and the low-latency fixed cost are calibrated on DeepEP's published H800
+tables; nothing is fitted to a serving throughput.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+US = 1e-6
+KERNELS = ("normal", "low-latency")
+
+
+def distinct(bins: float, draws: int) -> float:
+    """Expected number of distinct bins hit by `draws` uniform draws over `bins` bins."""
+    return bins * (1 - (1 - 1 / bins) ** draws) if bins >= 1 else 0.0
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """One all-to-all as one rank sees it."""
+    ep: int
+    tokens: float            # tokens per rank
+    bytes_per_token: float
+    top_k: int
+
+
+def ub_seconds(tr: Traffic, kc: dict, per_die_gbps: float, rank_dies: int, vector_scale: float,
+               path_us: float, ub_health: float) -> float:
+    """UB all-to-all: software cost + bytes to distinct remote ranks over the rank's UB bandwidth."""
+    if ub_health <= 0:
+        return math.inf
+    ranks = (tr.ep - 1) * (1 - (1 - 1 / tr.ep) ** tr.top_k) if tr.ep > 1 else 0.0
+    fixed = (kc["alpha_us"] + kc["beta_us"] * math.log2(max(tr.ep, 1))
+             + kc["per_token_us"] * tr.tokens / rank_dies / vector_scale) * US
+    bw = per_die_gbps * rank_dies * 1e9 * ub_health
+    return fixed + tr.tokens * ranks * tr.bytes_per_token / bw + path_us * US
+
+
+@dataclass(frozen=True)
+class ClusterFabric:
+    """A GPU system's planes as the all-to-all sees them (per GPU, one way)."""
+    gpus_per_domain: int     # GPUs sharing one NVLink domain (8 in an HGX node, 72 in NVL72)
+    nvlink_gbps: float       # GB/s per GPU
+    rdma_gbps: float         # GB/s per GPU (NIC)
+    nvlink_latency_us: float
+    rdma_latency_us: float
+    rdma_health: float = 1.0
+    extra_latency_us: float = 0.0
+
+    def legs(self, tr: Traffic, kernel: str, k: dict) -> tuple[float, float, float]:
+        """(NVLink bytes, RDMA bytes, fixed seconds) per rank for one all-to-all."""
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel = {kernel!r}: allowed {', '.join(KERNELS)}")
+        g = min(self.gpus_per_domain, tr.ep)
+        domains = math.ceil(tr.ep / g)
+        if kernel == "low-latency":     # one message per (token, expert); own rank's share stays put
+            msgs = tr.tokens * tr.top_k * tr.bytes_per_token
+            local = (g - 1) / tr.ep
+            remote = (tr.ep - g) / tr.ep
+            return msgs * local, msgs * remote, k["ll_fixed_us"] * US
+        if domains == 1:                # one NVLink domain: distinct remote ranks over NVLink
+            ranks = distinct(g, tr.top_k) * (g - 1) / g
+            return tr.tokens * ranks * tr.bytes_per_token, 0.0, 0.0
+        m = min(domains, k["node_limit"])          # nodes a token may reach
+        nodes = distinct(m, tr.top_k)              # distinct nodes per token (own node included)
+        remote_nodes = nodes * (domains - 1) / domains
+        ranks = distinct(m * g, tr.top_k)          # distinct GPUs per token over those nodes
+        nvl = tr.tokens * ranks * (g - 1) / g * tr.bytes_per_token   # forwarded inside each node
+        return nvl, tr.tokens * remote_nodes * tr.bytes_per_token, 0.0
+
+    def seconds(self, tr: Traffic, kernel: str, k: dict) -> float:
+        if tr.ep <= 1:
+            return 0.0
+        nvl, rdma, fixed = self.legs(tr, kernel, k)
+        if rdma and self.rdma_health <= 0:
+            return math.inf
+        t_nvl = nvl / (self.nvlink_gbps * 1e9 * k["nvlink_efficiency"])
+        t_rdma = rdma / (self.rdma_gbps * 1e9 * k["rdma_efficiency"] * max(self.rdma_health, 1e-12))
+        lat = self.rdma_latency_us if rdma else self.nvlink_latency_us
+        return fixed + max(t_nvl, t_rdma) + (lat + self.extra_latency_us) * US
+
+    def logical_gbps(self, tr: Traffic, kernel: str, k: dict) -> float:
+        """DeepEP's printed "bottleneck bandwidth" for a normal kernel: its test counts one copy per
+        distinct node (own node included) over RDMA, or per distinct rank (self included) when the
+        EP group is one node (DeepEP tests/test_internode.py, test_intranode.py)."""
+        g = min(self.gpus_per_domain, tr.ep)
+        domains = math.ceil(tr.ep / g)
+        per = distinct(g, tr.top_k) if domains == 1 else distinct(min(domains, k["node_limit"]), tr.top_k)
+        return tr.tokens * per * tr.bytes_per_token / self.seconds(tr, kernel, k) / 1e9
