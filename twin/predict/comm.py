@@ -2,8 +2,9 @@
 
 UB (supernode): every rank reaches every other over the same switched fabric, so a token is written
 once to each distinct remote rank holding one of its top-k experts; the time is a software cost
-(alpha + beta log2 EP + per-token packing) plus bytes over the die's measured UB bandwidth plus the
-switch path. Its constants are calibrated on the paper's UB table (ref 4 MoE communication).
+(alpha + per-token packing, plus beta log2 EP for dispatch's count exchange) plus bytes over the
+die's measured UB bandwidth (write for dispatch, read for combine's pull) plus, for combine, the
+top-k reduction of the returned bytes on the vector cores, plus the switch path. Its constants are calibrated on the paper's UB table (ref 4 MoE communication).
 
 NVLink + RDMA (GPU cluster): DeepEP's kernels (gpu-clusters.md section 3).
 - normal kernels (prefill): a token crosses RDMA once per distinct remote *node* and is forwarded
@@ -39,15 +40,22 @@ class Traffic:
 
 
 def ub_seconds(tr: Traffic, kc: dict, per_die_gbps: float, rank_dies: int, vector_scale: float,
-               path_us: float, ub_health: float) -> float:
-    """UB all-to-all: software cost + bytes to distinct remote ranks over the rank's UB bandwidth."""
+               path_us: float, ub_health: float, combine: bool = False) -> float:
+    """UB all-to-all: software cost + bytes to distinct remote ranks over the rank's UB bandwidth.
+
+    The two kernels differ where their work differs. Dispatch first tells every peer how many tokens
+    to expect (a count exchange, log2(EP) rounds: beta_us each); combine reuses that layout, so it
+    has no such term, but it reduces the top-k BF16 returns of every token on the rank's vector
+    cores, a per-byte cost on top of the wire (combine_reduce_gbps per die).
+    """
     if ub_health <= 0:
         return math.inf
     ranks = (tr.ep - 1) * (1 - (1 - 1 / tr.ep) ** tr.top_k) if tr.ep > 1 else 0.0
-    fixed = (kc["alpha_us"] + kc["beta_us"] * math.log2(max(tr.ep, 1))
-             + kc["per_token_us"] * tr.tokens / rank_dies / vector_scale) * US
-    bw = per_die_gbps * rank_dies * 1e9 * ub_health
-    return fixed + tr.tokens * ranks * tr.bytes_per_token / bw + path_us * US
+    nbytes = tr.tokens * ranks * tr.bytes_per_token
+    fixed = (kc["alpha_us"] + kc["per_token_us"] * tr.tokens / rank_dies / vector_scale
+             + (0.0 if combine else kc["beta_us"] * math.log2(max(tr.ep, 1)))) * US
+    reduce = nbytes / (kc["combine_reduce_gbps"] * 1e9 * rank_dies * vector_scale) if combine else 0.0
+    return fixed + nbytes / (per_die_gbps * rank_dies * 1e9 * ub_health) + reduce + path_us * US
 
 
 @dataclass(frozen=True)
