@@ -9,7 +9,8 @@ top-k reduction of the returned bytes on the vector cores, plus the switch path.
 NVLink + RDMA (GPU cluster): DeepEP's kernels (gpu-clusters.md section 3).
 - normal kernels (prefill): a token crosses RDMA once per distinct remote *node* and is forwarded
   over NVLink inside that node to the GPUs that hold its experts; time = the slower of the two legs.
-  Routing is node-limited (DeepSeek-V3 group-limited gating, at most 4 nodes per token).
+  Routing is node-limited (DeepSeek-V3 group-limited gating, at most 4 nodes per token). Each
+  remote node is reached through one peer GPU, and one peer connection does not fill the NIC.
 - low-latency kernels (decode): one message per (token, expert) straight to the expert's rank,
   pure RDMA for remote ranks, NVLink for ranks of the same NVLink domain, plus a fixed cost.
 A system whose NVLink domain spans every rank (GB200 NVL72) never touches RDMA.
@@ -90,6 +91,17 @@ class ClusterFabric:
         nvl = tr.tokens * ranks * (g - 1) / g * tr.bytes_per_token   # forwarded inside each node
         return nvl, tr.tokens * remote_nodes * tr.bytes_per_token, 0.0
 
+    def rdma_rate(self, tr: Traffic, kernel: str, k: dict) -> float:
+        """Bytes/s one GPU's NIC moves. A normal kernel sends each remote node's share to one peer
+        GPU there (the same local index), so a GPU keeps domains - 1 connections busy; each carries at
+        most rdma_peer_gbps, which caps the NIC when there are few remote nodes (EP16: one peer).
+        Low-latency kernels talk to every remote rank directly, so the NIC is the limit."""
+        nic = self.rdma_gbps * 1e9 * k["rdma_efficiency"]
+        if kernel == "normal":
+            peers = math.ceil(tr.ep / min(self.gpus_per_domain, tr.ep)) - 1
+            nic = min(nic, peers * k["rdma_peer_gbps"] * 1e9)
+        return nic * max(self.rdma_health, 1e-12)
+
     def seconds(self, tr: Traffic, kernel: str, k: dict) -> float:
         if tr.ep <= 1:
             return 0.0
@@ -97,7 +109,7 @@ class ClusterFabric:
         if rdma and self.rdma_health <= 0:
             return math.inf
         t_nvl = nvl / (self.nvlink_gbps * 1e9 * k["nvlink_efficiency"])
-        t_rdma = rdma / (self.rdma_gbps * 1e9 * k["rdma_efficiency"] * max(self.rdma_health, 1e-12))
+        t_rdma = rdma / self.rdma_rate(tr, kernel, k) if rdma else 0.0
         lat = self.rdma_latency_us if rdma else self.nvlink_latency_us
         return fixed + max(t_nvl, t_rdma) + (lat + self.extra_latency_us) * US
 
