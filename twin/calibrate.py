@@ -77,6 +77,6 @@ def main() -> int:
     k, s = fit()
     for group, free in GROUPS.items():
         for sec, key, *_ in free:
-            print(f"[{sec}] {key} = {k[sec][key]:.4g}    ({group})")
+            print(f"[{sec}] {key} = {k[sec][key]:.6g}    ({group})")
     print(f"worst error / tolerance = {s:.3f} ({'all pass' if s <= 1 else 'some targets missed'})")
     return 0 if s <= 1 else 1
