@@ -479,3 +479,28 @@ def test_ssd_resident_prefix_loads_slower(pm):
     assert ssd.breakdown["mla_proj"] == dram.breakdown["mla_proj"]
     with pytest.raises(ValueError, match=r"ssd_fraction = 1.5: allowed 0 <= ssd_fraction <= 1"):
         pm.prefill_batch(4096, reuse=0.5, ssd_fraction=1.5)
+
+
+def test_ub_dispatch_pays_the_count_exchange_and_combine_the_reduction():
+    from twin.predict.comm import Traffic, ub_seconds
+    kc = {"alpha_us": 10.0, "beta_us": 2.0, "per_token_us": 0.5, "combine_reduce_gbps": 400.0}
+    tr = Traffic(64, 128, 1000, 8)
+    ranks = 63 * (1 - (63 / 64) ** 8)
+    nbytes = 128 * ranks * 1000
+    d = ub_seconds(tr, kc, 135, 2, 1.0, 1.0, 1.0)
+    c = ub_seconds(tr, kc, 164, 2, 1.0, 1.0, 1.0, combine=True)
+    assert d == pytest.approx((10 + 0.5 * 64 + 2 * 6 + 1) * 1e-6 + nbytes / 270e9, rel=1e-12)
+    assert c == pytest.approx((10 + 0.5 * 64 + 1) * 1e-6 + nbytes / 328e9 + nbytes / 800e9, rel=1e-12)
+    # the paper's table shape: dispatch grows with EP past EP64, combine is flat there
+    pm = PerfModel(PAPER)
+    assert pm.dispatch_us(128) - pm.dispatch_us(64) > 2 * (pm.combine_us(128) - pm.combine_us(64))
+
+
+def test_normal_kernel_nic_is_capped_by_its_peer_connections():
+    # EP16 = 2 nodes: one remote peer per GPU, so the NIC moves at most rdma_peer_gbps
+    from twin.predict.comm import ClusterFabric, Traffic
+    f = ClusterFabric(8, 200, 50, 0.7, 3.0)
+    k = {"rdma_efficiency": 0.8, "rdma_peer_gbps": 20.0}
+    assert f.rdma_rate(Traffic(16, 4096, 1000, 8), "normal", k) == pytest.approx(20e9)
+    assert f.rdma_rate(Traffic(32, 4096, 1000, 8), "normal", k) == pytest.approx(40e9)   # 3 peers
+    assert f.rdma_rate(Traffic(16, 128, 1000, 8), "low-latency", k) == pytest.approx(40e9)

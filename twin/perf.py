@@ -229,7 +229,7 @@ class PerfModel:
             per_die = s.ub_measured_read_gbps if pull else s.ub_measured_write_gbps
             path_us = 3 * s.switch_latency_us + 4 * s.link_latency_us + self.net.extra_latency_us
             return comm.ub_seconds(tr, self.k["comm"], per_die, rank_dies, self._vector_scale(),
-                                   path_us, self.net.ub)
+                                   path_us, self.net.ub, combine=pull)
         return self._fabric().seconds(tr, kernel, self.k["nvlink_rdma"])
 
     def alltoall(self, ep: int, tokens: float, kernel: str = "normal") -> dict:

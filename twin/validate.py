@@ -68,28 +68,29 @@ def _targets() -> list[Target]:
                lambda pm: pm.decode_step(8, 4096 + 128).tpot_ms, "ref 4 decode row 2"),
         Target("decode tokens/s per NPU (batch 8)", 538, 5,
                lambda pm: pm.decode_step(8, 4096 + 128).tokens_per_s_per_npu, "ref 4 decode row 2"),
-        Target("MTP per-layer us without MTP (batch 96)", 874, 10,
+        Target("MTP per-layer us without MTP (batch 96)", 874, 5,
                lambda pm: pm.decode_step(96, 4096, mtp=False).streams_ms["per_layer"] * 1e3,
                "ref 3 MTP"),
-        Target("MTP per-layer us with MTP (batch 96)", 1260, 10,
+        Target("MTP per-layer us with MTP (batch 96)", 1260, 5,
                lambda pm: pm.decode_step(96, 4096).streams_ms["per_layer"] * 1e3, "ref 3 MTP"),
         Target("EMS prefill speed-up at 90% token reuse", 2.28, 5,
                lambda pm: pm.prefill_batch(4096, reuse=0.9).tokens_per_s_per_npu
                / pm.prefill_batch(4096).tokens_per_s_per_npu, "ref 3 context caching"),
     ]
     for ep, d, c in zip(EP_TABLE, DISPATCH_US, COMBINE_US):
-        t.append(Target(f"UB dispatch us (EP{ep}, 128 tokens/rank)", d, 10,
+        t.append(Target(f"UB dispatch us (EP{ep}, 128 tokens/rank)", d, 5,
                         lambda pm, ep=ep: pm.dispatch_us(ep), "ref 4 MoE communication"))
-        t.append(Target(f"UB combine us (EP{ep}, 128 tokens/rank)", c, 10,
+        t.append(Target(f"UB combine us (EP{ep}, 128 tokens/rank)", c, 5,
                         lambda pm, ep=ep: pm.combine_us(ep), "ref 4 MoE communication"))
     for ep, (d, c) in DEEPEP_NORMAL.items():
         for name, v, nbytes in (("dispatch", d, DEEPEP_FP8_BYTES), ("combine", c, DEEPEP_BF16_BYTES)):
-            t.append(Target(f"DeepEP normal {name} GB/s (EP{ep}, 4,096 tokens)", v, 10,
+            t.append(Target(f"DeepEP normal {name} GB/s (EP{ep}, 4,096 tokens)", v, 5,
                             _deepep_normal(ep, nbytes), "ref G 3 DeepEP normal kernels", H800,
                             group="nvlink_rdma"))
+    # 5.5%: no fixed-plus-bytes model fits this table within 5% (docs/fidelity.md, DeepEP low-latency)
     for ep, (d, c) in DEEPEP_LL.items():
         for name, v, nbytes in (("dispatch", d, DEEPEP_FP8_BYTES), ("combine", c, DEEPEP_BF16_BYTES)):
-            t.append(Target(f"DeepEP low-latency {name} us (EP{ep}, 128 tokens)", v, 10,
+            t.append(Target(f"DeepEP low-latency {name} us (EP{ep}, 128 tokens)", v, 5.5,
                             _deepep_ll(ep, nbytes), "ref G 3 DeepEP low-latency kernels", H800,
                             group="nvlink_rdma"))
     t.append(Target("two-batch overlap prefill gain (H100, EP32)", 1.31, 3.1, _tbo_gain,

@@ -2,13 +2,15 @@
 
 UB (supernode): every rank reaches every other over the same switched fabric, so a token is written
 once to each distinct remote rank holding one of its top-k experts; the time is a software cost
-(alpha + beta log2 EP + per-token packing) plus bytes over the die's measured UB bandwidth plus the
-switch path. Its constants are calibrated on the paper's UB table (ref 4 MoE communication).
+(alpha + per-token packing, plus beta log2 EP for dispatch's count exchange) plus bytes over the
+die's measured UB bandwidth (write for dispatch, read for combine's pull) plus, for combine, the
+top-k reduction of the returned bytes on the vector cores, plus the switch path. Its constants are calibrated on the paper's UB table (ref 4 MoE communication).
 
 NVLink + RDMA (GPU cluster): DeepEP's kernels (gpu-clusters.md section 3).
 - normal kernels (prefill): a token crosses RDMA once per distinct remote *node* and is forwarded
   over NVLink inside that node to the GPUs that hold its experts; time = the slower of the two legs.
-  Routing is node-limited (DeepSeek-V3 group-limited gating, at most 4 nodes per token).
+  Routing is node-limited (DeepSeek-V3 group-limited gating, at most 4 nodes per token). Each
+  remote node is reached through one peer GPU, and one peer connection does not fill the NIC.
 - low-latency kernels (decode): one message per (token, expert) straight to the expert's rank,
   pure RDMA for remote ranks, NVLink for ranks of the same NVLink domain, plus a fixed cost.
 A system whose NVLink domain spans every rank (GB200 NVL72) never touches RDMA.
@@ -39,15 +41,22 @@ class Traffic:
 
 
 def ub_seconds(tr: Traffic, kc: dict, per_die_gbps: float, rank_dies: int, vector_scale: float,
-               path_us: float, ub_health: float) -> float:
-    """UB all-to-all: software cost + bytes to distinct remote ranks over the rank's UB bandwidth."""
+               path_us: float, ub_health: float, combine: bool = False) -> float:
+    """UB all-to-all: software cost + bytes to distinct remote ranks over the rank's UB bandwidth.
+
+    The two kernels differ where their work differs. Dispatch first tells every peer how many tokens
+    to expect (a count exchange, log2(EP) rounds: beta_us each); combine reuses that layout, so it
+    has no such term, but it reduces the top-k BF16 returns of every token on the rank's vector
+    cores, a per-byte cost on top of the wire (combine_reduce_gbps per die).
+    """
     if ub_health <= 0:
         return math.inf
     ranks = (tr.ep - 1) * (1 - (1 - 1 / tr.ep) ** tr.top_k) if tr.ep > 1 else 0.0
-    fixed = (kc["alpha_us"] + kc["beta_us"] * math.log2(max(tr.ep, 1))
-             + kc["per_token_us"] * tr.tokens / rank_dies / vector_scale) * US
-    bw = per_die_gbps * rank_dies * 1e9 * ub_health
-    return fixed + tr.tokens * ranks * tr.bytes_per_token / bw + path_us * US
+    nbytes = tr.tokens * ranks * tr.bytes_per_token
+    fixed = (kc["alpha_us"] + kc["per_token_us"] * tr.tokens / rank_dies / vector_scale
+             + (0.0 if combine else kc["beta_us"] * math.log2(max(tr.ep, 1)))) * US
+    reduce = nbytes / (kc["combine_reduce_gbps"] * 1e9 * rank_dies * vector_scale) if combine else 0.0
+    return fixed + nbytes / (per_die_gbps * rank_dies * 1e9 * ub_health) + reduce + path_us * US
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,17 @@ class ClusterFabric:
         nvl = tr.tokens * ranks * (g - 1) / g * tr.bytes_per_token   # forwarded inside each node
         return nvl, tr.tokens * remote_nodes * tr.bytes_per_token, 0.0
 
+    def rdma_rate(self, tr: Traffic, kernel: str, k: dict) -> float:
+        """Bytes/s one GPU's NIC moves. A normal kernel sends each remote node's share to one peer
+        GPU there (the same local index), so a GPU keeps domains - 1 connections busy; each carries at
+        most rdma_peer_gbps, which caps the NIC when there are few remote nodes (EP16: one peer).
+        Low-latency kernels talk to every remote rank directly, so the NIC is the limit."""
+        nic = self.rdma_gbps * 1e9 * k["rdma_efficiency"]
+        if kernel == "normal":
+            peers = math.ceil(tr.ep / min(self.gpus_per_domain, tr.ep)) - 1
+            nic = min(nic, peers * k["rdma_peer_gbps"] * 1e9)
+        return nic * max(self.rdma_health, 1e-12)
+
     def seconds(self, tr: Traffic, kernel: str, k: dict) -> float:
         if tr.ep <= 1:
             return 0.0
@@ -89,7 +109,7 @@ class ClusterFabric:
         if rdma and self.rdma_health <= 0:
             return math.inf
         t_nvl = nvl / (self.nvlink_gbps * 1e9 * k["nvlink_efficiency"])
-        t_rdma = rdma / (self.rdma_gbps * 1e9 * k["rdma_efficiency"] * max(self.rdma_health, 1e-12))
+        t_rdma = rdma / self.rdma_rate(tr, kernel, k) if rdma else 0.0
         lat = self.rdma_latency_us if rdma else self.nvlink_latency_us
         return fixed + max(t_nvl, t_rdma) + (lat + self.extra_latency_us) * US
 
