@@ -91,16 +91,18 @@ class PrefillInstance(Instance):
         if self.busy or not self.queue or not self.ready:
             return
         batch, tokens = [], 0
-        while self.queue and (not batch or tokens + req.input[self.queue[0]] <= self.budget):
-            rid = self.queue.popleft()
+        inp, base, q = req.input.a, req.base, self.queue      # rows: ids - base (queued: in window)
+        while q and (not batch or tokens + inp[q[0] - base] <= self.budget):
+            rid = q.popleft()
             batch.append(rid)
-            tokens += int(req.input[rid])
+            tokens += int(inp[rid - base])
         self.queued_tokens -= tokens
         self.running = batch
         ids = np.array(batch)
         start = eng.env.now
-        req.state[ids] = PREFILL
-        req.prefill_start[ids] = start
+        rows = req.rows(ids)
+        req.state.a[rows] = PREFILL
+        req.prefill_start.a[rows] = start
         cached = eng.cache_lookup(ids, self)
         seconds = eng.prefill_seconds(self, eng.prefill_tokens(ids), cached)
         if not np.isfinite(seconds):       # cut off from its peers: wait for the network
@@ -120,12 +122,15 @@ class PrefillInstance(Instance):
             eng, req = self.eng, self.eng.req
             self.running = []
             now = eng.env.now
-            req.prefill_end[ids] = now
-            first = np.isnan(req.first_token[ids])   # a requeued request streamed its first token
-            req.first_token[ids[first]] = now
-            req.generated[ids] = np.maximum(req.generated[ids], 1)   # recomputed tokens stay made
-            eng.metrics.cur.input_tokens += float(req.input[ids].sum())
-            single = req.output[ids] <= 1
+            rows = req.rows(ids)                 # one id-to-row step for the columns below
+            req.prefill_end.a[rows] = now
+            first = req.first_token.a[rows]
+            first[np.isnan(first)] = now             # a requeued request streamed its first token
+            req.first_token.a[rows] = first
+            gen = req.generated.a
+            gen[rows] = np.maximum(gen[rows], 1)      # recomputed tokens stay made
+            eng.metrics.cur.input_tokens += float(req.input.a[rows].sum())
+            single = req.output.a[rows] <= 1
             if single.any():
                 eng.finish(ids[single])
             if (~single).any():
