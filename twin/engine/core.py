@@ -72,6 +72,7 @@ class Engine:
         self.seed = sc.seed
         self.env = _Environment()
         self.rng = np.random.default_rng(sc.seed)
+        self._uniform = np.empty(0)        # MTP acceptance draws (see accepted_tokens)
         self.cat = catalog()
         self.dep = self.cat.deployment(sc.deployment)
         self.system = self.cat.system(self.dep.system)
@@ -635,7 +636,11 @@ class Engine:
         """Tokens each sequence gains this step: 1, plus the MTP draft when accepted."""
         if not self.dep.mtp:
             return np.ones(n, dtype=np.int64)
-        return 1 + (self.rng.random(n) < self.dep.mtp_acceptance)
+        if len(self._uniform) < n:          # reused buffer: the same draws as rng.random(n)
+            self._uniform = np.empty(max(n, 2 * len(self._uniform)))
+        u = self._uniform[:n]
+        self.rng.random(out=u)
+        return (u < self.dep.mtp_acceptance) + 1
 
     # ---- timing from the perf model ------------------------------------------------------------
     def decode_seconds(self, inst: DecodeInstance, batch_per_npu: float, ctx: float) -> float:

@@ -143,6 +143,7 @@ class DecodeInstance(Instance):
         super().__init__(eng, "decode", idx, slot, dies)
         self.ids = np.zeros(0, dtype=np.int64)
         self.ctx = np.zeros(0, dtype=np.int64)     # context tokens (exact integers)
+        self.ctx_sum = 0                 # their sum, kept with them (the step time needs the mean)
         self.left = np.zeros(0, dtype=np.int64)
         self.reserved = 0.0              # KV tokens reserved by the admitted sequences
         self.inbox: list[tuple[float, np.ndarray]] = []   # KV landing at a time, not yet queued
@@ -219,7 +220,9 @@ class DecodeInstance(Instance):
             if len(no_first):
                 self.no_first = np.concatenate([self.no_first, no_first])
             self.ids = np.concatenate([self.ids, t])
-            self.ctx = np.concatenate([self.ctx, req.input[t] + req.generated[t]])
+            ctx = req.input[t] + req.generated[t]
+            self.ctx_sum += int(ctx.sum())
+            self.ctx = np.concatenate([self.ctx, ctx])
             self.left = np.concatenate([self.left, req.output[t] - req.generated[t]])
 
     def run(self):
@@ -238,7 +241,7 @@ class DecodeInstance(Instance):
                 continue
             n = len(self.ids)
             start = eng.env.now
-            seconds = eng.decode_seconds(self, n / self.npus, float(self.ctx.mean()))
+            seconds = eng.decode_seconds(self, n / self.npus, self.ctx_sum / n)
             if not np.isfinite(seconds):       # cut off from its peers: wait for the network
                 self._go_idle()
                 yield self.wait()
@@ -250,10 +253,12 @@ class DecodeInstance(Instance):
             if not self.alive or len(self.ids) != n:   # failed mid-step: the step is lost
                 continue
             got = eng.accepted_tokens(n)
-            made = np.minimum(got, self.left)
+            made = np.minimum(got, self.left, out=got)
             self.left -= made
             self.ctx += made
-            eng.metrics.cur.output_tokens += float(made.sum())
+            made_sum = int(made.sum())
+            self.ctx_sum += made_sum
+            eng.metrics.cur.output_tokens += made_sum
             if len(self.no_first):               # decode-only runs: first token from decode
                 req.first_token[self.no_first] = eng.env.now
                 self.no_first = self.no_first[:0]
@@ -261,6 +266,7 @@ class DecodeInstance(Instance):
             if done.any():
                 fin = self.ids[done]
                 req.generated[fin] = self.ctx[done] - req.input[fin]
+                self.ctx_sum -= int(self.ctx[done].sum())
                 self.reserved -= float((req.input[fin] + req.output[fin]).sum())
                 keep = ~done
                 self.ids, self.ctx, self.left = self.ids[keep], self.ctx[keep], self.left[keep]
@@ -274,6 +280,7 @@ class DecodeInstance(Instance):
         out = [self.ids[mask]]
         req = self.eng.req
         req.generated[out[0]] = self.ctx[mask] - req.input[out[0]]
+        self.ctx_sum -= int(self.ctx[mask].sum())
         self.reserved -= float((req.input[self.ids[mask]] + req.output[self.ids[mask]]).sum())
         self.no_first = np.setdiff1d(self.no_first, out[0])
         self.ids, self.ctx, self.left = self.ids[~mask], self.ctx[~mask], self.left[~mask]
