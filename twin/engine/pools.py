@@ -205,25 +205,27 @@ class DecodeInstance(Instance):
         # the queue's head, in order, while the KV reserved stays within capacity (an empty
         # instance always takes its first sequence); needs are whole tokens, so sums are exact
         t = np.fromiter(islice(self.queue, room), dtype=np.int64, count=min(room, len(self.queue)))
-        need = req.input[t] + req.output[t]
+        rows = req.rows(t)                        # one id-to-row step for the columns below
+        inp, out, gen = req.input.a[rows], req.output.a[rows], req.generated.a[rows]
+        need = inp + out
         fits = self.reserved + np.cumsum(need) <= kv_cap
         if not len(self.ids):
             fits[0] = True
         k = len(fits) if fits.all() else int(np.argmin(fits))
         if k:
-            t = t[:k]
+            t, rows, inp, out, gen = t[:k], rows[:k], inp[:k], out[:k], gen[:k]
             for _ in range(k):
                 self.queue.popleft()
             self.reserved += float(need[:k].sum())
-            req.state[t] = DECODING
-            no_first = t[np.isnan(req.first_token[t])]
+            req.state.a[rows] = DECODING
+            no_first = t[np.isnan(req.first_token.a[rows])]
             if len(no_first):
                 self.no_first = np.concatenate([self.no_first, no_first])
             self.ids = np.concatenate([self.ids, t])
-            ctx = req.input[t] + req.generated[t]
+            ctx = inp + gen
             self.ctx_sum += int(ctx.sum())
             self.ctx = np.concatenate([self.ctx, ctx])
-            self.left = np.concatenate([self.left, req.output[t] - req.generated[t]])
+            self.left = np.concatenate([self.left, out - gen])
 
     def run(self):
         eng, req = self.eng, self.eng.req
@@ -265,9 +267,11 @@ class DecodeInstance(Instance):
             done = self.left <= 0
             if done.any():
                 fin = self.ids[done]
-                req.generated[fin] = self.ctx[done] - req.input[fin]
+                rows = req.rows(fin)
+                inp = req.input.a[rows]
+                req.generated.a[rows] = self.ctx[done] - inp
                 self.ctx_sum -= int(self.ctx[done].sum())
-                self.reserved -= float((req.input[fin] + req.output[fin]).sum())
+                self.reserved -= float((inp + req.output.a[rows]).sum())
                 keep = ~done
                 self.ids, self.ctx, self.left = self.ids[keep], self.ctx[keep], self.left[keep]
                 eng.finish(fin)

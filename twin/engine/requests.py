@@ -137,14 +137,16 @@ class RequestTable:
     def complete(self, ids, now: float) -> np.ndarray:
         """Mark requests done at `now`; returns the ids that really finished now."""
         ids = self._known(ids, "finish_unknown")
-        st = self.state[ids]
+        rows = self.rows(ids)
+        st = self.state.a[rows]
         self.errors["finish_twice"] += int((st == DONE).sum())
         self.errors["finish_rejected"] += int((st == REJECTED).sum())
-        ids = ids[st < DONE]
-        self.state[ids] = DONE
-        self.finish[ids] = now
+        live = st < DONE
+        ids, rows = ids[live], rows[live]
+        self.state.a[rows] = DONE
+        self.finish.a[rows] = now
         self.completed += len(ids)
-        self.tokens_short += int((self.generated[ids] < self.output[ids]).sum())
+        self.tokens_short += int((self.generated.a[rows] < self.output.a[rows]).sum())
         return ids
 
     def reject(self, ids, reason: str) -> np.ndarray:
