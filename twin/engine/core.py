@@ -11,6 +11,7 @@ The same seed and command log replay the same run exactly.
 from __future__ import annotations
 
 import math
+import operator
 import queue
 from dataclasses import dataclass, field
 
@@ -42,6 +43,7 @@ SNAPSHOT_FAULTS = 20      # fault reports a snapshot carries (the newest, a scre
 PREFILL_GRID = 1024
 REUSE_GRID = 4096
 MEMO_LIMIT = 4096
+_QUEUED_TOKENS = operator.attrgetter("queued_tokens")   # the scheduler's key: least-loaded by tokens
 
 
 class _Environment(simpy.Environment):
@@ -70,6 +72,7 @@ class Engine:
         self.seed = sc.seed
         self.env = _Environment()
         self.rng = np.random.default_rng(sc.seed)
+        self._uniform = np.empty(0)        # MTP acceptance draws (see accepted_tokens)
         self.cat = catalog()
         self.dep = self.cat.deployment(sc.deployment)
         self.system = self.cat.system(self.dep.system)
@@ -557,7 +560,8 @@ class Engine:
 
     def _admit_new(self, ids: np.ndarray) -> None:
         req = self.req
-        too_long = (req.input[ids] + req.output[ids]) > self.kv_capacity_tokens
+        rows = req.rows(ids)
+        too_long = (req.input.a[rows] + req.output.a[rows]) > self.kv_capacity_tokens
         if too_long.any():
             bad = req.reject(ids[too_long], "kv_too_long")
             self.log("reject", f"{len(bad)} request(s) need more KV than a die holds "
@@ -579,8 +583,7 @@ class Engine:
         """Stateless global scheduler: any live prefill instance; the least-loaded by tokens (the
         first such in index order). `live`: the live instances, when the caller already has them."""
         live = live if live is not None else [p for p in self.prefill if p.alive]
-        inst = (min(live, key=lambda p: p.queued_tokens) if live
-                else min(self.prefill, key=lambda p: p.queued_tokens))
+        inst = min(live or self.prefill, key=_QUEUED_TOKENS)
         inst.enqueue(rid, wake)
         self.req.state[rid] = QUEUED
         return inst
@@ -633,7 +636,11 @@ class Engine:
         """Tokens each sequence gains this step: 1, plus the MTP draft when accepted."""
         if not self.dep.mtp:
             return np.ones(n, dtype=np.int64)
-        return 1 + (self.rng.random(n) < self.dep.mtp_acceptance)
+        if len(self._uniform) < n:          # reused buffer: the same draws as rng.random(n)
+            self._uniform = np.empty(max(n, 2 * len(self._uniform)))
+        u = self._uniform[:n]
+        self.rng.random(out=u)
+        return (u < self.dep.mtp_acceptance) + 1
 
     # ---- timing from the perf model ------------------------------------------------------------
     def decode_seconds(self, inst: DecodeInstance, batch_per_npu: float, ctx: float) -> float:
@@ -656,7 +663,8 @@ class Engine:
 
     def prefill_tokens(self, ids: np.ndarray) -> np.ndarray:
         """Prompt tokens to prefill; a requeued request also recomputes the tokens it generated."""
-        return self.req.input[ids] + np.maximum(self.req.generated[ids] - 1, 0)
+        rows = self.req.rows(ids)
+        return self.req.input.a[rows] + np.maximum(self.req.generated.a[rows] - 1, 0)
 
     def prefill_seconds(self, inst: PrefillInstance, inputs: np.ndarray, cached: np.ndarray) -> float:
         """Batch time from the perf model, memoised per shape bucket (see PREFILL_GRID)."""
@@ -685,7 +693,8 @@ class Engine:
         req, cur = self.req, self.metrics.cur
         if self.ems is None:
             return np.zeros(len(ids), dtype=np.int64)
-        lo, hi, inp = req.block_lo[ids].tolist(), req.block_hi[ids].tolist(), req.input[ids].tolist()
+        rows = req.rows(ids)
+        lo, hi, inp = req.block_lo.a[rows].tolist(), req.block_hi.a[rows].tolist(), req.input.a[rows].tolist()
         sel = [j for j in range(len(lo)) if hi[j] > lo[j]]  # requests without blocks: no lookup
         cached = [0] * len(lo)
         if sel:
@@ -707,7 +716,7 @@ class Engine:
                 cached[j] = min(ht, t - 1)
             cur.plane_bytes["ub" if self.dep.cache_plane == "ub" else "vpc"] += r.new_blocks * self.ems.block_bytes
         out = np.array(cached, dtype=np.int64)
-        req.cached[ids] = out
+        req.cached.a[rows] = out
         return out
 
     # ---- traffic accounting ------------------------------------------------------------------------

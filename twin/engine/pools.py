@@ -91,16 +91,18 @@ class PrefillInstance(Instance):
         if self.busy or not self.queue or not self.ready:
             return
         batch, tokens = [], 0
-        while self.queue and (not batch or tokens + req.input[self.queue[0]] <= self.budget):
-            rid = self.queue.popleft()
+        inp, base, q = req.input.a, req.base, self.queue      # rows: ids - base (queued: in window)
+        while q and (not batch or tokens + inp[q[0] - base] <= self.budget):
+            rid = q.popleft()
             batch.append(rid)
-            tokens += int(req.input[rid])
+            tokens += int(inp[rid - base])
         self.queued_tokens -= tokens
         self.running = batch
         ids = np.array(batch)
         start = eng.env.now
-        req.state[ids] = PREFILL
-        req.prefill_start[ids] = start
+        rows = req.rows(ids)
+        req.state.a[rows] = PREFILL
+        req.prefill_start.a[rows] = start
         cached = eng.cache_lookup(ids, self)
         seconds = eng.prefill_seconds(self, eng.prefill_tokens(ids), cached)
         if not np.isfinite(seconds):       # cut off from its peers: wait for the network
@@ -120,12 +122,15 @@ class PrefillInstance(Instance):
             eng, req = self.eng, self.eng.req
             self.running = []
             now = eng.env.now
-            req.prefill_end[ids] = now
-            first = np.isnan(req.first_token[ids])   # a requeued request streamed its first token
-            req.first_token[ids[first]] = now
-            req.generated[ids] = np.maximum(req.generated[ids], 1)   # recomputed tokens stay made
-            eng.metrics.cur.input_tokens += float(req.input[ids].sum())
-            single = req.output[ids] <= 1
+            rows = req.rows(ids)                 # one id-to-row step for the columns below
+            req.prefill_end.a[rows] = now
+            first = req.first_token.a[rows]
+            first[np.isnan(first)] = now             # a requeued request streamed its first token
+            req.first_token.a[rows] = first
+            gen = req.generated.a
+            gen[rows] = np.maximum(gen[rows], 1)      # recomputed tokens stay made
+            eng.metrics.cur.input_tokens += float(req.input.a[rows].sum())
+            single = req.output.a[rows] <= 1
             if single.any():
                 eng.finish(ids[single])
             if (~single).any():
@@ -138,6 +143,7 @@ class DecodeInstance(Instance):
         super().__init__(eng, "decode", idx, slot, dies)
         self.ids = np.zeros(0, dtype=np.int64)
         self.ctx = np.zeros(0, dtype=np.int64)     # context tokens (exact integers)
+        self.ctx_sum = 0                 # their sum, kept with them (the step time needs the mean)
         self.left = np.zeros(0, dtype=np.int64)
         self.reserved = 0.0              # KV tokens reserved by the admitted sequences
         self.inbox: list[tuple[float, np.ndarray]] = []   # KV landing at a time, not yet queued
@@ -199,23 +205,27 @@ class DecodeInstance(Instance):
         # the queue's head, in order, while the KV reserved stays within capacity (an empty
         # instance always takes its first sequence); needs are whole tokens, so sums are exact
         t = np.fromiter(islice(self.queue, room), dtype=np.int64, count=min(room, len(self.queue)))
-        need = req.input[t] + req.output[t]
+        rows = req.rows(t)                        # one id-to-row step for the columns below
+        inp, out, gen = req.input.a[rows], req.output.a[rows], req.generated.a[rows]
+        need = inp + out
         fits = self.reserved + np.cumsum(need) <= kv_cap
         if not len(self.ids):
             fits[0] = True
         k = len(fits) if fits.all() else int(np.argmin(fits))
         if k:
-            t = t[:k]
+            t, rows, inp, out, gen = t[:k], rows[:k], inp[:k], out[:k], gen[:k]
             for _ in range(k):
                 self.queue.popleft()
             self.reserved += float(need[:k].sum())
-            req.state[t] = DECODING
-            no_first = t[np.isnan(req.first_token[t])]
+            req.state.a[rows] = DECODING
+            no_first = t[np.isnan(req.first_token.a[rows])]
             if len(no_first):
                 self.no_first = np.concatenate([self.no_first, no_first])
             self.ids = np.concatenate([self.ids, t])
-            self.ctx = np.concatenate([self.ctx, req.input[t] + req.generated[t]])
-            self.left = np.concatenate([self.left, req.output[t] - req.generated[t]])
+            ctx = inp + gen
+            self.ctx_sum += int(ctx.sum())
+            self.ctx = np.concatenate([self.ctx, ctx])
+            self.left = np.concatenate([self.left, out - gen])
 
     def run(self):
         eng, req = self.eng, self.eng.req
@@ -233,7 +243,7 @@ class DecodeInstance(Instance):
                 continue
             n = len(self.ids)
             start = eng.env.now
-            seconds = eng.decode_seconds(self, n / self.npus, float(self.ctx.mean()))
+            seconds = eng.decode_seconds(self, n / self.npus, self.ctx_sum / n)
             if not np.isfinite(seconds):       # cut off from its peers: wait for the network
                 self._go_idle()
                 yield self.wait()
@@ -245,18 +255,23 @@ class DecodeInstance(Instance):
             if not self.alive or len(self.ids) != n:   # failed mid-step: the step is lost
                 continue
             got = eng.accepted_tokens(n)
-            made = np.minimum(got, self.left)
+            made = np.minimum(got, self.left, out=got)
             self.left -= made
             self.ctx += made
-            eng.metrics.cur.output_tokens += float(made.sum())
+            made_sum = int(made.sum())
+            self.ctx_sum += made_sum
+            eng.metrics.cur.output_tokens += made_sum
             if len(self.no_first):               # decode-only runs: first token from decode
                 req.first_token[self.no_first] = eng.env.now
                 self.no_first = self.no_first[:0]
             done = self.left <= 0
             if done.any():
                 fin = self.ids[done]
-                req.generated[fin] = self.ctx[done] - req.input[fin]
-                self.reserved -= float((req.input[fin] + req.output[fin]).sum())
+                rows = req.rows(fin)
+                inp = req.input.a[rows]
+                req.generated.a[rows] = self.ctx[done] - inp
+                self.ctx_sum -= int(self.ctx[done].sum())
+                self.reserved -= float((inp + req.output.a[rows]).sum())
                 keep = ~done
                 self.ids, self.ctx, self.left = self.ids[keep], self.ctx[keep], self.left[keep]
                 eng.finish(fin)
@@ -269,6 +284,7 @@ class DecodeInstance(Instance):
         out = [self.ids[mask]]
         req = self.eng.req
         req.generated[out[0]] = self.ctx[mask] - req.input[out[0]]
+        self.ctx_sum -= int(self.ctx[mask].sum())
         self.reserved -= float((req.input[self.ids[mask]] + req.output[self.ids[mask]]).sum())
         self.no_first = np.setdiff1d(self.no_first, out[0])
         self.ids, self.ctx, self.left = self.ids[~mask], self.ctx[~mask], self.left[~mask]

@@ -18,6 +18,7 @@ REJECT_REASONS = ("kv_too_long",)       # reason codes a rejection carries (colu
 KEEP_ROWS = 10_000    # assumption: rows kept beyond those in flight (~4.5 MB at ~450 B per request);
 #                       pages read snapshots, not rows, so the window only serves --out and debugging
 
+_min = np.minimum.reduce   # ndarray.min() without its Python wrapper (rows() runs per access)
 _FLOAT_COLS = ("arrival", "prefill_start", "prefill_end", "first_token", "finish")
 _INT_COLS = ("input", "output", "cached", "state", "instance", "generated", "requeued",
              "recomputed", "reason", "block_lo", "block_hi")
@@ -63,6 +64,13 @@ class RequestTable:
     def rows(self, key):
         """Rows of request ids (an id, an array of ids or a slice of ids)."""
         b = self.base
+        if type(key) is np.ndarray:         # the common case first: one subtraction, one check
+            if not b:
+                return key
+            r = key - b
+            if r.size and _min(r) < 0:
+                raise IndexError(f"request id below {b}: compacted out of the window (terminal)")
+            return r
         if isinstance(key, slice):
             start = b if key.start is None else max(int(key.start), b)
             stop = self.n if key.stop is None else int(key.stop)
@@ -74,10 +82,7 @@ class RequestTable:
             if r < 0:
                 raise IndexError(f"request id {key} < {b}: compacted out of the window (terminal)")
             return r
-        r = np.asarray(key) - b
-        if r.size and r.min() < 0:
-            raise IndexError(f"request id below {b}: compacted out of the window (terminal)")
-        return r
+        return self.rows(np.asarray(key))
 
     def _grow(self, need: int) -> None:
         cap = len(self.arrival.a)
@@ -132,14 +137,16 @@ class RequestTable:
     def complete(self, ids, now: float) -> np.ndarray:
         """Mark requests done at `now`; returns the ids that really finished now."""
         ids = self._known(ids, "finish_unknown")
-        st = self.state[ids]
+        rows = self.rows(ids)
+        st = self.state.a[rows]
         self.errors["finish_twice"] += int((st == DONE).sum())
         self.errors["finish_rejected"] += int((st == REJECTED).sum())
-        ids = ids[st < DONE]
-        self.state[ids] = DONE
-        self.finish[ids] = now
+        live = st < DONE
+        ids, rows = ids[live], rows[live]
+        self.state.a[rows] = DONE
+        self.finish.a[rows] = now
         self.completed += len(ids)
-        self.tokens_short += int((self.generated[ids] < self.output[ids]).sum())
+        self.tokens_short += int((self.generated.a[rows] < self.output.a[rows]).sum())
         return ids
 
     def reject(self, ids, reason: str) -> np.ndarray:
