@@ -488,15 +488,12 @@ def policy_text(policy: dict) -> str:
 
 def mean_gap_s(system: str, hours_per_sim_s: float) -> float | None:
     """Mean sim seconds between random failures at this failure-clock rate (catalog MTBFs)."""
-    from twin.engine.faults import defaults
+    from twin.engine.faults import defaults, random_classes
     try:
         mtbf = defaults()["mtbf_hours"]
     except (KeyError, OSError):
         return None
-    t = _topo(system)
-    counts = {"optical_link": len(ids_for(system, "optical_link")), "npu": len(ids_for(system, "npu")),
-              "cpu": len(t.ids("cpu")), "l1": len(t.ids("l1")), "l2": len(t.ids("l2")),
-              "node": len(ids_for(system, "node"))}
+    counts = {k: len(v) for k, v in random_classes(_topo(system)).items()}
     rate_per_h = sum(n / mtbf[k] for k, n in counts.items() if n and k in mtbf)
     if rate_per_h <= 0 or not hours_per_sim_s:
         return None
