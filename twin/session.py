@@ -54,7 +54,7 @@ SPEED_MIN, SPEED_MAX = 1.0, 1000.0
 SPEED_PRESETS = (1, 5, 20, 100, 1000, "max")
 LOAD_PRESETS = (25, 50, 75, 90, 100, 120, 150)   # % of capacity
 LOAD_MIN, LOAD_MAX = 0.05, 2.0        # fraction of the deployment's capacity (the engine needs > 0)
-RATE_MIN, RATE_MAX = 0.001, 1_000_000.0
+RATE_MIN = 0.001                      # req/s; the maximum is the Scenario model's (scenario.MAX_RATE)
 SEED_MIN, SEED_MAX = 0, 2**31 - 1
 MAX_SANDBOXES = 4                     # private sandboxes in total (each is an engine thread)
 MAX_SANDBOXES_PER_CLIENT = 1
@@ -126,12 +126,14 @@ def parse_load(value) -> float:
 
 
 def parse_rate(value) -> float:
+    from twin.engine.scenario import MAX_RATE     # the Scenario model's bound (imported on first use)
+    allowed = f"rate = {str(value)[:40]!r}: allowed {RATE_MIN:g} to {MAX_RATE:,} req/s"
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise ControlError(f"rate = {value!r}: allowed {RATE_MIN:g} to {RATE_MAX:g} req/s") from None
-    if not math.isfinite(v) or not RATE_MIN <= v <= RATE_MAX:
-        raise ControlError(f"rate = {value!r}: allowed {RATE_MIN:g} to {RATE_MAX:g} req/s")
+        raise ControlError(allowed) from None
+    if not math.isfinite(v) or not RATE_MIN <= v <= MAX_RATE:
+        raise ControlError(allowed)
     return v
 
 

@@ -114,15 +114,16 @@ class Fault:
                 "detect_s": self.detect_s, "recover_s": self.recover_s,
                 "requests_affected": len(self.affected), "requeued": self.requeued,
                 "recomputed": self.recomputed, "lost": lost,
-                "goodput_before": round(_mean_in(t, goodput, self.at_s - min(span, BEFORE_S), self.at_s), 2),
-                "goodput_during": round(_mean_in(t, goodput, self.at_s, end), 2),
+                "goodput_before": _mean_in(t, goodput, self.at_s - min(span, BEFORE_S), self.at_s),
+                "goodput_during": _mean_in(t, goodput, self.at_s, end),
                 "active": self.active, "note": self.note}
 
 
-def _mean_in(t: np.ndarray, v: np.ndarray, t0: float, t1: float) -> float:
-    """Mean of v over the intervals ending in (t0, t1]."""
+def _mean_in(t: np.ndarray, v: np.ndarray, t0: float, t1: float) -> float | None:
+    """Mean of v over the intervals ending in (t0, t1], to 2 decimals; None ("not measured", never
+    NaN in JSON or a page) when no interval ended in that window."""
     sel = (t > t0) & (t <= t1 + 1e-9)
-    return float(v[sel].mean()) if sel.any() else float("nan")
+    return round(float(v[sel].mean()), 2) if sel.any() else None
 
 
 class FaultManager:
@@ -139,13 +140,15 @@ class FaultManager:
     # ---- validation ------------------------------------------------------------------------
     def check(self, spec: dict) -> Fault:
         eng = self.eng
+        if not isinstance(spec, dict):
+            raise ValueError(f"fault = {brief(spec)}: allowed a table of {', '.join(_FAULT_KEYS)}")
         spec = dict(spec)
         kind = spec.pop("kind", None)
-        if kind not in KINDS:
-            raise ValueError(f"fault kind = {kind!r}: unknown (allowed: {', '.join(KINDS)})")
+        if not isinstance(kind, str) or kind not in KINDS:       # the fault-file loader's message
+            raise ValueError(f"fault kind = {brief(kind)}: allowed {', '.join(KINDS)}")
         target = spec.pop("target", None)
         if not isinstance(target, str) or not target:
-            raise ValueError(f"fault target = {target!r}: required, e.g. {EXAMPLES[kind]!r}")
+            raise ValueError(f"fault target = {brief(target)}: required, e.g. {EXAMPLES[kind]!r}")
         try:
             canonical = eng.topo.validate_target(target)
         except (TopologyError, KeyError) as exc:
