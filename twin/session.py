@@ -624,7 +624,7 @@ class Twin:
         With "faults" (a demo name such as "l2-loss" or a fault file) the twin restarts on the file's
         scenario and seed (unless given) with the scenario's own deployment, trace and load, so the
         demo replays exactly; a reset without "faults" drops any fault file."""
-        from .tracestore import TraceChoiceError, check, registered
+        from .tracestore import TraceChoiceError, check, label, registered
         p = self.params
         if not isinstance(spec, dict):
             raise ControlError("reset: allowed a table {scenario, seed, deployment, trace, rate, faults}")
@@ -678,12 +678,25 @@ class Twin:
         if new.deployment:
             bits.append(f"deployment {new.deployment}")
         if new.trace:
-            from .tracestore import label
             bits.append(f"trace {label(new.trace)}")
         if new.faults:
             from pathlib import Path
             bits.append(f"faults {Path(new.faults).stem}")
-        return "reset: " + ", ".join(bits)
+        notes = _trace_notes(engine, label(new.trace) if new.trace else None)
+        return "reset: " + ", ".join(bits) + "".join(f"; note: {n}" for n in notes)
+
+
+def _trace_notes(engine, shown: str | None) -> list[str]:
+    """What loading the trace did to it (`Workload.notes`, e.g. rows re-sorted): shown with the reset
+    in the action log and the status message, so nothing changes silently. A note starts with the
+    loader's name for the file (an operator's server path): that becomes the dashboard's label."""
+    wl = getattr(getattr(engine, "source", None), "workload", None)
+    name = re.sub(r" x[0-9.e+-]+$", "", str(getattr(wl, "source", "")).partition(":")[2])
+    out = []
+    for n in getattr(wl, "notes", ()) or ():
+        n = str(n)
+        out.append(f"trace {shown}: {n[len(name) + 2:]}" if name and n.startswith(name + ": ") else n)
+    return out
 
 
 class SandboxLimit(ControlError):
