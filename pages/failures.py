@@ -257,7 +257,7 @@ def _demo_line(tw, snap) -> str:
     return f"Demo {name}: {base}" if name else base
 
 
-def _charts(t: Tick, reports, now: float, changed) -> tuple[list, object]:
+def _charts(t: Tick, panels: dict, changed) -> tuple[list, object]:
     """The four KPI charts: whole figures (with fault marks) on a first draw, else one compact
     update for all four (the new times once, the new values per series, the fault marks only when
     they moved) that the browser merges in (assets/twin.js `strips`, which also keeps each chart
@@ -265,9 +265,9 @@ def _charts(t: Tick, reports, now: float, changed) -> tuple[list, object]:
     hist = getattr(t.snap, "history", None) or {}
     if t.mode == "none":
         return [no_update] * len(CHARTS), no_update
-    shapes, notes = FV.marks(reports, now, _window_start(hist))
+    sig, (shapes, notes) = panels["marks"]
     if t.mode == "full":
-        changed("marks", [shapes, notes], force=True)
+        changed("marks", sig, force=True)
         figs = []
         for spec in CHARTS.values():
             fig = F.strip_figure(spec, hist, height=CHART_H)
@@ -275,7 +275,7 @@ def _charts(t: Tick, reports, now: float, changed) -> tuple[list, object]:
             figs.append(fig)
         return figs, no_update
     ext = [F.extend(spec, hist, t.since_t) for spec in CHARTS.values()]
-    new_marks = changed("marks", [shapes, notes])
+    new_marks = changed("marks", sig)
     if ext[0] is None and not new_marks:
         return [no_update] * len(CHARTS), no_update
     upd = {"v": t.cursor["v"], "keep": F.HISTORY_POINTS, "x": ext[0][0]["x"][0] if ext[0] else [],
@@ -283,6 +283,26 @@ def _charts(t: Tick, reports, now: float, changed) -> tuple[list, object]:
     if new_marks:
         upd["shapes"], upd["notes"] = shapes, notes
     return [no_update] * len(CHARTS), upd
+
+
+def _panels(system: str, snap) -> dict:
+    """What the tick draws from one snapshot, as (signature, content) per part: built once per
+    snapshot version for every viewer of the twin (Twin.memo); each viewer's cursor keeps the
+    signatures it has, so a part is sent only when it changed."""
+    now = float(getattr(snap, "sim_time", 0.0))
+    reports = list(getattr(snap, "faults", ()) or ())
+    failed = list(getattr(snap, "failed", ()) or ())
+    hist = getattr(snap, "history", None)
+    rows = FV.rows(reports, hist, now)
+    summary = getattr(snap, "fault_summary", None) or {}
+    evs = [e for e in (getattr(snap, "events", ()) or ()) if e.get("kind") in FV.TIMELINE_KINDS][-14:]
+    marks = FV.marks(reports, now, _window_start(hist))
+    banner = [getattr(snap, "partitioned", False), getattr(snap, "message", "")]
+    return {"rows": (FV.crc([rows, summary.get("injected")]), FV.table(rows, now, summary)),
+            "events": (FV.crc(evs), FV.timeline(evs)),
+            "failed": (FV.crc([failed, [r["target"] for r in reports]]), FV.failed_list(system, failed, reports)),
+            "banner": (FV.crc(banner), _banner(snap)),
+            "marks": (FV.crc(marks), marks)}
 
 
 @dash.callback(
@@ -315,8 +335,7 @@ def tick(_n, choice, cursor, view_name):
     full = t.mode == "full"
     sigs = {} if full else dict(cursor.get("s") or {})
 
-    def changed(name: str, data, force: bool = False) -> bool:
-        sig = FV.crc(data)
+    def changed(name: str, sig: int, force: bool = False) -> bool:
         if not (full or force) and sigs.get(name) == sig:
             return False
         sigs[name] = sig
@@ -325,36 +344,29 @@ def tick(_n, choice, cursor, view_name):
     # cheap parts that change without a new snapshot (a policy set on a paused twin); the policy
     # and random-failure fields follow the viewed twin (another viewer or a demo may change them)
     pol = [no_update] * 4
-    if changed("pol", tw.policy):
+    if changed("pol", FV.crc(tw.policy)):
         pp = tw.policy
         pol = [FV.policy_text(pp), pp.get("detect_s", no_update),
                ("on" if pp.get("redundant_experts") else "off") if pp else no_update, pp.get("weights_from", no_update)]
     rnd = [no_update] * 3
-    if changed("rnd", tw.random):
+    if changed("rnd", FV.crc(tw.random)):
         on = tw.random is not None
         rnd = [FV.random_text(system, tw.random), ["on"] if on else [], tw.random if on else no_update]
-    demo = _demo_line(tw, snap) if changed("demo", [tw.params.faults, getattr(snap, "scenario", ""),
-                                                    getattr(snap, "seed", "")]) else no_update
+    demo = _demo_line(tw, snap) if changed("demo", FV.crc([tw.params.faults, getattr(snap, "scenario", ""),
+                                                           getattr(snap, "seed", "")])) else no_update
     n_c = len(CHARTS)
     if not t.changed and cursor.get("view") == view_name and not rebuild and cursor.get("drawn"):
         cur = dict(cursor, **t.cursor, s=sigs)
         return [no_update] * (n_c + 6) + pol + rnd + [demo] + [no_update] * 5 + [cur, t.status]
 
-    now = float(getattr(snap, "sim_time", 0.0))
-    reports = list(getattr(snap, "faults", ()) or ())
-    failed = list(getattr(snap, "failed", ()) or ())
-    figs, strips = _charts(t, reports, now, changed)
-    tbl = events = fl = banner_txt = banner_cls = no_update
-    if t.changed:
-        rows = FV.rows(reports, getattr(snap, "history", None), now)
-        summary = getattr(snap, "fault_summary", None) or {}
-        tbl = FV.table(rows, now, summary) if changed("rows", [rows, summary.get("injected")]) else no_update
-        evs = [e for e in (getattr(snap, "events", ()) or ()) if e.get("kind") in FV.TIMELINE_KINDS][-14:]
-        events = FV.timeline(evs) if changed("events", evs) else no_update
-        if changed("failed", [failed, [r["target"] for r in reports]]):
-            fl = FV.failed_list(system, failed, reports)
-        if changed("banner", [getattr(snap, "partitioned", False), getattr(snap, "message", "")]):
-            banner_txt, banner_cls = _banner(snap)
+    panels = tw.memo(f"fl-panels:{system}", lambda s_: _panels(system, s_))
+    figs, strips = _charts(t, panels, changed)
+
+    def send(name: str):
+        sig, content = panels[name]
+        return content if t.changed and changed(name, sig) else no_update
+    tbl, events, fl, banner = send("rows"), send("events"), send("failed"), send("banner")
+    banner_txt, banner_cls = (no_update, no_update) if banner is no_update else banner
 
     try:
         v = TV.view(system, view_name)
