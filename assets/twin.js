@@ -4,6 +4,8 @@
  *  viewerId  - an anonymous id for this browser (for the shared-action log)
  *  navActive - highlight the current page in the navigation
  *  topo      - merge compact live topology data (utilisation arrays) into cytoscape elements
+ *  strips    - merge one compact KPI update (new times once, new values per series, fault marks
+ *              when they moved) into several strip charts, keeping their last `keep` points
  */
 (function () {
   "use strict";
@@ -109,6 +111,23 @@
           var p = id.index;
           var on = (path === p) || (p !== "/" && path && path.indexOf(p) === 0);
           return "nav-link" + (on ? " nav-active" : "");
+        });
+      },
+
+      strips: function (d) {
+        var figs = Array.prototype.slice.call(arguments, 1);
+        if (!d || !d.y) { return figs.map(NU); }
+        return figs.map(function (fig, c) {
+          if (!fig || !fig.data || !fig.data.length) { return NU(); }
+          var data = fig.data.map(function (tr, i) {
+            var ys = (d.y[c] || [])[i];
+            if (!ys || !d.x.length) { return tr; }
+            return Object.assign({}, tr, {x: (tr.x || []).concat(d.x).slice(-d.keep),
+                                          y: (tr.y || []).concat(ys).slice(-d.keep)});
+          });
+          var layout = d.shapes ? Object.assign({}, fig.layout, {shapes: d.shapes, annotations: d.notes})
+                                : fig.layout;
+          return {data: data, layout: layout};
         });
       },
 

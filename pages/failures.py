@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dash
 import dash_cytoscape as cyto
-from dash import ALL, Input, Output, Patch, State, clientside_callback, ctx, dcc, html, no_update
+from dash import ALL, Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
 from twin import session as S
 from twin.engine.faults import EXAMPLES, KINDS, RANDOM_MAX
@@ -202,6 +202,7 @@ def layout(target: str | None = None, kind: str | None = None, **_kwargs):
         dcc.Store(id=f"{P}-cursor"),
         dcc.Store(id=f"{P}-view", data=TV.AGG),
         dcc.Store(id=f"{P}-live"),
+        dcc.Store(id=f"{P}-strips"),
         C.page_header("Failures", "Break any part of the supernode while it serves and watch what follows: "
                       "detection, rerouting or recovery, requests requeued (never lost), and what it costs in "
                       "latency and goodput. Compare policies, replay the demos.",
@@ -225,9 +226,6 @@ def layout(target: str | None = None, kind: str | None = None, **_kwargs):
 
 # ---- live updates -----------------------------------------------------------------------------
 
-MAX_CHART_POINTS = 2 * F.HISTORY_POINTS   # the browser's charts grow to this, then are redrawn
-
-
 def _window_start(hist: dict) -> float | None:
     ts = (hist or {}).get("t") or []
     if not ts:
@@ -239,10 +237,6 @@ def _cursor(cur) -> dict:
     """This page's cursor fields from the browser, each of the right type (else dropped: a redraw)."""
     cur = G.store(cur)
     out = {k: cur[k] for k in ("system", "view") if G.ident(cur.get(k))}
-    if type(cur.get("n")) is int:
-        out["n"] = cur["n"]
-    if G.number(cur.get("t0")) is not None and not isinstance(cur.get("t0"), str):
-        out["t0"] = float(cur["t0"])
     if isinstance(cur.get("drawn"), bool):
         out["drawn"] = cur["drawn"]
     if isinstance(cur.get("s"), dict):
@@ -263,50 +257,57 @@ def _demo_line(tw, snap) -> str:
     return f"Demo {name}: {base}" if name else base
 
 
-def _charts(t: Tick, cursor: dict, reports, now: float, changed) -> tuple[list, dict]:
-    """The four KPI charts: whole figures (with fault marks) on a first or long-overdue draw, else
-    one Patch per chart that appends the new points and, when they moved, replaces the marks.
-
-    Patch rather than extendData: a Patch of the layout (the marks) redraws the figure from its
-    stored data, which would drop points added by extendData."""
+def _charts(t: Tick, panels: dict, changed) -> tuple[list, object]:
+    """The four KPI charts: whole figures (with fault marks) on a first draw, else one compact
+    update for all four (the new times once, the new values per series, the fault marks only when
+    they moved) that the browser merges in (assets/twin.js `strips`, which also keeps each chart
+    to its last HISTORY_POINTS points, so the charts are never resent whole)."""
     hist = getattr(t.snap, "history", None) or {}
-    n_new = len(hist.get("t") or []) - F.new_points_from(hist, t.since_t) if t.mode == "extend" else 0
-    held = int(cursor.get("n") or 0) + n_new
-    if t.mode == "full" or held > MAX_CHART_POINTS:
-        t0 = _window_start(hist)
-        shapes, notes = FV.marks(reports, now, t0)
-        changed("marks", [shapes, notes], force=True)
+    if t.mode == "none":
+        return [no_update] * len(CHARTS), no_update
+    sig, (shapes, notes) = panels["marks"]
+    if t.mode == "full":
+        changed("marks", sig, force=True)
         figs = []
         for spec in CHARTS.values():
             fig = F.strip_figure(spec, hist, height=CHART_H)
             fig["layout"]["shapes"], fig["layout"]["annotations"] = shapes, notes
             figs.append(fig)
-        return figs, {"n": min(len(hist.get("t") or []), F.HISTORY_POINTS), "t0": t0}
-    if t.mode != "extend":
-        return [no_update] * len(CHARTS), {"n": held, "t0": cursor.get("t0")}
-    shapes, notes = FV.marks(reports, now, cursor.get("t0"))
-    new_marks = changed("marks", [shapes, notes])
-    figs = []
-    for spec in CHARTS.values():
-        ext = F.extend(spec, hist, t.since_t)
-        if ext is None and not new_marks:
-            figs.append(no_update)
-            continue
-        p = Patch()
-        if ext is not None:
-            for i in range(len(spec.series)):
-                p["data"][i]["x"].extend(ext[0]["x"][i])
-                p["data"][i]["y"].extend(ext[0]["y"][i])
-        if new_marks:
-            p["layout"]["shapes"] = shapes
-            p["layout"]["annotations"] = notes
-        figs.append(p)
-    return figs, {"n": held, "t0": cursor.get("t0")}
+        return figs, no_update
+    ext = [F.extend(spec, hist, t.since_t) for spec in CHARTS.values()]
+    new_marks = changed("marks", sig)
+    if ext[0] is None and not new_marks:
+        return [no_update] * len(CHARTS), no_update
+    upd = {"v": t.cursor["v"], "keep": F.HISTORY_POINTS, "x": ext[0][0]["x"][0] if ext[0] else [],
+           "y": [e[0]["y"] if e else [] for e in ext]}
+    if new_marks:
+        upd["shapes"], upd["notes"] = shapes, notes
+    return [no_update] * len(CHARTS), upd
+
+
+def _panels(system: str, snap) -> dict:
+    """What the tick draws from one snapshot, as (signature, content) per part: built once per
+    snapshot version for every viewer of the twin (Twin.memo); each viewer's cursor keeps the
+    signatures it has, so a part is sent only when it changed."""
+    now = float(getattr(snap, "sim_time", 0.0))
+    reports = list(getattr(snap, "faults", ()) or ())
+    failed = list(getattr(snap, "failed", ()) or ())
+    hist = getattr(snap, "history", None)
+    rows = FV.rows(reports, hist, now)
+    summary = getattr(snap, "fault_summary", None) or {}
+    evs = [e for e in (getattr(snap, "events", ()) or ()) if e.get("kind") in FV.TIMELINE_KINDS][-14:]
+    marks = FV.marks(reports, now, _window_start(hist))
+    banner = [getattr(snap, "partitioned", False), getattr(snap, "message", "")]
+    return {"rows": (FV.crc([rows, summary.get("injected")]), FV.table(rows, now, summary)),
+            "events": (FV.crc(evs), FV.timeline(evs)),
+            "failed": (FV.crc([failed, [r["target"] for r in reports]]), FV.failed_list(system, failed, reports)),
+            "banner": (FV.crc(banner), _banner(snap)),
+            "marks": (FV.crc(marks), marks)}
 
 
 @dash.callback(
     [Output(f"{P}-{name}-chart", "figure") for name in CHARTS]
-    + [Output(f"{P}-table", "children"), Output(f"{P}-events", "children"), Output(f"{P}-failed", "children"),
+    + [Output(f"{P}-strips", "data"), Output(f"{P}-table", "children"), Output(f"{P}-events", "children"), Output(f"{P}-failed", "children"),
        Output(f"{P}-banner", "children"), Output(f"{P}-banner", "className"),
        Output(f"{P}-policy-now", "children"), Output(f"{P}-detect", "value"), Output(f"{P}-redundant", "value"),
        Output(f"{P}-weights", "value"), Output(f"{P}-random-now", "children"),
@@ -323,8 +324,8 @@ def _charts(t: Tick, cursor: dict, reports, now: float, changed) -> tuple[list, 
     prevent_initial_call="initial_duplicate",
 )
 def tick(_n, choice, cursor, view_name):
-    """One poll: nothing when the snapshot is unchanged; else one Patch per chart (new points, and
-    the fault marks when they moved), and each panel only when its content changed."""
+    """One poll: nothing when the snapshot is unchanged; else one compact update for the charts
+    (new points, and the fault marks when they moved), and each panel only when its content changed."""
     t = Tick.read(cursor, choice)
     cursor = _cursor(cursor)
     tw, snap = t.twin, t.snap
@@ -334,8 +335,7 @@ def tick(_n, choice, cursor, view_name):
     full = t.mode == "full"
     sigs = {} if full else dict(cursor.get("s") or {})
 
-    def changed(name: str, data, force: bool = False) -> bool:
-        sig = FV.crc(data)
+    def changed(name: str, sig: int, force: bool = False) -> bool:
         if not (full or force) and sigs.get(name) == sig:
             return False
         sigs[name] = sig
@@ -344,35 +344,29 @@ def tick(_n, choice, cursor, view_name):
     # cheap parts that change without a new snapshot (a policy set on a paused twin); the policy
     # and random-failure fields follow the viewed twin (another viewer or a demo may change them)
     pol = [no_update] * 4
-    if changed("pol", tw.policy):
+    if changed("pol", FV.crc(tw.policy)):
         pp = tw.policy
         pol = [FV.policy_text(pp), pp.get("detect_s", no_update),
                ("on" if pp.get("redundant_experts") else "off") if pp else no_update, pp.get("weights_from", no_update)]
     rnd = [no_update] * 3
-    if changed("rnd", tw.random):
+    if changed("rnd", FV.crc(tw.random)):
         on = tw.random is not None
         rnd = [FV.random_text(system, tw.random), ["on"] if on else [], tw.random if on else no_update]
-    demo = _demo_line(tw, snap) if changed("demo", [tw.params.faults, getattr(snap, "scenario", ""),
-                                                    getattr(snap, "seed", "")]) else no_update
+    demo = _demo_line(tw, snap) if changed("demo", FV.crc([tw.params.faults, getattr(snap, "scenario", ""),
+                                                           getattr(snap, "seed", "")])) else no_update
     n_c = len(CHARTS)
     if not t.changed and cursor.get("view") == view_name and not rebuild and cursor.get("drawn"):
         cur = dict(cursor, **t.cursor, s=sigs)
-        return [no_update] * (n_c + 5) + pol + rnd + [demo] + [no_update] * 5 + [cur, t.status]
+        return [no_update] * (n_c + 6) + pol + rnd + [demo] + [no_update] * 5 + [cur, t.status]
 
-    now = float(getattr(snap, "sim_time", 0.0))
-    reports = list(getattr(snap, "faults", ()) or ())
-    failed = list(getattr(snap, "failed", ()) or ())
-    figs, chart_cur = _charts(t, cursor, reports, now, changed)
-    tbl = events = fl = banner_txt = banner_cls = no_update
-    if t.changed:
-        rows = FV.rows(reports, getattr(snap, "history", None), now)
-        tbl = FV.table(rows, now) if changed("rows", rows) else no_update
-        evs = [e for e in (getattr(snap, "events", ()) or ()) if e.get("kind") in FV.TIMELINE_KINDS][-14:]
-        events = FV.timeline(evs) if changed("events", evs) else no_update
-        if changed("failed", [failed, [r["target"] for r in reports]]):
-            fl = FV.failed_list(system, failed, reports)
-        if changed("banner", [getattr(snap, "partitioned", False), getattr(snap, "message", "")]):
-            banner_txt, banner_cls = _banner(snap)
+    panels = tw.memo(f"fl-panels:{system}", lambda s_: _panels(system, s_))
+    figs, strips = _charts(t, panels, changed)
+
+    def send(name: str):
+        sig, content = panels[name]
+        return content if t.changed and changed(name, sig) else no_update
+    tbl, events, fl, banner = send("rows"), send("events"), send("failed"), send("banner")
+    banner_txt, banner_cls = (no_update, no_update) if banner is no_update else banner
 
     try:
         v = TV.view(system, view_name)
@@ -382,14 +376,23 @@ def tick(_n, choice, cursor, view_name):
                    lambda s: dict(TV.live(v, s), npart=FV.partial_nodes(v, getattr(s, "failed", ()))))
     first = not cursor                          # the very first tick: numbers first, drawing next
     draw = not first and not cursor.get("drawn")
-    cur = dict(t.cursor, view=v.name, system=system, s=sigs, drawn=not first, **chart_cur)
+    cur = dict(t.cursor, view=v.name, system=system, s=sigs, drawn=not first)
     if rebuild or draw or v.name != view_name:
         topo = [v.elements, {"name": "preset", "fit": True, "padding": 14, "view": f"{system}:{v.name}"},
                 v.name, TV.view_options(system)]
     else:
         topo = [no_update] * 4
-    return (figs + [tbl, events, fl, banner_txt, banner_cls] + pol + rnd + [demo, live] + topo
+    return (figs + [strips, tbl, events, fl, banner_txt, banner_cls] + pol + rnd + [demo, live] + topo
             + [cur, t.status])
+
+
+clientside_callback(
+    dash.ClientsideFunction(namespace="twin", function_name="strips"),
+    [Output(f"{P}-{name}-chart", "figure", allow_duplicate=True) for name in CHARTS],
+    Input(f"{P}-strips", "data"),
+    [State(f"{P}-{name}-chart", "figure") for name in CHARTS],
+    prevent_initial_call=True,
+)
 
 
 clientside_callback(

@@ -262,3 +262,33 @@ def test_a_forged_scenario_or_deployment_is_refused_not_replaced(dash_app, reg, 
     msg, cls, _ = triggered(dash_app.on_control, "ctl-reset.n_clicks", 0, [0] * 6, None, [0] * 7, None, 1,
                             "shared", None, "v1", scenario, deployment, None, 0, SECRET_A)
     assert "msg-error" in cls and ("allowed" in msg or "unknown" in msg) and tw.run == 0
+
+
+def test_arrival_rate_has_one_limit_the_scenario_models():
+    from twin.engine.scenario import MAX_RATE, Scenario
+    from twin.engine.source import SyntheticSource
+    bound = next(m.le for m in Scenario.model_fields["rate"].metadata if hasattr(m, "le"))
+    assert MAX_RATE == bound == 100_000
+    assert S.parse_rate(MAX_RATE) == MAX_RATE
+    for bad in (MAX_RATE * 1.000001, 1e6, float("nan"), "fast", [5]):
+        with pytest.raises(S.ControlError, match=r"rate = .*: allowed 0\.001 to 100,000 req/s"):
+            S.parse_rate(bad)
+    src = SyntheticSource.__new__(SyntheticSource)
+    with pytest.raises(ValueError, match="allowed 0 < rate <= 100,000 req/s"):
+        src.set_rate(0.0, 1e6)
+
+
+def test_a_loaded_traces_notes_show_in_the_message_and_the_action_log(dash_app, reg, tmp_path, monkeypatch):
+    from twin.workload import default_trace_path
+    lines = default_trace_path("mooncake_conversation").read_text().splitlines()[:40]
+    lines[9], lines[10] = lines[10], lines[9]                  # one step back in time (3000 ms, then 0)
+    mine = tmp_path / "shuffled.jsonl"
+    mine.write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv(tracestore.ENV, f"shuffled={mine}")
+    tw = reg.shared()
+    msg, cls, _ = _reset(dash_app, "shuffled")
+    assert "msg-ok" in cls, msg
+    note = "note: trace shuffled: rows were not in arrival order (1 step(s) back in time); sorted stably by timestamp"
+    assert note in msg
+    assert note in tw.actions(1)[0]["what"]
+    assert str(tmp_path) not in msg                            # the server path stays server-side

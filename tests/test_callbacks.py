@@ -16,6 +16,7 @@ from dash._callback_context import context_value
 from dash._utils import AttributeDict
 
 from twin import session as S
+from twin.ui import figures as F
 
 
 def wait_until(pred, timeout: float = 15.0, interval: float = 0.05) -> bool:
@@ -129,7 +130,7 @@ def test_engine_thread_survives_failing_steps_and_bad_commands(twin_registry):
         return real(dt)
 
     eng.advance = flaky
-    with pytest.raises(S.ControlError, match="unknown"):          # checked before it is queued ...
+    with pytest.raises(S.ControlError, match="fault kind = .fail.: allowed npu_die"):          # checked before it is queued ...
         tw.control("fault", {"target": "n99", "kind": "fail"})
     tw._q.put(("engine", S._command("fault", {"target": "n99", "kind": "fail"})))   # ... the engine refuses it too
     v = tw.snapshot.version
@@ -422,7 +423,7 @@ def test_fault_targets_are_validated_with_the_engine_rules_without_touching_the_
     bad = ((dict(kind="l2", target="n20"), "is a node element; l2 needs a l2"),
            (dict(kind="npu_die", target="n99/npu0/d0"), "node index 99 out of range 0..47"),
            (dict(kind="npu_die", target="n20/npu3/d7"), "die index 7 out of range"),
-           (dict(kind="meteor", target="n20"), "unknown \\(allowed: npu_die"),
+           (dict(kind="meteor", target="n20"), "fault kind = .meteor.: allowed npu_die"),
            (dict(kind="l2", target="sp2/l2-5", at_s=-5), "in the past"),
            (dict(kind="l2", target="sp2/l2-5", duration_s=0), "0 < duration_s"),
            (dict(kind="optical_degrade", target="n20/l1-3--sp3/l2-7", factor=1.5), "0 <= factor < 1"))
@@ -554,7 +555,7 @@ def test_failures_demo_load_replays_the_file(failures, twin_registry):
     assert tw.actions(1)[0]["what"] == "reset: scenario peak-384, seed 1, faults decode-die-no-redundancy"
     n_c = len(failures.CHARTS)
     out = failures.tick(1, "shared", None, "supernode")              # the policy fields follow the twin
-    assert out[n_c + 6:n_c + 9] == [60.0, "off", "ems"] and "Demo decode-die-no-redundancy" in out[n_c + 12]
+    assert out[n_c + 7:n_c + 10] == [60.0, "off", "ems"] and "Demo decode-die-no-redundancy" in out[n_c + 13]
     sb = twin_registry.open_sandbox()                        # a sandbox copies the demo too
     assert sb.params.faults == tw.params.faults
     with pytest.raises(S.ControlError, match="not a demo \\(allowed: .*decode-die-no-redundancy"):
@@ -587,18 +588,20 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
     time.sleep(0.2)
     n_c = len(fl.CHARTS)
     out = fl.tick(1, "shared", None, "supernode")
-    figs, table, cursor = out[:n_c], out[n_c], out[-2]
+    figs, strips, table, cursor = out[:n_c], out[n_c], out[n_c + 1], out[-2]
+    assert strips is no_update                                            # whole figures on a first draw
     shapes = figs[0]["layout"]["shapes"]
     at = tw.snapshot.faults[0]["at_s"]
     assert {s["type"] for s in shapes} == {"rect", "line"}
     band = next(s for s in shapes if s["type"] == "rect")
-    assert band["x0"] == pytest.approx(at, abs=0.01) and band["x1"] == pytest.approx(at + 30, abs=0.01)
+    assert band["x0"] == pytest.approx(at, abs=0.05) and band["x1"] == pytest.approx(at + 30, abs=0.05)
     assert figs[0]["layout"]["annotations"][0]["text"] == "#1 l2"
     text = json.dumps(table, default=lambda o: o.to_plotly_json())
     assert "sp2/l2-5" in text and "lost-ok" in text and "recovered" in text and "30.0 s" in text
-    assert size(out) < 60_000 and out[n_c + 14] is no_update                # numbers first, drawing next
+    assert "1 fault" in text
+    assert size(out) < 60_000 and out[n_c + 15] is no_update                # numbers first, drawing next
     drawn = fl.tick(2, "shared", cursor, "supernode")
-    assert len(drawn[n_c + 14]) > 60 and all(x is no_update for x in drawn[:n_c + 5])
+    assert len(drawn[n_c + 15]) > 60 and all(x is no_update for x in drawn[:n_c + 6])
     cursor = drawn[-2]
     again = fl.tick(3, "shared", cursor, "supernode")
     assert all(x is no_update for x in again[:-2])                        # same version: nothing
@@ -607,17 +610,38 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
     assert wait_until(lambda: tw.snapshot.version > cursor["v"] + 1 and "n20/npu3/d1" in tw.snapshot.failed
                       and tw.snapshot.history["t"][-1] > cursor["t"])
     upd = fl.tick(3, "shared", cursor, "supernode")
-    ops = upd[0].to_plotly_json()["operations"]                           # a Patch: new points + marks
-    locs = {tuple(o["location"]) for o in ops}
-    assert ("data", 0, "x") in locs and ("layout", "shapes") in locs
-    assert all(o["operation"] in ("Extend", "Assign") for o in ops)
-    failed = json.dumps(upd[n_c + 2], default=lambda o: o.to_plotly_json())
+    assert all(f is no_update for f in upd[:n_c])                         # charts never resent whole
+    strips = upd[n_c]                                                     # one compact update for all four
+    assert strips["x"] and strips["x"][0] > cursor["t"] and strips["keep"] == F.HISTORY_POINTS
+    assert [len(y) for y in strips["y"]] == [len(spec.series) for spec in fl.CHARTS.values()]
+    assert all(len(ys) == len(strips["x"]) for y in strips["y"] for ys in y)
+    assert strips["notes"][-1]["text"] == "#2 node"                       # the new fault's mark
+    failed = json.dumps(upd[n_c + 3], default=lambda o: o.to_plotly_json())
     assert "n20" in failed and "elements down" in failed
-    live = upd[n_c + 13]
+    live = upd[n_c + 14]
     assert live["ndown"] and live["view"] == "supernode"                  # n20 drawn as failed
-    assert size(upd) < 60_000
+    assert size(upd) < 30_000
     rows = FV.rows(tw.snapshot.faults, tw.snapshot.history, tw.snapshot.sim_time)
     assert rows[0]["slo_before"] is not None and rows[0]["state"] == "recovered"
+
+
+def test_fault_marks_merge_bands_and_keep_to_the_window():
+    from twin.ui import faultview as FV
+    reps = [{"id": 1, "kind": "l2", "at_s": 10.0, "recover_s": 5.0, "active": False},       # ends before t_from
+            {"id": 2, "kind": "l2", "at_s": 100.0, "recover_s": 50.0, "detect_s": 20.0, "active": False},
+            {"id": 3, "kind": "cpu", "at_s": 120.0, "recover_s": None, "active": True},    # overlaps #2
+            {"id": 4, "kind": "node", "at_s": 300.0, "recover_s": 10.0, "active": False},
+            {"id": 5, "kind": "npu", "at_s": 900.0, "active": False}]                     # not struck yet
+    shapes, notes = FV.marks(reps, 400.0, t_from=50.0)
+    bands = [(s["x0"], s["x1"]) for s in shapes if s["type"] == "rect"]
+    assert bands == [(100.0, 400.0)]                    # #2 and #3 (still active: to now) and #4 merged
+    lines = [(s["x0"], s["line"]["color"]) for s in shapes if s["type"] == "line"]
+    assert [x for x, _ in lines] == [100.0, 120.0, 300.0, 120.0]    # three strikes, one detection
+    assert [n["text"] for n in notes] == ["#2 l2", "#3 cpu", "#4 node"]
+    many = [{"id": i, "kind": "l1", "at_s": float(i), "recover_s": 0.5, "active": False} for i in range(1, 31)]
+    shapes, notes = FV.marks(many, 40.0)
+    assert len([s for s in shapes if s["type"] == "rect"]) == 30 and len(notes) == FV.MARK_LABELS
+    assert notes[-1]["text"] == "#30 l1"
 
 
 def test_failures_layout_ids_url_target_and_topology_link(failures, pages, dash_app, twin_registry):

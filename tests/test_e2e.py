@@ -240,7 +240,10 @@ def test_failures_inject_l2_now_and_watch_it_detected_and_recovered(browser_page
                          "el._cyreg.cy.getElementById('sp2').hasClass('npart'); }")   # and drawn so
     wait_text(pg, "#fl-table", r"60\.0 s")                          # detected after the policy's 60 s
     wait_text(pg, "#fl-table", r"540\.0 s", timeout=20_000)         # repaired: detect + 8 min
-    assert "lost-ok" in pg.get_attribute(f"{row} >> td.num >> nth=6", "class")
+    assert pg.locator(f"{row} >> td.lost-ok").count() == 1
+    pg.wait_for_function(                                           # the charts grow and carry the marks
+        "() => { const gd = document.querySelector('#fl-tpot-chart .js-plotly-plot'); return gd && gd.data && "
+        "gd.data[0].x.length > 20 && (gd.layout.shapes || []).some(s => s.type === 'rect'); }")
     wait_text(pg, "#fl-events", "recover")
     pg.wait_for_timeout(1200)
     pg.screenshot(path=str(artifacts / "failures.png"), full_page=True)

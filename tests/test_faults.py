@@ -547,6 +547,36 @@ def test_random_failures_replay_identically(tmp_path):
     check_requests(eng)
 
 
+def test_random_failures_hit_every_class_with_an_mtbf(monkeypatch):
+    """NPUs and whole nodes are not graph elements: random failures must still reach them. With
+    MTBFs scaled so that every class fails equally often, ~60 failures hit all six classes."""
+    from twin.engine import faults as FM
+    real = FM.defaults()
+    eng = busy()
+    classes = FM.random_classes(eng.topo)
+    assert {k: len(v) for k, v in classes.items()} == {"optical_link": 5376, "npu": 384, "cpu": 192,
+                                                       "l1": 336, "l2": 112, "node": 48}
+    equal = dict(real, mtbf_hours={k: 6.0 * len(v) for k, v in classes.items()})   # 1 per hour in all
+    monkeypatch.setattr(FM, "defaults", lambda: equal)
+    eng.faults.set_random(FM.RANDOM_MAX)
+    eng.advance(6.0)
+    kinds = [f.kind for f in eng.faults.faults]
+    assert 40 <= len(kinds) <= 90 and set(kinds) == set(classes)
+    for f in eng.faults.faults:
+        assert eng.faults.check({"kind": f.kind, "target": f.target})
+
+
+def test_goodput_of_a_window_without_a_finished_interval_is_not_measured():
+    eng = busy()
+    fault(eng, "l2", "sp2/l2-5")
+    eng.advance(1e-6)                       # struck, but no interval has ended since
+    rep = eng.fault_report()[0]
+    assert rep["goodput_during"] is None and rep["goodput_before"] > 0
+    json.dumps(rep, allow_nan=False)        # no NaN in JSON
+    eng.advance(3.0)
+    assert eng.fault_report()[0]["goodput_during"] > 0
+
+
 def test_live_fault_commands_replay_identically():
     def run(chunks):
         eng = Engine("paper-decode", seed=4)
@@ -582,8 +612,11 @@ BAD = [
     ({"kind": "l2", "target": "n20/npu3/d1"}, r"'n20/npu3/d1' is a die element; l2 needs a l2 \(e\.g\. 'sp2/l2-5'\)"),
     ({"kind": "optical_link", "target": "n20/npu0/d0--n20/l1-0"}, r"is a die-l1 link; optical_link needs a link:l1-l2"),
     ({"kind": "optical_link", "target": "n20/l1-3--sp4/l2-7"}, r"not directly linked"),
-    ({"kind": "boom", "target": "n20"}, r"fault kind = 'boom': unknown \(allowed: npu_die, npu, cpu, node, optical_link"),
-    ({"target": "n20"}, r"fault kind = None: unknown \(allowed:"),
+    ({"kind": "boom", "target": "n20"}, r"fault kind = 'boom': allowed npu_die, npu, cpu, node, optical_link"),
+    ({"target": "n20"}, r"fault kind = None: allowed npu_die, "),
+    ({"kind": ["npu"], "target": "n20"}, r"fault kind = \['npu'\]: allowed npu_die, "),
+    ({"kind": {"a": 1}, "target": "n20"}, r"fault kind = \{'a': 1\}: allowed npu_die, "),
+    ({"kind": "npu", "target": ["n20"]}, r"fault target = \['n20'\]: required"),
     ({"kind": "node"}, r"fault target = None: required, e\.g\. 'n20'"),
     ({"kind": "node", "target": "n20", "duration_s": -5}, r"duration_s = -5: allowed 0 < duration_s"),
     ({"kind": "node", "target": "n20", "duration_s": 0}, r"duration_s = 0: allowed 0 < duration_s"),

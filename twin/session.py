@@ -54,7 +54,7 @@ SPEED_MIN, SPEED_MAX = 1.0, 1000.0
 SPEED_PRESETS = (1, 5, 20, 100, 1000, "max")
 LOAD_PRESETS = (25, 50, 75, 90, 100, 120, 150)   # % of capacity
 LOAD_MIN, LOAD_MAX = 0.05, 2.0        # fraction of the deployment's capacity (the engine needs > 0)
-RATE_MIN, RATE_MAX = 0.001, 1_000_000.0
+RATE_MIN = 0.001                      # req/s; the maximum is the Scenario model's (scenario.MAX_RATE)
 SEED_MIN, SEED_MAX = 0, 2**31 - 1
 MAX_SANDBOXES = 4                     # private sandboxes in total (each is an engine thread)
 MAX_SANDBOXES_PER_CLIENT = 1
@@ -126,12 +126,14 @@ def parse_load(value) -> float:
 
 
 def parse_rate(value) -> float:
+    from twin.engine.scenario import MAX_RATE     # the Scenario model's bound (imported on first use)
+    allowed = f"rate = {str(value)[:40]!r}: allowed {RATE_MIN:g} to {MAX_RATE:,} req/s"
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise ControlError(f"rate = {value!r}: allowed {RATE_MIN:g} to {RATE_MAX:g} req/s") from None
-    if not math.isfinite(v) or not RATE_MIN <= v <= RATE_MAX:
-        raise ControlError(f"rate = {value!r}: allowed {RATE_MIN:g} to {RATE_MAX:g} req/s")
+        raise ControlError(allowed) from None
+    if not math.isfinite(v) or not RATE_MIN <= v <= MAX_RATE:
+        raise ControlError(allowed)
     return v
 
 
@@ -622,7 +624,7 @@ class Twin:
         With "faults" (a demo name such as "l2-loss" or a fault file) the twin restarts on the file's
         scenario and seed (unless given) with the scenario's own deployment, trace and load, so the
         demo replays exactly; a reset without "faults" drops any fault file."""
-        from .tracestore import TraceChoiceError, check, registered
+        from .tracestore import TraceChoiceError, check, label, registered
         p = self.params
         if not isinstance(spec, dict):
             raise ControlError("reset: allowed a table {scenario, seed, deployment, trace, rate, faults}")
@@ -676,12 +678,25 @@ class Twin:
         if new.deployment:
             bits.append(f"deployment {new.deployment}")
         if new.trace:
-            from .tracestore import label
             bits.append(f"trace {label(new.trace)}")
         if new.faults:
             from pathlib import Path
             bits.append(f"faults {Path(new.faults).stem}")
-        return "reset: " + ", ".join(bits)
+        notes = _trace_notes(engine, label(new.trace) if new.trace else None)
+        return "reset: " + ", ".join(bits) + "".join(f"; note: {n}" for n in notes)
+
+
+def _trace_notes(engine, shown: str | None) -> list[str]:
+    """What loading the trace did to it (`Workload.notes`, e.g. rows re-sorted): shown with the reset
+    in the action log and the status message, so nothing changes silently. A note starts with the
+    loader's name for the file (an operator's server path): that becomes the dashboard's label."""
+    wl = getattr(getattr(engine, "source", None), "workload", None)
+    name = re.sub(r" x[0-9.e+-]+$", "", str(getattr(wl, "source", "")).partition(":")[2])
+    out = []
+    for n in getattr(wl, "notes", ()) or ():
+        n = str(n)
+        out.append(f"trace {shown}: {n[len(name) + 2:]}" if name and n.startswith(name + ": ") else n)
+    return out
 
 
 class SandboxLimit(ControlError):

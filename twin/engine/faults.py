@@ -114,15 +114,16 @@ class Fault:
                 "detect_s": self.detect_s, "recover_s": self.recover_s,
                 "requests_affected": len(self.affected), "requeued": self.requeued,
                 "recomputed": self.recomputed, "lost": lost,
-                "goodput_before": round(_mean_in(t, goodput, self.at_s - min(span, BEFORE_S), self.at_s), 2),
-                "goodput_during": round(_mean_in(t, goodput, self.at_s, end), 2),
+                "goodput_before": _mean_in(t, goodput, self.at_s - min(span, BEFORE_S), self.at_s),
+                "goodput_during": _mean_in(t, goodput, self.at_s, end),
                 "active": self.active, "note": self.note}
 
 
-def _mean_in(t: np.ndarray, v: np.ndarray, t0: float, t1: float) -> float:
-    """Mean of v over the intervals ending in (t0, t1]."""
+def _mean_in(t: np.ndarray, v: np.ndarray, t0: float, t1: float) -> float | None:
+    """Mean of v over the intervals ending in (t0, t1], to 2 decimals; None ("not measured", never
+    NaN in JSON or a page) when no interval ended in that window."""
     sel = (t > t0) & (t <= t1 + 1e-9)
-    return float(v[sel].mean()) if sel.any() else float("nan")
+    return round(float(v[sel].mean()), 2) if sel.any() else None
 
 
 class FaultManager:
@@ -139,13 +140,15 @@ class FaultManager:
     # ---- validation ------------------------------------------------------------------------
     def check(self, spec: dict) -> Fault:
         eng = self.eng
+        if not isinstance(spec, dict):
+            raise ValueError(f"fault = {brief(spec)}: allowed a table of {', '.join(_FAULT_KEYS)}")
         spec = dict(spec)
         kind = spec.pop("kind", None)
-        if kind not in KINDS:
-            raise ValueError(f"fault kind = {kind!r}: unknown (allowed: {', '.join(KINDS)})")
+        if not isinstance(kind, str) or kind not in KINDS:       # the fault-file loader's message
+            raise ValueError(f"fault kind = {brief(kind)}: allowed {', '.join(KINDS)}")
         target = spec.pop("target", None)
         if not isinstance(target, str) or not target:
-            raise ValueError(f"fault target = {target!r}: required, e.g. {EXAMPLES[kind]!r}")
+            raise ValueError(f"fault target = {brief(target)}: required, e.g. {EXAMPLES[kind]!r}")
         try:
             canonical = eng.topo.validate_target(target)
         except (TopologyError, KeyError) as exc:
@@ -347,9 +350,7 @@ class FaultManager:
         """Random failures per component class at the catalog's MTBF (assumptions), with time
         compressed by `hours_per_sim_s` so that failures are seen in a demo."""
         eng = self.eng
-        classes = {"optical_link": [l for l in (eng.topo.link_id(e) for e, end in enumerate(eng.topo.link_arrays().ends) if end[3] == "l1-l2")],
-                   "npu": eng.topo.ids("npu"), "cpu": eng.topo.ids("cpu"),
-                   "l1": eng.topo.ids("l1"), "l2": eng.topo.ids("l2"), "node": eng.topo.ids("node")}
+        classes = random_classes(eng.topo)
         mtbf = defaults()["mtbf_hours"]
         total = sum(len(v) / mtbf[k] for k, v in classes.items() if v)
         while True:
@@ -361,6 +362,16 @@ class FaultManager:
             k = list(classes)[int(eng.rng.choice(len(classes), p=weights / weights.sum()))]
             target = classes[k][int(eng.rng.integers(len(classes[k])))]
             self.inject({"kind": k, "target": target})
+
+
+def random_classes(topo) -> dict[str, list[str]]:
+    """The parts random failures can hit, per fault kind with a catalog MTBF. NPUs and nodes are
+    not graph elements (the graph holds dies), so they come from the die ids and the node count."""
+    links = topo.link_arrays().ends
+    return {"optical_link": [topo.link_id(e) for e, end in enumerate(links) if end[3] == "l1-l2"],
+            "npu": list(dict.fromkeys(d.rsplit("/", 1)[0] for d in topo.die_ids)),
+            "cpu": topo.ids("cpu"), "l1": topo.ids("l1"), "l2": topo.ids("l2"),
+            "node": [f"n{i:02d}" for i in range(topo.system.nodes)]}
 
 
 def _number(value, name: str, default, lo: float, hi: float, allowed: str) -> float:
@@ -377,8 +388,8 @@ def _number(value, name: str, default, lo: float, hi: float, allowed: str) -> fl
 
 
 # assumption: at most 10 failure-clock hours per sim second. The catalog's MTBFs give the supernode
-# one failure per ~86 h, so this is one per ~8.6 sim s, and with repairs of ~10 min (ref 6) about
-# 70 faults open at once: faults stay distinct events and their processes stay bounded.
+# one failure per ~74 h (random_classes), so this is one per ~7.4 sim s, and with repairs of ~10 min
+# (ref 6) about 80 faults open at once: faults stay distinct events and their processes stay bounded.
 RANDOM_MAX = 10.0
 
 

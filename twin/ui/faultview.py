@@ -274,34 +274,56 @@ def _num(v) -> float | None:
     return f if math.isfinite(f) else None
 
 
+MARK_LABELS = 6            # strike lines labelled on a chart (the newest); more would overprint
+
+
+def _band(x0: float, x1: float) -> dict:
+    return {"type": "rect", "xref": "x", "yref": "paper", "x0": round(x0, 1), "x1": round(x1, 1), "y0": 0, "y1": 1,
+            "fillcolor": theme.RED, "opacity": 0.13, "line": {"width": 0}, "layer": "below"}
+
+
+def _vline(x: float, colour: str, width: float, dash: str | None = None) -> dict:
+    line = {"color": colour, "width": width}
+    if dash:
+        line["dash"] = dash
+    return {"type": "line", "xref": "x", "yref": "paper", "x0": round(x, 1), "x1": round(x, 1), "y0": 0, "y1": 1,
+            "line": line}
+
+
 def marks(reports, now: float, t_from: float | None = None) -> tuple[list, list]:
-    """(shapes, annotations) for a KPI chart: a red band from each fault to its recovery (or to now
-    while it lasts), a solid line where it struck, a dashed yellow line where it was detected.
-    Faults that ended before `t_from` (left of the chart) or have not started are left out."""
-    shapes, notes = [], []
+    """(shapes, annotations) for a KPI chart: red bands where any fault lasted (overlapping faults
+    merged into one band), a solid line where each struck, a dashed yellow line where it was
+    detected, and a label on the newest MARK_LABELS strikes. Only what overlaps the visible window
+    (from `t_from` to now) is drawn: with hundreds of faults the marks stay a few KB."""
+    spans, strikes, detects = [], [], []
+    lo = -math.inf if t_from is None else t_from
     for r in reports or ():
         at = _num(r.get("at_s"))
         if at is None or at > now + 1e-9 or (not r.get("active") and r.get("recover_s") is None):
             continue
         rec = _num(r.get("recover_s"))
         end = at + rec if rec is not None else now
-        if t_from is not None and end < t_from:
+        if end < lo:
             continue
-        x0 = at if t_from is None else max(at, t_from)
-        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": round(x0, 2), "x1": round(end, 2),
-                       "y0": 0, "y1": 1, "fillcolor": theme.RED, "opacity": 0.13, "line": {"width": 0},
-                       "layer": "below"})
-        if t_from is None or at >= t_from:
-            shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": round(at, 2), "x1": round(at, 2),
-                           "y0": 0, "y1": 1, "line": {"color": theme.RED, "width": 1.5}})
-            notes.append({"x": round(at, 2), "y": 1, "xref": "x", "yref": "paper", "yanchor": "top",
-                          "xanchor": "left", "showarrow": False, "text": f"#{r.get('id')} {r.get('kind')}",
-                          "font": {"size": 10, "color": theme.RED}})
+        spans.append((max(at, lo), end))
+        if at >= lo:
+            strikes.append((at, r.get("id"), r.get("kind")))
         det = _num(r.get("detect_s"))
-        if det is not None and (t_from is None or at + det >= t_from) and at + det <= now + 1e-9:
-            shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": round(at + det, 2),
-                           "x1": round(at + det, 2), "y0": 0, "y1": 1,
-                           "line": {"color": theme.YELLOW, "width": 1.2, "dash": "dash"}})
+        if det is not None and lo <= at + det <= now + 1e-9:
+            detects.append(at + det)
+    bands: list[list[float]] = []
+    for x0, x1 in sorted(spans):
+        if bands and x0 <= bands[-1][1]:
+            bands[-1][1] = max(bands[-1][1], x1)
+        else:
+            bands.append([x0, x1])
+    shapes = [_band(x0, x1) for x0, x1 in bands]
+    shapes += [_vline(at, theme.RED, 1.5) for at, _, _ in strikes]
+    shapes += [_vline(x, theme.YELLOW, 1.2, "dash") for x in sorted(set(round(x, 1) for x in detects))]
+    newest = sorted(strikes, key=lambda s: -int(s[1] or 0))[:MARK_LABELS]
+    notes = [{"x": round(at, 1), "y": 1, "xref": "x", "yref": "paper", "yanchor": "top", "xanchor": "left",
+              "showarrow": False, "text": f"#{i} {k}", "font": {"size": 10, "color": theme.RED}}
+             for at, i, k in sorted(newest)]
     return shapes, notes
 
 
@@ -341,15 +363,14 @@ def _secs(v, pending: str = "…") -> str:
     return pending if f is None else f"{f:,.1f} s"
 
 
-def _change(before, during, fmt, unit: str = "") -> html.Span:
+def _change(before, during, fmt, unit: str = "") -> html.Td:
+    """A "before → during (±x %)" cell, red when the value fell by more than 5 %."""
     if before is None and during is None:
-        return html.Span("–", className="muted")
-    delta = None
-    if before and during is not None:
-        delta = (during - before) / before
-    cls = "chg-bad" if delta is not None and delta < -0.05 else "chg-ok" if delta is not None else ""
-    return html.Span([fmt(before), " → ", html.B(fmt(during)), unit,
-                      html.Span(f" ({delta * 100:+.0f} %)" if delta is not None else "", className=cls)])
+        return html.Td("–", className="muted")
+    delta = (during - before) / before if before and during is not None else None
+    cls = "chg-bad" if delta is not None and delta < -0.05 else ""
+    return html.Td(f"{fmt(before)} → {fmt(during)}{unit}" + (f" ({delta * 100:+.0f} %)" if delta is not None else ""),
+                   className=cls or None)
 
 
 def _pct(v) -> str:
@@ -369,40 +390,50 @@ HEAD = (("#", "", "fault number"), ("fault", "", "fault kind"), ("target", "", "
         ("state", "", ""))
 
 
-def table(rows_: list[dict], now: float) -> html.Div:
+def _cells(r: dict) -> list:
+    """One row's cells, as plain strings where possible (the table is resent each tick while
+    faults last, so every component counts); column alignment comes from the stylesheet."""
+    lost = int(r.get("lost") or 0)
+    started = r["state"] not in ("scheduled", "starting")
+    det = r.get("detect_s")
+    det_txt = _secs(det) if det is not None else (
+        "not needed" if r.get("recover_s") is not None else "…" if started else "–")
+    st = r["state"] + (f" at t={r['at_s']:,.1f} s" if r["state"] == "scheduled" else "")
+    kind_cls = {"served": "recovered"}.get(r["state"].split(" ")[0], r["state"].split(" ")[0])
+    dash = "–"
+    return [
+        html.Td(f"#{r['id']}"),
+        html.Td(KIND_LABEL.get(r["kind"], r["kind"])),
+        html.Td(r["target"], className="code"),
+        html.Td(f"{r['at_s']:,.1f} s"),
+        html.Td(det_txt),
+        html.Td(_secs(r.get("recover_s")) if started else dash),
+        html.Td(C.fmt(r.get("requests_affected")) if started else dash),
+        html.Td(C.fmt(r.get("requeued")) if started else dash),
+        html.Td(C.fmt(r.get("recomputed")) if started else dash),
+        html.Td(str(lost), className="lost-ok" if lost == 0 else "lost-bad"),
+        _change(r.get("goodput_before"), r.get("goodput_during"), C.fmt) if started else html.Td(dash),
+        _change(r.get("slo_before"), r.get("slo_during"), _pct) if started else html.Td(dash),
+        html.Td([st, html.Div(r["note"], className="muted small")] if r.get("note") else st,
+                className=f"fstate fstate-{kind_cls}"),
+    ]
+
+
+def table(rows_: list[dict], now: float, summary: dict | None = None) -> html.Div:
+    """The newest faults, newest first, under a line counting all of them (`fault_summary`)."""
     if not rows_:
         return html.Div("No faults yet. Pick a part and a fault above and inject it, or load a demo.",
                         className="hint")
-    body = []
-    for r in sorted(rows_, key=lambda x: -int(x.get("id") or 0)):
-        lost = int(r.get("lost") or 0)
-        started = r["state"] not in ("scheduled", "starting")
-        det = r.get("detect_s")
-        det_txt = _secs(det) if det is not None else (
-            "not needed" if r.get("recover_s") is not None else "…" if started else "–")
-        st = r["state"] + (f" at t={r['at_s']:,.1f} s" if r["state"] == "scheduled" else "")
-        kind_cls = {"served": "recovered"}.get(r["state"].split(" ")[0], r["state"].split(" ")[0])
-        body.append(html.Tr([
-            html.Td(f"#{r['id']}"),
-            html.Td(KIND_LABEL.get(r["kind"], r["kind"]), title=r["kind"]),
-            html.Td(html.Code(r["target"])),
-            html.Td(f"{r['at_s']:,.1f} s", className="num"),
-            html.Td(det_txt, className="num"),
-            html.Td(_secs(r.get("recover_s")) if started else "–", className="num"),
-            html.Td(C.fmt(r.get("requests_affected")) if started else "–", className="num"),
-            html.Td(C.fmt(r.get("requeued")) if started else "–", className="num"),
-            html.Td(C.fmt(r.get("recomputed")) if started else "–", className="num"),
-            html.Td(str(lost), className="num " + ("lost-ok" if lost == 0 else "lost-bad"),
-                    title="no request lost" if lost == 0 else f"{lost} requests lost"),
-            html.Td(_change(r.get("goodput_before"), r.get("goodput_during"), C.fmt) if started else "–",
-                    className="num"),
-            html.Td(_change(r.get("slo_before"), r.get("slo_during"), _pct) if started else "–",
-                    className="num"),
-            html.Td([html.Span(st, className=f"fstate fstate-{kind_cls}"),
-                     html.Div(r["note"], className="muted small") if r.get("note") else None]),
-        ], className="frow", id={"type": "fl-row", "index": int(r["id"])}))
+    n = int((summary or {}).get("injected") or 0)
+    count = (f"{n:,} faults, newest {len(rows_)} shown" if n > len(rows_)
+             else f"{len(rows_)} fault" + ("s" if len(rows_) != 1 else ""))
+    active = (summary or {}).get("active")
+    if active:
+        count += f" · {active} active"
+    body = [html.Tr(_cells(r)) for r in sorted(rows_, key=lambda x: -int(x.get("id") or 0))]
     head = html.Thead(html.Tr([html.Th(h, className=c, title=t) for h, c, t in HEAD]))
-    return html.Div(html.Table([head, html.Tbody(body)], className="tbl ftbl"), className="tbl-wrap")
+    return html.Div([html.Div(count, className="hint small ftbl-count"),
+                     html.Div(html.Table([head, html.Tbody(body)], className="tbl ftbl"), className="tbl-wrap")])
 
 
 # ---- failed parts, events, policy ------------------------------------------------------------------
@@ -457,15 +488,12 @@ def policy_text(policy: dict) -> str:
 
 def mean_gap_s(system: str, hours_per_sim_s: float) -> float | None:
     """Mean sim seconds between random failures at this failure-clock rate (catalog MTBFs)."""
-    from twin.engine.faults import defaults
+    from twin.engine.faults import defaults, random_classes
     try:
         mtbf = defaults()["mtbf_hours"]
     except (KeyError, OSError):
         return None
-    t = _topo(system)
-    counts = {"optical_link": len(ids_for(system, "optical_link")), "npu": len(ids_for(system, "npu")),
-              "cpu": len(t.ids("cpu")), "l1": len(t.ids("l1")), "l2": len(t.ids("l2")),
-              "node": len(ids_for(system, "node"))}
+    counts = {k: len(v) for k, v in random_classes(_topo(system)).items()}
     rate_per_h = sum(n / mtbf[k] for k, n in counts.items() if n and k in mtbf)
     if rate_per_h <= 0 or not hours_per_sim_s:
         return None

@@ -1,7 +1,7 @@
 """Soak test of the live twin: memory growth, Failures-page update cost, and the lifecycle audit.
 
     python -m twin.ui.soak --minutes 30
-    python -m twin.ui.soak --minutes 5 --fault-gap-s 2 --json
+    python -m twin.ui.soak --minutes 5 --fault-gap-s 8 --json
 
 Runs the shared twin (twin.session) at full speed with random failures on, while `--pollers`
 threads poll the Failures page's update callback once a second each, as open browser tabs do
@@ -74,13 +74,17 @@ def soak(minutes: float, warmup_s: float, fault_gap_s: float, pollers: int, peri
 
     import app  # noqa: F401  (registers the pages)
     from twin import session as S
+    from twin.engine.faults import RANDOM_MAX
     from twin.ui import faultview as FV
     from twin.ui import topoview as TV
     fl = importlib.import_module("pages.failures")
     reg = S.configure(token=None)
     tw = reg.shared()
     system = TV.system_of(tw.snapshot.deployment)
-    hours = FV.mean_gap_s(system, 1.0) / fault_gap_s
+    hours = RANDOM_MAX if fault_gap_s is None else FV.mean_gap_s(system, 1.0) / fault_gap_s
+    if hours > RANDOM_MAX:
+        raise ValueError(f"--fault-gap-s = {fault_gap_s:g}: the twin allows at most {RANDOM_MAX:g} failure-clock "
+                         f"hours per sim second, a mean gap of {FV.mean_gap_s(system, RANDOM_MAX):.2f} sim s or more")
     tw.control("speed", "max", who="soak")
     tw.control("random", {"hours_per_sim_s": hours}, who="soak")
     stop, record = threading.Event(), threading.Event()
@@ -123,7 +127,8 @@ def soak(minutes: float, warmup_s: float, fault_gap_s: float, pollers: int, peri
     slope = _slope_mb_per_min(samples)
     return {
         "minutes": minutes, "warmup_s": warmup_s, "pollers": pollers, "poll_period_s": period,
-        "random_hours_per_sim_s": round(hours, 3), "fault_gap_s": fault_gap_s,
+        "random_hours_per_sim_s": round(hours, 3),
+        "mean_fault_gap_sim_s": round(FV.mean_gap_s(system, hours), 2),
         "sim_seconds": round(eng.sim_time, 1), "achieved_speed": round(snap.sim_time / (time.monotonic() - t0), 1),
         "faults_injected": eng.faults.injected, "fault_records_kept": len(eng.faults.faults),
         "fault_totals_kinds": len(eng.faults.totals),
@@ -144,19 +149,24 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m twin.ui.soak", description=__doc__.split("\n")[0])
     ap.add_argument("--minutes", type=float, default=30.0, help="measured wall minutes (default 30)")
     ap.add_argument("--warmup-s", type=float, default=120.0, help="wall seconds before measuring (default 120)")
-    ap.add_argument("--fault-gap-s", type=float, default=2.0,
-                    help="mean simulated seconds between random failures (default 2)")
+    ap.add_argument("--fault-gap-s", type=float, default=None,
+                    help="mean simulated seconds between random failures (default: the largest rate the "
+                         "twin allows, RANDOM_MAX failure-clock hours per sim second)")
     ap.add_argument("--pollers", type=int, default=3, help="viewer threads on the Failures page (default 3)")
     ap.add_argument("--period", type=float, default=1.0, help="seconds between a viewer's polls (default 1)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     for name, v, lo, hi in (("--minutes", a.minutes, 0.1, 1440), ("--warmup-s", a.warmup_s, 0, 3600),
-                            ("--fault-gap-s", a.fault_gap_s, 0.01, 3600), ("--pollers", a.pollers, 1, 32),
+                            ("--fault-gap-s", 1.0 if a.fault_gap_s is None else a.fault_gap_s, 0.01, 3600),
+                            ("--pollers", a.pollers, 1, 32),
                             ("--period", a.period, 0.05, 60)):
         if not lo <= v <= hi:
             ap.exit(2, f"error: {name} = {v}: allowed {lo:g} to {hi:g}\n")
-    out = soak(a.minutes, a.warmup_s, a.fault_gap_s, a.pollers, a.period,
-               log=(lambda *_: None) if a.json else print)
+    try:
+        out = soak(a.minutes, a.warmup_s, a.fault_gap_s, a.pollers, a.period,
+                   log=(lambda *_: None) if a.json else print)
+    except ValueError as exc:
+        ap.exit(2, f"error: {exc}\n")
     if a.json:
         print(json.dumps(out, indent=2))
     else:
