@@ -478,6 +478,17 @@ class Engine:
             return len(ids), 0
         return self._requeue(ids)
 
+    def take_offline(self, inst, key: str, reason: str) -> tuple[int, int]:
+        """Hold an instance down under `key`, as a fault does, and requeue what it held; the
+        co-pool scheduler (twin/cloud) lends serving groups to training this way."""
+        inst.down[key] = reason
+        return self.evict(inst)
+
+    def bring_online(self, inst, key: str) -> None:
+        """Release the hold `key`: the instance serves again unless another hold remains."""
+        inst.down.pop(key, None)
+        inst.wake()
+
     # ---- the simulation ------------------------------------------------------------------------
     def advance(self, sim_seconds: float) -> Snapshot:
         """Apply queued commands at the current sim time, then run `sim_seconds` forward."""
