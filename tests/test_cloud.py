@@ -44,6 +44,8 @@ def const(monkeypatch):
 
 def _pool(policy="copool", duration=60.0, **kw) -> CoPool:
     eng = Engine("copool-day", seed=3, duration_s=duration)
+    kw.setdefault("train_from_h", 20)              # a night window (day_start_h 6: t = 0 is 06:00)
+    kw.setdefault("train_to_h", 10)
     return CoPool(eng, load_params(policy=policy, **kw), TrainingJob(eng.scenario.deployment))
 
 
@@ -120,6 +122,21 @@ def test_slo_guard_refuses_to_lend_and_takes_a_group_back(const):
     assert pool.switches[-1] == {**pool.switches[-1], "to": "serving", "npus": 16.0,
                                  "reason": "SLO attainment 98.0% below 99.0%"}
     assert pool.training_npus() == 112
+
+
+def test_no_lending_for_the_cooldown_after_a_take_back(const):
+    pool = _pool(train_from_h=0, train_to_h=24)
+    pool.decide(rate=100.0, slo=1.0)
+    pool.decide(rate=100.0, slo=1.0)
+    pool.eng.advance(1.0)
+    pool.decide(rate=100.0, slo=0.5)                 # one group back at t = 1
+    n = len(pool.switches)
+    pool.eng.advance(2 / 24 * 600 - 1e-6)            # cooldown: 2 h of the 600 s day = 50 s
+    pool.decide(rate=100.0, slo=1.0)
+    assert len(pool.switches) == n
+    pool.eng.advance(2e-6)
+    pool.decide(rate=100.0, slo=1.0)
+    assert len(pool.switches) == n + 1 and pool.switches[-1]["to"] == "training"
 
 
 def test_load_guard_returns_the_whole_job_below_its_minimum(const):

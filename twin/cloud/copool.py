@@ -39,11 +39,12 @@ class Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     policy: Literal["copool", "dedicated", "inference-only"] = "copool"
     control_s: float = Field(2.0, ge=0.5, le=60, description="simulated seconds between decisions")
-    train_from_h: float = Field(20.0, ge=0, le=24, description="training window opens (clock hour)")
-    train_to_h: float = Field(10.0, ge=0, le=24, description="training window closes (clock hour)")
+    train_from_h: float = Field(0.0, ge=0, le=24, description="training window opens (clock hour; 0 to 24 = always, load decides)")
+    train_to_h: float = Field(24.0, ge=0, le=24, description="training window closes (clock hour; e.g. 20 to 8 trains only at night)")
     lend_below: float = Field(0.6, gt=0, le=1, description="lend while load after lending stays below this share of serving capacity")
     reclaim_above: float = Field(0.8, gt=0, le=1.5, description="take a group back above this share of serving capacity")
     slo_target: float = Field(0.99, ge=0, le=1, description="take a group back when window SLO attainment falls below; lend only at or above")
+    cooldown_h: float = Field(2.0, ge=0, le=24, description="day-clock hours without lending after a take-back (assumption: hysteresis against flapping)")
     min_prefill_groups: int = Field(2, ge=1, le=64, description="prefill groups that always serve")
     min_decode_groups: int = Field(1, ge=1, le=64, description="decode groups that always serve")
     dedicated_prefill_groups: int = Field(6, ge=0, le=64, description="dedicated split: prefill groups in training all day")
@@ -118,6 +119,7 @@ class CoPool:
         self.min_npus = self.job.min_npus()
         self._arrived = 0
         self._tokens = (0.0, 0.0)
+        self._quiet_until = 0.0          # sim time before which the policy does not lend (cooldown)
         if p.policy == "dedicated":
             self._place_dedicated()
         eng.env.process(self._account())
@@ -206,8 +208,9 @@ class CoPool:
             whole = self.training_npus() - g.npus < self.min_npus
             for x in (back if whole else [g]):
                 self.reclaim(x, why + ("; the job stops below its minimum" if whole else ""))
+            self._quiet_until = self.eng.env.now + p.cooldown_h / 24 * self.eng.scenario.diurnal_period_s
             return
-        if not (self.in_window() and slo_ok):
+        if not (self.in_window() and slo_ok) or self.eng.env.now < self._quiet_until:
             return
         plan = self._lendable(rate)
         lent = sum(g.npus for g in self.lent())
@@ -292,6 +295,7 @@ class CoPool:
                 "t": round(eng.env.now, 3), "clock_h": round(self.clock_h(), 3),
                 "arrival_rps": (arrived - self._arrived) / dt,
                 "prefill_npus": pre, "decode_npus": dec, "training_npus": train,
+                "serving_capacity_rps": min(pre * self.cap.prefill_rps, dec * self.cap.decode_rps),
                 "switching_npus": sum(g.npus for g in self.groups if g.state.startswith("to_")),
                 "training_running": bool(step),
                 "useful_prefill_npus": min(pre, d_in / dt / self.cap.prefill_tps),

@@ -21,6 +21,9 @@ from ..config import _validate, catalog
 from .copool import DAY_S, CoPool
 
 
+SWITCH_LOG = 100     # switches listed in a report (the count is always complete)
+
+
 class Prices(BaseModel):
     """Price, power and amortisation assumptions, each with its source."""
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -91,11 +94,14 @@ def day_report(pool: CoPool, prices: Prices | None = None) -> dict:
         "training": {"min_npus": pool.min_npus, "deployment": pool.job.deployment,
                      "tokens_per_step": pool.job.global_batch_tokens,
                      "step_at_peak_npus": mfu},
+        "peak_serving_load": round(max((r["arrival_rps"] / r["serving_capacity_rps"] for r in pool.timeline
+                                        if r["serving_capacity_rps"]), default=0.0), 4),
         "switches": len(pool.switches),
         "switch_s": round(pool.switch_day_s, 1),
         "switch_claim_s": f"< 300 (ref 6: under 5 minutes); twin: weights from {pool.params.weights_from} "
                           f"(fault-restart model) + hand-over {pool.params.handover_s:g} s (assumption)",
         "requeued_by_switches": sum(w["requeued"] for w in pool.switches),
+        "switch_log": pool.switches[:SWITCH_LOG],
         "inference": {"slo_attainment": summary["slo_attainment"],
                       "output_tokens_per_day": round(tokens / days) if days else 0,
                       "goodput_tokens_per_s": round(sum(good) / len(good), 1) if good else 0.0,
