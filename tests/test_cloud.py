@@ -236,7 +236,7 @@ def test_training_step_shape_and_mfu():
 
 def test_communication_costs_more_utilisation_over_rdma_than_over_ub():
     rows = compare(256)["systems"]
-    ub, gpu = rows["cloudmatrix-copool"], rows["deepseek-h800"]
+    ub, gpu = rows["cloudmatrix-pooled"], rows["deepseek-h800"]
     lost = lambda r: r["mfu_compute_only"] - r["mfu"]
     assert lost(gpu) > lost(ub) > 0
     assert compare(256)["claims"]["large_scale_training_utilisation"]["after_communication"] == 0.52

@@ -38,7 +38,7 @@ CLAIMS = {"large_scale_training_utilisation": {"before": 0.85, "after_communicat
 class TrainingJob:
     """One training job: a catalog deployment names the system, the model and the EP of its prefill
     pool, which the job reuses for its expert parallelism."""
-    deployment: str = "cloudmatrix-copool"
+    deployment: str = "cloudmatrix-pooled"
     global_batch_tokens: int = 4 * 1024 * 1024   # assumption: 1,024 sequences of 4K per step
     seq_len: int = 4096                           # assumption: 4K training sequences, at most one per die per microbatch
 
@@ -176,7 +176,7 @@ def _step(job: TrainingJob, npus: int) -> dict | None:
             "label": "model (twin perf + comm models)"}
 
 
-def compare(npus: int = 256, deployments: tuple[str, ...] = ("cloudmatrix-copool", "deepseek-h800"),
+def compare(npus: int = 256, deployments: tuple[str, ...] = ("cloudmatrix-pooled", "deepseek-h800"),
             **job) -> dict:
     """MFU of the same job on each system at the same number of chips, with the claims beside."""
     rows = {}
