@@ -3,47 +3,31 @@ constant-time predictor), the day's cost arithmetic and the CLI."""
 import json
 import math
 
-import numpy as np
 import pytest
 
 from twin.__main__ import main
-from twin.cloud import copool as cp
-from twin.cloud.copool import HOLD, CoPool, Params, load_params
-from twin.cloud.cost import Prices, day_report, load_prices
+from twin.cloud.copool import HOLD, CoPool, load_params
+from twin.cloud.cost import day_report, load_prices
 from twin.cloud.training import TrainingJob, allreduce_seconds, compare
 from twin.config import CatalogError
-from twin.engine import Engine, core
+from twin.engine import Engine
+from twin.engine.faults import recovery
 from twin.engine.source import SyntheticSource
-from twin.perf import PerfModel, StepResult
+from twin.predict.constant import ConstantPredictor
 from twin.workload import LengthDist
 
 PREFILL_S, DECODE_S = 1.0, 0.05
 
 
-class ConstantPredictor(PerfModel):
-    """Every prefill batch takes PREFILL_S and every decode step DECODE_S, whatever their shape."""
-
-    def with_net(self, net):
-        return ConstantPredictor(self.dep, self.cat, net, self.k)
-
-    def prefill_batch(self, prompt_len=4096, tokens_per_npu=None, **kw):
-        t = self.dep.prefill.tokens_per_die * self.dies_per_npu if tokens_per_npu is None else tokens_per_npu
-        return StepResult("prefill", PREFILL_S * 1e3, t, t / PREFILL_S, {}, ttft_ms=PREFILL_S * 1e3)
-
-    def decode_step(self, batch_per_npu=None, kv_len=4096, **kw):
-        b = batch_per_npu or self.dep.decode.batch_per_die * self.dies_per_npu
-        tok = 1 + self.dep.mtp_acceptance
-        return StepResult("decode", DECODE_S * 1e3, b * tok, b * tok / DECODE_S, {},
-                          tpot_ms=DECODE_S * 1e3 / tok)
-
-
 @pytest.fixture
-def const(monkeypatch):
-    monkeypatch.setattr(core, "PerfModel", ConstantPredictor)
+def const():
+    """Every prefill batch takes PREFILL_S and every decode step DECODE_S, whatever their shape."""
+    return lambda dep: ConstantPredictor(dep, prefill_ms=PREFILL_S * 1e3, decode_ms=DECODE_S * 1e3)
 
 
-def _pool(policy="copool", duration=60.0, **kw) -> CoPool:
-    eng = Engine("copool-day", seed=3, duration_s=duration)
+def _pool(predictor=None, policy="copool", duration=60.0, **kw) -> CoPool:
+    eng = Engine("copool-day", seed=3, duration_s=duration,
+                 predictor=predictor("cloudmatrix-pooled") if predictor else None)
     kw.setdefault("train_from_h", 20)              # a night window (day_start_h 6: t = 0 is 06:00)
     kw.setdefault("train_to_h", 10)
     return CoPool(eng, load_params(policy=policy, **kw), TrainingJob(eng.scenario.deployment))
@@ -51,7 +35,7 @@ def _pool(policy="copool", duration=60.0, **kw) -> CoPool:
 
 # ---- capacity, switch cost --------------------------------------------------------------------
 def test_capacity_per_npu_is_the_predictors(const):
-    pool = _pool()
+    pool = _pool(const)
     # prefill: 16,384 tokens per NPU per second over 4,096-token prompts; decode: batch 96 per NPU
     # (the deployment's cap; the constant TPOT meets the SLO), 1.7 tokens per step, 255 more tokens
     assert pool.cap.prefill_rps == 16384 / 4096
@@ -60,14 +44,14 @@ def test_capacity_per_npu_is_the_predictors(const):
 
 
 def test_a_switch_holds_the_group_out_of_both_pools_for_exactly_the_switch_time(const):
-    pool = _pool(policy="inference-only")
+    pool = _pool(const, policy="inference-only")
     eng = pool.eng
     assert pool.compression == 86400 / 600
     assert pool.switch_day_s == 5.0 + 60.0           # weights from EMS (ref 3: ~5 s) + hand-over
     sim = 65.0 / 144
     eng.advance(1.0)
     g = pool.groups[17]                              # prefill-17
-    held = eng.in_flight_on([g.inst])
+    held = recovery.in_flight_on(eng, [g.inst])
     pool.lend(g, "test")
     assert g.state == "to_training" and not g.inst.alive and HOLD in g.inst.down
     assert pool.switches[-1]["requeued"] == len(held)
@@ -91,7 +75,7 @@ def test_switch_time_follows_the_weight_source_and_handover():
 
 # ---- the policy: lending in training units, SLO and load guards ---------------------------------
 def test_lend_plan_reaches_the_training_minimum_exactly(const):
-    pool = _pool()
+    pool = _pool(const)
     assert pool.min_npus == 112                      # 671B x 16 B / (64 GB x 0.75) -> 224 dies, 7 x EP32
     pool.decide(rate=400.0, slo=1.0)
     # capacity after lending must stay above 400 / 0.6 = 666.7 req/s: decode has more spare capacity
@@ -102,13 +86,13 @@ def test_lend_plan_reaches_the_training_minimum_exactly(const):
 
 
 def test_no_lend_when_the_training_minimum_cannot_be_reached(const):
-    pool = _pool()
+    pool = _pool(const)
     pool.decide(rate=650.0, slo=1.0)                 # only 96 NPUs could go below 60% load
     assert pool.switches == []
 
 
 def test_slo_guard_refuses_to_lend_and_takes_a_group_back(const):
-    pool = _pool()
+    pool = _pool(const)
     pool.decide(rate=100.0, slo=0.98)                # below the 0.99 target: nothing lent
     assert pool.switches == []
     pool.decide(rate=100.0, slo=1.0)                 # the job's minimum at once: 112 NPUs
@@ -125,7 +109,7 @@ def test_slo_guard_refuses_to_lend_and_takes_a_group_back(const):
 
 
 def test_no_lending_for_the_cooldown_after_a_take_back(const):
-    pool = _pool(train_from_h=0, train_to_h=24)
+    pool = _pool(const, train_from_h=0, train_to_h=24)
     pool.decide(rate=100.0, slo=1.0)
     pool.decide(rate=100.0, slo=1.0)
     pool.eng.advance(1.0)
@@ -140,7 +124,7 @@ def test_no_lending_for_the_cooldown_after_a_take_back(const):
 
 
 def test_load_guard_returns_the_whole_job_below_its_minimum(const):
-    pool = _pool()
+    pool = _pool(const)
     pool.decide(rate=400.0, slo=1.0)                 # exactly 112 NPUs lent (see above)
     pool.eng.advance(1.0)
     pool.decide(rate=700.0, slo=1.0)                 # 700 / 416 NPUs' capacity > 80%
@@ -150,7 +134,7 @@ def test_load_guard_returns_the_whole_job_below_its_minimum(const):
 
 
 def test_outside_the_window_groups_come_back_one_per_decision(const):
-    pool = _pool(train_from_h=6, train_to_h=6.5)
+    pool = _pool(const, train_from_h=6, train_to_h=6.5)
     pool.decide(rate=100.0, slo=1.0)
     n = len(pool.switches)
     assert n == 6                                    # the job's minimum at once (112 NPUs)
@@ -165,7 +149,7 @@ def test_outside_the_window_groups_come_back_one_per_decision(const):
 
 
 def test_dedicated_split_trains_all_day_with_exact_steps(const):
-    pool = _pool(policy="dedicated", duration=20.0)
+    pool = _pool(const, policy="dedicated", duration=20.0)
     pool.eng.advance(20.0)
     assert pool.switches == [] and pool.training_npus() == 6 * 16 + 32
     step = pool.job.step(128)["step_s"]
@@ -193,7 +177,7 @@ def test_empty_training_window_is_refused():
 
 # ---- cost --------------------------------------------------------------------------------------
 def test_cost_arithmetic_on_an_inference_only_run(const):
-    pool = _pool(policy="inference-only", duration=10.0)
+    pool = _pool(const, policy="inference-only", duration=10.0)
     pool.eng.advance(10.0)
     r = day_report(pool, load_prices(idle_power_share=1.0, pue=1.0))
     span = len(pool.timeline) * 144                  # day-clock seconds of the closed intervals

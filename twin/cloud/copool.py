@@ -127,9 +127,8 @@ class CoPool:
             eng.env.process(self._control())
 
     # ---- clock and signals -------------------------------------------------------------------
-    def clock_h(self, t: float | None = None) -> float:
-        t = self.eng.env.now if t is None else t
-        return (self.params.day_start_h + 24 * t / self.eng.scenario.diurnal_period_s) % 24
+    def clock_h(self) -> float:
+        return (self.params.day_start_h + 24 * self.eng.env.now / self.eng.scenario.diurnal_period_s) % 24
 
     def in_window(self) -> bool:
         h, a, b = self.clock_h(), self.params.train_from_h, self.params.train_to_h
@@ -143,10 +142,7 @@ class CoPool:
 
     def capacity_rps(self, without: tuple = ()) -> float:
         """Serving capacity (req/s) of the serving groups, leaving out the groups `without`."""
-        keep = [g for g in self.groups if g.state == "serving" and g not in without]
-        pre = sum(g.npus for g in keep if g.kind == "prefill")
-        dec = sum(g.npus for g in keep if g.kind == "decode")
-        return min(pre * self.cap.prefill_rps, dec * self.cap.decode_rps)
+        return min(self._spare(without))
 
     def training_npus(self) -> float:
         return sum(g.npus for g in self.groups if g.state == "training")
@@ -181,7 +177,7 @@ class CoPool:
         if to == "serving":
             self.eng.bring_online(g.inst, HOLD)
         else:   # KV that was already on its way to a lent decode group lands in its inbox: requeue it
-            self.eng.evict(g.inst)
+            self.eng.take_offline(g.inst, HOLD, "lent to training")
         g.state = to
 
     def _log(self, g: Group, to: str, reason: str, requeued: int) -> None:

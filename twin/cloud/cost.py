@@ -81,7 +81,7 @@ def day_report(pool: CoPool, prices: Prices | None = None) -> dict:
     summary = eng.summary()
     good = eng.metrics.history["goodput_tps"]
     steps = pool.steps
-    mfu = pool.job.step(int(max((r["training_npus"] for r in pool.timeline), default=0)) or 0)
+    peak_npus = int(max((r["training_npus"] for r in pool.timeline), default=0))
     return {
         "policy": pool.params.policy,
         "day_fraction_simulated": round(days, 4),
@@ -93,7 +93,7 @@ def day_report(pool: CoPool, prices: Prices | None = None) -> dict:
         "training_steps": round(steps, 1),
         "training": {"min_npus": pool.min_npus, "deployment": pool.job.deployment,
                      "tokens_per_step": pool.job.global_batch_tokens,
-                     "step_at_peak_npus": mfu},
+                     "step_at_peak_npus": pool.job.step(peak_npus) if peak_npus else None},
         "peak_serving_load": round(max((r["arrival_rps"] / r["serving_capacity_rps"] for r in pool.timeline
                                         if r["serving_capacity_rps"]), default=0.0), 4),
         "switches": len(pool.switches),

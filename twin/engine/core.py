@@ -23,7 +23,7 @@ from ..topology import topology
 from . import cache, network, report
 from .accounting import Accounting
 from .commands import Command
-from .faults import FaultManager, Policy, load_fault_file
+from .faults import FaultManager, Policy, load_fault_file, recovery
 from .metrics import Metrics
 from .pools import DecodeInstance, PrefillInstance
 from .requests import DONE, KEEP_ROWS, QUEUED, RequestTable
@@ -197,7 +197,7 @@ class Engine:
         """Hold an instance down under `key`, as a fault does, and requeue what it held; the
         co-pool scheduler (twin/cloud) lends serving groups to training this way."""
         inst.down[key] = reason
-        return self.evict(inst)
+        return recovery.restart(self, inst)
 
     def bring_online(self, inst, key: str) -> None:
         """Release the hold `key`: the instance serves again unless another hold remains."""
