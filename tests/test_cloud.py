@@ -7,7 +7,7 @@ import pytest
 
 from twin.__main__ import main
 from twin.cloud.copool import HOLD, CoPool, load_params
-from twin.cloud.cost import day_report, load_prices
+from twin.cloud.cost import day_report, load_prices, peak_load
 from twin.cloud.training import TrainingJob, allreduce_seconds, compare
 from twin.config import CatalogError
 from twin.engine import Engine
@@ -64,6 +64,10 @@ def test_a_switch_holds_the_group_out_of_both_pools_for_exactly_the_switch_time(
     assert g.state == "to_serving" and not g.inst.alive
     eng.advance(2e-6)
     assert g.state == "serving" and g.inst.alive and HOLD not in g.inst.down
+    acc = pool.npu_seconds()                         # two switches of 16 NPUs, each exactly `sim`
+    assert acc["switching"] == pytest.approx(2 * 16 * sim, rel=1e-9)
+    assert acc["training"] == pytest.approx(16 * 1e-6, abs=1e-9)   # trained from sim to sim + 1e-6
+    assert sum(acc.values()) == pytest.approx(384 * eng.env.now, rel=1e-12)
     eng.advance(20)
     assert eng.audit()["lost"] == 0 and eng.audit()["conserved"]
 
@@ -189,6 +193,13 @@ def test_cost_arithmetic_on_an_inference_only_run(const):
     assert r["cost_per_million_tokens"] == pytest.approx((capex + kwh * 0.1) / tokens * 1e6, abs=1e-4)
     assert r["cost_per_training_step"] is None and r["training_steps"] == 0
     assert r["utilisation"]["training"] is None
+
+
+def test_peak_load_averages_over_the_window():
+    tl = [{"arrival_rps": a, "serving_capacity_rps": c} for a, c in ((10, 20), (30, 20), (20, 20), (0, 0))]
+    assert peak_load(tl, 2) == 1.25                  # windows: 40 / 40, 50 / 40, 20 / 20
+    assert peak_load(tl, 1) == 1.5
+    assert peak_load(tl[:1], 2) == 0.0
 
 
 def test_bad_price_names_the_field():

@@ -30,6 +30,7 @@ from .training import TrainingJob
 
 POLICIES = ("copool", "dedicated", "inference-only")
 HOLD = "copool"               # the key of the engine hold that marks a lent group
+ACCOUNTS = ("prefill", "decode", "training", "switching")
 REF6_SWITCH_S = 300.0         # ref 6: nodes switch between training and inference in under 5 minutes
 DAY_S = 86400.0
 
@@ -68,10 +69,16 @@ def load_params(**overrides) -> Params:
 class Group:
     inst: object
     state: str = "serving"        # serving | to_training | training | to_serving
+    since: float = 0.0            # sim time it entered the state
 
     @property
     def kind(self) -> str:
         return self.inst.kind
+
+    @property
+    def account(self) -> str:
+        """Where its NPU time is counted: its serving pool, training, or switching."""
+        return self.kind if self.state == "serving" else "switching" if self.state.startswith("to_") else "training"
 
     @property
     def npus(self) -> float:
@@ -120,6 +127,7 @@ class CoPool:
         self._arrived = 0
         self._tokens = (0.0, 0.0)
         self._quiet_until = 0.0          # sim time before which the policy does not lend (cooldown)
+        self._npu_s = dict.fromkeys(ACCOUNTS, 0.0)   # NPU-seconds of groups that left each account
         if p.policy == "dedicated":
             self._place_dedicated()
         eng.env.process(self._account())
@@ -159,16 +167,16 @@ class CoPool:
                                  f"min_{kind}_groups = {keep} must serve)")
             for g in pool[len(pool) - n:]:          # the split exists before the day starts
                 self.eng.take_offline(g.inst, HOLD, "dedicated to training")
-                g.state = "training"
+                self._move(g, "training")
 
     def lend(self, g: Group, reason: str) -> None:
         requeued, _ = self.eng.take_offline(g.inst, HOLD, f"lent to training ({reason})")
-        g.state = "to_training"
+        self._move(g, "to_training")
         self._log(g, "training", reason, requeued)
         self.eng.env.process(self._finish(g, "training"))
 
     def reclaim(self, g: Group, reason: str) -> None:
-        g.state = "to_serving"
+        self._move(g, "to_serving")
         self._log(g, "serving", reason, 0)
         self.eng.env.process(self._finish(g, "serving"))
 
@@ -178,7 +186,19 @@ class CoPool:
             self.eng.bring_online(g.inst, HOLD)
         else:   # KV that was already on its way to a lent decode group lands in its inbox: requeue it
             self.eng.take_offline(g.inst, HOLD, "lent to training")
-        g.state = to
+        self._move(g, to)
+
+    def _move(self, g: Group, state: str) -> None:
+        now = self.eng.env.now
+        self._npu_s[g.account] += g.npus * (now - g.since)
+        g.state, g.since = state, now
+
+    def npu_seconds(self) -> dict[str, float]:
+        """Simulated NPU-seconds each account has had since the start (exact, to this instant)."""
+        out, now = dict(self._npu_s), self.eng.env.now
+        for g in self.groups:
+            out[g.account] += g.npus * (now - g.since)
+        return out
 
     def _log(self, g: Group, to: str, reason: str, requeued: int) -> None:
         self.switches.append({"t": round(self.eng.env.now, 3), "clock_h": round(self.clock_h(), 2),
@@ -272,30 +292,33 @@ class CoPool:
 
     # ---- accounting ----------------------------------------------------------------------------
     def _account(self):
-        """Each interval: NPUs per state, useful work per pool, training progress on the day clock."""
+        """Each interval: mean NPUs per account (integrated over the moves), useful work per pool,
+        training progress on the day clock at the interval's closing training size."""
         eng, dt = self.eng, self.eng.scenario.interval_s
+        last = self.npu_seconds()
         while True:
-            pre = sum(g.npus for g in self.serving("prefill"))
-            dec = sum(g.npus for g in self.serving("decode"))
-            train = self.training_npus()
             yield eng.env.timeout(dt)
+            now = self.npu_seconds()
+            npus = {k: (now[k] - last[k]) / dt for k in ACCOUNTS}
+            last = now
             t = eng.metrics.running_totals()
             d_in, d_out = t["input_tokens"] - self._tokens[0], t["output_tokens"] - self._tokens[1]
             self._tokens = (t["input_tokens"], t["output_tokens"])
+            train = self.training_npus()
             step = self.job.step(int(train)) if train else None
-            if step:
-                self.steps += dt * self.compression / step["step_s"]
+            if step:       # the interval's training NPU time at its closing size
+                self.steps += npus["training"] / train * dt * self.compression / step["step_s"]
             arrived = eng.req.counts()["arrived"]
             h = eng.metrics.history
             self.timeline.append({
                 "t": round(eng.env.now, 3), "clock_h": round(self.clock_h(), 3),
                 "arrival_rps": (arrived - self._arrived) / dt,
-                "prefill_npus": pre, "decode_npus": dec, "training_npus": train,
-                "serving_capacity_rps": min(pre * self.cap.prefill_rps, dec * self.cap.decode_rps),
-                "switching_npus": sum(g.npus for g in self.groups if g.state.startswith("to_")),
+                **{f"{k}_npus": v for k, v in npus.items()},
+                "serving_capacity_rps": min(npus["prefill"] * self.cap.prefill_rps,
+                                            npus["decode"] * self.cap.decode_rps),
                 "training_running": bool(step),
-                "useful_prefill_npus": min(pre, d_in / dt / self.cap.prefill_tps),
-                "useful_decode_npus": min(dec, d_out / dt / self.cap.decode_tps),
+                "useful_prefill_npus": min(npus["prefill"], d_in / dt / self.cap.prefill_tps),
+                "useful_decode_npus": min(npus["decode"], d_out / dt / self.cap.decode_tps),
                 "output_tokens": d_out,
                 "slo_attainment": h["slo_attainment"][-1] if h["slo_attainment"] else float("nan"),
                 "steps": round(self.steps, 3)})

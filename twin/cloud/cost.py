@@ -22,6 +22,7 @@ from .copool import DAY_S, CoPool
 
 
 SWITCH_LOG = 100     # switches listed in a report (the count is always complete)
+PEAK_WINDOW = 10     # intervals the peak serving load is averaged over (10 s = 24 min of a 600 s day)
 
 
 class Prices(BaseModel):
@@ -54,6 +55,18 @@ def npu_seconds(pool: CoPool) -> dict[str, float]:
         out["useful_training"] += run * dt * k
         out["training_idle"] += (r["training_npus"] - run) * dt * k
     return out
+
+
+def peak_load(timeline: list[dict], n: int = PEAK_WINDOW) -> float:
+    """Highest arrival rate over serving capacity, both averaged over n intervals (one interval's
+    Poisson noise is not load)."""
+    best = 0.0
+    for i in range(len(timeline) - n + 1):
+        w = timeline[i:i + n]
+        cap = sum(r["serving_capacity_rps"] for r in w)
+        if cap:
+            best = max(best, sum(r["arrival_rps"] for r in w) / cap)
+    return round(best, 4)
 
 
 def _share(a: float, b: float) -> float | None:
@@ -94,8 +107,7 @@ def day_report(pool: CoPool, prices: Prices | None = None) -> dict:
         "training": {"min_npus": pool.min_npus, "deployment": pool.job.deployment,
                      "tokens_per_step": pool.job.global_batch_tokens,
                      "step_at_peak_npus": pool.job.step(peak_npus) if peak_npus else None},
-        "peak_serving_load": round(max((r["arrival_rps"] / r["serving_capacity_rps"] for r in pool.timeline
-                                        if r["serving_capacity_rps"]), default=0.0), 4),
+        "peak_serving_load": peak_load(pool.timeline),
         "switches": len(pool.switches),
         "switch_s": round(pool.switch_day_s, 1),
         "switch_claim_s": f"< 300 (ref 6: under 5 minutes); twin: weights from {pool.params.weights_from} "
