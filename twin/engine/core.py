@@ -196,7 +196,7 @@ class Engine:
     def take_offline(self, inst, key: str, reason: str) -> tuple[int, int]:
         """Hold an instance down under `key`, as a fault does, and requeue what it held; the
         co-pool scheduler (twin/cloud) lends serving groups to training this way."""
-        inst.down[key] = reason
+        inst.fail(key, reason)
         return recovery.restart(self, inst)
 
     def bring_online(self, inst, key: str) -> None:
