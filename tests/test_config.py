@@ -10,7 +10,7 @@ from twin.config import CATALOG_DIR, Catalog, CatalogError, catalog
 
 DEPLOYMENTS = {"cloudmatrix-infer-paper", "cloudmatrix-infer-384", "deepseek-h800", "sglang-h100",
                "qwen3-235b-cloudmatrix", "cloudmatrix-infer-48", "deepseek-h800-profile", "gb200-nvl72-r1",
-               "hgx-b200-r1"}
+               "hgx-b200-r1", "cloudmatrix-pooled"}
 
 
 # ---- the packaged catalog ---------------------------------------------------------------------

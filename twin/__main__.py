@@ -155,11 +155,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .cli_run import add_run_commands
     add_run_commands(sub)
+    from .cloud.cli import add_cloud_command
+    add_cloud_command(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from .cloud.cli import SCENARIOS, cmd_run_day
+    if args.cmd == "run" and args.scenario in SCENARIOS:    # a co-pool day: every policy
+        args.fn = cmd_run_day
     try:
         return args.fn(args)
     except (CatalogError, ValueError, KeyError) as exc:

@@ -564,12 +564,14 @@ def synthetic(rate: float, duration_s: float, seed: int, arrival: str = "poisson
               diurnal_amplitude: float = 0.0, diurnal_period_s: float = 86400.0,
               input: LengthDist = _DEFAULT_INPUT, output: LengthDist = _DEFAULT_OUTPUT,
               reuse_rate: float = 0.0, prefix_pool: int = 100, prefix_zipf: float = 0.0,
-              block_size: int = MOONCAKE_BLOCK_SIZE, unique_base: int = 0) -> Workload:
+              block_size: int = MOONCAKE_BLOCK_SIZE, unique_base: int = 0,
+              diurnal_phase_s: float = 0.0) -> Workload:
     """Generate requests over [0, duration_s) with mean rate `rate` req/s; one seed decides every draw.
 
     Arrivals: Poisson, or a gamma renewal process with coefficient of variation `cv` (cv > 1 is
     burstier). A diurnal rate(t) = rate * (1 + A sin(2 pi t / period)) is applied by thinning a process
-    at the peak rate (for gamma, thinning also lowers burstiness slightly).
+    at the peak rate (for gamma, thinning also lowers burstiness slightly); `diurnal_phase_s` is where
+    t = 0 falls in the cycle (a live run's chunk starting at t0 passes t0, so the sine runs on).
 
     Shared prefixes: a pool of `prefix_pool` documents (system prompts, shared files), chosen with
     Zipf(`prefix_zipf`) popularity (0 = uniform). Each prompt starts with the first k blocks of its
@@ -611,7 +613,7 @@ def synthetic(rate: float, duration_s: float, seed: int, arrival: str = "poisson
     t = _arrivals(rng, arrival, peak, cv, duration_s, expected)
     if diurnal_amplitude > 0:
         keep = rng.random(len(t)) * (1 + diurnal_amplitude) < \
-            1 + diurnal_amplitude * np.sin(2 * np.pi * t / diurnal_period_s)
+            1 + diurnal_amplitude * np.sin(2 * np.pi * (t + diurnal_phase_s) / diurnal_period_s)
         t = t[keep]
     n = len(t)
     inp = input.sample(rng, n)

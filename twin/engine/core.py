@@ -23,7 +23,7 @@ from ..topology import topology
 from . import cache, network, report
 from .accounting import Accounting
 from .commands import Command
-from .faults import FaultManager, Policy, load_fault_file
+from .faults import FaultManager, Policy, load_fault_file, recovery
 from .metrics import Metrics
 from .pools import DecodeInstance, PrefillInstance
 from .requests import DONE, KEEP_ROWS, QUEUED, RequestTable
@@ -194,6 +194,17 @@ class Engine:
     def network_changed(self) -> None:
         """The topology changed (a fault struck or recovered): instances and flows follow."""
         network.network_changed(self)
+
+    def take_offline(self, inst, key: str, reason: str) -> tuple[int, int]:
+        """Hold an instance down under `key`, as a fault does, and requeue what it held; the
+        co-pool scheduler (twin/cloud) lends serving groups to training this way."""
+        inst.fail(key, reason)
+        return recovery.restart(self, inst)
+
+    def bring_online(self, inst, key: str) -> None:
+        """Release the hold `key`: the instance serves again unless another hold remains."""
+        inst.down.pop(key, None)
+        inst.wake()
 
     # ---- the simulation ------------------------------------------------------------------------
     def advance(self, sim_seconds: float) -> Snapshot:

@@ -114,7 +114,7 @@ class SyntheticSource:
 
     def _chunk(self, t0: float) -> Batch:
         seed = int(np.random.SeedSequence([self.seed, int(t0 * 1000)]).generate_state(1)[0])
-        w = synthetic(self.rate, CHUNK_S, seed, unique_base=self._unique, **self.kw)
+        w = synthetic(self.rate, CHUNK_S, seed, unique_base=self._unique, diurnal_phase_s=t0, **self.kw)
         self._unique += len(w.block_ids)
         return _from_workload(w, t0)
 

@@ -1,0 +1,110 @@
+"""`cloud` command, and `run --scenario copool-day`: the co-pool day under each policy.
+
+Prints, per policy, utilisation (per pool and supernode), training steps, switches, inference SLO
+attainment and cost per million output tokens, with every price and power assumption used.
+"""
+from __future__ import annotations
+
+import argparse
+
+from ..cli_args import dumps, field_number
+from ..engine.scenario import Scenario
+from .copool import POLICIES, Params, load_params, run_day
+from .cost import Prices, day_report, load_prices
+from .training import compare
+
+SCENARIOS = ("copool-day",)
+_RUN_FLAGS = ("trace", "format", "lenient", "deployment", "rate", "speedup", "cache_capacity",
+              "faults", "out", "drain")     # `run` flags that have no meaning for a co-pool day
+
+
+def days(policies, seed=None, duration=None, load=None, params: dict | None = None,
+         prices: Prices | None = None, scenario: str = "copool-day") -> dict:
+    """The day under each policy (same seed, same arrivals), with the training comparison."""
+    prices = prices or Prices()
+    out = {"scenario": scenario, "policies": {}}
+    for name in policies:
+        p = load_params(**{**(params or {}), "policy": name})
+        eng, pool = run_day(scenario, p, seed=seed, duration_s=duration, load=load)
+        out.setdefault("seed", eng.seed)
+        out.setdefault("day_compression", round(pool.compression, 3))
+        out["policies"][name] = day_report(pool, prices)
+    out["training_mfu"] = compare()
+    return out
+
+
+def _text(d: dict) -> None:
+    print(f"scenario {d['scenario']} (seed {d['seed']}; one simulated second = "
+          f"{d['day_compression']:g} s of the day)")
+    print(f"  {'policy':<16}{'util':>7}{'prefill':>9}{'decode':>8}{'train':>7}{'steps':>9}"
+          f"{'switches':>9}{'SLO':>8}{'$/M tok':>9}{'$/step':>9}")
+    for name, r in d["policies"].items():
+        u = r["utilisation"]
+        f = lambda x: "-" if x is None else f"{x:.2f}"
+        print(f"  {name:<16}{f(u['supernode']):>7}{f(u['prefill']):>9}{f(u['decode']):>8}"
+              f"{f(u['training']):>7}{r['training_steps']:>9.0f}{r['switches']:>9}"
+              f"{r['inference']['slo_attainment'] or 0:>8.4f}{r['cost_per_million_tokens'] or 0:>9.4f}"
+              f"{r['cost_per_training_step'] or 0:>9.2f}")
+    print("  assumptions: " + ", ".join(f"{k}={v}" for k, v in next(iter(d["policies"].values()))["assumptions"].items()))
+    t = d["training_mfu"]
+    for dep, r in t["systems"].items():
+        if "mfu" in r:
+            print(f"  training MFU on {t['npus']} chips, {r['system']}: {r['mfu']:.1%} (compute alone "
+                  f"{r['mfu_compute_only']:.1%}; exposed all-to-all {r['breakdown_s']['all_to_all_exposed']} s "
+                  f"of a {r['step_s']} s step)")
+    c = t["claims"]["large_scale_training_utilisation"]
+    print(f"  claim (ref 6, not fitted): communication drops training utilisation "
+          f"{c['before']:.0%} -> {c['after_communication']:.0%}; enterprise clusters ~"
+          f"{t['claims']['enterprise_cluster_utilisation']['value']:.0%}")
+
+
+def cmd_run_day(a) -> int:
+    """`run --scenario copool-day`: every policy with the default knobs."""
+    given = [f"--{f.replace('_', '-')}" for f in _RUN_FLAGS if getattr(a, f, None) not in (None, False)]
+    if given:
+        raise ValueError(f"{given[0]}: scenario {a.scenario!r} is a co-pool day; allowed --duration, "
+                         f"--load, --seed, --json (more knobs: python -m twin cloud --help)")
+    d = days(POLICIES, seed=a.seed, duration=a.duration, load=a.load)
+    print(dumps(d)) if a.json else _text(d)
+    return 0
+
+
+def cmd_cloud(a) -> int:
+    params = {k: getattr(a, k) for k in Params.model_fields if k != "policy" and getattr(a, k, None) is not None}
+    prices = load_prices(**{k: getattr(a, k) for k in Prices.model_fields})
+    load_params(**params)                      # refuse a bad knob before the first run
+    d = days(a.policy or POLICIES, seed=a.seed, duration=a.duration, load=a.load,
+             params=params, prices=prices)
+    print(dumps(d)) if a.json else _text(d)
+    return 0
+
+
+def add_cloud_command(sub) -> None:
+    c = sub.add_parser("cloud", help="co-pool day: serving and training on one supernode, per policy")
+    c.add_argument("--policy", action="append", choices=POLICIES,
+                   help="policy to run (repeatable; default: all three)")
+    c.add_argument("--duration", type=field_number(Scenario, "duration_s", unit="s"),
+                   help="simulated seconds (default: the scenario's day, 600)")
+    c.add_argument("--load", type=field_number(Scenario, "load"), help="mean load, fraction of capacity")
+    c.add_argument("--seed", type=field_number(Scenario, "seed", integer=True))
+    for model in (Params, Prices):
+        for name, f in model.model_fields.items():
+            if name == "policy":
+                continue
+            kind = str if f.annotation in (str,) or "Literal" in str(f.annotation) else float
+            typ = _bounded(model, name) if kind is float else str
+            c.add_argument(f"--{name.replace('_', '-')}", type=typ, default=None,
+                           help=f"{f.description or name} (default {f.default})")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(fn=cmd_cloud)
+
+
+def _bounded(model, name: str):
+    """A number whose range is checked when the model validates it (the error names the field)."""
+    def parse(text: str):
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} = {text!r}: not a number") from None
+        return int(x) if model.model_fields[name].annotation is int and x == int(x) else x
+    return parse

@@ -1,0 +1,128 @@
+"""Utilisation, energy and cost of a co-pool day, from the co-pool record (copool.CoPool).
+
+Utilisation = the fraction of NPU time doing useful work: a serving pool's delivered tokens over
+what its serving NPUs could deliver at the perf model's operating point (prefill tokens/s per NPU;
+decode tokens/s per NPU at the largest batch within the TPOT SLO); the training pool's NPU time
+spent running steps (NPUs lent but switching, or too few to hold the model states, are idle).
+How well a running step uses the chips is its MFU (training.py), reported beside it.
+
+Energy: each NPU draws `power_kw_per_npu` x (idle share + (1 - idle share) x its useful fraction)
+x PUE. Cost of the day: the supernode's price over its amortisation period plus the energy bill.
+Cost is split between serving and training by NPU time (NPUs lent to training, switching
+included, are training's), so cost per million output tokens is serving's share over the day's
+tokens, and cost per training step training's share over the day's steps. Every assumption is a
+field of Prices, editable and printed with the result.
+"""
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..config import _validate, catalog
+from .copool import DAY_S, CoPool
+
+
+SWITCH_LOG = 100     # switches listed in a report (the count is always complete)
+PEAK_WINDOW = 10     # intervals the peak serving load is averaged over (10 s = 24 min of a 600 s day)
+
+
+class Prices(BaseModel):
+    """Price, power and amortisation assumptions, each with its source."""
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    capex_usd: float = Field(8e6, gt=0, le=1e9, description="supernode price (ref 6: about US$8 million, before machine room, power and cooling)")
+    amortisation_years: float = Field(4.0, gt=0, le=20, description="assumption: 4-year depreciation")
+    usd_per_kwh: float = Field(0.10, ge=0, le=10, description="assumption: industrial electricity")
+    pue: float = Field(1.3, ge=1, le=3, description="assumption: power usage effectiveness of the machine room")
+    power_kw_per_npu: float | None = Field(None, gt=0, le=100, description="default: the system's chip_power_kw (systems.toml: ref 1 ~559 kW / 384 NPUs [X])")
+    idle_power_share: float = Field(0.5, ge=0, le=1, description="assumption: an idle NPU draws half its busy power")
+
+
+def load_prices(**overrides) -> Prices:
+    """Prices with overrides (None = keep); a bad value raises CatalogError naming the field."""
+    return _validate(Prices, {k: v for k, v in overrides.items() if v is not None}, "prices")
+
+
+def npu_seconds(pool: CoPool) -> dict[str, float]:
+    """Day-clock NPU-seconds per state over the run, and the useful NPU-seconds of each pool."""
+    dt, k = pool.eng.scenario.interval_s, pool.compression
+    out = dict.fromkeys(("prefill", "decode", "training", "switching", "training_idle",
+                         "useful_prefill", "useful_decode", "useful_training"), 0.0)
+    for r in pool.timeline:
+        for name in ("prefill", "decode", "training", "switching"):
+            out[name] += r[f"{name}_npus"] * dt * k
+        out["useful_prefill"] += r["useful_prefill_npus"] * dt * k
+        out["useful_decode"] += r["useful_decode_npus"] * dt * k
+        run = r["training_npus"] if r["training_running"] else 0.0
+        out["useful_training"] += run * dt * k
+        out["training_idle"] += (r["training_npus"] - run) * dt * k
+    return out
+
+
+def peak_load(timeline: list[dict], n: int = PEAK_WINDOW) -> float:
+    """Highest arrival rate over serving capacity, both averaged over n intervals (one interval's
+    Poisson noise is not load)."""
+    best = 0.0
+    for i in range(len(timeline) - n + 1):
+        w = timeline[i:i + n]
+        cap = sum(r["serving_capacity_rps"] for r in w)
+        if cap:
+            best = max(best, sum(r["arrival_rps"] for r in w) / cap)
+    return round(best, 4)
+
+
+def _share(a: float, b: float) -> float | None:
+    return round(a / b, 4) if b else None
+
+
+def day_report(pool: CoPool, prices: Prices | None = None) -> dict:
+    """Utilisation, training, inference, energy and cost of the run, scaled to one day."""
+    prices = prices or Prices()
+    eng = pool.eng
+    s = npu_seconds(pool)
+    total_npus = sum(g.npus for g in pool.groups)
+    span = len(pool.timeline) * eng.scenario.interval_s * pool.compression   # day-clock seconds run
+    days = span / DAY_S if span else 0.0
+    useful = s["useful_prefill"] + s["useful_decode"] + s["useful_training"]
+    lent = s["training"] + s["switching"]
+    power = prices.power_kw_per_npu or catalog().system(eng.dep.system).chip_power_kw
+    idle = prices.idle_power_share
+    kwh = power * prices.pue * (idle * total_npus * span + (1 - idle) * useful) / 3600
+    capex = prices.capex_usd / (prices.amortisation_years * 365 * DAY_S) * span
+    energy_usd = kwh * prices.usd_per_kwh
+    total_usd = capex + energy_usd
+    train_share = lent / (total_npus * span) if span else 0.0
+    tokens = sum(r["output_tokens"] for r in pool.timeline) * pool.compression
+    summary = eng.summary()
+    good = eng.metrics.history["goodput_tps"]
+    steps = pool.steps
+    peak_npus = int(max((r["training_npus"] for r in pool.timeline), default=0))
+    return {
+        "policy": pool.params.policy,
+        "day_fraction_simulated": round(days, 4),
+        "utilisation": {"prefill": _share(s["useful_prefill"], s["prefill"]),
+                        "decode": _share(s["useful_decode"], s["decode"]),
+                        "training": _share(s["useful_training"], lent),
+                        "supernode": _share(useful, total_npus * span)},
+        "npu_hours": {k: round(v / 3600, 1) for k, v in s.items()},
+        "training_steps": round(steps, 1),
+        "training": {"min_npus": pool.min_npus, "deployment": pool.job.deployment,
+                     "tokens_per_step": pool.job.global_batch_tokens,
+                     "step_at_peak_npus": pool.job.step(peak_npus) if peak_npus else None},
+        "peak_serving_load": peak_load(pool.timeline),
+        "switches": len(pool.switches),
+        "switch_s": round(pool.switch_day_s, 1),
+        "switch_claim_s": f"< 300 (ref 6: under 5 minutes); twin: weights from {pool.params.weights_from} "
+                          f"(fault-restart model) + hand-over {pool.params.handover_s:g} s (assumption)",
+        "requeued_by_switches": sum(w["requeued"] for w in pool.switches),
+        "switch_log": pool.switches[:SWITCH_LOG],
+        "inference": {"slo_attainment": summary["slo_attainment"],
+                      "output_tokens_per_day": round(tokens / days) if days else 0,
+                      "goodput_tokens_per_s": round(sum(good) / len(good), 1) if good else 0.0,
+                      "ttft_ms": summary["ttft_ms"], "tpot_ms": summary["tpot_ms"],
+                      "requests": {k: summary["requests"][k] for k in ("arrived", "completed", "in_flight", "lost")}},
+        "energy_kwh_per_day": round(kwh / days, 1) if days else 0.0,
+        "cost_usd_per_day": {"capex": round(capex / days, 2) if days else 0.0,
+                             "energy": round(energy_usd / days, 2) if days else 0.0},
+        "cost_per_million_tokens": round(total_usd * (1 - train_share) / (tokens / 1e6), 4) if tokens else None,
+        "cost_per_training_step": round(total_usd * train_share / steps, 2) if steps else None,
+        "assumptions": {**prices.model_dump(), "power_kw_per_npu": power},
+    }
