@@ -28,7 +28,7 @@ from .flows import FlowNet
 from .pools import DecodeInstance, PrefillInstance
 from .requests import DONE, KEEP_ROWS, QUEUED, TRANSFER, RequestTable
 from .scenario import Scenario, load_scenario
-from .snapshot import Snapshot
+from .snapshot import Snapshot, topology_fields
 from .source import SyntheticSource, TraceSource
 
 ARRIVAL_TICK_S = 0.005    # assumption: the global scheduler assigns new requests every 5 ms
@@ -827,7 +827,7 @@ class Engine:
             plane_gbps=dict(m.last_plane_gbps),
             link_util=self.link_util(), node_traffic=m.last_node_gbps.copy(),
             die_util=die_util, die_pool=tuple(self.die_pool), events=tuple(dict(e) for e in self.events),
-            faults=tuple(self.fault_report(SNAPSHOT_FAULTS)), failed=tuple(sorted(self.topo.failed)),
+            faults=tuple(self.fault_report(SNAPSHOT_FAULTS)), **topology_fields(self.topo),
             partitioned=self.partitioned, message=self.message,
             cache=dict(self.ems.stats()) if self.ems else {},
             fault_summary=self.fault_summary() if self.faults.injected else {})
