@@ -37,6 +37,13 @@ from .state import Topology
 from .static import LinkArrays, StaticTopology
 from .structure import BITS_PER_BYTE, SWITCH_KINDS, TREE_PLANES, Structure
 
+__all__ = ["BITS_PER_BYTE", "LinkArrays", "PLANES", "PLANE_ALIASES", "ROUTE_CACHE_LIMIT", "Route", "STORAGE",
+           "SWITCH_KINDS", "StaticTopology", "Structure", "TREE_PLANES", "Topology", "TopologyError",
+           "UnknownElementError", "VPC_SWITCH", "build", "comm_rack_id", "cpu_id", "die_id", "kind_of", "l1_id",
+           "l2_id", "leaf_id", "link_id", "node_label", "node_of", "npu_id", "nvswitch_id", "parse", "rack_id",
+           "rdma_nic_id", "spine_id", "static", "subplane_id", "subplane_of", "topology", "topology_summary",
+           "vpc_nic_id"]
+
 PLANES = ("ub", "d2d", "rdma", "vpc", "nvlink")
 PLANE_ALIASES = ("scaleup",)  # "scaleup" = ub on a supernode, nvlink on a cluster
 
