@@ -259,16 +259,21 @@ def on_upload(contents, filename, options, secret):
 @dash.callback(
     Output("shell-status", "data"),
     Output("shell-beat", "data"),
+    Output({"type": "beat", "page": ALL}, "data"),
     Input("shell-tick", "n_intervals"),
     Input("ctl-twin", "data"),
     Input("ctl-msg", "children"),
+    Input("ctl-token", "data"),
     State("shell-beat", "data"),
 )
-def on_tick(_n, choice, _msg, last):
+def on_tick(_n, choice, _msg, token, last):
     """The app's one clock: the status of the twin this tab views (the only writer of shell-status),
-    and the beat every page's live callback runs on (sent only when the twin has news). A control's
-    message refreshes the status at once."""
-    return shell_tick(choice, G.store(last) or None, action=ctx.triggered_id == "ctl-msg")
+    and the beat every page's live callback runs on (sent only when the twin has news) to the page
+    shown. A control's message refreshes the status at once."""
+    status, beat = shell_tick(choice, G.store(last) or None, action=ctx.triggered_id == "ctl-msg",
+                              unlocked=G.token(token) is not None and bool(G.token(token).get("ok")))
+    shown = len(ctx.outputs_list[2]) if ctx.outputs_list else 0     # the page's beat store, if any
+    return status, beat, [beat] * shown
 
 
 # Status strip, lock state and the shared-action log are drawn in the browser from the small

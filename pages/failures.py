@@ -17,7 +17,7 @@ from twin.ui import figures as F
 from twin.ui import guard as G
 from twin.ui import topolive as TL
 from twin.ui import topoview as TV
-from twin.ui.live import Tick, page_stores, page_tick, twin_for
+from twin.ui.live import Tick, beat_id, page_stores, page_tick, twin_for
 
 dash.register_page(__name__, path="/failures", name="Failures", title="Failures · CloudMatrix Twin", order=6)
 
@@ -156,10 +156,15 @@ def _twin_settings(tw, info, changed) -> dict:
 
 def _url_pick(info, url) -> dict:
     """The part named in the URL, checked against the system on screen (first draw only)."""
-    url = G.store(url)
-    kind, target = FC.initial(info.topology, G.ident(url.get("target")), url.get("kind"))
+    url, t = G.store(url), info.topology
+    kind, target = FC.initial(t, G.ident(url.get("target")), url.get("kind"))
+    if not FV.ids_for(t, kind):           # e.g. an L2 switch on a GPU cluster: a part it has
+        kind = "npu_die"
+    if not FV.fits(t, kind, target):
+        target = FV.related(t, kind, target)
+        target = target if FV.fits(t, kind, target) else FV.ids_for(t, kind)[0]
     fs, ps = FC.extra_styles(kind)
-    return {"kind": kind, "target": target, "hint": FV.target_hint(info.topology, kind, target),
+    return {"kind": kind, "target": target, "hint": FV.target_hint(t, kind, target),
             "factor_style": fs, "period_style": ps}
 
 
@@ -184,7 +189,9 @@ LIVE = {
     "layout": Output(f"{P}-cy", "layout", allow_duplicate=True),
     "view": Output(f"{P}-view", "data", allow_duplicate=True),
     "options": Output(f"{P}-view-select", "options"),
+    "select": Output(f"{P}-view-select", "value", allow_duplicate=True),
     "picker_help": Output(f"{P}-picker-help", "children"),
+    "canvas": Output(f"{P}-cy-wrap", "children"),
     "kind": Output(f"{P}-kind", "value", allow_duplicate=True),
     "target": Output(f"{P}-target", "value", allow_duplicate=True),
     "hint": Output(f"{P}-target-hint", "children", allow_duplicate=True),
@@ -234,9 +241,13 @@ def tick(t: Tick, view_name, url=None) -> dict:
     out["live"] = tw.memo(f"fl-topo:{v.name}",
                           lambda s: dict(TL.live(v, s), npart=TL.partial_nodes(v, s.failed)))
     if not first and (rebuild or not cursor.get("drawn") or v.name != view_name):
-        out.update(elements=v.elements, view=v.name, options=TV.view_options(info.topology),
-                   layout={"name": "preset", "fit": True, "padding": 14, "view": f"{info.name}:{v.name}"},
+        out.update(view=v.name, options=TV.view_options(info.topology), select=v.name,
                    picker_help=FC.picker_help(info))
+        if cursor.get("drawn") and not rebuild:      # another view of the same system
+            out.update(elements=v.elements,
+                       layout={"name": "preset", "fit": True, "padding": 14, "view": f"{info.name}:{v.name}"})
+        else:                                         # first drawing, or another system (see TS.canvas)
+            out["canvas"] = FC.canvas(info, v)
     out["cursor"] = dict(t.cursor, view=v.name, system=info.name, s=sigs, drawn=not first)
     return out
 
@@ -310,7 +321,8 @@ def on_pick(kind, node, edge, target, choice):
     target = G.ident(target) or ""
     if prop.endswith("tapNodeData") or prop.endswith("tapEdgeData"):
         data = node if prop.endswith("tapNodeData") else edge
-        data = data if isinstance(data, dict) else {}
+        if not isinstance(data, dict) or data.get("id") is None:   # a new drawing, not a click
+            return (no_update,) * 6
         cid = G.ident(data.get("id")) or ""
         picked = FV.pick(t, cid, kind) if cid else None
         if picked is None:
@@ -517,10 +529,10 @@ def on_demo(clicks, choice, token, viewer, secret):
 
 
 # Locked shared twin: the page's action buttons are disabled and say why (drawn in the browser
-# from the status every tick already returns).
+# from the page's beat, which says whether this tab may use the shared controls).
 clientside_callback(
-    """function (st, token, ids) {
-        var locked = !!(st && st.locked && st.shared && !(token && token.ok));
+    """function (beat, ids) {
+        var locked = !!(beat && beat.locked);
         var why = locked ? "The shared twin is locked by the instructor: enter the instructor token " +
             "under \\u201cScenario & twin\\u201d, or open a private sandbox to break things yourself." : "";
         return [locked, locked, locked, (ids || []).map(function () { return locked; }), why];
@@ -530,7 +542,6 @@ clientside_callback(
     Output(f"{P}-policy-apply", "disabled"),
     Output({"type": f"{P}-demo", "index": ALL}, "disabled"),
     Output(f"{P}-lock", "children"),
-    Input("shell-status", "data"),
-    Input("ctl-token", "data"),
+    Input(beat_id(P), "data"),
     State({"type": f"{P}-demo", "index": ALL}, "id"),
 )

@@ -9,7 +9,6 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import dash
-import dash_cytoscape as cyto
 from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
 from twin.ui import components as C
@@ -51,7 +50,7 @@ def help_text(info, kind: str) -> str:
         TV.AGG: (f"The whole GPU cluster: {s.nodes} servers of {s.npus_per_node} GPUs. Inside a server the "
                  "GPUs share an NVSwitch (NVLink); between servers every byte crosses the RDMA fabric "
                  "(orange: a leaf switch per rack under a spine), so expert all-to-all pays the scale-out "
-                 "bandwidth that a supernode's UB avoids. VPC (green) reaches the datacenter. Click a server "
+                 "bandwidth that a supernode's flat scale-up fabric avoids. VPC (green) reaches the datacenter. Click a server "
                  "to open it."),
         "node": (f"One server: {s.npus_per_node} GPUs on one NVSwitch (NVLink), {s.cpus_per_node} host CPUs, "
                  "one RDMA NIC per GPU below. Border colour = pool (teal prefill, purple decode). Click "
@@ -84,12 +83,7 @@ def layout(view: str | None = None, **_kwargs):
                                   className="dd dd-wide"), style={"marginLeft": "auto"}),
         ], className="topo-bar"),
         html.Div([
-            html.Div(cyto.Cytoscape(
-                id=f"{P}-cy", elements=[], stylesheet=TS.stylesheet(),
-                layout={"name": "preset", "fit": True, "padding": 24},
-                autoRefreshLayout=False, boxSelectionEnabled=False, minZoom=0.2, maxZoom=4,
-                className="topo-cy", style={"width": "100%", "height": "640px"}),
-                className="panel topo-wrap"),
+            html.Div(_canvas(), id=f"{P}-cy-wrap", className="panel topo-wrap"),
             html.Div([
                 C.panel([html.Div(html.Div(HINT, className="hint"), id=f"{P}-stats", className="stats"),
                          dcc.Link("Break this part →", id=f"{P}-break", href="/failures", className="break-link",
@@ -98,6 +92,12 @@ def layout(view: str | None = None, **_kwargs):
             ]),
         ], className="two-col"),
     ])
+
+
+def _canvas(info=None, v: TV.View | None = None):
+    """The drawing: empty until the first tick, then the view `v` of the system `info`."""
+    return TS.canvas(f"{P}-cy", TS.stylesheet(), padding=24, height=640, class_name="topo-cy",
+                     elements=v.elements if v else [], view=f"{info.name}:{v.name}" if v else "")
 
 
 def caption(info) -> str:
@@ -190,7 +190,7 @@ def navigate(node, edge, selected, back, current, choice):
 
 
 @page_tick(P, {**DRAWING, "live": Output(f"{P}-live", "data"), "stats": Output(f"{P}-stats", "children"),
-               "caption": Output(f"{P}-caption", "children")},
+               "caption": Output(f"{P}-caption", "children"), "canvas": Output(f"{P}-cy-wrap", "children")},
            {"view_name": State(f"{P}-view", "data"), "sel": State(f"{P}-sel", "data")}, initial_duplicate=True)
 def tick(t: Tick, view_name, sel) -> dict:
     """Compact live data for the current view (merged into the drawing in the browser). The first
@@ -205,8 +205,11 @@ def tick(t: Tick, view_name, sel) -> dict:
     out = {"live": t.twin.memo(f"topo:{v.name}", lambda s: TL.live(v, s)),
            "stats": _sel_stats(info, t.snap, sel) if sel else no_update,
            "cursor": dict(t.cursor, view=v.name, system=info.name)}
-    if drawn != info.name or v.name != requested:
-        out.update(_drawing(info, v), caption=caption(info))
+    if drawn != info.name:           # another system: a new drawing (see TS.canvas)
+        out.update(_drawing(info, v), caption=caption(info), canvas=_canvas(info, v))
+        out["elements"] = out["layout"] = no_update
+    elif v.name != requested:
+        out.update(_drawing(info, v))
     return out
 
 

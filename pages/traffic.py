@@ -57,8 +57,8 @@ def layout(**_kwargs):
         html.Div([html.Div(C.graph(f"{P}-{k}", F.empty_figure(""), 210), className="chart") for k in STRIPS],
                  className="chart-grid"),
         html.Div([
-            C.panel(C.graph(f"{P}-matrix", F.empty_figure("", height=470), 470), html.Span(id=f"{P}-matrix-title"),
-                    "sim"),
+            C.panel(C.graph(f"{P}-matrix", F.empty_figure("", height=470), 470),
+                    html.Span("Node-to-node traffic (GB/s)", id=f"{P}-matrix-title"), "sim"),
             C.panel(html.Div(id=f"{P}-links"), "Busiest links now", "sim"),
         ], className="two-col"),
     ])

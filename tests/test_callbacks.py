@@ -37,6 +37,11 @@ def triggered(fn, prop_id: str, *args, value=1):
     return copy_context().run(run)
 
 
+def nothing(output) -> bool:
+    """True if a callback output (or every entry of a list output) is no_update."""
+    return all(x is no_update for x in output) if isinstance(output, list) else output is no_update
+
+
 def pm_id(type_: str, index: str, prop: str = "n_clicks") -> str:
     return json.dumps({"index": index, "type": type_}, separators=(",", ":")) + "." + prop
 
@@ -262,7 +267,7 @@ def test_overview_tick_full_then_nothing_then_only_new_points(pages, twin_regist
     assert size(out) < 100_000
 
     again = ov.tick(2, "shared", cursor)
-    assert all(x is no_update for x in again.values())                  # same version: nothing at all
+    assert all(nothing(x) for x in again.values())                      # same version: nothing at all
 
     tw.control("speed", 20)
     tw.control("play")
@@ -279,11 +284,12 @@ def test_overview_and_shell_follow_the_viewers_twin(pages, twin_registry, dash_a
     sb = twin_registry.open_sandbox()
     out = pages.overview.tick(1, sb.key, None)
     assert out["cursor"]["twin"] == sb.key
-    status, beat = triggered(dash_app.on_tick, "shell-tick.n_intervals", 1, sb.key, None, None)
+    status, beat, _ = triggered(dash_app.on_tick, "shell-tick.n_intervals", 1, sb.key, None, None, None)
     assert status["shared"] is False and beat["twin"] == sb.key
-    assert triggered(dash_app.on_tick, "shell-tick.n_intervals", 2, sb.key, None, beat) == (no_update, no_update)
+    assert triggered(dash_app.on_tick, "shell-tick.n_intervals", 2, sb.key, None, None, beat)[:2] == \
+        (no_update, no_update)                                          # nothing new: nothing sent
     gone = pages.overview.tick(1, "sb-deadbeef", None)                  # stopped sandbox: shared + note
-    status, beat = triggered(dash_app.on_tick, "shell-tick.n_intervals", 1, "sb-deadbeef", None, None)
+    status, beat, _ = triggered(dash_app.on_tick, "shell-tick.n_intervals", 1, "sb-deadbeef", None, None, None)
     assert gone["cursor"]["twin"] == "shared" and "sandbox" in status["note"] and beat["twin"] == "shared"
 
 
@@ -327,10 +333,10 @@ def test_topology_tick_sends_compact_utilisation(pages, twin_registry):
     assert live["view"] == "supernode" and len(live["u"]) == v.n_edges and len(live["n"]) == len(v.node_ids)
     assert any(u > 0 for u in live["u"])                                # traffic is flowing somewhere
     assert stats is not no_update and cursor["view"] == "supernode" and cursor["system"] == "cloudmatrix384"
-    assert out["elements"] == v.elements and "48 nodes" in out["caption"]   # first tick draws the system
+    assert out["canvas"].elements == v.elements and "48 nodes" in out["caption"]   # first tick draws it
     assert size(live) < 20_000
     again = pages.topology.tick(2, "shared", cursor, view_name="supernode", sel=None)
-    assert again["elements"] is no_update                                # same system: not redrawn
+    assert again["canvas"] is no_update and again["elements"] is no_update   # same system: not redrawn
 
 
 def test_traffic_and_cache_ticks(pages, twin_registry):
@@ -393,7 +399,7 @@ def test_run_controls_callback(dash_app, twin_registry):
                          a["trace"], a["seed"], None)
 
     def status():       # what the shell's clock draws right after a control (its message changed)
-        return triggered(dash_app.on_tick, "ctl-msg.children", 1, "shared", "msg", beat(tw))[0]
+        return triggered(dash_app.on_tick, "ctl-msg.children", 1, "shared", "msg", None, beat(tw))[0]
 
     msg, cls = call("ctl-play.n_clicks")
     assert "pause" in msg and "msg-ok" in cls and status()["paused"]
@@ -621,19 +627,20 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
     text = json.dumps(table, default=lambda o: o.to_plotly_json())
     assert "sp2/l2-5" in text and "lost-ok" in text and "recovered" in text and "30.0 s" in text
     assert "1 fault" in text
-    assert size(out) < 60_000 and out["elements"] is no_update            # numbers first, drawing next
+    assert size(out) < 60_000 and out["canvas"] is no_update              # numbers first, drawing next
     drawn = fl.tick(2, "shared", cursor, view_name="supernode")
-    assert len(drawn["elements"]) > 60 and drawn["figs"] is no_update and drawn["table"] is no_update
+    assert len(drawn["canvas"].elements) > 60 and drawn["table"] is no_update
+    assert all(f is no_update for f in drawn["figs"])
     assert "UB sub-planes" in drawn["picker_help"]
     cursor = drawn["cursor"]
     again = fl.tick(3, "shared", cursor, view_name="supernode")
-    assert all(v is no_update for k, v in again.items() if k != "cursor")  # same version: nothing
+    assert all(nothing(v) for k, v in again.items() if k != "cursor")  # same version: nothing
     tw.control("fault", tw.check_fault({"kind": "node", "target": "n20"}))
     tw.control("play")
     assert wait_until(lambda: tw.snapshot.version > cursor["v"] + 1 and "n20/npu3/d1" in tw.snapshot.failed
                       and tw.snapshot.history["t"][-1] > cursor["t"])
     upd = fl.tick(3, "shared", cursor, view_name="supernode")
-    assert upd["figs"] is no_update                                       # charts never resent whole
+    assert all(f is no_update for f in upd["figs"])                       # charts never resent whole
     strips = upd["strips"]                                                # one compact update for all four
     assert strips["x"] and strips["x"][0] > cursor["t"] and strips["keep"] == F.HISTORY_POINTS
     assert [len(y) for y in strips["y"]] == [len(spec.series) for spec in fl.CHARTS.values()]

@@ -3,7 +3,6 @@ topology picker, plus the KPI charts it marks faults on. System-free on purpose:
 tick fills in everything that depends on the system the viewer's twin runs."""
 from __future__ import annotations
 
-import dash_cytoscape as cyto
 from dash import dcc, html
 
 from twin.engine.faults import EXAMPLES, KINDS, RANDOM_MAX
@@ -173,6 +172,13 @@ def legend() -> html.Div:
     ], className="legend")
 
 
+def canvas(info=None, v=None):
+    """The picker's drawing: empty at first, then the view `v` of the system `info` (a new one
+    whenever the system changes, see `topostyle.canvas`)."""
+    return TS.canvas(f"{P}-cy", TS.picker_stylesheet(), padding=14, height=420, class_name="topo-cy fl-cy",
+                     elements=v.elements if v else [], view=f"{info.name}:{v.name}" if v else "")
+
+
 def picker() -> html.Div:
     """The topology picker; its elements arrive with the second tick (drawing them takes the browser
     about a second, which would otherwise hold back the page's first numbers)."""
@@ -182,11 +188,7 @@ def picker() -> html.Div:
                          clearable=False, className="dd dd-wide"),
             html.Span(id=f"{P}-picker-help", className="hint small"),
         ], className="fl-topo-bar"),
-        cyto.Cytoscape(
-            id=f"{P}-cy", elements=[], stylesheet=TS.picker_stylesheet(),
-            layout={"name": "preset", "fit": True, "padding": 14, "view": TV.AGG},
-            autoRefreshLayout=False, boxSelectionEnabled=False, minZoom=0.2, maxZoom=4,
-            className="topo-cy fl-cy", style={"width": "100%", "height": "420px"}),
+        html.Div(canvas(), id=f"{P}-cy-wrap"),
         html.Div(id=f"{P}-failed", className="fl-failed"),
     ], "Pick a part · failed parts in red", "sim")
 

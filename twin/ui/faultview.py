@@ -180,16 +180,24 @@ def suggest(t: StaticTopology, kind: str, text: str | None, limit: int = SUGGEST
     return out[:limit]
 
 
+def element_label(t: StaticTopology, el: str | None) -> str:
+    """What a part is called on this system (a die of a one-die package is a GPU)."""
+    if el in ("die", "npu") and t.dies_per_package() == 1:
+        return "GPU"
+    return ELEMENT_LABEL.get(el, el or "element")
+
+
 def target_hint(t: StaticTopology, kind: str, target: str | None) -> str:
-    n = len(ids_for(t, kind))
-    what = " or ".join(ELEMENT_LABEL.get(e, e) + "s" for e in KINDS.get(kind, ()))
-    ex = EXAMPLES.get(kind, "")
+    ids = ids_for(t, kind)
+    n = len(ids)
+    what = " or ".join(element_label(t, e) + "s" for e in KINDS.get(kind, ()))
+    ex = EXAMPLES.get(kind, "") if EXAMPLES.get(kind, "") in ids else (ids[0] if ids else "")
     if not n:
         return f"This system has no {what}: pick another fault kind."
     state = ""
     if target and not fits(t, kind, target):
         el = element_kind(t, target)
-        state = (f" · {target!r} is a {ELEMENT_LABEL.get(el, el)}, not one of these" if el
+        state = (f" · {target!r} is a {element_label(t, el)}, not one of these" if el
                  else f" · {target!r} is not an element of this system")
     return f"{n:,} {what} (e.g. {ex}); type to filter, or click a part on the drawing{state}"
 

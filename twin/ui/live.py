@@ -2,9 +2,12 @@
 
 The shell holds the only `dcc.Interval` (`shell-tick`). Its callback (`shell_tick`) is the one
 path that writes the twin's status (`shell-status`, drawn by the control bar) and a small *beat*
-(`shell-beat`: twin, run, snapshot version, status revision) that changes only when the viewed
-twin has something new. Every page's live callback is declared with `page_tick`, which feeds it
-from the beat: a page polls nothing itself and runs only when there is something to draw.
+(twin, run, snapshot version, status revision, lock) that changes only when the viewed twin has
+something new. The beat goes to the shell (`shell-beat`, to compare against) and to the beat store
+of whichever page is shown (`{"type": "beat", "page": P}`, written through an ALL wildcard, so a
+page's callbacks only ever listen to components of their own page). Every page's live callback is
+declared with `page_tick`, which feeds it from its beat store: a page polls nothing itself and runs
+only when there is something to draw (and once when it mounts).
 
 Each page keeps a small *cursor* in a dcc.Store: which twin and run it drew, the snapshot version
 and the last history time it has. On every beat `Tick.read()` says what to send: nothing (same
@@ -26,6 +29,11 @@ from . import figures, guard
 ACTIONS_SHOWN = 8
 TICK_MS = 1000          # the app's one clock: how often a browser asks whether its twin moved
 BEAT = "shell-beat"
+
+
+def beat_id(prefix: str) -> dict:
+    """The id of a page's beat store (the shell writes every one shown, through an ALL wildcard)."""
+    return {"type": "beat", "page": prefix}
 
 
 def twin_for(choice: str | None) -> tuple[S.Twin, str]:
@@ -111,24 +119,25 @@ class Tick:
         return no_update, no_update
 
 
-def beat(tw: S.Twin, note: str = "") -> dict:
-    """What the shell's beat says about a twin: it changes exactly when a page may have news."""
+def beat(tw: S.Twin, note: str = "", unlocked: bool = False) -> dict:
+    """What the shell's beat says about a twin: it changes exactly when a page may have news (and
+    says whether this tab may use the twin's shared controls)."""
     return {"twin": tw.key, "run": tw.run, "v": int(getattr(tw.snapshot, "version", 0)), "rev": tw.rev,
-            "note": bool(note)}
+            "note": bool(note), "locked": bool(tw.shared and S.sessions().locked and not unlocked)}
 
 
-def shell_tick(choice, last: dict | None, action: bool = False) -> tuple:
+def shell_tick(choice, last: dict | None, action: bool = False, unlocked: bool = False) -> tuple:
     """(status, beat) for the shell's one interval: both no_update while the viewed twin is unchanged,
     unless an action just ran (its message changed), which always refreshes the status."""
     tw, note = twin_for(choice)
-    now = beat(tw, note)
+    now = beat(tw, note, unlocked)
     if now == last and not action:
         return no_update, no_update
     return status_payload(tw, note), (no_update if now == last else now)
 
 
 def shell_stores() -> list:
-    """The shell's clock and the two stores it feeds (status for the control bar, beat for pages)."""
+    """The shell's clock and the two stores it feeds (status for the control bar, the last beat)."""
     return [dcc.Interval(id="shell-tick", interval=TICK_MS), dcc.Store(id="shell-status"), dcc.Store(id=BEAT)]
 
 
@@ -139,14 +148,14 @@ def page_tick(prefix: str, output: dict, state: dict | None = None, *,
     the outputs it sends (any left out are no_update; its cursor too, unless it returns "cursor").
     The returned function can be called directly as ``fn(beat, choice, cursor, **state)``."""
     outputs = {**output, "cursor": Output(f"{prefix}-cursor", "data")}
-    inputs = {"beat": Input(BEAT, "data"), "choice": State("ctl-twin", "data"),
+    inputs = {"beat": Input(beat_id(prefix), "data"), "choice": State("ctl-twin", "data"),
               "cursor": State(f"{prefix}-cursor", "data"), **(state or {})}
 
     def decorate(fn: Callable) -> Callable:
         def run(beat=None, choice=None, cursor=None, **states) -> dict:
             t = Tick.read(cursor, choice)
             sent = fn(t, **states)
-            out = dict.fromkeys(outputs, no_update)
+            out = {k: [no_update] * len(o) if isinstance(o, list) else no_update for k, o in outputs.items()}
             out["cursor"] = t.cursor if t.changed else no_update
             out.update(sent)
             return out
@@ -158,5 +167,5 @@ def page_tick(prefix: str, output: dict, state: dict | None = None, *,
 
 
 def page_stores(prefix: str) -> list:
-    """The store a page keeps its cursor in (what it has drawn)."""
-    return [dcc.Store(id=f"{prefix}-cursor")]
+    """A page's beat store (fed by the shell) and the store it keeps its cursor in (what it has drawn)."""
+    return [dcc.Store(id=beat_id(prefix)), dcc.Store(id=f"{prefix}-cursor")]

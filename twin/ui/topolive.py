@@ -131,7 +131,8 @@ def element_stats(v: View, snap, kind: str, id_: str) -> list[tuple[str, str]]:
         return [("element", f"{id_} (not in this view)")]
     i = v.node_ids.index(id_)
     k = v.node_kind[i]
-    rows = [("element", f"{id_} — {KIND_LABEL.get(k, k)}")]
+    label = "GPU" if k == "die" and v.topo.dies_per_package() == 1 else KIND_LABEL.get(k, k)
+    rows = [("element", f"{id_} — {label}")]
     dies = v.node_dies[i]
     die_util = np.asarray(getattr(snap, "die_util", np.zeros(0)))
     if len(dies) and len(die_util) > int(dies.max()):

@@ -1,6 +1,8 @@
-"""Cytoscape stylesheets: the Topology page's (colour by utilisation) and the Failures picker's
-(utilisation drawn neutral, so that red only ever means failed)."""
+"""Cytoscape drawings: the canvas both topology pages use, the Topology page's stylesheet (colour by
+utilisation) and the Failures picker's (utilisation drawn neutral, so that red only ever means failed)."""
 from __future__ import annotations
+
+import dash_cytoscape as cyto
 
 from . import theme
 
@@ -75,3 +77,15 @@ def picker_stylesheet() -> list[dict]:
     css += [r for r in stylesheet() if r["selector"] in _LAST]
     css.append({"selector": "node.down", "style": {"background-color": "#a61e22"}})
     return css
+
+
+def canvas(cid: str, stylesheet_: list[dict], *, padding: int, height: int, class_name: str,
+           elements: list | None = None, view: str = "") -> cyto.Cytoscape:
+    """A topology drawing with preset positions. A page replaces the whole component when the system
+    it draws changes (cytoscape cannot move an existing element to another rack), and only its
+    elements when the view changes within one system."""
+    return cyto.Cytoscape(
+        id=cid, elements=elements or [], stylesheet=stylesheet_,
+        layout={"name": "preset", "fit": True, "padding": padding, "view": view},
+        autoRefreshLayout=False, boxSelectionEnabled=False, minZoom=0.2, maxZoom=4,
+        className=class_name, style={"width": "100%", "height": f"{height}px"})

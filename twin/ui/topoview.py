@@ -173,8 +173,8 @@ def _describe(vid: str, g, view_name: str, t) -> tuple[str, str, str | None]:
         return "subplane", f"UB plane {subplane_of(vid)}", None
     a = g.nodes[vid]
     k = a["kind"]
-    if k == "die":
-        label = f"NPU{a['npu']}·d{a['die']}"
+    if k == "die":        # an Ascend package holds two dies; a GPU is one
+        label = f"NPU{a['npu']}·d{a['die']}" if t.dies_per_package() > 1 else f"GPU{a['npu']}"
     elif k == "cpu":
         label = f"CPU{a['cpu']}"
     elif k == "l1":
