@@ -244,12 +244,17 @@ def _ids(component) -> list:
 
 def test_every_layout_builds_with_unique_ids(dash_app, pages, twin_registry):
     shell = _ids(dash_app.serve_layout())
-    for mod in (pages.overview, pages.topology, pages.traffic, pages.cache, pages.tradeoffs, pages.validation):
+    import importlib
+    failures = importlib.import_module("pages.failures")
+    for mod in (pages.overview, pages.topology, pages.traffic, pages.cache, pages.tradeoffs, pages.validation,
+                failures):
         ids = shell + _ids(mod.layout())
         dupes = {i for i in ids if ids.count(i) > 1}
         assert not dupes, f"{mod.__name__}: duplicate ids {dupes}"
-    assert pages.topology.layout(view="n07") is not None
-    assert pages.topology.layout(view="bogus") is not None     # falls back to the supernode
+        assert len(ids) > len(shell) + 3                          # the page's own parts are there
+    view = lambda layout: next(c.data for c in _components(layout) if getattr(c, "id", None) == "topo-view")
+    assert view(pages.topology.layout(view="n07")) == "n07"        # the first tick draws it (or falls back)
+    assert view(pages.topology.layout(view="<bogus>")) == "supernode"
 
 
 def test_overview_tick_full_then_nothing_then_only_new_points(pages, twin_registry):
