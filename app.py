@@ -30,6 +30,8 @@ app = Dash(__name__, use_pages=True, title="CloudMatrix Twin", update_title=None
 server = app.server
 server.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
 log = logging.getLogger(__name__)
+MSG = (Output("ctl-msg", "children", allow_duplicate=True),      # the control bar's message line
+       Output("ctl-msg", "className", allow_duplicate=True))
 
 
 @server.before_request
@@ -163,13 +165,9 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
 
 
 @dash.callback(
-    Output("ctl-twin", "data"),
-    Output("ctl-msg", "children", allow_duplicate=True),
-    Output("ctl-msg", "className", allow_duplicate=True),
-    Input("ctl-sandbox", "n_clicks"),
-    Input("ctl-shared", "n_clicks"),
-    State("ctl-twin", "data"),
-    State("ctl-secret", "data"),
+    Output("ctl-twin", "data"), *MSG,
+    inputs={"_open": Input("ctl-sandbox", "n_clicks"), "_back": Input("ctl-shared", "n_clicks"),
+            "choice": State("ctl-twin", "data"), "secret": State("ctl-secret", "data")},
     prevent_initial_call=True,
 )
 def on_twin_choice(_open, _back, choice, secret):
@@ -200,13 +198,9 @@ def on_twin_choice(_open, _back, choice, secret):
 
 
 @dash.callback(
-    Output("ctl-token", "data"),
-    Output("ctl-msg", "children", allow_duplicate=True),
-    Output("ctl-msg", "className", allow_duplicate=True),
-    Input("ctl-unlock", "n_clicks"),
-    Input("ctl-token-input", "n_submit"),
-    State("ctl-token-input", "value"),
-    State("ctl-secret", "data"),
+    Output("ctl-token", "data"), *MSG,
+    inputs={"_clicks": Input("ctl-unlock", "n_clicks"), "_submit": Input("ctl-token-input", "n_submit"),
+            "value": State("ctl-token-input", "value"), "secret": State("ctl-secret", "data")},
     prevent_initial_call=True,
 )
 def on_unlock(_clicks, _submit, value, secret):
@@ -229,8 +223,7 @@ def on_unlock(_clicks, _submit, value, secret):
     Output("ctl-trace", "options"),
     Output("ctl-trace", "value"),
     Output("ctl-trace-upload", "contents"),
-    Output("ctl-msg", "children", allow_duplicate=True),
-    Output("ctl-msg", "className", allow_duplicate=True),
+    *MSG,
     Input("ctl-trace-upload", "contents"),
     State("ctl-trace-upload", "filename"),
     State("ctl-trace", "options"),

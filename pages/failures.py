@@ -16,6 +16,7 @@ from twin.ui import faultview as FV
 from twin.ui import figures as F
 from twin.ui import guard as G
 from twin.ui import topolive as TL
+from twin.ui import topostyle as TS
 from twin.ui import topoview as TV
 from twin.ui.live import Tick, beat_id, page_stores, page_tick, twin_for
 
@@ -24,6 +25,10 @@ dash.register_page(__name__, path="/failures", name="Failures", title="Failures 
 P = FC.P
 CHARTS = FC.CHARTS
 DEFAULT_KIND = FC.DEFAULT_KIND
+FL_MSG = (Output(f"{P}-msg", "children", allow_duplicate=True),      # the console's message line
+          Output(f"{P}-msg", "className", allow_duplicate=True))
+ACTOR = (State("ctl-twin", "data"), State("ctl-token", "data"), State("ctl-viewer", "data"),   # who acts
+         State("ctl-secret", "data"))
 
 
 def layout(target: str | None = None, kind: str | None = None, **_kwargs):
@@ -261,14 +266,7 @@ clientside_callback(
 )
 
 
-clientside_callback(
-    dash.ClientsideFunction(namespace="twin", function_name="topo"),
-    Output(f"{P}-cy", "elements"),
-    Input(f"{P}-live", "data"),
-    State(f"{P}-cy", "elements"),
-    State(f"{P}-view", "data"),
-    prevent_initial_call=True,
-)
+TS.merge_live(P)
 
 
 @dash.callback(
@@ -298,45 +296,44 @@ def on_view(selected, current, choice):
 
 # ---- picking a part ---------------------------------------------------------------------------
 
+PICK = {"kind": Output(f"{P}-kind", "value"), "target": Output(f"{P}-target", "value"),
+        "placeholder": Output(f"{P}-target", "placeholder"), "hint": Output(f"{P}-target-hint", "children"),
+        "factor_style": Output(f"{P}-factor-wrap", "style"), "period_style": Output(f"{P}-period-wrap", "style")}
+
+
 @dash.callback(
-    Output(f"{P}-kind", "value"),
-    Output(f"{P}-target", "value"),
-    Output(f"{P}-target", "placeholder"),
-    Output(f"{P}-target-hint", "children"),
-    Output(f"{P}-factor-wrap", "style"),
-    Output(f"{P}-period-wrap", "style"),
-    Input(f"{P}-kind", "value"),
-    Input(f"{P}-cy", "tapNodeData"),
-    Input(f"{P}-cy", "tapEdgeData"),
-    State(f"{P}-target", "value"),
-    State("ctl-twin", "data"),
+    output=PICK,
+    inputs={"kind": Input(f"{P}-kind", "value"), "node": Input(f"{P}-cy", "tapNodeData"),
+            "edge": Input(f"{P}-cy", "tapEdgeData"), "target": State(f"{P}-target", "value"),
+            "choice": State("ctl-twin", "data")},
     prevent_initial_call=True,
 )
-def on_pick(kind, node, edge, target, choice):
+def on_pick(kind, node, edge, target, choice) -> dict:
     """A new fault kind keeps the part if it fits (else a related part or the kind's example); a
     click on the drawing picks that part and, if needed, the fault kind that breaks it."""
     t = twin_for(choice)[0].snapshot.system.topology
     prop = ctx.triggered[0]["prop_id"] if ctx.triggered else ""
     kind = kind if isinstance(kind, str) and kind in KINDS else DEFAULT_KIND
     target = G.ident(target) or ""
+    out = dict.fromkeys(PICK, no_update)
     if prop.endswith("tapNodeData") or prop.endswith("tapEdgeData"):
         data = node if prop.endswith("tapNodeData") else edge
         if not isinstance(data, dict) or data.get("id") is None:   # a new drawing, not a click
-            return (no_update,) * 6
+            return out
         cid = G.ident(data.get("id")) or ""
         picked = FV.pick(t, cid, kind) if cid else None
         if picked is None:
             links = data.get("links") if type(data.get("links")) is int else "several"
-            what = (f"a bundle of {links} links: open a sub-plane to pick one optical "
-                    "link" if "==" in cid else
-                    f"{cid!r} cannot be broken from here: pick a node, die, CPU, switch, NIC or optical link")
-            fs, ps = FC.extra_styles(kind)
-            return no_update, no_update, no_update, f"Not a fault target — {what}.", fs, ps
+            what = (f"a bundle of {links} links: open a sub-plane to pick one optical link" if TV.is_bundle(cid)
+                    else f"{cid!r} cannot be broken from here: pick a node, die, CPU, switch, NIC or optical link")
+            out["hint"] = f"Not a fault target — {what}."
+            return out
         kind, target = picked
     else:
         target = FV.related(t, kind, target)
     fs, ps = FC.extra_styles(kind)
-    return kind, target, EXAMPLES.get(kind, ""), FV.target_hint(t, kind, target), fs, ps
+    return {"kind": kind, "target": target, "placeholder": EXAMPLES.get(kind, ""),
+            "hint": FV.target_hint(t, kind, target), "factor_style": fs, "period_style": ps}
 
 
 @dash.callback(
@@ -390,8 +387,7 @@ def _actor(viewer, token, secret) -> dict:
 
 
 @dash.callback(
-    Output(f"{P}-msg", "children"),
-    Output(f"{P}-msg", "className"),
+    *FL_MSG,
     Input(f"{P}-inject", "n_clicks"),
     Input(f"{P}-schedule", "n_clicks"),
     State(f"{P}-kind", "value"),
@@ -400,10 +396,7 @@ def _actor(viewer, token, secret) -> dict:
     State(f"{P}-dur", "value"),
     State(f"{P}-factor", "value"),
     State(f"{P}-period", "value"),
-    State("ctl-twin", "data"),
-    State("ctl-token", "data"),
-    State("ctl-viewer", "data"),
-    State("ctl-secret", "data"),
+    *ACTOR,
     prevent_initial_call=True,
 )
 def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, token, viewer, secret):
@@ -442,16 +435,12 @@ def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, 
 
 
 @dash.callback(
-    Output(f"{P}-msg", "children", allow_duplicate=True),
-    Output(f"{P}-msg", "className", allow_duplicate=True),
+    *FL_MSG,
     Input(f"{P}-policy-apply", "n_clicks"),
     State(f"{P}-detect", "value"),
     State(f"{P}-redundant", "value"),
     State(f"{P}-weights", "value"),
-    State("ctl-twin", "data"),
-    State("ctl-token", "data"),
-    State("ctl-viewer", "data"),
-    State("ctl-secret", "data"),
+    *ACTOR,
     prevent_initial_call=True,
 )
 def on_policy(_apply, detect, redundant, weights, choice, token, viewer, secret):
@@ -472,15 +461,11 @@ def on_policy(_apply, detect, redundant, weights, choice, token, viewer, secret)
 
 
 @dash.callback(
-    Output(f"{P}-msg", "children", allow_duplicate=True),
-    Output(f"{P}-msg", "className", allow_duplicate=True),
+    *FL_MSG,
     Output(f"{P}-random", "value"),
     Input(f"{P}-random", "value"),
     State(f"{P}-random-rate", "value"),
-    State("ctl-twin", "data"),
-    State("ctl-token", "data"),
-    State("ctl-viewer", "data"),
-    State("ctl-secret", "data"),
+    *ACTOR,
     prevent_initial_call=True,
 )
 def on_random(value, rate, choice, token, viewer, secret):
@@ -502,13 +487,9 @@ def on_random(value, rate, choice, token, viewer, secret):
 
 
 @dash.callback(
-    Output(f"{P}-msg", "children", allow_duplicate=True),
-    Output(f"{P}-msg", "className", allow_duplicate=True),
+    *FL_MSG,
     Input({"type": f"{P}-demo", "index": ALL}, "n_clicks"),
-    State("ctl-twin", "data"),
-    State("ctl-token", "data"),
-    State("ctl-viewer", "data"),
-    State("ctl-secret", "data"),
+    *ACTOR,
     prevent_initial_call=True,
 )
 def on_demo(clicks, choice, token, viewer, secret):

@@ -81,13 +81,7 @@ def _kpi_values(k: dict) -> list[str]:
 
 
 def _events(snap) -> list:
-    evs = list(getattr(snap, "events", ()) or ())[-8:][::-1]
-    if not evs:
-        return [html.Div("no events yet", className="muted")]
-    return [html.Div([html.Span(f"t={e.get('t', 0):.1f} s", className="ev-t"),
-                      html.Span(e.get("kind", ""), className=f"ev-kind ev-{e.get('kind', '')}"),
-                      html.Span(e.get("message", ""), className="ev-msg")], className="ev")
-            for e in evs]
+    return C.events(list(snap.events or ())[-8:][::-1], "no events yet")
 
 
 @page_tick(P, {

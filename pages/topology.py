@@ -9,7 +9,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import dash
-from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_update
+from dash import Input, Output, State, ctx, dcc, html, no_update
 
 from twin.ui import components as C
 from twin.ui import faultview as FV
@@ -213,14 +213,7 @@ def tick(t: Tick, view_name, sel) -> dict:
     return out
 
 
-clientside_callback(
-    dash.ClientsideFunction(namespace="twin", function_name="topo"),
-    Output(f"{P}-cy", "elements"),
-    Input(f"{P}-live", "data"),
-    State(f"{P}-cy", "elements"),
-    State(f"{P}-view", "data"),
-    prevent_initial_call=True,
-)
+TS.merge_live(P)
 
 
 @dash.callback(

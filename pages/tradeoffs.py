@@ -77,9 +77,7 @@ def _kv(v) -> int:
 @dash.callback(
     Output(f"{P}-fig", "figure"),
     Output(f"{P}-answer", "children"),
-    Input(f"{P}-slo", "value"),
-    Input(f"{P}-kv", "value"),
-    State(f"{P}-dep", "data"),
+    inputs={"slo": Input(f"{P}-slo", "value"), "kv": Input(f"{P}-kv", "value"), "dep": State(f"{P}-dep", "data")},
 )
 def on_slo(slo, kv, dep):
     """Move the SLO line and the best-batch marker; recompute the curve for another context length."""

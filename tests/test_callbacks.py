@@ -693,9 +693,11 @@ def test_failures_layout_ids_url_target_and_topology_link(failures, pages, dash_
 
     out = triggered(failures.on_pick, "fl-cy.tapEdgeData", "l2", None, {"id": "n07==sp4:ub", "links": 16},
                     "sp2/l2-5", "shared")
-    assert out[0] is no_update and "open a sub-plane" in out[3]
+    assert out["kind"] is no_update and "open a sub-plane" in out["hint"]
     out = triggered(failures.on_pick, "fl-kind.value", "optical_flap", None, None, "n07/l1-4", "shared")
-    assert out[1] == "n07/l1-4--sp4/l2-0" and out[5] == {}                  # flap period field shown
+    assert out["target"] == "n07/l1-4--sp4/l2-0" and out["period_style"] == {}     # flap period field shown
+    out = triggered(failures.on_pick, "fl-cy.tapNodeData", "l2", None, None, "sp2/l2-5", "shared", value=None)
+    assert all(v is no_update for v in out.values())                      # a new drawing is not a click
     href, style = pages.topology.break_link({"kind": "node", "id": "n07/npu3/d1", "view": "n07"}, "shared")
     assert href == "/failures?target=n07/npu3/d1" and style == {}
     assert pages.topology.break_link({"kind": "node", "id": "vpc/switch"}, "shared")[1] == {"display": "none"}

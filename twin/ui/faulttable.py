@@ -230,12 +230,7 @@ TIMELINE_KINDS = ("fault", "detect", "recover", "partition", "error", "policy")
 
 def timeline(events, n: int = 14) -> list:
     evs = [e for e in events or () if e.get("kind") in TIMELINE_KINDS][-n:][::-1]
-    if not evs:
-        return [html.Div("No fault events yet.", className="muted")]
-    return [html.Div([html.Span(f"t={e.get('t', 0):,.1f} s", className="ev-t"),
-                      html.Span(e.get("kind", ""), className=f"ev-kind ev-{e.get('kind', '')}"),
-                      html.Span(e.get("message", ""), className="ev-msg")], className="ev")
-            for e in evs]
+    return C.events(evs, "No fault events yet.", ",.1f")
 
 
 def policy_text(policy: dict) -> str:

@@ -2,7 +2,9 @@
 utilisation) and the Failures picker's (utilisation drawn neutral, so that red only ever means failed)."""
 from __future__ import annotations
 
+import dash
 import dash_cytoscape as cyto
+from dash import Input, Output, State, clientside_callback
 
 from . import theme
 
@@ -89,3 +91,16 @@ def canvas(cid: str, stylesheet_: list[dict], *, padding: int, height: int, clas
         layout={"name": "preset", "fit": True, "padding": padding, "view": view},
         autoRefreshLayout=False, boxSelectionEnabled=False, minZoom=0.2, maxZoom=4,
         className=class_name, style={"width": "100%", "height": f"{height}px"})
+
+
+def merge_live(prefix: str) -> None:
+    """Register the browser-side merge of a page's compact live data (`{prefix}-live`, see
+    `twin.ui.topolive`) into its drawing (`{prefix}-cy`), for the view in `{prefix}-view`."""
+    clientside_callback(
+        dash.ClientsideFunction(namespace="twin", function_name="topo"),
+        Output(f"{prefix}-cy", "elements"),
+        Input(f"{prefix}-live", "data"),
+        State(f"{prefix}-cy", "elements"),
+        State(f"{prefix}-view", "data"),
+        prevent_initial_call=True,
+    )
