@@ -197,12 +197,9 @@ def on_twin_choice(_open, _back, choice, secret):
     return no_update, no_update, no_update
 
 
-@dash.callback(
-    Output("ctl-token", "data"), *MSG,
-    inputs={"_clicks": Input("ctl-unlock", "n_clicks"), "_submit": Input("ctl-token-input", "n_submit"),
-            "value": State("ctl-token-input", "value"), "secret": State("ctl-secret", "data")},
-    prevent_initial_call=True,
-)
+@dash.callback(prevent_initial_call=True, output=[Output("ctl-token", "data"), *MSG], inputs={
+    "_clicks": Input("ctl-unlock", "n_clicks"), "_submit": Input("ctl-token-input", "n_submit"),
+    "value": State("ctl-token-input", "value"), "secret": State("ctl-secret", "data")})
 def on_unlock(_clicks, _submit, value, secret):
     """Check an instructor token against the shared twin (throttled per browser and per address);
     keep it for this tab if it is right."""
@@ -271,34 +268,21 @@ def on_tick(_n, choice, _msg, token, last):
 
 # Status strip, lock state and the shared-action log are drawn in the browser from the small
 # status dict the shell's clock returns.
+SPEED, LOAD = {"type": "ctl-speed-btn", "index": ALL}, {"type": "ctl-load-btn", "index": ALL}
+STATUS_DRAWN = (   # what assets/twin.js `status` draws, in its return order
+    ("ctl-status-state", "children"), ("ctl-status-state", "className"), ("ctl-status-time", "children"),
+    ("ctl-status-speed", "children"), ("ctl-status-twin", "children"), ("ctl-status-scenario", "children"),
+    ("ctl-play", "children"), ("ctl-lock-note", "children"), ("ctl-log", "children"), ("ctl-log-last", "children"),
+    (SPEED, "className"), ("ctl-play", "disabled"), ("ctl-reset", "disabled"), ("ctl-speed-custom", "disabled"),
+    ("ctl-load-custom", "disabled"), (SPEED, "disabled"), (LOAD, "className"), (LOAD, "disabled"),
+    ("ctl-load-wrap", "title"), ("ctl-sandbox", "style"), ("ctl-shared", "style"), ("ctl-token-wrap", "style"))
 clientside_callback(
     dash.ClientsideFunction(namespace="twin", function_name="status"),
-    Output("ctl-status-state", "children"),
-    Output("ctl-status-state", "className"),
-    Output("ctl-status-time", "children"),
-    Output("ctl-status-speed", "children"),
-    Output("ctl-status-twin", "children"),
-    Output("ctl-status-scenario", "children"),
-    Output("ctl-play", "children"),
-    Output("ctl-lock-note", "children"),
-    Output("ctl-log", "children"),
-    Output("ctl-log-last", "children"),
-    Output({"type": "ctl-speed-btn", "index": ALL}, "className"),
-    Output("ctl-play", "disabled"),
-    Output("ctl-reset", "disabled"),
-    Output("ctl-speed-custom", "disabled"),
-    Output("ctl-load-custom", "disabled"),
-    Output({"type": "ctl-speed-btn", "index": ALL}, "disabled"),
-    Output({"type": "ctl-load-btn", "index": ALL}, "className"),
-    Output({"type": "ctl-load-btn", "index": ALL}, "disabled"),
-    Output("ctl-load-wrap", "title"),
-    Output("ctl-sandbox", "style"),
-    Output("ctl-shared", "style"),
-    Output("ctl-token-wrap", "style"),
+    *(Output(cid, prop) for cid, prop in STATUS_DRAWN),
     Input("shell-status", "data"),
     Input("ctl-token", "data"),
-    State({"type": "ctl-speed-btn", "index": ALL}, "id"),
-    State({"type": "ctl-load-btn", "index": ALL}, "id"),
+    State(SPEED, "id"),
+    State(LOAD, "id"),
 )
 
 clientside_callback(
