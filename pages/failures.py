@@ -10,8 +10,8 @@ from dash import ALL, Input, Output, State, clientside_callback, ctx, dcc, html,
 from twin import session as S
 from twin.engine.faults import EXAMPLES, KINDS, RANDOM_MAX
 from twin.ui import components as C
+from twin.ui import failpanels as FP
 from twin.ui import faultconsole as FC
-from twin.ui import faulttable as FT
 from twin.ui import faultview as FV
 from twin.ui import figures as F
 from twin.ui import guard as G
@@ -64,115 +64,6 @@ def layout(target: str | None = None, kind: str | None = None, **_kwargs):
 
 # ---- live updates -----------------------------------------------------------------------------
 
-def _window_start(hist: dict) -> float | None:
-    ts = (hist or {}).get("t") or []
-    if not ts:
-        return None
-    return float(ts[max(0, len(ts) - F.HISTORY_POINTS)])
-
-
-def _cursor(cur) -> dict:
-    """This page's cursor fields from the browser, each of the right type (else dropped: a redraw)."""
-    cur = G.store(cur)
-    out = {k: cur[k] for k in ("system", "view") if G.ident(cur.get(k))}
-    if isinstance(cur.get("drawn"), bool):
-        out["drawn"] = cur["drawn"]
-    if isinstance(cur.get("s"), dict):
-        out["s"] = {k: v for k, v in cur["s"].items() if type(v) is int}
-    return out
-
-
-def _banner(snap) -> tuple:
-    if getattr(snap, "partitioned", False):
-        return ([html.B("Partitioned. "), getattr(snap, "message", "") or "part of the system is cut off"],
-                "banner banner-bad")
-    return "", "banner"
-
-
-def _demo_line(tw, snap) -> str:
-    name = FV.demo_name(tw.params.faults)
-    base = f"{snap.scenario} · seed {snap.seed} · {snap.system.title}"
-    return f"Demo {name}: {base}" if name else base
-
-
-def _charts(t: Tick, panels: dict, changed) -> dict:
-    """The four KPI charts: whole figures (with fault marks) on a first draw, else one compact
-    update for all four (the new times once, the new values per series, the fault marks only when
-    they moved) that the browser merges in (assets/twin.js `strips`, which also keeps each chart
-    to its last HISTORY_POINTS points, so the charts are never resent whole)."""
-    hist = getattr(t.snap, "history", None) or {}
-    sig, (shapes, notes) = panels["marks"]
-    if t.mode == "full":
-        changed("marks", sig, force=True)
-        figs = []
-        for spec in CHARTS.values():
-            fig = F.strip_figure(spec, hist, height=FC.CHART_H)
-            fig["layout"]["shapes"], fig["layout"]["annotations"] = shapes, notes
-            figs.append(fig)
-        return {"figs": figs}
-    ext = [F.extend(spec, hist, t.since_t) for spec in CHARTS.values()]
-    new_marks = changed("marks", sig)
-    if ext[0] is None and not new_marks:
-        return {}
-    upd = {"v": t.cursor["v"], "keep": F.HISTORY_POINTS, "x": ext[0][0]["x"][0] if ext[0] else [],
-           "y": [e[0]["y"] if e else [] for e in ext]}
-    if new_marks:
-        upd["shapes"], upd["notes"] = shapes, notes
-    return {"strips": upd}
-
-
-def _panels(snap) -> dict:
-    """What the tick draws from one snapshot, as (signature, content) per part: built once per
-    snapshot version for every viewer of the twin (Twin.memo); each viewer's cursor keeps the
-    signatures it has, so a part is sent only when it changed."""
-    now = float(snap.sim_time)
-    reports, failed, hist = list(snap.faults or ()), list(snap.failed or ()), snap.history
-    rows = FT.rows(reports, hist, now)
-    summary = snap.fault_summary or {}
-    evs = [e for e in (snap.events or ()) if e.get("kind") in FT.TIMELINE_KINDS][-14:]
-    marks = FT.marks(reports, now, _window_start(hist))
-    banner = [snap.partitioned, snap.message]
-    return {"table": (FV.crc([rows, summary.get("injected")]), FT.table(rows, now, summary)),
-            "events": (FV.crc(evs), FT.timeline(evs)),
-            "failed": (FV.crc([failed, [r["target"] for r in reports]]),
-                       FT.failed_list(snap.system.topology, failed, reports)),
-            "banner": (FV.crc(banner), _banner(snap)),
-            "marks": (FV.crc(marks), marks)}
-
-
-def _twin_settings(tw, info, changed) -> dict:
-    """Policy, random failures and the demo line: they follow the viewed twin (another viewer or a
-    demo may change them), and can change without a new snapshot (a policy set on a paused twin)."""
-    out = {}
-    if changed("pol", FV.crc(tw.policy)):
-        pp = tw.policy
-        out.update(policy_now=FT.policy_text(pp), detect=pp.get("detect_s", no_update),
-                   redundant=("on" if pp.get("redundant_experts") else "off") if pp else no_update,
-                   weights=pp.get("weights_from", no_update))
-    if changed("rnd", FV.crc([tw.random, info.name])):
-        on = tw.random is not None
-        out.update(random_now=FT.random_text(info.topology, tw.random), random=["on"] if on else [],
-                   random_rate=tw.random if on else no_update)
-    snap = tw.snapshot
-    if changed("demo", FV.crc([tw.params.faults, snap.scenario, snap.seed, info.name])):
-        out["demo_line"] = _demo_line(tw, snap)
-    return out
-
-
-def _url_pick(info, url) -> dict:
-    """The part named in the URL, checked against the system on screen (first draw only)."""
-    url, t = G.store(url), info.topology
-    kind, target = FC.initial(t, G.ident(url.get("target")), url.get("kind"))
-    if not FV.ids_for(t, kind):           # e.g. an L2 switch on a GPU cluster: a part it has
-        kind = "npu_die"
-    if not FV.fits(t, kind, target):
-        target = FV.related(t, kind, target)
-        target = target if FV.fits(t, kind, target) else FV.ids_for(t, kind)[0]
-    fs, ps = FC.extra_styles(kind)
-    return {"kind": kind, "target": target, "hint": FV.target_hint(t, kind, target),
-            "factor_style": fs, "period_style": ps}
-
-
 LIVE = {
     "figs": [Output(f"{P}-{name}-chart", "figure") for name in CHARTS],
     "strips": Output(f"{P}-strips", "data"),
@@ -211,7 +102,7 @@ def tick(t: Tick, view_name, url=None) -> dict:
     """One poll: nothing when the snapshot is unchanged; else one compact update for the charts
     (new points, and the fault marks when they moved), and each panel only when its content changed.
     The very first tick sends numbers; the second draws the picker (drawing takes the browser a second)."""
-    cursor = _cursor(t.prior)
+    cursor = FP.cursor(t.prior)
     tw, snap, info = t.twin, t.snap, t.system
     view_name = G.ident(view_name) or TV.AGG
     rebuild = cursor.get("system") != info.name
@@ -224,15 +115,15 @@ def tick(t: Tick, view_name, url=None) -> dict:
         sigs[name] = sig
         return True
 
-    out = _twin_settings(tw, info, changed)
+    out = FP.twin_settings(tw, info, changed)
     first = not cursor                          # the very first tick: numbers first, drawing next
     if first:
-        out.update(_url_pick(info, url))
+        out.update(FP.url_pick(info, url))
     if not t.changed and not rebuild and cursor.get("drawn"):
         return {**out, "cursor": dict(cursor, **t.cursor, s=sigs)}
 
-    panels = tw.memo(f"fl-panels:{info.name}", _panels)
-    out.update(_charts(t, panels, changed) if t.changed else {})
+    panels = tw.memo(f"fl-panels:{info.name}", FP.panels)
+    out.update(FP.charts(t, panels, changed) if t.changed else {})
     for name in ("table", "events", "failed", "banner"):
         sig, content = panels[name]
         if t.changed and changed(name, sig):

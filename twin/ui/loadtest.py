@@ -28,6 +28,8 @@ from pathlib import Path
 
 import requests
 
+from twin.session import LOAD_PRESETS, SPEED_PRESETS
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
@@ -211,7 +213,6 @@ def first_renders(base: str, pages: list[str]) -> dict[str, float]:
 
 def set_speed(base: str, speed) -> None:
     """Press a speed button through the real control callback (as a browser click would)."""
-    from twin.session import LOAD_PRESETS, SPEED_PRESETS
     deps = requests.get(f"{base}/_dash-dependencies", timeout=10).json()
     cb = Callback(next(d for d in deps if d["output"].startswith("..ctl-msg.children...")))
     presets = {"ctl-speed-btn": [str(v) for v in SPEED_PRESETS], "ctl-load-btn": [str(v) for v in LOAD_PRESETS]}

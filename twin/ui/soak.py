@@ -14,12 +14,15 @@ the engine's drain cap) and prints the conservation audit. A benchmark, not a te
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import threading
 import time
 
 import numpy as np
+import psutil
+from plotly.utils import PlotlyJSONEncoder
 
 from twin import session as S
 from twin.engine.faults import RANDOM_MAX
@@ -30,12 +33,10 @@ SAMPLE_S = 5.0
 
 
 def _rss_mb() -> float:
-    import psutil
     return psutil.Process().memory_info().rss / 2**20
 
 
 def _size(obj) -> int:
-    from plotly.utils import PlotlyJSONEncoder
     return len(json.dumps(obj, cls=PlotlyJSONEncoder))
 
 
@@ -75,9 +76,7 @@ def _slope_mb_per_min(samples: list[tuple[float, float]]) -> float | None:
 
 def soak(minutes: float, warmup_s: float, fault_gap_s: float, pollers: int, period: float,
          log=print) -> dict:
-    import importlib
-
-    import app  # noqa: F401  (registers the pages)
+    import app  # noqa: F401  (the Dash app registers the pages; a CLI imports it only when it runs)
     fl = importlib.import_module("pages.failures")
     reg = S.configure(token=None)
     tw = reg.shared()
