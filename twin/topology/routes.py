@@ -53,26 +53,6 @@ class Route:
     def n_paths(self) -> int:
         return int(self.path_eids.shape[0])
 
-    @property
-    def paths(self) -> list[tuple[int, ...]]:
-        return [tuple(int(e) for e in row) for row in self.path_eids]
-
-    def link_shares(self) -> tuple[np.ndarray, np.ndarray]:
-        """(eids, fraction of this route's traffic on each): what a max-min fair-share solver needs."""
-        if self.bandwidth_gbps <= 0 or not math.isfinite(self.bandwidth_gbps) or self.n_paths == 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        eids = self.path_eids.ravel()
-        w = np.repeat(self.flow_gbps / self.bandwidth_gbps, self.path_eids.shape[1])
-        uniq, inv = np.unique(eids, return_inverse=True)
-        return uniq, np.bincount(inv, weights=w)
-
-    def to_dict(self) -> dict:
-        """JSON-friendly summary (no per-path arrays)."""
-        return {"src": self.src, "dst": self.dst, "plane": self.plane, "paths": self.n_paths,
-                "bandwidth_gbps": self.bandwidth_gbps if math.isfinite(self.bandwidth_gbps) else None, "hops": self.hops, "switches": self.switches,
-                "latency_us": self.latency_us if math.isfinite(self.latency_us) else None,
-                "partitioned": self.partitioned, "message": self.message}
-
 
 class Routing:
     """Routing methods of `Topology` (uses its structure `_s`, live `capacity`, `_nfail` and `_cache`)."""
