@@ -7,7 +7,7 @@ import math
 
 from dash import html
 
-from twin.engine.faults import defaults, random_classes
+from twin.engine.faults import failure_rates
 from twin.topology import StaticTopology
 
 from . import components as C
@@ -243,13 +243,9 @@ def policy_text(policy: dict) -> str:
 
 
 def mean_gap_s(t: StaticTopology, hours_per_sim_s: float) -> float | None:
-    """Mean sim seconds between random failures at this failure-clock rate (catalog MTBFs)."""
-    try:
-        mtbf = defaults()["mtbf_hours"]
-    except (KeyError, OSError):
-        return None
-    counts = {k: len(v) for k, v in random_classes(t).items()}
-    rate_per_h = sum(n / mtbf[k] for k, n in counts.items() if n and k in mtbf)
+    """Mean sim seconds between random failures at this failure-clock rate (the engine's own rates,
+    `failure_rates`: catalog MTBFs)."""
+    rate_per_h = float(failure_rates(t)[1].sum())
     if rate_per_h <= 0 or not hours_per_sim_s:
         return None
     return 1.0 / (rate_per_h * hours_per_sim_s)
