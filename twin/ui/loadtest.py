@@ -30,6 +30,8 @@ import requests
 
 from twin.session import LOAD_PRESETS, SPEED_PRESETS
 
+from .live import beat_id
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
@@ -87,16 +89,21 @@ def start_gunicorn(port: int, threads: int) -> subprocess.Popen:
 
 
 class Callback:
-    """One page's interval callback, as /_dash-dependencies describes it."""
+    """One callback as /_dash-dependencies describes it. A wildcard output (the shell's beat to
+    every page's beat store) is sent as the list of stores a tab on `page` shows."""
 
-    def __init__(self, dep: dict):
+    def __init__(self, dep: dict, page: str | None = None):
         self.output = dep["output"]
         self.outputs = []
         for part in self.output.strip(".").split("..."):
             cid, prop = part.split(".", 1)
-            self.outputs.append({"id": cid, "property": prop})
+            if '"ALL"' in cid:          # {"page":["ALL"],"type":"beat"}: the beat store of the page shown
+                self.outputs.append([{"id": beat_id(page), "property": prop}] if page else [])
+            else:
+                self.outputs.append({"id": cid, "property": prop})
         self.inputs = dep["inputs"]
         self.state = dep["state"]
+        self.beat_key = next((f"{i['id']}.{i['property']}" for i in self.inputs if '"type":"beat"' in i["id"]), None)
 
     def body(self, values: dict, changed: str) -> dict:
         """A request as the renderer sends it: every input and state from `values`, `changed` fired."""
@@ -108,17 +115,16 @@ class Callback:
 
 
 def tick_callbacks(base: str) -> dict[str, Callback]:
-    """The shell's clock callback (key SHELL) and each live page's callback, from the app's dependencies."""
+    """The shell's clock callback as a tab on each page sends it (key (SHELL, page)) and each live
+    page's callback, from the app's dependencies."""
     deps = requests.get(f"{base}/_dash-dependencies", timeout=10).json()
     out = {}
-    for d in deps:
-        if any(i["id"] == "shell-tick" for i in d["inputs"]):
-            out[SHELL] = Callback(d)
     for name, (_path, cursor, _sel) in PAGES.items():
         for d in deps:
-            if cursor and any(i["id"] == "shell-beat" for i in d["inputs"]) and f"..{cursor}.data.." in d["output"]:
+            if any(i["id"] == "shell-tick" for i in d["inputs"]):
+                out[(SHELL, name)] = Callback(d, cursor.removesuffix("-cursor") if cursor else None)
+            if cursor and f"..{cursor}.data.." in d["output"] and any('"type":"beat"' in i["id"] for i in d["inputs"]):
                 out[name] = Callback(d)
-                break
     return out
 
 
@@ -126,7 +132,7 @@ class Viewer(threading.Thread):
     def __init__(self, base: str, page: str, cbs: dict, stop: threading.Event, period: float):
         super().__init__(daemon=True)
         self.base, self.page, self.stop_ev, self.period = base, page, stop, period
-        self.shell, self.cb = cbs[SHELL], cbs.get(page)
+        self.shell, self.cb = cbs[(SHELL, page)], cbs.get(page)
         self.rtt: list[float] = []
         self.server: list[float] = []
         self.bytes: list[int] = []
@@ -176,7 +182,8 @@ class Viewer(threading.Thread):
             if beat is not None:
                 values["shell-beat.data"] = beat
                 if self.cb is not None:
-                    page = self._post(s, self.cb.body(values, "shell-beat.data"))
+                    values[self.cb.beat_key] = beat
+                    page = self._post(s, self.cb.body(values, self.cb.beat_key))
                     cur = (page or {}).get(cursor, {}).get("data")
                     if cur:
                         values[f"{cursor}.data"] = cur
@@ -254,11 +261,11 @@ def main(argv=None) -> int:
     try:
         print(f"server {base}  (gunicorn -w 1 -k gthread --threads {a.threads})" if proc else f"server {base}")
         cbs = tick_callbacks(base)
-        missing = ({SHELL} | {p for p, (_path, cur, _sel) in PAGES.items() if cur}) - set(cbs)
+        missing = {p for p, (_path, cur, _sel) in PAGES.items() if cur} - set(cbs)
         if missing:
             raise SystemExit(f"live callbacks not found for: {', '.join(sorted(missing))}")
         # start the shared twin and set the speed
-        requests.post(f"{base}/_dash-update-component", json=cbs[SHELL].body(
+        requests.post(f"{base}/_dash-update-component", json=cbs[(SHELL, "validation")].body(
             {"ctl-twin.data": "shared", "shell-tick.n_intervals": 1}, "shell-tick.n_intervals"), timeout=30)
         set_speed(base, a.speed)
         time.sleep(2.0)
