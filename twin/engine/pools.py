@@ -254,27 +254,33 @@ class DecodeInstance(Instance):
             yield eng.env.timeout(seconds)
             if not self.alive or len(self.ids) != n:   # failed mid-step: the step is lost
                 continue
+            # each sequence gains its accepted tokens but never more than it has left: one that
+            # overshoots (left < 0) gives the excess back below (no clipping pass over all)
             got = eng.accepted_tokens(n)
-            made = np.minimum(got, self.left, out=got)
-            self.left -= made
-            self.ctx += made
-            made_sum = int(made.sum())
-            self.ctx_sum += made_sum
-            eng.metrics.cur.output_tokens += made_sum
+            left, ctx = self.left, self.ctx
+            left -= got
+            ctx += got
+            made_sum = int(got.sum())
             if len(self.no_first):               # decode-only runs: first token from decode
                 req.first_token[self.no_first] = eng.env.now
                 self.no_first = self.no_first[:0]
-            done = self.left <= 0
+            done = left <= 0
             if done.any():
-                fin = self.ids[done]
+                idx = np.flatnonzero(done)               # one pass; the rest touch only these
+                over = left[idx]                         # minus the tokens made past the end
+                final = ctx[idx] + over
+                made_sum += int(over.sum())
+                fin = self.ids[idx]
                 rows = req.rows(fin)
                 inp = req.input.a[rows]
-                req.generated.a[rows] = self.ctx[done] - inp
-                self.ctx_sum -= int(self.ctx[done].sum())
+                req.generated.a[rows] = final - inp
+                self.ctx_sum -= int(final.sum())
                 self.reserved -= float((inp + req.output.a[rows]).sum())
                 keep = ~done
-                self.ids, self.ctx, self.left = self.ids[keep], self.ctx[keep], self.left[keep]
+                self.ids, self.ctx, self.left = self.ids[keep], ctx[keep], left[keep]
                 eng.finish(fin)
+            self.ctx_sum += made_sum
+            eng.metrics.cur.output_tokens += made_sum
 
     def evict(self, mask: np.ndarray | None = None, queue: bool = True) -> np.ndarray:
         """Drop the sequences in `mask` (all by default) and, with `queue`, the waiting ones;
