@@ -97,7 +97,8 @@ class Engine:
         self._place_instances()
         self._make_cache()
         self._make_traffic_groups()
-        self.flows = FlowNet(self.env)
+        # KV-transfer completions wait for the decode instances' step boundaries while all step
+        self.flows = FlowNet(self.env, defer=lambda: all(d.stepping for d in self.decode))
         self._net_event = self.env.event()
         self._set_flow_capacities()
         self.source = self._make_source()

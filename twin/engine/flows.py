@@ -2,27 +2,38 @@
 
 Rates are recomputed only when a flow starts or ends or a capacity changes (a fault); between
 those moments every flow drains at a constant rate, so one wake-up per change is enough.
+
+Deferred completions: while `defer()` says no consumer needs a completion as an event (the engine:
+every decode instance is stepping and reads its inbox at step boundaries), the wake-up is kept as
+a time only, and `settle()` runs the wake-ups due by now, each at its own time, exactly as the
+events would have, before anything reads or changes the flows. `need_events()` turns the pending
+wake-up into an event when a consumer starts waiting.
 """
 from __future__ import annotations
 
 import math
+from heapq import heappush
 from typing import Callable
 
 import simpy
 
 
 class FlowNet:
-    def __init__(self, env: simpy.Environment):
+    def __init__(self, env: simpy.Environment, defer: Callable[[], bool] | None = None):
         self.env = env
+        self.defer = defer                        # True while completions may wait for settle()
         self.capacity: dict[str, float] = {}      # link -> bytes/s
         self.flows: dict[int, list] = {}   # id -> [remaining bytes, links, rate, event, latency, on_finish]
         self._next = 0
         self._last = 0.0
         self._gen = 0
         self._armed_at = math.inf                 # time of the pending wake-up
+        self._timer_gen = -1                      # the wake-up generation that has an event
+        self._events = 0                          # flows whose consumer waits on an event
         self.bytes_done: dict[str, float] = {}    # link -> bytes carried (for traffic metrics)
 
     def set_capacity(self, link: str, bytes_per_s: float) -> None:
+        self.settle()
         self._drain()
         self.capacity[link] = max(0.0, bytes_per_s)
         self._solve()
@@ -35,6 +46,8 @@ class FlowNet:
             if link not in self.capacity:
                 raise KeyError(f"flow link {link!r}: unknown (known: {', '.join(sorted(self.capacity))})")
         done = self.env.event() if on_finish is None else None
+        self._events += done is not None
+        self.settle()
         self._drain()
         self.flows[self._next] = [float(nbytes), tuple(links), 0.0, done, latency_s, on_finish]
         self._next += 1
@@ -42,11 +55,32 @@ class FlowNet:
         return done
 
     def rate_of(self, link: str) -> float:
+        self.settle()
         return sum(f[2] for f in self.flows.values() if link in f[1])
 
-    def _drain(self) -> None:
-        dt = self.env.now - self._last
-        self._last = self.env.now
+    def settle(self) -> None:
+        """Run the deferred wake-ups due by now, in time order."""
+        while self._armed_at <= self.env.now:
+            self._fire(self._armed_at)
+
+    def need_events(self) -> None:
+        """A consumer starts waiting: the pending wake-up (if deferred) becomes an event."""
+        self.settle()
+        if self._armed_at < math.inf and self._timer_gen != self._gen:
+            self._schedule(self._gen, self._armed_at)
+
+    def _schedule(self, gen: int, at: float) -> None:
+        """An event at exactly `at` (>= now) that fires wake-up `gen` (simpy.Timeout's own push)."""
+        ev = simpy.Event(self.env)
+        ev._ok, ev._value = True, None
+        ev.callbacks.append(lambda _: self._wake(gen))
+        heappush(self.env._queue, (at, simpy.events.NORMAL, next(self.env._eid), ev))
+        self._timer_gen = gen
+
+    def _drain(self, now: float | None = None) -> None:
+        now = self.env.now if now is None else now
+        dt = now - self._last
+        self._last = now
         if dt <= 0:
             return
         for f in self.flows.values():
@@ -55,7 +89,7 @@ class FlowNet:
             for link in f[1]:
                 self.bytes_done[link] = self.bytes_done.get(link, 0.0) + moved
 
-    def _solve(self) -> None:
+    def _solve(self, now: float | None = None) -> None:
         """Progressive filling: raise all unfrozen flows equally until a link saturates.
 
         A flow crossing a dead link (capacity 0) waits at rate 0 and is left out of the filling,
@@ -77,34 +111,39 @@ class FlowNet:
                     cap[link] -= share
             for i in frozen:
                 del active[i]
-        self._arm()
+        self._arm(self.env.now if now is None else now)
 
-    def _arm(self) -> None:
+    def _arm(self, now: float) -> None:
         """One wake-up at the earliest finish. A pending wake-up that is not later is kept (if it
-        comes early it finds nothing done and re-arms), so most flow changes schedule no event."""
+        comes early it finds nothing done and re-arms), so most flow changes schedule no event;
+        none at all while completions are deferred."""
         finish = [(f[0] / f[2]) for f in self.flows.values() if f[2] > 0]
-        if not finish:
-            return
-        delay = max(0.0, min(finish))
-        if self.env.now + delay < self._armed_at:
+        if finish and now + max(0.0, min(finish)) < self._armed_at:
             self._gen += 1
-            self._armed_at = self.env.now + delay
-            gen = self._gen
-            self.env.timeout(delay).callbacks.append(lambda _: self._wake(gen))
+            self._armed_at = now + max(0.0, min(finish))
+        if self._timer_gen != self._gen and self._armed_at < math.inf \
+                and (self._armed_at > self.env.now or now == self.env.now) \
+                and (self._events or self.defer is None or not self.defer()):
+            self._schedule(self._gen, self._armed_at)      # (a due one is run by settle())
 
     def _wake(self, gen: int) -> None:
-        if gen != self._gen:
-            return       # a newer, earlier wake-up replaced this one
+        if gen == self._gen and self._armed_at <= self.env.now:
+            self._fire(self._armed_at)   # else replaced by an earlier wake-up, or settled already
+
+    def _fire(self, now: float) -> None:
+        """The wake-up at `now` (the event's time, or a deferred one's): finished flows end."""
         self._armed_at = math.inf
-        self._drain()
+        self._gen += 1
+        self._drain(now)
         done = [i for i, f in self.flows.items() if f[0] <= 1e-6 * max(1.0, f[2])]
         for i in done:
             f = self.flows.pop(i)
             if f[5] is None:
+                self._events -= 1
                 _succeed_after(f[3], f[4])
             else:
-                f[5](self.env.now + f[4])
-        self._solve()
+                f[5](now + f[4])
+        self._solve(now)
 
 
 def _succeed_after(ev: simpy.Event, delay: float) -> None:

@@ -169,6 +169,7 @@ class DecodeInstance(Instance):
         self.eng.env.timeout(max(0.0, at - self.eng.env.now)).callbacks.append(lambda _: self.wake())
 
     def flush_inbox(self) -> None:
+        self.eng.flows.settle()              # KV transfers that have landed by now
         now = self.eng.env.now
         while self.inbox and self.inbox[0][0] <= now:
             self.enqueue(self.inbox.pop(0)[1])
@@ -188,6 +189,7 @@ class DecodeInstance(Instance):
 
     def _go_idle(self) -> None:
         self.stepping = False
+        self.eng.flows.need_events()         # its KV transfers must now wake it
         if self._idle is not None and not self._idle.triggered:
             self._idle.succeed()
 
