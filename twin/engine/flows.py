@@ -94,6 +94,12 @@ class FlowNet:
 
         A flow crossing a dead link (capacity 0) waits at rate 0 and is left out of the filling,
         so flows elsewhere keep their fair share; it resumes when the capacity returns."""
+        if len(self.flows) == 1:            # alone: the rate is its narrowest live link
+            for f in self.flows.values():
+                caps = [self.capacity[l] for l in f[1]]
+                f[2] = min(caps) if min(caps) > 0 else 0.0
+            self._arm(self.env.now if now is None else now)
+            return
         for f in self.flows.values():
             f[2] = 0.0
         cap = dict(self.capacity)
