@@ -12,10 +12,25 @@ wake-up into an event when a consumer starts waiting.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from heapq import heappush
 from typing import Callable
 
 import simpy
+
+DONE_BYTES = 1e-6   # a flow with at most this many bytes per byte/s of rate left is done (float slack)
+
+
+@dataclass(slots=True)
+class Flow:
+    """One transfer in progress: bytes left, the links it crosses, its current rate (bytes/s),
+    and how its end is reported (an event, or a callback with the landing time)."""
+    remaining: float
+    links: tuple
+    rate: float = 0.0
+    done: simpy.Event | None = None
+    latency_s: float = 0.0
+    on_finish: Callable[[float], None] | None = None
 
 
 class FlowNet:
@@ -23,14 +38,13 @@ class FlowNet:
         self.env = env
         self.defer = defer                        # True while completions may wait for settle()
         self.capacity: dict[str, float] = {}      # link -> bytes/s
-        self.flows: dict[int, list] = {}   # id -> [remaining bytes, links, rate, event, latency, on_finish]
+        self.flows: dict[int, Flow] = {}
         self._next = 0
         self._last = 0.0
         self._gen = 0
         self._armed_at = math.inf                 # time of the pending wake-up
         self._timer_gen = -1                      # the wake-up generation that has an event
         self._events = 0                          # flows whose consumer waits on an event
-        self.bytes_done: dict[str, float] = {}    # link -> bytes carried (for traffic metrics)
 
     def set_capacity(self, link: str, bytes_per_s: float) -> None:
         self.settle()
@@ -49,14 +63,10 @@ class FlowNet:
         self._events += done is not None
         self.settle()
         self._drain()
-        self.flows[self._next] = [float(nbytes), tuple(links), 0.0, done, latency_s, on_finish]
+        self.flows[self._next] = Flow(float(nbytes), tuple(links), 0.0, done, latency_s, on_finish)
         self._next += 1
         self._solve()
         return done
-
-    def rate_of(self, link: str) -> float:
-        self.settle()
-        return sum(f[2] for f in self.flows.values() if link in f[1])
 
     def settle(self) -> None:
         """Run the deferred wake-ups due by now, in time order."""
@@ -84,46 +94,44 @@ class FlowNet:
         if dt <= 0:
             return
         for f in self.flows.values():
-            moved = min(f[0], f[2] * dt)
-            f[0] -= moved
-            for link in f[1]:
-                self.bytes_done[link] = self.bytes_done.get(link, 0.0) + moved
+            f.remaining -= min(f.remaining, f.rate * dt)
 
     def _solve(self, now: float | None = None) -> None:
         """Progressive filling: raise all unfrozen flows equally until a link saturates.
 
         A flow crossing a dead link (capacity 0) waits at rate 0 and is left out of the filling,
         so flows elsewhere keep their fair share; it resumes when the capacity returns."""
+        now = self.env.now if now is None else now
         if len(self.flows) == 1:            # alone: the rate is its narrowest live link
             for f in self.flows.values():
-                caps = [self.capacity[l] for l in f[1]]
-                f[2] = min(caps) if min(caps) > 0 else 0.0
-            self._arm(self.env.now if now is None else now)
+                narrowest = min(self.capacity[l] for l in f.links)
+                f.rate = narrowest if narrowest > 0 else 0.0
+            self._arm(now)
             return
         for f in self.flows.values():
-            f[2] = 0.0
+            f.rate = 0.0
         cap = dict(self.capacity)
-        active = {i: f for i, f in self.flows.items() if all(cap[l] > 0 for l in f[1])}
+        active = {i: f for i, f in self.flows.items() if all(cap[l] > 0 for l in f.links)}
         while active:
             users: dict[str, int] = {}
             for f in active.values():
-                for link in f[1]:
+                for link in f.links:
                     users[link] = users.get(link, 0) + 1
             share, tight = min((max(cap[l], 0.0) / n, l) for l, n in users.items())
-            frozen = [i for i, f in active.items() if tight in f[1]]
+            frozen = [i for i, f in active.items() if tight in f.links]
             for f in active.values():
-                f[2] += share
-                for link in f[1]:
+                f.rate += share
+                for link in f.links:
                     cap[link] -= share
             for i in frozen:
                 del active[i]
-        self._arm(self.env.now if now is None else now)
+        self._arm(now)
 
     def _arm(self, now: float) -> None:
         """One wake-up at the earliest finish. A pending wake-up that is not later is kept (if it
         comes early it finds nothing done and re-arms), so most flow changes schedule no event;
         none at all while completions are deferred."""
-        finish = [(f[0] / f[2]) for f in self.flows.values() if f[2] > 0]
+        finish = [(f.remaining / f.rate) for f in self.flows.values() if f.rate > 0]
         if finish and now + max(0.0, min(finish)) < self._armed_at:
             self._gen += 1
             self._armed_at = now + max(0.0, min(finish))
@@ -141,14 +149,14 @@ class FlowNet:
         self._armed_at = math.inf
         self._gen += 1
         self._drain(now)
-        done = [i for i, f in self.flows.items() if f[0] <= 1e-6 * max(1.0, f[2])]
+        done = [i for i, f in self.flows.items() if f.remaining <= DONE_BYTES * max(1.0, f.rate)]
         for i in done:
             f = self.flows.pop(i)
-            if f[5] is None:
+            if f.on_finish is None:
                 self._events -= 1
-                _succeed_after(f[3], f[4])
+                _succeed_after(f.done, f.latency_s)
             else:
-                f[5](now + f[4])
+                f.on_finish(now + f.latency_s)
         self._solve(now)
 
 
