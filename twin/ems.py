@@ -9,6 +9,8 @@ Consistent hashing: each server owns `vnodes` points on a 64-bit ring (blake2b o
 sits at (key * golden ratio) mod 2**64 and belongs to the next live point clockwise. The ring is
 quantised to 2**16 slots, so finding a key's server is one multiply and one list index, which keeps
 per-block operations well under a microsecond. Failing a server changes only the slots it owned.
+Which block is cached where, and the LRU order of each server's tiers, live in one compact index
+(`ems_index.BlockIndex`, about 30-60 bytes a block); a batch's ids are hashed in one vector step.
 """
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ from hashlib import blake2b
 
 import numpy as np
 
-from .ems_index import BlockIndex
+from .ems_index import _MIX, BlockIndex
 
-_GOLDEN = 0x9E3779B97F4A7C15  # Fibonacci hashing: spreads sequential ids evenly over the ring
+_GOLDEN = _MIX   # Fibonacci hashing: spreads sequential ids evenly over the ring (and the index)
 _M64 = (1 << 64) - 1
 _SLOT_BITS = 16
 _SHIFT = 64 - _SLOT_BITS
@@ -139,11 +141,6 @@ class EMS:
                 ix.drop(slot)
                 self._dropped += 1
 
-    def _servers_of(self, ids: np.ndarray) -> list[int]:
-        """Owning server index of each key, vectorised (the same slot arithmetic as server_of)."""
-        h = (np.asarray(ids, dtype=np.int64).view(np.uint64) * _GOLDEN_U64) >> _SHIFT_U64
-        return self._slot_arr[h].tolist()
-
     def _lookup_one(self, ids: list, srv: list, homes: list, per: list) -> tuple[int, int]:
         """Walk one prompt's blocks until the first miss; (dram hits, ssd hits). Hits become the
         most recently used; SSD hits are promoted to DRAM; per[server] counts the blocks each sends."""
@@ -189,7 +186,8 @@ class EMS:
         """Ids, owning servers and home slots of a batch's blocks, in one vector step each (room
         for `inserts` new blocks is made first, so home slots stay valid through the batch)."""
         self._blocks.reserve(inserts)
-        return arr.tolist(), self._servers_of(arr), self._blocks.homes(arr)
+        product = arr.view(np.uint64) * _GOLDEN_U64     # ring position and home slot in one
+        return arr.tolist(), self._slot_arr[product >> _SHIFT_U64].tolist(), self._blocks.homes(product)
 
     def _count_lookup(self, hits: list, n_dram: int, n_ssd: int, blocks: int, tokens: list) -> list:
         """Update the counters for lookups with `hits` prefix blocks each (of `blocks` in all);
@@ -240,6 +238,7 @@ class EMS:
         prompt, but with the owning servers of all the batch's blocks found in one vector step.
         per_hit[s] / per_new[s] (one entry per server, `servers` order) are increased by the blocks
         server s sends for hits / receives as new: the caller sums them over many batches."""
+        block_ids = np.asarray(block_ids, dtype=np.int64)
         n = len(ptr) - 1
         hits = [0] * n
         n_dram = n_ssd = new = 0

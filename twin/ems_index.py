@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-_MIX = 0xC2B2AE3D27D4EB4F        # odd 64-bit multiplier (xxhash prime 2) for the home slot
+_MIX = 0x9E3779B97F4A7C15        # Fibonacci hashing (the EMS ring's multiplier: one product serves both)
 _M64 = (1 << 64) - 1
 _MIX_U64 = np.uint64(_MIX)
 MAX_LOAD = 0.6                   # used slots (live + deleted) per slot before a resize
@@ -51,9 +51,9 @@ class BlockIndex:
         self.K, self.P, self.T = memoryview(self.keys), memoryview(self.place), memoryview(self.stamp)
         self._queues.clear()                     # slots moved
 
-    def homes(self, ids: np.ndarray) -> list[int]:
-        """Home slot of each id (vectorised; the same arithmetic as home())."""
-        return ((ids.view(np.uint64) * _MIX_U64) >> np.uint64(self.shift)).tolist()
+    def homes(self, product: np.ndarray) -> list[int]:
+        """Home slot of each id, from its product `ids.view(np.uint64) * MIX` (as home())."""
+        return (product >> np.uint64(self.shift)).tolist()
 
     def home(self, key: int) -> int:
         return ((key & _M64) * _MIX & _M64) >> self.shift
