@@ -106,7 +106,7 @@ class PrefillInstance(Instance):
             req.state[ids] = QUEUED
             return
         eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
-        eng.acct.prefill(self, float((req.input[ids] - cached).sum()), float(cached.sum()))
+        eng.acct.prefill(self, float((req.input.a[rows] - cached).sum()), float(cached.sum()))
         self.busy = True
         eng.env.timeout(seconds).callbacks.append(lambda _: self._done(ids))
 
@@ -146,8 +146,10 @@ class DecodeInstance(Instance):
         self._idle = None                # event the arrival process waits on while it steps
 
     def enqueue(self, rids: np.ndarray) -> None:
-        self.eng.req.state[rids] = DECODE_QUEUE
-        self.eng.req.instance[rids] = self.idx
+        req = self.eng.req
+        rows = req.rows(np.asarray(rids))
+        req.state.a[rows] = DECODE_QUEUE
+        req.instance.a[rows] = self.idx
         self.queue.extend(rids.tolist())
         self.wake()
 
