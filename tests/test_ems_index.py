@@ -85,8 +85,10 @@ def test_index_matches_the_ordereddict_reference(dram, ssd):
         ids = rng.integers(0, 90, int(rng.integers(1, 9))) * 7919 - 300_000   # negatives too
         op = rng.random()
         if op < 0.45:
+            evicted = ems.stats()["evicted_blocks"]
             r = ems.lookup(ids)
             assert (r.prefix_blocks, r.ssd_blocks) == ref.lookup(ids.tolist()), step
+            assert ems.stats()["evicted_blocks"] == evicted     # lookup_store relies on it
         elif op < 0.9:
             assert ems.store(ids).new_blocks == ref.store(ids.tolist()), step
         elif op < 0.95:

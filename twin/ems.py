@@ -248,6 +248,9 @@ class EMS:
                 a, b = ptr[i], ptr[i + 1]
                 d, s = self._lookup_one(ids[a:b], srv[a:b], homes[a:b], per_hit)
                 n_dram, n_ssd, hits[i] = n_dram + d, n_ssd + s, d + s
+                # the hit prefix is still cached (a lookup drops nothing: each promotion frees the
+                # SSD slot its spill's demotion takes), so the store starts at the first miss
+                a += d + s
                 new += self._store_one(ids[a:b], srv[a:b], homes[a:b], per_new)
         self._stored += new
         return BatchResult(hits, self._count_lookup(hits, n_dram, n_ssd, ptr[-1], tokens), new)

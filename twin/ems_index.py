@@ -41,6 +41,7 @@ class BlockIndex:
     def _alloc(self, bits: int) -> None:
         self.bits, self.size = bits, 1 << bits
         self.mask, self.shift = self.size - 1, 64 - bits
+        self._shift_u64 = np.uint64(self.shift)
         self.keys = np.zeros(self.size, dtype=np.int64)
         self.place = np.zeros(self.size, dtype=np.int16)
         self.stamp = np.zeros(self.size, dtype=np.int64)
@@ -53,7 +54,7 @@ class BlockIndex:
 
     def homes(self, product: np.ndarray) -> list[int]:
         """Home slot of each id, from its product `ids.view(np.uint64) * MIX` (as home())."""
-        return (product >> np.uint64(self.shift)).tolist()
+        return (product >> self._shift_u64).tolist()
 
     def home(self, key: int) -> int:
         return ((key & _M64) * _MIX & _M64) >> self.shift
