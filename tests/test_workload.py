@@ -313,7 +313,7 @@ def test_non_regular_files_are_refused_before_reading(tmp_path):
 
 
 def test_size_and_line_limits(tmp_path, monkeypatch):
-    import twin.workload as wl
+    import twin.workload.tracefile as wl
     row = _row()
     p = _write(tmp_path, "t.jsonl", [row] * 3)
     limit = len(row) * 3 + 2                     # one byte short of the file (3 rows, 3 newlines)

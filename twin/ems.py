@@ -9,16 +9,19 @@ Consistent hashing: each server owns `vnodes` points on a 64-bit ring (blake2b o
 sits at (key * golden ratio) mod 2**64 and belongs to the next live point clockwise. The ring is
 quantised to 2**16 slots, so finding a key's server is one multiply and one list index, which keeps
 per-block operations well under a microsecond. Failing a server changes only the slots it owned.
+Which block is cached where, and the LRU order of each server's tiers, live in one compact index
+(`ems_index.BlockIndex`, about 30-60 bytes a block); a batch's ids are hashed in one vector step.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from hashlib import blake2b
 
 import numpy as np
 
-_GOLDEN = 0x9E3779B97F4A7C15  # Fibonacci hashing: spreads sequential ids evenly over the ring
+from .ems_index import _MIX, BlockIndex
+
+_GOLDEN = _MIX   # Fibonacci hashing: spreads sequential ids evenly over the ring (and the index)
 _M64 = (1 << 64) - 1
 _SLOT_BITS = 16
 _SHIFT = 64 - _SLOT_BITS
@@ -90,8 +93,7 @@ class EMS:
         self._index = {n: i for i, n in enumerate(names)}
         self._dram_cap = _capacity_blocks("dram_bytes_per_server", dram_bytes_per_server, block_bytes)
         self._ssd_cap = _capacity_blocks("ssd_bytes_per_server", ssd_bytes_per_server, block_bytes)
-        self._dram = [OrderedDict() for _ in names]
-        self._ssd = [OrderedDict() for _ in names]
+        self._blocks = BlockIndex(len(names))
         self._live = [True] * len(names)
         points = [(int.from_bytes(blake2b(f"{n}#{v}".encode(), digest_size=8).digest(), "big"), i)
                   for i, n in enumerate(names) for v in range(vnodes)]
@@ -123,61 +125,69 @@ class EMS:
         self._hit_tokens = self._miss_tokens = self._stored = 0
         self._demoted = self._dropped = self._lost = 0
 
-    def _spill(self, s: int) -> None:
+    def _spill(self, s1: int) -> None:
         """DRAM over capacity: demote its LRU blocks to SSD, dropping SSD's LRU when that is full."""
-        dram, ssd = self._dram[s], self._ssd[s]
-        while len(dram) > self._dram_cap:
-            key, _ = dram.popitem(last=False)
+        ix, dram, ssd = self._blocks, 2 * s1, 2 * s1 + 1
+        count = ix.count
+        while count[dram] > self._dram_cap:
+            slot = ix.lru(dram)
             if self._ssd_cap > 0:
-                ssd[key] = None
+                ix.move(slot, ssd)
                 self._demoted += 1
-                if len(ssd) > self._ssd_cap:
-                    ssd.popitem(last=False)
+                if count[ssd] > self._ssd_cap:
+                    ix.drop(ix.lru(ssd))
                     self._dropped += 1
             else:
+                ix.drop(slot)
                 self._dropped += 1
 
-    def _servers_of(self, ids: np.ndarray) -> list[int]:
-        """Owning server index of each key, vectorised (the same slot arithmetic as server_of)."""
-        h = (np.asarray(ids, dtype=np.int64).view(np.uint64) * _GOLDEN_U64) >> _SHIFT_U64
-        return self._slot_arr[h].tolist()
-
-    def _lookup_one(self, ids: list, srv: list, per: list) -> tuple[int, int]:
-        """Walk one prompt's blocks until the first miss; (dram hits, ssd hits). Hits move to the
-        MRU end; SSD hits are promoted to DRAM; per[server] counts the blocks each must send."""
+    def _lookup_one(self, ids: list, srv: list, homes: list, per: list) -> tuple[int, int]:
+        """Walk one prompt's blocks until the first miss; (dram hits, ssd hits). Hits become the
+        most recently used; SSD hits are promoted to DRAM; per[server] counts the blocks each sends."""
         n_dram = n_ssd = 0
-        drams, ssds, cap = self._dram, self._ssd, self._dram_cap
-        for k, s in zip(ids, srv):
-            dram = drams[s]
-            if k in dram:
-                dram.move_to_end(k)
+        ix, cap = self._blocks, self._dram_cap
+        find, move, count = ix.find, ix.move, ix.count
+        for k, s, h in zip(ids, srv, homes):
+            s1 = s + 1
+            slot, _ = find(k, s1, h)
+            if slot < 0:
+                break
+            dram = 2 * s1
+            if ix.P[slot] == dram:
+                move(slot, dram)
                 n_dram += 1
             else:
-                ssd = ssds[s]
-                if k not in ssd:
-                    break
-                del ssd[k]
-                dram[k] = None
+                move(slot, dram)
                 n_ssd += 1
-                if len(dram) > cap:
-                    self._spill(s)
+                if count[dram] > cap:
+                    self._spill(s1)
             per[s] += 1
         return n_dram, n_ssd
 
-    def _store_one(self, ids: list, srv: list, per: list) -> int:
+    def _store_one(self, ids: list, srv: list, homes: list, per: list) -> int:
         """Insert the blocks not yet cached into DRAM; per[server] counts the new ones."""
         new = 0
-        drams, ssds, cap = self._dram, self._ssd, self._dram_cap
-        for k, s in zip(ids, srv):
-            dram = drams[s]
-            if k in dram or k in ssds[s]:
+        ix, cap = self._blocks, self._dram_cap
+        find, put, count = ix.find, ix.put, ix.count
+        for k, s, h in zip(ids, srv, homes):
+            s1 = s + 1
+            slot, free = find(k, s1, h)
+            if slot >= 0:
                 continue
-            dram[k] = None
+            dram = 2 * s1
+            put(free, k, dram)
             new += 1
             per[s] += 1
-            if len(dram) > cap:
-                self._spill(s)
+            if count[dram] > cap:
+                self._spill(s1)
         return new
+
+    def _prepare(self, arr: np.ndarray, inserts: int) -> tuple[list, list, list]:
+        """Ids, owning servers and home slots of a batch's blocks, in one vector step each (room
+        for `inserts` new blocks is made first, so home slots stay valid through the batch)."""
+        self._blocks.reserve(inserts)
+        product = arr.view(np.uint64) * _GOLDEN_U64     # ring position and home slot in one
+        return arr.tolist(), self._slot_arr[product >> _SHIFT_U64].tolist(), self._blocks.homes(product)
 
     def _count_lookup(self, hits: list, n_dram: int, n_ssd: int, blocks: int, tokens: list) -> list:
         """Update the counters for lookups with `hits` prefix blocks each (of `blocks` in all);
@@ -205,7 +215,7 @@ class EMS:
         per = [0] * len(self.servers)
         n_dram = n_ssd = 0
         if self._slots is not None and len(arr):
-            n_dram, n_ssd = self._lookup_one(arr.tolist(), self._servers_of(arr), per)
+            n_dram, n_ssd = self._lookup_one(*self._prepare(arr, 0), per)
         hit = n_dram + n_ssd
         total = len(arr) * self.block_tokens if tokens is None else int(tokens)
         ht = self._count_lookup([hit], n_dram, n_ssd, len(arr), [total])
@@ -217,7 +227,7 @@ class EMS:
         per = [0] * len(self.servers)
         new = 0
         if self._slots is not None and len(arr):
-            new = self._store_one(arr.tolist(), self._servers_of(arr), per)
+            new = self._store_one(*self._prepare(arr, len(arr)), per)
         self._stored += new
         return StoreResult(new, self._per_server(per))
 
@@ -228,16 +238,20 @@ class EMS:
         prompt, but with the owning servers of all the batch's blocks found in one vector step.
         per_hit[s] / per_new[s] (one entry per server, `servers` order) are increased by the blocks
         server s sends for hits / receives as new: the caller sums them over many batches."""
+        block_ids = np.asarray(block_ids, dtype=np.int64)
         n = len(ptr) - 1
         hits = [0] * n
         n_dram = n_ssd = new = 0
         if self._slots is not None and len(block_ids):
-            ids, srv = block_ids.tolist(), self._servers_of(block_ids)
+            ids, srv, homes = self._prepare(block_ids, len(block_ids))
             for i in range(n):
                 a, b = ptr[i], ptr[i + 1]
-                d, s = self._lookup_one(ids[a:b], srv[a:b], per_hit)
+                d, s = self._lookup_one(ids[a:b], srv[a:b], homes[a:b], per_hit)
                 n_dram, n_ssd, hits[i] = n_dram + d, n_ssd + s, d + s
-                new += self._store_one(ids[a:b], srv[a:b], per_new)
+                # the hit prefix is still cached (a lookup drops nothing: each promotion frees the
+                # SSD slot its spill's demotion takes), so the store starts at the first miss
+                a += d + s
+                new += self._store_one(ids[a:b], srv[a:b], homes[a:b], per_new)
         self._stored += new
         return BatchResult(hits, self._count_lookup(hits, n_dram, n_ssd, ptr[-1], tokens), new)
 
@@ -254,9 +268,7 @@ class EMS:
         s = self._server(name)
         if not self._live[s]:
             return 0
-        lost = len(self._dram[s]) + len(self._ssd[s])
-        self._dram[s].clear()
-        self._ssd[s].clear()
+        lost = self._blocks.clear_server(s + 1)
         self._live[s] = False
         self._lost += lost
         self._rebuild_slots()
@@ -271,11 +283,11 @@ class EMS:
             self._rebuild_slots()
 
     def stats(self) -> dict:
-        bb = self.block_bytes
+        bb, count = self.block_bytes, self._blocks.count
         looked = self._hit_blocks + self._miss_blocks
         tokens = self._hit_tokens + self._miss_tokens
-        per_server = {n: {"live": self._live[i], "dram_bytes": len(self._dram[i]) * bb,
-                          "ssd_bytes": len(self._ssd[i]) * bb}
+        dram, ssd = count[2::2], count[3::2]
+        per_server = {n: {"live": self._live[i], "dram_bytes": dram[i] * bb, "ssd_bytes": ssd[i] * bb}
                       for i, n in enumerate(self.servers)}
         return {
             "lookups": self._lookups,
@@ -286,9 +298,8 @@ class EMS:
             "token_hit_ratio": self._hit_tokens / tokens if tokens else 0.0,
             "stored_blocks": self._stored,
             "demoted_blocks": self._demoted, "evicted_blocks": self._dropped, "lost_blocks": self._lost,
-            "dram_bytes": sum(len(d) for d in self._dram) * bb,
-            "ssd_bytes": sum(len(d) for d in self._ssd) * bb,
-            "resident_blocks": sum(len(d) for d in self._dram) + sum(len(d) for d in self._ssd),
+            "dram_bytes": sum(dram) * bb, "ssd_bytes": sum(ssd) * bb,
+            "resident_blocks": sum(dram) + sum(ssd),
             "live_servers": sum(self._live),
             "per_server": per_server,
         }

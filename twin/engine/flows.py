@@ -2,11 +2,18 @@
 
 Rates are recomputed only when a flow starts or ends or a capacity changes (a fault); between
 those moments every flow drains at a constant rate, so one wake-up per change is enough.
+
+Deferred completions: while `defer()` says no consumer needs a completion as an event (the engine:
+every decode instance is stepping and reads its inbox at step boundaries), the wake-up is kept as
+a time only, and `settle()` runs the wake-ups due by now, each at its own time, exactly as the
+events would have, before anything reads or changes the flows. `need_events()` turns the pending
+wake-up into an event when a consumer starts waiting.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from heapq import heappush
 from typing import Callable
 
 import simpy
@@ -27,16 +34,20 @@ class Flow:
 
 
 class FlowNet:
-    def __init__(self, env: simpy.Environment):
+    def __init__(self, env: simpy.Environment, defer: Callable[[], bool] | None = None):
         self.env = env
+        self.defer = defer                        # True while completions may wait for settle()
         self.capacity: dict[str, float] = {}      # link -> bytes/s
         self.flows: dict[int, Flow] = {}
         self._next = 0
         self._last = 0.0
         self._gen = 0
         self._armed_at = math.inf                 # time of the pending wake-up
+        self._timer_gen = -1                      # the wake-up generation that has an event
+        self._events = 0                          # flows whose consumer waits on an event
 
     def set_capacity(self, link: str, bytes_per_s: float) -> None:
+        self.settle()
         self._drain()
         self.capacity[link] = max(0.0, bytes_per_s)
         self._solve()
@@ -49,25 +60,54 @@ class FlowNet:
             if link not in self.capacity:
                 raise KeyError(f"flow link {link!r}: unknown (known: {', '.join(sorted(self.capacity))})")
         done = self.env.event() if on_finish is None else None
+        self._events += done is not None
+        self.settle()
         self._drain()
         self.flows[self._next] = Flow(float(nbytes), tuple(links), 0.0, done, latency_s, on_finish)
         self._next += 1
         self._solve()
         return done
 
-    def _drain(self) -> None:
-        dt = self.env.now - self._last
-        self._last = self.env.now
+    def settle(self) -> None:
+        """Run the deferred wake-ups due by now, in time order."""
+        while self._armed_at <= self.env.now:
+            self._fire(self._armed_at)
+
+    def need_events(self) -> None:
+        """A consumer starts waiting: the pending wake-up (if deferred) becomes an event."""
+        self.settle()
+        if self._armed_at < math.inf and self._timer_gen != self._gen:
+            self._schedule(self._gen, self._armed_at)
+
+    def _schedule(self, gen: int, at: float) -> None:
+        """An event at exactly `at` (>= now) that fires wake-up `gen` (simpy.Timeout's own push)."""
+        ev = simpy.Event(self.env)
+        ev._ok, ev._value = True, None
+        ev.callbacks.append(lambda _: self._wake(gen))
+        heappush(self.env._queue, (at, simpy.events.NORMAL, next(self.env._eid), ev))
+        self._timer_gen = gen
+
+    def _drain(self, now: float | None = None) -> None:
+        now = self.env.now if now is None else now
+        dt = now - self._last
+        self._last = now
         if dt <= 0:
             return
         for f in self.flows.values():
             f.remaining -= min(f.remaining, f.rate * dt)
 
-    def _solve(self) -> None:
+    def _solve(self, now: float | None = None) -> None:
         """Progressive filling: raise all unfrozen flows equally until a link saturates.
 
         A flow crossing a dead link (capacity 0) waits at rate 0 and is left out of the filling,
         so flows elsewhere keep their fair share; it resumes when the capacity returns."""
+        now = self.env.now if now is None else now
+        if len(self.flows) == 1:            # alone: the rate is its narrowest live link
+            for f in self.flows.values():
+                narrowest = min(self.capacity[l] for l in f.links)
+                f.rate = narrowest if narrowest > 0 else 0.0
+            self._arm(now)
+            return
         for f in self.flows.values():
             f.rate = 0.0
         cap = dict(self.capacity)
@@ -85,34 +125,39 @@ class FlowNet:
                     cap[link] -= share
             for i in frozen:
                 del active[i]
-        self._arm()
+        self._arm(now)
 
-    def _arm(self) -> None:
+    def _arm(self, now: float) -> None:
         """One wake-up at the earliest finish. A pending wake-up that is not later is kept (if it
-        comes early it finds nothing done and re-arms), so most flow changes schedule no event."""
+        comes early it finds nothing done and re-arms), so most flow changes schedule no event;
+        none at all while completions are deferred."""
         finish = [(f.remaining / f.rate) for f in self.flows.values() if f.rate > 0]
-        if not finish:
-            return
-        delay = max(0.0, min(finish))
-        if self.env.now + delay < self._armed_at:
+        if finish and now + max(0.0, min(finish)) < self._armed_at:
             self._gen += 1
-            self._armed_at = self.env.now + delay
-            gen = self._gen
-            self.env.timeout(delay).callbacks.append(lambda _: self._wake(gen))
+            self._armed_at = now + max(0.0, min(finish))
+        if self._timer_gen != self._gen and self._armed_at < math.inf \
+                and (self._armed_at > self.env.now or now == self.env.now) \
+                and (self._events or self.defer is None or not self.defer()):
+            self._schedule(self._gen, self._armed_at)      # (a due one is run by settle())
 
     def _wake(self, gen: int) -> None:
-        if gen != self._gen:
-            return       # a newer, earlier wake-up replaced this one
+        if gen == self._gen and self._armed_at <= self.env.now:
+            self._fire(self._armed_at)   # else replaced by an earlier wake-up, or settled already
+
+    def _fire(self, now: float) -> None:
+        """The wake-up at `now` (the event's time, or a deferred one's): finished flows end."""
         self._armed_at = math.inf
-        self._drain()
+        self._gen += 1
+        self._drain(now)
         done = [i for i, f in self.flows.items() if f.remaining <= DONE_BYTES * max(1.0, f.rate)]
         for i in done:
             f = self.flows.pop(i)
             if f.on_finish is None:
+                self._events -= 1
                 _succeed_after(f.done, f.latency_s)
             else:
-                f.on_finish(self.env.now + f.latency_s)
-        self._solve()
+                f.on_finish(now + f.latency_s)
+        self._solve(now)
 
 
 def _succeed_after(ev: simpy.Event, delay: float) -> None:

@@ -130,7 +130,9 @@ class Metrics:
         self.tpot.add(multi)
         self.slo_met += int(ok.sum())
         hit = 2 * req.cached[fin] >= req.input[fin]     # "with a hit": at least half the prompt from EMS
-        pct = lambda a, q: float(np.percentile(a, q)) if len(a) else float("nan")
+        pct = lambda a, q: np.percentile(a, q).tolist() if len(a) else [float("nan")] * len(q)
+        ttft_p50, ttft_p99 = pct(ttft, (50, 99))     # one call per array (the same values)
+        tpot_p50, tpot_p99 = pct(tpot, (50, 99))
         util = np.minimum(1.0, c.busy / dt)
         counts = req.counts()
         row = {
@@ -138,9 +140,9 @@ class Metrics:
             "input_tps": c.input_tokens / dt, "output_tps": c.output_tokens / dt,
             "input_tps_per_npu": c.input_tokens / dt / max(ctx["prefill_npus"], 1),
             "output_tps_per_npu": c.output_tokens / dt / max(ctx["decode_npus"], 1),
-            "ttft_p50_ms": pct(ttft, 50), "ttft_p99_ms": pct(ttft, 99),
-            "tpot_p50_ms": pct(tpot, 50), "tpot_p99_ms": pct(tpot, 99),
-            "ttft_hit_p50_ms": pct(ttft[hit], 50), "ttft_miss_p50_ms": pct(ttft[~hit], 50),
+            "ttft_p50_ms": ttft_p50, "ttft_p99_ms": ttft_p99,
+            "tpot_p50_ms": tpot_p50, "tpot_p99_ms": tpot_p99,
+            "ttft_hit_p50_ms": pct(ttft[hit], (50,))[0], "ttft_miss_p50_ms": pct(ttft[~hit], (50,))[0],
             "slo_attainment": float(ok.mean()) if len(ok) else float("nan"),
             "block_hit_ratio": c.hit_blocks / c.lookups_blocks if c.lookups_blocks else float("nan"),
             "token_hit_ratio": c.hit_tokens / c.lookup_tokens if c.lookup_tokens else float("nan"),

@@ -117,7 +117,7 @@ class PrefillInstance(Instance):
             req.state[ids] = QUEUED
             return
         eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
-        eng.acct.prefill(self, float((req.input[ids] - cached).sum()), float(cached.sum()))
+        eng.acct.prefill(self, float((req.input.a[rows] - cached).sum()), float(cached.sum()))
         self.busy = True
         self._batch += 1
         batch_no = self._batch
@@ -169,8 +169,10 @@ class DecodeInstance(Instance):
         self.proc: simpy.Process | None = None   # its run() process (set by the engine)
 
     def enqueue(self, rids: np.ndarray) -> None:
-        self.eng.req.state[rids] = DECODE_QUEUE
-        self.eng.req.instance[rids] = self.idx
+        req = self.eng.req
+        rows = req.rows(np.asarray(rids))
+        req.state.a[rows] = DECODE_QUEUE
+        req.instance.a[rows] = self.idx
         self.queue.extend(rids.tolist())
         self.wake()
 
@@ -186,6 +188,7 @@ class DecodeInstance(Instance):
         self.eng.env.timeout(max(0.0, at - self.eng.env.now)).callbacks.append(lambda _: self.wake())
 
     def flush_inbox(self) -> None:
+        self.eng.kv.flows.settle()              # KV transfers that have landed by now
         now = self.eng.env.now
         while self.inbox and self.inbox[0][0] <= now:
             self.enqueue(self.inbox.pop(0)[1])
@@ -211,6 +214,7 @@ class DecodeInstance(Instance):
 
     def _go_idle(self) -> None:
         self.stepping = False
+        self.eng.kv.flows.need_events()         # its KV transfers must now wake it
         if self._idle is not None and not self._idle.triggered:
             self._idle.succeed()
 
@@ -274,27 +278,33 @@ class DecodeInstance(Instance):
                 yield eng.env.timeout(seconds)
             except simpy.Interrupt:             # a fault hit it mid-step: the step is lost
                 continue
+            # each sequence gains its accepted tokens but never more than it has left: one that
+            # overshoots (left < 0) gives the excess back below (no clipping pass over all)
             got = eng.timing.accepted_tokens(n)
-            made = np.minimum(got, self.left, out=got)
-            self.left -= made
-            self.ctx += made
-            made_sum = int(made.sum())
-            self.ctx_sum += made_sum
-            eng.metrics.cur.output_tokens += made_sum
+            left, ctx = self.left, self.ctx
+            left -= got
+            ctx += got
+            made_sum = int(got.sum())
             if len(self.no_first):               # decode-only runs: first token from decode
                 req.first_token[self.no_first] = eng.env.now
                 self.no_first = self.no_first[:0]
-            done = self.left <= 0
+            done = left <= 0
             if done.any():
-                fin = self.ids[done]
+                idx = np.flatnonzero(done)               # one pass; the rest touch only these
+                over = left[idx]                         # minus the tokens made past the end
+                final = ctx[idx] + over
+                made_sum += int(over.sum())
+                fin = self.ids[idx]
                 rows = req.rows(fin)
                 inp = req.input.a[rows]
-                req.generated.a[rows] = self.ctx[done] - inp
-                self.ctx_sum -= int(self.ctx[done].sum())
+                req.generated.a[rows] = final - inp
+                self.ctx_sum -= int(final.sum())
                 self.reserved -= float((inp + req.output.a[rows]).sum())
                 keep = ~done
-                self.ids, self.ctx, self.left = self.ids[keep], self.ctx[keep], self.left[keep]
+                self.ids, self.ctx, self.left = self.ids[keep], ctx[keep], left[keep]
                 eng.finish(fin)
+            self.ctx_sum += made_sum
+            eng.metrics.cur.output_tokens += made_sum
 
     def evict(self, mask: np.ndarray | None = None, queue: bool = True) -> np.ndarray:
         """Drop the sequences in `mask` (all by default) and, with `queue`, the waiting ones;

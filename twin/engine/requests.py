@@ -67,8 +67,8 @@ class RequestTable:
         if type(key) is np.ndarray:         # the common case first: one subtraction, one check
             if not b:
                 return key
-            r = key - b
-            if r.size and _min(r) < 0:
+            r = key - b                     # small arrays are checked in Python (no ufunc call)
+            if r.size and (min(r.tolist()) if r.size <= 16 and r.ndim == 1 else _min(r)) < 0:
                 raise IndexError(f"request id below {b}: compacted out of the window (terminal)")
             return r
         if isinstance(key, slice):

@@ -14,7 +14,8 @@ from .requests import TRANSFER
 class KvTransfers:
     def __init__(self, eng):
         self.eng = eng
-        self.flows = FlowNet(eng.env)
+        # a transfer's end waits for the decode instances' step boundaries while all of them step
+        self.flows = FlowNet(eng.env, defer=lambda: all(d.stepping for d in eng.decode))
         self.transfers: dict[int, np.ndarray] = {}   # KV transfers under way: key -> request ids
         self._seq = 0
         rdma = eng.dep.kv_transfer_plane == "rdma"
