@@ -21,6 +21,7 @@ from twin import tracestore
 from twin.config import catalog
 from twin.ui import components as C
 from twin.ui import guard as G
+from twin.ui import teach
 from twin.ui.live import status_payload, twin_for
 
 MAX_BODY_BYTES = 4 * 1024 * 1024     # a request body; the largest is a trace upload (2 MB, base64)
@@ -28,6 +29,7 @@ MAX_BODY_BYTES = 4 * 1024 * 1024     # a request body; the largest is a trace up
 app = Dash(__name__, use_pages=True, title="CloudMatrix Twin", update_title=None,
            suppress_callback_exceptions=True, on_error=G.on_error)
 server = app.server
+teach.install(app)                    # <html lang> and the ?lang= cookie (issue 12)
 server.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
 log = logging.getLogger(__name__)
 
@@ -94,8 +96,10 @@ def serve_layout():
                      className="brand", title="A live digital twin of the CloudMatrix384 supernode"),
             _nav(),
             html.Div(id="ctl-status-twin", className="twin-badge"),
+            teach.tools(),
         ], className="topbar"),
         C.controls_bar(_scenarios(), sorted(catalog().deployments)),
+        teach.banner(),
         html.Main(dash.page_container, className="main"),
         html.Footer([
             html.Span("Tags say where a number comes from: "), C.tag("sim"), C.tag("model"), C.tag("paper"),
