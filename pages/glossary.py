@@ -16,7 +16,8 @@ def layout(lang=None, **_kwargs):
     lang, msg = T.page_lang(lang)
     _ = I.gettext(lang)
     entries = [html.Div([
-        html.Dt(_(t.term), id=f"gl-{t.key}"),
+        html.Dt([_(t.term), html.Span(t.term, lang="en", className="gl-orig muted i18n-skip")
+                 if lang != "en" and _(t.term) != t.term else None], id=f"gl-{t.key}"),
         html.Dd([html.Span(_(t.text)),
                  html.Span([_("Source:"), " ", t.ref], className="gl-ref muted i18n-skip") if t.ref else None]),
     ], className="gl-entry") for t in L.glossary()]

@@ -13,6 +13,7 @@ To convert another page: wrap its user-visible strings in `_()`, add the file to
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from babel.messages.catalog import Catalog
@@ -25,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py")   # converted to the catalogs
 KEYWORDS = {"_": None}
 POT = LOCALE_DIR / f"{DOMAIN}.pot"
+_NAMES = re.compile(r"%\((\w+)\)s")
 
 
 def extract() -> Catalog:
@@ -80,4 +82,18 @@ def problems() -> list[str]:
             out += [f"{lang}: untranslated: {m.id[:70]!r}" for m in cat if m.id and not m.string]
         for msg, errors in cat.check():
             out += [f"{lang}: {msg.id[:50]!r}: {e}" for e in errors]
+        out += [f"{lang}: {m.id[:50]!r}: {e}" for m, e in _format_errors(cat)]
     return out
+
+
+def _format_errors(cat: Catalog):
+    """Messages with placeholders whose text cannot be %-formatted (e.g. a lone '%' before a
+    character, which Babel's checker lets through): they would fail when shown."""
+    for m in cat:
+        if m.id and m.python_format:
+            names = _NAMES.findall(m.id)
+            for text in (m.id, m.string or m.id):
+                try:
+                    text % {n: "1" for n in names}
+                except (ValueError, TypeError, KeyError) as exc:
+                    yield m, f"cannot be formatted: {exc}"

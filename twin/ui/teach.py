@@ -89,7 +89,7 @@ def tools() -> html.Div:
         dcc.Store(id="teach-step", storage_type="local"),        # {"lesson", "step"} being narrated
         dcc.Store(id="teach-progress", storage_type="local"),    # {lesson id: [steps done]}
         html.Div([html.A(I.NAMES[code], id=f"teach-lang-{code}", href=f"?lang={code}", lang=code,
-                         className="lang-link" + (" lang-active" if code == lang else ""),
+                         className="lang-link i18n-skip" + (" lang-active" if code == lang else ""),
                          title=_("Show the dashboard in this language"))
                   for code in I.LANGS], className="lang-toggle", role="group"),
         html.Button(_("Presenter"), id="teach-presenter-btn", className="pill", n_clicks=0,
