@@ -99,6 +99,8 @@ def _step_view(les: L.Lesson, n: int, lang: str) -> list:
         block("lesson-action", _("Do it"), html.Div([
             html.Button(describe(s.action, _), id=f"{P}-act", className="btn btn-primary", n_clicks=0),
             html.Div(id=f"{P}-msg", className="ctl-msg", role="status"),
+            html.Div(_("The twin keeps the speed set in the bar above; raise it (for example to 20×) to reach "
+                       "the interesting moment sooner."), className="muted lesson-hint"),
         ])),
         block("lesson-notice", _("What to notice"), html.P(_(s.notice))),
         html.Details([
@@ -115,20 +117,22 @@ def layout(lesson=None, step=None, lang=None, **_kwargs):
     lang, msg = T.page_lang(lang)
     _ = I.gettext(lang)
     if lesson is None:
-        return html.Div(_index(lang, msg), className="lessons-page", lang=lang)
+        return html.Div([T.status_ticker("lessons")] + _index(lang, msg), className="lessons-page", lang=lang)
     try:
         les = L.get(lesson)
     except L.LessonError:
         error = _("There is no lesson %(id)s; pick one below.") % {"id": repr(str(lesson)[:40])}
-        return html.Div(_index(lang, " ".join(filter(None, (msg, error)))), className="lessons-page", lang=lang)
+        return html.Div([T.status_ticker("lessons")] + _index(lang, " ".join(filter(None, (msg, error)))),
+                        className="lessons-page", lang=lang)
     try:
         n = L.step_index(les, step if step is not None else "1")
     except L.LessonError:
         error = _("Lesson “%(title)s” has steps 1 to %(n)s; there is no step %(step)s.") % {
             "title": _(les.title), "n": len(les.steps), "step": repr(str(step)[:12])}
-        return html.Div(_index(lang, " ".join(filter(None, (msg, error)))), className="lessons-page", lang=lang)
+        return html.Div([T.status_ticker("lessons")] + _index(lang, " ".join(filter(None, (msg, error)))),
+                        className="lessons-page", lang=lang)
     body = ([html.Div(msg, className="msg-error lesson-msg")] if msg else []) + _step_view(les, n, lang)
-    return html.Div(body, className="lessons-page", lang=lang)
+    return html.Div([T.status_ticker("lessons")] + body, className="lessons-page", lang=lang)
 
 
 def _progress(value) -> dict[str, list[int]]:

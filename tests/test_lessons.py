@@ -211,3 +211,13 @@ def test_layouts_have_unique_ids_with_the_shell(dash_app, lessons_page):
         for layout in (lessons_page.layout(), lessons_page.layout(lesson="faults", step="3"), glossary.layout()):
             all_ids = shell + ids(layout, [])
             assert len(all_ids) == len(set(all_ids))
+
+
+def test_glossary_term_on_hover_in_the_viewers_language(dash_app):
+    from twin.ui import teach
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        abbr = teach.term("ttft")
+    assert abbr.title.startswith("用户等到回答的第一个词元") and abbr.children.href == "/glossary#gl-ttft"
+    assert abbr.children.children == "TTFT"
+    with pytest.raises(KeyError, match="allowed supernode"):
+        teach.term("nope")

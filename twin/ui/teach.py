@@ -14,15 +14,17 @@ from urllib.parse import parse_qs
 
 import dash
 import flask
-from dash import Input, Output, State, clientside_callback, dcc, html
+from dash import ALL, Input, Output, State, clientside_callback, dcc, html
 
 from twin import i18n as I
 from twin import lessons as L
 
 from . import guard as G
+from .live import Tick
 
 COOKIE = "twin_lang"
 COOKIE_AGE_S = 365 * 86400
+STATUS_MS = 2000             # how often a teaching page refreshes the run-control strip
 
 
 def request_lang() -> str:
@@ -179,6 +181,39 @@ clientside_callback(
 )
 
 
+def status_ticker(page: str) -> html.Div:
+    """What a page without live charts includes so the run-control strip stays live on it."""
+    return html.Div([dcc.Interval(id={"type": "teach-tick", "index": page}, interval=STATUS_MS),
+                     dcc.Store(id={"type": "teach-cursor", "index": page})])
+
+
+@dash.callback(
+    Output({"type": "teach-cursor", "index": ALL}, "data"),
+    Output("shell-status", "data", allow_duplicate=True),
+    Input({"type": "teach-tick", "index": ALL}, "n_intervals"),
+    State({"type": "teach-cursor", "index": ALL}, "data"),
+    State("ctl-twin", "data"),
+    prevent_initial_call="initial_duplicate",
+)
+def status_tick(ticks, cursors, choice):
+    """The twin's status for the control strip, only when it changed (the pages' polling contract)."""
+    n = len(ticks) if isinstance(ticks, list) else 0
+    cur = cursors[0] if isinstance(cursors, list) and cursors else None
+    t = Tick.read(cur, choice)
+    return [t.cursor] * n, t.status
+
+
+def term(key: str, label: str | None = None) -> html.Abbr:
+    """A word with its glossary sentence on hover and a link to its entry (for labels on any page):
+    `term("ttft")` shows "TTFT" with the definition in the viewer's language."""
+    _ = I.gettext(request_lang())
+    t = next((t for t in L.glossary() if t.key == key), None)
+    if t is None:
+        raise KeyError(f"glossary term {key!r}: allowed {', '.join(x.key for x in L.glossary())}")
+    return html.Abbr(dcc.Link(label or _(t.term).split("（")[0].split(" (")[0], href=f"/glossary#gl-{key}"),
+                     title=_(t.text), className="teach-term")
+
+
 # ---- first screen ---------------------------------------------------------------------------
 
 def intro(**kwargs) -> html.Details:
@@ -193,18 +228,22 @@ def intro(**kwargs) -> html.Details:
     return html.Details([
         html.Summary(_("What am I looking at?"), className="summary-title"),
         html.Div([
-            html.P(_("CloudMatrix384 is Huawei's AI supernode: 384 Ascend NPUs and 192 CPUs joined by one "
-                     "flat, fast network (UB), so they work like one large computer.")),
-            html.P(_("It is serving DeepSeek-R1, a 671-billion-parameter mixture-of-experts model, the way "
-                     "the CloudMatrix-Infer paper does: prompts on prefill NPUs, answers on decode NPUs, "
-                     "a shared cache (EMS) in CPU memory.")),
-            html.P(_("What runs here is a simulation of that machine, far faster than real time: every number "
-                     "below is measured in the running twin. The bar at the top shows the scenario and lets you "
-                     "pause, speed up or change it.")),
-            html.Div(_("Three things to try:"), className="intro-try-head"),
-            html.Ol([html.Li(dcc.Link(text, href=href)) for text, href in tries]),
-            html.Div([dcc.Link(_("All lessons"), href="/lessons", className="btn btn-small"),
-                      dcc.Link(_("Glossary"), href="/glossary", className="btn btn-small")],
-                     className="intro-links"),
+            html.Div([
+                html.P(_("CloudMatrix384 is Huawei's AI supernode: 384 Ascend NPUs and 192 CPUs joined by one "
+                         "flat, fast network (UB), so they work like one large computer.")),
+                html.P(_("It is serving DeepSeek-R1, a 671-billion-parameter mixture-of-experts model, the way "
+                         "the CloudMatrix-Infer paper does: prompts on prefill NPUs, answers on decode NPUs, "
+                         "a shared cache (EMS) in CPU memory.")),
+                html.P(_("What runs here is a simulation of that machine, far faster than real time: every number "
+                         "below is measured in the running twin. The bar at the top shows the scenario and lets "
+                         "you pause, speed up or change it.")),
+            ]),
+            html.Div([
+                html.Div(_("Three things to try:"), className="intro-try-head"),
+                html.Ol([html.Li(dcc.Link(text, href=href)) for text, href in tries]),
+                html.Div([dcc.Link(_("All lessons"), href="/lessons", className="btn btn-small"),
+                          dcc.Link(_("Glossary"), href="/glossary", className="btn btn-small")],
+                         className="intro-links"),
+            ]),
         ], className="intro-body"),
     ], open=True, className="panel teach-intro", id="teach-intro")
