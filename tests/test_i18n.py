@@ -84,6 +84,14 @@ def test_converted_pages_show_no_english_in_chinese(dash_app, target, kwargs):
     assert texts, "nothing rendered"
     leftovers = {t: english_words(t) for t in texts if english_words(t)}
     assert leftovers == {}, f"text outside the catalogs: {leftovers}"
+    untranslated = [t for t in texts if t.strip() in _english_only()]
+    assert untranslated == [], f"shown untranslated: {untranslated}"
+
+
+def _english_only() -> set[str]:
+    """msgids whose Chinese differs from the English (so showing the msgid means a missing translation)."""
+    zh = catalog.read("zh")
+    return {m.id for m in zh if m.id and m.string != m.id}
 
 
 def test_the_check_catches_a_string_outside_the_catalogs(dash_app):
