@@ -16,7 +16,7 @@ from twin import session as S
 from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import teach as T
-from twin.ui.live import status_payload, twin_for
+from twin.ui.live import twin_for
 
 dash.register_page(__name__, path="/lessons", name="Lessons", title="Lessons · CloudMatrix Twin", order=8)
 
@@ -92,13 +92,13 @@ def _step_view(les: L.Lesson, n: int, lang: str) -> list:
     ], className="lesson-nav")
     block = lambda cls, head, body: html.Div([html.H4(head), body], className=f"lesson-block {cls}")  # noqa: E731
     return [
-        dcc.Store(id=f"{P}-ctx", data={"lesson": les.id, "step": n}),
         C.page_header(_(les.title), _(les.summary), nav),
         block("lesson-goal", _("Goal"), html.P(_(s.goal))),
         block("lesson-predict", _("Predict first"), html.P(_(s.predict))),
         block("lesson-action", _("Do it"), html.Div([
-            html.Button(describe(s.action, _), id=f"{P}-act", className="btn btn-primary", n_clicks=0),
-            html.Div(id=f"{P}-msg", className="ctl-msg", role="status"),
+            html.Button(describe(s.action, _), id={"type": f"{P}-act", "index": f"{les.id}/{n}"},
+                        className="btn btn-primary lesson-act", n_clicks=0),
+            html.Div(id={"type": f"{P}-msg", "index": f"{les.id}/{n}"}, className="ctl-msg", role="status"),
             html.Div(_("The twin keeps the speed set in the bar above; raise it (for example to 20×) to reach "
                        "the interesting moment sooner."), className="muted lesson-hint"),
         ])),
@@ -168,15 +168,24 @@ def show_progress(progress, ids):
     return out
 
 
+def _step_of(button_id) -> tuple[L.Lesson, int] | None:
+    """The lesson step an action button names in its id ({"type": "lesson-act", "index": "ID/N"})."""
+    index = button_id.get("index") if isinstance(button_id, dict) else None
+    if not isinstance(index, str) or index.count("/") != 1:
+        return None
+    lesson, step = index.split("/")
+    return T.step_store({"lesson": lesson, "step": step})
+
+
 @dash.callback(
-    Output(f"{P}-msg", "children"),
-    Output(f"{P}-msg", "className"),
+    Output({"type": f"{P}-msg", "index": ALL}, "children"),
+    Output({"type": f"{P}-msg", "index": ALL}, "className"),
+    Output("ctl-msg", "children", allow_duplicate=True),
+    Output("ctl-msg", "className", allow_duplicate=True),
     Output("teach-step", "data"),
     Output("teach-progress", "data"),
     Output("teach-nav", "href"),
-    Output("shell-status", "data", allow_duplicate=True),
-    Input(f"{P}-act", "n_clicks"),
-    State(f"{P}-ctx", "data"),
+    Input({"type": f"{P}-act", "index": ALL}, "n_clicks"),
     State("teach-progress", "data"),
     State("ctl-twin", "data"),
     State("ctl-token", "data"),
@@ -184,17 +193,20 @@ def show_progress(progress, ids):
     State("ctl-secret", "data"),
     prevent_initial_call=True,
 )
-def act(n_clicks, where, progress, choice, token, viewer, secret):
-    """Do the step's action on the twin this viewer watches, narrate the step, open its page."""
+def act(clicks, progress, choice, token, viewer, secret):
+    """Do the step's action on the twin this viewer watches (the control bar's path, so the lock,
+    sandbox ownership and validation apply), narrate the step and open its page."""
     _ = I.gettext(T.request_lang())
-    if not n_clicks or ctx.triggered_id != f"{P}-act":
-        return (no_update,) * 6
-    found = T.step_store(where)
+    n_msgs = len(clicks) if isinstance(clicks, list) else 0
+    found = _step_of(ctx.triggered_id)
+    if not any(isinstance(c, int) and c > 0 for c in (clicks if isinstance(clicks, list) else [])):
+        return ([no_update] * n_msgs, [no_update] * n_msgs) + (no_update,) * 5
     if found is None:
-        return (_("This lesson step is not known; reload the lesson."), "ctl-msg msg-error") + (no_update,) * 4
+        text = _("This lesson step is not known; reload the lesson.")
+        return ([text] * n_msgs, ["ctl-msg msg-error"] * n_msgs) + (no_update,) * 5
     les, n = found
     action = les.steps[n - 1].action
-    tw, note = twin_for(choice)
+    tw, _note = twin_for(choice)
     tok = G.token(token)
     who = f"viewer {G.viewer(viewer)}" if G.viewer(viewer) else "viewer"
     who = f"instructor ({who})" if tok and tok.get("ok") else who
@@ -202,9 +214,10 @@ def act(n_clicks, where, progress, choice, token, viewer, secret):
         msg = tw.control(action.control, action.value, who=f"{who} · lesson {les.id}",
                          token=G.tok(tok), client=G.client(secret)[0])
     except S.ControlError as exc:
-        return (_("Not applied: %(reason)s") % {"reason": str(exc)}, "ctl-msg msg-error", no_update, no_update,
-                no_update, status_payload(tw, note))
+        text = _("Not applied: %(reason)s") % {"reason": str(exc)}
+        return ([text] * n_msgs, ["ctl-msg msg-error"] * n_msgs, text, "ctl-msg msg-error") + (no_update,) * 3
     prog = _progress(progress)
     prog[les.id] = sorted(set(prog.get(les.id, [])) | {n})
-    return (_("Applied: %(what)s") % {"what": msg}, "ctl-msg msg-ok", {"lesson": les.id, "step": n}, prog,
-            target_page(action), status_payload(tw, note))
+    text = _("Applied: %(what)s") % {"what": msg}
+    return ([text] * n_msgs, ["ctl-msg msg-ok"] * n_msgs, text, "ctl-msg msg-ok", {"lesson": les.id, "step": n},
+            prog, target_page(action))

@@ -27,7 +27,7 @@ def test_walk_a_lesson_in_chinese_and_perform_its_action(browser_page, artifacts
     wait_text(pg, "#lesson-answer", "79.2%")                          # locale-formatted measured answer
     pg.screenshot(path=str(artifacts / "lessons-step-zh.png"), full_page=True)
 
-    pg.click("#lesson-act")                                           # the step's action
+    pg.click(".lesson-act")                                           # the step's action
     pg.wait_for_url("**/failures", timeout=15_000)
     wait_text(pg, "#teach-banner", "故障与恢复")                       # narration on the opened page
     wait_text(pg, "#teach-banner", "第 2 步，共 3 步")

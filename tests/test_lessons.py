@@ -135,15 +135,19 @@ def test_bad_urls_get_a_message_in_the_page(dash_app, lessons_page, kwargs, show
     assert shown in texts and "Lessons" in texts          # the index with the message above it
 
 
+def act_id(index: str) -> str:
+    return '{"index":"%s","type":"lesson-act"}.n_clicks' % index
+
+
 def test_action_callback_resets_the_viewed_twin_narrates_and_opens_the_page(lessons_page, twin_registry):
     tw = twin_registry.shared()
     with __import__("app").server.test_request_context("/"):
-        out = click(lessons_page.act, "lesson-act.n_clicks", 1, {"lesson": "faults", "step": 2},
-                    {"faults": [1], "bogus": [1]}, "shared", None, "vtest", None)
-    msg, cls, step, progress, href, status = out
-    assert "msg-ok" in cls and "faults decode-die-redundant" in msg
+        out = click(lessons_page.act, act_id("faults/2"), [1], {"faults": [1], "bogus": [1]}, "shared", None,
+                    "vtest", None)
+    msgs, classes, msg, cls, step, progress, href = out
+    assert "msg-ok" in cls and "faults decode-die-redundant" in msg and msgs == [msg] and classes == [cls]
     assert step == {"lesson": "faults", "step": 2} and progress == {"faults": [1, 2]}
-    assert href == "/failures" and status["key"] == "shared"
+    assert href == "/failures"
     end = time.monotonic() + 15
     while tw.run < 1 and time.monotonic() < end:
         time.sleep(0.05)
@@ -151,12 +155,18 @@ def test_action_callback_resets_the_viewed_twin_narrates_and_opens_the_page(less
     assert "lesson faults" in tw.actions(1)[0]["who"]
 
 
-@pytest.mark.parametrize("where", [None, "x", {"lesson": "faults", "step": 9}, {"lesson": 3, "step": 1},
-                                   {"lesson": "faults", "step": "2; drop"}])
-def test_action_callback_refuses_a_forged_step(lessons_page, twin_registry, where):
+@pytest.mark.parametrize("index", ["x", "faults/9", "3/1", "faults/2; drop", "faults/1/2", "/"])
+def test_action_callback_refuses_a_forged_step(lessons_page, twin_registry, index):
     with __import__("app").server.test_request_context("/"):
-        out = click(lessons_page.act, "lesson-act.n_clicks", 1, where, None, "shared", None, None, None)
-    assert "msg-error" in out[1] and "not known" in out[0] and out[2:] == (no_update,) * 4
+        out = click(lessons_page.act, act_id(index), [1], None, "shared", None, None, None)
+    assert out[1] == ["ctl-msg msg-error"] and "not known" in out[0][0] and out[2:] == (no_update,) * 5
+    assert twin_registry.shared().run == 0
+
+
+def test_action_callback_ignores_a_page_load(lessons_page, twin_registry):
+    with __import__("app").server.test_request_context("/"):
+        assert click(lessons_page.act, act_id("faults/2"), [0], None, "shared", None, None, None) == (
+            [no_update], [no_update]) + (no_update,) * 5
 
 
 def test_action_on_a_locked_twin_says_why(lessons_page, dash_app):
@@ -164,9 +174,8 @@ def test_action_on_a_locked_twin_says_why(lessons_page, dash_app):
     try:
         reg.shared()
         with dash_app.server.test_request_context("/"):
-            out = click(lessons_page.act, "lesson-act.n_clicks", 1, {"lesson": "kv-cache", "step": 1},
-                        None, "shared", None, None, None)
-        assert "msg-error" in out[1] and "locked by the instructor" in out[0]
+            out = click(lessons_page.act, act_id("kv-cache/1"), [1], None, "shared", None, None, None)
+        assert out[3] == "ctl-msg msg-error" and "locked by the instructor" in out[2]
     finally:
         reg.shutdown()
 

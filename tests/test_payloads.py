@@ -43,6 +43,7 @@ def http(dash_app):
     for name in ("overview", "topology", "traffic", "cache", "tradeoffs", "validation", "failures", "lessons",
                  "glossary"):
         _walk_ids(importlib.import_module(f"pages.{name}").layout(), ids)
+    _walk_ids(importlib.import_module("pages.lessons").layout(lesson="faults", step="1"), ids)   # a step's button
     cbs = [(key, cb) for key, cb in dash_app.app.callback_map.items() if "callback" in cb]
     yield client, cbs, ids
     reg.shutdown()
