@@ -81,6 +81,10 @@ def _index(lang: str, msg: str | None) -> list:
     ]
 
 
+def block(cls: str, head: str, body) -> html.Div:
+    return html.Div([html.H4(head), body], className=f"lesson-block {cls}")
+
+
 def _step_view(les: L.Lesson, n: int, lang: str) -> list:
     _ = I.gettext(lang)
     s = les.steps[n - 1]
@@ -90,7 +94,6 @@ def _step_view(les: L.Lesson, n: int, lang: str) -> list:
         dcc.Link(_("Next step →"), href=T.lesson_href(les.id, n + 1), className="btn btn-small")
         if n < len(les.steps) else dcc.Link(_("All lessons"), href="/lessons", className="btn btn-small"),
     ], className="lesson-nav")
-    block = lambda cls, head, body: html.Div([html.H4(head), body], className=f"lesson-block {cls}")  # noqa: E731
     return [
         C.page_header(_(les.title), _(les.summary), nav),
         block("lesson-goal", _("Goal"), html.P(_(s.goal))),
