@@ -41,10 +41,6 @@ class Instance:
         return not self.down
 
     @property
-    def down_reason(self) -> str:
-        return "; ".join(self.down.values())
-
-    @property
     def ready(self) -> bool:
         return not self.down and not self.blocked
 

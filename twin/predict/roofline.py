@@ -393,17 +393,6 @@ class PerfModel(TimePredictor):
                             tokens_per_die * self.kv_bytes_per_token(), tokens_per_die / block_tokens,
                             self.model.layers, compute_s, ssd_fraction)
 
-    def kv_transfer_seconds(self, tokens: float, plane: str | None = None) -> float:
-        """Send one request's KV from a prefill die to a decode die (whole-link rate)."""
-        s = self.system
-        plane = plane or self.dep.kv_transfer_plane
-        if plane == "ub" and s.kind == "supernode":
-            bw, lat = s.ub_measured_write_gbps * self.net.ub, s.ub_latency_us
-        else:
-            bw, lat = s.rdma_nic_gbps / 8 / self.dies_per_npu * self.net.rdma, s.rdma_latency_us
-        if bw <= 0:
-            return math.inf
-        return tokens * self.kv_bytes_per_token() / (bw * 1e9) + lat * US
 
     def _check_precision(self, precision: str | None) -> str:
         p = precision or self.dep.precision
