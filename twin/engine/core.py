@@ -37,6 +37,7 @@ from .transfer import KvTransfers
 ARRIVAL_TICK_S = 0.005    # assumption: the global scheduler assigns new requests every 5 ms
 MAX_EVENTS = 200          # events kept for the UI
 TICK_EPS = 1e-9           # float slack when mapping times onto arrival ticks
+ARRIVAL_EPS = 1e-12       # float slack: an arrival at a tick's exact time belongs to that tick
 CAPACITY_PROMPT_CAP = 131072   # assumption: capacity estimates cap the mean prompt at 128 K tokens
 
 
@@ -100,7 +101,7 @@ class Engine:
             if "random" in spec:
                 self.faults.set_random(spec["random"]["hours_per_sim_s"])
         for inst in self.decode:          # prefill instances run on callbacks (pools.py)
-            self.env.process(inst.run())
+            inst.proc = self.env.process(inst.run())
         # decode-only runs with one decode instance admit arrivals lazily: while it steps, it takes
         # them itself at each step boundary (where it would first look at them), so a busy
         # instance costs no event per arrival tick; anything else that looks catches up first
@@ -250,7 +251,7 @@ class Engine:
                 if busy:                       # it takes the arrivals at its step boundaries
                     yield lazy.until_idle()
                 else:
-                    k = max(self._tick_k, math.ceil((self.source.next_arrival() - 1e-12) / tick))
+                    k = max(self._tick_k, math.ceil((self.source.next_arrival() - ARRIVAL_EPS) / tick))
                     yield self.env.timeout(max(0.0, k * tick - self.env.now))
             except simpy.Interrupt:            # the rate changed: the next arrival moved
                 pass
@@ -263,7 +264,7 @@ class Engine:
         if k < self._tick_k or not self.arrivals_on:
             return
         self._tick_k = k + 1
-        batch = self.source.take(k * tick + 1e-12)
+        batch = self.source.take(k * tick + ARRIVAL_EPS)
         if batch is not None:
             decode_only = self.scenario.pipeline == "decode_only"
             ids = self.req.add(batch.arrival, batch.input, batch.output,
