@@ -19,19 +19,21 @@ from werkzeug.exceptions import BadRequest, HTTPException, InternalServerError
 from twin import session as S
 from twin import tracestore
 from twin.config import catalog
+from twin.engine import list_scenarios
 from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import teach
-from twin.ui.live import status_payload, twin_for
+from twin.ui.live import shell_stores, shell_tick, twin_for
 
 MAX_BODY_BYTES = 4 * 1024 * 1024     # a request body; the largest is a trace upload (2 MB, base64)
 
-app = Dash(__name__, use_pages=True, title="CloudMatrix Twin", update_title=None,
-           suppress_callback_exceptions=True, on_error=G.on_error)
+app = Dash(__name__, use_pages=True, title="CloudMatrix Twin", update_title=None, on_error=G.on_error)
 server = app.server
 teach.install(app)                    # <html lang> and the ?lang= cookie (issue 12)
 server.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
 log = logging.getLogger(__name__)
+MSG = (Output("ctl-msg", "children", allow_duplicate=True),      # the control bar's message line
+       Output("ctl-msg", "className", allow_duplicate=True))
 
 
 @server.before_request
@@ -63,23 +65,11 @@ def _server_timing(resp):
         resp.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - t0) * 1e3:.2f}"
     return resp
 
-FAILURES_SLOT = {"name": "Failures", "path": "/failures", "note": "fault console (planned, issue 5)"}
-
-
-def _scenarios() -> list[dict]:
-    from twin.engine import list_scenarios   # light: reads the scenario catalog only
-    return list_scenarios()
-
-
 def _nav() -> html.Nav:
     links = [dcc.Link(p["name"], href=p["relative_path"], className="nav-link",
                       id={"type": "nav", "index": p["path"]})
              for p in sorted(dash.page_registry.values(), key=lambda p: p.get("order", 99))
              if p.get("nav", True)]
-    registered = {p["path"] for p in dash.page_registry.values()}
-    if FAILURES_SLOT["path"] not in registered:   # slot kept free for the fault console page
-        links.append(html.Span([FAILURES_SLOT["name"], html.Small(" soon")], className="nav-link nav-soon",
-                               title=FAILURES_SLOT["note"]))
     return html.Nav(links, className="nav")
 
 
@@ -90,7 +80,7 @@ def serve_layout():
         dcc.Store(id="ctl-token", storage_type="session"),                 # {"token", "ok"}
         dcc.Store(id="ctl-viewer", storage_type="local"),                  # anonymous viewer id (shown)
         dcc.Store(id="ctl-secret", storage_type="local"),                  # this browser's secret (never shown)
-        dcc.Store(id="shell-status"),                                       # latest twin status
+        *shell_stores(),                       # the app's one clock, the twin status and the pages' beat
         html.Header([
             html.Div([html.Span("CloudMatrix", className="brand-a"), html.Span(" Twin", className="brand-b")],
                      className="brand", title="A live digital twin of the CloudMatrix384 supernode"),
@@ -98,7 +88,7 @@ def serve_layout():
             html.Div(id="ctl-status-twin", className="twin-badge"),
             teach.tools(),
         ], className="topbar"),
-        C.controls_bar(_scenarios(), sorted(catalog().deployments)),
+        C.controls_bar(list_scenarios(), sorted(catalog().deployments)),
         teach.banner(),
         html.Main(dash.page_container, className="main"),
         html.Footer([
@@ -122,7 +112,6 @@ def _who(viewer: str | None, token: dict | None) -> str:
 @dash.callback(
     Output("ctl-msg", "children"),
     Output("ctl-msg", "className"),
-    Output("shell-status", "data", allow_duplicate=True),
     Input("ctl-play", "n_clicks"),
     Input({"type": "ctl-speed-btn", "index": ALL}, "n_clicks"),
     Input("ctl-speed-custom", "value"),
@@ -144,8 +133,8 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
     """Apply one run control to the twin this viewer is looking at."""
     trig = ctx.triggered_id
     if trig is None:
-        return no_update, no_update, no_update
-    tw, note = twin_for(choice)
+        return no_update, no_update
+    tw, _ = twin_for(choice)
     token = G.token(token)
     kw = dict(who=_who(G.viewer(viewer), token), token=G.tok(token), client=G.client(secret)[0])
     try:
@@ -172,21 +161,17 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
             msg = tw.control("reset", {"scenario": scenario, "deployment": deployment or None,
                                        "trace": trace or None, "seed": seed}, **kw)
         else:
-            return no_update, no_update, no_update
+            return no_update, no_update
     except S.ControlError as exc:
-        return f"Not applied: {exc}", "ctl-msg msg-error", status_payload(tw, note)
+        return f"Not applied: {exc}", "ctl-msg msg-error"
     where = "shared twin" if tw.shared else "your sandbox"
-    return f"{msg} — applied to the {where}", "ctl-msg msg-ok", status_payload(tw, note)
+    return f"{msg} — applied to the {where}", "ctl-msg msg-ok"
 
 
 @dash.callback(
-    Output("ctl-twin", "data"),
-    Output("ctl-msg", "children", allow_duplicate=True),
-    Output("ctl-msg", "className", allow_duplicate=True),
-    Input("ctl-sandbox", "n_clicks"),
-    Input("ctl-shared", "n_clicks"),
-    State("ctl-twin", "data"),
-    State("ctl-secret", "data"),
+    Output("ctl-twin", "data"), *MSG,
+    inputs={"_open": Input("ctl-sandbox", "n_clicks"), "_back": Input("ctl-shared", "n_clicks"),
+            "choice": State("ctl-twin", "data"), "secret": State("ctl-secret", "data")},
     prevent_initial_call=True,
 )
 def on_twin_choice(_open, _back, choice, secret):
@@ -216,16 +201,9 @@ def on_twin_choice(_open, _back, choice, secret):
     return no_update, no_update, no_update
 
 
-@dash.callback(
-    Output("ctl-token", "data"),
-    Output("ctl-msg", "children", allow_duplicate=True),
-    Output("ctl-msg", "className", allow_duplicate=True),
-    Input("ctl-unlock", "n_clicks"),
-    Input("ctl-token-input", "n_submit"),
-    State("ctl-token-input", "value"),
-    State("ctl-secret", "data"),
-    prevent_initial_call=True,
-)
+@dash.callback(prevent_initial_call=True, output=[Output("ctl-token", "data"), *MSG], inputs={
+    "_clicks": Input("ctl-unlock", "n_clicks"), "_submit": Input("ctl-token-input", "n_submit"),
+    "value": State("ctl-token-input", "value"), "secret": State("ctl-secret", "data")})
 def on_unlock(_clicks, _submit, value, secret):
     """Check an instructor token against the shared twin (throttled per browser and per address);
     keep it for this tab if it is right."""
@@ -246,8 +224,7 @@ def on_unlock(_clicks, _submit, value, secret):
     Output("ctl-trace", "options"),
     Output("ctl-trace", "value"),
     Output("ctl-trace-upload", "contents"),
-    Output("ctl-msg", "children", allow_duplicate=True),
-    Output("ctl-msg", "className", allow_duplicate=True),
+    *MSG,
     Input("ctl-trace-upload", "contents"),
     State("ctl-trace-upload", "filename"),
     State("ctl-trace", "options"),
@@ -273,36 +250,43 @@ def on_upload(contents, filename, options, secret):
             "replay it", "ctl-msg msg-ok")
 
 
+@dash.callback(
+    Output("shell-status", "data"),
+    Output("shell-beat", "data"),
+    Output({"type": "beat", "page": ALL}, "data"),
+    Input("shell-tick", "n_intervals"),
+    Input("ctl-twin", "data"),
+    Input("ctl-msg", "children"),
+    Input("ctl-token", "data"),
+    State("shell-beat", "data"),
+)
+def on_tick(_n, choice, _msg, token, last):
+    """The app's one clock: the status of the twin this tab views (the only writer of shell-status),
+    and the beat every page's live callback runs on (sent only when the twin has news) to the page
+    shown. A control's message refreshes the status at once."""
+    status, beat = shell_tick(choice, G.store(last) or None, action=ctx.triggered_id == "ctl-msg",
+                              unlocked=G.token(token) is not None and bool(G.token(token).get("ok")))
+    shown = len(ctx.outputs_list[2]) if ctx.outputs_list else 0     # the page's beat store, if any
+    return status, beat, [beat] * shown
+
+
 # Status strip, lock state and the shared-action log are drawn in the browser from the small
-# status dict that every page's tick (and every control) returns: no extra request per tick.
+# status dict the shell's clock returns.
+SPEED, LOAD = {"type": "ctl-speed-btn", "index": ALL}, {"type": "ctl-load-btn", "index": ALL}
+STATUS_DRAWN = (   # what assets/twin.js `status` draws, in its return order
+    ("ctl-status-state", "children"), ("ctl-status-state", "className"), ("ctl-status-time", "children"),
+    ("ctl-status-speed", "children"), ("ctl-status-twin", "children"), ("ctl-status-scenario", "children"),
+    ("ctl-play", "children"), ("ctl-lock-note", "children"), ("ctl-log", "children"), ("ctl-log-last", "children"),
+    (SPEED, "className"), ("ctl-play", "disabled"), ("ctl-reset", "disabled"), ("ctl-speed-custom", "disabled"),
+    ("ctl-load-custom", "disabled"), (SPEED, "disabled"), (LOAD, "className"), (LOAD, "disabled"),
+    ("ctl-load-wrap", "title"), ("ctl-sandbox", "style"), ("ctl-shared", "style"), ("ctl-token-wrap", "style"))
 clientside_callback(
     dash.ClientsideFunction(namespace="twin", function_name="status"),
-    Output("ctl-status-state", "children"),
-    Output("ctl-status-state", "className"),
-    Output("ctl-status-time", "children"),
-    Output("ctl-status-speed", "children"),
-    Output("ctl-status-twin", "children"),
-    Output("ctl-status-scenario", "children"),
-    Output("ctl-play", "children"),
-    Output("ctl-lock-note", "children"),
-    Output("ctl-log", "children"),
-    Output("ctl-log-last", "children"),
-    Output({"type": "ctl-speed-btn", "index": ALL}, "className"),
-    Output("ctl-play", "disabled"),
-    Output("ctl-reset", "disabled"),
-    Output("ctl-speed-custom", "disabled"),
-    Output("ctl-load-custom", "disabled"),
-    Output({"type": "ctl-speed-btn", "index": ALL}, "disabled"),
-    Output({"type": "ctl-load-btn", "index": ALL}, "className"),
-    Output({"type": "ctl-load-btn", "index": ALL}, "disabled"),
-    Output("ctl-load-wrap", "title"),
-    Output("ctl-sandbox", "style"),
-    Output("ctl-shared", "style"),
-    Output("ctl-token-wrap", "style"),
+    *(Output(cid, prop) for cid, prop in STATUS_DRAWN),
     Input("shell-status", "data"),
     Input("ctl-token", "data"),
-    State({"type": "ctl-speed-btn", "index": ALL}, "id"),
-    State({"type": "ctl-load-btn", "index": ALL}, "id"),
+    State(SPEED, "id"),
+    State(LOAD, "id"),
 )
 
 clientside_callback(

@@ -2,17 +2,16 @@
 from __future__ import annotations
 
 import dash
-from dash import Input, Output, State, dcc, html, no_update
+from dash import Output, html
 
 from twin.ui import components as C
 from twin.ui import figures as F
 from twin.ui import theme as T
-from twin.ui.live import Tick
+from twin.ui.live import Tick, page_stores, page_tick
 
 dash.register_page(__name__, path="/cache", name="Cache", title="Cache · CloudMatrix Twin", order=3)
 
 P = "ca"
-TICK_MS = 1000
 
 CHARTS = {
     "hit": F.StripSpec("EMS hit ratio (%)", "%", (
@@ -39,8 +38,7 @@ KPIS = (
 
 def layout(**_kwargs):
     return html.Div([
-        dcc.Interval(id=f"{P}-tick", interval=TICK_MS),
-        dcc.Store(id=f"{P}-cursor"),
+        *page_stores(P),
         C.page_header("Context cache (EMS)", "Prompt prefixes seen before are loaded from the Elastic Memory "
                       "Service (CPU DRAM of the nodes, pooled over the UB plane) instead of being recomputed. "
                       "A hit costs bytes over UB and saves prefill compute."),
@@ -75,20 +73,14 @@ def _totals(snap) -> str:
     return " · ".join(parts)
 
 
-@dash.callback(
-    [Output(f"{P}-{k}", "children") for k, *_ in KPIS]
-    + [Output(f"{P}-{k}", "figure") for k in CHARTS]
-    + [Output(f"{P}-{k}", "extendData") for k in CHARTS]
-    + [Output(f"{P}-totals", "children"), Output(f"{P}-cursor", "data"),
-       Output("shell-status", "data", allow_duplicate=True)],
-    Input(f"{P}-tick", "n_intervals"),
-    State("ctl-twin", "data"),
-    State(f"{P}-cursor", "data"),
-    prevent_initial_call="initial_duplicate",
-)
-def tick(_n, choice, cursor):
-    t = Tick.read(cursor, choice)
+@page_tick(P, {
+    "kpis": [Output(f"{P}-{k}", "children") for k, *_ in KPIS],
+    "figs": [Output(f"{P}-{k}", "figure") for k in CHARTS],
+    "exts": [Output(f"{P}-{k}", "extendData") for k in CHARTS],
+    "totals": Output(f"{P}-totals", "children"),
+})
+def tick(t: Tick) -> dict:
     if not t.changed:
-        return [no_update] * (len(KPIS) + 2 * len(CHARTS) + 2) + [t.status]
+        return {}
     figs, exts = zip(*(t.strip(spec, height=250) for spec in CHARTS.values()))
-    return _kpis(t.snap) + list(figs) + list(exts) + [_totals(t.snap), t.cursor, t.status]
+    return {"kpis": _kpis(t.snap), "figs": list(figs), "exts": list(exts), "totals": _totals(t.snap)}

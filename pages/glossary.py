@@ -22,7 +22,6 @@ def layout(lang=None, **_kwargs):
                  html.Span([_("Source:"), " ", t.ref], className="gl-ref muted i18n-skip") if t.ref else None]),
     ], className="gl-entry") for t in L.glossary()]
     return html.Div([
-        T.status_ticker("glossary"),
         C.page_header(_("Glossary"), _("The words this twin uses, each in a few plain sentences. Numbers cite "
                                        "the reference file and section they come from.")),
         html.Div(msg, className="msg-error lesson-msg") if msg else None,

@@ -120,22 +120,22 @@ def layout(lesson=None, step=None, lang=None, **_kwargs):
     lang, msg = T.page_lang(lang)
     _ = I.gettext(lang)
     if lesson is None:
-        return html.Div([T.status_ticker("lessons")] + _index(lang, msg), className="lessons-page", lang=lang)
+        return html.Div(_index(lang, msg), className="lessons-page", lang=lang)
     try:
         les = L.get(lesson)
     except L.LessonError:
         error = _("There is no lesson %(id)s; pick one below.") % {"id": repr(str(lesson)[:40])}
-        return html.Div([T.status_ticker("lessons")] + _index(lang, " ".join(filter(None, (msg, error)))),
+        return html.Div(_index(lang, " ".join(filter(None, (msg, error)))),
                         className="lessons-page", lang=lang)
     try:
         n = L.step_index(les, step if step is not None else "1")
     except L.LessonError:
         error = _("Lesson “%(title)s” has steps 1 to %(n)s; there is no step %(step)s.") % {
             "title": _(les.title), "n": len(les.steps), "step": repr(str(step)[:12])}
-        return html.Div([T.status_ticker("lessons")] + _index(lang, " ".join(filter(None, (msg, error)))),
+        return html.Div(_index(lang, " ".join(filter(None, (msg, error)))),
                         className="lessons-page", lang=lang)
     body = ([html.Div(msg, className="msg-error lesson-msg")] if msg else []) + _step_view(les, n, lang)
-    return html.Div([T.status_ticker("lessons")] + body, className="lessons-page", lang=lang)
+    return html.Div(body, className="lessons-page", lang=lang)
 
 
 def _progress(value) -> dict[str, list[int]]:

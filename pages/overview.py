@@ -2,18 +2,17 @@
 from __future__ import annotations
 
 import dash
-from dash import Input, Output, State, dcc, html, no_update
+from dash import Output, html, no_update
 
 from twin.ui import components as C
 from twin.ui import figures as F
 from twin.ui import teach
 from twin.ui import theme as T
-from twin.ui.live import Tick
+from twin.ui.live import Tick, page_stores, page_tick
 
 dash.register_page(__name__, path="/", name="Overview", title="Overview · CloudMatrix Twin", order=0)
 
 P = "ov"
-TICK_MS = 1000
 
 # (element id suffix, label, unit, kpi key, formatter, hint)
 KPIS = (
@@ -56,8 +55,7 @@ def layout(**_kwargs):
     charts = [html.Div(C.graph(f"{P}-{name}-chart", F.empty_figure(spec.title), 230), className="chart")
               for name, spec in CHARTS.items()]
     return html.Div([
-        dcc.Interval(id=f"{P}-tick", interval=TICK_MS),
-        dcc.Store(id=f"{P}-cursor"),
+        *page_stores(P),
         C.page_header("Overview", "The twin serving DeepSeek-R1 live: throughput, latency, cache and load. "
                       "Every number here is simulated by the running engine.",
                       html.Div(id=f"{P}-scenario", className="scenario-line")),
@@ -85,35 +83,23 @@ def _kpi_values(k: dict) -> list[str]:
 
 
 def _events(snap) -> list:
-    evs = list(getattr(snap, "events", ()) or ())[-8:][::-1]
-    if not evs:
-        return [html.Div("no events yet", className="muted")]
-    return [html.Div([html.Span(f"t={e.get('t', 0):.1f} s", className="ev-t"),
-                      html.Span(e.get("kind", ""), className=f"ev-kind ev-{e.get('kind', '')}"),
-                      html.Span(e.get("message", ""), className="ev-msg")], className="ev")
-            for e in evs]
+    return C.events(list(snap.events or ())[-8:][::-1], "no events yet")
 
 
-@dash.callback(
-    [Output(f"{P}-{sfx}", "children") for sfx, *_ in KPIS]
-    + [Output(f"{P}-{name}-chart", "figure") for name in CHARTS]
-    + [Output(f"{P}-{name}-chart", "extendData") for name in CHARTS]
-    + [Output(f"{P}-events", "children"), Output(f"{P}-scenario", "children"),
-       Output(f"{P}-cursor", "data"), Output("shell-status", "data", allow_duplicate=True)],
-    Input(f"{P}-tick", "n_intervals"),
-    State("ctl-twin", "data"),
-    State(f"{P}-cursor", "data"),
-    prevent_initial_call="initial_duplicate",
-)
-def tick(_n, choice, cursor):
-    """One poll: nothing if the snapshot is unchanged, else KPIs plus the new chart points."""
-    t = Tick.read(cursor, choice)
-    n_k, n_c = len(KPIS), len(CHARTS)
+@page_tick(P, {
+    "kpis": [Output(f"{P}-{sfx}", "children") for sfx, *_ in KPIS],
+    "figs": [Output(f"{P}-{name}-chart", "figure") for name in CHARTS],
+    "exts": [Output(f"{P}-{name}-chart", "extendData") for name in CHARTS],
+    "events": Output(f"{P}-events", "children"),
+    "scenario": Output(f"{P}-scenario", "children"),
+})
+def tick(t: Tick) -> dict:
+    """KPIs plus the new chart points (nothing if the snapshot is unchanged)."""
     if not t.changed:
-        return [no_update] * (n_k + 2 * n_c + 3) + [t.status]
+        return {}
     snap = t.snap
-    kpis = _kpi_values(getattr(snap, "kpis", {}) or {})
     figs, exts = zip(*(t.strip(spec) for spec in CHARTS.values()))
-    scen = (f"{snap.scenario} · {snap.deployment} · seed {snap.seed}"
-            if t.mode == "full" and snap is not None else no_update)
-    return kpis + list(figs) + list(exts) + [_events(snap), scen, t.cursor, t.status]
+    scen = (f"{snap.scenario} · {snap.deployment} on {snap.system.title} · seed {snap.seed}"
+            if t.mode == "full" else no_update)
+    return {"kpis": _kpi_values(getattr(snap, "kpis", {}) or {}), "figs": list(figs), "exts": list(exts),
+            "events": _events(snap), "scenario": scen}

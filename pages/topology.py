@@ -1,44 +1,61 @@
-"""Topology: the supernode drawn live, with drill-down to a node or a UB sub-plane."""
+"""Topology: the system the viewer's twin runs, drawn live, with drill-down to a node or a UB sub-plane.
+
+Everything drawn comes from the snapshot: the system (`Snapshot.system`, with its failure-free
+topology), live link utilisation and capacities, failed parts. The layout itself is system-free;
+the first tick draws whichever system the viewer's twin runs (a CloudMatrix supernode or a GPU
+cluster) and redraws it if a reset changes the system."""
 from __future__ import annotations
 
 from urllib.parse import quote
 
 import dash
-import dash_cytoscape as cyto
-from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_update
+from dash import Input, Output, State, ctx, dcc, html, no_update
 
 from twin.ui import components as C
 from twin.ui import faultview as FV
 from twin.ui import guard as G
 from twin.ui import theme as T
+from twin.ui import topolive as TL
+from twin.ui import topostyle as TS
 from twin.ui import topoview as TV
-from twin.ui.live import Tick, twin_for
+from twin.ui.live import Tick, page_stores, page_tick, twin_for
 
 dash.register_page(__name__, path="/topology", name="Topology", title="Topology · CloudMatrix Twin", order=1)
 
 P = "topo"
-TICK_MS = 1000
-
-HELP = {
-    TV.AGG: ("The whole supernode: 48 nodes in 12 compute racks. Every node has an L1 UB switch chip "
-             "for each of the 7 UB sub-planes, and each L1 connects optically to all 16 L2 chips of its "
-             "sub-plane: that is why every NPU reaches every other at nearly the same bandwidth (a flat "
-             "network), which MoE all-to-all traffic needs. RDMA (orange, below) and VPC (green, right) "
-             "are the scale-out and datacenter planes. Click a node or a sub-plane to open it."),
-    "node": ("One node: 8 NPUs (16 dies, two per package), 4 Kunpeng CPUs and 7 L1 UB switches. Each die "
-             "has links to all 7 L1 chips; the L1 chips lead to the 7 sub-planes above. NICs below carry "
-             "RDMA. Border colour = pool (teal prefill, purple decode). Click anything for its numbers."),
-    "subplane": ("One UB sub-plane: its 16 L2 switch chips (inner ring) and the L1 chip of every node that "
-                 "belongs to it (outer ring, labelled by node). Every line is one optical link: each node "
-                 "reaches every L2 chip directly, so any two nodes are two switch hops apart. Click a link "
-                 "or a chip."),
-}
+HINT = "Click an element to see its live numbers."
 
 
-def _kind_of(view_name: str) -> str:
-    if view_name == TV.AGG:
-        return TV.AGG
-    return "subplane" if view_name.startswith("sp") else "node"
+def help_text(info, kind: str) -> str:
+    """How to read a view, for the system on screen."""
+    s = info.topology.system
+    if info.supernode:
+        return {
+            TV.AGG: (f"The whole supernode: {s.nodes} nodes in {s.compute_racks} compute racks. Every node has "
+                     f"an L1 UB switch chip for each of the {s.subplanes} UB sub-planes, and each L1 connects "
+                     f"optically to all {s.l2_per_subplane} L2 chips of its sub-plane: that is why every NPU "
+                     "reaches every other at nearly the same bandwidth (a flat network), which MoE all-to-all "
+                     "traffic needs. RDMA (orange, below) and VPC (green, right) are the scale-out and "
+                     "datacenter planes. Click a node or a sub-plane to open it."),
+            "node": (f"One node: {s.npus_per_node} NPUs ({info.topology.dies_per_package()} dies each), "
+                     f"{s.cpus_per_node} Kunpeng CPUs and {s.l1_per_node} L1 UB switches. Each die has links "
+                     "to every L1 chip; the L1 chips lead to the sub-planes above. NICs below carry RDMA. "
+                     "Border colour = pool (teal prefill, purple decode). Click anything for its numbers."),
+            "subplane": (f"One UB sub-plane: its {s.l2_per_subplane} L2 switch chips (inner ring) and the L1 "
+                         "chip of every node that belongs to it (outer ring, labelled by node). Every line is "
+                         "one optical link: each node reaches every L2 chip directly, so any two nodes are two "
+                         "switch hops apart. Click a link or a chip."),
+        }[kind]
+    return {
+        TV.AGG: (f"The whole GPU cluster: {s.nodes} servers of {s.npus_per_node} GPUs. Inside a server the "
+                 "GPUs share an NVSwitch (NVLink); between servers every byte crosses the RDMA fabric "
+                 "(orange: a leaf switch per rack under a spine), so expert all-to-all pays the scale-out "
+                 "bandwidth that a supernode's flat scale-up fabric avoids. VPC (green) reaches the datacenter. Click a server "
+                 "to open it."),
+        "node": (f"One server: {s.npus_per_node} GPUs on one NVSwitch (NVLink), {s.cpus_per_node} host CPUs, "
+                 "one RDMA NIC per GPU below. Border colour = pool (teal prefill, purple decode). Click "
+                 "anything for its numbers."),
+    }.get(kind, "")
 
 
 def _legend() -> html.Div:
@@ -52,64 +69,56 @@ def _legend() -> html.Div:
 
 
 def layout(view: str | None = None, **_kwargs):
-    tw, _ = twin_for(None)
-    system = TV.system_of(getattr(tw.snapshot, "deployment", None))
-    name = view or TV.AGG
-    try:
-        v = TV.view(system, name)
-    except ValueError:
-        name, v = TV.AGG, TV.view(system, TV.AGG)
+    """System-free: the first tick draws the viewer's system (and `view`, if that system has it)."""
     return html.Div([
-        dcc.Interval(id=f"{P}-tick", interval=TICK_MS),
-        dcc.Store(id=f"{P}-cursor"),
-        dcc.Store(id=f"{P}-view", data=name),
+        *page_stores(P),
+        dcc.Store(id=f"{P}-view", data=G.ident(view) or TV.AGG),
         dcc.Store(id=f"{P}-sel"),
         dcc.Store(id=f"{P}-live"),
-        C.page_header("Topology", "CloudMatrix384 as built: compute racks, the 7 UB sub-planes, RDMA and "
-                      "VPC planes. Link colour and width follow live utilisation.", _legend()),
+        C.page_header("Topology", html.Span(id=f"{P}-caption"), _legend()),
         html.Div([
-            html.Button("◀ Whole supernode", id=f"{P}-back", className="btn", n_clicks=0),
-            html.Span(id=f"{P}-crumbs", className="crumbs", children=_crumb(name)),
-            html.Div(dcc.Dropdown(id=f"{P}-select", options=TV.view_options(system), value=name,
-                                  clearable=False, className="dd dd-wide"), style={"marginLeft": "auto"}),
+            html.Button("◀ Whole system", id=f"{P}-back", className="btn", n_clicks=0),
+            html.Span(id=f"{P}-crumbs", className="crumbs"),
+            html.Div(dcc.Dropdown(id=f"{P}-select", options=[], value=None, clearable=False,
+                                  className="dd dd-wide"), style={"marginLeft": "auto"}),
         ], className="topo-bar"),
         html.Div([
-            html.Div(cyto.Cytoscape(
-                id=f"{P}-cy", elements=v.elements, stylesheet=TV.stylesheet(),
-                layout={"name": "preset", "fit": True, "padding": 24, "view": name},
-                autoRefreshLayout=False, boxSelectionEnabled=False, minZoom=0.2, maxZoom=4,
-                className="topo-cy", style={"width": "100%", "height": "640px"}),
-                className="panel topo-wrap"),
+            html.Div(_canvas(), id=f"{P}-cy-wrap", className="panel topo-wrap"),
             html.Div([
-                C.panel([html.Div(html.Div("Click an element to see its live numbers.", className="hint"),
-                                  id=f"{P}-stats", className="stats"),
+                C.panel([html.Div(html.Div(HINT, className="hint"), id=f"{P}-stats", className="stats"),
                          dcc.Link("Break this part →", id=f"{P}-break", href="/failures", className="break-link",
                                   style={"display": "none"})], "Selected", "sim"),
-                C.panel(html.P(HELP[_kind_of(name)], id=f"{P}-help", className="hint"), "How to read this view"),
+                C.panel(html.P(id=f"{P}-help", className="hint"), "How to read this view"),
             ]),
         ], className="two-col"),
     ])
 
 
-def _crumb(name: str) -> str:
-    if name == TV.AGG:
-        return "Supernode"
-    if name.startswith("sp"):
-        return f"Supernode › UB sub-plane {name[2:]}"
-    return f"Supernode › node {name}"
+def _canvas(info=None, v: TV.View | None = None):
+    """The drawing: empty until the first tick, then the view `v` of the system `info`."""
+    return TS.canvas(f"{P}-cy", TS.stylesheet(), padding=24, height=640, class_name="topo-cy",
+                     elements=v.elements if v else [], view=f"{info.name}:{v.name}" if v else "")
 
 
-def _sel_stats(system: str, snap, sel: dict) -> list[tuple[str, str]]:
+def caption(info) -> str:
+    return f"{info.title}. Link colour and width follow live utilisation; failed parts are red and dashed."
+
+
+def _view(info, name: str | None) -> TV.View:
+    """The view `name` of the system on screen, or the whole system if it has no such view."""
     try:
-        v = TV.view(system, sel.get("view") or TV.AGG)
+        return TV.view(info.topology, G.ident(name) or TV.AGG)
     except ValueError:
-        v = TV.view(system, TV.AGG)
-    return TV.element_stats(v, snap, sel["kind"], sel["id"])
+        return TV.view(info.topology, TV.AGG)
 
 
 def _stats(rows) -> list:
     return [html.Div([html.Span(k, className="k"), html.Span(v, className="v")], className="row")
             for k, v in rows]
+
+
+def _sel_stats(info, snap, sel: dict) -> list:
+    return _stats(TL.element_stats(_view(info, sel.get("view")), snap, sel["kind"], sel["id"]))
 
 
 def _tapped(data) -> dict | None:
@@ -126,30 +135,38 @@ def _selection(sel) -> dict | None:
     return {"kind": sel["kind"], "id": sel["id"], "view": G.ident(sel.get("view")) or TV.AGG}
 
 
+def _drawing(info, v: TV.View) -> dict:
+    """Everything that changes when another view (or another system) is drawn."""
+    return {"view": v.name, "elements": v.elements, "select": v.name, "options": TV.view_options(info.topology),
+            "layout": {"name": "preset", "fit": True, "padding": 24, "view": f"{info.name}:{v.name}"},
+            "crumbs": TV.crumb(info.topology, v.name), "help": help_text(info, TV.view_kind(v.name))}
+
+
+DRAWING = {
+    "view": Output(f"{P}-view", "data", allow_duplicate=True),
+    "elements": Output(f"{P}-cy", "elements", allow_duplicate=True),
+    "layout": Output(f"{P}-cy", "layout", allow_duplicate=True),
+    "select": Output(f"{P}-select", "value", allow_duplicate=True),
+    "options": Output(f"{P}-select", "options", allow_duplicate=True),
+    "crumbs": Output(f"{P}-crumbs", "children", allow_duplicate=True),
+    "help": Output(f"{P}-help", "children", allow_duplicate=True),
+}
+
+
 @dash.callback(
-    Output(f"{P}-view", "data"),
-    Output(f"{P}-cy", "elements", allow_duplicate=True),
-    Output(f"{P}-cy", "layout"),
-    Output(f"{P}-select", "value"),
-    Output(f"{P}-crumbs", "children"),
-    Output(f"{P}-help", "children"),
-    Output(f"{P}-sel", "data"),
-    Output(f"{P}-stats", "children", allow_duplicate=True),
-    Input(f"{P}-cy", "tapNodeData"),
-    Input(f"{P}-cy", "tapEdgeData"),
-    Input(f"{P}-select", "value"),
-    Input(f"{P}-back", "n_clicks"),
-    State(f"{P}-view", "data"),
-    State("ctl-twin", "data"),
+    output={**DRAWING, "sel": Output(f"{P}-sel", "data"), "live": Output(f"{P}-live", "data", allow_duplicate=True),
+            "stats": Output(f"{P}-stats", "children", allow_duplicate=True)},
+    inputs={"node": Input(f"{P}-cy", "tapNodeData"), "edge": Input(f"{P}-cy", "tapEdgeData"),
+            "selected": Input(f"{P}-select", "value"), "back": Input(f"{P}-back", "n_clicks"),
+            "current": State(f"{P}-view", "data"), "choice": State("ctl-twin", "data")},
     prevent_initial_call=True,
 )
-def navigate(node, edge, selected, _back, current, choice):
-    """Drill down from the supernode (click a node or sub-plane), go back, or select an element."""
+def navigate(node, edge, selected, back, current, choice):
+    """Drill down from the whole system (click a node or sub-plane), go back, or select an element."""
     trig = ctx.triggered_id
     prop = ctx.triggered[0]["prop_id"] if ctx.triggered else ""
-    tw, _ = twin_for(choice)
-    snap = tw.snapshot
-    system = TV.system_of(getattr(snap, "deployment", None))
+    snap = twin_for(choice)[0].snapshot
+    info = snap.system
     node, edge, selected = _tapped(node), _tapped(edge), G.ident(selected)
     current = G.ident(current) or TV.AGG
     target, sel = current, None
@@ -165,68 +182,38 @@ def navigate(node, edge, selected, _back, current, choice):
         sel = {"kind": "node", "id": node["id"], "view": current}
     elif prop.endswith("tapEdgeData") and edge:
         sel = {"kind": "edge", "id": edge["id"], "view": current}
-    try:
-        v = TV.view(system, target)
-    except ValueError:
-        target, v = TV.AGG, TV.view(system, TV.AGG)
-    stats = _stats(_sel_stats(system, snap, sel)) if sel else \
-        html.Div("Click an element to see its live numbers.", className="hint")
-    if target == current:
-        return no_update, no_update, no_update, no_update, no_update, no_update, sel, stats
-    return (target, v.elements, {"name": "preset", "fit": True, "padding": 24, "view": target}, target,
-            _crumb(target), HELP[_kind_of(target)], sel, stats)
+    v = _view(info, target)
+    out = {"sel": sel, "stats": _sel_stats(info, snap, sel) if sel else html.Div(HINT, className="hint")}
+    if v.name != current:
+        out.update(_drawing(info, v), live=TL.live(v, snap))
+    return {**dict.fromkeys(DRAWING, no_update), "live": no_update, **out}
 
 
-@dash.callback(
-    Output(f"{P}-live", "data"),
-    Output(f"{P}-stats", "children"),
-    Output(f"{P}-cursor", "data"),
-    Output("shell-status", "data", allow_duplicate=True),
-    Output(f"{P}-cy", "elements", allow_duplicate=True),
-    Output(f"{P}-cy", "layout", allow_duplicate=True),
-    Output(f"{P}-view", "data", allow_duplicate=True),
-    Output(f"{P}-select", "options"),
-    Input(f"{P}-tick", "n_intervals"),
-    State("ctl-twin", "data"),
-    State(f"{P}-cursor", "data"),
-    State(f"{P}-view", "data"),
-    State(f"{P}-sel", "data"),
-    State(f"{P}-select", "options"),
-    prevent_initial_call="initial_duplicate",
-)
-def tick(_n, choice, cursor, view_name, sel, options):
-    """Compact live data for the current view (merged into the drawing in the browser).
-
-    If the twin now runs a deployment on another system (after a reset), the drawing is rebuilt."""
-    t = Tick.read(cursor, choice)
-    view_name = G.ident(view_name) or TV.AGG
-    cursor, sel = G.store(cursor), _selection(sel)
-    system = TV.system_of(getattr(t.snap, "deployment", None))
-    rebuild = cursor.get("system") not in (None, system)
-    if not t.changed and cursor.get("view") == view_name and not rebuild:
-        return (no_update,) * 3 + (t.status,) + (no_update,) * 4
-    try:
-        v = TV.view(system, view_name)
-    except ValueError:
-        v = TV.view(system, TV.AGG)
-    live = t.twin.memo(f"topo:{system}:{v.name}", lambda s: TV.live(v, s))
-    stats = _stats(_sel_stats(system, t.snap, sel)) if sel else no_update
-    cur = dict(t.cursor, view=v.name, system=system)
-    if rebuild or v.name != view_name:
-        return (live, stats, cur, t.status, v.elements,
-                {"name": "preset", "fit": True, "padding": 24, "view": f"{system}:{v.name}"},
-                v.name, TV.view_options(system))
-    return live, stats, cur, t.status, no_update, no_update, no_update, no_update
+@page_tick(P, {**DRAWING, "live": Output(f"{P}-live", "data"), "stats": Output(f"{P}-stats", "children"),
+               "caption": Output(f"{P}-caption", "children"), "canvas": Output(f"{P}-cy-wrap", "children")},
+           {"view_name": State(f"{P}-view", "data"), "sel": State(f"{P}-sel", "data")}, initial_duplicate=True)
+def tick(t: Tick, view_name, sel) -> dict:
+    """Compact live data for the current view (merged into the drawing in the browser). The first
+    tick draws the system; a reset onto another system redraws it."""
+    info = t.system
+    drawn = t.prior.get("system")
+    requested = G.ident(view_name) or TV.AGG
+    if not t.changed and drawn == info.name:
+        return {}
+    v = _view(info, requested)
+    sel = _selection(sel)
+    out = {"live": t.twin.memo(f"topo:{v.name}", lambda s: TL.live(v, s)),
+           "stats": _sel_stats(info, t.snap, sel) if sel else no_update,
+           "cursor": dict(t.cursor, view=v.name, system=info.name)}
+    if drawn != info.name:           # another system: a new drawing (see TS.canvas)
+        out.update(_drawing(info, v), caption=caption(info), canvas=_canvas(info, v))
+        out["elements"] = out["layout"] = no_update
+    elif v.name != requested:
+        out.update(_drawing(info, v))
+    return out
 
 
-clientside_callback(
-    dash.ClientsideFunction(namespace="twin", function_name="topo"),
-    Output(f"{P}-cy", "elements"),
-    Input(f"{P}-live", "data"),
-    State(f"{P}-cy", "elements"),
-    State(f"{P}-view", "data"),
-    prevent_initial_call=True,
-)
+TS.merge_live(P)
 
 
 @dash.callback(
@@ -237,9 +224,9 @@ clientside_callback(
 )
 def break_link(sel, choice):
     """Show the link "Break this part →" (to the Failures page) when the selection can be failed."""
-    tw, _ = twin_for(choice)
+    info = twin_for(choice)[0].snapshot.system
     sel = _selection(sel)
-    picked = FV.pick(TV.system_of(getattr(tw.snapshot, "deployment", None)), sel["id"] if sel else "")
+    picked = FV.pick(info.topology, sel["id"]) if sel else None
     if not picked:
         return no_update, {"display": "none"}
     return f"/failures?target={quote(picked[1], safe='/')}", {}

@@ -1,40 +1,64 @@
-"""Traffic: bandwidth per plane over time, the node-to-node traffic matrix, the busiest links."""
+"""Traffic: bandwidth per fabric over time, the node-to-node traffic matrix, the busiest links.
+
+Fabrics are named as the running system names them (from the snapshot): UB, RDMA and VPC on a
+CloudMatrix supernode; NVLink inside a server and RDMA between servers on a GPU cluster."""
 from __future__ import annotations
 
 import dash
-from dash import Input, Output, Patch, State, dcc, html, no_update
+from dash import Output, Patch, html
 
 from twin.ui import components as C
 from twin.ui import figures as F
 from twin.ui import theme as T
-from twin.ui import topoview as TV
-from twin.ui.live import Tick
+from twin.ui import topolive as TL
+from twin.ui.live import Tick, page_stores, page_tick
 
 dash.register_page(__name__, path="/traffic", name="Traffic", title="Traffic · CloudMatrix Twin", order=2)
 
 P = "tr"
-TICK_MS = 1000
+STRIPS = ("scaleup", "rdma", "vpc")
 
-PLANES = {
-    "ub": F.StripSpec("UB plane (GB/s)", "GB/s", (F.Series("ub_gbps", "UB", T.BLUE, fill=True),)),
-    "rdma": F.StripSpec("RDMA plane (GB/s)", "GB/s", (F.Series("rdma_gbps", "RDMA", T.ORANGE, fill=True),)),
-    "vpc": F.StripSpec("VPC plane (GB/s)", "GB/s", (F.Series("vpc_gbps", "VPC", T.GREEN, fill=True),)),
-}
+
+def strip_specs(info) -> dict[str, F.StripSpec]:
+    """The three strip charts, titled for the system: the engine's scale-up bucket ("ub_gbps") is the UB
+    plane of a supernode, and expert all-to-all over NVLink and RDMA on a GPU cluster."""
+    if info.supernode:
+        up = F.StripSpec("UB plane (GB/s)", "GB/s", (F.Series("ub_gbps", "UB", T.BLUE, fill=True),))
+        kv = "RDMA plane (GB/s)"
+    else:
+        up = F.StripSpec("Expert all-to-all, NVLink + RDMA (GB/s)", "GB/s",
+                         (F.Series("ub_gbps", "all-to-all", T.BLUE, fill=True),))
+        kv = "RDMA: KV transfers (GB/s)"
+    return {"scaleup": up,
+            "rdma": F.StripSpec(kv, "GB/s", (F.Series("rdma_gbps", "RDMA", T.ORANGE, fill=True),)),
+            "vpc": F.StripSpec("VPC plane (GB/s)", "GB/s", (F.Series("vpc_gbps", "VPC", T.GREEN, fill=True),))}
+
+
+def explain(info) -> str:
+    if info.supernode:
+        return ("Where the bytes go. UB carries the MoE expert all-to-all (dispatch and combine) and EMS "
+                "cache loads; RDMA carries KV transfers from prefill to decode; VPC reaches the datacenter "
+                "network and storage.")
+    return ("Where the bytes go on a GPU cluster. The MoE expert all-to-all stays on NVLink inside a "
+            "server and crosses servers over RDMA (InfiniBand), which also carries KV transfers; VPC "
+            "reaches the datacenter network and storage.")
+
+
+def matrix_title(info) -> str:
+    if info.supernode:
+        return "Node-to-node UB traffic (GB/s): expert all-to-all and EMS cache loads"
+    return "Server-to-server traffic (GB/s): diagonal over NVLink, the rest over RDMA"
 
 
 def layout(**_kwargs):
     return html.Div([
-        dcc.Interval(id=f"{P}-tick", interval=TICK_MS),
-        dcc.Store(id=f"{P}-cursor"),
-        C.page_header("Traffic", "Where the bytes go. UB carries the MoE expert all-to-all (dispatch and "
-                      "combine) and EMS cache loads; RDMA carries KV transfers from prefill to decode; VPC "
-                      "reaches the datacenter network and storage.",
-                      html.Div(id=f"{P}-now", className="scenario-line")),
-        html.Div([html.Div(C.graph(f"{P}-{k}", F.empty_figure(spec.title), 210), className="chart")
-                  for k, spec in PLANES.items()], className="chart-grid"),
+        *page_stores(P),
+        C.page_header("Traffic", html.Span(id=f"{P}-explain"), html.Div(id=f"{P}-now", className="scenario-line")),
+        html.Div([html.Div(C.graph(f"{P}-{k}", F.empty_figure(""), 210), className="chart") for k in STRIPS],
+                 className="chart-grid"),
         html.Div([
             C.panel(C.graph(f"{P}-matrix", F.empty_figure("", height=470), 470),
-                    "Node-to-node UB traffic (GB/s): expert all-to-all and EMS cache loads", "sim"),
+                    html.Span("Node-to-node traffic (GB/s)", id=f"{P}-matrix-title"), "sim"),
             C.panel(html.Div(id=f"{P}-links"), "Busiest links now", "sim"),
         ], className="two-col"),
     ])
@@ -58,33 +82,29 @@ def _links_table(rows: list[dict]) -> html.Table | html.Div:
     return html.Table([html.Thead(head), html.Tbody(body)], className="tbl")
 
 
-@dash.callback(
-    [Output(f"{P}-{k}", "figure") for k in PLANES]
-    + [Output(f"{P}-{k}", "extendData") for k in PLANES]
-    + [Output(f"{P}-matrix", "figure"), Output(f"{P}-links", "children"), Output(f"{P}-now", "children"),
-       Output(f"{P}-cursor", "data"), Output("shell-status", "data", allow_duplicate=True)],
-    Input(f"{P}-tick", "n_intervals"),
-    State("ctl-twin", "data"),
-    State(f"{P}-cursor", "data"),
-    prevent_initial_call="initial_duplicate",
-)
-def tick(_n, choice, cursor):
-    """Plane strip charts grow by extendData; the matrix is patched (z only); top links as a table."""
-    t = Tick.read(cursor, choice)
-    n = len(PLANES)
+@page_tick(P, {
+    "figs": [Output(f"{P}-{k}", "figure") for k in STRIPS],
+    "exts": [Output(f"{P}-{k}", "extendData") for k in STRIPS],
+    "matrix": Output(f"{P}-matrix", "figure"),
+    "links": Output(f"{P}-links", "children"),
+    "now": Output(f"{P}-now", "children"),
+    "explain": Output(f"{P}-explain", "children"),
+    "matrix_title": Output(f"{P}-matrix-title", "children"),
+})
+def tick(t: Tick) -> dict:
+    """Strip charts grow by extendData; the matrix is patched (z only); top links as a table."""
     if not t.changed:
-        return [no_update] * (2 * n + 4) + [t.status]
-    snap = t.snap
-    figs, exts = zip(*(t.strip(spec, height=210) for spec in PLANES.values()))
-    system = TV.system_of(getattr(snap, "deployment", None))
-    matrix = getattr(snap, "node_traffic", None)
+        return {}
+    snap, info = t.snap, t.system
+    specs = strip_specs(info)
+    figs, exts = zip(*(t.strip(specs[k], height=210) for k in STRIPS))
+    out = {"figs": list(figs), "exts": list(exts)}
     if t.mode == "full":
-        mfig = F.heatmap_figure(matrix, TV.node_labels(system), "")
+        out["matrix"] = F.heatmap_figure(snap.node_traffic, info.topology.node_ids(), "")
+        out["explain"], out["matrix_title"] = explain(info), matrix_title(info)
     else:
-        mfig = Patch()
-        mfig["data"][0]["z"] = t.twin.memo("traffic:z", lambda s: F.heatmap_z(s.node_traffic))
-    links = t.twin.memo(f"traffic:top:{system}", lambda s: TV.busiest_links(s, system, 12))
-    pg = getattr(snap, "plane_gbps", {}) or {}
-    now = " · ".join(f"{name} {C.fmt(pg.get(key))} GB/s" for key, name in (("ub", "UB"), ("rdma", "RDMA"),
-                                                                            ("vpc", "VPC")))
-    return list(figs) + list(exts) + [mfig, _links_table(links), now, t.cursor, t.status]
+        out["matrix"] = Patch()
+        out["matrix"]["data"][0]["z"] = t.twin.memo("traffic:z", lambda s: F.heatmap_z(s.node_traffic))
+    out["links"] = _links_table(t.twin.memo("traffic:top", lambda s: TL.busiest_links(s, 12)))
+    out["now"] = " · ".join(f"{name} {C.fmt(gbps)} GB/s" for name, gbps in snap.fabric_gbps().items())
+    return out

@@ -6,22 +6,20 @@ from __future__ import annotations
 from functools import lru_cache
 
 import dash
-from dash import Input, Output, State, dcc, html, no_update
+from dash import html
 
 from twin.ui import components as C
-from twin.ui.live import Tick
+from twin.validate import predictions, rows as validation_rows
 
 dash.register_page(__name__, path="/validation", name="Validation", title="Validation · CloudMatrix Twin",
                    order=5)
 
 P = "va"
-TICK_MS = 2000   # only the run-control strip updates here
 
 
 @lru_cache(maxsize=1)
 def _tables() -> tuple[list[dict], list[dict]]:
-    from twin.validate import predictions, rows
-    return rows(), predictions()
+    return validation_rows(), predictions()
 
 
 def _num(v, digits=4) -> str:
@@ -79,8 +77,6 @@ def layout(**_kwargs):
                   className="muted"),
     ], id=f"{P}-summary")
     return html.Div([
-        dcc.Interval(id=f"{P}-tick", interval=TICK_MS),
-        dcc.Store(id=f"{P}-cursor"),
         C.page_header("Validation", "The perf model against published numbers, by the same code path the "
                       "engine uses. Calibration rows fixed a constant; validation rows fixed nothing. "
                       "Tolerances are set per row before looking at results.", summary),
@@ -94,17 +90,3 @@ def layout(**_kwargs):
                 "million tokens. \"prediction\": no published figure checks it (power and price are "
                 "catalog assumptions, editable in systems.toml)", "model"),
     ])
-
-
-@dash.callback(
-    Output(f"{P}-cursor", "data"),
-    Output("shell-status", "data", allow_duplicate=True),
-    Input(f"{P}-tick", "n_intervals"),
-    State("ctl-twin", "data"),
-    State(f"{P}-cursor", "data"),
-    prevent_initial_call="initial_duplicate",
-)
-def tick(_n, choice, cursor):
-    """Static page: the tick only keeps the run-control strip current."""
-    t = Tick.read(cursor, choice)
-    return (t.cursor if t.changed else no_update), t.status

@@ -38,7 +38,7 @@ def _reset(dash_app, trace, secret=SECRET_A):
 def test_a_trace_path_from_the_browser_is_refused_naming_the_allowed_traces(dash_app, reg, path):
     tw = reg.shared()
     t0 = time.monotonic()
-    msg, cls, _ = _reset(dash_app, path)
+    msg, cls = _reset(dash_app, path)
     assert time.monotonic() - t0 < 2.0                       # /dev/zero is never opened
     assert "msg-error" in cls and "not a trace this dashboard offers" in msg
     assert "mooncake_conversation" in msg and "azure_conv" in msg and "upload" in msg
@@ -57,7 +57,7 @@ def test_named_and_operator_registered_traces_work_and_paths_stay_server_side(da
     monkeypatch.setenv(tracestore.ENV, f"ops_trace={mine}, bad entry, azure_conv=/etc/passwd")
     assert tracestore.names() == ["mooncake_conversation", "azure_conv", "ops_trace"]
     tw = reg.shared()
-    msg, cls, _ = _reset(dash_app, "ops_trace")
+    msg, cls = _reset(dash_app, "ops_trace")
     assert "msg-ok" in cls and "trace ops_trace" in msg and str(mine) not in msg
     assert wait_until(lambda: tw.run == 1)
     assert tw.status()["trace"] == "ops_trace" and str(tmp_path) not in str(tw.status())
@@ -66,7 +66,7 @@ def test_named_and_operator_registered_traces_work_and_paths_stay_server_side(da
     sb = reg.open_sandbox(client="c1", addr="a")                # a sandbox copies the name, not the path
     assert sb.params.trace == "ops_trace" and str(tmp_path) not in str(sb.status())
     mine.write_text("SECRET-LINE,do not show\n")               # the operator's file goes bad
-    msg, cls, _ = _reset(dash_app, "ops_trace")
+    msg, cls = _reset(dash_app, "ops_trace")
     assert "msg-error" in cls and "server's file for it cannot be used" in msg and "SECRET" not in msg
 
 
@@ -83,7 +83,7 @@ def test_an_uploaded_trace_is_parsed_in_memory_and_replayed(dash_app, reg):
     assert "msg-ok" in cls and "200 requests" in msg and contents is None
     assert value.startswith("upload:") and opts[-1] == {"label": "my_trace.jsonl (uploaded)", "value": value}
     tw = reg.shared()
-    msg, cls, _ = _reset(dash_app, value)
+    msg, cls = _reset(dash_app, value)
     assert "msg-ok" in cls and "trace my_trace.jsonl (uploaded)" in msg
     assert wait_until(lambda: tw.run == 1 and tw.snapshot.sim_time > 0)
     assert tw._engine.source.workload.source.startswith("mooncake:my_trace.jsonl")
@@ -129,7 +129,7 @@ def test_uploads_are_kept_in_bounded_memory_and_throttled(dash_app, reg, monkeyp
 
 def test_a_forged_demo_or_fault_file_path_is_refused(dash_app, reg, failures):
     tw = reg.shared()
-    msg, cls, _ = triggered(failures.on_demo, pm_id("fl-demo", "/etc/passwd"), [1], "shared", None, "v", None)
+    msg, cls = triggered(failures.on_demo, pm_id("fl-demo", "/etc/passwd"), [1], "shared", None, "v", None)
     assert "msg-error" in cls and "demo buttons" in msg
     with pytest.raises(S.ControlError, match="not a demo"):
         tw.control("reset", {"faults": "/etc/passwd"})
@@ -160,12 +160,12 @@ def test_a_sandbox_id_alone_neither_controls_nor_closes_it(dash_app, reg):
         tw.control("pause", client=stranger)
     with pytest.raises(S.ControlError, match="belongs to another browser"):
         reg.close(key, stranger)
-    msg, cls, _ = triggered(dash_app.on_control, "ctl-play.n_clicks", 1, [0] * 6, None, [0] * 7, None, 0,
+    msg, cls = triggered(dash_app.on_control, "ctl-play.n_clicks", 1, [0] * 6, None, [0] * 7, None, 0,
                             key, None, "v2", "default", "", None, 0, SECRET_B)
     assert "msg-error" in cls and "belongs to another browser" in msg and not tw.paused
     back = triggered(dash_app.on_twin_choice, "ctl-shared.n_clicks", 0, 1, key, SECRET_B)
     assert back[0] == "shared" and key in reg.sandboxes()           # the stranger only stops viewing it
-    msg, cls, _ = triggered(dash_app.on_control, "ctl-play.n_clicks", 1, [0] * 6, None, [0] * 7, None, 0,
+    msg, cls = triggered(dash_app.on_control, "ctl-play.n_clicks", 1, [0] * 6, None, [0] * 7, None, 0,
                             key, None, "v1", "default", "", None, 0, SECRET_A)
     assert "msg-ok" in cls and tw.paused                            # the owner can
     triggered(dash_app.on_twin_choice, "ctl-shared.n_clicks", 0, 1, key, SECRET_A)
@@ -259,7 +259,7 @@ def test_client_identity_is_the_secret_or_the_address():
                                                  ("no-such", ""), ("default", "no-such")])
 def test_a_forged_scenario_or_deployment_is_refused_not_replaced(dash_app, reg, scenario, deployment):
     tw = reg.shared()
-    msg, cls, _ = triggered(dash_app.on_control, "ctl-reset.n_clicks", 0, [0] * 6, None, [0] * 7, None, 1,
+    msg, cls = triggered(dash_app.on_control, "ctl-reset.n_clicks", 0, [0] * 6, None, [0] * 7, None, 1,
                             "shared", None, "v1", scenario, deployment, None, 0, SECRET_A)
     assert "msg-error" in cls and ("allowed" in msg or "unknown" in msg) and tw.run == 0
 
@@ -286,7 +286,7 @@ def test_a_loaded_traces_notes_show_in_the_message_and_the_action_log(dash_app, 
     mine.write_text("\n".join(lines) + "\n")
     monkeypatch.setenv(tracestore.ENV, f"shuffled={mine}")
     tw = reg.shared()
-    msg, cls, _ = _reset(dash_app, "shuffled")
+    msg, cls = _reset(dash_app, "shuffled")
     assert "msg-ok" in cls, msg
     note = "note: trace shuffled: rows were not in arrival order (1 step(s) back in time); sorted stably by timestamp"
     assert note in msg

@@ -18,6 +18,7 @@ from dash._utils import AttributeDict
 from twin import session as S
 from twin.engine.commands import InjectFault
 from twin.ui import figures as F
+from twin.ui.live import beat
 
 
 def wait_until(pred, timeout: float = 15.0, interval: float = 0.05) -> bool:
@@ -35,6 +36,11 @@ def triggered(fn, prop_id: str, *args, value=1):
         context_value.set(AttributeDict(triggered_inputs=[{"prop_id": prop_id, "value": value}]))
         return fn(*args)
     return copy_context().run(run)
+
+
+def nothing(output) -> bool:
+    """True if a callback output (or every entry of a list output) is no_update."""
+    return all(x is no_update for x in output) if isinstance(output, list) else output is no_update
 
 
 def pm_id(type_: str, index: str, prop: str = "n_clicks") -> str:
@@ -222,32 +228,41 @@ def test_instructor_token_locks_shared_controls_and_actions_are_logged(dash_app)
 
 # ---- page callbacks -----------------------------------------------------------------------------
 
-def _ids(component) -> list:
-    """Every component id in a layout tree."""
+def _components(component) -> list:
+    """Every component in a layout tree, in document order."""
     out = []
     stack = [component]
     while stack:
         c = stack.pop()
         if isinstance(c, (list, tuple)):
-            stack.extend(c)
+            stack.extend(reversed(c))
             continue
         if not hasattr(c, "to_plotly_json"):
             continue
-        cid = getattr(c, "id", None)
-        if cid is not None:
-            out.append(json.dumps(cid, sort_keys=True) if isinstance(cid, dict) else cid)
+        out.append(c)
         stack.append(getattr(c, "children", None))
     return out
 
 
+def _ids(component) -> list:
+    """Every component id in a layout tree."""
+    return [json.dumps(c.id, sort_keys=True) if isinstance(c.id, dict) else c.id
+            for c in _components(component) if getattr(c, "id", None) is not None]
+
+
 def test_every_layout_builds_with_unique_ids(dash_app, pages, twin_registry):
     shell = _ids(dash_app.serve_layout())
-    for mod in (pages.overview, pages.topology, pages.traffic, pages.cache, pages.tradeoffs, pages.validation):
+    import importlib
+    failures = importlib.import_module("pages.failures")
+    for mod in (pages.overview, pages.topology, pages.traffic, pages.cache, pages.tradeoffs, pages.validation,
+                failures):
         ids = shell + _ids(mod.layout())
         dupes = {i for i in ids if ids.count(i) > 1}
         assert not dupes, f"{mod.__name__}: duplicate ids {dupes}"
-    assert pages.topology.layout(view="n07") is not None
-    assert pages.topology.layout(view="bogus") is not None     # falls back to the supernode
+        assert len(ids) > len(shell) + 3                          # the page's own parts are there
+    view = lambda layout: next(c.data for c in _components(layout) if getattr(c, "id", None) == "topo-view")
+    assert view(pages.topology.layout(view="n07")) == "n07"        # the first tick draws it (or falls back)
+    assert view(pages.topology.layout(view="<bogus>")) == "supernode"
 
 
 def test_overview_tick_full_then_nothing_then_only_new_points(pages, twin_registry):
@@ -257,35 +272,38 @@ def test_overview_tick_full_then_nothing_then_only_new_points(pages, twin_regist
     tw.control("pause")
     time.sleep(0.15)
     out = ov.tick(1, "shared", None)
-    n_k, n_c = len(ov.KPIS), len(ov.CHARTS)
-    figs, exts = out[n_k:n_k + n_c], out[n_k + n_c:n_k + 2 * n_c]
-    cursor, status = out[-2], out[-1]
-    assert all(isinstance(f, dict) and f["data"] for f in figs)          # first call: whole figures
+    figs, exts, cursor = out["figs"], out["exts"], out["cursor"]
+    assert len(figs) == len(ov.CHARTS) and all(isinstance(f, dict) and f["data"] for f in figs)  # whole figures
     assert all(e is no_update for e in exts)
     assert cursor["twin"] == "shared" and cursor["v"] == tw.snapshot.version
-    assert status["paused"] and status["key"] == "shared"
+    assert "cloudmatrix384: supernode of 48 nodes" in out["scenario"]      # the system the twin runs
     assert size(out) < 100_000
 
     again = ov.tick(2, "shared", cursor)
-    assert all(x is no_update for x in again)                           # same version: nothing at all
+    assert all(nothing(x) for x in again.values())                      # same version: nothing at all
 
     tw.control("speed", 20)
     tw.control("play")
     assert wait_until(lambda: tw.snapshot.history["t"][-1] > cursor["t"] + 2)
     upd = ov.tick(3, "shared", cursor)
-    assert all(f is no_update for f in upd[n_k:n_k + n_c])              # no figure re-sent
-    ext = upd[n_k + n_c]
+    assert all(f is no_update for f in upd["figs"])                     # no figure re-sent
+    ext = upd["exts"][0]
     assert ext is not no_update and ext[0]["x"][0][0] > cursor["t"]     # only the new points
     assert ext[2] > 0                                                   # maxPoints: a rolling window
     assert size(upd) < 100_000
 
 
-def test_overview_follows_the_viewers_twin(pages, twin_registry):
+def test_overview_and_shell_follow_the_viewers_twin(pages, twin_registry, dash_app):
     sb = twin_registry.open_sandbox()
     out = pages.overview.tick(1, sb.key, None)
-    assert out[-2]["twin"] == sb.key and out[-1]["shared"] is False
+    assert out["cursor"]["twin"] == sb.key
+    status, beat, _ = triggered(dash_app.on_tick, "shell-tick.n_intervals", 1, sb.key, None, None, None)
+    assert status["shared"] is False and beat["twin"] == sb.key
+    assert triggered(dash_app.on_tick, "shell-tick.n_intervals", 2, sb.key, None, None, beat)[:2] == \
+        (no_update, no_update)                                          # nothing new: nothing sent
     gone = pages.overview.tick(1, "sb-deadbeef", None)                  # stopped sandbox: shared + note
-    assert gone[-2]["twin"] == "shared" and "sandbox" in gone[-1]["note"]
+    status, beat, _ = triggered(dash_app.on_tick, "shell-tick.n_intervals", 1, "sb-deadbeef", None, None, None)
+    assert gone["cursor"]["twin"] == "shared" and "sandbox" in status["note"] and beat["twin"] == "shared"
 
 
 def test_topology_drill_down_and_back(pages, twin_registry):
@@ -294,8 +312,8 @@ def test_topology_drill_down_and_back(pages, twin_registry):
     nav = topo.navigate
     out = triggered(nav, "topo-cy.tapNodeData", {"id": "n07", "kind": "node"}, None, "supernode", 0,
                     "supernode", "shared")
-    view, elements, layout, select, crumbs = out[:5]
-    assert view == "n07" and select == "n07" and "n07" in crumbs
+    view, elements, layout, select, crumbs = (out[k] for k in ("view", "elements", "layout", "select", "crumbs"))
+    assert view == "n07" and select == "n07" and crumbs == "Supernode › node n07"
     ids = {e["data"]["id"] for e in elements}
     assert {"n07/npu3/d1", "n07/cpu2", "n07/l1-4", "sp4"} <= ids
     assert sum(1 for e in elements if e["data"].get("kind") == "die") == 16
@@ -303,45 +321,50 @@ def test_topology_drill_down_and_back(pages, twin_registry):
 
     out = triggered(nav, "topo-cy.tapNodeData", {"id": "sp4", "kind": "subplane"}, None, "supernode", 0,
                     "supernode", "shared")
-    assert out[0] == "sp4"
-    assert "UB sub-plane" in json.dumps(out[7], default=lambda o: o.to_plotly_json())   # stats of sp4 itself
-    assert sum(1 for e in out[1] if e["data"].get("kind") == "l2") == 16
-    assert sum(1 for e in out[1] if "source" in e["data"]) == 48 * 16   # every L1-L2 optical link
+    assert out["view"] == "sp4" and out["live"]["view"] == "sp4"      # drawn with its live numbers
+    assert "UB sub-plane" in json.dumps(out["stats"], default=lambda o: o.to_plotly_json())   # stats of sp4
+    assert sum(1 for e in out["elements"] if e["data"].get("kind") == "l2") == 16
+    assert sum(1 for e in out["elements"] if "source" in e["data"]) == 48 * 16   # every L1-L2 optical link
 
     back = triggered(nav, "topo-back.n_clicks", None, None, "supernode", 1, "sp4", "shared")
-    assert back[0] == "supernode"
+    assert back["view"] == "supernode"
     sel = triggered(nav, "topo-cy.tapNodeData", {"id": "n07/npu3/d1", "kind": "die"}, None, "n07", 0,
                     "n07", "shared")
-    assert sel[0] is no_update and sel[6] == {"kind": "node", "id": "n07/npu3/d1", "view": "n07"}
-    assert "NPU die" in json.dumps(sel[7], default=lambda o: o.to_plotly_json())
+    assert sel["view"] is no_update and sel["sel"] == {"kind": "node", "id": "n07/npu3/d1", "view": "n07"}
+    assert "NPU die" in json.dumps(sel["stats"], default=lambda o: o.to_plotly_json())
 
 
 def test_topology_tick_sends_compact_utilisation(pages, twin_registry):
+    from twin.topology import static
     from twin.ui import topoview as TV
     tw = twin_registry.shared()
     tw.control("speed", 20)
     assert wait_until(lambda: len(tw.snapshot.history.get("t", [])) >= 3)
-    out = pages.topology.tick(1, "shared", None, "supernode", {"kind": "node", "id": "n03"}, [])
-    live, stats, cursor = out[0], out[1], out[2]
-    v = TV.view("cloudmatrix384", "supernode")
+    out = pages.topology.tick(1, "shared", None, view_name="supernode", sel={"kind": "node", "id": "n03"})
+    live, stats, cursor = out["live"], out["stats"], out["cursor"]
+    v = TV.view(static("cloudmatrix384"), "supernode")
     assert live["view"] == "supernode" and len(live["u"]) == v.n_edges and len(live["n"]) == len(v.node_ids)
     assert any(u > 0 for u in live["u"])                                # traffic is flowing somewhere
-    assert stats is not no_update and cursor["view"] == "supernode"
+    assert stats is not no_update and cursor["view"] == "supernode" and cursor["system"] == "cloudmatrix384"
+    assert out["canvas"].elements == v.elements and "48 nodes" in out["caption"]   # first tick draws it
     assert size(live) < 20_000
+    again = pages.topology.tick(2, "shared", cursor, view_name="supernode", sel=None)
+    assert again["canvas"] is no_update and again["elements"] is no_update   # same system: not redrawn
 
 
 def test_traffic_and_cache_ticks(pages, twin_registry):
     tw = twin_registry.shared()
     assert wait_until(lambda: len(tw.snapshot.history.get("t", [])) >= 2)
     tr = pages.traffic.tick(1, "shared", None)
-    heat = tr[6]
+    heat = tr["matrix"]
     assert heat["data"][0]["type"] == "heatmap" and len(heat["data"][0]["z"]) == 48
+    assert tr["now"].startswith("UB ") and " RDMA " in tr["now"] and "UB" in tr["matrix_title"]
     assert size(tr) < 150_000
-    tr2 = pages.traffic.tick(2, "shared", dict(tr[-2], v=-1))
-    patch = tr2[6].to_plotly_json()["operations"]
+    tr2 = pages.traffic.tick(2, "shared", dict(tr["cursor"], v=-1))
+    patch = tr2["matrix"].to_plotly_json()["operations"]
     assert patch and patch[0]["location"] == ["data", 0, "z"]           # the matrix is patched, not resent
     ca = pages.cache.tick(1, "shared", None)
-    assert ca[0] != "–" and size(ca) < 100_000
+    assert ca["kpis"][0] != "–" and size(ca) < 100_000
 
 
 def test_tradeoffs_slo_answer_and_bad_values(pages, twin_registry):
@@ -355,17 +378,25 @@ def test_tradeoffs_slo_answer_and_bad_values(pages, twin_registry):
     assert bad[0] is no_update and "allowed 5 to 150" in json.dumps(bad[1], default=lambda o: o.to_plotly_json())
     tw = twin_registry.shared()
     assert wait_until(lambda: len(tw.snapshot.history.get("t", [])) >= 2)
+    assert to.on_slo(50, 4096, None) == (no_update, no_update)         # not drawn yet: the tick draws
+    first = to.tick(1, "shared", None, dep=None, slo=50, kv=4096)
+    assert first["dep"] == "cloudmatrix-infer-paper" and first["fig"]["data"]   # the twin's deployment
     live = to.tick(1, "shared", {"twin": "shared", "run": 0, "v": -1, "t": 0.0, "rev": -1},
-                   "cloudmatrix-infer-paper", 50, 4096)
-    ops = live[0].to_plotly_json()["operations"]
+                   dep="cloudmatrix-infer-paper", slo=50, kv=4096)
+    ops = live["fig"].to_plotly_json()["operations"]
     assert {tuple(o["location"][:2]) for o in ops} == {("data", 4), ("data", 5)}   # live point patched
 
 
 def test_validation_page_has_a_badge_per_row(pages):
     from twin.validate import rows
-    text = json.dumps(pages.validation.layout(), default=lambda o: o.to_plotly_json())
+    layout = pages.validation.layout()
     n = len(rows())
-    assert text.count('"PASS"') + text.count('"FAIL"') >= n
+    badges = [c for c in _components(layout) if "badge" in (getattr(c, "className", "") or "")
+              and getattr(c, "children", None) in ("PASS", "FAIL")]
+    assert len(badges) == n                                              # one badge per row, no more
+    assert [b.children for b in badges] == ["PASS" if r["pass"] else "FAIL" for r in
+                                           [r for r in rows() if r["kind"] == "validation"]
+                                           + [r for r in rows() if r["kind"] == "calibration"]]
 
 
 def test_run_controls_callback(dash_app, twin_registry):
@@ -380,19 +411,22 @@ def test_run_controls_callback(dash_app, twin_registry):
                          a["choice"], a["token"], a["viewer"], a["scenario"], a["deployment"],
                          a["trace"], a["seed"], None)
 
-    msg, cls, status = call("ctl-play.n_clicks")
-    assert "pause" in msg and "msg-ok" in cls and status["paused"]
-    msg, cls, status = call("ctl-play.n_clicks")
-    assert "play" in msg and not status["paused"]
-    msg, cls, status = call(pm_id("ctl-speed-btn", "100"))
-    assert status["speed"] == 100.0
-    msg, cls, _ = call("ctl-speed-custom.value", speed_custom=5000)
+    def status():       # what the shell's clock draws right after a control (its message changed)
+        return triggered(dash_app.on_tick, "ctl-msg.children", 1, "shared", "msg", None, beat(tw))[0]
+
+    msg, cls = call("ctl-play.n_clicks")
+    assert "pause" in msg and "msg-ok" in cls and status()["paused"]
+    msg, cls = call("ctl-play.n_clicks")
+    assert "play" in msg and not status()["paused"]
+    msg, cls = call(pm_id("ctl-speed-btn", "100"))
+    assert status()["speed"] == 100.0
+    msg, cls = call("ctl-speed-custom.value", speed_custom=5000)
     assert "msg-error" in cls and "allowed 1 to 1000" in msg
-    msg, cls, _ = call(pm_id("ctl-load-btn", "90"))
+    msg, cls = call(pm_id("ctl-load-btn", "90"))
     assert "msg-error" in cls and "trace" in msg                       # default scenario replays a trace
-    msg, cls, _ = call("ctl-reset.n_clicks", trace="/no/such/file.jsonl")
+    msg, cls = call("ctl-reset.n_clicks", trace="/no/such/file.jsonl")
     assert "msg-error" in cls and "Not applied" in msg and tw.run == 0
-    msg, cls, _ = call("ctl-reset.n_clicks", seed=None)
+    msg, cls = call("ctl-reset.n_clicks", seed=None)
     assert "msg-error" in cls and "seed" in msg
     actions = [a["what"] for a in tw.actions(10)]
     assert "speed 100x" in actions and tw.actions(1)[0]["who"] == "viewer vtest"
@@ -443,13 +477,14 @@ def test_fault_targets_are_validated_with_the_engine_rules_without_touching_the_
 
 
 def test_failures_picker_kinds_targets_and_suggestions():
+    from twin.topology import static
     from twin.ui import faultview as FV
-    sys_ = "cloudmatrix384"
+    sys_ = static("cloudmatrix384")
     assert FV.pick(sys_, "n07/npu3/d1") == ("npu_die", "n07/npu3/d1")
     assert FV.pick(sys_, "n07/npu3/d1", "npu") == ("npu", "n07/npu3")          # the die's NPU
     assert FV.pick(sys_, "sp4/l2-11--n07/l1-4", "optical_flap") == ("optical_flap", "n07/l1-4--sp4/l2-11")
     assert FV.pick(sys_, "sp4") == ("subplane", "sp4") and FV.pick(sys_, "rdma/spine-0")[0] == "rdma_plane"
-    assert FV.pick(sys_, "vpc/switch") is None and FV.pick(sys_, "rack:r00") is None
+    assert FV.pick(sys_, "vpc/switch") is None and FV.pick(sys_, "r00") is None
     assert FV.related(sys_, "node", "n07/npu3/d1") == "n07"
     assert FV.related(sys_, "rdma_nic", "n07/npu3/d1") == "n07/rdma3"
     assert FV.related(sys_, "subplane", "sp2/l2-5") == "sp2"
@@ -465,9 +500,8 @@ def test_failures_picker_kinds_targets_and_suggestions():
 
 def test_failures_inject_now_sends_a_logged_command(failures, twin_registry):
     tw = twin_registry.shared()
-    msg, cls, status = fault_click(failures, "fl-inject.n_clicks", "l2", " sp2/l2-5 ", dur="90")
+    msg, cls = fault_click(failures, "fl-inject.n_clicks", "l2", " sp2/l2-5 ", dur="90")
     assert "msg-ok" in cls and "injected now for 90 s" in msg and "shared twin" in msg
-    assert status["key"] == "shared"
     assert tw.actions(1)[0] == {**tw.actions(1)[0], "who": "viewer vtest", "what": "fault l2 sp2/l2-5 for 90 s"}
     assert wait_until(lambda: any(f["target"] == "sp2/l2-5" for f in tw.snapshot.faults))
     f = tw.snapshot.faults[0]
@@ -477,9 +511,9 @@ def test_failures_inject_now_sends_a_logged_command(failures, twin_registry):
 def test_failures_bad_target_shows_the_message_and_keeps_the_twin(failures, twin_registry):
     tw = twin_registry.shared()
     n_actions = len(tw.actions(50))
-    msg, cls, _ = fault_click(failures, "fl-inject.n_clicks", "npu_die", "n20/l1-3")
+    msg, cls = fault_click(failures, "fl-inject.n_clicks", "npu_die", "n20/l1-3")
     assert "msg-error" in cls and "Not applied" in msg and "is a l1 element; npu_die needs a die" in msg
-    msg, cls, _ = fault_click(failures, "fl-inject.n_clicks", "optical_flap", "n20/l1-3--sp3/l2-7", period="often")
+    msg, cls = fault_click(failures, "fl-inject.n_clicks", "optical_flap", "n20/l1-3--sp3/l2-7", period="often")
     assert "msg-error" in cls and "period_s = 'often': not a finite number" in msg
     time.sleep(0.2)
     assert tw.snapshot.faults == () and len(tw.actions(50)) == n_actions       # nothing sent, nothing logged
@@ -490,12 +524,12 @@ def test_failures_schedule_at_a_sim_time(failures, twin_registry):
     tw.control("pause")
     time.sleep(0.15)
     now = tw.snapshot.sim_time
-    msg, cls, _ = fault_click(failures, "fl-schedule.n_clicks", "optical_degrade", "n20/l1-3--sp3/l2-7",
+    msg, cls = fault_click(failures, "fl-schedule.n_clicks", "optical_degrade", "n20/l1-3--sp3/l2-7",
                               at="+30", dur="20", factor="0.25")
     assert "msg-ok" in cls and f"scheduled at t = {now + 30:,.1f} s" in msg
-    msg, cls, _ = fault_click(failures, "fl-schedule.n_clicks", "l2", "sp2/l2-5", at="")
+    msg, cls = fault_click(failures, "fl-schedule.n_clicks", "l2", "sp2/l2-5", at="")
     assert "msg-error" in cls and "enter a sim time" in msg
-    msg, cls, _ = fault_click(failures, "fl-schedule.n_clicks", "l2", "sp2/l2-5", at=str(now - 10))
+    msg, cls = fault_click(failures, "fl-schedule.n_clicks", "l2", "sp2/l2-5", at=str(now - 10))
     assert "msg-error" in cls and "in the past" in msg
     tw.control("play")
     assert wait_until(lambda: len(tw.snapshot.faults) == 1)
@@ -508,39 +542,39 @@ def test_failures_page_load_does_not_act(failures, twin_registry):
     tw = twin_registry.shared()
     out = triggered(failures.on_fault, "fl-inject.n_clicks", 0, 0, "l2", "sp2/l2-5", None, None, None, None,
                     "shared", None, "v", None, value=0)
-    assert out == (no_update, no_update, no_update)
+    assert out == (no_update, no_update)
     assert triggered(failures.on_policy, "fl-policy-apply.n_clicks", 0, 30, "off", "obs", "shared", None, "v",
-                     None, value=0) == (no_update, no_update, no_update)
+                     None, value=0) == (no_update, no_update)
     demo_id = pm_id("fl-demo", "l2-loss")
     assert triggered(failures.on_demo, demo_id, [0] * 6, "shared", None, "v", None, value=0)[0] is no_update
-    assert failures.on_random([], 1, "shared", None, "v", None) == (no_update,) * 4
+    assert failures.on_random([], 1, "shared", None, "v", None) == (no_update,) * 3
     time.sleep(0.2)
     assert tw.run == 0 and tw.snapshot.faults == () and tw.policy["detect_s"] == 60.0
 
 
 def test_failures_policy_change(failures, twin_registry):
     tw = twin_registry.shared()
-    msg, cls, _ = triggered(failures.on_policy, "fl-policy-apply.n_clicks", 1, 15, "off", "obs", "shared",
+    msg, cls = triggered(failures.on_policy, "fl-policy-apply.n_clicks", 1, 15, "off", "obs", "shared",
                             None, "vtest", None)
     assert "msg-ok" in cls and "redundant_experts=False" in msg and "weights_from=obs" in msg
     assert tw.policy["detect_s"] == 15.0 and tw.policy["redundant_experts"] is False
     assert wait_until(lambda: any(e["kind"] == "policy" for e in tw.snapshot.events))
-    msg, cls, _ = triggered(failures.on_policy, "fl-policy-apply.n_clicks", 2, -1, "on", "ems", "shared",
+    msg, cls = triggered(failures.on_policy, "fl-policy-apply.n_clicks", 2, -1, "on", "ems", "shared",
                             None, "vtest", None)
     assert "msg-error" in cls and "policy.detect_s = -1.0: allowed a number of seconds 0..86400" in msg
     assert tw.policy["detect_s"] == 15.0
-    from twin.ui import faultview as FV
-    assert "detect 15 s, redundant experts off, weights from OBS" in FV.policy_text(tw.policy)
+    from twin.ui import faulttable as FT
+    assert "detect 15 s, redundant experts off, weights from OBS" in FT.policy_text(tw.policy)
 
 
 def test_failures_random_switch(failures, twin_registry):
     tw = twin_registry.shared()
-    msg, cls, _, value = failures.on_random(["on"], 0, "shared", None, "vtest", None)
+    msg, cls, value = failures.on_random(["on"], 0, "shared", None, "vtest", None)
     assert "msg-error" in cls and "0 < x <= 10 " in msg and value == []
-    msg, cls, _, value = failures.on_random(["on"], 5, "shared", None, "vtest", None)
+    msg, cls, value = failures.on_random(["on"], 5, "shared", None, "vtest", None)
     assert "msg-ok" in cls and tw.random == 5.0 and value is no_update
-    assert failures.on_random(["on"], 7, "shared", None, "vtest", None) == (no_update,) * 4   # already on
-    msg, cls, _, value = failures.on_random([], 5, "shared", None, "vtest", None)      # switched off
+    assert failures.on_random(["on"], 7, "shared", None, "vtest", None) == (no_update,) * 3   # already on
+    msg, cls, value = failures.on_random([], 5, "shared", None, "vtest", None)      # switched off
     assert "msg-ok" in cls and "random failures off" in msg.lower() and tw.random is None
     assert wait_until(lambda: any(e["message"] == "random failures off" for e in tw.snapshot.events))
     failures.on_random(["on"], 5, "shared", None, "vtest", None)
@@ -551,7 +585,7 @@ def test_failures_random_switch(failures, twin_registry):
 def test_failures_demo_load_replays_the_file(failures, twin_registry):
     tw = twin_registry.shared()
     tw.control("policy", {"detect_s": 5})
-    msg, cls, status = triggered(failures.on_demo, pm_id("fl-demo", "decode-die-no-redundancy"),
+    msg, cls = triggered(failures.on_demo, pm_id("fl-demo", "decode-die-no-redundancy"),
                                  [0, 0, 0, 1, 0, 0], "shared", None, "vtest", None)
     assert "msg-ok" in cls and "Decode die lost, no redundancy" in msg
     assert wait_until(lambda: tw.run == 1)
@@ -561,9 +595,9 @@ def test_failures_demo_load_replays_the_file(failures, twin_registry):
     assert tw.policy["redundant_experts"] is False and tw.policy["detect_s"] == 60.0   # the file's policy
     assert [(f["kind"], f["target"], f["at_s"]) for f in snap.faults] == [("npu_die", "n36/npu3/d1", 120.0)]
     assert tw.actions(1)[0]["what"] == "reset: scenario peak-384, seed 1, faults decode-die-no-redundancy"
-    n_c = len(failures.CHARTS)
-    out = failures.tick(1, "shared", None, "supernode")              # the policy fields follow the twin
-    assert out[n_c + 7:n_c + 10] == [60.0, "off", "ems"] and "Demo decode-die-no-redundancy" in out[n_c + 13]
+    out = failures.tick(1, "shared", None, view_name="supernode")     # the policy fields follow the twin
+    assert (out["detect"], out["redundant"], out["weights"]) == (60.0, "off", "ems")
+    assert "Demo decode-die-no-redundancy" in out["demo_line"]
     sb = twin_registry.open_sandbox()                        # a sandbox copies the demo too
     assert sb.params.faults == tw.params.faults
     with pytest.raises(S.ControlError, match="not a demo \\(allowed: .*decode-die-no-redundancy"):
@@ -575,9 +609,9 @@ def test_failures_locked_twin_refuses_and_says_why(failures, dash_app):
     reg = S.configure(wall_dt=0.05, token="s3cret")
     try:
         tw = reg.shared()
-        msg, cls, _ = fault_click(failures, "fl-inject.n_clicks", "l2", "sp2/l2-5")
+        msg, cls = fault_click(failures, "fl-inject.n_clicks", "l2", "sp2/l2-5")
         assert "msg-error" in cls and "locked by the instructor" in msg
-        msg, cls, _ = fault_click(failures, "fl-inject.n_clicks", "l2", "sp2/l2-5",
+        msg, cls = fault_click(failures, "fl-inject.n_clicks", "l2", "sp2/l2-5",
                                   token={"token": "s3cret", "ok": True})
         assert "msg-ok" in cls and tw.actions(1)[0]["who"] == "instructor (viewer vtest)"
     finally:
@@ -585,7 +619,7 @@ def test_failures_locked_twin_refuses_and_says_why(failures, dash_app):
 
 
 def test_failures_tick_table_marks_and_patches(failures, twin_registry):
-    from twin.ui import faultview as FV
+    from twin.ui import faulttable as FT
     fl = failures
     tw = twin_registry.shared()
     tw.control("speed", "max")
@@ -594,9 +628,8 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
     assert wait_until(lambda: tw.snapshot.faults and tw.snapshot.faults[0]["recover_s"] is not None, timeout=30)
     tw.control("pause")
     time.sleep(0.2)
-    n_c = len(fl.CHARTS)
-    out = fl.tick(1, "shared", None, "supernode")
-    figs, strips, table, cursor = out[:n_c], out[n_c], out[n_c + 1], out[-2]
+    out = fl.tick(1, "shared", None, view_name="supernode")
+    figs, strips, table, cursor = out["figs"], out["strips"], out["table"], out["cursor"]
     assert strips is no_update                                            # whole figures on a first draw
     shapes = figs[0]["layout"]["shapes"]
     at = tw.snapshot.faults[0]["at_s"]
@@ -607,34 +640,36 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
     text = json.dumps(table, default=lambda o: o.to_plotly_json())
     assert "sp2/l2-5" in text and "lost-ok" in text and "recovered" in text and "30.0 s" in text
     assert "1 fault" in text
-    assert size(out) < 60_000 and out[n_c + 15] is no_update                # numbers first, drawing next
-    drawn = fl.tick(2, "shared", cursor, "supernode")
-    assert len(drawn[n_c + 15]) > 60 and all(x is no_update for x in drawn[:n_c + 6])
-    cursor = drawn[-2]
-    again = fl.tick(3, "shared", cursor, "supernode")
-    assert all(x is no_update for x in again[:-2])                        # same version: nothing
+    assert size(out) < 60_000 and out["canvas"] is no_update              # numbers first, drawing next
+    drawn = fl.tick(2, "shared", cursor, view_name="supernode")
+    assert len(drawn["canvas"].elements) > 60 and drawn["table"] is no_update
+    assert all(f is no_update for f in drawn["figs"])
+    assert "UB sub-planes" in drawn["picker_help"]
+    cursor = drawn["cursor"]
+    again = fl.tick(3, "shared", cursor, view_name="supernode")
+    assert all(nothing(v) for k, v in again.items() if k != "cursor")  # same version: nothing
     tw.control("fault", tw.check_fault({"kind": "node", "target": "n20"}))
     tw.control("play")
     assert wait_until(lambda: tw.snapshot.version > cursor["v"] + 1 and "n20/npu3/d1" in tw.snapshot.failed
                       and tw.snapshot.history["t"][-1] > cursor["t"])
-    upd = fl.tick(3, "shared", cursor, "supernode")
-    assert all(f is no_update for f in upd[:n_c])                         # charts never resent whole
-    strips = upd[n_c]                                                     # one compact update for all four
+    upd = fl.tick(3, "shared", cursor, view_name="supernode")
+    assert all(f is no_update for f in upd["figs"])                       # charts never resent whole
+    strips = upd["strips"]                                                # one compact update for all four
     assert strips["x"] and strips["x"][0] > cursor["t"] and strips["keep"] == F.HISTORY_POINTS
     assert [len(y) for y in strips["y"]] == [len(spec.series) for spec in fl.CHARTS.values()]
     assert all(len(ys) == len(strips["x"]) for y in strips["y"] for ys in y)
     assert strips["notes"][-1]["text"] == "#2 node"                       # the new fault's mark
-    failed = json.dumps(upd[n_c + 3], default=lambda o: o.to_plotly_json())
+    failed = json.dumps(upd["failed"], default=lambda o: o.to_plotly_json())
     assert "n20" in failed and "elements down" in failed
-    live = upd[n_c + 14]
+    live = upd["live"]
     assert live["ndown"] and live["view"] == "supernode"                  # n20 drawn as failed
     assert size(upd) < 30_000
-    rows = FV.rows(tw.snapshot.faults, tw.snapshot.history, tw.snapshot.sim_time)
+    rows = FT.rows(tw.snapshot.faults, tw.snapshot.history, tw.snapshot.sim_time)
     assert rows[0]["slo_before"] is not None and rows[0]["state"] == "recovered"
 
 
 def test_fault_marks_merge_bands_and_keep_to_the_window():
-    from twin.ui import faultview as FV
+    from twin.ui import faulttable as FV
     reps = [{"id": 1, "kind": "l2", "at_s": 10.0, "recover_s": 5.0, "active": False},       # ends before t_from
             {"id": 2, "kind": "l2", "at_s": 100.0, "recover_s": 50.0, "detect_s": 20.0, "active": False},
             {"id": 3, "kind": "cpu", "at_s": 120.0, "recover_s": None, "active": True},    # overlaps #2
@@ -656,15 +691,21 @@ def test_failures_layout_ids_url_target_and_topology_link(failures, pages, dash_
     shell = _ids(dash_app.serve_layout())
     ids = shell + _ids(failures.layout())
     assert not {i for i in ids if ids.count(i) > 1}
+    first = failures.tick(1, "shared", None, view_name="supernode", url={"target": "n07/npu3/d1", "kind": None})
+    assert (first["kind"], first["target"]) == ("npu_die", "n07/npu3/d1")     # checked on the twin's system
+    first = failures.tick(1, "shared", None, view_name="supernode",
+                          url={"target": "sp4/l2-11--n07/l1-4", "kind": None})
+    assert (first["kind"], first["target"]) == ("optical_link", "n07/l1-4--sp4/l2-11")   # canonical id
     text = json.dumps(failures.layout(target="n07/npu3/d1"), default=lambda o: o.to_plotly_json())
-    assert '"value": "npu_die"' in text and '"value": "n07/npu3/d1"' in text
-    text = json.dumps(failures.layout(target="sp4/l2-11--n07/l1-4"), default=lambda o: o.to_plotly_json())
-    assert '"value": "optical_link"' in text and '"value": "n07/l1-4--sp4/l2-11"' in text
+    assert '"target": "n07/npu3/d1"' in text                              # kept for the first tick
+
     out = triggered(failures.on_pick, "fl-cy.tapEdgeData", "l2", None, {"id": "n07==sp4:ub", "links": 16},
                     "sp2/l2-5", "shared")
-    assert out[0] is no_update and "open a sub-plane" in out[3]
+    assert out["kind"] is no_update and "open a sub-plane" in out["hint"]
     out = triggered(failures.on_pick, "fl-kind.value", "optical_flap", None, None, "n07/l1-4", "shared")
-    assert out[1] == "n07/l1-4--sp4/l2-0" and out[5] == {}                  # flap period field shown
+    assert out["target"] == "n07/l1-4--sp4/l2-0" and out["period_style"] == {}     # flap period field shown
+    out = triggered(failures.on_pick, "fl-cy.tapNodeData", "l2", None, None, "sp2/l2-5", "shared", value=None)
+    assert all(v is no_update for v in out.values())                      # a new drawing is not a click
     href, style = pages.topology.break_link({"kind": "node", "id": "n07/npu3/d1", "view": "n07"}, "shared")
     assert href == "/failures?target=n07/npu3/d1" and style == {}
     assert pages.topology.break_link({"kind": "node", "id": "vpc/switch"}, "shared")[1] == {"display": "none"}

@@ -52,6 +52,23 @@ def cy_node_center(pg, node_id: str) -> tuple[float, float]:
     return pos[0], pos[1]
 
 
+def wait_sim(pg, pred, what: str, timeout_s: float = 15.0) -> float:
+    """Poll the sim time shown in the status strip until `pred(t)` holds (a condition, not a sleep)."""
+    pg.wait_for_function("() => /t = /.test(document.querySelector('#ctl-status-time').innerText)")
+    for _ in range(int(timeout_s * 10)):
+        t = sim_time(pg)
+        if pred(t):
+            return t
+        pg.wait_for_timeout(100)
+    raise AssertionError(f"sim time never {what} (last {sim_time(pg)})")
+
+
+def wait_update(pg) -> None:
+    """Wait until the status strip shows a newer sim time than now (the page got a live update)."""
+    t0 = sim_time(pg)
+    wait_sim(pg, lambda t: t > t0, f"passed {t0}")
+
+
 def set_speed(pg, label: str) -> None:
     pg.click(f"#ctl-speed button:text-is('{label}')")
     wait_text(pg, "#ctl-status-speed", f"speed {re.escape(label)}")
@@ -63,37 +80,40 @@ def test_every_page_renders_live_without_console_errors(browser_page, artifacts)
         pg.goto(pg.base_url + path)
         wait_live(pg)
         wait_text(pg, ready, r"[0-9A-Za-z]")
-        pg.wait_for_timeout(1500)            # a few live updates
+        wait_update(pg)                      # a few live updates
+        wait_update(pg)
         pg.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
         assert pg.errors == [], f"{path}: {pg.errors}"
     assert "PASS" in pg.inner_text("#va-table")
 
 
-def test_play_pause_speed_and_the_numbers_move(browser_page, artifacts):
+def test_play_pause_speed_and_the_numbers_move(browser_page, live_server, artifacts):
     pg = browser_page
+    _, reg = live_server
     pg.goto(pg.base_url + "/")
     wait_live(pg)
     set_speed(pg, "20×")
     t0, kpi0 = sim_time(pg), pg.inner_text("#ov-in-tps")
-    pg.wait_for_timeout(2500)
-    assert sim_time(pg) > t0 + 5                                   # live at 20x
+    wait_sim(pg, lambda t: t > t0 + 5, "5 s further")              # live at 20x
     pg.wait_for_function("(v) => document.querySelector('#ov-in-tps').innerText !== v", arg=kpi0)
 
     pg.click("#ctl-play")                                          # pause
     wait_text(pg, "#ctl-status-state", "paused")
     wait_text(pg, "#ctl-play", "Play")
-    pg.wait_for_timeout(1200)                                      # a chunk in flight may still land
-    t_paused = sim_time(pg)
-    pg.wait_for_timeout(1500)
-    assert sim_time(pg) == t_paused
+    tw = reg.shared()
+    for _ in range(20):                        # a chunk in flight when the pause came may still land
+        frozen = tw.snapshot
+        wait_sim(pg, lambda t: abs(t - frozen.sim_time) <= 1.0, "the paused twin's time")
+        if tw.snapshot.version == frozen.version:
+            break
+    assert tw.snapshot.version == frozen.version        # the screen shows the twin, and it stays put
 
     pg.click("#ctl-play")                                          # play again
     wait_live(pg)
     set_speed(pg, "100×")
     assert "pill-active" in pg.get_attribute("#ctl-speed button:text-is('100×')", "class")
     t1 = sim_time(pg)
-    pg.wait_for_timeout(2500)
-    assert sim_time(pg) > t1 + 20                                  # faster now
+    wait_sim(pg, lambda t: t > t1 + 20, "20 s further")            # faster now
     wait_text(pg, "#ctl-log-last", "speed 100x")                   # shared action logged on screen
     pg.screenshot(path=str(artifacts / "overview-100x.png"), full_page=True)
     set_speed(pg, "1×")
@@ -113,7 +133,6 @@ def test_topology_pick_a_node_and_an_element(browser_page, artifacts):
     # live utilisation arrives for the drilled-down view
     pg.wait_for_function("() => document.getElementById('topo-cy')._cyreg.cy.edges()"
                          ".some(e => e.data('util') > 0)", timeout=20_000)
-    pg.wait_for_timeout(400)
     x, y = cy_node_center(pg, "n07/npu3/d1")
     pg.mouse.click(x, y)
     wait_text(pg, "#topo-stats", "NPU die")
@@ -121,7 +140,8 @@ def test_topology_pick_a_node_and_an_element(browser_page, artifacts):
     pg.screenshot(path=str(artifacts / "topology-node.png"), full_page=True)
     pg.click("#topo-back")
     wait_text(pg, "#topo-crumbs", "^Supernode$")
-    pg.wait_for_timeout(300)
+    pg.wait_for_function("() => document.getElementById('topo-cy')._cyreg.cy.nodes('[kind = \"subplane\"]')"
+                         ".length === 7")
     x, y = cy_node_center(pg, "sp4")
     pg.mouse.click(x, y)
     wait_text(pg, "#topo-crumbs", "sub-plane 4")
@@ -245,7 +265,6 @@ def test_failures_inject_l2_now_and_watch_it_detected_and_recovered(browser_page
         "() => { const gd = document.querySelector('#fl-tpot-chart .js-plotly-plot'); return gd && gd.data && "
         "gd.data[0].x.length > 20 && (gd.layout.shapes || []).some(s => s.type === 'rect'); }")
     wait_text(pg, "#fl-events", "recover")
-    pg.wait_for_timeout(1200)
     pg.screenshot(path=str(artifacts / "failures.png"), full_page=True)
     set_speed(pg, "1×")
     assert pg.errors == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .snapshot import Snapshot
+from .snapshot import Snapshot, topology_fields
 from .traffic import link_utilisation
 
 DRAIN_CAP_S = 600.0       # a drain stops after this many simulated seconds (stated bound)
@@ -77,7 +77,7 @@ def snapshot(eng) -> Snapshot:
         plane_gbps=dict(m.last_plane_gbps),
         link_util=link_utilisation(eng), node_traffic=m.last_node_gbps.copy(),
         die_util=die_util(eng), die_pool=tuple(eng.die_pool), events=tuple(dict(e) for e in eng.events),
-        faults=tuple(eng.faults.report(SNAPSHOT_FAULTS)), failed=tuple(sorted(eng.topo.failed)),
+        faults=tuple(eng.faults.report(SNAPSHOT_FAULTS)), **topology_fields(eng.topo),
         partitioned=eng.partitioned, message=eng.message,
         cache=dict(eng.ems.stats()) if eng.ems else {},
         fault_summary=eng.faults.summary() if eng.faults.injected else {})

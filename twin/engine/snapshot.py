@@ -2,12 +2,66 @@
 
 An engine publishes a new Snapshot (with a higher `version`) after every `advance()`. Consumers
 must treat it as immutable: it holds copies, never live SimPy objects.
+
+The snapshot is the whole truth a page draws (the Mesa rule): which system runs and what its
+fabrics are called (`SystemInfo`, with the shared failure-free topology to draw it from), the live
+capacity of every link (failures and degradations applied), failed and degraded parts, fault
+records and their windows. No page rebuilds a topology or replays faults to find out.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
+
+from twin.config import catalog
+from twin.topology import StaticTopology
+
+# what each plane of a topology is called on screen
+PLANE_LABEL = {"ub": "UB", "d2d": "die-to-die", "rdma": "RDMA", "vpc": "VPC", "nvlink": "NVLink"}
+
+
+@dataclass(frozen=True, eq=False)
+class SystemInfo:
+    """The system a twin runs, as the dashboard names and draws it."""
+    name: str                     # catalog system name ("cloudmatrix384", "gpu-cluster-h800")
+    kind: str                     # "supernode" or "cluster"
+    title: str                    # e.g. "CloudMatrix384 supernode" / "GPU cluster: 18 x 8 H800"
+    nodes: int
+    accelerator: str              # "NPU" or "GPU": what one package is called
+    scaleup: str                  # the scale-up fabric: "UB" or "NVLink"
+    planes: dict                  # plane key -> label, only the planes this system has
+    topology: StaticTopology      # the shared, failure-free structure (ids, graph, link statics)
+
+    @property
+    def supernode(self) -> bool:
+        return self.kind == "supernode"
+
+
+@lru_cache(maxsize=16)
+def system_info(static: StaticTopology) -> SystemInfo:
+    """Names and fabric labels of a system (built once per structure)."""
+    s = static.system
+    chip = catalog().chip(s.accelerator)
+    acc = "NPU" if chip.kind == "npu" else "GPU"
+    present = {plane for _u, _v, plane, _k in static.link_arrays().ends}
+    planes = {k: v for k, v in PLANE_LABEL.items() if k in present}
+    if static.kind == "supernode":
+        title = f"{static.name}: supernode of {s.nodes} nodes x {s.npus_per_node} {acc}s, {s.subplanes} UB sub-planes"
+    else:
+        title = (f"{static.name}: GPU cluster of {s.nodes} servers x {s.npus_per_node} {chip.vendor} "
+                 f"{s.accelerator.upper()} GPUs, NVLink inside a server, RDMA between servers")
+    return SystemInfo(static.name, static.kind, title, s.nodes, acc,
+                      "UB" if static.kind == "supernode" else "NVLink", planes, static)
+
+
+def topology_fields(topo) -> dict:
+    """The snapshot fields that describe the live topology of an engine (`Snapshot(**...)`): the
+    system, live capacity per link (read-only, replaced on every failure change), failed and degraded
+    parts."""
+    return {"system": system_info(topo.static), "link_capacity": topo.capacity,
+            "failed": tuple(sorted(topo.failed)), "degraded": dict(sorted(topo.degraded.items()))}
 
 # Names of the per-interval series in Snapshot.history (one float per interval of sim time).
 HISTORY_KEYS = (
@@ -51,6 +105,26 @@ class Snapshot:
     message: str = ""             # human-readable state (e.g. why the system is partitioned)
     cache: dict = field(default_factory=dict)   # EMS stats
     fault_summary: dict = field(default_factory=dict)   # Engine.fault_summary(): counts of all faults
+    system: SystemInfo | None = None        # what runs (topology_fields); None only in hand-made test snapshots
+    link_capacity: np.ndarray | None = None  # live GB/s per topology eid (failures and degradation applied)
+    degraded: dict = field(default_factory=dict)   # element or link id -> fraction of capacity kept
 
     def latest(self, key: str, default: float = 0.0) -> float:
         return float(self.kpis.get(key, default))
+
+    def fabric_gbps(self) -> dict:
+        """Traffic per fabric over the last interval, named as the system names it.
+
+        The engine counts MoE all-to-all and EMS loads in one scale-up bucket ("ub"). On a supernode
+        that is the UB plane. On a GPU cluster the node-to-node matrix says where it went: within a
+        server over NVLink (the diagonal), between servers over RDMA (the rest), added to the RDMA
+        KV transfers."""
+        pg = self.plane_gbps or {}
+        if self.system is None or self.system.supernode:
+            return {"UB": pg.get("ub", 0.0), "RDMA": pg.get("rdma", 0.0), "VPC": pg.get("vpc", 0.0)}
+        mat = np.asarray(self.node_traffic, dtype=float)
+        total = float(mat.sum())
+        within = float(np.trace(mat)) if mat.size else 0.0
+        scaleup = pg.get("ub", 0.0)
+        across = scaleup * (1 - within / total) if total > 0 else 0.0
+        return {"NVLink": scaleup - across, "RDMA": pg.get("rdma", 0.0) + across, "VPC": pg.get("vpc", 0.0)}

@@ -3,6 +3,10 @@
 UB inter-node traffic of a node spreads over its live L1-L2 optical uplinks (the flat fabric
 sprays over every sub-plane and L2 chip), so one link's load is the node's traffic times its
 share of the node's live uplink capacity. RDMA traffic loads the node's NICs the same way.
+
+A GPU cluster has no UB: the engine's scale-up bucket (expert all-to-all) crosses servers over
+RDMA and stays inside a server on NVLink, so a node's off-diagonal traffic loads its NICs (with the
+KV transfers) and its diagonal traffic loads its GPU-NVSwitch links.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ if TYPE_CHECKING:
     from .core import Engine
 
 KINDS = ("l1-l2", "die-l1", "cpu-l1", "d2d", "die-nic", "nic-leaf", "leaf-spine", "host-vpc",
-         "vpc-switch", "switch-storage")
+         "vpc-switch", "switch-storage", "gpu-nvswitch")
 
 
 @lru_cache(maxsize=4)
@@ -48,6 +52,8 @@ def link_utilisation(eng: "Engine") -> np.ndarray:
     node_ub = np.maximum(out_ub, in_ub)
     total_node = np.maximum(mat.sum(axis=1), mat.sum(axis=0))
     rdma = np.maximum(*m.last_rdma_gbps)
+    if topo.kind != "supernode":          # no UB: inter-node all-to-all rides the NICs
+        rdma = rdma + node_ub
 
     def per_node(sel: np.ndarray, load: np.ndarray) -> None:
         live_cap = np.bincount(node[sel], weights=cap[sel], minlength=len(load))
@@ -58,4 +64,5 @@ def link_utilisation(eng: "Engine") -> np.ndarray:
     per_node(kind == KINDS.index("die-l1"), total_node)
     per_node(kind == KINDS.index("die-nic"), rdma)
     per_node(kind == KINDS.index("nic-leaf"), rdma)
+    per_node(kind == KINDS.index("gpu-nvswitch"), np.diag(mat).copy())
     return util

@@ -207,3 +207,13 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
             html.Div(id="ctl-log", className="action-log"),
         ], className="ctl-log-wrap", id="ctl-log-details"),
     ], className="controls", id="controls")
+
+
+def events(evs, empty: str, t_format: str = ".1f") -> list:
+    """Engine events (dicts {"t", "kind", "message"}), newest first, one line each."""
+    if not evs:
+        return [html.Div(empty, className="muted")]
+    return [html.Div([html.Span(f"t={e.get('t', 0):{t_format}} s", className="ev-t"),
+                      html.Span(e.get("kind", ""), className=f"ev-kind ev-{e.get('kind', '')}"),
+                      html.Span(e.get("message", ""), className="ev-msg")], className="ev")
+            for e in evs]

@@ -1,21 +1,39 @@
-"""The polling contract shared by every page.
+"""The polling contract shared by every page: one clock for the whole app.
+
+The shell holds the only `dcc.Interval` (`shell-tick`). Its callback (`shell_tick`) is the one
+path that writes the twin's status (`shell-status`, drawn by the control bar) and a small *beat*
+(twin, run, snapshot version, status revision, lock) that changes only when the viewed twin has
+something new. The beat goes to the shell (`shell-beat`, to compare against) and to the beat store
+of whichever page is shown (`{"type": "beat", "page": P}`, written through an ALL wildcard, so a
+page's callbacks only ever listen to components of their own page). Every page's live callback is
+declared with `page_tick`, which feeds it from its beat store: a page polls nothing itself and runs
+only when there is something to draw (and once when it mounts).
 
 Each page keeps a small *cursor* in a dcc.Store: which twin and run it drew, the snapshot version
-and the last history time it has, and the status revision. On every tick `Tick.read()` says what
-to send: nothing (same version), the new points only, or everything (first load, another twin,
-or a reset). Pages never mutate module state; the session registry owns the twins.
+and the last history time it has. On every beat `Tick.read()` says what to send: nothing (same
+version), the new points only, or everything (first load, another twin, or a reset). Pages never
+mutate module state; the session registry owns the twins.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
-from dash import no_update
+import dash
+from dash import Input, Output, State, dcc, no_update
 
 from twin import session as S
 
 from . import figures, guard
 
 ACTIONS_SHOWN = 8
+TICK_MS = 1000          # the app's one clock: how often a browser asks whether its twin moved
+BEAT = "shell-beat"
+
+
+def beat_id(prefix: str) -> dict:
+    """The id of a page's beat store (the shell writes every one shown, through an ALL wildcard)."""
+    return {"type": "beat", "page": prefix}
 
 
 def twin_for(choice: str | None) -> tuple[S.Twin, str]:
@@ -57,12 +75,17 @@ class Tick:
     mode: str            # "none" | "extend" | "full"
     since_t: float | None
     cursor: dict
-    status: object      # dict or no_update
     note: str = ""
+    prior: dict = field(default_factory=dict)   # the page's cursor as it came (page-specific fields too)
 
     @property
     def changed(self) -> bool:
         return self.mode != "none"
+
+    @property
+    def system(self):
+        """The `SystemInfo` of the snapshot being drawn (the system this twin runs)."""
+        return self.snap.system
 
     @classmethod
     def read(cls, cursor: dict | None, choice: str | None) -> "Tick":
@@ -81,11 +104,9 @@ class Tick:
             mode = "full"          # history went backwards: redraw
         else:
             mode = "extend"
-        status_changed = (not same_twin or cur.get("rev") != tw.rev or cur.get("v") != version
-                          or bool(note))
-        status = status_payload(tw, note) if status_changed else no_update
         new_cursor = {"twin": tw.key, "run": tw.run, "v": version, "t": t_last, "rev": tw.rev}
-        return cls(tw, snap, mode, cur.get("t") if mode == "extend" else None, new_cursor, status, note)
+        return cls(tw, snap, mode, cur.get("t") if mode == "extend" else None, new_cursor, note,
+                   guard.store(cursor))
 
     def strip(self, spec: figures.StripSpec, height: int = 230):
         """(figure, extendData) outputs for a strip chart."""
@@ -96,3 +117,55 @@ class Tick:
             ext = figures.extend(spec, hist, self.since_t)
             return no_update, (ext if ext is not None else no_update)
         return no_update, no_update
+
+
+def beat(tw: S.Twin, note: str = "", unlocked: bool = False) -> dict:
+    """What the shell's beat says about a twin: it changes exactly when a page may have news (and
+    says whether this tab may use the twin's shared controls)."""
+    return {"twin": tw.key, "run": tw.run, "v": int(getattr(tw.snapshot, "version", 0)), "rev": tw.rev,
+            "note": bool(note), "locked": bool(tw.shared and S.sessions().locked and not unlocked)}
+
+
+def shell_tick(choice, last: dict | None, action: bool = False, unlocked: bool = False) -> tuple:
+    """(status, beat) for the shell's one interval: both no_update while the viewed twin is unchanged,
+    unless an action just ran (its message changed), which always refreshes the status."""
+    tw, note = twin_for(choice)
+    now = beat(tw, note, unlocked)
+    if now == last and not action:
+        return no_update, no_update
+    return status_payload(tw, note), (no_update if now == last else now)
+
+
+def shell_stores() -> list:
+    """The shell's clock and the two stores it feeds (status for the control bar, the last beat)."""
+    return [dcc.Interval(id="shell-tick", interval=TICK_MS), dcc.Store(id="shell-status"), dcc.Store(id=BEAT)]
+
+
+def page_tick(prefix: str, output: dict, state: dict | None = None, *,
+              initial_duplicate: bool = False) -> Callable:
+    """Declare a page's live callback: run on the shell's beat (and once when the page mounts), with
+    named outputs. The decorated function gets a `Tick` and the named states and returns a dict of
+    the outputs it sends (any left out are no_update; its cursor too, unless it returns "cursor").
+    The returned function can be called directly as ``fn(beat, choice, cursor, **state)``."""
+    outputs = {**output, "cursor": Output(f"{prefix}-cursor", "data")}
+    inputs = {"beat": Input(beat_id(prefix), "data"), "choice": State("ctl-twin", "data"),
+              "cursor": State(f"{prefix}-cursor", "data"), **(state or {})}
+
+    def decorate(fn: Callable) -> Callable:
+        def run(beat=None, choice=None, cursor=None, **states) -> dict:
+            t = Tick.read(cursor, choice)
+            sent = fn(t, **states)
+            out = {k: [no_update] * len(o) if isinstance(o, list) else no_update for k, o in outputs.items()}
+            out["cursor"] = t.cursor if t.changed else no_update
+            out.update(sent)
+            return out
+        run.__name__, run.__qualname__, run.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+        dash.callback(output=outputs, inputs=inputs,
+                      prevent_initial_call="initial_duplicate" if initial_duplicate else False)(run)
+        return run
+    return decorate
+
+
+def page_stores(prefix: str) -> list:
+    """A page's beat store (fed by the shell) and the store it keeps its cursor in (what it has drawn)."""
+    return [dcc.Store(id=beat_id(prefix)), dcc.Store(id=f"{prefix}-cursor")]

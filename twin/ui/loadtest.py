@@ -4,13 +4,14 @@
     python -m twin.ui.loadtest --viewers 10 --duration 30 --speed 10
     python -m twin.ui.loadtest --url http://127.0.0.1:8050   # an already running server
 
-Each viewer is an HTTP client that behaves like a browser tab on one page: it posts that page's
-interval callback to /_dash-update-component once per second with its cursor (so unchanged
-snapshots cost a `no_update`), exactly as the Dash renderer would. Reported per page: client round
+Each viewer is an HTTP client that behaves like a browser tab on one page: it posts the shell's
+clock callback to /_dash-update-component once per second with the beat it has, and when the beat
+changed (the twin has news) that page's live callback with its cursor, exactly as the Dash renderer
+would. Reported per page: client round
 trip, server time (the app's Server-Timing header), payload per update. A headless Chromium (if
 /usr/bin/chromium exists) opens every page in a fresh context during the load and times the first
 render (navigation until the page shows live numbers). The engine's achieved speed is read from
-the status that every update carries. A benchmark, not a test: it prints figures.
+the status the shell's clock returns. A benchmark, not a test: it prints figures.
 """
 from __future__ import annotations
 
@@ -27,21 +28,27 @@ from pathlib import Path
 
 import requests
 
+from twin.session import LOAD_PRESETS, SPEED_PRESETS
+
+from .live import beat_id
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
-# page path, tick component id, cursor store id, selector that holds a live value once rendered
+# page path, cursor store id of its live callback (None: a static page), selector that holds a
+# live value once rendered
 PAGES = {
-    "overview": ("/", "ov-tick", "ov-cursor", "#ov-out-tps"),
-    "topology": ("/topology", "topo-tick", "topo-cursor", "#topo-crumbs"),
-    "traffic": ("/traffic", "tr-tick", "tr-cursor", "#tr-now"),
-    "cache": ("/cache", "ca-tick", "ca-cursor", "#ca-dram"),
-    "tradeoffs": ("/tradeoffs", "to-tick", "to-cursor", "#to-answer"),
-    "validation": ("/validation", "va-tick", "va-cursor", "#va-summary"),
-    "failures": ("/failures", "fl-tick", "fl-cursor", "#fl-table"),
+    "overview": ("/", "ov-cursor", "#ov-out-tps"),
+    "topology": ("/topology", "topo-cursor", "#topo-crumbs"),
+    "traffic": ("/traffic", "tr-cursor", "#tr-now"),
+    "cache": ("/cache", "ca-cursor", "#ca-dram"),
+    "tradeoffs": ("/tradeoffs", "to-cursor", "#to-answer"),
+    "validation": ("/validation", None, "#va-summary"),
+    "failures": ("/failures", "fl-cursor", "#fl-table"),
 }
+SHELL = "shell"            # the shell's clock callback (status and beat)
 # how 10 viewers spread over the pages (cycled for other counts)
 MIX = ("overview", "topology", "traffic", "overview", "cache", "tradeoffs", "topology", "overview",
        "traffic", "validation")
@@ -82,39 +89,50 @@ def start_gunicorn(port: int, threads: int) -> subprocess.Popen:
 
 
 class Callback:
-    """One page's interval callback, as /_dash-dependencies describes it."""
+    """One callback as /_dash-dependencies describes it. A wildcard output (the shell's beat to
+    every page's beat store) is sent as the list of stores a tab on `page` shows."""
 
-    def __init__(self, dep: dict):
+    def __init__(self, dep: dict, page: str | None = None):
         self.output = dep["output"]
         self.outputs = []
         for part in self.output.strip(".").split("..."):
             cid, prop = part.split(".", 1)
-            self.outputs.append({"id": cid, "property": prop})
+            if '"ALL"' in cid:          # {"page":["ALL"],"type":"beat"}: the beat store of the page shown
+                self.outputs.append([{"id": beat_id(page), "property": prop}] if page else [])
+            else:
+                self.outputs.append({"id": cid, "property": prop})
         self.inputs = dep["inputs"]
         self.state = dep["state"]
+        self.beat_key = next((f"{i['id']}.{i['property']}" for i in self.inputs if '"type":"beat"' in i["id"]), None)
 
-    def body(self, n: int, values: dict) -> dict:
+    def body(self, values: dict, changed: str) -> dict:
+        """A request as the renderer sends it: every input and state from `values`, `changed` fired."""
+        key = lambda d: f"{d['id']}.{d['property']}"
         return {"output": self.output, "outputs": self.outputs,
-                "inputs": [dict(i, value=n) for i in self.inputs],
-                "changedPropIds": [f"{i['id']}.{i['property']}" for i in self.inputs],
-                "state": [dict(s, value=values.get(f"{s['id']}.{s['property']}")) for s in self.state]}
+                "inputs": [dict(i, value=values.get(key(i))) for i in self.inputs],
+                "changedPropIds": [changed],
+                "state": [dict(s, value=values.get(key(s))) for s in self.state]}
 
 
 def tick_callbacks(base: str) -> dict[str, Callback]:
+    """The shell's clock callback as a tab on each page sends it (key (SHELL, page)) and each live
+    page's callback, from the app's dependencies."""
     deps = requests.get(f"{base}/_dash-dependencies", timeout=10).json()
     out = {}
-    for name, (_path, tick, _cursor, _sel) in PAGES.items():
+    for name, (_path, cursor, _sel) in PAGES.items():
         for d in deps:
-            if any(i["id"] == tick and i["property"] == "n_intervals" for i in d["inputs"]):
+            if any(i["id"] == "shell-tick" for i in d["inputs"]):
+                out[(SHELL, name)] = Callback(d, cursor.removesuffix("-cursor") if cursor else None)
+            if cursor and f"..{cursor}.data.." in d["output"] and any('"type":"beat"' in i["id"] for i in d["inputs"]):
                 out[name] = Callback(d)
-                break
     return out
 
 
 class Viewer(threading.Thread):
-    def __init__(self, base: str, page: str, cb: Callback, stop: threading.Event, period: float):
+    def __init__(self, base: str, page: str, cbs: dict, stop: threading.Event, period: float):
         super().__init__(daemon=True)
-        self.base, self.page, self.cb, self.stop_ev, self.period = base, page, cb, stop, period
+        self.base, self.page, self.stop_ev, self.period = base, page, stop, period
+        self.shell, self.cb = cbs[(SHELL, page)], cbs.get(page)
         self.rtt: list[float] = []
         self.server: list[float] = []
         self.bytes: list[int] = []
@@ -122,41 +140,53 @@ class Viewer(threading.Thread):
         self.errors = 0
         self.status: list[tuple[float, float, dict]] = []   # (wall, sim_time, status)
 
+    def _post(self, s: requests.Session, body: dict) -> dict | None:
+        """One callback request; its response dict ({} if every output was no_update), None on error.
+        Timing and size are added to the last poll's figures."""
+        t0 = time.perf_counter()
+        try:
+            r = s.post(f"{self.base}/_dash-update-component", json=body, timeout=10)
+        except requests.RequestException:
+            self.errors += 1
+            return None
+        self.rtt[-1] += (time.perf_counter() - t0) * 1e3
+        self.bytes[-1] += len(r.content)
+        m = re.search(r"dur=([\d.]+)", r.headers.get("Server-Timing", ""))
+        if m:
+            self.server[-1] += float(m.group(1))
+        if r.status_code == 204:       # every output no_update
+            return {}
+        if not r.ok:
+            self.errors += 1
+            return None
+        self.updates += 1
+        return r.json().get("response", {})
+
     def run(self) -> None:
         s = requests.Session()
-        cursor_key = f"{PAGES[self.page][2]}.data"
-        values = dict(EXTRA_STATE, **{"ctl-twin.data": "shared", cursor_key: None})
+        cursor = PAGES[self.page][1]
+        values = dict(EXTRA_STATE, **{"ctl-twin.data": "shared", "shell-beat.data": None})
         n = 0
         nxt = time.monotonic()
         while not self.stop_ev.is_set():
             n += 1
-            t0 = time.perf_counter()
-            try:
-                r = s.post(f"{self.base}/_dash-update-component", json=self.cb.body(n, values), timeout=10)
-            except requests.RequestException:
-                self.errors += 1
-                time.sleep(self.period)
-                continue
-            dt = (time.perf_counter() - t0) * 1e3
-            if r.status_code == 204:       # every output no_update
-                body = {}
-            elif r.ok:
-                body = r.json().get("response", {})
-                self.updates += 1
-            else:
-                self.errors += 1
-                body = {}
-            self.rtt.append(dt)
-            self.bytes.append(len(r.content))
-            m = re.search(r"dur=([\d.]+)", r.headers.get("Server-Timing", ""))
-            if m:
-                self.server.append(float(m.group(1)))
-            cur = body.get(PAGES[self.page][2], {}).get("data")
-            if cur:
-                values[cursor_key] = cur
-            st = body.get("shell-status", {}).get("data")
+            values["shell-tick.n_intervals"] = n
+            self.rtt.append(0.0)
+            self.server.append(0.0)
+            self.bytes.append(0)
+            body = self._post(s, self.shell.body(values, "shell-tick.n_intervals"))
+            st = (body or {}).get("shell-status", {}).get("data")
             if isinstance(st, dict):
                 self.status.append((time.monotonic(), st.get("sim_time", 0.0), st))
+            beat = (body or {}).get("shell-beat", {}).get("data")
+            if beat is not None:
+                values["shell-beat.data"] = beat
+                if self.cb is not None:
+                    values[self.cb.beat_key] = beat
+                    page = self._post(s, self.cb.body(values, self.cb.beat_key))
+                    cur = (page or {}).get(cursor, {}).get("data")
+                    if cur:
+                        values[f"{cursor}.data"] = cur
             nxt += self.period
             time.sleep(max(0.0, nxt - time.monotonic()))
 
@@ -173,7 +203,7 @@ def first_renders(base: str, pages: list[str]) -> dict[str, float]:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for name in pages:
-            path, _tick, _cur, sel = PAGES[name]
+            path, _cursor, sel = PAGES[name]
             ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
             pg = ctx.new_page()
             t0 = time.perf_counter()
@@ -190,11 +220,11 @@ def first_renders(base: str, pages: list[str]) -> dict[str, float]:
 
 def set_speed(base: str, speed) -> None:
     """Press a speed button through the real control callback (as a browser click would)."""
-    from twin.session import LOAD_PRESETS, SPEED_PRESETS
     deps = requests.get(f"{base}/_dash-dependencies", timeout=10).json()
     cb = Callback(next(d for d in deps if d["output"].startswith("..ctl-msg.children...")))
     presets = {"ctl-speed-btn": [str(v) for v in SPEED_PRESETS], "ctl-load-btn": [str(v) for v in LOAD_PRESETS]}
-    body = cb.body(0, {"ctl-twin.data": "shared", "ctl-seed.value": 0, "ctl-scenario.value": "default"})
+    body = cb.body({"ctl-twin.data": "shared", "ctl-seed.value": 0, "ctl-scenario.value": "default"},
+                   "ctl-play.n_clicks")
     body["inputs"] = []
     for i in cb.inputs:
         if not i["id"].startswith("{"):
@@ -231,17 +261,17 @@ def main(argv=None) -> int:
     try:
         print(f"server {base}  (gunicorn -w 1 -k gthread --threads {a.threads})" if proc else f"server {base}")
         cbs = tick_callbacks(base)
-        missing = set(PAGES) - set(cbs)
+        missing = {p for p, (_path, cur, _sel) in PAGES.items() if cur} - set(cbs)
         if missing:
-            raise SystemExit(f"tick callbacks not found for: {', '.join(sorted(missing))}")
+            raise SystemExit(f"live callbacks not found for: {', '.join(sorted(missing))}")
         # start the shared twin and set the speed
-        requests.post(f"{base}/_dash-update-component", json=cbs["validation"].body(1, {"ctl-twin.data": "shared"}),
-                      timeout=30)
+        requests.post(f"{base}/_dash-update-component", json=cbs[(SHELL, "validation")].body(
+            {"ctl-twin.data": "shared", "shell-tick.n_intervals": 1}, "shell-tick.n_intervals"), timeout=30)
         set_speed(base, a.speed)
         time.sleep(2.0)
 
         stop = threading.Event()
-        viewers = [Viewer(base, MIX[i % len(MIX)], cbs[MIX[i % len(MIX)]], stop, a.period)
+        viewers = [Viewer(base, MIX[i % len(MIX)], cbs, stop, a.period)
                    for i in range(a.viewers)]
         for v in viewers:
             v.start()

@@ -11,6 +11,7 @@ import re
 import time
 from pathlib import Path
 
+from .faultview import DEMO_TITLES
 from .loadtest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, set_speed, start_gunicorn
 
 SHOTS = (("overview", "/", None), ("topology", "/topology", None), ("topology-node", "/topology?view=n05", None),
@@ -33,7 +34,6 @@ def _sim_time(pg) -> float:
 
 def _replay_demo(pg, base: str, demo: str) -> None:
     """Load a fault demo through its button and run it at 20x to DEMO_SHOT_AT_S."""
-    from .faultview import DEMO_TITLES
     pg.click(f"button.demo-btn:text-is('{DEMO_TITLES.get(demo, demo)}')")
     pg.mouse.move(0, 0)                      # no hover highlight in the picture
     pg.wait_for_function("() => /Demo/.test(document.getElementById('fl-demo-line').innerText)")

@@ -14,23 +14,29 @@ the engine's drain cap) and prints the conservation audit. A benchmark, not a te
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import threading
 import time
 
 import numpy as np
+import psutil
+from plotly.utils import PlotlyJSONEncoder
+
+from twin import session as S
+from twin.engine.faults import RANDOM_MAX
+
+from . import faulttable as FT
 
 SAMPLE_S = 5.0
 
 
 def _rss_mb() -> float:
-    import psutil
     return psutil.Process().memory_info().rss / 2**20
 
 
 def _size(obj) -> int:
-    from plotly.utils import PlotlyJSONEncoder
     return len(json.dumps(obj, cls=PlotlyJSONEncoder))
 
 
@@ -50,12 +56,12 @@ class Poller(threading.Thread):
             n += 1
             t0 = time.perf_counter()
             try:
-                out = self.tick(n, "shared", cursor, "supernode")
+                out = self.tick(n, "shared", cursor, view_name="supernode")
             except Exception:       # counted and reported: a failing update is a finding
                 self.errors += 1
                 continue
             dt = time.perf_counter() - t0
-            cursor = out[-2]
+            cursor = out["cursor"] if isinstance(out["cursor"], dict) else cursor
             if self.record.is_set():
                 self.times.append(dt)
                 self.sizes.append(_size(out))
@@ -70,21 +76,15 @@ def _slope_mb_per_min(samples: list[tuple[float, float]]) -> float | None:
 
 def soak(minutes: float, warmup_s: float, fault_gap_s: float, pollers: int, period: float,
          log=print) -> dict:
-    import importlib
-
-    import app  # noqa: F401  (registers the pages)
-    from twin import session as S
-    from twin.engine.faults import RANDOM_MAX
-    from twin.ui import faultview as FV
-    from twin.ui import topoview as TV
+    import app  # noqa: F401  (the Dash app registers the pages; a CLI imports it only when it runs)
     fl = importlib.import_module("pages.failures")
     reg = S.configure(token=None)
     tw = reg.shared()
-    system = TV.system_of(tw.snapshot.deployment)
-    hours = RANDOM_MAX if fault_gap_s is None else FV.mean_gap_s(system, 1.0) / fault_gap_s
+    system = tw.snapshot.system.topology
+    hours = RANDOM_MAX if fault_gap_s is None else FT.mean_gap_s(system, 1.0) / fault_gap_s
     if hours > RANDOM_MAX:
         raise ValueError(f"--fault-gap-s = {fault_gap_s:g}: the twin allows at most {RANDOM_MAX:g} failure-clock "
-                         f"hours per sim second, a mean gap of {FV.mean_gap_s(system, RANDOM_MAX):.2f} sim s or more")
+                         f"hours per sim second, a mean gap of {FT.mean_gap_s(system, RANDOM_MAX):.2f} sim s or more")
     tw.control("speed", "max", who="soak")
     tw.control("random", {"hours_per_sim_s": hours}, who="soak")
     stop, record = threading.Event(), threading.Event()
@@ -110,7 +110,7 @@ def soak(minutes: float, warmup_s: float, fault_gap_s: float, pollers: int, peri
     for th in threads:
         th.join(5)
     t_full0 = time.perf_counter()
-    full = fl.tick(1, "shared", None, "supernode")          # a fresh viewer's first update
+    full = fl.tick(1, "shared", None, view_name="supernode")          # a fresh viewer's first update
     full_ms = (time.perf_counter() - t_full0) * 1e3
     tw.control("random", {"hours_per_sim_s": 0}, who="soak")
     time.sleep(1.0)                                         # the twin applies it at its next advance
@@ -128,7 +128,7 @@ def soak(minutes: float, warmup_s: float, fault_gap_s: float, pollers: int, peri
     return {
         "minutes": minutes, "warmup_s": warmup_s, "pollers": pollers, "poll_period_s": period,
         "random_hours_per_sim_s": round(hours, 3),
-        "mean_fault_gap_sim_s": round(FV.mean_gap_s(system, hours), 2),
+        "mean_fault_gap_sim_s": round(FT.mean_gap_s(system, hours), 2),
         "sim_seconds": round(eng.sim_time, 1), "achieved_speed": round(snap.sim_time / (time.monotonic() - t0), 1),
         "faults_injected": eng.faults.injected, "fault_records_kept": len(eng.faults.faults),
         "fault_totals_kinds": len(eng.faults.totals),

@@ -14,17 +14,15 @@ from urllib.parse import parse_qs
 
 import dash
 import flask
-from dash import ALL, Input, Output, State, clientside_callback, dcc, html
+from dash import Input, Output, State, clientside_callback, dcc, html
 
 from twin import i18n as I
 from twin import lessons as L
 
 from . import guard as G
-from .live import Tick
 
 COOKIE = "twin_lang"
 COOKIE_AGE_S = 365 * 86400
-STATUS_MS = 2000             # how often a teaching page refreshes the run-control strip
 
 
 def request_lang() -> str:
@@ -179,28 +177,6 @@ clientside_callback(
     Input("teach-banner-close", "n_clicks"),
     prevent_initial_call=True,
 )
-
-
-def status_ticker(page: str) -> html.Div:
-    """What a page without live charts includes so the run-control strip stays live on it."""
-    return html.Div([dcc.Interval(id={"type": "teach-tick", "index": page}, interval=STATUS_MS),
-                     dcc.Store(id={"type": "teach-cursor", "index": page})])
-
-
-@dash.callback(
-    Output({"type": "teach-cursor", "index": ALL}, "data"),
-    Output("shell-status", "data", allow_duplicate=True),
-    Input({"type": "teach-tick", "index": ALL}, "n_intervals"),
-    State({"type": "teach-cursor", "index": ALL}, "data"),
-    State("ctl-twin", "data"),
-    prevent_initial_call="initial_duplicate",
-)
-def status_tick(ticks, cursors, choice):
-    """The twin's status for the control strip, only when it changed (the pages' polling contract)."""
-    n = len(ticks) if isinstance(ticks, list) else 0
-    cur = cursors[0] if isinstance(cursors, list) and cursors else None
-    t = Tick.read(cur, choice)
-    return [t.cursor] * n, t.status
 
 
 def term(key: str, label: str | None = None) -> html.Abbr:

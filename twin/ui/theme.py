@@ -47,11 +47,3 @@ def base_layout(**over) -> dict:
         else:
             lay[k] = v
     return lay
-
-
-def util_colour(u: float) -> str:
-    """Discrete ramp colour for a utilisation 0..1 (>1 saturates)."""
-    if u != u or u <= 0.01:  # NaN or idle
-        return UTIL_STOPS[0]
-    i = 1 + min(int(u * (len(UTIL_STOPS) - 1)), len(UTIL_STOPS) - 2)
-    return UTIL_STOPS[i]

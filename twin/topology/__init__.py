@@ -1,0 +1,84 @@
+"""Topology of a system: graph builders, routing and capacity under failures.
+
+One builder turns a catalog `System` into a networkx graph, for both kinds:
+
+* ``supernode`` (CloudMatrix384): dies, CPUs, 7 L1 UB chips per node, 7 sub-planes x 16 L2 chips,
+  optical L1-L2 links, plus the RDMA (scale-out) and VPC (datacenter) planes.
+* ``cluster`` (8-GPU servers): GPUs on an NVSwitch per server, plus the same RDMA and VPC planes.
+
+Why the structure/state split: the graph and its per-link arrays are built once per system and
+shared (`topology(name)` caches them); each `Topology` object only holds failure state in numpy
+arrays, so a fault never rebuilds anything and the engine can keep per-link arrays indexed by the
+stable edge index ``eid``.
+
+Units: every ``capacity_gbps`` is GB/s one way (links are full duplex, each direction has it);
+catalog NIC speeds (``rdma_nic_gbps``, ``vpc_gbps``, chip ``rdma_gbps``) are Gbps and are converted.
+
+The package: `ids` (every component id, generated and parsed), `structure` (the immutable graph
+builder), `static` (ids, targets, link statics: what the dashboard draws), `state` (failure state)
+and `routes` (routing and node-level capacities).
+
+Modelling assumptions not in the catalog (documented here because they are shapes, not numbers):
+the RDMA fabric is one leaf switch per compute rack (a node is its own rack when the system has no
+``compute_racks``) under one logical non-blocking spine; a leaf's uplink equals the sum of its NICs;
+host-to-VPC-card links and the object-storage link never limit (the card and the service do).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from twin.config import System, catalog
+
+from .ids import (STORAGE, VPC_SWITCH, TopologyError, UnknownElementError, comm_rack_id, cpu_id, die_id,
+                  kind_of, l1_id, l2_id, leaf_id, link_id, node_label, node_of, npu_id, nvswitch_id, parse,
+                  rack_id, rdma_nic_id, spine_id, subplane_id, subplane_of, vpc_nic_id)
+from .routes import ROUTE_CACHE_LIMIT, Route
+from .state import Topology
+from .static import LinkArrays, StaticTopology
+from .structure import BITS_PER_BYTE, SWITCH_KINDS, TREE_PLANES, Structure
+
+__all__ = ["BITS_PER_BYTE", "LinkArrays", "PLANES", "PLANE_ALIASES", "ROUTE_CACHE_LIMIT", "Route", "STORAGE",
+           "SWITCH_KINDS", "StaticTopology", "Structure", "TREE_PLANES", "Topology", "TopologyError",
+           "UnknownElementError", "VPC_SWITCH", "build", "comm_rack_id", "cpu_id", "die_id", "kind_of", "l1_id",
+           "l2_id", "leaf_id", "link_id", "node_label", "node_of", "npu_id", "nvswitch_id", "parse", "rack_id",
+           "rdma_nic_id", "spine_id", "static", "subplane_id", "subplane_of", "topology", "topology_summary",
+           "vpc_nic_id"]
+
+PLANES = ("ub", "d2d", "rdma", "vpc", "nvlink")
+PLANE_ALIASES = ("scaleup",)  # "scaleup" = ub on a supernode, nvlink on a cluster
+
+def build(system: System, name: str = "custom") -> Topology:
+    """Build a topology for any System (not cached); the catalog supplies its chips."""
+    cat = catalog()
+    chip = cat.chip(system.accelerator)
+    cpu = cat.chip(system.cpu) if system.cpu else None
+    return Topology(Structure(name, system, chip, cpu))
+
+
+@lru_cache(maxsize=None)
+def _structure(system_name: str) -> Structure:
+    cat = catalog()
+    system = cat.system(system_name)
+    return Structure(system_name, system, cat.chip(system.accelerator),
+                      cat.chip(system.cpu) if system.cpu else None)
+
+
+def topology(system_name: str) -> Topology:
+    """A fresh (healthy) Topology for a catalog system; the structure is built once per process."""
+    return Topology(_structure(system_name))
+
+
+def topology_summary(system_name: str) -> dict:
+    """JSON-friendly summary for the CLI: {"system", "kind", "counts", ...}."""
+    t = topology(system_name)
+    out = {"system": system_name, "kind": t.kind, "counts": t.counts(),
+           "planes": sorted({p for p in t._s.eplane})}
+    if t.kind == "supernode":
+        out["node_uplink_gbps"] = t.node_uplink_gbps(0, healthy=True)
+    out["node_rdma_gbps"] = t.rdma_bandwidth(0)
+    out["node_vpc_gbps"] = t.vpc_bandwidth(0)
+    return out
+
+def static(system_name: str) -> StaticTopology:
+    """The failure-free topology of a catalog system (shared; built once per process)."""
+    return StaticTopology.of(_structure(system_name))

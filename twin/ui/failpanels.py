@@ -1,0 +1,122 @@
+"""What the Failures page's tick sends, built from a snapshot: the KPI charts with fault marks (whole,
+or one compact update), the table, timeline, failed parts and banner (each with a signature, so a
+viewer gets a part only when it changed), the policy and random-failure read-outs, and the part a
+URL names checked against the system on screen."""
+from __future__ import annotations
+
+from dash import html, no_update
+
+from . import faultconsole as FC
+from . import faulttable as FT
+from . import faultview as FV
+from . import figures as F
+from . import guard as G
+from .live import Tick
+
+def window_start(hist: dict) -> float | None:
+    ts = (hist or {}).get("t") or []
+    if not ts:
+        return None
+    return float(ts[max(0, len(ts) - F.HISTORY_POINTS)])
+
+
+def cursor(cur) -> dict:
+    """This page's cursor fields from the browser, each of the right type (else dropped: a redraw)."""
+    cur = G.store(cur)
+    out = {k: cur[k] for k in ("system", "view") if G.ident(cur.get(k))}
+    if isinstance(cur.get("drawn"), bool):
+        out["drawn"] = cur["drawn"]
+    if isinstance(cur.get("s"), dict):
+        out["s"] = {k: v for k, v in cur["s"].items() if type(v) is int}
+    return out
+
+
+def banner_of(snap) -> tuple:
+    if getattr(snap, "partitioned", False):
+        return ([html.B("Partitioned. "), getattr(snap, "message", "") or "part of the system is cut off"],
+                "banner banner-bad")
+    return "", "banner"
+
+
+def demo_line(tw, snap) -> str:
+    name = FV.demo_name(tw.params.faults)
+    base = f"{snap.scenario} · seed {snap.seed} · {snap.system.title}"
+    return f"Demo {name}: {base}" if name else base
+
+
+def charts(t: Tick, panels: dict, changed) -> dict:
+    """The four KPI charts: whole figures (with fault marks) on a first draw, else one compact
+    update for all four (the new times once, the new values per series, the fault marks only when
+    they moved) that the browser merges in (assets/twin.js `strips`, which also keeps each chart
+    to its last HISTORY_POINTS points, so the charts are never resent whole)."""
+    hist = getattr(t.snap, "history", None) or {}
+    sig, (shapes, notes) = panels["marks"]
+    if t.mode == "full":
+        changed("marks", sig, force=True)
+        figs = []
+        for spec in FC.CHARTS.values():
+            fig = F.strip_figure(spec, hist, height=FC.CHART_H)
+            fig["layout"]["shapes"], fig["layout"]["annotations"] = shapes, notes
+            figs.append(fig)
+        return {"figs": figs}
+    ext = [F.extend(spec, hist, t.since_t) for spec in FC.CHARTS.values()]
+    new_marks = changed("marks", sig)
+    if ext[0] is None and not new_marks:
+        return {}
+    upd = {"v": t.cursor["v"], "keep": F.HISTORY_POINTS, "x": ext[0][0]["x"][0] if ext[0] else [],
+           "y": [e[0]["y"] if e else [] for e in ext]}
+    if new_marks:
+        upd["shapes"], upd["notes"] = shapes, notes
+    return {"strips": upd}
+
+
+def panels(snap) -> dict:
+    """What the tick draws from one snapshot, as (signature, content) per part: built once per
+    snapshot version for every viewer of the twin (Twin.memo); each viewer's cursor keeps the
+    signatures it has, so a part is sent only when it changed."""
+    now = float(snap.sim_time)
+    reports, failed, hist = list(snap.faults or ()), list(snap.failed or ()), snap.history
+    rows = FT.rows(reports, hist, now)
+    summary = snap.fault_summary or {}
+    evs = [e for e in (snap.events or ()) if e.get("kind") in FT.TIMELINE_KINDS][-14:]
+    marks = FT.marks(reports, now, window_start(hist))
+    banner = [snap.partitioned, snap.message]
+    return {"table": (FV.crc([rows, summary.get("injected")]), FT.table(rows, now, summary)),
+            "events": (FV.crc(evs), FT.timeline(evs)),
+            "failed": (FV.crc([failed, [r["target"] for r in reports]]),
+                       FT.failed_list(snap.system.topology, failed, reports)),
+            "banner": (FV.crc(banner), banner_of(snap)),
+            "marks": (FV.crc(marks), marks)}
+
+
+def twin_settings(tw, info, changed) -> dict:
+    """Policy, random failures and the demo line: they follow the viewed twin (another viewer or a
+    demo may change them), and can change without a new snapshot (a policy set on a paused twin)."""
+    out = {}
+    if changed("pol", FV.crc(tw.policy)):
+        pp = tw.policy
+        out.update(policy_now=FT.policy_text(pp), detect=pp.get("detect_s", no_update),
+                   redundant=("on" if pp.get("redundant_experts") else "off") if pp else no_update,
+                   weights=pp.get("weights_from", no_update))
+    if changed("rnd", FV.crc([tw.random, info.name])):
+        on = tw.random is not None
+        out.update(random_now=FT.random_text(info.topology, tw.random), random=["on"] if on else [],
+                   random_rate=tw.random if on else no_update)
+    snap = tw.snapshot
+    if changed("demo", FV.crc([tw.params.faults, snap.scenario, snap.seed, info.name])):
+        out["demo_line"] = demo_line(tw, snap)
+    return out
+
+
+def url_pick(info, url) -> dict:
+    """The part named in the URL, checked against the system on screen (first draw only)."""
+    url, t = G.store(url), info.topology
+    kind, target = FC.initial(t, G.ident(url.get("target")), url.get("kind"))
+    if not FV.ids_for(t, kind):           # e.g. an L2 switch on a GPU cluster: a part it has
+        kind = "npu_die"
+    if not FV.fits(t, kind, target):
+        target = FV.related(t, kind, target)
+        target = target if FV.fits(t, kind, target) else FV.ids_for(t, kind)[0]
+    fs, ps = FC.extra_styles(kind)
+    return {"kind": kind, "target": target, "hint": FV.target_hint(t, kind, target),
+            "factor_style": fs, "period_style": ps}

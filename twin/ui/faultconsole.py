@@ -1,0 +1,194 @@
+"""The Failures page's layout parts: fault console, fault policy, random failures, demos and the
+topology picker, plus the KPI charts it marks faults on. System-free on purpose: the page's first
+tick fills in everything that depends on the system the viewer's twin runs."""
+from __future__ import annotations
+
+from dash import dcc, html
+
+from twin.engine.faults import EXAMPLES, KINDS, RANDOM_MAX
+from twin.topology import StaticTopology
+
+from . import components as C
+from . import faultview as FV
+from . import figures as F
+from . import theme as T
+from . import topostyle as TS
+from . import topoview as TV
+
+P = "fl"
+CHART_H = 230
+DEFAULT_KIND = "l2"
+
+CHARTS = {
+    "tpot": F.StripSpec("Time per output token (ms)", "ms", (
+        F.Series("tpot_p50_ms", "p50", T.PURPLE), F.Series("tpot_p99_ms", "p99", T.PINK, dash="dot"))),
+    "ttft": F.StripSpec("Time to first token p50 (s)", "s", (
+        F.Series("ttft_p50_ms", "p50", T.TEAL, scale=1e-3),)),
+    "good": F.StripSpec("Goodput (output tokens/s meeting the SLOs)", "tok/s", (
+        F.Series("goodput_tps", "goodput", T.GREEN, fill=True),
+        F.Series("output_tps", "all output", T.ORANGE, dash="dot"))),
+    "slo": F.StripSpec("SLO attainment (%)", "%", (
+        F.Series("slo_attainment", "TTFT and TPOT met", T.BLUE, scale=100),), y_range=(0, 105)),
+}
+
+def picker_help(info) -> str:
+    """How to pick a part on the drawing of the system on screen."""
+    if info.supernode:
+        return ("Click a part to pick it (the fault kind follows). The whole supernode shows nodes, UB "
+                "sub-planes and RDMA switches; open a node for its dies, CPUs, L1 switches and NICs, or a "
+                "sub-plane for its L2 switches and optical links. Failed parts are red and dashed.")
+    return ("Click a part to pick it (the fault kind follows). The whole cluster shows its servers and RDMA "
+            "switches; open a server for its GPUs, NVSwitch, CPUs and NICs. Failed parts are red and dashed.")
+
+
+def initial(t: StaticTopology | None, target: str | None, kind: str | None) -> tuple[str, str]:
+    """Kind and target from the URL (?target=<id>&kind=<kind>), checked against the system on screen
+    (`t`; None before the first tick: the kind, if valid, and the target as given)."""
+    target = (target or "").strip()
+    if kind not in KINDS:
+        picked = FV.pick(t, target) if target and t is not None else None
+        kind = picked[0] if picked else DEFAULT_KIND
+        if picked:
+            target = picked[1]
+    if not target:
+        target = EXAMPLES.get(kind, "")
+    return kind, target
+
+
+def extra_styles(kind: str) -> tuple[dict, dict]:
+    show = FV.EXTRA_FIELDS.get(kind)
+    return ({} if show == "factor" else {"display": "none"}), ({} if show == "period_s" else {"display": "none"})
+
+
+def field(label: str, child, title: str = "", **kw) -> html.Div:
+    return html.Div([html.Label(label, className="ctl-label"), child], className="field", title=title, **kw)
+
+
+def console(kind: str, target: str) -> html.Div:
+    fstyle, pstyle = extra_styles(kind)
+    return C.panel([
+        html.Div([
+            field("Fault", dcc.Dropdown(id=f"{P}-kind", options=FV.kind_options(), value=kind, clearable=False,
+                                         searchable=True, className="dd fl-kind")),
+            field("Part (topology id)", html.Div([
+                dcc.Input(id=f"{P}-target", type="text", value=target, list=f"{P}-target-list",
+                          className="text-input fl-target", autoComplete="off", spellCheck=False,
+                          placeholder=EXAMPLES.get(kind, "")),
+                html.Datalist(id=f"{P}-target-list"),
+            ]), title="A topology id: dies nNN/npuP/dD, NPUs nNN/npuP, CPUs nNN/cpuC, nodes nNN, L1 nNN/l1-K, "
+                      "L2 spK/l2-J, sub-planes spK, optical links nNN/l1-K--spK/l2-J, RDMA NICs nNN/rdmaP, "
+                      "RDMA switches rdma/spine-0, VPC cards nNN/vpc"),
+        ], className="fl-row"),
+        html.Div(id=f"{P}-target-hint", className="hint fl-hint"),
+        html.Div([
+            field("At sim time (s)", dcc.Input(id=f"{P}-at", type="text", placeholder="e.g. 300 or +30",
+                                                className="num-input", autoComplete="off"),
+                   title="For Schedule: a sim time in seconds, or +N for N seconds from now"),
+            field("Duration (s, optional)", dcc.Input(id=f"{P}-dur", type="text", placeholder="until repaired",
+                                                       className="num-input", autoComplete="off"),
+                   title="How long the part stays broken; empty = until detected and repaired (policy)"),
+            field("Capacity kept (0–1)", dcc.Input(id=f"{P}-factor", type="text", placeholder="0.5",
+                                                    className="num-input", autoComplete="off"),
+                   title="optical_degrade: fraction of the link's capacity that remains (0 <= f < 1)",
+                   id=f"{P}-factor-wrap", style=fstyle),
+            field("Flap period (s)", dcc.Input(id=f"{P}-period", type="text", placeholder="10",
+                                                className="num-input", autoComplete="off"),
+                   title="optical_flap: down and up once per period (0.1 to 3600 s)",
+                   id=f"{P}-period-wrap", style=pstyle),
+            html.Div([
+                html.Button("Inject now", id=f"{P}-inject", className="btn btn-danger", n_clicks=0,
+                            title="Break the part at the current sim time"),
+                html.Button("Schedule", id=f"{P}-schedule", className="btn", n_clicks=0,
+                            title="Break the part at the sim time given on the left"),
+            ], className="field-row fl-buttons"),
+        ], className="fl-row fl-row-end"),
+        html.Div(id=f"{P}-msg", className="ctl-msg", role="status"),
+        html.Div(id=f"{P}-lock", className="lock-note"),
+    ], "Fault console", "config", className="fl-console")
+
+
+def policy() -> html.Div:
+    return C.panel([
+        html.Div([
+            field("Detect after (s)", dcc.Input(id=f"{P}-detect", type="number",
+                                                 className="num-input", debounce=True),
+                   title="Seconds from a fault to its detection (0 to 86,400); ref 6: about one minute"),
+            field("Redundant experts", dcc.RadioItems(
+                id=f"{P}-redundant", options=[{"label": "on", "value": "on"}, {"label": "off", "value": "off"}],
+                inline=True,
+                className="radio-pills"),
+                title="On: a redundant expert takes over a lost decode die in about a second. Off: the "
+                      "decode instance restarts and reloads its weights"),
+            field("Weights from", dcc.RadioItems(
+                id=f"{P}-weights", options=[{"label": "EMS cache", "value": "ems"},
+                                            {"label": "object storage", "value": "obs"}],
+                inline=True, className="radio-pills"),
+                title="Where a restarting instance loads the model: the EMS model cache (seconds) or "
+                      "OBS object storage (minutes)"),
+            html.Button("Apply policy", id=f"{P}-policy-apply", className="btn", n_clicks=0),
+        ], className="fl-row fl-row-end"),
+        html.Div(id=f"{P}-policy-now", className="hint"),
+        html.Div("A policy change applies to faults that start after it.", className="hint small"),
+    ], "Fault policy", "config")
+
+
+def random_failures() -> html.Div:
+    return C.panel([
+        html.Div([
+            dcc.Checklist(id=f"{P}-random", options=[{"label": " Random failures", "value": "on"}],
+                          value=[], className="switch"),
+            field("Failure-clock hours per sim second", dcc.Input(
+                id=f"{P}-random-rate", type="number", value=1, className="num-input", debounce=True),
+                title=f"How fast the failure clock runs (0 < x <= {RANDOM_MAX:g}): at 1, a simulated second stands for "
+                      "an hour of component MTBF (catalog assumptions)"),
+        ], className="fl-row fl-row-end"),
+        html.Div(id=f"{P}-random-now", className="hint"),
+    ], "Random failures", "model")
+
+
+def demos() -> html.Div:
+    items = []
+    for d in FV.demos():
+        at = ", ".join(f"{a:g}" for a in d["at_s"])
+        meta = f"{d['scenario']} · seed {d['seed']} · fault at {at} s"
+        items.append(html.Div([
+            html.Button(d["title"], id={"type": f"{P}-demo", "index": d["name"]}, className="btn demo-btn",
+                        n_clicks=0, title=f"{d['description']} ({d['name']}: {meta}, {d['duration_s']:g} s run)"),
+            html.Div(meta, className="demo-meta"),
+        ], className="demo"))
+    return C.panel([
+        html.Div(items, className="demos"),
+        html.Div("A demo resets the twin you view to its scenario, seed, policy and faults, so it replays "
+                 "exactly. Hover a button for the story; at 20× a fault at 120 s comes in 6 s.",
+                 className="hint small"),
+    ], "Demos", "config")
+
+
+def legend() -> html.Div:
+    return html.Div([
+        html.Span([html.Span(className="swatch", style={"background": T.RED, "opacity": 0.5}), "fault until recovered"]),
+        html.Span([html.Span(className="swatch swatch-line", style={"background": T.RED}), "struck"]),
+        html.Span([html.Span(className="swatch swatch-dash", style={"borderColor": T.YELLOW}), "detected"]),
+    ], className="legend")
+
+
+def canvas(info=None, v=None):
+    """The picker's drawing: empty at first, then the view `v` of the system `info` (a new one
+    whenever the system changes, see `topostyle.canvas`)."""
+    return TS.canvas(f"{P}-cy", TS.picker_stylesheet(), padding=14, height=420, class_name="topo-cy fl-cy",
+                     elements=v.elements if v else [], view=f"{info.name}:{v.name}" if v else "")
+
+
+def picker() -> html.Div:
+    """The topology picker; its elements arrive with the second tick (drawing them takes the browser
+    about a second, which would otherwise hold back the page's first numbers)."""
+    return C.panel([
+        html.Div([
+            dcc.Dropdown(id=f"{P}-view-select", options=[], value=TV.AGG,
+                         clearable=False, className="dd dd-wide"),
+            html.Span(id=f"{P}-picker-help", className="hint small"),
+        ], className="fl-topo-bar"),
+        html.Div(canvas(), id=f"{P}-cy-wrap"),
+        html.Div(id=f"{P}-failed", className="fl-failed"),
+    ], "Pick a part · failed parts in red", "sim")
+

@@ -1,0 +1,259 @@
+"""The Failures page's read-outs: fault marks on the KPI charts, the per-fault table (with SLO
+attainment before and during each fault, over the engine's goodput windows), failed parts, the
+fault timeline and the policy and random-failure lines. Everything is built from snapshot data."""
+from __future__ import annotations
+
+import math
+
+from dash import html
+
+from twin.engine.faults import failure_rates
+from twin.topology import StaticTopology
+
+from . import components as C
+from . import theme
+from .faultview import ELEMENT_LABEL, KIND_LABEL, element_kind
+
+
+# ---- chart marks -------------------------------------------------------------------------------------
+
+def state(r: dict, now: float) -> str:
+    if r.get("active"):
+        if r.get("recover_s") is not None:        # service back, the part itself still under repair
+            return "served again · part in repair"
+        return "active · detected" if r.get("detect_s") is not None else "active"
+    if r.get("recover_s") is not None:
+        return "recovered"
+    return "scheduled" if r.get("at_s", 0) > now - 1e-9 else "starting"
+
+
+def _num(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+MARK_LABELS = 6            # strike lines labelled on a chart (the newest); more would overprint
+
+
+def _band(x0: float, x1: float) -> dict:
+    return {"type": "rect", "xref": "x", "yref": "paper", "x0": round(x0, 1), "x1": round(x1, 1), "y0": 0, "y1": 1,
+            "fillcolor": theme.RED, "opacity": 0.13, "line": {"width": 0}, "layer": "below"}
+
+
+def _vline(x: float, colour: str, width: float, dash: str | None = None) -> dict:
+    line = {"color": colour, "width": width}
+    if dash:
+        line["dash"] = dash
+    return {"type": "line", "xref": "x", "yref": "paper", "x0": round(x, 1), "x1": round(x, 1), "y0": 0, "y1": 1,
+            "line": line}
+
+
+def marks(reports, now: float, t_from: float | None = None) -> tuple[list, list]:
+    """(shapes, annotations) for a KPI chart: red bands where any fault lasted (overlapping faults
+    merged into one band), a solid line where each struck, a dashed yellow line where it was
+    detected, and a label on the newest MARK_LABELS strikes. Only what overlaps the visible window
+    (from `t_from` to now) is drawn: with hundreds of faults the marks stay a few KB."""
+    spans, strikes, detects = [], [], []
+    lo = -math.inf if t_from is None else t_from
+    for r in reports or ():
+        at = _num(r.get("at_s"))
+        if at is None or at > now + 1e-9 or (not r.get("active") and r.get("recover_s") is None):
+            continue
+        rec = _num(r.get("recover_s"))
+        end = at + rec if rec is not None else now
+        if end < lo:
+            continue
+        spans.append((max(at, lo), end))
+        if at >= lo:
+            strikes.append((at, r.get("id"), r.get("kind")))
+        det = _num(r.get("detect_s"))
+        if det is not None and lo <= at + det <= now + 1e-9:
+            detects.append(at + det)
+    bands: list[list[float]] = []
+    for x0, x1 in sorted(spans):
+        if bands and x0 <= bands[-1][1]:
+            bands[-1][1] = max(bands[-1][1], x1)
+        else:
+            bands.append([x0, x1])
+    shapes = [_band(x0, x1) for x0, x1 in bands]
+    shapes += [_vline(at, theme.RED, 1.5) for at, _, _ in strikes]
+    shapes += [_vline(x, theme.YELLOW, 1.2, "dash") for x in sorted(set(round(x, 1) for x in detects))]
+    newest = sorted(strikes, key=lambda s: -int(s[1] or 0))[:MARK_LABELS]
+    notes = [{"x": round(at, 1), "y": 1, "xref": "x", "yref": "paper", "yanchor": "top", "xanchor": "left",
+              "showarrow": False, "text": f"#{i} {k}", "font": {"size": 10, "color": theme.RED}}
+             for at, i, k in sorted(newest)]
+    return shapes, notes
+
+
+# ---- the fault table --------------------------------------------------------------------------------
+
+def _mean(hist: dict, key: str, t0: float, t1: float) -> float | None:
+    ts, vs = hist.get("t") or [], hist.get(key) or []
+    vals = [v for t, v in zip(ts, vs) if t0 < t <= t1 + 1e-9 and _num(v) is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def rows(reports, hist: dict | None, now: float, interval_s: float = 1.0) -> list[dict]:
+    """One dict per fault: the engine's report plus SLO attainment before and during it (from the
+    snapshot history, over the same windows the engine uses for goodput) and its state."""
+    hist = hist or {}
+    out = []
+    for r in reports or ():
+        at = _num(r.get("at_s")) or 0.0
+        rec = _num(r.get("recover_s"))
+        started = at <= now + 1e-9 and (r.get("active") or rec is not None)
+        end = at + rec if rec is not None else now
+        span = max(end - at, interval_s)
+        row = {k: r.get(k) for k in ("id", "kind", "target", "at_s", "detect_s", "recover_s", "requests_affected",
+                                     "requeued", "recomputed", "lost", "goodput_before", "goodput_during",
+                                     "active", "note")}
+        for k in ("goodput_before", "goodput_during"):
+            row[k] = _num(row[k])
+        row["slo_before"] = _mean(hist, "slo_attainment", at - span, at) if started else None
+        row["slo_during"] = _mean(hist, "slo_attainment", at, end) if started else None
+        row["state"] = state(r, now)
+        out.append(row)
+    return out
+
+
+def _secs(v, pending: str = "…") -> str:
+    f = _num(v)
+    return pending if f is None else f"{f:,.1f} s"
+
+
+def _change(before, during, fmt, unit: str = "") -> html.Td:
+    """A "before → during (±x %)" cell, red when the value fell by more than 5 %."""
+    if before is None and during is None:
+        return html.Td("–", className="muted")
+    delta = (during - before) / before if before and during is not None else None
+    cls = "chg-bad" if delta is not None and delta < -0.05 else ""
+    return html.Td(f"{fmt(before)} → {fmt(during)}{unit}" + (f" ({delta * 100:+.0f} %)" if delta is not None else ""),
+                   className=cls or None)
+
+
+def _pct(v) -> str:
+    return "–" if v is None else f"{v * 100:.1f}"
+
+
+HEAD = (("#", "", "fault number"), ("fault", "", "fault kind"), ("target", "", "the part that failed"),
+        ("struck at", "num", "sim time the fault started"),
+        ("time to detect", "num", "seconds from the fault to its detection (policy detect time)"),
+        ("time to recover", "num", "seconds from the fault until service recovered"),
+        ("requests affected", "num", "requests in flight on the parts the fault touched"),
+        ("requeued", "num", "requests sent back through the scheduler"),
+        ("recomputed", "num", "requeued requests whose generated tokens had to be recomputed"),
+        ("lost", "num", "requests dropped: must always be 0"),
+        ("goodput before → during (tok/s)", "num", "SLO-meeting output tokens/s before the fault vs during it"),
+        ("SLO attainment before → during (%)", "num", "share of completions meeting TTFT and TPOT SLOs"),
+        ("state", "", ""))
+
+
+def _cells(r: dict) -> list:
+    """One row's cells, as plain strings where possible (the table is resent each tick while
+    faults last, so every component counts); column alignment comes from the stylesheet."""
+    lost = int(r.get("lost") or 0)
+    started = r["state"] not in ("scheduled", "starting")
+    det = r.get("detect_s")
+    det_txt = _secs(det) if det is not None else (
+        "not needed" if r.get("recover_s") is not None else "…" if started else "–")
+    st = r["state"] + (f" at t={r['at_s']:,.1f} s" if r["state"] == "scheduled" else "")
+    kind_cls = {"served": "recovered"}.get(r["state"].split(" ")[0], r["state"].split(" ")[0])
+    dash = "–"
+    return [
+        html.Td(f"#{r['id']}"),
+        html.Td(KIND_LABEL.get(r["kind"], r["kind"])),
+        html.Td(r["target"], className="code"),
+        html.Td(f"{r['at_s']:,.1f} s"),
+        html.Td(det_txt),
+        html.Td(_secs(r.get("recover_s")) if started else dash),
+        html.Td(C.fmt(r.get("requests_affected")) if started else dash),
+        html.Td(C.fmt(r.get("requeued")) if started else dash),
+        html.Td(C.fmt(r.get("recomputed")) if started else dash),
+        html.Td(str(lost), className="lost-ok" if lost == 0 else "lost-bad"),
+        _change(r.get("goodput_before"), r.get("goodput_during"), C.fmt) if started else html.Td(dash),
+        _change(r.get("slo_before"), r.get("slo_during"), _pct) if started else html.Td(dash),
+        html.Td([st, html.Div(r["note"], className="muted small")] if r.get("note") else st,
+                className=f"fstate fstate-{kind_cls}"),
+    ]
+
+
+def table(rows_: list[dict], now: float, summary: dict | None = None) -> html.Div:
+    """The newest faults, newest first, under a line counting all of them (`fault_summary`)."""
+    if not rows_:
+        return html.Div("No faults yet. Pick a part and a fault above and inject it, or load a demo.",
+                        className="hint")
+    n = int((summary or {}).get("injected") or 0)
+    count = (f"{n:,} faults, newest {len(rows_)} shown" if n > len(rows_)
+             else f"{len(rows_)} fault" + ("s" if len(rows_) != 1 else ""))
+    active = (summary or {}).get("active")
+    if active:
+        count += f" · {active} active"
+    body = [html.Tr(_cells(r)) for r in sorted(rows_, key=lambda x: -int(x.get("id") or 0))]
+    head = html.Thead(html.Tr([html.Th(h, className=c, title=t) for h, c, t in HEAD]))
+    return html.Div([html.Div(count, className="hint small ftbl-count"),
+                     html.Div(html.Table([head, html.Tbody(body)], className="tbl ftbl"), className="tbl-wrap")])
+
+
+# ---- failed parts, events, policy ------------------------------------------------------------------
+
+def failed_groups(failed, reports) -> list[tuple[str, int]]:
+    """Failed element ids grouped under the fault targets that explain them: [(id, n elements)]."""
+    failed = list(failed or ())
+    targets = sorted({r.get("target") for r in reports or () if r.get("target")}, key=len, reverse=True)
+    groups: dict[str, int] = {}
+    for f in failed:
+        owner = next((t for t in targets if f == t or f.startswith(t + "/")), f)
+        groups[owner] = groups.get(owner, 0) + 1
+    return sorted(groups.items())
+
+
+def failed_list(t: StaticTopology, failed, reports) -> list:
+    groups = failed_groups(failed, reports)
+    if not groups:
+        return [html.Span("Nothing has failed: every part is up.", className="hint")]
+    items = []
+    for gid, n in groups[:40]:
+        el = element_kind(t, gid)
+        label = ELEMENT_LABEL.get(el, el or "element")
+        items.append(html.Li([html.Code(gid), html.Span(f" {label}" + (f" · {n} elements down" if n > 1 else ""),
+                                                        className="muted")], className="failed-item"))
+    if len(groups) > 40:
+        items.append(html.Li(f"… and {len(groups) - 40} more", className="muted"))
+    return [html.Ul(items, className="failed-list")]
+
+
+TIMELINE_KINDS = ("fault", "detect", "recover", "partition", "error", "policy")
+
+
+def timeline(events, n: int = 14) -> list:
+    evs = [e for e in events or () if e.get("kind") in TIMELINE_KINDS][-n:][::-1]
+    return C.events(evs, "No fault events yet.", ",.1f")
+
+
+def policy_text(policy: dict) -> str:
+    if not policy:
+        return "Policy: the engine's defaults."
+    bits = [f"detect {policy.get('detect_s', 0):g} s",
+            "redundant experts " + ("on" if policy.get("redundant_experts") else "off"),
+            f"weights from {str(policy.get('weights_from', 'ems')).upper()}"]
+    return "In force: " + ", ".join(bits) + "."
+
+
+def mean_gap_s(t: StaticTopology, hours_per_sim_s: float) -> float | None:
+    """Mean sim seconds between random failures at this failure-clock rate (the engine's own rates,
+    `failure_rates`: catalog MTBFs)."""
+    rate_per_h = float(failure_rates(t)[1].sum())
+    if rate_per_h <= 0 or not hours_per_sim_s:
+        return None
+    return 1.0 / (rate_per_h * hours_per_sim_s)
+
+
+def random_text(t: StaticTopology, random_h: float | None) -> str:
+    if random_h is None:
+        return "Random failures: off."
+    gap = mean_gap_s(t, random_h)
+    return (f"Random failures: on, {random_h:g} failure-clock hours per sim second"
+            + (f" (about one failure every {gap:,.0f} sim s)" if gap else "") + ".")

@@ -1,0 +1,179 @@
+"""Live numbers on a topology view, read from a snapshot only.
+
+`live(view, snap)` is the compact per-update dict the browser merges into a drawing
+``{"view", "v", "u": [...], "n": [...], "pool": [...], "down": [...], "part": [...], "ndown": [...]}``:
+mean utilisation per view edge and node, each node's pool, and what is down or partly down. Down
+and degraded come from the snapshot's live link capacities and failed ids (`Snapshot.link_capacity`,
+`Snapshot.failed`), so a degraded optical link shows as partly down without replaying anything.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from twin.engine.snapshot import PLANE_LABEL
+
+from .topoview import View
+
+KIND_LABEL = {"die": "NPU die", "cpu": "Kunpeng CPU", "l1": "L1 UB switch", "l2": "L2 UB switch",
+              "rdma_nic": "RDMA NIC", "rdma_switch": "RDMA switch", "vpc_nic": "VPC card (QingTian)",
+              "vpc_switch": "VPC switch", "storage": "object storage", "nvswitch": "NVSwitch",
+              "node": "server node", "subplane": "UB sub-plane", "rack": "rack"}
+
+
+def _capacity(v: View, snap) -> np.ndarray:
+    """Live capacity per eid from the snapshot (healthy capacities if it carries none)."""
+    cap = getattr(snap, "link_capacity", None)
+    return np.asarray(cap if cap is not None else v.topo.link_arrays().base_gbps, dtype=np.float64)
+
+
+def _util(v: View, snap) -> np.ndarray:
+    util = getattr(snap, "link_util", None)
+    n = len(v.topo.link_arrays().ends)
+    util = np.asarray(util if util is not None else np.zeros(n), dtype=np.float64)
+    return util if len(util) == n else np.zeros(n)
+
+
+def _edge_means(v: View, util: np.ndarray) -> np.ndarray:
+    n_e = v.n_edges
+    if not n_e:
+        return np.zeros(0)
+    cnt = np.bincount(v.link_grp, minlength=n_e)
+    return np.bincount(v.link_grp, weights=util[v.link_idx], minlength=n_e) / np.maximum(cnt, 1)
+
+
+def _node_means(v: View, snap, edge_mean: np.ndarray) -> list[float]:
+    """Dies: their mean busy fraction; switches and NICs: the mean utilisation of their view edges."""
+    die_util = np.asarray(getattr(snap, "die_util", np.zeros(0)), dtype=np.float64)
+    acc, cnt = np.zeros(len(v.node_ids)), np.zeros(len(v.node_ids))
+    idx = {vid: i for i, vid in enumerate(v.node_ids)}
+    for j, ends in enumerate(v.edge_ends):
+        for end in ends:
+            i = idx.get(end)
+            if i is not None:
+                acc[i] += edge_mean[j]
+                cnt[i] += 1
+    out = []
+    for i, dies in enumerate(v.node_dies):
+        if len(dies) and len(die_util) > int(dies.max()):
+            out.append(round(float(die_util[dies].mean()), 3))
+        else:
+            out.append(round(float(acc[i] / cnt[i]), 3) if cnt[i] else 0.0)
+    return out
+
+
+def majority(pools, dies: np.ndarray) -> str:
+    """The pool most of these dies serve ("" if none)."""
+    vals = [pools[int(d)] for d in dies if int(d) < len(pools)]
+    return max(set(vals), key=vals.count) if vals else ""
+
+
+def live(v: View, snap) -> dict:
+    """Compact per-view live data from a snapshot (see module doc)."""
+    out = {"view": v.name, "v": int(getattr(snap, "version", 0))}
+    if snap is None:
+        return out
+    mean = _edge_means(v, _util(v, snap))
+    out["u"] = [round(float(x), 3) for x in mean]
+    out["n"] = _node_means(v, snap, mean)
+    pools = getattr(snap, "die_pool", ())
+    if pools:
+        out["pool"] = [majority(pools, dies) for dies in v.node_dies]
+    cap = _capacity(v, snap)
+    base = v.topo.link_arrays().base_gbps
+    dead = set(getattr(snap, "failed", ()) or ())
+    out["down"] = [j for j, m in enumerate(v.edge_members) if len(m) and not cap[m].any()]
+    out["part"] = [j for j, m in enumerate(v.edge_members)
+                   if len(m) and cap[m].any() and (cap[m] < base[m]).any()]
+    out["ndown"] = [i for i, vid in enumerate(v.node_ids)
+                    if vid in dead or (v.members.get(vid) and all(m in dead for m in v.members[vid]))]
+    return out
+
+
+def partial_nodes(v: View, failed) -> list[int]:
+    """View nodes (indices) with some but not all of their parts failed (e.g. a node with a dead die)."""
+    dead = set(failed or ())
+    if not dead:
+        return []
+    out = []
+    for i, vid in enumerate(v.node_ids):
+        mem = v.members.get(vid) or [vid]
+        n = sum(1 for m in mem if m in dead)
+        if 0 < n < len(mem):
+            out.append(i)
+    return out
+
+
+def _edge_rows(v: View, j: int, util: np.ndarray, cap: np.ndarray) -> list[tuple[str, str]]:
+    la = v.topo.link_arrays()
+    m = v.edge_members[j]
+    u = util[m]
+    a, b = v.edge_ends[j]
+    rows = [("link", f"{a} ↔ {b}"), ("plane", PLANE_LABEL.get(v.edge_plane[j], v.edge_plane[j])),
+            ("physical links", f"{len(m)}" + (" (optical)" if la.optical[m].any() else " (electrical)")),
+            ("capacity", f"{la.base_gbps[m].sum():,.1f} GB/s one way"),
+            ("live capacity", f"{cap[m].sum():,.1f} GB/s"),
+            ("utilisation mean / max", f"{u.mean() * 100:.1f} % / {u.max() * 100:.1f} %"),
+            ("traffic", f"{(u * la.base_gbps[m]).sum():,.2f} GB/s")]
+    down = int((cap[m] <= 0).sum())
+    if down:
+        rows.append(("links down", f"{down} of {len(m)}"))
+    return rows
+
+
+def element_stats(v: View, snap, kind: str, id_: str) -> list[tuple[str, str]]:
+    """Rows (label, value) describing a clicked view element, from the snapshot."""
+    util, cap = _util(v, snap), _capacity(v, snap)
+    if kind == "edge":
+        if id_ not in v.edge_ids:
+            return [("element", f"{id_} (not in this view)")]
+        return _edge_rows(v, v.edge_ids.index(id_), util, cap)
+    if id_ not in v.node_ids:
+        return [("element", f"{id_} (not in this view)")]
+    i = v.node_ids.index(id_)
+    k = v.node_kind[i]
+    label = "GPU" if k == "die" and v.topo.dies_per_package() == 1 else KIND_LABEL.get(k, k)
+    rows = [("element", f"{id_} — {label}")]
+    dies = v.node_dies[i]
+    die_util = np.asarray(getattr(snap, "die_util", np.zeros(0)))
+    if len(dies) and len(die_util) > int(dies.max()):
+        du = die_util[dies]
+        pool = majority(snap.die_pool, dies) if snap.die_pool else ""
+        rows.append(("dies", f"{len(dies)}" + (f" ({pool} pool)" if pool else " (idle)")))
+        rows.append(("die busy", f"{du.mean() * 100:.1f} %" + (f" (max {du.max() * 100:.0f} %)" if len(du) > 1 else "")))
+    by_plane: dict[str, list[int]] = {}
+    for j, ends in enumerate(v.edge_ends):
+        if id_ in ends:
+            by_plane.setdefault(v.edge_plane[j], []).extend(int(e) for e in v.edge_members[j])
+    base = v.topo.link_arrays().base_gbps
+    for plane, eids in sorted(by_plane.items()):
+        m = np.array(eids)
+        rows.append((f"{PLANE_LABEL.get(plane, plane)} links here",
+                     f"{len(m)} · {(util[m] * base[m]).sum():,.1f} GB/s · {util[m].mean() * 100:.1f} % busy"))
+    dead = set(getattr(snap, "failed", ()) or ())
+    mem = v.members.get(id_, [id_])
+    n_dead = sum(1 for x in mem if x in dead)
+    if n_dead:
+        rows.append(("failed", f"{n_dead} of {len(mem)} elements"))
+    return rows
+
+
+def busiest_links(snap, n: int = 12) -> list[dict]:
+    """Top-n links by utilisation: id, plane, medium, utilisation, traffic (GB/s)."""
+    info = getattr(snap, "system", None)
+    util = np.asarray(getattr(snap, "link_util", ()), dtype=np.float64)
+    if info is None or not len(util):
+        return []
+    la = info.topology.link_arrays()
+    k = min(n, len(util))
+    top = np.argpartition(-util, k - 1)[:k]
+    top = top[np.argsort(-util[top])]
+    out = []
+    for e in top:
+        u = float(util[e])
+        if u <= 0:
+            break
+        a, b, plane, kind = la.ends[int(e)]
+        out.append({"link": f"{a} ↔ {b}", "plane": PLANE_LABEL.get(plane, plane), "kind": kind,
+                    "medium": "optical" if la.optical[e] else "electrical",
+                    "util": u, "gbps": u * float(la.base_gbps[e])})
+    return out
