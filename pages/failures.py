@@ -1,7 +1,9 @@
 """Failures: a fault console (pick a part and a fault, inject now or schedule), the fault policy,
 random failures and replayable demos; every fault marked on the KPI charts, measured in a table,
 and failed parts drawn on the topology of the system the viewer's twin runs (from its snapshot).
-Layout parts live in `twin.ui.faultconsole`, read-outs in `twin.ui.faulttable`."""
+Layout parts live in `twin.ui.faultconsole`, read-outs in `twin.ui.faulttable` and the tick's
+builders in `twin.ui.failpanels`; what stays here (~420 lines) is the page's callbacks, kept together
+because they share its component ids."""
 from __future__ import annotations
 
 import dash

@@ -50,8 +50,8 @@ def help_text(info, kind: str) -> str:
         TV.AGG: (f"The whole GPU cluster: {s.nodes} servers of {s.npus_per_node} GPUs. Inside a server the "
                  "GPUs share an NVSwitch (NVLink); between servers every byte crosses the RDMA fabric "
                  "(orange: a leaf switch per rack under a spine), so expert all-to-all pays the scale-out "
-                 "bandwidth that a supernode's flat scale-up fabric avoids. VPC (green) reaches the datacenter. Click a server "
-                 "to open it."),
+                 "bandwidth that a supernode's flat scale-up fabric avoids. VPC (green) reaches the datacenter. "
+                 "Click a server to open it."),
         "node": (f"One server: {s.npus_per_node} GPUs on one NVSwitch (NVLink), {s.cpus_per_node} host CPUs, "
                  "one RDMA NIC per GPU below. Border colour = pool (teal prefill, purple decode). Click "
                  "anything for its numbers."),

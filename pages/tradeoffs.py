@@ -120,7 +120,7 @@ def tick(t: Tick, dep, slo, kv) -> dict:
     if new_dep != dep:
         slo_v = TO.default_slo(new_dep)
         return {"fig": TO.figure(new_dep, kv, slo_v, trail), "answer": _answer(new_dep, slo_v, kv), "live": live,
-                "dep": new_dep, "slo": slo_v}
+                "dep": new_dep, "slo": slo_v if slo_v != G.number(slo) else no_update}   # unchanged: no redraw
     fig = Patch()
     fig["data"][TO.T_TRAIL]["x"] = trail[0]
     fig["data"][TO.T_TRAIL]["y"] = trail[1]

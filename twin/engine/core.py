@@ -55,7 +55,8 @@ class Engine:
     def __init__(self, scenario: str | Scenario | None = "default", seed: int | None = None,
                  predictor=None, policies: dict | None = None, **overrides):
         """`predictor`: a time predictor for the deployment (twin.predict; default the roofline
-        PerfModel); `policies`: scheduling policy names by decision (scheduling.DEFAULTS)."""
+        PerfModel); `policies`: scheduling policy names by decision, over the scenario's
+        `scheduling` (whose defaults are scheduling.DEFAULTS)."""
         self.scenario = (scenario if isinstance(scenario, Scenario)
                          else load_scenario(scenario, seed=seed, **overrides))
         sc = self.scenario
@@ -67,7 +68,7 @@ class Engine:
         self.system = self.cat.system(self.dep.system)
         self.topo = topology(self.dep.system)
         self.pm = predictor if predictor is not None else PerfModel(self.dep, self.cat)
-        self.policies = Policies.load(policies)
+        self.policies = Policies.load({**dict(sc.scheduling), **(policies or {})})
         self.dies_per_node = self.system.npus_per_node * self.pm.dies_per_npu
         self.kv_bytes = self.pm.kv_bytes_per_token()
         self.kv_capacity_tokens = self.pm.kv_capacity_bytes_per_die() / self.kv_bytes

@@ -118,5 +118,7 @@ def url_pick(info, url) -> dict:
         target = FV.related(t, kind, target)
         target = target if FV.fits(t, kind, target) else FV.ids_for(t, kind)[0]
     fs, ps = FC.extra_styles(kind)
-    return {"kind": kind, "target": target, "hint": FV.target_hint(t, kind, target),
+    same = (kind, target) == (url.get("kind"), url.get("target"))     # as the layout drew them
+    return {"kind": no_update if same else kind, "target": no_update if same else target,
+            "hint": FV.target_hint(t, kind, target),
             "factor_style": fs, "period_style": ps}

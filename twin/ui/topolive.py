@@ -139,7 +139,8 @@ def element_stats(v: View, snap, kind: str, id_: str) -> list[tuple[str, str]]:
         du = die_util[dies]
         pool = majority(snap.die_pool, dies) if snap.die_pool else ""
         rows.append(("dies", f"{len(dies)}" + (f" ({pool} pool)" if pool else " (idle)")))
-        rows.append(("die busy", f"{du.mean() * 100:.1f} %" + (f" (max {du.max() * 100:.0f} %)" if len(du) > 1 else "")))
+        peak = f" (max {du.max() * 100:.0f} %)" if len(du) > 1 else ""
+        rows.append(("die busy", f"{du.mean() * 100:.1f} %{peak}"))
     by_plane: dict[str, list[int]] = {}
     for j, ends in enumerate(v.edge_ends):
         if id_ in ends:
