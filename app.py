@@ -23,6 +23,7 @@ from twin.engine import list_scenarios
 from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import teach
+from twin.ui.lang import _
 from twin.ui.live import shell_stores, shell_tick, twin_for
 
 MAX_BODY_BYTES = 4 * 1024 * 1024     # a request body; the largest is a trace upload (2 MB, base64)
@@ -66,7 +67,7 @@ def _server_timing(resp):
     return resp
 
 def _nav() -> html.Nav:
-    links = [dcc.Link(p["name"], href=p["relative_path"], className="nav-link",
+    links = [dcc.Link(_(p["name"]), href=p["relative_path"], className="nav-link",
                       id={"type": "nav", "index": p["path"]})
              for p in sorted(dash.page_registry.values(), key=lambda p: p.get("order", 99))
              if p.get("nav", True)]
@@ -83,7 +84,7 @@ def serve_layout():
         *shell_stores(),                       # the app's one clock, the twin status and the pages' beat
         html.Header([
             html.Div([html.Span("CloudMatrix", className="brand-a"), html.Span(" Twin", className="brand-b")],
-                     className="brand", title="A live digital twin of the CloudMatrix384 supernode"),
+                     className="brand", title=_("A live digital twin of the CloudMatrix384 supernode")),
             _nav(),
             html.Div(id="ctl-status-twin", className="twin-badge"),
             teach.tools(),
@@ -92,9 +93,9 @@ def serve_layout():
         teach.banner(),
         html.Main(dash.page_container, className="main"),
         html.Footer([
-            html.Span("Tags say where a number comes from: "), C.tag("sim"), C.tag("model"), C.tag("paper"),
-            html.Span(" · CloudMatrix384 and CloudMatrix-Infer figures from the published paper; "
-                      "everything else is computed here.", className="muted"),
+            html.Span(_("Tags say where a number comes from:") + " "), C.tag("sim"), C.tag("model"), C.tag("paper"),
+            html.Span(" · " + _("CloudMatrix384 and CloudMatrix-Infer figures from the published paper; "
+                                "everything else is computed here."), className="muted"),
         ], className="footer"),
     ], className="shell")
 
@@ -134,7 +135,7 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
     trig = ctx.triggered_id
     if trig is None:
         return no_update, no_update
-    tw, _ = twin_for(choice)
+    tw, _note = twin_for(choice)
     token = G.token(token)
     kw = dict(who=_who(G.viewer(viewer), token), token=G.tok(token), client=G.client(secret)[0])
     try:
@@ -163,9 +164,9 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
         else:
             return no_update, no_update
     except S.ControlError as exc:
-        return f"Not applied: {exc}", "ctl-msg msg-error"
-    where = "shared twin" if tw.shared else "your sandbox"
-    return f"{msg} — applied to the {where}", "ctl-msg msg-ok"
+        return _("Not applied: %(why)s") % {"why": exc}, "ctl-msg msg-error"
+    where = _("applied to the shared twin") if tw.shared else _("applied to your sandbox")
+    return f"{msg} — {where}", "ctl-msg msg-ok"
 
 
 @dash.callback(
@@ -183,21 +184,21 @@ def on_twin_choice(_open, _back, choice, secret):
     if ctx.triggered_id == "ctl-sandbox":
         current = reg.get(choice) if choice and choice != S.SHARED else None
         if current is not None and current.owner == who:
-            return no_update, "You already have a private sandbox; it is what you are viewing.", "ctl-msg msg-ok"
+            return no_update, _("You already have a private sandbox; it is what you are viewing."), "ctl-msg msg-ok"
         try:
             tw = reg.open_sandbox(client=who, addr=addr)
         except S.ControlError as exc:
             return no_update, str(exc), "ctl-msg msg-error"
-        return tw.key, (f"Private sandbox {tw.key} started with the shared twin's settings; only this "
-                        f"browser controls it. It is freed after {reg.ttl_s / 60:.0f} min without an "
-                        "action."), "ctl-msg msg-ok"
+        return tw.key, _("Private sandbox %(key)s started with the shared twin's settings; only this "
+                         "browser controls it. It is freed after %(min)s min without an action.") % {
+            "key": tw.key, "min": f"{reg.ttl_s / 60:.0f}"}, "ctl-msg msg-ok"
     if ctx.triggered_id == "ctl-shared":
         if choice and choice != S.SHARED:
             try:
                 reg.close(choice, who)
             except S.ControlError:
                 pass          # someone else's sandbox: stop viewing it, leave it running
-        return S.SHARED, "Back on the shared twin.", "ctl-msg msg-ok"
+        return S.SHARED, _("Back on the shared twin."), "ctl-msg msg-ok"
     return no_update, no_update, no_update
 
 
@@ -209,15 +210,15 @@ def on_unlock(_clicks, _submit, value, secret):
     keep it for this tab if it is right."""
     reg = S.sessions()
     if not reg.locked:
-        return no_update, "The shared twin is not locked: anyone can use the controls.", "ctl-msg msg-ok"
+        return no_update, _("The shared twin is not locked: anyone can use the controls."), "ctl-msg msg-ok"
     value = G.text(value)
     try:
         ok = reg.unlock(value, *G.client(secret))
     except S.ControlError as exc:
-        return no_update, f"Not checked: {exc}", "ctl-msg msg-error"
+        return no_update, _("Not checked: %(why)s") % {"why": exc}, "ctl-msg msg-error"
     if ok:
-        return {"token": value, "ok": True}, "Instructor controls unlocked for this tab.", "ctl-msg msg-ok"
-    return None, "Wrong instructor token: shared controls stay locked.", "ctl-msg msg-error"
+        return {"token": value, "ok": True}, _("Instructor controls unlocked for this tab."), "ctl-msg msg-ok"
+    return None, _("Wrong instructor token: shared controls stay locked."), "ctl-msg msg-error"
 
 
 @dash.callback(
@@ -240,14 +241,14 @@ def on_upload(contents, filename, options, secret):
         S.sessions().allow_upload(G.client(secret)[0])
         key, w = tracestore.upload(contents, G.text(filename))
     except (S.ControlError, ValueError) as exc:
-        return no_update, no_update, None, f"Trace not accepted: {exc}", "ctl-msg msg-error"
+        return no_update, no_update, None, _("Trace not accepted: %(why)s") % {"why": exc}, "ctl-msg msg-error"
     opts = [o for o in (options if isinstance(options, list) else []) if isinstance(o, dict)][:40]
     name = tracestore.label(key)
     if all(o.get("value") != key for o in opts):
         opts.append({"label": name, "value": key})
     span = float(w.arrival_s[-1] - w.arrival_s[0])
-    return (opts, key, None, f"{name}: {len(w):,} requests over {span:,.0f} s; press Apply & reset to "
-            "replay it", "ctl-msg msg-ok")
+    return (opts, key, None, _("%(name)s: %(n)s requests over %(span)s s; press Apply & reset to replay it") % {
+        "name": name, "n": f"{len(w):,}", "span": f"{span:,.0f}"}, "ctl-msg msg-ok")
 
 
 @dash.callback(

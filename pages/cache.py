@@ -8,8 +8,10 @@ from twin.ui import components as C
 from twin.ui import figures as F
 from twin.ui import theme as T
 from twin.ui.live import Tick, page_stores, page_tick
+from twin.ui import lang as Lg
+from twin.ui.lang import N_
 
-dash.register_page(__name__, path="/cache", name="Cache", title="Cache · CloudMatrix Twin", order=3)
+dash.register_page(__name__, path="/cache", name=N_("Cache"), title=Lg.title("Cache"), order=3)
 
 P = "ca"
 

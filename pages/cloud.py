@@ -20,8 +20,10 @@ from twin.config import CatalogError
 from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import theme as T
+from twin.ui import lang as Lg
+from twin.ui.lang import N_
 
-dash.register_page(__name__, path="/cloud", name="Cloud", title="Cloud · CloudMatrix Twin", order=7)
+dash.register_page(__name__, path="/cloud", name=N_("Cloud"), title=Lg.title("Cloud"), order=7)
 
 P = "cl"
 DAY_MIN_S, DAY_MAX_S, DAY_DEFAULT_S = 30, 600, 60   # simulated seconds standing for 24 h (input bounds)

@@ -21,8 +21,10 @@ from twin.ui import topolive as TL
 from twin.ui import topostyle as TS
 from twin.ui import topoview as TV
 from twin.ui.live import Tick, beat_id, page_stores, page_tick, twin_for
+from twin.ui import lang as Lg
+from twin.ui.lang import N_
 
-dash.register_page(__name__, path="/failures", name="Failures", title="Failures · CloudMatrix Twin", order=6)
+dash.register_page(__name__, path="/failures", name=N_("Failures"), title=Lg.title("Failures"), order=6)
 
 P = FC.P
 CHARTS = FC.CHARTS

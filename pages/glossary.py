@@ -8,8 +8,10 @@ from twin import i18n as I
 from twin import lessons as L
 from twin.ui import components as C
 from twin.ui import teach as T
+from twin.ui import lang as Lg
+from twin.ui.lang import N_
 
-dash.register_page(__name__, path="/glossary", name="Glossary", title="Glossary · CloudMatrix Twin", order=9)
+dash.register_page(__name__, path="/glossary", name=N_("Glossary"), title=Lg.title("Glossary"), order=9)
 
 
 def layout(lang=None, **_kwargs):

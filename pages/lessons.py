@@ -17,8 +17,10 @@ from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import teach as T
 from twin.ui.live import twin_for
+from twin.ui import lang as Lg
+from twin.ui.lang import N_
 
-dash.register_page(__name__, path="/lessons", name="Lessons", title="Lessons · CloudMatrix Twin", order=8)
+dash.register_page(__name__, path="/lessons", name=N_("Lessons"), title=Lg.title("Lessons"), order=8)
 
 P = "lesson"
 

@@ -9,60 +9,62 @@ from twin.ui import figures as F
 from twin.ui import teach
 from twin.ui import theme as T
 from twin.ui.live import Tick, page_stores, page_tick
+from twin.ui import lang as Lg
+from twin.ui.lang import N_, _
 
-dash.register_page(__name__, path="/", name="Overview", title="Overview · CloudMatrix Twin", order=0)
+dash.register_page(__name__, path="/", name=N_("Overview"), title=Lg.title("Overview"), order=0)
 
 P = "ov"
 
 # (element id suffix, label, unit, kpi key, formatter, hint)
 KPIS = (
-    ("in-tps", "Input tokens/s", "tok/s", "input_tps", C.fmt, "prompt tokens processed per second (whole supernode)"),
-    ("out-tps", "Output tokens/s", "tok/s", "output_tps", C.fmt, "generated tokens per second"),
-    ("in-npu", "Input per prefill NPU", "tok/s", "input_tps_per_npu", C.fmt, "prefill throughput per NPU of the prefill pool"),
-    ("out-npu", "Output per decode NPU", "tok/s", "output_tps_per_npu", C.fmt, "decode throughput per NPU of the decode pool"),
-    ("ttft", "TTFT p50 / p99", "s", None, None, "time to first token of recently finished requests"),
-    ("tpot", "TPOT p50 / p99", "ms", None, None, "time per output token of recently finished requests"),
-    ("slo", "SLO attainment", "%", "slo_attainment", C.pct, "completions meeting both TTFT and TPOT SLOs"),
-    ("hit", "Cache hit ratio", "%", "token_hit_ratio", C.pct, "EMS context cache: prompt tokens found in cache"),
-    ("inflight", "Requests in flight", "", "in_flight", C.fmt, "arrived, not finished"),
-    ("queue", "Queued prefill / decode", "", None, None, "requests waiting for a prefill batch / a decode slot"),
-    ("util-p", "Prefill NPU busy", "%", "util_prefill", C.pct, "busy fraction of the prefill pool"),
-    ("util-d", "Decode NPU busy", "%", "util_decode", C.pct, "busy fraction of the decode pool"),
+    ("in-tps", N_("Input tokens/s"), "tok/s", "input_tps", C.fmt, N_("prompt tokens processed per second (whole supernode)")),
+    ("out-tps", N_("Output tokens/s"), "tok/s", "output_tps", C.fmt, N_("generated tokens per second")),
+    ("in-npu", N_("Input per prefill NPU"), "tok/s", "input_tps_per_npu", C.fmt, N_("prefill throughput per NPU of the prefill pool")),
+    ("out-npu", N_("Output per decode NPU"), "tok/s", "output_tps_per_npu", C.fmt, N_("decode throughput per NPU of the decode pool")),
+    ("ttft", N_("TTFT p50 / p99"), "s", None, None, N_("time to first token of recently finished requests")),
+    ("tpot", N_("TPOT p50 / p99"), "ms", None, None, N_("time per output token of recently finished requests")),
+    ("slo", N_("SLO attainment"), "%", "slo_attainment", C.pct, N_("completions meeting both TTFT and TPOT SLOs")),
+    ("hit", N_("Cache hit ratio"), "%", "token_hit_ratio", C.pct, N_("EMS context cache: prompt tokens found in cache")),
+    ("inflight", N_("Requests in flight"), "", "in_flight", C.fmt, N_("arrived, not finished")),
+    ("queue", N_("Queued prefill / decode"), "", None, None, N_("requests waiting for a prefill batch / a decode slot")),
+    ("util-p", N_("Prefill NPU busy"), "%", "util_prefill", C.pct, N_("busy fraction of the prefill pool")),
+    ("util-d", N_("Decode NPU busy"), "%", "util_decode", C.pct, N_("busy fraction of the decode pool")),
 )
 
 CHARTS = {
-    "thr": F.StripSpec("Throughput (tokens/s)", "tok/s", (
-        F.Series("input_tps", "input", T.BLUE), F.Series("output_tps", "output", T.ORANGE, axis="y2")),
-        y2_title="output tok/s"),
-    "ttft": F.StripSpec("Time to first token (s)", "s", (
-        F.Series("ttft_p50_ms", "p50", T.TEAL, scale=1e-3), F.Series("ttft_p99_ms", "p99", T.RED, scale=1e-3, dash="dot"))),
-    "tpot": F.StripSpec("Time per output token (ms)", "ms", (
-        F.Series("tpot_p50_ms", "p50", T.PURPLE), F.Series("tpot_p99_ms", "p99", T.PINK, dash="dot"))),
-    "util": F.StripSpec("NPU busy by pool (%)", "%", (
-        F.Series("util_prefill", "prefill", T.TEAL, scale=100), F.Series("util_decode", "decode", T.PURPLE, scale=100)),
+    "thr": F.StripSpec(N_("Throughput (tokens/s)"), "tok/s", (
+        F.Series("input_tps", N_("input"), T.BLUE), F.Series("output_tps", N_("output"), T.ORANGE, axis="y2")),
+        y2_title=N_("output tok/s")),
+    "ttft": F.StripSpec(N_("Time to first token (s)"), "s", (
+        F.Series("ttft_p50_ms", N_("p50"), T.TEAL, scale=1e-3), F.Series("ttft_p99_ms", N_("p99"), T.RED, scale=1e-3, dash="dot"))),
+    "tpot": F.StripSpec(N_("Time per output token (ms)"), "ms", (
+        F.Series("tpot_p50_ms", N_("p50"), T.PURPLE), F.Series("tpot_p99_ms", N_("p99"), T.PINK, dash="dot"))),
+    "util": F.StripSpec(N_("NPU busy by pool (%)"), "%", (
+        F.Series("util_prefill", N_("prefill"), T.TEAL, scale=100), F.Series("util_decode", N_("decode"), T.PURPLE, scale=100)),
         y_range=(0, 105)),
-    "slo": F.StripSpec("SLO attainment and cache hits (%)", "%", (
-        F.Series("slo_attainment", "SLO met", T.GREEN, scale=100),
-        F.Series("token_hit_ratio", "token hits", T.YELLOW, scale=100, dash="dot")), y_range=(0, 105)),
-    "req": F.StripSpec("Requests", "requests", (
-        F.Series("in_flight", "in flight", T.BLUE), F.Series("queue_prefill", "queued prefill", T.ORANGE),
-        F.Series("queue_decode", "queued decode", T.PURPLE))),
+    "slo": F.StripSpec(N_("SLO attainment and cache hits (%)"), "%", (
+        F.Series("slo_attainment", N_("SLO met"), T.GREEN, scale=100),
+        F.Series("token_hit_ratio", N_("token hits"), T.YELLOW, scale=100, dash="dot")), y_range=(0, 105)),
+    "req": F.StripSpec(N_("Requests"), N_("requests"), (
+        F.Series("in_flight", N_("in flight"), T.BLUE), F.Series("queue_prefill", N_("queued prefill"), T.ORANGE),
+        F.Series("queue_decode", N_("queued decode"), T.PURPLE))),
 }
 
 
 def layout(**_kwargs):
-    cards = [C.kpi(f"{P}-{sfx}", label, unit, source="sim", hint=hint) for sfx, label, unit, *_r, hint in KPIS]
+    cards = [C.kpi(f"{P}-{sfx}", _(label), unit, source="sim", hint=_(hint)) for sfx, label, unit, *_r, hint in KPIS]
     charts = [html.Div(C.graph(f"{P}-{name}-chart", F.empty_figure(spec.title), 230), className="chart")
               for name, spec in CHARTS.items()]
     return html.Div([
         *page_stores(P),
-        C.page_header("Overview", "The twin serving DeepSeek-R1 live: throughput, latency, cache and load. "
-                      "Every number here is simulated by the running engine.",
+        C.page_header(_("Overview"), _("The twin serving DeepSeek-R1 live: throughput, latency, cache and load. "
+                                        "Every number here is simulated by the running engine."),
                       html.Div(id=f"{P}-scenario", className="scenario-line")),
         teach.intro(**_kwargs),
         html.Div(cards, className="kpi-grid"),
         html.Div(charts, className="chart-grid"),
-        C.panel(html.Div(id=f"{P}-events", className="events"), "Recent engine events", "sim"),
+        C.panel(html.Div(id=f"{P}-events", className="events"), _("Recent engine events"), "sim"),
     ])
 
 
@@ -83,7 +85,7 @@ def _kpi_values(k: dict) -> list[str]:
 
 
 def _events(snap) -> list:
-    return C.events(list(snap.events or ())[-8:][::-1], "no events yet")
+    return C.events(list(snap.events or ())[-8:][::-1], _("no events yet"))
 
 
 @page_tick(P, {
@@ -99,7 +101,8 @@ def tick(t: Tick) -> dict:
         return {}
     snap = t.snap
     figs, exts = zip(*(t.strip(spec) for spec in CHARTS.values()))
-    scen = (f"{snap.scenario} · {snap.deployment} on {snap.system.title} · seed {snap.seed}"
+    scen = (_("%(scenario)s · %(deployment)s on %(system)s · seed %(seed)s") % {
+        "scenario": snap.scenario, "deployment": snap.deployment, "system": snap.system.title, "seed": snap.seed}
             if t.mode == "full" else no_update)
     return {"kpis": _kpi_values(getattr(snap, "kpis", {}) or {}), "figs": list(figs), "exts": list(exts),
             "events": _events(snap), "scenario": scen}

@@ -19,8 +19,10 @@ from twin.ui import topolive as TL
 from twin.ui import topostyle as TS
 from twin.ui import topoview as TV
 from twin.ui.live import Tick, page_stores, page_tick, twin_for
+from twin.ui import lang as Lg
+from twin.ui.lang import N_
 
-dash.register_page(__name__, path="/topology", name="Topology", title="Topology · CloudMatrix Twin", order=1)
+dash.register_page(__name__, path="/topology", name=N_("Topology"), title=Lg.title("Topology"), order=1)
 
 P = "topo"
 HINT = "Click an element to see its live numbers."

@@ -10,8 +10,10 @@ from twin.ui import guard as G
 from twin.ui import tradeoffs as TO
 from twin.ui import figures as F
 from twin.ui.live import Tick, page_stores, page_tick
+from twin.ui import lang as Lg
+from twin.ui.lang import N_
 
-dash.register_page(__name__, path="/tradeoffs", name="Trade-offs", title="Trade-offs · CloudMatrix Twin",
+dash.register_page(__name__, path="/tradeoffs", name=N_("Trade-offs"), title=Lg.title("Trade-offs"),
                    order=4)
 
 P = "to"

@@ -12,8 +12,10 @@ from twin.ui import figures as F
 from twin.ui import theme as T
 from twin.ui import topolive as TL
 from twin.ui.live import Tick, page_stores, page_tick
+from twin.ui import lang as Lg
+from twin.ui.lang import N_
 
-dash.register_page(__name__, path="/traffic", name="Traffic", title="Traffic · CloudMatrix Twin", order=2)
+dash.register_page(__name__, path="/traffic", name=N_("Traffic"), title=Lg.title("Traffic"), order=2)
 
 P = "tr"
 STRIPS = ("scaleup", "rdma", "vpc")

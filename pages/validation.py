@@ -10,8 +10,10 @@ from dash import html
 
 from twin.ui import components as C
 from twin.validate import predictions, rows as validation_rows
+from twin.ui import lang as Lg
+from twin.ui.lang import N_
 
-dash.register_page(__name__, path="/validation", name="Validation", title="Validation · CloudMatrix Twin",
+dash.register_page(__name__, path="/validation", name=N_("Validation"), title=Lg.title("Validation"),
                    order=5)
 
 P = "va"

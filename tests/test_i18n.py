@@ -22,6 +22,8 @@ CONVERTED = (
     ("twin.ui.teach:intro", {}),
     ("twin.ui.teach:tools", {}),
     ("twin.ui.teach:banner", {}),
+    ("app:serve_layout", {}),
+    ("pages.overview", {}),
 ) + tuple(("pages.lessons", {"lesson": les, "step": str(n)})
           for les, n in (("prefill-decode", 1), ("prefill-decode", 2), ("kv-cache", 1), ("kv-cache", 2),
                          ("expert-parallel", 1), ("expert-parallel", 2), ("pipelining", 1), ("pipelining", 2),
@@ -30,7 +32,7 @@ CONVERTED = (
 VISIBLE_PROPS = ("children", "title", "placeholder", "label")
 SKIP_CLASS = "i18n-skip"            # citations and shell commands: shown as they are in every language
 # Latin words that are names, not English text (products, units, acronyms spelled in lower case)
-NAMES = {"Gbps", "Ascend", "Kunpeng", "Qingtian"}
+NAMES = {"Gbps", "Ascend", "Kunpeng", "Qingtian", "Twin", "Mooncake", "Azure"}   # + the brand, trace formats
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_./-]*")
 
 

@@ -23,8 +23,11 @@ from babel.messages.pofile import read_po, write_po
 from . import BABEL_LOCALE, DOMAIN, LANGS, LOCALE_DIR, po_path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py")   # converted to the catalogs
-KEYWORDS = {"_": None}
+SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # converted to the catalogs
+           "app.py", "twin/ui/components.py", "twin/ui/figures.py", "pages/overview.py", "pages/topology.py",
+           "pages/traffic.py", "pages/cache.py", "pages/failures.py", "pages/tradeoffs.py",
+           "pages/validation.py", "pages/cloud.py")
+KEYWORDS = {"_": None, "N_": None}
 POT = LOCALE_DIR / f"{DOMAIN}.pot"
 _NAMES = re.compile(r"%\((\w+)\)s")
 

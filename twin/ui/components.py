@@ -6,18 +6,20 @@ from dash import dcc, html
 from twin import session as S
 from twin.tracestore import UPLOAD_MAX_BYTES, names
 
+from .lang import N_, _
+
 # How a number was obtained (design convention 4): shown as a small tag next to it.
 PROVENANCE = {
-    "sim": ("simulated", "Measured in the running discrete-event simulation (SimPy engine)"),
-    "model": ("model", "Computed by the calibrated operator-level performance model (twin.perf)"),
-    "paper": ("paper", "Published value from the CloudMatrix384 / CloudMatrix-Infer paper"),
-    "config": ("config", "Set in the catalog or by the controls"),
+    "sim": (N_("simulated"), N_("Measured in the running discrete-event simulation (SimPy engine)")),
+    "model": (N_("model"), N_("Computed by the calibrated operator-level performance model (twin.perf)")),
+    "paper": (N_("paper"), N_("Published value from the CloudMatrix384 / CloudMatrix-Infer paper")),
+    "config": (N_("config"), N_("Set in the catalog or by the controls")),
 }
 
 
 def tag(kind: str) -> html.Span:
     text, title = PROVENANCE[kind]
-    return html.Span(text, className=f"tag tag-{kind}", title=title)
+    return html.Span(_(text), className=f"tag tag-{kind}", title=_(title))
 
 
 def kpi(id_: str, label: str, unit: str = "", source: str = "sim", hint: str = "") -> html.Div:
@@ -44,8 +46,8 @@ def graph(id_: str, figure: dict, height: int = 230) -> dcc.Graph:
                      style={"height": f"{height}px"})
 
 
-def badge(ok: bool, text_ok: str = "PASS", text_bad: str = "FAIL") -> html.Span:
-    return html.Span(text_ok if ok else text_bad, className="badge " + ("badge-ok" if ok else "badge-bad"))
+def badge(ok: bool, text_ok: str = N_("PASS"), text_bad: str = N_("FAIL")) -> html.Span:
+    return html.Span(_(text_ok if ok else text_bad), className="badge " + ("badge-ok" if ok else "badge-bad"))
 
 
 def page_header(title: str, lede: str, extra=None) -> html.Div:
@@ -95,7 +97,7 @@ def pct(v) -> str:
 
 def trace_options() -> list[dict]:
     """The Trace list: the scenario's own workload, then every named trace (no paths)."""
-    return [{"label": "scenario's workload", "value": ""}] + [{"label": n, "value": n} for n in names()]
+    return [{"label": _("scenario's workload"), "value": ""}] + [{"label": n, "value": n} for n in names()]
 
 
 def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
@@ -106,90 +108,92 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
     label, and the server answers a bad value with a message naming it."""
     scen_opts = [{"label": s["name"], "value": s["name"], "title": s.get("description", "")}
                  for s in scenarios]
-    dep_opts = [{"label": "scenario's deployment", "value": ""}] + [
+    dep_opts = [{"label": _("scenario's deployment"), "value": ""}] + [
         {"label": d, "value": d} for d in deployments]
     live_row = html.Div([
         html.Div([
-            html.Button("Pause", id="ctl-play", className="btn btn-primary", n_clicks=0,
-                        title="Play or pause the twin you are viewing"),
+            html.Button(_("Pause"), id="ctl-play", className="btn btn-primary", n_clicks=0,
+                        title=_("Play or pause the twin you are viewing")),
         ], className="ctl-group"),
         html.Div([
-            html.Span("Speed", className="ctl-label"),
-            html.Div([html.Button("max" if v == "max" else f"{v}×", id={"type": "ctl-speed-btn", "index": str(v)},
+            html.Span(_("Speed"), className="ctl-label"),
+            html.Div([html.Button(_("max") if v == "max" else f"{v}×", id={"type": "ctl-speed-btn", "index": str(v)},
                                   className="pill", n_clicks=0,
-                                  title=("as fast as possible" if v == "max" else f"{v} times real time"))
+                                  title=(_("as fast as possible") if v == "max" else _("%(v)s times real time") % {"v": v}))
                       for v in S.SPEED_PRESETS], className="pills", id="ctl-speed"),
             html.Div(dcc.Input(id="ctl-speed-custom", type="number", step=1,
                                debounce=True, placeholder=f"{S.SPEED_MIN:g}–{S.SPEED_MAX:g}×",
                                className="num-input"),
-                     title=f"Custom speed: {S.SPEED_MIN:g} to {S.SPEED_MAX:g} times real time (Enter to apply)"),
+                     title=_("Custom speed: %(lo)s to %(hi)s times real time (Enter to apply)") % {
+                         "lo": f"{S.SPEED_MIN:g}", "hi": f"{S.SPEED_MAX:g}"}),
         ], className="ctl-group"),
         html.Div([
-            html.Span("Load", className="ctl-label",
-                      title="Offered load as a fraction of the deployment's capacity (synthetic workloads)"),
+            html.Span(_("Load"), className="ctl-label",
+                      title=_("Offered load as a fraction of the deployment's capacity (synthetic workloads)")),
             html.Div([html.Button(f"{v}%", id={"type": "ctl-load-btn", "index": str(v)}, className="pill",
-                                  n_clicks=0, title=f"arrivals at {v}% of the deployment's capacity")
+                                  n_clicks=0, title=_("arrivals at %(v)s%% of the deployment's capacity") % {"v": v})
                       for v in S.LOAD_PRESETS], className="pills", id="ctl-load"),
             html.Div(dcc.Input(id="ctl-load-custom", type="number", step=1, debounce=True,
                                placeholder=f"{S.LOAD_MIN * 100:g}–{S.LOAD_MAX * 100:g}%",
                                className="num-input"),
-                     title=f"Custom load: {S.LOAD_MIN * 100:g} to {S.LOAD_MAX * 100:g} % of capacity "
-                           "(Enter to apply)"),
+                     title=_("Custom load: %(lo)s to %(hi)s %% of capacity (Enter to apply)") % {
+                         "lo": f"{S.LOAD_MIN * 100:g}", "hi": f"{S.LOAD_MAX * 100:g}"}),
         ], className="ctl-group", id="ctl-load-wrap"),
         html.Div([
             html.Span(id="ctl-status-state", className="state-pill"),
-            html.Span(id="ctl-status-time", className="status-num", title="simulated time"),
+            html.Span(id="ctl-status-time", className="status-num", title=_("simulated time")),
             html.Span(id="ctl-status-speed", className="status-num",
-                      title="set speed / achieved speed (sim seconds per wall second)"),
+                      title=_("set speed / achieved speed (sim seconds per wall second)")),
         ], className="ctl-group ctl-status"),
     ], className="ctl-row")
 
     setup_row = html.Details([
-        html.Summary([html.Span("Scenario & twin", className="summary-title"),
+        html.Summary([html.Span(_("Scenario & twin"), className="summary-title"),
                       html.Span(id="ctl-status-scenario", className="summary-note")]),
         html.Div([
             html.Div([
-                html.Label("Scenario", htmlFor="ctl-scenario", className="ctl-label"),
+                html.Label(_("Scenario"), htmlFor="ctl-scenario", className="ctl-label"),
                 dcc.Dropdown(id="ctl-scenario", options=scen_opts, value="default", clearable=False,
                              className="dd dd-wide"),
             ], className="field"),
             html.Div([
-                html.Label("Deployment", htmlFor="ctl-deployment", className="ctl-label"),
+                html.Label(_("Deployment"), htmlFor="ctl-deployment", className="ctl-label"),
                 dcc.Dropdown(id="ctl-deployment", options=dep_opts, value="", clearable=False,
                              className="dd dd-wide"),
             ], className="field"),
             html.Div([
-                html.Label("Trace", htmlFor="ctl-trace", className="ctl-label"),
+                html.Label(_("Trace"), htmlFor="ctl-trace", className="ctl-label"),
                 html.Div([
                     dcc.Dropdown(id="ctl-trace", options=trace_options(), value="", clearable=False,
                                  className="dd dd-wide"),
-                    dcc.Upload(html.Button("Upload…", className="btn btn-small", n_clicks=0),
+                    dcc.Upload(html.Button(_("Upload…"), className="btn btn-small", n_clicks=0),
                                id="ctl-trace-upload", max_size=UPLOAD_MAX_BYTES, multiple=False,
                                className="upload"),
                 ], className="trace-pick",
-                    title="A trace the twin ships or the operator registered, or upload your own "
-                          f"(Mooncake JSONL, Azure or BurstGPT CSV; at most {UPLOAD_MAX_BYTES // 2**20} MB, "
-                          "checked and kept in memory; only you see it in this list)"),
+                    title=_("A trace the twin ships or the operator registered, or upload your own (Mooncake "
+                            "JSONL, Azure or BurstGPT CSV; at most %(mb)s MB, checked and kept in memory; "
+                            "only you see it in this list)") % {"mb": UPLOAD_MAX_BYTES // 2**20}),
             ], className="field"),
             html.Div([
-                html.Label(f"Seed ({S.SEED_MIN}–{S.SEED_MAX})", htmlFor="ctl-seed", className="ctl-label"),
+                html.Label(_("Seed") + f" ({S.SEED_MIN}–{S.SEED_MAX})", htmlFor="ctl-seed", className="ctl-label"),
                 dcc.Input(id="ctl-seed", type="number", step=1, value=0,
                           className="num-input num-wide"),
             ], className="field"),
-            html.Button("Apply & reset", id="ctl-reset", className="btn", n_clicks=0,
-                        title="Restart the viewed twin with these settings (the running twin is kept "
-                              "if they are invalid)"),
+            html.Button(_("Apply & reset"), id="ctl-reset", className="btn", n_clicks=0,
+                        title=_("Restart the viewed twin with these settings (the running twin is kept "
+                                "if they are invalid)")),
             html.Div(className="ctl-sep"),
             html.Div([
-                html.Button("Open private sandbox", id="ctl-sandbox", className="btn", n_clicks=0,
-                            title=f"Your own twin, not shared (one per browser, at most {S.MAX_SANDBOXES} at "
-                                  f"once; freed after {S.SANDBOX_TTL_S / 60:.0f} min without an action)"),
-                html.Button("Back to shared twin", id="ctl-shared", className="btn", n_clicks=0),
+                html.Button(_("Open private sandbox"), id="ctl-sandbox", className="btn", n_clicks=0,
+                            title=_("Your own twin, not shared (one per browser, at most %(n)s at once; freed "
+                                    "after %(min)s min without an action)") % {
+                                "n": S.MAX_SANDBOXES, "min": f"{S.SANDBOX_TTL_S / 60:.0f}"}),
+                html.Button(_("Back to shared twin"), id="ctl-shared", className="btn", n_clicks=0),
             ], className="field field-row"),
             html.Div([
-                dcc.Input(id="ctl-token-input", type="password", placeholder="instructor token",
+                dcc.Input(id="ctl-token-input", type="password", placeholder=_("instructor token"),
                           className="text-input", debounce=True, autoComplete="off"),
-                html.Button("Unlock", id="ctl-unlock", className="btn", n_clicks=0),
+                html.Button(_("Unlock"), id="ctl-unlock", className="btn", n_clicks=0),
             ], className="field field-row", id="ctl-token-wrap"),
         ], className="setup-grid"),
     ], className="ctl-setup", id="ctl-setup")
@@ -202,7 +206,7 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
             html.Div(id="ctl-lock-note", className="lock-note"),
         ], className="ctl-feedback"),
         html.Details([
-            html.Summary([html.Span("Shared actions", className="summary-title"),
+            html.Summary([html.Span(_("Shared actions"), className="summary-title"),
                           html.Span(id="ctl-log-last", className="summary-note")]),
             html.Div(id="ctl-log", className="action-log"),
         ], className="ctl-log-wrap", id="ctl-log-details"),

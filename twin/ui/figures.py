@@ -11,6 +11,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from . import theme
+from .lang import _
 
 HISTORY_POINTS = 600    # points kept on a strip chart (the snapshot history is bounded too)
 
@@ -67,7 +68,7 @@ def strip_figure(spec: StripSpec, hist: dict | None, height: int = 230) -> dict:
     xs = _times(hist, lo)
     data = []
     for s in spec.series:
-        tr = {"type": "scatter", "mode": "lines", "name": s.label, "x": xs,
+        tr = {"type": "scatter", "mode": "lines", "name": _(s.label), "x": xs,
               "y": _values(hist, s.key, lo, s.scale),
               "line": {"color": s.colour, "width": 1.6, "dash": s.dash},
               "hovertemplate": "%{y:.4g}"}
@@ -77,14 +78,14 @@ def strip_figure(spec: StripSpec, hist: dict | None, height: int = 230) -> dict:
             tr["fill"] = "tozeroy"
             tr["fillcolor"] = s.colour + "22"
         data.append(tr)
-    over = {"title": {"text": spec.title}, "height": height,
-            "xaxis": {"title": {"text": "sim time (s)", "font": {"size": 11, "color": theme.MUTED}}},
-            "yaxis": {"title": {"text": spec.y_title, "font": {"size": 11, "color": theme.MUTED}}}}
+    over = {"title": {"text": _(spec.title)}, "height": height,
+            "xaxis": {"title": {"text": _("sim time (s)"), "font": {"size": 11, "color": theme.MUTED}}},
+            "yaxis": {"title": {"text": _(spec.y_title), "font": {"size": 11, "color": theme.MUTED}}}}
     if spec.y_range:
         over["yaxis"]["range"] = list(spec.y_range)
         over["yaxis"]["rangemode"] = "normal"
     if spec.y2_title:
-        over["yaxis2"] = {"title": {"text": spec.y2_title, "font": {"size": 11, "color": theme.MUTED}},
+        over["yaxis2"] = {"title": {"text": _(spec.y2_title), "font": {"size": 11, "color": theme.MUTED}},
                           "overlaying": "y", "side": "right", "gridcolor": "rgba(0,0,0,0)",
                           "rangemode": "tozero"}
         over["margin"] = {"l": 56, "r": 56, "t": 34, "b": 40}
@@ -117,9 +118,10 @@ def last_t(hist: dict | None) -> float | None:
     return float(ts[-1]) if ts else None
 
 
-def empty_figure(title: str = "", message: str = "waiting for the twin...", height: int = 230) -> dict:
+def empty_figure(title: str = "", message: str | None = None, height: int = 230) -> dict:
+    message = _("waiting for the twin...") if message is None else message
     return {"data": [], "layout": theme.base_layout(
-        title={"text": title}, height=height,
+        title={"text": _(title)}, height=height,
         xaxis={"visible": False}, yaxis={"visible": False},
         annotations=[{"text": message, "showarrow": False, "xref": "paper", "yref": "paper",
                       "x": 0.5, "y": 0.5, "font": {"color": theme.MUTED, "size": 14}}])}
@@ -133,12 +135,12 @@ def heatmap_figure(matrix, labels: list[str], title: str, unit: str = "GB/s", he
                       "colorscale": [[0, "#16202e"], [0.15, "#1c3d5a"], [0.4, "#1f77b4"],
                                      [0.7, "#fab005"], [1.0, "#e03131"]],
                       "zmin": 0, "colorbar": {"title": {"text": unit}, "thickness": 12},
-                      "hovertemplate": "src %{y} → dst %{x}<br>%{z:.3g} " + unit + "<extra></extra>"}],
+                      "hovertemplate": _("src %{y} → dst %{x}") + "<br>%{z:.3g} " + unit + "<extra></extra>"}],
             "layout": theme.base_layout(
                 title={"text": title}, height=height, hovermode="closest",
                 margin={"l": 48, "r": 10, "t": 34, "b": 40},
-                xaxis={"title": {"text": "destination node"}, "tickfont": {"size": 9}, "showgrid": False},
-                yaxis={"title": {"text": "source node"}, "tickfont": {"size": 9}, "autorange": "reversed",
+                xaxis={"title": {"text": _("destination node")}, "tickfont": {"size": 9}, "showgrid": False},
+                yaxis={"title": {"text": _("source node")}, "tickfont": {"size": 9}, "autorange": "reversed",
                        "showgrid": False, "rangemode": "normal"})}
 
 

@@ -1,0 +1,28 @@
+"""UI text in the viewer's language: `_("...")` translates a catalog message into the language of
+the current request (`?lang=`, else the `twin_lang` cookie, else English; see `teach`), so layouts
+and callbacks alike render in the viewer's language. `N_` only marks a module-level string for
+extraction (`python -m twin.i18n update`); translate it with `_` where it is shown."""
+from __future__ import annotations
+
+from twin import i18n as I
+
+from .teach import request_lang
+
+
+def _(msgid: str) -> str:
+    """The message in the viewer's language ('' stays '': gettext would return the catalog header)."""
+    return I.gettext(request_lang())(msgid) if msgid else msgid
+
+
+def N_(msgid: str) -> str:
+    return msgid
+
+
+def num(value, digits: int = 0) -> str:
+    """A number in the viewer's locale format (see `twin.i18n.number`)."""
+    return I.number(value, request_lang(), digits)
+
+
+def title(name: str):
+    """A page's browser-tab title in the viewer's language (Dash calls it on every navigation)."""
+    return lambda **_kw: f"{_(name)} · CloudMatrix Twin"
