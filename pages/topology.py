@@ -20,53 +20,60 @@ from twin.ui import topostyle as TS
 from twin.ui import topoview as TV
 from twin.ui.live import Tick, page_stores, page_tick, twin_for
 from twin.ui import lang as Lg
-from twin.ui.lang import N_
+from twin.ui.lang import N_, _
 
 dash.register_page(__name__, path="/topology", name=N_("Topology"), title=Lg.title("Topology"), order=1)
 
 P = "topo"
-HINT = "Click an element to see its live numbers."
+HINT = N_("Click an element to see its live numbers.")
 
 
 def help_text(info, kind: str) -> str:
     """How to read a view, for the system on screen."""
-    s = info.topology.system
     if info.supernode:
         return {
-            TV.AGG: (f"The whole supernode: {s.nodes} nodes in {s.compute_racks} compute racks. Every node has "
-                     f"an L1 UB switch chip for each of the {s.subplanes} UB sub-planes, and each L1 connects "
-                     f"optically to all {s.l2_per_subplane} L2 chips of its sub-plane: that is why every NPU "
-                     "reaches every other at nearly the same bandwidth (a flat network), which MoE all-to-all "
-                     "traffic needs. RDMA (orange, below) and VPC (green, right) are the scale-out and "
-                     "datacenter planes. Click a node or a sub-plane to open it."),
-            "node": (f"One node: {s.npus_per_node} NPUs ({info.topology.dies_per_package()} dies each), "
-                     f"{s.cpus_per_node} Kunpeng CPUs and {s.l1_per_node} L1 UB switches. Each die has links "
-                     "to every L1 chip; the L1 chips lead to the sub-planes above. NICs below carry RDMA. "
-                     "Border colour = pool (teal prefill, purple decode). Click anything for its numbers."),
-            "subplane": (f"One UB sub-plane: its {s.l2_per_subplane} L2 switch chips (inner ring) and the L1 "
-                         "chip of every node that belongs to it (outer ring, labelled by node). Every line is "
-                         "one optical link: each node reaches every L2 chip directly, so any two nodes are two "
-                         "switch hops apart. Click a link or a chip."),
-        }[kind]
+            TV.AGG: _("The whole supernode: %(nodes)s nodes in %(racks)s compute racks. Every node has "
+                      "an L1 UB switch chip for each of the %(subplanes)s UB sub-planes, and each L1 connects "
+                      "optically to all %(l2)s L2 chips of its sub-plane: that is why every NPU "
+                      "reaches every other at nearly the same bandwidth (a flat network), which MoE all-to-all "
+                      "traffic needs. RDMA (orange, below) and VPC (green, right) are the scale-out and "
+                      "datacenter planes. Click a node or a sub-plane to open it."),
+            "node": _("One node: %(npus)s NPUs (%(dies)s dies each), "
+                      "%(cpus)s Kunpeng CPUs and %(l1)s L1 UB switches. Each die has links "
+                      "to every L1 chip; the L1 chips lead to the sub-planes above. NICs below carry RDMA. "
+                      "Border colour = pool (teal prefill, purple decode). Click anything for its numbers."),
+            "subplane": _("One UB sub-plane: its %(l2)s L2 switch chips (inner ring) and the L1 "
+                          "chip of every node that belongs to it (outer ring, labelled by node). Every line is "
+                          "one optical link: each node reaches every L2 chip directly, so any two nodes are two "
+                          "switch hops apart. Click a link or a chip."),
+        }[kind] % _help_args(info)
     return {
-        TV.AGG: (f"The whole GPU cluster: {s.nodes} servers of {s.npus_per_node} GPUs. Inside a server the "
-                 "GPUs share an NVSwitch (NVLink); between servers every byte crosses the RDMA fabric "
-                 "(orange: a leaf switch per rack under a spine), so expert all-to-all pays the scale-out "
-                 "bandwidth that a supernode's flat scale-up fabric avoids. VPC (green) reaches the datacenter. "
-                 "Click a server to open it."),
-        "node": (f"One server: {s.npus_per_node} GPUs on one NVSwitch (NVLink), {s.cpus_per_node} host CPUs, "
-                 "one RDMA NIC per GPU below. Border colour = pool (teal prefill, purple decode). Click "
-                 "anything for its numbers."),
-    }.get(kind, "")
+        TV.AGG: _("The whole GPU cluster: %(nodes)s servers of %(npus)s GPUs. Inside a server the "
+                  "GPUs share an NVSwitch (NVLink); between servers every byte crosses the RDMA fabric "
+                  "(orange: a leaf switch per rack under a spine), so expert all-to-all pays the scale-out "
+                  "bandwidth that a supernode's flat scale-up fabric avoids. VPC (green) reaches the datacenter. "
+                  "Click a server to open it."),
+        "node": _("One server: %(npus)s GPUs on one NVSwitch (NVLink), %(cpus)s host CPUs, "
+                  "one RDMA NIC per GPU below. Border colour = pool (teal prefill, purple decode). Click "
+                  "anything for its numbers."),
+    }.get(kind, "") % _help_args(info)
+
+
+def _help_args(info) -> dict:
+    """The numbers the help texts name (a GPU cluster has no UB: its fields are absent)."""
+    s = info.topology.system
+    keys = {"nodes": "nodes", "racks": "compute_racks", "subplanes": "subplanes", "l2": "l2_per_subplane",
+            "npus": "npus_per_node", "cpus": "cpus_per_node", "l1": "l1_per_node"}
+    return {k: getattr(s, a, "") for k, a in keys.items()} | {"dies": info.topology.dies_per_package()}
 
 
 def _legend() -> html.Div:
     sw = [html.Span([html.Span(className="swatch", style={"background": c}), txt])
-          for c, txt in zip(T.UTIL_STOPS, ("idle", "<20 %", "20–40 %", "40–60 %", "60–80 %", ">80 %"))]
-    return html.Div([html.Span("utilisation:")] + sw + [
-        html.Span([html.Span(className="swatch", style={"background": "#ff4d4f"}), "down (dashed)"]),
-        html.Span([html.Span(className="swatch", style={"background": T.TEAL}), "prefill"]),
-        html.Span([html.Span(className="swatch", style={"background": T.PURPLE}), "decode"]),
+          for c, txt in zip(T.UTIL_STOPS, (_("idle"), "<20 %", "20–40 %", "40–60 %", "60–80 %", ">80 %"))]
+    return html.Div([html.Span(_("utilisation:"))] + sw + [
+        html.Span([html.Span(className="swatch", style={"background": "#ff4d4f"}), _("down (dashed)")]),
+        html.Span([html.Span(className="swatch", style={"background": T.TEAL}), _("prefill")]),
+        html.Span([html.Span(className="swatch", style={"background": T.PURPLE}), _("decode")]),
     ], className="legend")
 
 
@@ -77,9 +84,9 @@ def layout(view: str | None = None, **_kwargs):
         dcc.Store(id=f"{P}-view", data=G.ident(view) or TV.AGG),
         dcc.Store(id=f"{P}-sel"),
         dcc.Store(id=f"{P}-live"),
-        C.page_header("Topology", html.Span(id=f"{P}-caption"), _legend()),
+        C.page_header(_("Topology"), html.Span(id=f"{P}-caption"), _legend()),
         html.Div([
-            html.Button("◀ Whole system", id=f"{P}-back", className="btn", n_clicks=0),
+            html.Button(_("◀ Whole system"), id=f"{P}-back", className="btn", n_clicks=0),
             html.Span(id=f"{P}-crumbs", className="crumbs"),
             html.Div(dcc.Dropdown(id=f"{P}-select", options=[], value=None, clearable=False,
                                   className="dd dd-wide"), style={"marginLeft": "auto"}),
@@ -87,10 +94,10 @@ def layout(view: str | None = None, **_kwargs):
         html.Div([
             html.Div(_canvas(), id=f"{P}-cy-wrap", className="panel topo-wrap"),
             html.Div([
-                C.panel([html.Div(html.Div(HINT, className="hint"), id=f"{P}-stats", className="stats"),
-                         dcc.Link("Break this part →", id=f"{P}-break", href="/failures", className="break-link",
-                                  style={"display": "none"})], "Selected", "sim"),
-                C.panel(html.P(id=f"{P}-help", className="hint"), "How to read this view"),
+                C.panel([html.Div(html.Div(_(HINT), className="hint"), id=f"{P}-stats", className="stats"),
+                         dcc.Link(_("Break this part →"), id=f"{P}-break", href="/failures", className="break-link",
+                                  style={"display": "none"})], _("Selected"), "sim"),
+                C.panel(html.P(id=f"{P}-help", className="hint"), _("How to read this view")),
             ]),
         ], className="two-col"),
     ])
@@ -103,7 +110,7 @@ def _canvas(info=None, v: TV.View | None = None):
 
 
 def caption(info) -> str:
-    return f"{info.title}. Link colour and width follow live utilisation; failed parts are red and dashed."
+    return info.title + _(". Link colour and width follow live utilisation; failed parts are red and dashed.")
 
 
 def _view(info, name: str | None) -> TV.View:
@@ -115,7 +122,7 @@ def _view(info, name: str | None) -> TV.View:
 
 
 def _stats(rows) -> list:
-    return [html.Div([html.Span(k, className="k"), html.Span(v, className="v")], className="row")
+    return [html.Div([html.Span(_(k), className="k"), html.Span(v, className="v")], className="row")
             for k, v in rows]
 
 
@@ -185,7 +192,7 @@ def navigate(node, edge, selected, back, current, choice):
     elif prop.endswith("tapEdgeData") and edge:
         sel = {"kind": "edge", "id": edge["id"], "view": current}
     v = _view(info, target)
-    out = {"sel": sel, "stats": _sel_stats(info, snap, sel) if sel else html.Div(HINT, className="hint")}
+    out = {"sel": sel, "stats": _sel_stats(info, snap, sel) if sel else html.Div(_(HINT), className="hint")}
     if v.name != current:
         out.update(_drawing(info, v), live=TL.live(v, snap))
     return {**dict.fromkeys(DRAWING, no_update), "live": no_update, **out}

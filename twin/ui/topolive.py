@@ -12,12 +12,14 @@ import numpy as np
 
 from twin.engine.snapshot import PLANE_LABEL
 
+from .lang import N_, _
 from .topoview import View
 
-KIND_LABEL = {"die": "NPU die", "cpu": "Kunpeng CPU", "l1": "L1 UB switch", "l2": "L2 UB switch",
-              "rdma_nic": "RDMA NIC", "rdma_switch": "RDMA switch", "vpc_nic": "VPC card (QingTian)",
-              "vpc_switch": "VPC switch", "storage": "object storage", "nvswitch": "NVSwitch",
-              "node": "server node", "subplane": "UB sub-plane", "rack": "rack"}
+KIND_LABEL = {"die": N_("NPU die"), "cpu": N_("Kunpeng CPU"), "l1": N_("L1 UB switch"), "l2": N_("L2 UB switch"),
+              "rdma_nic": N_("RDMA NIC"), "rdma_switch": N_("RDMA switch"), "vpc_nic": N_("VPC card (QingTian)"),
+              "vpc_switch": N_("VPC switch"), "storage": N_("object storage"), "nvswitch": "NVSwitch",
+              "node": N_("server node"), "subplane": N_("UB sub-plane"), "rack": N_("rack")}
+N_("die-to-die")      # the one English word of PLANE_LABEL (translated where shown)
 
 
 def _capacity(v: View, snap) -> np.ndarray:
@@ -108,15 +110,15 @@ def _edge_rows(v: View, j: int, util: np.ndarray, cap: np.ndarray) -> list[tuple
     m = v.edge_members[j]
     u = util[m]
     a, b = v.edge_ends[j]
-    rows = [("link", f"{a} ↔ {b}"), ("plane", PLANE_LABEL.get(v.edge_plane[j], v.edge_plane[j])),
-            ("physical links", f"{len(m)}" + (" (optical)" if la.optical[m].any() else " (electrical)")),
-            ("capacity", f"{la.base_gbps[m].sum():,.1f} GB/s one way"),
-            ("live capacity", f"{cap[m].sum():,.1f} GB/s"),
-            ("utilisation mean / max", f"{u.mean() * 100:.1f} % / {u.max() * 100:.1f} %"),
-            ("traffic", f"{(u * la.base_gbps[m]).sum():,.2f} GB/s")]
+    rows = [(N_("link"), f"{a} ↔ {b}"), (N_("plane"), PLANE_LABEL.get(v.edge_plane[j], v.edge_plane[j])),
+            (N_("physical links"), f"{len(m)} " + (_("(optical)") if la.optical[m].any() else _("(electrical)"))),
+            (N_("capacity"), f"{la.base_gbps[m].sum():,.1f} GB/s " + _("one way")),
+            (N_("live capacity"), f"{cap[m].sum():,.1f} GB/s"),
+            (N_("utilisation mean / max"), f"{u.mean() * 100:.1f} % / {u.max() * 100:.1f} %"),
+            (N_("traffic"), f"{(u * la.base_gbps[m]).sum():,.2f} GB/s")]
     down = int((cap[m] <= 0).sum())
     if down:
-        rows.append(("links down", f"{down} of {len(m)}"))
+        rows.append((N_("links down"), f"{down} / {len(m)}"))
     return rows
 
 
@@ -125,22 +127,22 @@ def element_stats(v: View, snap, kind: str, id_: str) -> list[tuple[str, str]]:
     util, cap = _util(v, snap), _capacity(v, snap)
     if kind == "edge":
         if id_ not in v.edge_ids:
-            return [("element", f"{id_} (not in this view)")]
+            return [(N_("element"), f"{id_} " + _("(not in this view)"))]
         return _edge_rows(v, v.edge_ids.index(id_), util, cap)
     if id_ not in v.node_ids:
-        return [("element", f"{id_} (not in this view)")]
+        return [(N_("element"), f"{id_} " + _("(not in this view)"))]
     i = v.node_ids.index(id_)
     k = v.node_kind[i]
     label = "GPU" if k == "die" and v.topo.dies_per_package() == 1 else KIND_LABEL.get(k, k)
-    rows = [("element", f"{id_} — {label}")]
+    rows = [(N_("element"), f"{id_} — {_(label)}")]
     dies = v.node_dies[i]
     die_util = np.asarray(getattr(snap, "die_util", np.zeros(0)))
     if len(dies) and len(die_util) > int(dies.max()):
         du = die_util[dies]
         pool = majority(snap.die_pool, dies) if snap.die_pool else ""
-        rows.append(("dies", f"{len(dies)}" + (f" ({pool} pool)" if pool else " (idle)")))
-        peak = f" (max {du.max() * 100:.0f} %)" if len(du) > 1 else ""
-        rows.append(("die busy", f"{du.mean() * 100:.1f} %{peak}"))
+        rows.append((N_("dies"), f"{len(dies)} " + (_("(%(pool)s pool)") % {"pool": _(pool)} if pool else _("(idle)"))))
+        peak = " (" + _("max") + f" {du.max() * 100:.0f} %)" if len(du) > 1 else ""
+        rows.append((N_("die busy"), f"{du.mean() * 100:.1f} %{peak}"))
     by_plane: dict[str, list[int]] = {}
     for j, ends in enumerate(v.edge_ends):
         if id_ in ends:
@@ -148,13 +150,13 @@ def element_stats(v: View, snap, kind: str, id_: str) -> list[tuple[str, str]]:
     base = v.topo.link_arrays().base_gbps
     for plane, eids in sorted(by_plane.items()):
         m = np.array(eids)
-        rows.append((f"{PLANE_LABEL.get(plane, plane)} links here",
-                     f"{len(m)} · {(util[m] * base[m]).sum():,.1f} GB/s · {util[m].mean() * 100:.1f} % busy"))
+        rows.append((_("%(plane)s links here") % {"plane": _(PLANE_LABEL.get(plane, plane))},
+                     f"{len(m)} · {(util[m] * base[m]).sum():,.1f} GB/s · {util[m].mean() * 100:.1f} % " + _("busy")))
     dead = set(getattr(snap, "failed", ()) or ())
     mem = v.members.get(id_, [id_])
     n_dead = sum(1 for x in mem if x in dead)
     if n_dead:
-        rows.append(("failed", f"{n_dead} of {len(mem)} elements"))
+        rows.append((N_("failed"), _("%(n)s of %(total)s elements") % {"n": n_dead, "total": len(mem)}))
     return rows
 
 

@@ -22,6 +22,8 @@ import numpy as np
 from twin.topology import (StaticTopology, kind_of, node_label, node_of, parse, subplane_id, subplane_of,
                            vpc_nic_id)
 
+from .lang import _
+
 AGG = "supernode"       # the whole-system view (named for the supernode; a cluster uses it too)
 
 
@@ -302,16 +304,17 @@ def _agg_positions(t, g, used: list[str]) -> dict[str, tuple[float, float]]:
 
 def view_options(t: StaticTopology) -> list[dict]:
     """The views a picker offers: the whole system, each node, each UB sub-plane (a supernode)."""
-    opts = [{"label": "Whole supernode" if t.kind == "supernode" else "Whole cluster", "value": AGG}]
-    opts += [{"label": f"node {n}", "value": n} for n in t.node_ids()]
-    opts += [{"label": f"UB sub-plane {subplane_of(k)}", "value": k} for k in t.subplane_ids()]
+    opts = [{"label": _("Whole supernode") if t.kind == "supernode" else _("Whole cluster"), "value": AGG}]
+    opts += [{"label": _("node %(n)s") % {"n": n}, "value": n} for n in t.node_ids()]
+    opts += [{"label": _("UB sub-plane %(n)s") % {"n": subplane_of(k)}, "value": k} for k in t.subplane_ids()]
     return opts
 
 
 def crumb(t: StaticTopology, name: str) -> str:
     """Where a view sits, e.g. "Supernode › node n07" or "Cluster › node n03"."""
-    top = "Supernode" if t.kind == "supernode" else "Cluster"
+    top = _("Supernode") if t.kind == "supernode" else _("Cluster")
     kind = view_kind(name)
     if kind == AGG:
         return top
-    return f"{top} › UB sub-plane {subplane_of(name)}" if kind == "subplane" else f"{top} › node {name}"
+    return top + " › " + (_("UB sub-plane %(n)s") % {"n": subplane_of(name)} if kind == "subplane"
+                          else _("node %(n)s") % {"n": name})
