@@ -9,46 +9,47 @@ from twin.ui import figures as F
 from twin.ui import theme as T
 from twin.ui.live import Tick, page_stores, page_tick
 from twin.ui import lang as Lg
-from twin.ui.lang import N_
+from twin.ui.lang import N_, _
 
 dash.register_page(__name__, path="/cache", name=N_("Cache"), title=Lg.title("Cache"), order=3)
 
 P = "ca"
 
 CHARTS = {
-    "hit": F.StripSpec("EMS hit ratio (%)", "%", (
-        F.Series("block_hit_ratio", "blocks", T.YELLOW, scale=100),
-        F.Series("token_hit_ratio", "tokens", T.ORANGE, scale=100, dash="dot")), y_range=(0, 100)),
-    "tier": F.StripSpec("Tier occupancy (GB)", "GB", (
+    "hit": F.StripSpec(N_("EMS hit ratio (%)"), "%", (
+        F.Series("block_hit_ratio", N_("blocks"), T.YELLOW, scale=100),
+        F.Series("token_hit_ratio", N_("tokens"), T.ORANGE, scale=100, dash="dot")), y_range=(0, 100)),
+    "tier": F.StripSpec(N_("Tier occupancy (GB)"), "GB", (
         F.Series("ems_dram_gb", "DRAM", T.BLUE, fill=True), F.Series("ems_ssd_gb", "SSD", T.PURPLE))),
-    "bytes": F.StripSpec("Bytes moved per cache-hit request (MB)", "MB", (
-        F.Series("ub_bytes_per_hit_mb", "per hit", T.TEAL),)),
-    "ttft": F.StripSpec("TTFT p50 with vs without a cache hit (s)", "s", (
-        F.Series("ttft_hit_p50_ms", "with hit", T.GREEN, scale=1e-3),
-        F.Series("ttft_miss_p50_ms", "without", T.RED, scale=1e-3, dash="dot"))),
+    "bytes": F.StripSpec(N_("Bytes moved per cache-hit request (MB)"), "MB", (
+        F.Series("ub_bytes_per_hit_mb", N_("per hit"), T.TEAL),)),
+    "ttft": F.StripSpec(N_("TTFT p50 with vs without a cache hit (s)"), "s", (
+        F.Series("ttft_hit_p50_ms", N_("with hit"), T.GREEN, scale=1e-3),
+        F.Series("ttft_miss_p50_ms", N_("without"), T.RED, scale=1e-3, dash="dot"))),
 }
 
 KPIS = (
-    ("block", "Block hit ratio", "%", "interval: blocks of prompt KV found in EMS"),
-    ("token", "Token hit ratio", "%", "interval: prompt tokens whose KV was found in EMS"),
-    ("total", "Block hits, whole run", "%", "hit blocks / looked-up blocks since the start"),
-    ("dram", "DRAM tier", "GB", "KV blocks held in the pooled CPU DRAM"),
-    ("ssd", "SSD tier", "GB", "KV blocks demoted to SSD"),
-    ("servers", "Cache servers live", "", "EMS servers (CPUs) that are up"),
+    ("block", N_("Block hit ratio"), "%", N_("interval: blocks of prompt KV found in EMS")),
+    ("token", N_("Token hit ratio"), "%", N_("interval: prompt tokens whose KV was found in EMS")),
+    ("total", N_("Block hits, whole run"), "%", N_("hit blocks / looked-up blocks since the start")),
+    ("dram", N_("DRAM tier"), "GB", N_("KV blocks held in the pooled CPU DRAM")),
+    ("ssd", N_("SSD tier"), "GB", N_("KV blocks demoted to SSD")),
+    ("servers", N_("Cache servers live"), "", N_("EMS servers (CPUs) that are up")),
 )
 
 
 def layout(**_kwargs):
     return html.Div([
         *page_stores(P),
-        C.page_header("Context cache (EMS)", "Prompt prefixes seen before are loaded from the Elastic Memory "
-                      "Service (CPU DRAM of the nodes, pooled over the UB plane) instead of being recomputed. "
-                      "A hit costs bytes over UB and saves prefill compute."),
-        html.Div([C.kpi(f"{P}-{k}", label, unit, "sim", hint) for k, label, unit, hint in KPIS],
+        C.page_header(_("Context cache (EMS)"), _("Prompt prefixes seen before are loaded from the Elastic Memory "
+                                                  "Service (CPU DRAM of the nodes, pooled over the UB plane) instead "
+                                                  "of being recomputed. A hit costs bytes over UB and saves prefill "
+                                                  "compute.")),
+        html.Div([C.kpi(f"{P}-{k}", _(label), unit, "sim", _(hint)) for k, label, unit, hint in KPIS],
                  className="kpi-grid"),
         html.Div([html.Div(C.graph(f"{P}-{k}", F.empty_figure(spec.title), 250), className="chart")
                   for k, spec in CHARTS.items()], className="chart-grid grid-2"),
-        C.panel(html.Div(id=f"{P}-totals", className="hint"), "Since the start", "sim"),
+        C.panel(html.Div(id=f"{P}-totals", className="hint"), _("Since the start"), "sim"),
     ])
 
 
@@ -66,12 +67,14 @@ def _kpis(snap) -> list[str]:
 def _totals(snap) -> str:
     c = getattr(snap, "cache", {}) or {}
     if not c:
-        return "This deployment has no EMS cache."
-    parts = [f"{C.fmt(c.get('lookups'))} lookups", f"{C.fmt(c.get('hit_blocks'))} blocks hit "
-             f"({C.fmt(c.get('dram_hit_blocks'))} from DRAM, {C.fmt(c.get('ssd_hit_blocks'))} from SSD)",
-             f"{C.fmt(c.get('miss_blocks'))} missed", f"{C.fmt(c.get('stored_blocks'))} stored",
-             f"{C.fmt(c.get('demoted_blocks'))} demoted", f"{C.fmt(c.get('evicted_blocks'))} evicted",
-             f"{C.fmt(c.get('lost_blocks'))} lost to failures"]
+        return _("This deployment has no EMS cache.")
+    n = {k: C.fmt(c.get(k)) for k in ("lookups", "hit_blocks", "dram_hit_blocks", "ssd_hit_blocks", "miss_blocks",
+                                      "stored_blocks", "demoted_blocks", "evicted_blocks", "lost_blocks")}
+    parts = [_("%(lookups)s lookups") % n,
+             _("%(hit_blocks)s blocks hit (%(dram_hit_blocks)s from DRAM, %(ssd_hit_blocks)s from SSD)") % n,
+             _("%(miss_blocks)s missed") % n, _("%(stored_blocks)s stored") % n,
+             _("%(demoted_blocks)s demoted") % n, _("%(evicted_blocks)s evicted") % n,
+             _("%(lost_blocks)s lost to failures") % n]
     return " · ".join(parts)
 
 

@@ -102,7 +102,7 @@ def tick(t: Tick) -> dict:
     snap = t.snap
     figs, exts = zip(*(t.strip(spec) for spec in CHARTS.values()))
     scen = (_("%(scenario)s · %(deployment)s on %(system)s · seed %(seed)s") % {
-        "scenario": snap.scenario, "deployment": snap.deployment, "system": snap.system.title, "seed": snap.seed}
+        "scenario": snap.scenario, "deployment": snap.deployment, "system": Lg.system_title(snap.system), "seed": snap.seed}
             if t.mode == "full" else no_update)
     return {"kpis": _kpi_values(getattr(snap, "kpis", {}) or {}), "figs": list(figs), "exts": list(exts),
             "events": _events(snap), "scenario": scen}

@@ -110,7 +110,7 @@ def _canvas(info=None, v: TV.View | None = None):
 
 
 def caption(info) -> str:
-    return info.title + _(". Link colour and width follow live utilisation; failed parts are red and dashed.")
+    return Lg.system_title(info) + _(". Link colour and width follow live utilisation; failed parts are red and dashed.")
 
 
 def _view(info, name: str | None) -> TV.View:

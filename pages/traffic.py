@@ -13,7 +13,7 @@ from twin.ui import theme as T
 from twin.ui import topolive as TL
 from twin.ui.live import Tick, page_stores, page_tick
 from twin.ui import lang as Lg
-from twin.ui.lang import N_
+from twin.ui.lang import N_, _
 
 dash.register_page(__name__, path="/traffic", name=N_("Traffic"), title=Lg.title("Traffic"), order=2)
 
@@ -25,55 +25,55 @@ def strip_specs(info) -> dict[str, F.StripSpec]:
     """The three strip charts, titled for the system: the engine's scale-up bucket ("ub_gbps") is the UB
     plane of a supernode, and expert all-to-all over NVLink and RDMA on a GPU cluster."""
     if info.supernode:
-        up = F.StripSpec("UB plane (GB/s)", "GB/s", (F.Series("ub_gbps", "UB", T.BLUE, fill=True),))
-        kv = "RDMA plane (GB/s)"
+        up = F.StripSpec(N_("UB plane (GB/s)"), "GB/s", (F.Series("ub_gbps", "UB", T.BLUE, fill=True),))
+        kv = N_("RDMA plane (GB/s)")
     else:
-        up = F.StripSpec("Expert all-to-all, NVLink + RDMA (GB/s)", "GB/s",
-                         (F.Series("ub_gbps", "all-to-all", T.BLUE, fill=True),))
-        kv = "RDMA: KV transfers (GB/s)"
+        up = F.StripSpec(N_("Expert all-to-all, NVLink + RDMA (GB/s)"), "GB/s",
+                         (F.Series("ub_gbps", N_("all-to-all"), T.BLUE, fill=True),))
+        kv = N_("RDMA: KV transfers (GB/s)")
     return {"scaleup": up,
             "rdma": F.StripSpec(kv, "GB/s", (F.Series("rdma_gbps", "RDMA", T.ORANGE, fill=True),)),
-            "vpc": F.StripSpec("VPC plane (GB/s)", "GB/s", (F.Series("vpc_gbps", "VPC", T.GREEN, fill=True),))}
+            "vpc": F.StripSpec(N_("VPC plane (GB/s)"), "GB/s", (F.Series("vpc_gbps", "VPC", T.GREEN, fill=True),))}
 
 
 def explain(info) -> str:
     if info.supernode:
-        return ("Where the bytes go. UB carries the MoE expert all-to-all (dispatch and combine) and EMS "
-                "cache loads; RDMA carries KV transfers from prefill to decode; VPC reaches the datacenter "
-                "network and storage.")
-    return ("Where the bytes go on a GPU cluster. The MoE expert all-to-all stays on NVLink inside a "
-            "server and crosses servers over RDMA (InfiniBand), which also carries KV transfers; VPC "
-            "reaches the datacenter network and storage.")
+        return _("Where the bytes go. UB carries the MoE expert all-to-all (dispatch and combine) and EMS "
+                 "cache loads; RDMA carries KV transfers from prefill to decode; VPC reaches the datacenter "
+                 "network and storage.")
+    return _("Where the bytes go on a GPU cluster. The MoE expert all-to-all stays on NVLink inside a "
+             "server and crosses servers over RDMA (InfiniBand), which also carries KV transfers; VPC "
+             "reaches the datacenter network and storage.")
 
 
 def matrix_title(info) -> str:
     if info.supernode:
-        return "Node-to-node UB traffic (GB/s): expert all-to-all and EMS cache loads"
-    return "Server-to-server traffic (GB/s): diagonal over NVLink, the rest over RDMA"
+        return _("Node-to-node UB traffic (GB/s): expert all-to-all and EMS cache loads")
+    return _("Server-to-server traffic (GB/s): diagonal over NVLink, the rest over RDMA")
 
 
 def layout(**_kwargs):
     return html.Div([
         *page_stores(P),
-        C.page_header("Traffic", html.Span(id=f"{P}-explain"), html.Div(id=f"{P}-now", className="scenario-line")),
+        C.page_header(_("Traffic"), html.Span(id=f"{P}-explain"), html.Div(id=f"{P}-now", className="scenario-line")),
         html.Div([html.Div(C.graph(f"{P}-{k}", F.empty_figure(""), 210), className="chart") for k in STRIPS],
                  className="chart-grid"),
         html.Div([
             C.panel(C.graph(f"{P}-matrix", F.empty_figure("", height=470), 470),
-                    html.Span("Node-to-node traffic (GB/s)", id=f"{P}-matrix-title"), "sim"),
-            C.panel(html.Div(id=f"{P}-links"), "Busiest links now", "sim"),
+                    html.Span(_("Node-to-node traffic (GB/s)"), id=f"{P}-matrix-title"), "sim"),
+            C.panel(html.Div(id=f"{P}-links"), _("Busiest links now"), "sim"),
         ], className="two-col"),
     ])
 
 
 def _links_table(rows: list[dict]) -> html.Table | html.Div:
     if not rows:
-        return html.Div("no traffic yet", className="hint")
-    head = html.Tr([html.Th("link"), html.Th("plane"), html.Th("busy", className="num"),
+        return html.Div(_("no traffic yet"), className="hint")
+    head = html.Tr([html.Th(_("link")), html.Th(_("plane")), html.Th(_("busy"), className="num"),
                     html.Th("GB/s", className="num")])
     body = [html.Tr([
-        html.Td(r["link"], title=f"{r['kind']} · {r['medium']}"),
-        html.Td(f"{r['plane']}{' · opt' if r['medium'] == 'optical' else ''}"),
+        html.Td(r["link"], title=f"{r['kind']} · {_(r['medium'])}"),
+        html.Td(_(r["plane"]) + (" · " + _("opt") if r["medium"] == "optical" else "")),
         html.Td(html.Div([html.Div(html.Span(style={"width": f"{min(r['util'], 1) * 100:.0f}%"}), className="bar"),
                           html.Span(f"{r['util'] * 100:.0f}%")], style={"display": "flex", "gap": "6px",
                                                                           "alignItems": "center",

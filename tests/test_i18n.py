@@ -25,6 +25,8 @@ CONVERTED = (
     ("app:serve_layout", {}),
     ("pages.overview", {}),
     ("pages.topology", {}),
+    ("pages.traffic", {}),
+    ("pages.cache", {}),
 ) + tuple(("pages.lessons", {"lesson": les, "step": str(n)})
           for les, n in (("prefill-decode", 1), ("prefill-decode", 2), ("kv-cache", 1), ("kv-cache", 2),
                          ("expert-parallel", 1), ("expert-parallel", 2), ("pipelining", 1), ("pipelining", 2),
@@ -144,3 +146,51 @@ def test_lang_query_sets_cookie_and_html_lang(dash_app):
     assert "Set-Cookie" not in r.headers
     r = client.get("/?lang=en")
     assert '<html lang="en">' in r.get_data(as_text=True)
+
+
+def figure_texts(fig: dict) -> list[str]:
+    """The words a chart shows: its title, axis titles and legend names."""
+    lay = fig.get("layout") or {}
+    out = [(lay.get("title") or {}).get("text") or ""]
+    out += [((lay.get(ax) or {}).get("title") or {}).get("text") or "" for ax in ("xaxis", "yaxis", "yaxis2")]
+    out += [a.get("text", "") for a in lay.get("annotations") or ()]
+    return out + [tr.get("name") or "" for tr in fig.get("data") or ()]
+
+
+def output_texts(value, out: list[str]) -> list[str]:
+    """Visible text in a live callback's outputs (components, strings, figures, dropdown options)."""
+    if isinstance(value, dict) and "layout" in value and "data" in value:
+        out += figure_texts(value)
+    elif isinstance(value, dict) and isinstance(value.get("label"), str):
+        out.append(value["label"])
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            output_texts(v, out)
+    elif isinstance(value, (str, Component)):
+        visible_texts(value, out)
+    return out
+
+
+# Live updates (page, tick arguments, outputs not checked: engine event messages stay English)
+LIVE = (("overview", {}, ("events",)), ("topology", {"view_name": "supernode", "sel": {"kind": "node", "id": "n03"}},
+         ("view", "select", "layout", "live")),     # ids and data, not text
+        ("traffic", {}, ()), ("cache", {}, ()))
+
+
+def test_live_updates_show_no_english_in_chinese(dash_app, twin_registry):
+    """What the pages' live callbacks send (KPIs, chart titles and legends, help, stats, tables)."""
+    import importlib
+    import time
+    tw = twin_registry.shared()
+    t0 = time.monotonic()
+    while len(tw.snapshot.history.get("t", [])) < 3 and time.monotonic() - t0 < 20:
+        time.sleep(0.05)
+    from twin.engine import list_scenarios
+    scenarios = {s["name"] for s in list_scenarios()}        # identifiers ("default"), as typed in URLs
+    for page, state, skip in LIVE:
+        mod = importlib.import_module(f"pages.{page}")
+        with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+            out = mod.tick(1, "shared", None, **state)
+        texts = output_texts([v for k, v in out.items() if k not in skip and k != "cursor"], [])
+        leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in scenarios])}
+        assert leftovers == {}, f"{page}: text outside the catalogs: {leftovers}"

@@ -26,3 +26,16 @@ def num(value, digits: int = 0) -> str:
 def title(name: str):
     """A page's browser-tab title in the viewer's language (Dash calls it on every navigation)."""
     return lambda **_kw: f"{_(name)} · CloudMatrix Twin"
+
+
+def system_title(info) -> str:
+    """A system's one-line title (`SystemInfo.title`, English from the engine) in the viewer's language."""
+    if request_lang() == I.DEFAULT:
+        return info.title
+    s = info.topology.system
+    args = {"name": info.name, "nodes": s.nodes, "npus": s.npus_per_node, "acc": info.accelerator,
+            "subplanes": s.subplanes, "chip": s.accelerator.upper()}
+    if info.supernode:
+        return _("%(name)s: supernode of %(nodes)s nodes x %(npus)s %(acc)ss, %(subplanes)s UB sub-planes") % args
+    return _("%(name)s: GPU cluster of %(nodes)s servers x %(npus)s %(chip)s GPUs, NVLink inside a server, "
+             "RDMA between servers") % args

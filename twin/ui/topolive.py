@@ -177,6 +177,6 @@ def busiest_links(snap, n: int = 12) -> list[dict]:
             break
         a, b, plane, kind = la.ends[int(e)]
         out.append({"link": f"{a} ↔ {b}", "plane": PLANE_LABEL.get(plane, plane), "kind": kind,
-                    "medium": "optical" if la.optical[e] else "electrical",
+                    "medium": N_("optical") if la.optical[e] else N_("electrical"),
                     "util": u, "gbps": u * float(la.base_gbps[e])})
     return out
