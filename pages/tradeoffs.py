@@ -11,7 +11,7 @@ from twin.ui import tradeoffs as TO
 from twin.ui import figures as F
 from twin.ui.live import Tick, page_stores, page_tick
 from twin.ui import lang as Lg
-from twin.ui.lang import N_
+from twin.ui.lang import N_, _
 
 dash.register_page(__name__, path="/tradeoffs", name=N_("Trade-offs"), title=Lg.title("Trade-offs"),
                    order=4)
@@ -25,28 +25,29 @@ def layout(**_kwargs):
     return html.Div([
         *page_stores(P),
         dcc.Store(id=f"{P}-dep"),
-        C.page_header("Throughput vs latency", "A bigger decode batch gives more tokens per second per NPU "
-                      "but a slower token for each user. The curve comes from the calibrated perf model; "
-                      "the stars are the paper's measurements; the pink dot is the running twin."),
+        C.page_header(_("Throughput vs latency"), _("A bigger decode batch gives more tokens per second per NPU "
+                                                    "but a slower token for each user. The curve comes from the "
+                                                    "calibrated perf model; the stars are the paper's measurements; "
+                                                    "the pink dot is the running twin.")),
         html.Div([
-            C.panel(C.graph(f"{P}-fig", F.empty_figure("", height=520), 520), "Decode throughput vs TPOT", "model",
+            C.panel(C.graph(f"{P}-fig", F.empty_figure("", height=520), 520), _("Decode throughput vs TPOT"), "model",
                     extra=html.Span([C.tag("paper"), C.tag("sim")])),
             html.Div([
                 C.panel(html.Div([
-                    html.Label(f"TPOT SLO ({TO.SLO_MIN}–{TO.SLO_MAX} ms)", className="ctl-label",
+                    html.Label(_("TPOT SLO") + f" ({TO.SLO_MIN}–{TO.SLO_MAX} ms)", className="ctl-label",
                                htmlFor=f"{P}-slo"),
                     dcc.Slider(id=f"{P}-slo", min=TO.SLO_MIN, max=TO.SLO_MAX, step=1, value=FIRST_SLO,
                                marks={v: f"{v}" for v in (5, 50, 100, 150)},
                                updatemode="drag", allow_direct_input=True,
                                tooltip={"placement": "bottom", "always_visible": False}),
-                    html.Label("Context length (KV tokens per sequence)", className="ctl-label",
+                    html.Label(_("Context length (KV tokens per sequence)"), className="ctl-label",
                                htmlFor=f"{P}-kv"),
-                    dcc.Dropdown(id=f"{P}-kv", options=[{"label": f"{k // 1024}K" + (" (paper)" if k == 4096 else ""),
+                    dcc.Dropdown(id=f"{P}-kv", options=[{"label": f"{k // 1024}K" + (" (" + _("paper") + ")" if k == 4096 else ""),
                                                          "value": k} for k in TO.KV_CHOICES],
                                  value=4096, clearable=False, className="dd"),
                     html.Div(id=f"{P}-answer", className="slo-box"),
-                ], className="slo-box"), "What does the SLO allow?", "model"),
-                C.panel(html.Div(id=f"{P}-live", className="stats"), "Running twin now", "sim"),
+                ], className="slo-box"), _("What does the SLO allow?"), "model"),
+                C.panel(html.Div(id=f"{P}-live", className="stats"), _("Running twin now"), "sim"),
             ]),
         ], className="two-col"),
     ])
@@ -55,14 +56,16 @@ def layout(**_kwargs):
 def _answer(dep: str, slo: float, kv: int) -> list:
     best = TO.best_for_slo(dep, float(slo), int(kv))
     if not best["batch_per_npu"]:
-        return [html.Div(f"No batch meets {slo:g} ms at {kv // 1024}K context on {dep}.", className="msg-error")]
+        return [html.Div(_("No batch meets %(slo)s ms at %(kv)sK context on %(dep)s.") % {
+            "slo": f"{slo:g}", "kv": kv // 1024, "dep": dep}, className="msg-error")]
     return [
-        html.Div([html.Span("largest batch per NPU", className="k"),
+        html.Div([html.Span(_("largest batch per NPU"), className="k"),
                   html.Div(f"{best['batch_per_npu']}", className="big")]),
-        html.Div([html.Span("throughput", className="k"),
-                  html.Div(f"{best['tokens_per_s_per_npu']:,.0f} tok/s per NPU", className="big")]),
-        html.Div(f"TPOT at that batch: {best['tpot_ms']:.1f} ms · KV cache fits up to "
-                 f"{best['kv_limit_batch_per_npu']} per NPU · deployment {dep}", className="hint"),
+        html.Div([html.Span(_("throughput"), className="k"),
+                  html.Div(_("%(tps)s tok/s per NPU") % {"tps": f"{best['tokens_per_s_per_npu']:,.0f}"},
+                           className="big")]),
+        html.Div(_("TPOT at that batch: %(tpot)s ms · KV cache fits up to %(kv)s per NPU · deployment %(dep)s") % {
+            "tpot": f"{best['tpot_ms']:.1f}", "kv": best["kv_limit_batch_per_npu"], "dep": dep}, className="hint"),
     ]
 
 
@@ -88,7 +91,8 @@ def on_slo(slo, kv, dep):
         return no_update, no_update
     slo = G.number(slo)
     if slo is None or not TO.SLO_MIN <= slo <= TO.SLO_MAX:
-        return no_update, [html.Div(f"TPOT SLO: allowed {TO.SLO_MIN} to {TO.SLO_MAX} ms", className="msg-error")]
+        return no_update, [html.Div(_("TPOT SLO: allowed %(lo)s to %(hi)s ms") % {"lo": TO.SLO_MIN, "hi": TO.SLO_MAX},
+                                   className="msg-error")]
     kv = _kv(kv)
     return TO.figure(dep, kv, slo), _answer(dep, slo, kv)
 
@@ -109,15 +113,15 @@ def tick(t: Tick, dep, slo, kv) -> dict:
     trail = TO.trail_from(getattr(snap, "history", None))
     new_dep = snap.deployment
     k = getattr(snap, "kpis", {}) or {}
-    live = [html.Div([html.Span(a, className="k"), html.Span(b, className="v")], className="row") for a, b in (
-        ("TPOT p50 / p99", f"{C.fmt(k.get('tpot_p50_ms'))} / {C.fmt(k.get('tpot_p99_ms'))} ms"),
-        ("decode tokens/s per chip", C.fmt(k.get("output_tps_per_npu"))),
-        ("decode batch per chip", C.fmt(k.get("decode_batch_per_npu"))),
-        ("decode pool busy", f"{C.pct(k.get('util_decode'))} %"),
-        ("deployment", new_dep),
-        ("system", snap.system.title),
-    )] + [html.Div("The live point mixes every request length of the workload, so it sits near, not on, "
-                   "the curve drawn for one context length.", className="hint")]
+    live = [html.Div([html.Span(_(a), className="k"), html.Span(b, className="v")], className="row") for a, b in (
+        (N_("TPOT p50 / p99"), f"{C.fmt(k.get('tpot_p50_ms'))} / {C.fmt(k.get('tpot_p99_ms'))} ms"),
+        (N_("decode tokens/s per chip"), C.fmt(k.get("output_tps_per_npu"))),
+        (N_("decode batch per chip"), C.fmt(k.get("decode_batch_per_npu"))),
+        (N_("decode pool busy"), f"{C.pct(k.get('util_decode'))} %"),
+        (N_("deployment"), new_dep),
+        (N_("system"), Lg.system_title(snap.system)),
+    )] + [html.Div(_("The live point mixes every request length of the workload, so it sits near, not on, "
+                     "the curve drawn for one context length."), className="hint")]
     kv = _kv(kv)
     if new_dep != dep:
         slo_v = TO.default_slo(new_dep)

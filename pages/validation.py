@@ -11,7 +11,10 @@ from dash import html
 from twin.ui import components as C
 from twin.validate import predictions, rows as validation_rows
 from twin.ui import lang as Lg
-from twin.ui.lang import N_
+from twin.ui.lang import N_, _
+
+# the predictions table's labels, from twin.validate (translated where shown)
+LABELS = (N_("calibrated"), N_("model"), N_("validated"), N_("prediction"), N_("calibration"), N_("validation"))
 
 dash.register_page(__name__, path="/validation", name=N_("Validation"), title=Lg.title("Validation"),
                    order=5)
@@ -29,37 +32,37 @@ def _num(v, digits=4) -> str:
 
 
 def calibration_table(rows: list[dict], id_: str | None = None) -> html.Table:
-    head = html.Tr([html.Th("row"), html.Th("kind"), html.Th("published", className="num"),
-                    html.Th("twin", className="num"), html.Th("error", className="num"),
-                    html.Th("tolerance", className="num"), html.Th("result"), html.Th("source")])
+    head = html.Tr([html.Th(_("row")), html.Th(_("kind")), html.Th(_("published"), className="num"),
+                    html.Th(_("twin"), className="num"), html.Th(_("error"), className="num"),
+                    html.Th(_("tolerance"), className="num"), html.Th(_("result")), html.Th(_("source"))])
     body = [html.Tr([
-        html.Td(r["name"]),
-        html.Td(html.Span(r["kind"], className=f"tag tag-{'model' if r['kind'] == 'calibration' else 'sim'}",
-                          title="a constant was fitted to this row" if r["kind"] == "calibration"
-                          else "nothing was fitted to this row: the twin predicts it")),
+        html.Td(r["name"], lang="en", className="i18n-skip"),         # the reference row's own words
+        html.Td(html.Span(_(r["kind"]), className=f"tag tag-{'model' if r['kind'] == 'calibration' else 'sim'}",
+                          title=_("a constant was fitted to this row") if r["kind"] == "calibration"
+                          else _("nothing was fitted to this row: the twin predicts it"))),
         html.Td(_num(r["target"]), className="num"),
         html.Td(_num(r["twin"]), className="num"),
         html.Td(f"{r['error_pct']:+.1f} %", className="num"),
         html.Td(f"±{r['tolerance_pct']:g} %", className="num"),
         html.Td(C.badge(r["pass"])),
-        html.Td(r["source"], className="muted"),
+        html.Td(r["source"], className="muted i18n-skip"),
     ], className="row-pass" if r["pass"] else "row-fail") for r in rows]
     return html.Table([html.Thead(head), html.Tbody(body)], className="tbl", id=id_)
 
 
 def predictions_table(preds: list[dict]) -> html.Table:
-    head = html.Tr([html.Th("deployment"), html.Th("phase"), html.Th("label"),
-                    html.Th("tokens/s per chip", className="num"), html.Th("per TFLOPS", className="num"),
-                    html.Th("per kW", className="num"), html.Th("$ / M tokens", className="num"),
-                    html.Th("TPOT", className="num"), html.Th("setting")])
-    body = [html.Tr([html.Td(p["deployment"]), html.Td(p["phase"]),
-                     html.Td(html.B(p["label"]) if p["label"] == "prediction" else p["label"]),
+    head = html.Tr([html.Th(_("deployment")), html.Th(_("phase")), html.Th(_("label")),
+                    html.Th(_("tokens/s per chip"), className="num"), html.Th(_("per TFLOPS"), className="num"),
+                    html.Th(_("per kW"), className="num"), html.Th(_("$ / M tokens"), className="num"),
+                    html.Th("TPOT", className="num"), html.Th(_("setting"))])
+    body = [html.Tr([html.Td(p["deployment"]), html.Td(_(p["phase"])),
+                     html.Td(html.B(_(p["label"])) if p["label"] == "prediction" else _(p["label"])),
                      html.Td(f"{p['tokens_per_s_per_chip']:,.1f}", className="num"),
                      html.Td(_num(p["tokens_per_s_per_tflops"], 3), className="num"),
                      html.Td(f"{p['tokens_per_s_per_kw']:,.0f}", className="num"),
                      html.Td(_num(p["usd_per_million_tokens"], 3), className="num"),
                      html.Td(f"{p['tpot_ms']} ms" if p["tpot_ms"] else "–", className="num"),
-                     html.Td(p["setting"], className="muted")]) for p in preds]
+                     html.Td(p["setting"], lang="en", className="muted i18n-skip")]) for p in preds]
     return html.Table([html.Thead(head), html.Tbody(body)], className="tbl", id=f"{P}-predictions")
 
 
@@ -73,22 +76,24 @@ def layout(**_kwargs):
     cal = [r for r in rows if r["kind"] == "calibration"]
     val = [r for r in rows if r["kind"] == "validation"]
     summary = html.Div([
-        C.badge(n_pass == len(rows) and bool(rows), f"ALL {len(rows)} PASS", f"{len(rows) - n_pass} FAIL"),
-        html.Span(f"  {sum(r['pass'] for r in cal)} of {len(cal)} calibration rows and "
-                  f"{sum(r['pass'] for r in val)} of {len(val)} validation rows within tolerance",
+        C.badge(n_pass == len(rows) and bool(rows), _("ALL %(n)s PASS") % {"n": len(rows)},
+                _("%(n)s FAIL") % {"n": len(rows) - n_pass}),
+        html.Span("  " + _("%(cal)s of %(ncal)s calibration rows and %(val)s of %(nval)s validation rows within "
+                           "tolerance") % {"cal": sum(r["pass"] for r in cal), "ncal": len(cal),
+                                           "val": sum(r["pass"] for r in val), "nval": len(val)},
                   className="muted"),
     ], id=f"{P}-summary")
     return html.Div([
-        C.page_header("Validation", "The perf model against published numbers, by the same code path the "
-                      "engine uses. Calibration rows fixed a constant; validation rows fixed nothing. "
-                      "Tolerances are set per row before looking at results.", summary),
+        C.page_header(_("Validation"), _("The perf model against published numbers, by the same code path the "
+                                         "engine uses. Calibration rows fixed a constant; validation rows fixed "
+                                         "nothing. Tolerances are set per row before looking at results."), summary),
         html.Div(error, className="ctl-msg msg-error") if error else None,
         C.panel(calibration_table(val, f"{P}-validation"),
-                "Validation: GPU serving throughputs, nothing fitted to them", "model", extra=C.tag("paper")),
+                _("Validation: GPU serving throughputs, nothing fitted to them"), "model", extra=C.tag("paper")),
         C.panel(calibration_table(cal, f"{P}-table"),
-                "Calibration: paper, DeepEP kernel tables and SGLang overlap gain vs twin", "model",
+                _("Calibration: paper, DeepEP kernel tables and SGLang overlap gain vs twin"), "model",
                 extra=C.tag("paper")),
-        C.panel(predictions_table(preds), "Every deployment: per chip, per TFLOPS, per kW and cost per "
-                "million tokens. \"prediction\": no published figure checks it (power and price are "
-                "catalog assumptions, editable in systems.toml)", "model"),
+        C.panel(predictions_table(preds), _("Every deployment: per chip, per TFLOPS, per kW and cost per "
+                                            "million tokens. \"prediction\": no published figure checks it (power "
+                                            "and price are catalog assumptions, editable in systems.toml)"), "model"),
     ])

@@ -27,6 +27,8 @@ CONVERTED = (
     ("pages.topology", {}),
     ("pages.traffic", {}),
     ("pages.cache", {}),
+    ("pages.tradeoffs", {}),
+    ("pages.validation", {}),
 ) + tuple(("pages.lessons", {"lesson": les, "step": str(n)})
           for les, n in (("prefill-decode", 1), ("prefill-decode", 2), ("kv-cache", 1), ("kv-cache", 2),
                          ("expert-parallel", 1), ("expert-parallel", 2), ("pipelining", 1), ("pipelining", 2),
@@ -154,6 +156,7 @@ def figure_texts(fig: dict) -> list[str]:
     out = [(lay.get("title") or {}).get("text") or ""]
     out += [((lay.get(ax) or {}).get("title") or {}).get("text") or "" for ax in ("xaxis", "yaxis", "yaxis2")]
     out += [a.get("text", "") for a in lay.get("annotations") or ()]
+    out += [t for tr in fig.get("data") or () if "text" in (tr.get("mode") or "") for t in tr.get("text") or ()]
     return out + [tr.get("name") or "" for tr in fig.get("data") or ()]
 
 
@@ -174,7 +177,7 @@ def output_texts(value, out: list[str]) -> list[str]:
 # Live updates (page, tick arguments, outputs not checked: engine event messages stay English)
 LIVE = (("overview", {}, ("events",)), ("topology", {"view_name": "supernode", "sel": {"kind": "node", "id": "n03"}},
          ("view", "select", "layout", "live")),     # ids and data, not text
-        ("traffic", {}, ()), ("cache", {}, ()))
+        ("traffic", {}, ()), ("cache", {}, ()), ("tradeoffs", {"dep": None, "slo": 50, "kv": 4096}, ("dep", "slo")))
 
 
 def test_live_updates_show_no_english_in_chinese(dash_app, twin_registry):

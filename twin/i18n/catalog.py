@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # converted to the catalogs
            "app.py", "twin/ui/components.py", "twin/ui/figures.py", "pages/overview.py", "pages/topology.py",
            "pages/traffic.py", "pages/cache.py", "pages/failures.py", "pages/tradeoffs.py",
-           "pages/validation.py", "pages/cloud.py", "twin/ui/lang.py", "twin/ui/topolive.py", "twin/ui/topoview.py")
+           "pages/validation.py", "pages/cloud.py", "twin/ui/lang.py", "twin/ui/topolive.py", "twin/ui/topoview.py",
+           "twin/ui/tradeoffs.py")
 KEYWORDS = {"_": None, "N_": None}
 POT = LOCALE_DIR / f"{DOMAIN}.pot"
 _NAMES = re.compile(r"%\((\w+)\)s")

@@ -7,9 +7,10 @@ from twin.perf import PerfModel
 
 from . import theme
 from .figures import r4
+from .lang import N_, _
 
 # ref 4 (CloudMatrix-Infer) decode rows: (TPOT ms, tokens/s per NPU, label)
-PAPER_POINTS = ((49.4, 1943.0, "batch 96"), (14.9, 538.0, "batch 8"))
+PAPER_POINTS = ((49.4, 1943.0, N_("batch 96")), (14.9, 538.0, N_("batch 8")))
 BATCHES = (1, 2, 4, 6, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 128, 144, 160,
            192, 224, 256)
 KV_CHOICES = (1024, 2048, 4096, 8192, 16384, 32768)
@@ -44,38 +45,39 @@ def figure(deployment: str, kv_len: int, slo_ms: float, trail: tuple[list, list]
         over = [fit[-1]] + over
     best = best_for_slo(deployment, slo_ms, kv_len)
     data = [
-        {"type": "scatter", "mode": "lines+markers", "name": "model: batch per NPU",
+        {"type": "scatter", "mode": "lines+markers", "name": _("model: batch per NPU"),
          "x": [r4(p["tpot_ms"]) for p in fit], "y": [r4(p["tokens_per_s_per_npu"]) for p in fit],
          "text": [f"batch {p['batch_per_npu']}" for p in fit],
          "line": {"color": theme.BLUE, "width": 3}, "marker": {"size": 6},
          "hovertemplate": "%{text}<br>TPOT %{x:.1f} ms<br>%{y:.0f} tok/s/NPU<extra>model</extra>"},
-        {"type": "scatter", "mode": "lines+markers", "name": "model: exceeds KV cache",
+        {"type": "scatter", "mode": "lines+markers", "name": _("model: exceeds KV cache"),
          "x": [r4(p["tpot_ms"]) for p in over], "y": [r4(p["tokens_per_s_per_npu"]) for p in over],
          "text": [f"batch {p['batch_per_npu']}" for p in over],
          "line": {"color": theme.MUTED, "width": 2, "dash": "dot"}, "marker": {"size": 5},
          "hovertemplate": "%{text} (KV does not fit)<br>TPOT %{x:.1f} ms<br>%{y:.0f} tok/s/NPU<extra></extra>"},
-        {"type": "scatter", "mode": "markers+text", "name": "paper (ref 4)",
+        {"type": "scatter", "mode": "markers+text", "name": _("paper (ref 4)"),
          "x": [p[0] for p in PAPER_POINTS], "y": [p[1] for p in PAPER_POINTS],
-         "text": [f"paper {p[2]}: {p[0]} ms, {p[1]:,.0f}" for p in PAPER_POINTS],
+         "text": [_("paper, %(label)s: %(ms)s ms, %(tps)s") % {"label": _(p[2]), "ms": p[0], "tps": f"{p[1]:,.0f}"}
+                  for p in PAPER_POINTS],
          "textposition": ["top left", "bottom right"], "textfont": {"color": theme.ORANGE, "size": 12},
          "marker": {"symbol": "star", "size": 18, "color": theme.ORANGE, "line": {"color": "#fff", "width": 1}},
          "hovertemplate": "%{text}<extra>paper</extra>"},
-        {"type": "scatter", "mode": "markers", "name": f"largest batch within {slo_ms:g} ms",
+        {"type": "scatter", "mode": "markers", "name": _("largest batch within %(slo)s ms") % {"slo": f"{slo_ms:g}"},
          "x": [r4(best["tpot_ms"])] if best["tpot_ms"] else [],
          "y": [r4(best["tokens_per_s_per_npu"])] if best["tpot_ms"] else [],
          "marker": {"symbol": "diamond", "size": 16, "color": theme.GREEN, "line": {"color": "#fff", "width": 1}},
          "hovertemplate": f"batch {best['batch_per_npu']}<br>TPOT %{{x:.1f}} ms<br>%{{y:.0f}} tok/s/NPU<extra>model</extra>"},
-        {"type": "scatter", "mode": "lines", "name": "live (recent)", "x": trail[0], "y": trail[1],
+        {"type": "scatter", "mode": "lines", "name": _("live (recent)"), "x": trail[0], "y": trail[1],
          "line": {"color": theme.PINK, "width": 1.5}, "opacity": 0.6, "hoverinfo": "skip"},
-        {"type": "scatter", "mode": "markers", "name": "live operating point",
+        {"type": "scatter", "mode": "markers", "name": _("live operating point"),
          "x": trail[0][-1:], "y": trail[1][-1:],
          "marker": {"size": 16, "color": theme.PINK, "line": {"color": "#fff", "width": 2}},
          "hovertemplate": "now: TPOT %{x:.1f} ms<br>%{y:.0f} tok/s/NPU<extra>simulated</extra>"},
     ]
     layout = theme.base_layout(
         height=height, hovermode="closest",
-        xaxis={"title": {"text": "TPOT (ms per output token)"}, "rangemode": "tozero"},
-        yaxis={"title": {"text": "decode throughput (tokens/s per NPU)"}},
+        xaxis={"title": {"text": _("TPOT (ms per output token)")}, "rangemode": "tozero"},
+        yaxis={"title": {"text": _("decode throughput (tokens/s per NPU)")}},
         legend={"orientation": "v", "x": 0.99, "xanchor": "right", "y": 0.02, "yanchor": "bottom",
                 "bgcolor": "rgba(22,32,46,0.85)"},
         shapes=[{"type": "line", "x0": slo_ms, "x1": slo_ms, "yref": "paper", "y0": 0, "y1": 1,
