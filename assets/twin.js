@@ -20,8 +20,8 @@
     return (h > 0 ? h + ":" + pad(m) : m) + ":" + pad(sec) + (h > 0 ? " h" : " min");
   }
 
-  function speedText(v) {
-    if (v === "max") { return "max"; }
+  function speedText(v, T) {
+    if (v === "max") { return (T && T.max) || "max"; }
     var n = Number(v);
     return (n >= 10 ? n.toFixed(0) : n.toFixed(n % 1 ? 1 : 0)) + "×";
   }
@@ -43,33 +43,37 @@
                   fill("pill"), false, false, false, false, fill(false), fillN(nl, "pill"), fillN(nl, false), "",
                   {}, {display: "none"}, {}];
         }
+        var T = st.text || {};                  // the words in the viewer's language (twin.ui.live)
+        var w = function (k, en) { return T[k] || en; };
         var unlocked = token && token.ok;
         var locked = !!(st.locked && st.shared && !unlocked);
         var state, cls;
-        if (st.message && st.paused) { state = "stopped"; cls = "state-pill state-bad"; }
-        else if (st.paused) { state = "paused"; cls = "state-pill state-paused"; }
-        else { state = "live"; cls = "state-pill state-live"; }
-        var set = st.speed === "max" ? "max" : speedText(st.speed);
-        var speed = st.paused ? ("speed " + set) :
-          ("speed " + set + " · achieved " + (st.achieved > 0 ? speedText(st.achieved) : "…"));
-        var twin = st.shared ? "Shared twin" + (st.locked ? (unlocked ? " · instructor" : " · locked") : "")
-                             : "Private sandbox " + st.key;
-        var scen = "scenario " + st.scenario + " · seed " + st.seed + " · " + (st.deployment || "") +
-          (st.trace ? " · trace " + st.trace : "") +
-          (st.load !== null && st.load !== undefined ? " · load " + Math.round(st.load * 100) + "%" : "");
+        if (st.message && st.paused) { state = w("stopped", "stopped"); cls = "state-pill state-bad"; }
+        else if (st.paused) { state = w("paused", "paused"); cls = "state-pill state-paused"; }
+        else { state = w("live", "live"); cls = "state-pill state-live"; }
+        var set = speedText(st.speed, T);
+        var speed = st.paused ? (w("speed", "speed") + " " + set) :
+          (w("speed", "speed") + " " + set + " · " + w("achieved", "achieved") + " " +
+           (st.achieved > 0 ? speedText(st.achieved, T) : "…"));
+        var twin = st.shared ? w("shared", "Shared twin") +
+                               (st.locked ? " · " + (unlocked ? w("instructor", "instructor") : w("locked", "locked")) : "")
+                             : w("sandbox", "Private sandbox") + " " + st.key;
+        var scen = w("scenario", "scenario") + " " + st.scenario + " · " + w("seed", "seed") + " " + st.seed +
+          " · " + (st.deployment || "") + (st.trace ? " · " + w("trace", "trace") + " " + st.trace : "") +
+          (st.load !== null && st.load !== undefined ? " · " + w("load", "load") + " " + Math.round(st.load * 100) + "%" : "");
         var lockNote = "";
         if (locked) {
-          lockNote = "Shared controls are locked by the instructor. Enter the instructor token under " +
-            "\u201cScenario & twin\u201d, or open a private sandbox to experiment.";
+          lockNote = w("lockNote", "Shared controls are locked by the instructor. Enter the instructor token under " +
+            "\u201cScenario & twin\u201d, or open a private sandbox to experiment.");
         }
         if (st.note) { lockNote = (lockNote ? lockNote + " " : "") + st.note; }
         if (st.message) { lockNote = (lockNote ? lockNote + " " : "") + st.message; }
         var acts = st.actions || [];
         var lines = acts.map(function (a) {
-          return a.when + "  t=" + fmtTime(a.sim_time) + "  " + a.who + ": " + a.what + (a.ok ? "" : "  (failed)");
+          return a.when + "  t=" + fmtTime(a.sim_time) + "  " + a.who + ": " + a.what + (a.ok ? "" : "  " + w("failed", "(failed)"));
         });
-        var log = st.shared ? (lines.length ? lines.join("\n") : "no actions yet")
-                            : "Your private sandbox: actions are not shared.";
+        var log = st.shared ? (lines.length ? lines.join("\n") : w("noActions", "no actions yet"))
+                            : w("private", "Your private sandbox: actions are not shared.");
         var last = st.shared && acts.length ? (acts[0].when + " " + acts[0].who + ": " + acts[0].what) : "";
         var active = st.speed === "max" ? "max" : String(Math.round(Number(st.speed)));
         var classes = (btnIds || []).map(function (id) {
@@ -84,11 +88,11 @@
           return "pill" + (!trace && id.index === loadNow ? " pill-active" : "");
         });
         var loadOff = locked || trace;
-        var loadTitle = trace ? "This scenario replays a trace with its own arrival times: load is set by " +
-          "the trace (pick a synthetic scenario such as bursty-chat to change it)" :
-          "Offered load as a fraction of the deployment's capacity";
+        var loadTitle = trace ? w("traceLoad", "This scenario replays a trace with its own arrival times: load is set " +
+          "by the trace (pick a synthetic scenario such as bursty-chat to change it)") :
+          w("loadTitle", "Offered load as a fraction of the deployment's capacity");
         return [state, cls, "t = " + fmtTime(st.sim_time), speed, twin, scen,
-                st.paused ? "\u25B6 Play" : "\u275A\u275A Pause", lockNote, log, last,
+                st.paused ? "\u25B6 " + w("play", "Play") : "\u275A\u275A " + w("pause", "Pause"), lockNote, log, last,
                 classes, locked, locked, locked, loadOff, fill(locked),
                 loadClasses, fillN(nl, loadOff), loadTitle,
                 showSandbox, showShared, showToken];

@@ -38,7 +38,7 @@ def wait_text(pg, selector: str, pattern: str, timeout: float = 15_000) -> None:
 
 
 def wait_live(pg) -> None:
-    wait_text(pg, "#ctl-status-state", "live")
+    pg.wait_for_selector("#ctl-status-state.state-live", timeout=15_000)   # "live" in any language
 
 
 def cy_node_center(pg, node_id: str) -> tuple[float, float]:

@@ -25,6 +25,7 @@ from dash import Input, Output, State, dcc, no_update
 from twin import session as S
 
 from . import figures, guard
+from .lang import _
 
 ACTIONS_SHOWN = 8
 TICK_MS = 1000          # the app's one clock: how often a browser asks whether its twin moved
@@ -64,7 +65,23 @@ def status_payload(tw: S.Twin, note: str = "") -> dict:
     st["note"] = note
     st["sandboxes"] = len(S.sessions().sandboxes())
     st["max_sandboxes"] = S.sessions().max_sandboxes
+    st["text"] = status_text()
     return st
+
+
+def status_text() -> dict:
+    """The control bar's words that assets/twin.js draws, in the viewer's language."""
+    return {"live": _("live"), "paused": _("paused"), "stopped": _("stopped"), "speed": _("speed"),
+            "achieved": _("achieved"), "max": _("max"), "shared": _("Shared twin"), "instructor": _("instructor"),
+            "locked": _("locked"), "sandbox": _("Private sandbox"), "scenario": _("scenario"), "seed": _("seed"),
+            "trace": _("trace"), "load": _("load"), "play": _("Play"), "pause": _("Pause"),
+            "failed": _("(failed)"), "noActions": _("no actions yet"),
+            "private": _("Your private sandbox: actions are not shared."),
+            "lockNote": _("Shared controls are locked by the instructor. Enter the instructor token under "
+                          "\u201cScenario & twin\u201d, or open a private sandbox to experiment."),
+            "traceLoad": _("This scenario replays a trace with its own arrival times: load is set by the trace "
+                           "(pick a synthetic scenario such as bursty-chat to change it)"),
+            "loadTitle": _("Offered load as a fraction of the deployment's capacity")}
 
 
 @dataclass
