@@ -22,7 +22,7 @@ from twin.ui import topostyle as TS
 from twin.ui import topoview as TV
 from twin.ui.live import Tick, beat_id, page_stores, page_tick, twin_for
 from twin.ui import lang as Lg
-from twin.ui.lang import N_
+from twin.ui.lang import N_, _
 
 dash.register_page(__name__, path="/failures", name=N_("Failures"), title=Lg.title("Failures"), order=6)
 
@@ -45,23 +45,23 @@ def layout(target: str | None = None, kind: str | None = None, **_kwargs):
         dcc.Store(id=f"{P}-view", data=TV.AGG),
         dcc.Store(id=f"{P}-live"),
         dcc.Store(id=f"{P}-strips"),
-        C.page_header("Failures", "Break any part of the system while it serves and watch what follows: "
-                      "detection, rerouting or recovery, requests requeued (never lost), and what it costs in "
-                      "latency and goodput. Compare policies, replay the demos.",
+        C.page_header(_("Failures"), _("Break any part of the system while it serves and watch what follows: "
+                                       "detection, rerouting or recovery, requests requeued (never lost), and what "
+                                       "it costs in latency and goodput. Compare policies, replay the demos."),
                       html.Div(id=f"{P}-demo-line", className="scenario-line")),
         html.Div(id=f"{P}-banner", className="banner", role="alert"),
         html.Div([
             html.Div([FC.console(kind, target), FC.demos()], className="fl-stack"),
             FC.picker(),
         ], className="two-even fl-block"),
-        C.panel(html.Div(id=f"{P}-table"), "Faults: detection, recovery and cost", "sim", extra=FC.legend(),
+        C.panel(html.Div(id=f"{P}-table"), _("Faults: detection, recovery and cost"), "sim", extra=FC.legend(),
                 className="fl-block"),
         html.Div([html.Div(C.graph(f"{P}-{name}-chart", F.empty_figure(spec.title), FC.CHART_H), className="chart")
                   for name, spec in CHARTS.items()], className="chart-grid grid-2 fl-block"),
         html.Div([
             FC.policy(),
             FC.random_failures(),
-            C.panel(html.Div(id=f"{P}-events", className="events"), "Fault timeline", "sim"),
+            C.panel(html.Div(id=f"{P}-events", className="events"), _("Fault timeline"), "sim"),
         ], className="fl-three fl-block"),
     ])
 
@@ -126,7 +126,7 @@ def tick(t: Tick, view_name, url=None) -> dict:
     if not t.changed and not rebuild and cursor.get("drawn"):
         return {**out, "cursor": dict(cursor, **t.cursor, s=sigs)}
 
-    panels = tw.memo(f"fl-panels:{info.name}", FP.panels)
+    panels = tw.memo(f"fl-panels:{info.name}:{Lg.request_lang()}", FP.panels)     # text in the viewer's language
     out.update(FP.charts(t, panels, changed) if t.changed else {})
     for name in ("table", "events", "failed", "banner"):
         sig, content = panels[name]
@@ -253,12 +253,12 @@ def _clicked() -> bool:
 
 
 def _ok(tw, msg: str) -> tuple:
-    where = "shared twin" if tw.shared else "your sandbox"
-    return f"{msg} — applied to the {where}", "ctl-msg msg-ok"
+    where = _("applied to the shared twin") if tw.shared else _("applied to your sandbox")
+    return f"{msg} — {where}", "ctl-msg msg-ok"
 
 
 def _err(exc) -> tuple:
-    return f"Not applied: {exc}", "ctl-msg msg-error"
+    return _("Not applied: %(why)s") % {"why": exc}, "ctl-msg msg-error"
 
 
 def _opt_num(text, name: str):
@@ -323,10 +323,7 @@ def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, 
         tw.control("fault", spec, **actor)
     except S.ControlError as exc:
         return _err(exc)
-    what = f"{FV.KIND_LABEL.get(spec['kind'], spec['kind'])}: {spec['target']}"
-    when = f"scheduled at t = {spec['at_s']:,.1f} s" if "at_s" in spec else "injected now"
-    dur = f" for {spec['duration_s']:g} s" if "duration_s" in spec else ""
-    return _ok(tw, f"{what} {when}{dur}; watch the table below")
+    return _ok(tw, FV.fault_message(spec))
 
 
 @dash.callback(
@@ -401,7 +398,7 @@ def on_demo(clicks, choice, token, viewer, secret):
     except S.ControlError as exc:
         return _err(exc)
     title = next((d["title"] for d in FV.demos() if d["name"] == trig["index"]), trig["index"])
-    return _ok(tw, f"Demo \u201c{title}\u201d loaded ({msg})")
+    return _ok(tw, FV.demo_message(title, msg))
 
 
 # Locked shared twin: the page's action buttons are disabled and say why (drawn in the browser

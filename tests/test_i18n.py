@@ -29,6 +29,7 @@ CONVERTED = (
     ("pages.cache", {}),
     ("pages.tradeoffs", {}),
     ("pages.validation", {}),
+    ("pages.failures", {}),
 ) + tuple(("pages.lessons", {"lesson": les, "step": str(n)})
           for les, n in (("prefill-decode", 1), ("prefill-decode", 2), ("kv-cache", 1), ("kv-cache", 2),
                          ("expert-parallel", 1), ("expert-parallel", 2), ("pipelining", 1), ("pipelining", 2),
@@ -89,10 +90,16 @@ def test_converted_pages_show_no_english_in_chinese(dash_app, target, kwargs):
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
         texts = visible_texts(render(target, kwargs), [])
     assert texts, "nothing rendered"
-    leftovers = {t: english_words(t) for t in texts if english_words(t)}
+    leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in _scenarios()])}
     assert leftovers == {}, f"text outside the catalogs: {leftovers}"
     untranslated = [t for t in texts if t.strip() in _english_only()]
     assert untranslated == [], f"shown untranslated: {untranslated}"
+
+
+def _scenarios() -> set[str]:
+    """Scenario names: identifiers ("default"), shown as typed in URLs and on the command line."""
+    from twin.engine import list_scenarios
+    return {s["name"] for s in list_scenarios()}
 
 
 def _english_only() -> set[str]:
@@ -177,7 +184,10 @@ def output_texts(value, out: list[str]) -> list[str]:
 # Live updates (page, tick arguments, outputs not checked: engine event messages stay English)
 LIVE = (("overview", {}, ("events",)), ("topology", {"view_name": "supernode", "sel": {"kind": "node", "id": "n03"}},
          ("view", "select", "layout", "live")),     # ids and data, not text
-        ("traffic", {}, ()), ("cache", {}, ()), ("tradeoffs", {"dep": None, "slo": 50, "kv": 4096}, ("dep", "slo")))
+        ("traffic", {}, ()), ("cache", {}, ()), ("tradeoffs", {"dep": None, "slo": 50, "kv": 4096}, ("dep", "slo")),
+        ("failures", {"view_name": "supernode"}, ("view", "select", "layout", "live", "detect", "redundant", "weights",
+                                                   "random", "random_rate", "kind", "target", "events",
+                                                   "factor_style", "period_style", "strips", "hint", "banner_cls")))
 
 
 def test_live_updates_show_no_english_in_chinese(dash_app, twin_registry):
@@ -188,8 +198,7 @@ def test_live_updates_show_no_english_in_chinese(dash_app, twin_registry):
     t0 = time.monotonic()
     while len(tw.snapshot.history.get("t", [])) < 3 and time.monotonic() - t0 < 20:
         time.sleep(0.05)
-    from twin.engine import list_scenarios
-    scenarios = {s["name"] for s in list_scenarios()}        # identifiers ("default"), as typed in URLs
+    scenarios = _scenarios()
     for page, state, skip in LIVE:
         mod = importlib.import_module(f"pages.{page}")
         with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):

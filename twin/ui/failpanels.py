@@ -11,6 +11,7 @@ from . import faulttable as FT
 from . import faultview as FV
 from . import figures as F
 from . import guard as G
+from .lang import _, system_title
 from .live import Tick
 
 def window_start(hist: dict) -> float | None:
@@ -33,15 +34,16 @@ def cursor(cur) -> dict:
 
 def banner_of(snap) -> tuple:
     if getattr(snap, "partitioned", False):
-        return ([html.B("Partitioned. "), getattr(snap, "message", "") or "part of the system is cut off"],
+        return ([html.B(_("Partitioned.") + " "), getattr(snap, "message", "") or _("part of the system is cut off")],
                 "banner banner-bad")
     return "", "banner"
 
 
 def demo_line(tw, snap) -> str:
     name = FV.demo_name(tw.params.faults)
-    base = f"{snap.scenario} · seed {snap.seed} · {snap.system.title}"
-    return f"Demo {name}: {base}" if name else base
+    base = _("%(scenario)s · seed %(seed)s · %(system)s") % {"scenario": snap.scenario, "seed": snap.seed,
+                                                              "system": system_title(snap.system)}
+    return _("Demo %(name)s: %(base)s") % {"name": name, "base": base} if name else base
 
 
 def charts(t: Tick, panels: dict, changed) -> dict:

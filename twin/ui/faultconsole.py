@@ -14,31 +14,32 @@ from . import figures as F
 from . import theme as T
 from . import topostyle as TS
 from . import topoview as TV
+from .lang import N_, _
 
 P = "fl"
 CHART_H = 230
 DEFAULT_KIND = "l2"
 
 CHARTS = {
-    "tpot": F.StripSpec("Time per output token (ms)", "ms", (
+    "tpot": F.StripSpec(N_("Time per output token (ms)"), "ms", (
         F.Series("tpot_p50_ms", "p50", T.PURPLE), F.Series("tpot_p99_ms", "p99", T.PINK, dash="dot"))),
-    "ttft": F.StripSpec("Time to first token p50 (s)", "s", (
+    "ttft": F.StripSpec(N_("Time to first token p50 (s)"), "s", (
         F.Series("ttft_p50_ms", "p50", T.TEAL, scale=1e-3),)),
-    "good": F.StripSpec("Goodput (output tokens/s meeting the SLOs)", "tok/s", (
-        F.Series("goodput_tps", "goodput", T.GREEN, fill=True),
-        F.Series("output_tps", "all output", T.ORANGE, dash="dot"))),
-    "slo": F.StripSpec("SLO attainment (%)", "%", (
-        F.Series("slo_attainment", "TTFT and TPOT met", T.BLUE, scale=100),), y_range=(0, 105)),
+    "good": F.StripSpec(N_("Goodput (output tokens/s meeting the SLOs)"), "tok/s", (
+        F.Series("goodput_tps", N_("goodput"), T.GREEN, fill=True),
+        F.Series("output_tps", N_("all output"), T.ORANGE, dash="dot"))),
+    "slo": F.StripSpec(N_("SLO attainment (%)"), "%", (
+        F.Series("slo_attainment", N_("TTFT and TPOT met"), T.BLUE, scale=100),), y_range=(0, 105)),
 }
 
 def picker_help(info) -> str:
     """How to pick a part on the drawing of the system on screen."""
     if info.supernode:
-        return ("Click a part to pick it (the fault kind follows). The whole supernode shows nodes, UB "
-                "sub-planes and RDMA switches; open a node for its dies, CPUs, L1 switches and NICs, or a "
-                "sub-plane for its L2 switches and optical links. Failed parts are red and dashed.")
-    return ("Click a part to pick it (the fault kind follows). The whole cluster shows its servers and RDMA "
-            "switches; open a server for its GPUs, NVSwitch, CPUs and NICs. Failed parts are red and dashed.")
+        return _("Click a part to pick it (the fault kind follows). The whole supernode shows nodes, UB "
+                 "sub-planes and RDMA switches; open a node for its dies, CPUs, L1 switches and NICs, or a "
+                 "sub-plane for its L2 switches and optical links. Failed parts are red and dashed.")
+    return _("Click a part to pick it (the fault kind follows). The whole cluster shows its servers and RDMA "
+             "switches; open a server for its GPUs, NVSwitch, CPUs and NICs. Failed parts are red and dashed.")
 
 
 def initial(t: StaticTopology | None, target: str | None, kind: str | None) -> tuple[str, str]:
@@ -68,107 +69,109 @@ def console(kind: str, target: str) -> html.Div:
     fstyle, pstyle = extra_styles(kind)
     return C.panel([
         html.Div([
-            field("Fault", dcc.Dropdown(id=f"{P}-kind", options=FV.kind_options(), value=kind, clearable=False,
+            field(_("Fault"), dcc.Dropdown(id=f"{P}-kind", options=FV.kind_options(), value=kind, clearable=False,
                                          searchable=True, className="dd fl-kind")),
-            field("Part (topology id)", html.Div([
+            field(_("Part (topology id)"), html.Div([
                 dcc.Input(id=f"{P}-target", type="text", value=target, list=f"{P}-target-list",
                           className="text-input fl-target", autoComplete="off", spellCheck=False,
                           placeholder=EXAMPLES.get(kind, "")),
                 html.Datalist(id=f"{P}-target-list"),
-            ]), title="A topology id: dies nNN/npuP/dD, NPUs nNN/npuP, CPUs nNN/cpuC, nodes nNN, L1 nNN/l1-K, "
-                      "L2 spK/l2-J, sub-planes spK, optical links nNN/l1-K--spK/l2-J, RDMA NICs nNN/rdmaP, "
-                      "RDMA switches rdma/spine-0, VPC cards nNN/vpc"),
+            ]), title=_("A topology id: dies nNN/npuP/dD, NPUs nNN/npuP, CPUs nNN/cpuC, nodes nNN, L1 "
+                        "nNN/l1-K, L2 spK/l2-J, sub-planes spK, optical links nNN/l1-K--spK/l2-J, RDMA NICs "
+                        "nNN/rdmaP, RDMA switches rdma/spine-0, VPC cards nNN/vpc")),
         ], className="fl-row"),
         html.Div(id=f"{P}-target-hint", className="hint fl-hint"),
         html.Div([
-            field("At sim time (s)", dcc.Input(id=f"{P}-at", type="text", placeholder="e.g. 300 or +30",
+            field(_("At sim time (s)"), dcc.Input(id=f"{P}-at", type="text", placeholder=_("e.g. 300 or +30"),
                                                 className="num-input", autoComplete="off"),
-                   title="For Schedule: a sim time in seconds, or +N for N seconds from now"),
-            field("Duration (s, optional)", dcc.Input(id=f"{P}-dur", type="text", placeholder="until repaired",
+                   title=_("For Schedule: a sim time in seconds, or +N for N seconds from now")),
+            field(_("Duration (s, optional)"), dcc.Input(id=f"{P}-dur", type="text", placeholder=_("until repaired"),
                                                        className="num-input", autoComplete="off"),
-                   title="How long the part stays broken; empty = until detected and repaired (policy)"),
-            field("Capacity kept (0–1)", dcc.Input(id=f"{P}-factor", type="text", placeholder="0.5",
+                   title=_("How long the part stays broken; empty = until detected and repaired (policy)")),
+            field(_("Capacity kept (0–1)"), dcc.Input(id=f"{P}-factor", type="text", placeholder="0.5",
                                                     className="num-input", autoComplete="off"),
-                   title="optical_degrade: fraction of the link's capacity that remains (0 <= f < 1)",
+                   title=_("optical_degrade: fraction of the link's capacity that remains (0 <= f < 1)"),
                    id=f"{P}-factor-wrap", style=fstyle),
-            field("Flap period (s)", dcc.Input(id=f"{P}-period", type="text", placeholder="10",
+            field(_("Flap period (s)"), dcc.Input(id=f"{P}-period", type="text", placeholder="10",
                                                 className="num-input", autoComplete="off"),
-                   title="optical_flap: down and up once per period (0.1 to 3600 s)",
+                   title=_("optical_flap: down and up once per period (0.1 to 3600 s)"),
                    id=f"{P}-period-wrap", style=pstyle),
             html.Div([
-                html.Button("Inject now", id=f"{P}-inject", className="btn btn-danger", n_clicks=0,
-                            title="Break the part at the current sim time"),
-                html.Button("Schedule", id=f"{P}-schedule", className="btn", n_clicks=0,
-                            title="Break the part at the sim time given on the left"),
+                html.Button(_("Inject now"), id=f"{P}-inject", className="btn btn-danger", n_clicks=0,
+                            title=_("Break the part at the current sim time")),
+                html.Button(_("Schedule"), id=f"{P}-schedule", className="btn", n_clicks=0,
+                            title=_("Break the part at the sim time given on the left")),
             ], className="field-row fl-buttons"),
         ], className="fl-row fl-row-end"),
         html.Div(id=f"{P}-msg", className="ctl-msg", role="status"),
         html.Div(id=f"{P}-lock", className="lock-note"),
-    ], "Fault console", "config", className="fl-console")
+    ], _("Fault console"), "config", className="fl-console")
 
 
 def policy() -> html.Div:
     return C.panel([
         html.Div([
-            field("Detect after (s)", dcc.Input(id=f"{P}-detect", type="number",
+            field(_("Detect after (s)"), dcc.Input(id=f"{P}-detect", type="number",
                                                  className="num-input", debounce=True),
-                   title="Seconds from a fault to its detection (0 to 86,400); ref 6: about one minute"),
-            field("Redundant experts", dcc.RadioItems(
-                id=f"{P}-redundant", options=[{"label": "on", "value": "on"}, {"label": "off", "value": "off"}],
+                   title=_("Seconds from a fault to its detection (0 to 86,400); ref 6: about one minute")),
+            field(_("Redundant experts"), dcc.RadioItems(
+                id=f"{P}-redundant", options=[{"label": _("on"), "value": "on"}, {"label": _("off"), "value": "off"}],
                 inline=True,
                 className="radio-pills"),
-                title="On: a redundant expert takes over a lost decode die in about a second. Off: the "
-                      "decode instance restarts and reloads its weights"),
-            field("Weights from", dcc.RadioItems(
-                id=f"{P}-weights", options=[{"label": "EMS cache", "value": "ems"},
-                                            {"label": "object storage", "value": "obs"}],
+                title=_("On: a redundant expert takes over a lost decode die in about a second. Off: the "
+                        "decode instance restarts and reloads its weights")),
+            field(_("Weights from"), dcc.RadioItems(
+                id=f"{P}-weights", options=[{"label": _("EMS cache"), "value": "ems"},
+                                            {"label": _("object storage"), "value": "obs"}],
                 inline=True, className="radio-pills"),
-                title="Where a restarting instance loads the model: the EMS model cache (seconds) or "
-                      "OBS object storage (minutes)"),
-            html.Button("Apply policy", id=f"{P}-policy-apply", className="btn", n_clicks=0),
+                title=_("Where a restarting instance loads the model: the EMS model cache (seconds) or "
+                        "OBS object storage (minutes)")),
+            html.Button(_("Apply policy"), id=f"{P}-policy-apply", className="btn", n_clicks=0),
         ], className="fl-row fl-row-end"),
         html.Div(id=f"{P}-policy-now", className="hint"),
-        html.Div("A policy change applies to faults that start after it.", className="hint small"),
-    ], "Fault policy", "config")
+        html.Div(_("A policy change applies to faults that start after it."), className="hint small"),
+    ], _("Fault policy"), "config")
 
 
 def random_failures() -> html.Div:
     return C.panel([
         html.Div([
-            dcc.Checklist(id=f"{P}-random", options=[{"label": " Random failures", "value": "on"}],
+            dcc.Checklist(id=f"{P}-random", options=[{"label": " " + _("Random failures"), "value": "on"}],
                           value=[], className="switch"),
-            field("Failure-clock hours per sim second", dcc.Input(
+            field(_("Failure-clock hours per sim second"), dcc.Input(
                 id=f"{P}-random-rate", type="number", value=1, className="num-input", debounce=True),
-                title=f"How fast the failure clock runs (0 < x <= {RANDOM_MAX:g}): at 1, a simulated second stands for "
-                      "an hour of component MTBF (catalog assumptions)"),
+                title=_("How fast the failure clock runs (0 < x <= %(max)s): at 1, a simulated second stands "
+                        "for an hour of component MTBF (catalog assumptions)") % {"max": f"{RANDOM_MAX:g}"}),
         ], className="fl-row fl-row-end"),
         html.Div(id=f"{P}-random-now", className="hint"),
-    ], "Random failures", "model")
+    ], _("Random failures"), "model")
 
 
 def demos() -> html.Div:
     items = []
     for d in FV.demos():
         at = ", ".join(f"{a:g}" for a in d["at_s"])
-        meta = f"{d['scenario']} · seed {d['seed']} · fault at {at} s"
+        meta = _("%(scenario)s · seed %(seed)s · fault at %(at)s s") % {"scenario": d["scenario"], "seed": d["seed"],
+                                                                       "at": at}
+        story = d["description"] if _(d["title"]) == d["title"] else ""    # the story is English only
         items.append(html.Div([
-            html.Button(d["title"], id={"type": f"{P}-demo", "index": d["name"]}, className="btn demo-btn",
-                        n_clicks=0, title=f"{d['description']} ({d['name']}: {meta}, {d['duration_s']:g} s run)"),
+            html.Button(_(d["title"]), id={"type": f"{P}-demo", "index": d["name"]}, className="btn demo-btn",
+                        n_clicks=0, title=f"{story} ({d['name']}: {meta}, {d['duration_s']:g} s)".strip()),
             html.Div(meta, className="demo-meta"),
         ], className="demo"))
     return C.panel([
         html.Div(items, className="demos"),
-        html.Div("A demo resets the twin you view to its scenario, seed, policy and faults, so it replays "
-                 "exactly. Hover a button for the story; at 20× a fault at 120 s comes in 6 s.",
+        html.Div(_("A demo resets the twin you view to its scenario, seed, policy and faults, so it replays "
+                   "exactly. Hover a button for the story; at 20× a fault at 120 s comes in 6 s."),
                  className="hint small"),
-    ], "Demos", "config")
+    ], _("Demos"), "config")
 
 
 def legend() -> html.Div:
     return html.Div([
-        html.Span([html.Span(className="swatch", style={"background": T.RED, "opacity": 0.5}), "fault until recovered"]),
-        html.Span([html.Span(className="swatch swatch-line", style={"background": T.RED}), "struck"]),
-        html.Span([html.Span(className="swatch swatch-dash", style={"borderColor": T.YELLOW}), "detected"]),
+        html.Span([html.Span(className="swatch", style={"background": T.RED, "opacity": 0.5}), _("fault until recovered")]),
+        html.Span([html.Span(className="swatch swatch-line", style={"background": T.RED}), _("struck")]),
+        html.Span([html.Span(className="swatch swatch-dash", style={"borderColor": T.YELLOW}), _("detected")]),
     ], className="legend")
 
 
@@ -190,5 +193,5 @@ def picker() -> html.Div:
         ], className="fl-topo-bar"),
         html.Div(canvas(), id=f"{P}-cy-wrap"),
         html.Div(id=f"{P}-failed", className="fl-failed"),
-    ], "Pick a part · failed parts in red", "sim")
+    ], _("Pick a part · failed parts in red"), "sim")
 

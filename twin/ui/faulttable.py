@@ -13,6 +13,7 @@ from twin.topology import StaticTopology
 from . import components as C
 from . import theme
 from .faultview import ELEMENT_LABEL, KIND_LABEL, element_kind
+from .lang import N_, _
 
 
 # ---- chart marks -------------------------------------------------------------------------------------
@@ -20,11 +21,11 @@ from .faultview import ELEMENT_LABEL, KIND_LABEL, element_kind
 def state(r: dict, now: float) -> str:
     if r.get("active"):
         if r.get("recover_s") is not None:        # service back, the part itself still under repair
-            return "served again · part in repair"
-        return "active · detected" if r.get("detect_s") is not None else "active"
+            return N_("served again · part in repair")
+        return N_("active · detected") if r.get("detect_s") is not None else N_("active")
     if r.get("recover_s") is not None:
-        return "recovered"
-    return "scheduled" if r.get("at_s", 0) > now - 1e-9 else "starting"
+        return N_("recovered")
+    return N_("scheduled") if r.get("at_s", 0) > now - 1e-9 else N_("starting")
 
 
 def _num(v) -> float | None:
@@ -138,17 +139,17 @@ def _pct(v) -> str:
     return "–" if v is None else f"{v * 100:.1f}"
 
 
-HEAD = (("#", "", "fault number"), ("fault", "", "fault kind"), ("target", "", "the part that failed"),
-        ("struck at", "num", "sim time the fault started"),
-        ("time to detect", "num", "seconds from the fault to its detection (policy detect time)"),
-        ("time to recover", "num", "seconds from the fault until service recovered"),
-        ("requests affected", "num", "requests in flight on the parts the fault touched"),
-        ("requeued", "num", "requests sent back through the scheduler"),
-        ("recomputed", "num", "requeued requests whose generated tokens had to be recomputed"),
-        ("lost", "num", "requests dropped: must always be 0"),
-        ("goodput before → during (tok/s)", "num", "SLO-meeting output tokens/s before the fault vs during it"),
-        ("SLO attainment before → during (%)", "num", "share of completions meeting TTFT and TPOT SLOs"),
-        ("state", "", ""))
+HEAD = (("#", "", N_("fault number")), (N_("fault"), "", N_("fault kind")), (N_("target"), "", N_("the part that failed")),
+        (N_("struck at"), "num", N_("sim time the fault started")),
+        (N_("time to detect"), "num", N_("seconds from the fault to its detection (policy detect time)")),
+        (N_("time to recover"), "num", N_("seconds from the fault until service recovered")),
+        (N_("requests affected"), "num", N_("requests in flight on the parts the fault touched")),
+        (N_("requeued"), "num", N_("requests sent back through the scheduler")),
+        (N_("recomputed"), "num", N_("requeued requests whose generated tokens had to be recomputed")),
+        (N_("lost"), "num", N_("requests dropped: must always be 0")),
+        (N_("goodput before → during (tok/s)"), "num", N_("SLO-meeting output tokens/s before the fault vs during it")),
+        (N_("SLO attainment before → during (%)"), "num", N_("share of completions meeting TTFT and TPOT SLOs")),
+        (N_("state"), "", ""))
 
 
 def _cells(r: dict) -> list:
@@ -158,13 +159,13 @@ def _cells(r: dict) -> list:
     started = r["state"] not in ("scheduled", "starting")
     det = r.get("detect_s")
     det_txt = _secs(det) if det is not None else (
-        "not needed" if r.get("recover_s") is not None else "…" if started else "–")
-    st = r["state"] + (f" at t={r['at_s']:,.1f} s" if r["state"] == "scheduled" else "")
+        _("not needed") if r.get("recover_s") is not None else "…" if started else "–")
+    st = _(r["state"]) + (f" t={r['at_s']:,.1f} s" if r["state"] == "scheduled" else "")
     kind_cls = {"served": "recovered"}.get(r["state"].split(" ")[0], r["state"].split(" ")[0])
     dash = "–"
     return [
         html.Td(f"#{r['id']}"),
-        html.Td(KIND_LABEL.get(r["kind"], r["kind"])),
+        html.Td(_(KIND_LABEL.get(r["kind"], r["kind"]))),
         html.Td(r["target"], className="code"),
         html.Td(f"{r['at_s']:,.1f} s"),
         html.Td(det_txt),
@@ -183,16 +184,16 @@ def _cells(r: dict) -> list:
 def table(rows_: list[dict], now: float, summary: dict | None = None) -> html.Div:
     """The newest faults, newest first, under a line counting all of them (`fault_summary`)."""
     if not rows_:
-        return html.Div("No faults yet. Pick a part and a fault above and inject it, or load a demo.",
+        return html.Div(_("No faults yet. Pick a part and a fault above and inject it, or load a demo."),
                         className="hint")
     n = int((summary or {}).get("injected") or 0)
-    count = (f"{n:,} faults, newest {len(rows_)} shown" if n > len(rows_)
-             else f"{len(rows_)} fault" + ("s" if len(rows_) != 1 else ""))
+    count = (_("%(n)s faults, newest %(shown)s shown") % {"n": f"{n:,}", "shown": len(rows_)} if n > len(rows_)
+             else _("%(n)s fault(s)") % {"n": len(rows_)})
     active = (summary or {}).get("active")
     if active:
-        count += f" · {active} active"
+        count += " · " + _("%(n)s active") % {"n": active}
     body = [html.Tr(_cells(r)) for r in sorted(rows_, key=lambda x: -int(x.get("id") or 0))]
-    head = html.Thead(html.Tr([html.Th(h, className=c, title=t) for h, c, t in HEAD]))
+    head = html.Thead(html.Tr([html.Th(_(h), className=c, title=_(t)) for h, c, t in HEAD]))
     return html.Div([html.Div(count, className="hint small ftbl-count"),
                      html.Div(html.Table([head, html.Tbody(body)], className="tbl ftbl"), className="tbl-wrap")])
 
@@ -213,15 +214,16 @@ def failed_groups(failed, reports) -> list[tuple[str, int]]:
 def failed_list(t: StaticTopology, failed, reports) -> list:
     groups = failed_groups(failed, reports)
     if not groups:
-        return [html.Span("Nothing has failed: every part is up.", className="hint")]
+        return [html.Span(_("Nothing has failed: every part is up."), className="hint")]
     items = []
     for gid, n in groups[:40]:
         el = element_kind(t, gid)
         label = ELEMENT_LABEL.get(el, el or "element")
-        items.append(html.Li([html.Code(gid), html.Span(f" {label}" + (f" · {n} elements down" if n > 1 else ""),
+        items.append(html.Li([html.Code(gid), html.Span(" " + _(label) + (" · " + _("%(n)s elements down") % {"n": n}
+                                                                           if n > 1 else ""),
                                                         className="muted")], className="failed-item"))
     if len(groups) > 40:
-        items.append(html.Li(f"… and {len(groups) - 40} more", className="muted"))
+        items.append(html.Li(_("… and %(n)s more") % {"n": len(groups) - 40}, className="muted"))
     return [html.Ul(items, className="failed-list")]
 
 
@@ -230,16 +232,15 @@ TIMELINE_KINDS = ("fault", "detect", "recover", "partition", "error", "policy")
 
 def timeline(events, n: int = 14) -> list:
     evs = [e for e in events or () if e.get("kind") in TIMELINE_KINDS][-n:][::-1]
-    return C.events(evs, "No fault events yet.", ",.1f")
+    return C.events(evs, _("No fault events yet."), ",.1f")
 
 
 def policy_text(policy: dict) -> str:
     if not policy:
-        return "Policy: the engine's defaults."
-    bits = [f"detect {policy.get('detect_s', 0):g} s",
-            "redundant experts " + ("on" if policy.get("redundant_experts") else "off"),
-            f"weights from {str(policy.get('weights_from', 'ems')).upper()}"]
-    return "In force: " + ", ".join(bits) + "."
+        return _("Policy: the engine's defaults.")
+    return _("In force: detect %(detect)s s, redundant experts %(redundant)s, weights from %(weights)s.") % {
+        "detect": f"{policy.get('detect_s', 0):g}", "redundant": _("on") if policy.get("redundant_experts") else _("off"),
+        "weights": str(policy.get("weights_from", "ems")).upper()}
 
 
 def mean_gap_s(t: StaticTopology, hours_per_sim_s: float) -> float | None:
@@ -253,7 +254,7 @@ def mean_gap_s(t: StaticTopology, hours_per_sim_s: float) -> float | None:
 
 def random_text(t: StaticTopology, random_h: float | None) -> str:
     if random_h is None:
-        return "Random failures: off."
+        return _("Random failures: off.")
     gap = mean_gap_s(t, random_h)
-    return (f"Random failures: on, {random_h:g} failure-clock hours per sim second"
-            + (f" (about one failure every {gap:,.0f} sim s)" if gap else "") + ".")
+    return (_("Random failures: on, %(h)s failure-clock hours per sim second") % {"h": f"{random_h:g}"}
+            + (" " + _("(about one failure every %(gap)s sim s)") % {"gap": f"{gap:,.0f}"} if gap else "") + ".")

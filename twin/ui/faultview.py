@@ -19,40 +19,42 @@ from twin.engine.faults import EXAMPLES, KINDS, load_fault_file
 from twin.topology import (StaticTopology, UnknownElementError, l1_id, l2_id, link_id, node_label, npu_id,
                            parse, rdma_nic_id, subplane_id, vpc_nic_id, cpu_id, die_id)
 
+from .lang import N_, _
+
 
 # fault kind -> what the dropdown says
 KIND_LABEL = {
-    "npu_die": "NPU die lost", "npu": "NPU (both dies) lost", "cpu": "Kunpeng CPU lost (EMS server)",
-    "node": "node power loss", "optical_link": "optical link down", "optical_degrade": "optical link degraded",
-    "optical_flap": "optical link flapping", "l1": "L1 UB switch lost", "l2": "L2 UB switch lost",
-    "subplane": "UB sub-plane lost", "rdma_nic": "RDMA NIC lost", "rdma_plane": "RDMA switch lost",
-    "vpc": "VPC card (QingTian) lost",
+    "npu_die": N_("NPU die lost"), "npu": N_("NPU (both dies) lost"), "cpu": N_("Kunpeng CPU lost (EMS server)"),
+    "node": N_("node power loss"), "optical_link": N_("optical link down"), "optical_degrade": N_("optical link degraded"),
+    "optical_flap": N_("optical link flapping"), "l1": N_("L1 UB switch lost"), "l2": N_("L2 UB switch lost"),
+    "subplane": N_("UB sub-plane lost"), "rdma_nic": N_("RDMA NIC lost"), "rdma_plane": N_("RDMA switch lost"),
+    "vpc": N_("VPC card (QingTian) lost"),
 }
 # element kind (topology) -> the fault kind picked when that part is clicked
 DEFAULT_KIND = {"die": "npu_die", "npu": "npu", "cpu": "cpu", "node": "node", "link:l1-l2": "optical_link",
                 "l1": "l1", "l2": "l2", "subplane": "subplane", "rdma_nic": "rdma_nic",
                 "rdma_switch": "rdma_plane", "vpc_nic": "vpc"}
-ELEMENT_LABEL = {"die": "NPU die", "npu": "NPU", "cpu": "Kunpeng CPU", "node": "node", "link:l1-l2": "optical L1-L2 link",
-                 "l1": "L1 UB switch", "l2": "L2 UB switch", "subplane": "UB sub-plane",
-                 "rdma_nic": "RDMA NIC", "rdma_switch": "RDMA switch", "vpc_nic": "VPC card",
-                 "vpc_switch": "VPC switch", "storage": "object storage", "rack": "rack",
-                 "comm_rack": "communication rack", "nvswitch": "NVSwitch"}
+ELEMENT_LABEL = {"die": N_("NPU die"), "npu": "NPU", "cpu": N_("Kunpeng CPU"), "node": N_("node"), "link:l1-l2": N_("optical L1-L2 link"),
+                 "l1": N_("L1 UB switch"), "l2": N_("L2 UB switch"), "subplane": N_("UB sub-plane"),
+                 "rdma_nic": N_("RDMA NIC"), "rdma_switch": N_("RDMA switch"), "vpc_nic": N_("VPC card"),
+                 "vpc_switch": N_("VPC switch"), "storage": N_("object storage"), "rack": N_("rack"),
+                 "comm_rack": N_("communication rack"), "nvswitch": "NVSwitch"}
 EXTRA_FIELDS = {"optical_degrade": "factor", "optical_flap": "period_s"}   # kind-specific inputs
 SUGGESTIONS = 200          # at most this many ids in the target's suggestion list
 
 # demo files (twin/catalog/faults/*.toml) in presentation order, with their titles
 DEMO_TITLES = {
-    "optical-flap": "Optical link flapping at peak load",
-    "l2-loss": "L2 switch lost",
-    "decode-die-redundant": "Decode die lost, redundant experts",
-    "decode-die-no-redundancy": "Decode die lost, no redundancy",
-    "ems-node-loss": "EMS node lost",
-    "node-power-loss": "Node power loss",
+    "optical-flap": N_("Optical link flapping at peak load"),
+    "l2-loss": N_("L2 switch lost"),
+    "decode-die-redundant": N_("Decode die lost, redundant experts"),
+    "decode-die-no-redundancy": N_("Decode die lost, no redundancy"),
+    "ems-node-loss": N_("EMS node lost"),
+    "node-power-loss": N_("Node power loss"),
 }
 
 
 def kind_options() -> list[dict]:
-    return [{"label": f"{KIND_LABEL.get(k, k)} ({k})", "value": k} for k in KINDS]
+    return [{"label": f"{_(KIND_LABEL.get(k, k))} ({k})", "value": k} for k in KINDS]
 
 
 def who(viewer: str | None, token: dict | None) -> str:
@@ -185,6 +187,18 @@ def element_label(t: StaticTopology, el: str | None) -> str:
     if el in ("die", "npu") and t.dies_per_package() == 1:
         return "GPU"
     return ELEMENT_LABEL.get(el, el or "element")
+
+
+def fault_message(spec: dict) -> str:
+    """What the console says after a fault was accepted (in the viewer's language)."""
+    what = f"{_(KIND_LABEL.get(spec['kind'], spec['kind']))}: {spec['target']}"
+    when = (_("scheduled at t = %(t)s s") % {"t": f"{spec['at_s']:,.1f}"} if "at_s" in spec else _("injected now"))
+    dur = " " + _("for %(s)s s") % {"s": f"{spec['duration_s']:g}"} if "duration_s" in spec else ""
+    return f"{what} {when}{dur}; " + _("watch the table below")
+
+
+def demo_message(title: str, msg: str) -> str:
+    return _("Demo \u201c%(title)s\u201d loaded (%(msg)s)") % {"title": _(title), "msg": msg}
 
 
 def target_hint(t: StaticTopology, kind: str, target: str | None) -> str:

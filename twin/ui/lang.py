@@ -8,6 +8,8 @@ from twin import i18n as I
 
 from .teach import request_lang
 
+__all__ = ["N_", "_", "num", "title", "system_title", "request_lang"]
+
 
 def _(msgid: str) -> str:
     """The message in the viewer's language ('' stays '': gettext would return the catalog header)."""
