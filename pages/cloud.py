@@ -21,7 +21,7 @@ from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import theme as T
 from twin.ui import lang as Lg
-from twin.ui.lang import N_
+from twin.ui.lang import N_, _
 
 dash.register_page(__name__, path="/cloud", name=N_("Cloud"), title=Lg.title("Cloud"), order=7)
 
@@ -32,12 +32,12 @@ _RUNS: OrderedDict = OrderedDict()
 _LOCK = threading.Lock()
 POLICY_COLOURS = {"copool": T.GREEN, "dedicated": T.ORANGE, "inference-only": T.BLUE}
 # (field, label, step) of the knobs shown; bounds come from the pydantic models
-KNOBS = (("lend_below", "lend below (share of capacity)", 0.05),
-         ("reclaim_above", "take back above", 0.05), ("slo_target", "SLO target", 0.001),
-         ("train_from_h", "training window from (h)", 1), ("train_to_h", "to (h)", 1))
-PRICES = (("capex_usd", "supernode price (USD)", 100000), ("amortisation_years", "amortisation (years)", 0.5),
-          ("usd_per_kwh", "electricity (USD/kWh)", 0.01), ("pue", "PUE", 0.05),
-          ("idle_power_share", "idle power share", 0.05))
+KNOBS = (("lend_below", N_("lend below (share of capacity)"), 0.05),
+         ("reclaim_above", N_("take back above"), 0.05), ("slo_target", N_("SLO target"), 0.001),
+         ("train_from_h", N_("training window from (h)"), 1), ("train_to_h", N_("to (h)"), 1))
+PRICES = (("capex_usd", N_("supernode price (USD)"), 100000), ("amortisation_years", N_("amortisation (years)"), 0.5),
+          ("usd_per_kwh", N_("electricity (USD/kWh)"), 0.01), ("pue", "PUE", 0.05),
+          ("idle_power_share", N_("idle power share"), 0.05))
 
 
 def _bounds(model, name: str) -> dict:
@@ -51,7 +51,8 @@ def _bounds(model, name: str) -> dict:
 
 def _input(model, name: str, label: str, step: float) -> html.Div:
     f = model.model_fields[name]
-    return html.Div([html.Label(label, className="ctl-label", htmlFor=f"{P}-{name}", title=f.description or ""),
+    hint = f.description or "" if Lg.request_lang() == "en" else ""     # model descriptions are English only
+    return html.Div([html.Label(_(label), className="ctl-label", htmlFor=f"{P}-{name}", title=hint),
                      dcc.Input(id=f"{P}-{name}", type="number", value=f.default, step=step, debounce=True,
                                className="num-input", **_bounds(model, name))], className="field")
 
@@ -59,30 +60,31 @@ def _input(model, name: str, label: str, step: float) -> html.Div:
 def layout(**_kwargs):
     return html.Div([
         dcc.Store(id=f"{P}-run"),
-        C.page_header("Serve by day, train by night",
-                      "A day of diurnal chat traffic on the 384 NPUs, compressed as the diurnal scenario is. "
-                      "Under the co-pool policy serving groups move to a training job when the load allows "
-                      "(each move costs the switch time) and come back when it rises or the SLO slips; the "
-                      "dedicated split keeps a fixed training cluster; inference-only trains nothing."),
+        C.page_header(_("Serve by day, train by night"),
+                      _("A day of diurnal chat traffic on the 384 NPUs, compressed as the diurnal scenario is. "
+                        "Under the co-pool policy serving groups move to a training job when the load allows "
+                        "(each move costs the switch time) and come back when it rises or the SLO slips; the "
+                        "dedicated split keeps a fixed training cluster; inference-only trains nothing.")),
         html.Div([
             C.panel(html.Div([
-                html.Label("Timeline of", className="ctl-label", htmlFor=f"{P}-show"),
+                html.Label(_("Timeline of"), className="ctl-label", htmlFor=f"{P}-show"),
                 dcc.Dropdown(id=f"{P}-show", options=list(POLICIES), value="copool", clearable=False, className="dd"),
                 html.Div([_input(Params, *k) for k in KNOBS]),
-                html.Div([html.Label(f"day length ({DAY_MIN_S}-{DAY_MAX_S} simulated s)", className="ctl-label",
+                html.Div([html.Label(_("day length (%(lo)s-%(hi)s simulated s)") % {"lo": DAY_MIN_S, "hi": DAY_MAX_S},
+                                     className="ctl-label",
                                      htmlFor=f"{P}-day"),
                           dcc.Input(id=f"{P}-day", type="number", value=DAY_DEFAULT_S, min=DAY_MIN_S,
                                     max=DAY_MAX_S, step=10, className="num-input")], className="field"),
-                html.Button("Run the day", id=f"{P}-go", n_clicks=0, className="btn"),
-                html.H4("Price and power (assumptions)"),
+                html.Button(_("Run the day"), id=f"{P}-go", n_clicks=0, className="btn"),
+                html.H4(_("Price and power (assumptions)")),
                 html.Div([_input(Prices, *k) for k in PRICES]),
                 html.Div(id=f"{P}-msg", className="ctl-msg"),
-            ]), "Policy and assumptions", "config"),
+            ]), _("Policy and assumptions"), "config"),
             html.Div([
-                dcc.Loading(C.panel(C.graph(f"{P}-timeline", _empty("Run the day to see its timeline"), 420),
-                                    "The day", "sim")),
-                C.panel(html.Div(id=f"{P}-table"), "Cost and utilisation per policy", "sim"),
-                C.panel(html.Div(_training()), "Why communication caps training utilisation", "model",
+                dcc.Loading(C.panel(C.graph(f"{P}-timeline", _empty(_("Run the day to see its timeline")), 420),
+                                    _("The day"), "sim")),
+                C.panel(html.Div(id=f"{P}-table"), _("Cost and utilisation per policy"), "sim"),
+                C.panel(html.Div(_training()), _("Why communication caps training utilisation"), "model",
                         extra=C.tag("paper")),
             ]),
         ], style={"display": "grid", "gridTemplateColumns": "300px minmax(0, 1fr)", "gap": "12px"}),
@@ -102,36 +104,39 @@ def _empty(message: str) -> dict:
 
 def _training() -> list:
     t = compare()
-    rows = [html.Tr([html.Th(x) for x in ("system", "chips", "step s", "exposed all-to-all s", "MFU", "compute alone")])]
+    rows = [html.Tr([html.Th(_(x)) for x in (N_("system"), N_("chips"), N_("step s"), N_("exposed all-to-all s"), "MFU",
+                                              N_("compute alone"))])]
     for r in t["systems"].values():
         rows.append(html.Tr([html.Td(r["system"]), html.Td(r["npus"]), html.Td(r.get("step_s", "–")),
                              html.Td(r.get("breakdown_s", {}).get("all_to_all_exposed", "–")),
                              html.Td(_pct(r.get("mfu"))), html.Td(_pct(r.get("mfu_compute_only")))]))
     c = t["claims"]
     return [html.Table(rows, className="tbl"),
-            html.P(f"Claim (ref 6, product announcement; shown, not fitted): communication bottlenecks drop "
-                   f"large-scale training utilisation from {c['large_scale_training_utilisation']['before']:.0%} "
-                   f"to {c['large_scale_training_utilisation']['after_communication']:.0%}; many enterprise "
-                   f"clusters see ~{c['enterprise_cluster_utilisation']['value']:.0%}.", className="hint")]
+            html.P(_("Claim (ref 6, product announcement; shown, not fitted): communication bottlenecks drop "
+                     "large-scale training utilisation from %(before)s to %(after)s; many enterprise clusters "
+                     "see ~%(ent)s.") % {"before": f"{c['large_scale_training_utilisation']['before']:.0%}",
+                                         "after": f"{c['large_scale_training_utilisation']['after_communication']:.0%}",
+                                         "ent": f"{c['enterprise_cluster_utilisation']['value']:.0%}"},
+                   className="hint")]
 
 
 def timeline_figure(pool) -> dict:
     """Stacked pool sizes (NPUs), the load against serving capacity, switch markers, utilisation."""
     tl = pool.timeline
     x = [6 + 24 * r["t"] / pool.eng.scenario.diurnal_period_s for r in tl]
-    traces = [{"type": "scatter", "x": x, "y": [r[k] for r in tl], "name": name, "stackgroup": "npus",
+    traces = [{"type": "scatter", "x": x, "y": [r[k] for r in tl], "name": _(name), "stackgroup": "npus",
                "line": {"width": 0.5, "color": col}, "yaxis": "y"}
-              for k, name, col in (("prefill_npus", "prefill NPUs", T.TEAL), ("decode_npus", "decode NPUs", T.PURPLE),
-                                   ("training_npus", "training NPUs", T.GREEN),
-                                   ("switching_npus", "switching", T.RED))]
-    traces += [{"type": "scatter", "x": x, "y": [r["arrival_rps"] for r in tl], "name": "load (req/s)",
+              for k, name, col in (("prefill_npus", N_("prefill NPUs"), T.TEAL), ("decode_npus", N_("decode NPUs"), T.PURPLE),
+                                   ("training_npus", N_("training NPUs"), T.GREEN),
+                                   ("switching_npus", N_("switching"), T.RED))]
+    traces += [{"type": "scatter", "x": x, "y": [r["arrival_rps"] for r in tl], "name": _("load (req/s)"),
                 "line": {"color": T.YELLOW, "width": 2}, "yaxis": "y2"},
                {"type": "scatter", "x": x, "y": [r["serving_capacity_rps"] for r in tl],
-                "name": "serving capacity (req/s)", "line": {"color": T.YELLOW, "dash": "dot"}, "yaxis": "y2"},
+                "name": _("serving capacity (req/s)"), "line": {"color": T.YELLOW, "dash": "dot"}, "yaxis": "y2"},
                {"type": "scatter", "x": x, "y": [(r["useful_prefill_npus"] + r["useful_decode_npus"]
                                                   + (r["training_npus"] if r["training_running"] else 0)) / 384
                                                  for r in tl],
-                "name": "supernode utilisation", "line": {"color": T.PINK, "width": 1.5}, "yaxis": "y3"}]
+                "name": _("supernode utilisation"), "line": {"color": T.PINK, "width": 1.5}, "yaxis": "y3"}]
     day = pool.eng.scenario.diurnal_period_s
     shapes = [{"type": "line", "x0": 6 + 24 * w["t"] / day, "x1": 6 + 24 * w["t"] / day, "y0": 0, "y1": 1,
                "yref": "paper", "line": {"color": T.GREEN if w["to"] == "training" else T.RED, "width": 1,
@@ -145,16 +150,16 @@ def timeline_figure(pool) -> dict:
         yaxis={"title": "NPUs", "range": [0, 390]},
         yaxis2={"title": "req/s", "overlaying": "y", "side": "right", "anchor": "x", "showgrid": False,
                 "rangemode": "tozero"},
-        yaxis3={"title": "utilisation", "overlaying": "y", "side": "right", "position": 0.97, "anchor": "free",
+        yaxis3={"title": _("utilisation"), "overlaying": "y", "side": "right", "position": 0.97, "anchor": "free",
                 "range": [0, 1], "showgrid": False},
-        title={"text": f"{pool.params.policy}: {len(pool.switches)} switches "
-                       f"(green: to training, red: back to serving)"})}
+        title={"text": _("%(policy)s: %(n)s switches (green: to training, red: back to serving)") % {
+            "policy": pool.params.policy, "n": len(pool.switches)}})}
 
 
 def comparison_table(reports: dict) -> html.Table:
-    head = ("policy", "supernode util", "prefill", "decode", "training", "training steps", "switches",
-            "SLO attainment", "TTFT p99 ms", "$ per M tokens", "$ per step", "kWh per day")
-    rows = [html.Tr([html.Th(h) for h in head])]
+    head = (N_("policy"), N_("supernode util"), N_("prefill"), N_("decode"), N_("training"), N_("training steps"),
+            N_("switches"), N_("SLO attainment"), "TTFT p99 ms", N_("$ per M tokens"), N_("$ per step"), N_("kWh per day"))
+    rows = [html.Tr([html.Th(_(h)) for h in head])]
     for name, r in reports.items():
         u = r["utilisation"]
         rows.append(html.Tr([html.Td(name, style={"color": POLICY_COLOURS[name]}),
@@ -217,14 +222,14 @@ def on_run(_n, day, *knobs):
         values = {k: v for k, v in _values(KNOBS, knobs).items() if v is not None}
         load_params(**values)
         if not _LOCK.acquire(blocking=False):
-            return no_update, "Another day is being simulated; try again in a few seconds.", "ctl-msg msg-error"
+            return no_update, _("Another day is being simulated; try again in a few seconds."), "ctl-msg msg-error"
         try:
             key = run_days(d, values)
         finally:
             _LOCK.release()
     except (CatalogError, ValueError) as exc:
-        return no_update, f"Not run: {exc}", "ctl-msg msg-error"
-    return {"key": key}, f"Simulated a {d:g} s day under {len(POLICIES)} policies.", "ctl-msg msg-ok"
+        return no_update, _("Not run: %(why)s") % {"why": exc}, "ctl-msg msg-error"
+    return {"key": key}, _("Simulated a %(d)s s day under %(n)s policies.") % {"d": f"{d:g}", "n": len(POLICIES)}, "ctl-msg msg-ok"
 
 
 @dash.callback(
@@ -241,13 +246,13 @@ def on_show(run, show, *prices):
     key = G.store(run).get("key")
     pools = _RUNS.get(key) if isinstance(key, str) else None
     if pools is None:
-        return no_update, html.P("Run the day to compare the policies.", className="hint"), no_update, no_update
+        return no_update, html.P(_("Run the day to compare the policies."), className="hint"), no_update, no_update
     try:
         pr = load_prices(**_values(PRICES, prices))
     except CatalogError as exc:
-        return no_update, no_update, f"Not re-priced: {exc}", "ctl-msg msg-error"
+        return no_update, no_update, _("Not re-priced: %(why)s") % {"why": exc}, "ctl-msg msg-error"
     policy = show if show in pools else "copool"
     reports = {name: day_report(pool, pr) for name, pool in pools.items()}
     priced = _trigger() in {f"{P}-{k[0]}" for k in PRICES}
-    msg = ("Re-priced the simulated day.", "ctl-msg msg-ok") if priced else (no_update, no_update)
+    msg = (_("Re-priced the simulated day."), "ctl-msg msg-ok") if priced else (no_update, no_update)
     return timeline_figure(pools[policy]), comparison_table(reports), *msg
