@@ -23,6 +23,7 @@ from twin.engine import list_scenarios
 from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import teach
+from twin.ui.errors import explain
 from twin.ui.lang import _
 from twin.ui.live import shell_stores, shell_tick, twin_for
 
@@ -164,7 +165,7 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
         else:
             return no_update, no_update
     except S.ControlError as exc:
-        return _("Not applied: %(why)s") % {"why": exc}, "ctl-msg msg-error"
+        return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
     where = _("applied to the shared twin") if tw.shared else _("applied to your sandbox")
     return f"{msg} — {where}", "ctl-msg msg-ok"
 
@@ -188,7 +189,7 @@ def on_twin_choice(_open, _back, choice, secret):
         try:
             tw = reg.open_sandbox(client=who, addr=addr)
         except S.ControlError as exc:
-            return no_update, str(exc), "ctl-msg msg-error"
+            return no_update, explain(exc), "ctl-msg msg-error"
         return tw.key, _("Private sandbox %(key)s started with the shared twin's settings; only this "
                          "browser controls it. It is freed after %(min)s min without an action.") % {
             "key": tw.key, "min": f"{reg.ttl_s / 60:.0f}"}, "ctl-msg msg-ok"
@@ -215,7 +216,7 @@ def on_unlock(_clicks, _submit, value, secret):
     try:
         ok = reg.unlock(value, *G.client(secret))
     except S.ControlError as exc:
-        return no_update, _("Not checked: %(why)s") % {"why": exc}, "ctl-msg msg-error"
+        return no_update, _("Not checked: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
     if ok:
         return {"token": value, "ok": True}, _("Instructor controls unlocked for this tab."), "ctl-msg msg-ok"
     return None, _("Wrong instructor token: shared controls stay locked."), "ctl-msg msg-error"
@@ -241,7 +242,7 @@ def on_upload(contents, filename, options, secret):
         S.sessions().allow_upload(G.client(secret)[0])
         key, w = tracestore.upload(contents, G.text(filename))
     except (S.ControlError, ValueError) as exc:
-        return no_update, no_update, None, _("Trace not accepted: %(why)s") % {"why": exc}, "ctl-msg msg-error"
+        return no_update, no_update, None, _("Trace not accepted: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
     opts = [o for o in (options if isinstance(options, list) else []) if isinstance(o, dict)][:40]
     name = tracestore.label(key)
     if all(o.get("value") != key for o in opts):

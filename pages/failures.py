@@ -22,6 +22,7 @@ from twin.ui import topostyle as TS
 from twin.ui import topoview as TV
 from twin.ui.live import Tick, beat_id, page_stores, page_tick, twin_for
 from twin.ui import lang as Lg
+from twin.ui.errors import explain
 from twin.ui.lang import N_, _
 
 dash.register_page(__name__, path="/failures", name=N_("Failures"), title=Lg.title("Failures"), order=6)
@@ -258,7 +259,7 @@ def _ok(tw, msg: str) -> tuple:
 
 
 def _err(exc) -> tuple:
-    return _("Not applied: %(why)s") % {"why": exc}, "ctl-msg msg-error"
+    return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
 
 
 def _opt_num(text, name: str):

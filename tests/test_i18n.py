@@ -207,3 +207,22 @@ def test_live_updates_show_no_english_in_chinese(dash_app, twin_registry):
         texts = output_texts([v for k, v in out.items() if k not in skip and k != "cursor"], [])
         leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in scenarios])}
         assert leftovers == {}, f"{page}: text outside the catalogs: {leftovers}"
+
+
+@pytest.mark.parametrize("make,expected", [
+    (lambda S: S.parse_speed(5000), "速度 = 5000：允许实时的 1 到 1000 倍，或 'max'"),
+    (lambda S: S.parse_load(9), "负载 = 9：允许 0 < 负载 <= 5（容量的比例；1 = 100 %）"),
+    (lambda S: S.parse_seed(-1), "种子 = -1：允许 0 到 2147483647 的整数"),
+])
+def test_control_errors_reach_the_browser_in_chinese(dash_app, make, expected):
+    """The engine's English ControlError, translated at the UI boundary with its values kept; English
+    and unknown forms pass through unchanged."""
+    from twin import session as S
+    from twin.ui.errors import explain
+    with pytest.raises(S.ControlError) as info:
+        make(S)
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        assert explain(info.value) == expected
+        assert explain(S.ControlError("a message of a new form")) == "a message of a new form"
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
+        assert explain(info.value) == str(info.value)

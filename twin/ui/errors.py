@@ -1,0 +1,68 @@
+"""Control errors in the viewer's language, translated at the UI boundary.
+
+The engine, the session and the CLI raise English messages (`ControlError`: the field and what is
+allowed). `explain(exc)` matches a message against the known forms below and returns the catalog's
+translation with the same values; a message of an unknown form is shown as it is (in English),
+never dropped. The msgids are the English forms themselves, so English passes through unchanged."""
+from __future__ import annotations
+
+import re
+
+from .lang import N_, _, request_lang
+
+_V = r"(?P<%s>.+?)"
+# (regular expression over the English message, its catalog msgid with the same named values)
+FORMS = (
+    (r"speed = {v}: allowed {lo} to {hi} \(times real time\) or 'max'",
+     N_("speed = %(v)s: allowed %(lo)s to %(hi)s (times real time) or 'max'")),
+    (r"speed: allowed {lo} to {hi} \(times real time\)", N_("speed: allowed %(lo)s to %(hi)s (times real time)")),
+    (r"load: allowed {lo} to {hi} % of capacity", N_("load: allowed %(lo)s to %(hi)s %% of capacity")),
+    (r"load = {v}: allowed 0 < load <= {hi} \(fraction of capacity; 1 = 100 %\)",
+     N_("load = %(v)s: allowed 0 < load <= %(hi)s (fraction of capacity; 1 = 100 %%)")),
+    (r"seed = {v}: allowed a whole number {lo} to {hi}", N_("seed = %(v)s: allowed a whole number %(lo)s to %(hi)s")),
+    (r"seed: allowed a whole number {lo} to {hi}", N_("seed: allowed a whole number %(lo)s to %(hi)s")),
+    (r"scenario and deployment: allowed one of the names in their lists",
+     N_("scenario and deployment: allowed one of the names in their lists")),
+    (r"{what}: at most {n} per minute; try again in {s} s", N_("%(what)s: at most %(n)s per minute; try again in %(s)s s")),
+    (r"the shared twin is locked by the instructor: enter the instructor token, or open a private sandbox to "
+     r"experiment", N_("the shared twin is locked by the instructor: enter the instructor token, or open a private "
+                       "sandbox to experiment")),
+    (r"sandbox {key} belongs to another browser: only the browser that opened it can control or close it "
+     r"\(open your own sandbox\)", N_("sandbox %(key)s belongs to another browser: only the browser that opened it "
+                                      "can control or close it (open your own sandbox)")),
+    (r"{action}: a trace replays its own arrival times; pick a synthetic scenario \(e\.g\. bursty-chat or "
+     r"diurnal\) to set the load, or change the speed",
+     N_("%(action)s: a trace replays its own arrival times; pick a synthetic scenario (e.g. bursty-chat or "
+        "diurnal) to set the load, or change the speed")),
+    (r"this browser already has {n} private sandbox\(es\), the most allowed: go back to it, or close it first",
+     N_("this browser already has %(n)s private sandbox(es), the most allowed: go back to it, or close it first")),
+    (r"{n} private sandboxes are already open from your network address, the most allowed: close one first",
+     N_("%(n)s private sandboxes are already open from your network address, the most allowed: close one first")),
+    (r"all {n} private sandboxes are in use; idle ones are freed after {min} min\. Watch the shared twin "
+     r"meanwhile\.", N_("all %(n)s private sandboxes are in use; idle ones are freed after %(min)s min. Watch the "
+                        "shared twin meanwhile.")),
+    (r"fault kind: allowed {kinds}", N_("fault kind: allowed %(kinds)s")),
+    (r"fault at_s = {at}: allowed up to {s} s after now \(t = {now} s\)",
+     N_("fault at_s = %(at)s: allowed up to %(s)s s after now (t = %(now)s s)")),
+    (r"fault: {n} scheduled faults are already waiting on this twin \(the most allowed\); wait for them to "
+     r"strike or reset", N_("fault: %(n)s scheduled faults are already waiting on this twin (the most allowed); "
+                            "wait for them to strike or reset")),
+    (r"detect after: allowed a number of seconds 0 to 86,400", N_("detect after: allowed a number of seconds 0 to 86,400")),
+    (r"random failures: rate = {v}: allowed 0 < x <= {hi} failure-clock hours per sim second \(switch off to "
+     r"stop\)", N_("random failures: rate = %(v)s: allowed 0 < x <= %(hi)s failure-clock hours per sim second "
+                   "(switch off to stop)")),
+    (r"{name}: allowed a number", N_("%(name)s: allowed a number")),
+)
+_COMPILED = tuple((re.compile(re.sub(r"\{(\w+)\}", lambda m: _V % m.group(1), rx)), msg) for rx, msg in FORMS)
+
+
+def explain(exc) -> str:
+    """The message of a refused control in the viewer's language (English forms pass through)."""
+    text = str(exc)
+    if request_lang() == "en":
+        return text
+    for rx, msg in _COMPILED:
+        m = rx.fullmatch(text)
+        if m:
+            return _(msg) % m.groupdict()
+    return text
