@@ -1,4 +1,4 @@
-"""Command line: perf, validate, calibrate, topology, run, bench.
+"""Command line: perf, validate, calibrate, topology, run, bench (and sweep, capacity, compare).
 
 Every error a user can cause prints one line naming what was wrong and exits with status 2.
 """
@@ -155,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .cli_run import add_run_commands
     add_run_commands(sub)
+    from .explore.cli import add_explore_commands
+    add_explore_commands(sub)
     return p
 
 
