@@ -16,6 +16,7 @@ from .sweep import run_sweep, summarize
 
 DEFAULT_DEPLOYMENT = "cloudmatrix-infer-paper"
 DEFAULT_SCENARIO = "paper-decode"
+SEARCH_SCENARIO = "paper-prefill"     # full pipeline (prefill, KV transfer, decode), with output_len 256
 
 
 def _client(a):
@@ -60,6 +61,73 @@ def cmd_sweep(a) -> int:
     return 0
 
 
+def _ints(flag: str, text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        vals = [int(v) for v in text.split(",")]
+    except ValueError:
+        vals = []
+    if not vals or any(v < 1 for v in vals):
+        raise ValueError(f"{flag} {text!r}: allowed a list of positive integers, e.g. 2,4,6")
+    return vals
+
+
+def cmd_capacity(a) -> int:
+    from .capacity import Spec, capacity, search, settings
+    fixed = settings(a.set) + tuple((k, v) for k, v in (("ttft_slo_ms", a.ttft_slo), ("tpot_slo_ms", a.tpot_slo))
+                                    if v is not None)
+    scenario = a.scenario or (SEARCH_SCENARIO if a.search else DEFAULT_SCENARIO)
+    if a.search and a.scenario is None:
+        fixed = (("output_len", 256),) + fixed
+    from .capacity import DEFAULT_ATTAINMENT
+    spec = Spec(a.deployment, scenario, fixed, a.duration, a.seed,
+                DEFAULT_ATTAINMENT if a.attainment is None else a.attainment)
+    if not a.search:
+        out = capacity(spec)
+        print(dumps(out) if a.json else
+              f"max rate {out['max_rate']:g} req/s ({out['goodput_per_chip']:g} goodput tokens/s per chip) on "
+              f"{out['deployment']} / {out['scenario']}; perf model capacity {out['model_capacity_rps']:g} req/s; "
+              f"{len(out['probes'])} engine runs in {out['seconds']:g} s")
+        return 0
+    from .capacity import search_space
+    pre, dec = search_space(spec, _ints("--prefill-instances", a.prefill_instances),
+                            _ints("--decode-ep", a.decode_ep))
+    client = _client(a)
+    try:
+        out = search(spec, pre, dec, a.workers, client, progress=not a.no_progress)
+    finally:
+        if client is not None:
+            client.close()
+    if a.json:
+        print(dumps(out))
+    else:
+        _table(out["all"], ["prefill_instances", "prefill_ep", "decode_ep", "decode_batch_per_die",
+                            "max_rate", "goodput_per_chip"])
+        print(f"{out['tried']} configurations in {out['seconds']:g} s")
+    return 0
+
+
+def cmd_compare(a) -> int:
+    from .compare import compare
+    out = compare(a.tpot_slo)
+    if a.json:
+        print(dumps(out))
+        return 0
+    print(f"DeepSeek-R1 decode, {out['workload']['prompt']} prompt + {out['workload']['output']} output, "
+          f"TPOT SLO {a.tpot_slo:g} ms (source: perf model)")
+    _table(out["systems"], ["deployment", "batch_per_chip", "tokens_per_s_per_chip", "tokens_per_s_per_tflops",
+                            "tokens_per_s_per_kw", "usd_per_million_tokens", "tpot_ms", "alltoall_share"])
+    print("\nEP sweep (batch per die as deployed, or the largest whose KV fits):")
+    _table([r for rows in out["ep_sweep"].values() for r in rows],
+           ["deployment", "decode_ep", "fabric", "batch_per_chip", "tokens_per_s_per_chip", "tpot_ms",
+            "alltoall_share"])
+    for s in out["systems"]:
+        print(f"  {s['system']}: power {s['chip_power_kw']} kW/chip ({s['chip_power_source']}); "
+              f"price ${s['usd_per_chip_hour']}/chip-hour ({s['usd_per_chip_hour_source']})")
+    return 0
+
+
 def add_explore_commands(sub) -> None:
     sw = sub.add_parser("sweep", help="run the engine (or the perf model) over a grid of settings")
     sw.add_argument("--deployment", default=DEFAULT_DEPLOYMENT, type=name("a deployment name"))
@@ -81,3 +149,33 @@ def add_explore_commands(sub) -> None:
     sw.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     sw.add_argument("--json", action="store_true")
     sw.set_defaults(fn=cmd_sweep)
+
+    cap = sub.add_parser("capacity", help="highest request rate meeting the SLOs (engine), or --search "
+                                          "the prefill/decode split and decode EP degree")
+    cap.add_argument("--deployment", default=DEFAULT_DEPLOYMENT, type=name("a deployment name"))
+    cap.add_argument("--scenario", type=name("a scenario name"),
+                     help=f"synthetic scenario (default {DEFAULT_SCENARIO}; with --search {SEARCH_SCENARIO} "
+                          f"at output_len=256, the full pipeline)")
+    cap.add_argument("--ttft-slo", type=number(0, 600_000, lo_open=True, unit="ms"), help="TTFT SLO, ms")
+    cap.add_argument("--tpot-slo", type=number(0, 10_000, lo_open=True, unit="ms"), help="TPOT SLO, ms")
+    cap.add_argument("--attainment", type=number(0, 1, lo_open=True), default=None,
+                     help="share of requests that must meet both SLOs (default 0.99)")
+    cap.add_argument("--set", action="append", metavar="KEY=VALUE", help="a fixed setting (sweep keys)")
+    cap.add_argument("--duration", type=field_number(Scenario, "duration_s", unit="s"), default=30.0,
+                     help="simulated seconds per probe (default 30)")
+    cap.add_argument("--seed", type=field_number(Scenario, "seed", integer=True), default=0)
+    cap.add_argument("--search", action="store_true",
+                     help="search prefill instances x decode EP (the AIConfigurator question)")
+    cap.add_argument("--prefill-instances", help="--search: prefill instance counts, e.g. 2,4,6,8")
+    cap.add_argument("--decode-ep", help="--search: decode EP degrees in dies, e.g. 64,160,320")
+    cap.add_argument("--scheduler", help="Dask scheduler tcp://HOST:PORT (--search)")
+    cap.add_argument("--workers", type=number(1, 256, integer=True), default=None)
+    cap.add_argument("--no-progress", action="store_true")
+    cap.add_argument("--json", action="store_true")
+    cap.set_defaults(fn=cmd_capacity)
+
+    cmp = sub.add_parser("compare", help="the same model and workload on CloudMatrix384 and GPU systems")
+    cmp.add_argument("--tpot-slo", type=number(0, 10_000, lo_open=True, unit="ms"), default=50.0,
+                     help="TPOT SLO of every system's operating point, ms (default 50, ref 4)")
+    cmp.add_argument("--json", action="store_true")
+    cmp.set_defaults(fn=cmd_compare)

@@ -127,7 +127,7 @@ def _allowed(key: Key) -> str:
         (" (a list V1,V2,... or a range LO:HI:STEP)" if key.kind != "bool" else "")
 
 
-def _scalar(key: Key, text: str):
+def _scalar(key: Key, text: str, flag: str = "--vary"):
     t = text.strip()
     if key.kind == "bool":
         if t.lower() in ("true", "on", "1", "yes"):
@@ -144,38 +144,38 @@ def _scalar(key: Key, text: str):
             v = None
         if v is not None and math.isfinite(v):
             return v
-    raise ValueError(f"--vary {key.name}={text!r}: not allowed (allowed: {_allowed(key)})")
+    raise ValueError(f"{flag} {key.name}={text!r}: not allowed (allowed: {_allowed(key)})")
 
 
-def _range(key: Key, text: str) -> list:
-    lo, hi, step = (_scalar(key, p) for p in text.split(":"))
+def _range(key: Key, text: str, flag: str) -> list:
+    lo, hi, step = (_scalar(key, p, flag) for p in text.split(":"))
     if step <= 0:
-        raise ValueError(f"--vary {key.name}={text}: step must be > 0")
+        raise ValueError(f"{flag} {key.name}={text}: step must be > 0")
     if hi < lo:
-        raise ValueError(f"--vary {key.name}={text}: inverted range (LO {lo} > HI {hi}; allowed LO <= HI)")
+        raise ValueError(f"{flag} {key.name}={text}: inverted range (LO {lo} > HI {hi}; allowed LO <= HI)")
     n = math.floor((hi - lo) / step + 1e-9) + 1
     if n > MAX_VALUES:
-        raise ValueError(f"--vary {key.name}={text}: {n} values (allowed at most {MAX_VALUES} per key)")
+        raise ValueError(f"{flag} {key.name}={text}: {n} values (allowed at most {MAX_VALUES} per key)")
     return [lo + i * step if key.kind == "int" else round(lo + i * step, 12) for i in range(n)]
 
 
-def parse_vary(text: str) -> tuple[str, list]:
+def parse_vary(text: str, flag: str = "--vary") -> tuple[str, list]:
     """'KEY=V1,V2,...' or 'KEY=LO:HI:STEP' -> (key, values); one-line errors naming the field."""
     name, sep, values = (text or "").partition("=")
     name = name.strip()
     if name not in KEYS:
-        raise ValueError(f"--vary {name or text!r}: unknown key (allowed: {', '.join(KEYS)})")
+        raise ValueError(f"{flag} {name or text!r}: unknown key (allowed: {', '.join(KEYS)})")
     key = KEYS[name]
     if not sep or not values.strip():
-        raise ValueError(f"--vary {name}: empty value list (allowed: {_allowed(key)})")
+        raise ValueError(f"{flag} {name}: empty value list (allowed: {_allowed(key)})")
     if values.count(":") == 2 and key.kind in ("int", "float"):
-        out = _range(key, values)
+        out = _range(key, values, flag)
     else:
-        out = [_scalar(key, v) for v in values.split(",")]
+        out = [_scalar(key, v, flag) for v in values.split(",")]
     if len(out) > MAX_VALUES:
-        raise ValueError(f"--vary {name}: {len(out)} values (allowed at most {MAX_VALUES} per key)")
+        raise ValueError(f"{flag} {name}: {len(out)} values (allowed at most {MAX_VALUES} per key)")
     if len(set(out)) != len(out):
-        raise ValueError(f"--vary {name}={values}: a value is repeated (allowed: distinct values)")
+        raise ValueError(f"{flag} {name}={values}: a value is repeated (allowed: distinct values)")
     return name, out
 
 
@@ -228,7 +228,7 @@ def configure(deployment: str, scenario: str, point: dict, overrides: dict | Non
             try:
                 KEYS[name].apply(dep, sc, v)
             except ValueError as exc:
-                raise ValueError(f"--vary {name}={v}: {exc}") from None
+                raise ValueError(f"{name}={v}: {exc}") from None
     if "rate" in point and "load" in point:
         raise ValueError("--vary rate and --vary load: choose one (allowed: rate or load)")
     if sc["workload"] == "trace" and ("rate" in point or "load" in point):
