@@ -63,13 +63,10 @@ def run(fn: Callable, items: Sequence, workers: int | None = None, client=None,
         if not items:
             return out
         if client is not None:
-            from distributed import as_completed as dask_completed
             futures = client.map(fn, items, pure=False)
-            index = {f.key: i for i, f in enumerate(futures)}
-            for f in dask_completed(futures):
-                out[index[f.key]] = f.result()
-                bar.update(1)
-            return out
+            for f in futures:           # called on the client's thread as each finishes
+                f.add_done_callback(lambda _f: bar.update(1))
+            return client.gather(futures)
         n = workers or os.cpu_count() or 1
         if n == 1 or len(items) == 1:
             for i, x in enumerate(items):
