@@ -43,3 +43,15 @@ def test_cli_sweep_through_the_environment_variable(dask_address, monkeypatch, t
     code, out_dask, err = cli(*args)
     assert code == 0, err
     assert json.loads(out_dask)["rows"] == json.loads(out_local)["rows"]
+
+
+def test_dask_runner_keeps_input_order(dask_address):
+    from tests.test_explore import _sleep_then
+    client = runner.connect(dask_address)
+    done = []
+    try:
+        assert runner.run(_sleep_then, [1.0, 0.0, 0.1, 0.2], client=client,
+                          progress=lambda n, t: done.append(n)) == [1.0, 0.0, 0.1, 0.2]
+    finally:
+        client.close()
+    assert done == [1, 2, 3, 4]

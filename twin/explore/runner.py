@@ -64,9 +64,10 @@ def run(fn: Callable, items: Sequence, workers: int | None = None, client=None,
             return out
         if client is not None:
             futures = client.map(fn, items, pure=False)
-            for f in futures:           # called on the client's thread as each finishes
-                f.add_done_callback(lambda _f: bar.update(1))
-            return client.gather(futures)
+            for i, f in enumerate(futures):     # in input order: the bar may lag, never runs ahead
+                out[i] = f.result()
+                bar.update(1)
+            return out
         n = workers or os.cpu_count() or 1
         if n == 1 or len(items) == 1:
             for i, x in enumerate(items):
