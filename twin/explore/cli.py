@@ -128,6 +128,22 @@ def cmd_compare(a) -> int:
     return 0
 
 
+def cmd_explore_bench(a) -> int:
+    from .bench import bench
+    out = bench(a.points, a.duration, runner.scheduler_address(a.scheduler))
+    if a.json:
+        print(dumps(out))
+        return 0
+    print(out["sweep"])
+    for k in ("one_process", "local_pool_2", "dask_1_worker", "dask_2_workers"):
+        print(f"  {k:<16}{out[k]['points_per_minute']:>9g} points/min  ({out[k]['seconds']:g} s)")
+    print(f"  Dask 2 workers vs 1: {out['dask_speedup_2_vs_1']:g}x")
+    c = out["capacity_search"]
+    print(f"  one capacity search ({c['deployment']}, {c['scenario']}): {c['seconds']:g} s, "
+          f"{c['engine_runs']} engine runs, max rate {c['max_rate']:g} req/s")
+    return 0
+
+
 def add_explore_commands(sub) -> None:
     sw = sub.add_parser("sweep", help="run the engine (or the perf model) over a grid of settings")
     sw.add_argument("--deployment", default=DEFAULT_DEPLOYMENT, type=name("a deployment name"))
@@ -179,3 +195,13 @@ def add_explore_commands(sub) -> None:
                      help="TPOT SLO of every system's operating point, ms (default 50, ref 4)")
     cmp.add_argument("--json", action="store_true")
     cmp.set_defaults(fn=cmd_compare)
+
+    eb = sub.add_parser("explore-bench", help="sweep points per minute (one process, pool, Dask 1 and 2 "
+                                             "workers) and one capacity search's time")
+    eb.add_argument("--points", type=number(4, 500, integer=True), default=24, help="sweep points (4..500)")
+    eb.add_argument("--duration", type=number(1, 600, unit="s"), default=30.0,
+                    help="simulated seconds per point (1..600)")
+    eb.add_argument("--scheduler", help="run the 2-worker figure on this Dask scheduler instead of a "
+                                        "loopback LocalCluster")
+    eb.add_argument("--json", action="store_true")
+    eb.set_defaults(fn=cmd_explore_bench)

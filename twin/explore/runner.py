@@ -74,7 +74,8 @@ def run(fn: Callable, items: Sequence, workers: int | None = None, client=None,
                 out[i] = fn(x)
                 bar.update(1)
             return out
-        ctx = multiprocessing.get_context("forkserver")
+        ctx = multiprocessing.get_context("forkserver")      # safe beside the web app's threads
+        ctx.set_forkserver_preload([getattr(fn, "__module__", "twin")])   # workers start with it imported
         with ProcessPoolExecutor(max_workers=min(n, len(items)), mp_context=ctx) as pool:
             futs = {pool.submit(fn, x): i for i, x in enumerate(items)}
             for f in as_completed(futs):
