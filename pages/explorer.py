@@ -57,11 +57,13 @@ def layout(**_kwargs):
             html.Div([
                 _field("Axis 1", dcc.Dropdown(id=f"{P}-k1", options=axis, value="load", clearable=False,
                                               className="dd-wide")),
-                _field("values", dcc.Input(id=f"{P}-v1", value="0.3:1.2:0.15", debounce=True, maxLength=200),
+                _field("values", dcc.Input(id=f"{P}-v1", value="0.3:1.2:0.15", debounce=True, maxLength=200,
+                                                 style={"width": "11em"}),
                        "a list V1,V2,... or a range LO:HI:STEP"),
                 _field("Axis 2", dcc.Dropdown(id=f"{P}-k2", options=[{"label": "none", "value": NONE}] + axis,
                                               value="mtp", clearable=False, className="dd-wide")),
-                _field("values", dcc.Input(id=f"{P}-v2", value="true,false", debounce=True, maxLength=200)),
+                _field("values", dcc.Input(id=f"{P}-v2", value="true,false", debounce=True, maxLength=200,
+                                                 style={"width": "11em"})),
             ], className="ctl-row"),
             html.Div([
                 _field(f"Seeds (1–{J.LIMITS['seeds']})", dcc.Input(id=f"{P}-seeds", type="number", value=2, min=1,
@@ -128,14 +130,14 @@ def compare_figures(d: dict) -> tuple[dict, dict]:
     metrics = (("tokens_per_s_per_tflops", "tokens/s per TFLOPS"), ("tokens_per_s_per_kw", "tokens/s per kW"),
                ("usd_per_million_tokens", "$ per million output tokens"))
     bars = []
-    for i, (m, label) in enumerate(metrics, 1):
-        bars.append({"type": "bar", "name": label, "x": names, "y": [s[m] for s in d["systems"]],
-                     "xaxis": f"x{i}", "yaxis": f"y{i}", "marker": {"color": PALETTE[i - 1]}})
     lay = T.base_layout(hovermode="closest", showlegend=False, margin={"l": 50, "r": 10, "t": 40, "b": 110})
-    for i, (_, label) in enumerate(metrics, 1):
-        dom = [(i - 1) / 3 + 0.03, i / 3 - 0.03]
-        lay[f"xaxis{i}"] = {"domain": dom, "anchor": f"y{i}", "tickangle": -35, "gridcolor": T.GRID}
-        lay[f"yaxis{i}"] = {"anchor": f"x{i}", "gridcolor": T.GRID, "rangemode": "tozero",
+    for i, (m, label) in enumerate(metrics, 1):
+        n = "" if i == 1 else str(i)             # Plotly names the first axes x and y
+        bars.append({"type": "bar", "name": label, "x": names, "y": [s[m] for s in d["systems"]],
+                     "xaxis": f"x{n}", "yaxis": f"y{n}", "marker": {"color": PALETTE[i - 1]}})
+        lay[f"xaxis{n}"] = {"domain": [(i - 1) / 3 + 0.04, i / 3 - 0.02], "anchor": f"y{n}", "tickangle": -35,
+                            "gridcolor": T.GRID}
+        lay[f"yaxis{n}"] = {"anchor": f"x{n}", "gridcolor": T.GRID, "rangemode": "tozero",
                             "title": {"text": label, "font": {"size": 11}}}
     ep = [{"type": "scatter", "mode": "lines+markers", "name": s, "x": [r["decode_ep"] for r in rows],
            "y": [r["tokens_per_s_per_chip"] for r in rows], "marker": {"color": PALETTE[i % len(PALETTE)]},
