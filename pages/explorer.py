@@ -15,11 +15,13 @@ from twin.explore.sweep import pareto
 from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import theme as T
+from twin.ui.live import Tick
 
 dash.register_page(__name__, path="/explorer", name="Explorer", title="Explorer · CloudMatrix Twin", order=6)
 
 P = "ex"
 TICK_MS = 1000
+LIVE_MS = 2000   # the shared twin's status strip only
 AXES = [k for k in KEYS if k not in ("deployment", "trace")]
 NONE = "none"
 PAPER = ((1e3 / 49.4, 1943, "ref 4: batch 96, TPOT 49.4 ms"), (1e3 / 14.9, 538, "ref 4: batch 8, TPOT 14.9 ms"))
@@ -39,7 +41,9 @@ def layout(**_kwargs):
     deps, scs = list(catalog().deployments), _synthetic_scenarios()
     axis = [{"label": f"{k} — {KEYS[k].help}", "value": k} for k in AXES]
     return html.Div([
-        dcc.Interval(id=f"{P}-tick", interval=TICK_MS, disabled=True),
+        dcc.Interval(id=f"{P}-tick", interval=TICK_MS, disabled=True),      # sweep progress, while one runs
+        dcc.Interval(id=f"{P}-live", interval=LIVE_MS),                    # the run-control strip
+        dcc.Store(id=f"{P}-cursor"),
         dcc.Store(id=f"{P}-job", storage_type="session"),
         dcc.Download(id=f"{P}-dl"),
         C.page_header("Explorer", "What should I run, and what do I give up? Sweep settings on the engine "
@@ -250,6 +254,20 @@ def progress_view(job: dict | None):
 )
 def on_tick(_n, job_id, secret):
     return progress_view(J.JOBS.get(G.ident(job_id), _viewer(secret)))
+
+
+@dash.callback(
+    Output(f"{P}-cursor", "data"),
+    Output("shell-status", "data", allow_duplicate=True),
+    Input(f"{P}-live", "n_intervals"),
+    State("ctl-twin", "data"),
+    State(f"{P}-cursor", "data"),
+    prevent_initial_call="initial_duplicate",
+)
+def live(_n, choice, cursor):
+    """The live twin keeps running beside a sweep: keep the run-control strip current."""
+    t = Tick.read(cursor, choice)
+    return (t.cursor if t.changed else no_update), t.status
 
 
 @dash.callback(
