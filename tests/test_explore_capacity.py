@@ -101,3 +101,8 @@ def test_compare_cli():
     assert code == 0, err
     d = json.loads(out)
     assert len(d["systems"]) == 5 and set(d["ep_sweep"]) == set(SYSTEMS)
+
+
+def test_explore_bench_cli_rejects_a_bad_scheduler_before_any_work():
+    code, out, err = cli("explore-bench", "--scheduler", "localhost:8786")
+    assert code == 2 and out == "" and "tcp://HOST:PORT" in err and err.count("\n") == 1, err

@@ -2,6 +2,7 @@
 and two workers (a loopback LocalCluster unless a scheduler is given), and one capacity search."""
 from __future__ import annotations
 
+import os
 import time
 
 from . import runner
@@ -43,13 +44,15 @@ def _on_dask(tasks, workers: int, address: str | None) -> dict:
 def bench(points: int = 24, duration_s: float = 30.0, scheduler: str | None = None) -> dict:
     loads = [round(0.3 + 0.9 * i / max(points - 1, 1), 4) for i in range(points)]
     tasks = plan(DEPLOYMENT, SCENARIO, [("load", loads)], duration_s=duration_s)
-    out = {"sweep": f"{points} points of {SCENARIO} on {DEPLOYMENT}, {duration_s:g} s simulated each, no cache"}
+    out = {"sweep": f"{points} points of {SCENARIO} on {DEPLOYMENT}, {duration_s:g} s simulated each, no cache",
+           "cpus": os.cpu_count(), "load_average_before": round(os.getloadavg()[0], 2)}
     out["one_process"] = _rate(tasks, workers=1)
     out["local_pool_2"] = _rate(tasks, workers=2)
     out["dask_1_worker"] = _on_dask(tasks, 1, None)
     out["dask_2_workers"] = _on_dask(tasks, 2, scheduler)
     out["dask_speedup_2_vs_1"] = round(out["dask_2_workers"]["points_per_minute"]
                                        / out["dask_1_worker"]["points_per_minute"], 2)
+    out["load_average_after"] = round(os.getloadavg()[0], 2)     # other processes share the cores
     cap = capacity(Spec(DEPLOYMENT, SCENARIO))
     out["capacity_search"] = {"seconds": cap["seconds"], "engine_runs": len(cap["probes"]),
                               "max_rate": cap["max_rate"], "deployment": DEPLOYMENT, "scenario": SCENARIO}

@@ -134,7 +134,8 @@ def cmd_explore_bench(a) -> int:
     if a.json:
         print(dumps(out))
         return 0
-    print(out["sweep"])
+    print(f"{out['sweep']} ({out['cpus']} CPUs; 1-min load average {out['load_average_before']:g} before, "
+          f"{out['load_average_after']:g} after)")
     for k in ("one_process", "local_pool_2", "dask_1_worker", "dask_2_workers"):
         print(f"  {k:<16}{out[k]['points_per_minute']:>9g} points/min  ({out[k]['seconds']:g} s)")
     print(f"  Dask 2 workers vs 1: {out['dask_speedup_2_vs_1']:g}x")
