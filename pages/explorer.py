@@ -87,7 +87,8 @@ def layout(**_kwargs):
         C.panel([C.graph(f"{P}-pareto", pareto_figure([], []), 460),
                  html.P("Each dot is a point of the sweep (mean over seeds, bars: 95% confidence interval); "
                         "the line joins the points no other point beats on both axes. Up and right is better: "
-                        "more output per accelerator while each user still reads fast.", className="hint")],
+                        "more output per accelerator while each user still reads fast. Click a point to "
+                        "open it in a private sandbox twin.", className="hint")],
                 "Goodput per chip vs tokens/s per user", "sim", extra=html.Span([C.tag("model"), C.tag("paper")])),
         compare_section(),
     ])
@@ -107,6 +108,7 @@ def pareto_figure(points: list[dict], varied: list[str]) -> dict:
                      "error_x": {"type": "data", "array": [p.get(f"{x}_ci95") or 0 for p in pts], "visible": True},
                      "error_y": {"type": "data", "array": [p.get(f"{y}_ci95") or 0 for p in pts], "visible": True},
                      "text": [", ".join(f"{k}={p[k]}" for k in varied) for p in pts],
+                     "customdata": [points.index(p) for p in pts],       # the point a click opens
                      "hovertemplate": "%{text}<br>%{x:.1f} tok/s/user, %{y:.0f} tok/s/chip<extra></extra>",
                      "marker": {"size": 9, "color": PALETTE[i % len(PALETTE)]}})
     front = [points[i] for i in pareto(points)]
@@ -254,6 +256,47 @@ def progress_view(job: dict | None):
 )
 def on_tick(_n, job_id, secret):
     return progress_view(J.JOBS.get(G.ident(job_id), _viewer(secret)))
+
+
+SANDBOX_KEYS = {"deployment", "load", "rate"}     # what a live twin's settings can take today
+
+
+def sandbox_params(job: dict | None, click) -> dict:
+    """The live twin settings of the clicked point; ValueError if the click or the point cannot be."""
+    pts = click.get("points") if isinstance(click, dict) else None
+    idx = pts[0].get("customdata") if isinstance(pts, list) and pts and isinstance(pts[0], dict) else None
+    if not job or job["state"] != "done" or type(idx) is not int or not 0 <= idx < len(job["points"]):
+        raise ValueError("Open in a sandbox: click a point of a finished sweep")
+    other = [k for k in job["varied"] if k not in SANDBOX_KEYS]
+    if other:
+        raise ValueError(f"Open in a sandbox: the live twin cannot take {', '.join(other)} yet "
+                         f"(allowed: points varying {', '.join(sorted(SANDBOX_KEYS))})")
+    p = job["points"][idx]
+    rate = p.get("rate")
+    if rate is None:
+        from twin.engine import Engine, load_scenario
+        load = p.get("load")
+        eng = Engine(load_scenario(p["scenario"], deployment=p["deployment"], load=load))
+        rate = (load if load is not None else eng.scenario.load) * eng.capacity_rps()
+    return {"scenario": p["scenario"], "deployment": p["deployment"], "rate": round(rate, 3)}
+
+
+@dash.callback(
+    Output("ctl-twin", "data", allow_duplicate=True),
+    Output(f"{P}-msg", "children", allow_duplicate=True), Output(f"{P}-msg", "className", allow_duplicate=True),
+    Input(f"{P}-pareto", "clickData"), State(f"{P}-job", "data"), State("ctl-secret", "data"),
+    prevent_initial_call=True,
+)
+def on_click(click, job_id, secret):
+    from twin import session as S
+    who, addr = G.client(secret)
+    try:
+        params = sandbox_params(J.JOBS.get(G.ident(job_id), who), click)
+        tw = S.sessions().open_sandbox(params, client=who, addr=addr)
+    except (ValueError, CatalogError) as exc:       # S.ControlError is a ValueError
+        return no_update, " ".join(str(exc).split())[:300], "ctl-msg msg-error"
+    return tw.key, (f"Private sandbox {tw.key} runs {params['scenario']} on {params['deployment']} at "
+                    f"{params['rate']:g} req/s; the pages now show it."), "ctl-msg msg-ok"
 
 
 @dash.callback(

@@ -125,3 +125,33 @@ def test_a_failing_sweep_reports_one_line():
         time.sleep(0.02)
     j = jobs.get(jid, "v")
     assert j["state"] == "error" and j["message"] == "disk full at somewhere"
+
+
+def test_click_a_point_gives_sandbox_settings(E):
+    job = {"state": "done", "varied": ["load"], "points": [
+        {"deployment": "cloudmatrix-infer-paper", "scenario": "paper-decode", "load": 0.5}]}
+    p = E.sandbox_params(job, {"points": [{"customdata": 0}]})
+    from twin.engine import Engine, load_scenario
+    cap = Engine(load_scenario("paper-decode")).capacity_rps()
+    assert p == {"scenario": "paper-decode", "deployment": "cloudmatrix-infer-paper", "rate": round(0.5 * cap, 3)}
+    for bad in (None, {"points": "x"}, {"points": [{"customdata": 5}]}, {"points": [{"customdata": True}]}):
+        with pytest.raises(ValueError, match="click a point of a finished sweep"):
+            E.sandbox_params(job, bad)
+    with pytest.raises(ValueError, match="cannot take mtp"):
+        E.sandbox_params({**job, "varied": ["load", "mtp"]}, {"points": [{"customdata": 0}]})
+
+
+def test_click_opens_a_sandbox_or_says_why_not(E, twin_registry):
+    key, msg, cls = E.on_click({"points": [{"customdata": 0}]}, "j-none", "c" * 32)
+    assert "click a point of a finished sweep" in msg and cls == "ctl-msg msg-error"
+    viewer = E._viewer("c" * 32)
+    job = J.Job("j-click", viewer, ["load"], 1, 1, "done", [], [
+        {"deployment": "cloudmatrix-infer-paper", "scenario": "paper-decode", "load": 0.5, "rate": None}])
+    J.JOBS._jobs[job.id] = job
+    try:
+        key, msg, cls = E.on_click({"points": [{"customdata": 0}]}, job.id, "c" * 32)
+    finally:
+        del J.JOBS._jobs[job.id]
+    assert cls == "ctl-msg msg-ok" and key in twin_registry.sandboxes(), msg
+    tw = twin_registry.get(key)
+    assert tw.owner == viewer and tw.params.scenario == "paper-decode" and tw.params.rate > 0
