@@ -130,6 +130,22 @@ def _compare() -> dict:
     return compare(50.0)
 
 
+def curves_figure(d: dict) -> dict:
+    """Every system's decode curve (tokens/s per chip vs TPOT) on the same axes, with the SLO."""
+    data = [{"type": "scatter", "mode": "lines+markers", "name": s, "x": [r["tpot_ms"] for r in rows],
+             "y": [r["tokens_per_s_per_chip"] for r in rows], "marker": {"color": PALETTE[i % len(PALETTE)]},
+             "text": [f"batch {r['batch_per_chip']}/chip" for r in rows],
+             "hovertemplate": "%{text}: TPOT %{x:.1f} ms, %{y:.0f} tok/s/chip<extra>" + s + "</extra>"}
+            for i, (s, rows) in enumerate(d["curves"].items())]
+    lay = T.base_layout(hovermode="closest", xaxis={"title": {"text": "TPOT, ms"}, "gridcolor": T.GRID,
+                                                    "range": [0, 2 * d["tpot_slo_ms"]]},
+                        yaxis={"title": {"text": "decode tokens/s per chip"}, "gridcolor": T.GRID,
+                               "rangemode": "tozero"},
+                        shapes=[{"type": "line", "x0": d["tpot_slo_ms"], "x1": d["tpot_slo_ms"], "y0": 0, "y1": 1,
+                                 "yref": "paper", "line": {"color": T.RED, "dash": "dash"}}])
+    return {"data": data, "layout": lay}
+
+
 def compare_figures(d: dict) -> tuple[dict, dict]:
     """(per-TFLOPS / per-kW / $ bars, EP sweep) of a compare() result."""
     names = [s["deployment"] for s in d["systems"]]
@@ -172,6 +188,10 @@ def compare_section() -> html.Div:
         html.P(f"DeepSeek-R1 decode at each system's operating point: the largest batch per chip whose TPOT meets "
                f"{d['tpot_slo_ms']:g} ms and whose KV fits. The all-to-all share is dispatch + combine over "
                f"operator time: on UB it stays near a fifth, on Hopper clusters it is about half.", className="hint"),
+        C.graph(f"{P}-cmp-curves", curves_figure(d), 360),
+        html.P(f"The same decode, batch by batch, on the same axes: each curve climbs until its KV cache is full; "
+               f"the dashed line is the {d['tpot_slo_ms']:g} ms TPOT SLO, where the table's operating points sit.",
+               className="hint"),
         C.graph(f"{P}-cmp-bars", bars, 340),
         html.P("Per dense TFLOPS of the serving precision, per kW and per dollar (power and price per chip from "
                "systems.toml, each with its source or marked as an assumption).", className="hint"),

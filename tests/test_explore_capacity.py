@@ -106,3 +106,14 @@ def test_compare_cli():
 def test_explore_bench_cli_rejects_a_bad_scheduler_before_any_work():
     code, out, err = cli("explore-bench", "--scheduler", "localhost:8786")
     assert code == 2 and out == "" and "tcp://HOST:PORT" in err and err.count("\n") == 1, err
+
+
+def test_curves_stop_where_the_kv_cache_is_full():
+    from twin.explore.compare import KV_LEN, curve
+    rows = curve("deepseek-h800")
+    pm = PerfModel("deepseek-h800")
+    cap = pm.max_batch_per_die(KV_LEN)
+    assert rows[-1]["batch_per_chip"] <= cap and all(r["batch_per_chip"] <= cap for r in rows)
+    assert rows[0] == {"batch_per_chip": 1, "tpot_ms": round(pm.decode_step(1, KV_LEN).tpot_ms, 3),
+                       "tokens_per_s_per_chip": round(pm.decode_step(1, KV_LEN).tokens_per_s_per_npu, 1)}
+    assert [r["tpot_ms"] for r in rows] == sorted(r["tpot_ms"] for r in rows)

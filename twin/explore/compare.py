@@ -96,11 +96,23 @@ def ep_sweep(name: str, degrees=EP_DEGREES) -> list[dict]:
     return rows
 
 
+CURVE_BATCHES = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+
+
+def curve(name: str) -> list[dict]:
+    """Decode tokens/s per chip against TPOT as the batch grows, while the KV cache fits."""
+    pm = PerfModel(name)
+    rows = pm.decode_curve(KV_LEN, list(CURVE_BATCHES))
+    return [{"batch_per_chip": r["batch_per_npu"], "tpot_ms": round(r["tpot_ms"], 3),
+             "tokens_per_s_per_chip": round(r["tokens_per_s_per_npu"], 1)} for r in rows if r["fits_kv"]]
+
+
 def compare(slo_ms: float = 50.0, systems=SYSTEMS) -> dict:
     return {"tpot_slo_ms": slo_ms, "workload": {"prompt": PROMPT, "output": OUTPUT, "kv_len": KV_LEN,
                                                 "model": "deepseek-r1"},
             "systems": [system_row(s, slo_ms) for s in systems],
             "ep_sweep": {s: ep_sweep(s) for s in systems},
+            "curves": {s: curve(s) for s in systems},
             "notes": ["source model: the calibrated perf model's steady state (docs: python -m twin validate)",
                       "operating point: the largest decode batch per chip meeting the TPOT SLO whose KV fits",
                       "alltoall_share: dispatch + combine over operator time, before overlap",
