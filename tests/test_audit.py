@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from twin.engine import Command, Engine
+from twin.engine import Engine, command
 from twin.engine.faults import Policy
 from twin.engine.pools import DecodeInstance
 from twin.engine.requests import DECODING, DONE, REJECTED, RequestTable
-from twin.metrics import LogHistogram
+from twin.engine.metrics import LogHistogram
 
 FAST = dict(detect_s=5.0, reroute_s=1.0, network_repair_s=10.0, hardware_repair_s=10.0,
             expert_reload_s=1.0)
@@ -99,7 +99,7 @@ def _die_fault_then_drain(redundant: bool) -> Engine:
     eng = Engine("paper-decode", seed=1)
     eng.advance(20)
     eng.faults.policy = Policy.load(**FAST, redundant_experts=redundant)
-    eng.submit(Command("fault", {"kind": "npu_die", "target": "n20/npu3/d1"}))
+    eng.submit(command("fault", {"kind": "npu_die", "target": "n20/npu3/d1"}))
     eng.advance(10)
     eng.drain(cap_s=120)
     return eng
@@ -137,7 +137,7 @@ def test_lost_is_measured_during_the_run_too(monkeypatch):
     eng = Engine("paper-decode", seed=1)
     eng.advance(20)
     eng.faults.policy = Policy.load(**FAST, redundant_experts=False)
-    eng.submit(Command("fault", {"kind": "npu_die", "target": "n20/npu3/d1"}))
+    eng.submit(command("fault", {"kind": "npu_die", "target": "n20/npu3/d1"}))
     eng.advance(6)                                       # detected at 25: evicted, one forgotten
     assert eng.audit()["orphaned"] == 1 and eng.fault_report()[0]["lost"] == 1
 

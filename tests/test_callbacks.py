@@ -16,6 +16,7 @@ from dash._callback_context import context_value
 from dash._utils import AttributeDict
 
 from twin import session as S
+from twin.engine.commands import InjectFault
 from twin.ui import figures as F
 
 
@@ -67,10 +68,17 @@ def test_speed_outside_range_names_the_allowed_range(value):
         S.parse_speed(value)
 
 
-@pytest.mark.parametrize("value", [0, -1, 2.5, "x"])
+@pytest.mark.parametrize("value", [0, -1, 5.01, "x", float("nan"), True])
 def test_load_outside_range_is_refused(value):
-    with pytest.raises(S.ControlError, match="allowed 0.05 to 2"):
+    with pytest.raises(S.ControlError, match=r"allowed 0 < load <= 5 \(fraction of capacity"):
         S.parse_load(value)
+
+
+def test_load_has_one_bound_the_scenario_models():
+    from twin.engine.scenario import LOAD_MAX, Scenario
+    bound = next(m.le for m in Scenario.model_fields["load"].metadata if hasattr(m, "le"))
+    assert LOAD_MAX == bound == S.LOAD_MAX == 5
+    assert S.parse_load(LOAD_MAX) == LOAD_MAX
 
 
 @pytest.mark.parametrize("value", [-1, 1.5, 2**31, "seven"])
@@ -132,7 +140,7 @@ def test_engine_thread_survives_failing_steps_and_bad_commands(twin_registry):
     eng.advance = flaky
     with pytest.raises(S.ControlError, match="fault kind = .fail.: allowed npu_die"):          # checked before it is queued ...
         tw.control("fault", {"target": "n99", "kind": "fail"})
-    tw._q.put(("engine", S._command("fault", {"target": "n99", "kind": "fail"})))   # ... the engine refuses it too
+    tw._q.put(InjectFault({"target": "n99", "kind": "fail"}))   # ... the engine refuses it too
     v = tw.snapshot.version
     assert wait_until(lambda: tw.snapshot.version > v + 2)
     assert tw.alive

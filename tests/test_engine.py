@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from twin.config import CatalogError
-from twin.engine import Command, Engine, list_scenarios
+from twin.engine import Engine, command, list_scenarios
 from twin.perf import PerfModel
 from twin.workload import default_trace_path, ideal_hit_ratio, load_trace
 
@@ -22,7 +22,7 @@ def test_saturated_decode_matches_perf_model_within_3pct():
     ctx = 4096 + 256 / 2
     model = PerfModel("cloudmatrix-infer-paper").decode_step(batch, ctx).tokens_per_s_per_npu
     engine = steady.output_tps_per_npu.mean()
-    assert batch == pytest.approx(eng.decode_cap(eng.decode[0]) / 160, rel=1e-9)   # saturated
+    assert batch == pytest.approx(eng.timing.decode_cap(eng.decode[0]) / 160, rel=1e-9)   # saturated
     assert engine == pytest.approx(model, rel=0.03)
 
 
@@ -75,35 +75,50 @@ def test_rate_command_replays_exactly():
     def run():
         eng = Engine("paper-prefill", seed=2)
         eng.advance(10)
-        eng.submit(Command("load", {"fraction": 0.3}))
+        eng.submit(command("load", {"fraction": 0.3}))
         eng.advance(10)
         return eng.summary(), [c for _, c in eng.command_log]
     (a, log_a), (b, _) = run(), run()
     assert a == b
-    assert log_a == [Command("load", {"fraction": 0.3})]
+    assert log_a == [command("load", {"fraction": 0.3})]
 
 
 def test_live_run_replays_from_its_command_log():
     """Commands land at whatever sim time the live loop reached; the log replays them exactly."""
     live = Engine("bursty-chat", seed=4)
     live.advance(3.7)
-    live.submit(Command("load", {"fraction": 0.9}))
+    live.submit(command("load", {"fraction": 0.9}))
     live.advance(5.2)
-    live.submit(Command("fault", {"kind": "l2", "target": "sp1/l2-3", "duration_s": 4}))
+    live.submit(command("fault", {"kind": "l2", "target": "sp1/l2-3", "duration_s": 4}))
     live.advance(11.1)
     again = Engine.replay(live.scenario, live.command_log, live.sim_time)
     assert again.summary() == live.summary()
     assert again.fault_report() == live.fault_report()
 
 
-def test_bad_command_is_refused_and_engine_runs_on():
+@pytest.mark.parametrize("kind,args,message", [
+    ("load", {"fraction": -1}, r"load = -1: allowed 0 < load <= 5"),
+    ("load", {"fraction": True}, r"load = True: allowed"),
+    ("rate", {"rate": float("nan")}, r"rate = nan: allowed 0 < rate"),
+    ("rate", {"speed": 3}, r"rate: arguments speed \(allowed: rate\)"),
+    ("policy", {"detect": 3}, r"policy: unknown field\(s\) detect"),
+    ("random", {"hours_per_sim_s": 11}, r"random.hours_per_sim_s = 11"),
+    ("fault", ["l2"], r"fault: allowed a table \{kind, target"),
+    ("teleport", {}, r"command 'teleport': unknown \(allowed: rate, load, fault"),
+])
+def test_bad_command_is_refused_when_built(kind, args, message):
+    with pytest.raises(ValueError, match=message):
+        command(kind, args)
+
+
+def test_command_the_engine_refuses_is_logged_and_engine_runs_on():
+    """A fault target only the engine's topology can judge: refused at apply time, logged."""
     eng = Engine("paper-decode", seed=0)
-    eng.submit(Command("load", {"fraction": -1}))
-    eng.submit(Command("teleport", {}))
+    eng.submit(command("fault", {"kind": "npu_die", "target": "n99/npu0/d0"}))
     snap = eng.advance(5)
     errors = [e["message"] for e in snap.events if e["kind"] == "error"]
-    assert any("load = -1" in m and "allowed" in m for m in errors)
-    assert any("teleport" in m and "allowed" in m for m in errors)
+    assert len(errors) == 1 and errors[0].startswith("fault refused: fault target = 'n99/npu0/d0'")
+    assert eng.command_log == []
     assert snap.sim_time == pytest.approx(5)
     assert eng.advance(5).kpis["completed"] > 0
 

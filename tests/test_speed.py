@@ -15,7 +15,7 @@ import pytest
 
 from twin.bench import SCALING_DEPLOYMENTS, bench, scaling, table
 from twin.ems import EMS
-from twin.engine import Command, Engine, core
+from twin.engine import Engine, command, timing
 from twin.engine.requests import DONE
 
 BEFORE = json.loads((Path(__file__).parent / "data" / "speed_before.json").read_text())
@@ -45,7 +45,7 @@ def _exact_prefill(self, inst, inputs, cached):
 def test_synthetic_runs_match_before_exactly_without_the_memo(monkeypatch, name, duration):
     """With the prefill memo bypassed, every summary figure equals the pre-speed-work engine's:
     the batching, traffic groups, skipped ticks and flow callbacks change no result."""
-    monkeypatch.setattr(core.Engine, "prefill_seconds", _exact_prefill)
+    monkeypatch.setattr(timing.StepTimes, "prefill_seconds", _exact_prefill)
     s = _run(name, duration_s=duration).summary()
     b = {k: v for k, v in BEFORE[name].items() if not k.startswith("_")}
     # whole-run percentiles now come from a log histogram with a stated relative accuracy (the
@@ -93,18 +93,18 @@ def test_prefill_memo_error_is_small_and_printed():
         inputs = np.minimum(rng.lognormal(math.log(6000), 0.9, n).astype(np.int64) + 1, 65536)
         cached = (inputs * rng.uniform(0, 0.95, n)).astype(np.int64)
         inst.memo = {}
-        got = eng.prefill_seconds(inst, inputs, cached)
+        got = eng.timing.prefill_seconds(inst, inputs, cached)
         want = _exact_prefill(eng, inst, inputs, cached)
         errs.append(abs(got - want) / want)
     errs = np.array(errs)
-    print(f"\nprefill memo (grid 2^(1/{core.PREFILL_GRID}), reuse 1/{core.REUSE_GRID}): relative "
+    print(f"\nprefill memo (grid 2^(1/{timing.PREFILL_GRID}), reuse 1/{timing.REUSE_GRID}): relative "
           f"step-time error mean {errs.mean():.5%}, p99 {np.percentile(errs, 99):.5%}, max {errs.max():.5%}")
     assert errs.max() < 0.005
     # powers of two and reuse in 1/8ths are grid points: no error at all
     four_k = np.array([4096, 4096])
     half = np.array([2048, 2048])
     inst.memo = {}
-    assert eng.prefill_seconds(inst, four_k, half) == _exact_prefill(eng, inst, four_k, half)
+    assert eng.timing.prefill_seconds(inst, four_k, half) == _exact_prefill(eng, inst, four_k, half)
 
 
 # ---- EMS over a batch --------------------------------------------------------------------------
@@ -163,7 +163,7 @@ def test_bench_figures_and_scaling_table():
 def test_traffic_per_group_equals_per_request_accounting(monkeypatch):
     """Node-pair UB traffic, RDMA per node and plane totals of the last interval of a 10 s
     peak-384 run equal the per-request accounting of the engine before (recorded)."""
-    monkeypatch.setattr(core.Engine, "prefill_seconds", _exact_prefill)
+    monkeypatch.setattr(timing.StepTimes, "prefill_seconds", _exact_prefill)
     want = json.loads((Path(__file__).parent / "data" / "speed_before_traffic.json").read_text())["peak-384"]
     eng = Engine("peak-384", seed=0, duration_s=10)
     eng.advance(10)
@@ -180,11 +180,11 @@ def _paper_decode(lazy: bool) -> Engine:
     eng = Engine("paper-decode", seed=0, duration_s=30)
     if not lazy:
         eng.lazy_decode = None          # every arrival tick is an event, as before
-    eng.submit(Command("policy", {"detect_s": 2.0}))
+    eng.submit(command("policy", {"detect_s": 2.0}))
     eng.faults.inject({"kind": "npu_die", "target": "n20/npu3/d1", "at_s": 12.5})
     for step in range(6):
         if step == 2:
-            eng.submit(Command("load", {"fraction": 0.5}))
+            eng.submit(command("load", {"fraction": 0.5}))
         eng.advance(5)
     return eng
 
@@ -217,7 +217,7 @@ def test_generated_counts_are_written_back_when_read():
 def _admit_reference(d) -> list[int]:
     """The decode admission loop of the engine before the speed work (what _admit must take)."""
     req, kv_cap = d.eng.req, d.eng.kv_capacity_tokens * len(d.dies)
-    room, take, reserved = d.eng.decode_cap(d) - len(d.ids), [], d.reserved
+    room, take, reserved = d.eng.timing.decode_cap(d) - len(d.ids), [], d.reserved
     for rid in list(d.queue):
         if len(take) >= room:
             break
@@ -235,7 +235,7 @@ def test_vectorised_decode_admission_takes_what_the_loop_took(held, headroom):
     eng = Engine("paper-decode", seed=0, duration_s=1)
     d, req = eng.decode[0], eng.req
     kv_cap = eng.kv_capacity_tokens * len(d.dies)
-    n = eng.decode_cap(d) + 50
+    n = eng.timing.decode_cap(d) + 50
     ids = req.add(np.zeros(n), np.full(n, 60_000), np.full(n, 256))
     d.enqueue(ids[:held])
     d._admit()

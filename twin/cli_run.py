@@ -6,6 +6,8 @@ import sys
 import time
 
 from .cli_args import dumps, field_number, name, out_path
+from .engine import Engine, report
+from .engine.faults import load_fault_file
 from .engine.scenario import Scenario, load_scenario
 
 
@@ -43,8 +45,6 @@ def _scenario(a, spec: dict):
 
 
 def _engine(a):
-    from .engine import Engine
-    from .engine.faults import load_fault_file
     return Engine(_scenario(a, load_fault_file(a.faults) if a.faults else {}))
 
 
@@ -154,7 +154,7 @@ def _write(eng, path: str) -> None:
     ext = _out_ext(path)
     base = path[:-len(ext)]
     frames = ((eng.metrics.frame(), f"{base}.intervals{ext}"),
-              (eng.link_frame(), f"{base}.links{ext}"), (eng.die_frame(), f"{base}.dies{ext}"))
+              (report.link_frame(eng), f"{base}.links{ext}"), (report.die_frame(eng), f"{base}.dies{ext}"))
     for df, p in frames:
         if ext == ".parquet":
             df.to_parquet(p)

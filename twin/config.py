@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .predict.memory import Geometry
+
 CATALOG_DIR = Path(__file__).parent / "catalog"
 
 
@@ -257,13 +259,18 @@ def check_deployment(cat: Catalog, name: str, dep: Deployment | None = None) -> 
                                f"{pool.ep} dies (allowed: a divisor of {slots})")
     if dep.ems_nodes > sysm.nodes:
         raise CatalogError(f"{where}.ems_nodes = {dep.ems_nodes}: allowed 0..{sysm.nodes}")
-    from .perf import PerfModel    # late: the perf model is built on this catalog
-    pm = PerfModel(dep, cat)
+    pm = Geometry(dep, model, chip, constants())
     fits = pm.max_batch_per_die(dep.context_tokens)
     if dep.decode.instances and dep.decode.batch_per_die > fits:
         raise CatalogError(f"{where}.decode.batch_per_die = {dep.decode.batch_per_die}: the KV cache of "
                            f"{dep.context_tokens}-token sequences fits at most {fits} per die "
                            f"({pm.kv_capacity_bytes_per_die() / 1e9:.1f} GB free after weights and buffers)")
+
+
+@lru_cache(maxsize=1)
+def constants() -> dict:
+    """The time predictors' own constants (twin/catalog/perf.toml), each sourced or labelled there."""
+    return tomllib.loads((CATALOG_DIR / "perf.toml").read_text())
 
 
 @lru_cache(maxsize=1)

@@ -38,9 +38,16 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable
 
 from .budget import RateLimit
+from .config import CATALOG_DIR, catalog
+from .engine import Engine, commands
+from .engine.faults import Policy, check_spec, load_fault_file
+from .engine.scenario import LOAD_MAX, MAX_RATE
+from .topology import topology
+from .tracestore import TraceChoiceError, check, label, registered, resolve
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +60,7 @@ MAX_DUTY = 0.8                # at most this share of wall time in advance(): vi
 SPEED_MIN, SPEED_MAX = 1.0, 1000.0
 SPEED_PRESETS = (1, 5, 20, 100, 1000, "max")
 LOAD_PRESETS = (25, 50, 75, 90, 100, 120, 150)   # % of capacity
-LOAD_MIN, LOAD_MAX = 0.05, 2.0        # fraction of the deployment's capacity (the engine needs > 0)
-RATE_MIN = 0.001                      # req/s; the maximum is the Scenario model's (scenario.MAX_RATE)
+LOAD_MIN = 0.0                        # exclusive; LOAD_MAX is the Scenario model's (one bound)
 SEED_MIN, SEED_MAX = 0, 2**31 - 1
 MAX_SANDBOXES = 4                     # private sandboxes in total (each is an engine thread)
 MAX_SANDBOXES_PER_CLIENT = 1
@@ -89,13 +95,15 @@ def _throttled(limit: RateLimit, what: str, *keys: str) -> None:
 
 
 def _default_factory(**params):
-    from twin.engine import Engine   # imported lazily: the engine (SimPy) loads on first use
     return Engine(**params)
 
 
-def _command(kind: str, args: dict):
-    from twin.engine import Command
-    return Command(kind, args)
+def _checked(build, *args):
+    """A typed engine command, or a ControlError with its validation message."""
+    try:
+        return build(*args)
+    except ValueError as exc:
+        raise ControlError(str(exc.args[0] if exc.args else exc)) from None
 
 
 def parse_speed(value) -> float | str:
@@ -114,27 +122,13 @@ def parse_speed(value) -> float | str:
 
 
 def parse_load(value) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ControlError(f"load = {value!r}: allowed {LOAD_MIN:g} to {LOAD_MAX:g} "
-                           "(fraction of capacity)") from None
-    if not math.isfinite(v) or not LOAD_MIN <= v <= LOAD_MAX:
-        raise ControlError(f"load = {value!r}: allowed {LOAD_MIN:g} to {LOAD_MAX:g} "
-                           "(fraction of capacity; 1 = 100 %)")
-    return v
+    """0 < load <= LOAD_MAX (fraction of capacity): the engine's SetLoad rule."""
+    return _checked(commands.SetLoad, value).fraction
 
 
 def parse_rate(value) -> float:
-    from twin.engine.scenario import MAX_RATE     # the Scenario model's bound (imported on first use)
-    allowed = f"rate = {str(value)[:40]!r}: allowed {RATE_MIN:g} to {MAX_RATE:,} req/s"
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ControlError(allowed) from None
-    if not math.isfinite(v) or not RATE_MIN <= v <= MAX_RATE:
-        raise ControlError(allowed)
-    return v
+    """0 < rate <= MAX_RATE req/s: the engine's SetRate rule."""
+    return _checked(commands.SetRate, value).rate
 
 
 def parse_seed(value) -> int:
@@ -148,45 +142,36 @@ def parse_seed(value) -> int:
     return int(f)
 
 
-def parse_random(value) -> dict:
+def parse_random(value) -> float:
     """{"hours_per_sim_s": h} (or a bare number h), 0 <= h <= RANDOM_MAX: how fast the failure clock
-    runs (twin.engine.faults)."""
-    from twin.engine.faults import check_random
-    spec = value if isinstance(value, dict) else {"hours_per_sim_s": value}
-    h = spec.get("hours_per_sim_s") if isinstance(spec, dict) else None
+    runs (twin.engine.faults); returns h."""
+    h = value.get("hours_per_sim_s") if isinstance(value, dict) else value
+    if isinstance(value, dict) and set(value) - {"hours_per_sim_s"}:
+        h = value          # refused below, naming the allowed table
     if isinstance(h, str):
         try:
-            spec = {**spec, "hours_per_sim_s": float(h)}
+            h = float(h)
         except ValueError:
             pass
-    try:
-        return check_random(spec)
-    except ValueError as exc:
-        raise ControlError(str(exc)) from None
+    return _checked(commands.SetRandom, h).hours_per_sim_s
 
 
 @lru_cache(maxsize=8)
 def _fresh_topology(system: str):
-    from twin.topology import topology
     return topology(system)          # healthy; only read here (validation never fails parts)
 
 
 def check_fault(spec, deployment: str | None, now: float) -> dict:
-    """Validate a fault with the engine's own rules (FaultManager.check) against a fresh topology of
-    the deployment's system, without touching any running engine; returns the canonical spec
-    (canonical target id, fields given) or raises ControlError naming what is wrong."""
-    from types import SimpleNamespace
-
-    from twin.config import catalog
-    from twin.engine.faults import FaultManager, Policy
+    """Validate a fault with the faults component's own rule (`check_spec`) against a fresh
+    topology of the deployment's system, without touching any running engine; returns the
+    canonical spec (canonical target id, fields given) or raises ControlError naming what is wrong."""
     if not isinstance(spec, dict):
         raise ControlError(f"fault = {spec!r}: allowed a table {{kind, target, at_s?, duration_s?, "
                            "factor?, period_s?}")
     spec = {k: v for k, v in spec.items() if v is not None and v != ""}
     try:
         system = catalog().deployment(deployment or "cloudmatrix-infer-paper").system
-        stub = SimpleNamespace(env=SimpleNamespace(now=float(now)), topo=_fresh_topology(system))
-        f = FaultManager(stub, policy=Policy()).check(spec)
+        f = check_spec(spec, _fresh_topology(system), float(now))
     except (ValueError, KeyError, TypeError) as exc:
         raise ControlError(str(exc.args[0] if exc.args else exc)) from None
     out = {"kind": f.kind, "target": f.target}
@@ -199,7 +184,6 @@ def check_fault(spec, deployment: str | None, now: float) -> dict:
 
 def _demo_names() -> list[str]:
     """The fault demos a viewer may load (catalog files, by name: never a path from a browser)."""
-    from twin.config import CATALOG_DIR
     return sorted(p.stem for p in (CATALOG_DIR / "faults").glob("*.toml"))
 
 
@@ -207,6 +191,15 @@ def _policy_of(engine) -> dict:
     """The fault policy of an engine that is not running yet (a plain dict; {} if it has none)."""
     pol = getattr(getattr(engine, "faults", None), "policy", None)
     return dict(vars(pol)) if pol is not None else {}
+
+
+@dataclass(frozen=True)
+class _Swap:
+    """Queue message: replace the running engine (a reset), with the settings it was built from."""
+    engine: Any
+    params: "_Params"
+    policy: dict
+    random: float | None
 
 
 @dataclass
@@ -235,7 +228,6 @@ class _Params:
     faults: str | None = None        # fault scenario file replayed from t = 0 (a demo), if any
 
     def engine_kwargs(self) -> dict:
-        from .tracestore import resolve
         kw = {"scenario": self.scenario, "seed": self.seed, "deployment": self.deployment,
               "trace": resolve(self.trace), "rate": self.rate}
         if self.trace:
@@ -410,29 +402,29 @@ class Twin:
     def _drain(self) -> None:
         while True:
             try:
-                kind, arg = self._q.get_nowait()
+                msg = self._q.get_nowait()
             except queue.Empty:
                 return
             try:
-                if kind == "swap":
-                    engine, params, *extra = arg
-                    info = extra[0] if extra else {}
+                if isinstance(msg, _Swap):
+                    engine = msg.engine
                     self._engine = engine
                     with self._lock:
-                        self.params = params
-                    self.policy = info.get("policy", {})
-                    self.random = info.get("random")
+                        self.params = msg.params
+                    self.policy = msg.policy
+                    self.random = msg.random
                     self.snapshot = engine.snapshot()   # before run: a reader of the new run sees its snapshot
                     self.run += 1
                     self.paused = False
                     self.message = ""
                     self._stats = _Stats()
-                elif kind == "engine":
-                    self._engine.submit(arg)
+                else:
+                    self._engine.submit(msg)
                 self._bump()
             except Exception as exc:   # a bad command never kills the thread
-                log.exception("twin %s: command %s failed", self.key, kind)
-                self._note("system", f"command {kind} failed: {type(exc).__name__}: {exc}", ok=False)
+                what = type(msg).__name__
+                log.exception("twin %s: command %s failed", self.key, what)
+                self._note("system", f"command {what} failed: {type(exc).__name__}: {exc}", ok=False)
 
     # ---- reading ----------------------------------------------------------------------------
 
@@ -533,32 +525,32 @@ class Twin:
             f = parse_load(value)
             with self._lock:
                 self.params.load = f
-            self._q.put(("engine", _command("load", {"fraction": f})))
+            self._q.put(commands.SetLoad(f))
             msg = f"load {f * 100:.0f}% of capacity"
         elif action == "rate":
             r = parse_rate(value)
-            self._q.put(("engine", _command("rate", {"rate": r})))
+            self._q.put(commands.SetRate(r))
             msg = f"rate {r:g} req/s"
         elif action == "fault":
             if not isinstance(value, dict) or "target" not in value or "kind" not in value:
                 raise ControlError("fault: allowed {'kind': a fault kind (npu_die, l2, optical_link, ...), "
                                    "'target': a topology id, 'at_s', 'duration_s'}")
             value = self._budget_fault(self.check_fault(value), client)
-            self._q.put(("engine", _command("fault", dict(value))))
+            self._q.put(commands.InjectFault(value))
             msg = f"fault {value['kind']} {value['target']}"
             if value.get("at_s") is not None:
                 msg += f" at t={float(value['at_s']):g} s"
             if value.get("duration_s") is not None:
                 msg += f" for {float(value['duration_s']):g} s"
         elif action == "policy":
-            pol = self._check_policy(value)
-            self._q.put(("engine", _command("policy", pol)))
-            self.policy = {**self.policy, **pol}
-            msg = "policy " + ", ".join(f"{k}={v}" for k, v in pol.items())
+            cmd = self._check_policy(value)
+            self._q.put(cmd)
+            self.policy = {**self.policy, **cmd.fields}
+            msg = "policy " + ", ".join(f"{k}={v}" for k, v in cmd.fields.items())
         elif action == "random":
-            spec = parse_random(value)
-            self._q.put(("engine", _command("random", spec)))
-            self.random = spec["hours_per_sim_s"] or None
+            h = parse_random(value)
+            self._q.put(commands.SetRandom(h))
+            self.random = h or None
             msg = (f"random failures on ({self.random:g} failure-clock h per sim s)" if self.random
                    else "random failures off")
         elif action == "reset":
@@ -606,16 +598,14 @@ class Twin:
                 self._pending.append(at)
         return spec
 
-    def _check_policy(self, value) -> dict:
-        from twin.engine.faults import Policy
-        if not isinstance(value, dict) or not value:
-            raise ControlError("policy: allowed a table of fields, e.g. {'detect_s': 60, "
-                               "'redundant_experts': true, 'weights_from': 'ems' | 'obs'}")
+    def _check_policy(self, value) -> commands.SetPolicy:
+        """The policy change as a command, checked against the policy as last set."""
+        cmd = _checked(commands.SetPolicy, value)
         try:
-            Policy.load(**{**self.policy, **value})
+            Policy.load(**{**self.policy, **cmd.fields})
         except (ValueError, TypeError) as exc:
             raise ControlError(str(exc)) from None
-        return dict(value)
+        return cmd
 
     def _reset(self, spec: dict) -> str:
         """Build the new engine here (in the caller's thread) so a bad scenario, trace or deployment
@@ -624,13 +614,11 @@ class Twin:
         With "faults" (a demo name such as "l2-loss" or a fault file) the twin restarts on the file's
         scenario and seed (unless given) with the scenario's own deployment, trace and load, so the
         demo replays exactly; a reset without "faults" drops any fault file."""
-        from .tracestore import TraceChoiceError, check, label, registered
         p = self.params
         if not isinstance(spec, dict):
             raise ControlError("reset: allowed a table {scenario, seed, deployment, trace, rate, faults}")
         demo: dict = {}
         if spec.get("faults"):
-            from twin.engine.faults import load_fault_file
             if spec["faults"] not in _demo_names():
                 raise ControlError(f"faults = {str(spec['faults'])[:48]!r}: not a demo (allowed: "
                                    f"{', '.join(_demo_names())})")
@@ -666,12 +654,12 @@ class Twin:
             raise ControlError(str(exc).strip("'\"") or type(exc).__name__) from None
         if new.load is not None:
             try:
-                engine.submit(_command("load", {"fraction": new.load}))
+                engine.submit(commands.SetLoad(new.load))
             except Exception as exc:  # keep the scenario's own load rather than fail the reset
                 log.warning("twin %s: could not re-apply load: %s", self.key, exc)
                 new.load = None
         random = (demo.get("random") or {}).get("hours_per_sim_s")
-        self._q.put(("swap", (engine, new, {"policy": _policy_of(engine), "random": random})))
+        self._q.put(_Swap(engine, new, _policy_of(engine), random))
         with self._lock:
             self._pending = []
         bits = [f"scenario {new.scenario}", f"seed {new.seed}"]
@@ -680,7 +668,6 @@ class Twin:
         if new.trace:
             bits.append(f"trace {label(new.trace)}")
         if new.faults:
-            from pathlib import Path
             bits.append(f"faults {Path(new.faults).stem}")
         notes = _trace_notes(engine, label(new.trace) if new.trace else None)
         return "reset: " + ", ".join(bits) + "".join(f"; note: {n}" for n in notes)

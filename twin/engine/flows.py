@@ -6,21 +6,35 @@ those moments every flow drains at a constant rate, so one wake-up per change is
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable
 
 import simpy
+
+DONE_BYTES = 1e-6   # a flow with at most this many bytes per byte/s of rate left is done (float slack)
+
+
+@dataclass(slots=True)
+class Flow:
+    """One transfer in progress: bytes left, the links it crosses, its current rate (bytes/s),
+    and how its end is reported (an event, or a callback with the landing time)."""
+    remaining: float
+    links: tuple
+    rate: float = 0.0
+    done: simpy.Event | None = None
+    latency_s: float = 0.0
+    on_finish: Callable[[float], None] | None = None
 
 
 class FlowNet:
     def __init__(self, env: simpy.Environment):
         self.env = env
         self.capacity: dict[str, float] = {}      # link -> bytes/s
-        self.flows: dict[int, list] = {}   # id -> [remaining bytes, links, rate, event, latency, on_finish]
+        self.flows: dict[int, Flow] = {}
         self._next = 0
         self._last = 0.0
         self._gen = 0
         self._armed_at = math.inf                 # time of the pending wake-up
-        self.bytes_done: dict[str, float] = {}    # link -> bytes carried (for traffic metrics)
 
     def set_capacity(self, link: str, bytes_per_s: float) -> None:
         self._drain()
@@ -36,13 +50,10 @@ class FlowNet:
                 raise KeyError(f"flow link {link!r}: unknown (known: {', '.join(sorted(self.capacity))})")
         done = self.env.event() if on_finish is None else None
         self._drain()
-        self.flows[self._next] = [float(nbytes), tuple(links), 0.0, done, latency_s, on_finish]
+        self.flows[self._next] = Flow(float(nbytes), tuple(links), 0.0, done, latency_s, on_finish)
         self._next += 1
         self._solve()
         return done
-
-    def rate_of(self, link: str) -> float:
-        return sum(f[2] for f in self.flows.values() if link in f[1])
 
     def _drain(self) -> None:
         dt = self.env.now - self._last
@@ -50,10 +61,7 @@ class FlowNet:
         if dt <= 0:
             return
         for f in self.flows.values():
-            moved = min(f[0], f[2] * dt)
-            f[0] -= moved
-            for link in f[1]:
-                self.bytes_done[link] = self.bytes_done.get(link, 0.0) + moved
+            f.remaining -= min(f.remaining, f.rate * dt)
 
     def _solve(self) -> None:
         """Progressive filling: raise all unfrozen flows equally until a link saturates.
@@ -61,19 +69,19 @@ class FlowNet:
         A flow crossing a dead link (capacity 0) waits at rate 0 and is left out of the filling,
         so flows elsewhere keep their fair share; it resumes when the capacity returns."""
         for f in self.flows.values():
-            f[2] = 0.0
+            f.rate = 0.0
         cap = dict(self.capacity)
-        active = {i: f for i, f in self.flows.items() if all(cap[l] > 0 for l in f[1])}
+        active = {i: f for i, f in self.flows.items() if all(cap[l] > 0 for l in f.links)}
         while active:
             users: dict[str, int] = {}
             for f in active.values():
-                for link in f[1]:
+                for link in f.links:
                     users[link] = users.get(link, 0) + 1
             share, tight = min((max(cap[l], 0.0) / n, l) for l, n in users.items())
-            frozen = [i for i, f in active.items() if tight in f[1]]
+            frozen = [i for i, f in active.items() if tight in f.links]
             for f in active.values():
-                f[2] += share
-                for link in f[1]:
+                f.rate += share
+                for link in f.links:
                     cap[link] -= share
             for i in frozen:
                 del active[i]
@@ -82,7 +90,7 @@ class FlowNet:
     def _arm(self) -> None:
         """One wake-up at the earliest finish. A pending wake-up that is not later is kept (if it
         comes early it finds nothing done and re-arms), so most flow changes schedule no event."""
-        finish = [(f[0] / f[2]) for f in self.flows.values() if f[2] > 0]
+        finish = [(f.remaining / f.rate) for f in self.flows.values() if f.rate > 0]
         if not finish:
             return
         delay = max(0.0, min(finish))
@@ -97,13 +105,13 @@ class FlowNet:
             return       # a newer, earlier wake-up replaced this one
         self._armed_at = math.inf
         self._drain()
-        done = [i for i, f in self.flows.items() if f[0] <= 1e-6 * max(1.0, f[2])]
+        done = [i for i, f in self.flows.items() if f.remaining <= DONE_BYTES * max(1.0, f.rate)]
         for i in done:
             f = self.flows.pop(i)
-            if f[5] is None:
-                _succeed_after(f[3], f[4])
+            if f.on_finish is None:
+                _succeed_after(f.done, f.latency_s)
             else:
-                f[5](self.env.now + f[4])
+                f.on_finish(self.env.now + f.latency_s)
         self._solve()
 
 

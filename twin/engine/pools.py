@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .cache import lookup
 from .requests import DECODE_QUEUE, DECODING, PREFILL, QUEUED
 
 if TYPE_CHECKING:
@@ -38,10 +39,6 @@ class Instance:
     @property
     def alive(self) -> bool:
         return not self.down
-
-    @property
-    def down_reason(self) -> str:
-        return "; ".join(self.down.values())
 
     @property
     def ready(self) -> bool:
@@ -90,12 +87,9 @@ class PrefillInstance(Instance):
         eng, req = self.eng, self.eng.req
         if self.busy or not self.queue or not self.ready:
             return
-        batch, tokens = [], 0
-        inp, base, q = req.input.a, req.base, self.queue      # rows: ids - base (queued: in window)
-        while q and (not batch or tokens + inp[q[0] - base] <= self.budget):
-            rid = q.popleft()
-            batch.append(rid)
-            tokens += int(inp[rid - base])
+        inp, base = req.input.a, req.base      # rows: ids - base (queued: in window)
+        batch, tokens = eng.policies.prefill_batching.take(self.queue, lambda rid: inp[rid - base],
+                                                           self.budget)
         self.queued_tokens -= tokens
         self.running = batch
         ids = np.array(batch)
@@ -103,8 +97,8 @@ class PrefillInstance(Instance):
         rows = req.rows(ids)
         req.state.a[rows] = PREFILL
         req.prefill_start.a[rows] = start
-        cached = eng.cache_lookup(ids, self)
-        seconds = eng.prefill_seconds(self, eng.prefill_tokens(ids), cached)
+        cached = lookup(eng.ems, req, ids, eng.metrics.cur, eng.acct, self.slot)
+        seconds = eng.timing.prefill_seconds(self, eng.timing.prefill_tokens(ids), cached)
         if not np.isfinite(seconds):       # cut off from its peers: wait for the network
             self.queue.extendleft(reversed(batch))
             self.queued_tokens += tokens
@@ -112,7 +106,7 @@ class PrefillInstance(Instance):
             req.state[ids] = QUEUED
             return
         eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
-        eng.account_prefill(self, ids, cached)
+        eng.acct.prefill(self, float((req.input[ids] - cached).sum()), float(cached.sum()))
         self.busy = True
         eng.env.timeout(seconds).callbacks.append(lambda _: self._done(ids))
 
@@ -134,7 +128,7 @@ class PrefillInstance(Instance):
             if single.any():
                 eng.finish(ids[single])
             if (~single).any():
-                eng.transfer_kv(ids[~single], self)
+                eng.kv.send(ids[~single], self)
         self.start()
 
 
@@ -197,21 +191,17 @@ class DecodeInstance(Instance):
 
     def _admit(self) -> None:
         eng, req = self.eng, self.eng.req
-        cap = eng.decode_cap(self)
+        cap = eng.timing.decode_cap(self)
         kv_cap = eng.kv_capacity_tokens * len(self.dies)
         room = cap - len(self.ids)
         if room <= 0 or not self.queue:
             return
-        # the queue's head, in order, while the KV reserved stays within capacity (an empty
-        # instance always takes its first sequence); needs are whole tokens, so sums are exact
+        # the admission policy takes k sequences from the queue's head
         t = np.fromiter(islice(self.queue, room), dtype=np.int64, count=min(room, len(self.queue)))
         rows = req.rows(t)                        # one id-to-row step for the columns below
         inp, out, gen = req.input.a[rows], req.output.a[rows], req.generated.a[rows]
         need = inp + out
-        fits = self.reserved + np.cumsum(need) <= kv_cap
-        if not len(self.ids):
-            fits[0] = True
-        k = len(fits) if fits.all() else int(np.argmin(fits))
+        k = eng.policies.decode_admission.admit(need, self.reserved, kv_cap, not len(self.ids))
         if k:
             t, rows, inp, out, gen = t[:k], rows[:k], inp[:k], out[:k], gen[:k]
             for _ in range(k):
@@ -243,18 +233,18 @@ class DecodeInstance(Instance):
                 continue
             n = len(self.ids)
             start = eng.env.now
-            seconds = eng.decode_seconds(self, n / self.npus, self.ctx_sum / n)
+            seconds = eng.timing.decode_seconds(self, n / self.npus, self.ctx_sum / n)
             if not np.isfinite(seconds):       # cut off from its peers: wait for the network
                 self._go_idle()
                 yield self.wait()
                 continue
             self.stepping = True
             eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
-            eng.account_decode(self, n, seconds)
+            eng.acct.decode(self, n)
             yield eng.env.timeout(seconds)
             if not self.alive or len(self.ids) != n:   # failed mid-step: the step is lost
                 continue
-            got = eng.accepted_tokens(n)
+            got = eng.timing.accepted_tokens(n)
             made = np.minimum(got, self.left, out=got)
             self.left -= made
             self.ctx += made

@@ -21,6 +21,7 @@ from ..workload import LengthDist
 # small enough that a 30 s synthetic chunk at the peak of a diurnal cycle (6M requests) stays under
 # workload.MAX_SYNTHETIC_REQUESTS.
 MAX_RATE = 100_000
+LOAD_MAX = 5.0    # input bound (assumption): arrivals at most 5x what the deployment sustains
 MAX_CACHE_BYTES = 1e18    # 1 EB; 'unlimited' is the way to ask for no limit
 
 
@@ -61,7 +62,7 @@ class Scenario(BaseModel):
     loop: bool = False
     # synthetic
     rate: float | None = Field(None, gt=0, le=MAX_RATE)
-    load: float = Field(0.5, gt=0, le=5)
+    load: float = Field(0.5, gt=0, le=LOAD_MAX)
     arrival: Literal["poisson", "gamma"] = "poisson"
     cv: float = Field(1.0, gt=0, le=20)
     diurnal_amplitude: float = Field(0.0, ge=0, le=1)

@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..rules import remote_ranks
+
 US = 1e-6
 KERNELS = ("normal", "low-latency")
 
@@ -51,8 +53,7 @@ def ub_seconds(tr: Traffic, kc: dict, per_die_gbps: float, rank_dies: int, vecto
     """
     if ub_health <= 0:
         return math.inf
-    ranks = (tr.ep - 1) * (1 - (1 - 1 / tr.ep) ** tr.top_k) if tr.ep > 1 else 0.0
-    nbytes = tr.tokens * ranks * tr.bytes_per_token
+    nbytes = tr.tokens * remote_ranks(tr.ep, tr.top_k) * tr.bytes_per_token
     fixed = (kc["alpha_us"] + kc["per_token_us"] * tr.tokens / rank_dies / vector_scale
              + (0.0 if combine else kc["beta_us"] * math.log2(max(tr.ep, 1)))) * US
     reduce = nbytes / (kc["combine_reduce_gbps"] * 1e9 * rank_dies * vector_scale) if combine else 0.0

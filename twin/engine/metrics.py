@@ -12,8 +12,11 @@ from collections import deque
 
 import numpy as np
 
-from .engine.requests import RequestTable
-from .engine.snapshot import HISTORY_KEYS
+from ..rules import slo_met
+from .requests import RequestTable
+from .snapshot import HISTORY_KEYS
+
+KPI_WINDOW = 10   # intervals the live KPIs average over (assumption: 10 s at the default 1 s interval)
 
 
 class LogHistogram:
@@ -58,7 +61,7 @@ def latency(req: RequestTable, fin: np.ndarray, ctx: dict) -> tuple:
     """TTFT and TPOT (ms) of finished requests, and whether each met both SLOs."""
     ttft = (req.first_token[fin] - req.arrival[fin]) * 1e3
     tpot = (req.finish[fin] - req.first_token[fin]) / np.maximum(req.output[fin] - 1, 1) * 1e3
-    ok = (ttft <= ctx["ttft_slo_ms"]) & ((tpot <= ctx["tpot_slo_ms"]) | (req.output[fin] <= 1))
+    ok = slo_met(ttft, tpot, req.output[fin], ctx["ttft_slo_ms"], ctx["tpot_slo_ms"])
     return ttft, tpot, ok
 
 
@@ -96,7 +99,7 @@ class Metrics:
         self.last_plane_gbps = {"ub": 0.0, "rdma": 0.0, "vpc": 0.0}
         self.last_busy = np.zeros(n_prefill + n_decode)
         self.carry = np.zeros(n_prefill + n_decode)   # busy time that spills into the next interval
-        self.recent: deque = deque(maxlen=10)   # (ttft ms, tpot ms) of the last intervals' finishes
+        self.recent: deque = deque(maxlen=KPI_WINDOW)   # (ttft ms, tpot ms) of the last intervals' finishes
         self.totals = {"input_tokens": 0.0, "output_tokens": 0.0, "hit_blocks": 0,
                        "lookup_blocks": 0, "hit_tokens": 0, "lookup_tokens": 0}
         self.ttft = LogHistogram()       # ms, every request finished in a closed interval
@@ -181,7 +184,7 @@ class Metrics:
         import pandas as pd
         return pd.DataFrame({k: list(v) for k, v in self.history.items()})
 
-    def window(self, key: str, n: int = 10) -> float:
+    def window(self, key: str, n: int = KPI_WINDOW) -> float:
         """Mean of the last n intervals, ignoring intervals with no data (NaN)."""
         vals = np.array(list(self.history[key])[-n:], dtype=float)
         vals = vals[~np.isnan(vals)]

@@ -1,0 +1,113 @@
+"""Traffic, goodput and windows: what each batch puts on the planes, and the windows reports use.
+
+Traffic is added up between groups of nodes (group = instance slot, or n_slots + node) on the hot
+path, one scalar add per batch, and spread evenly over the groups' node pairs once per interval
+(`flush`). The bytes of one step's MoE all-to-all come from `twin.rules.a2a_step_bytes`, the same
+rule the predictor times; the MTP tokens per step from `twin.rules.draft_tokens`.
+The fault table's goodput and SLO columns both use `fault_windows` (one definition).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import rules
+
+BEFORE_S = 60.0   # "before" a fault = the minute before it (or the fault's length, if shorter)
+
+
+def fault_windows(at_s: float, end_s: float, interval_s: float) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(before, during) windows of a fault from `at_s` to `end_s`: intervals ending in (t0, t1]."""
+    span = max(end_s - at_s, interval_s)
+    return (at_s - min(span, BEFORE_S), at_s), (at_s, end_s)
+
+
+def mean_in(t: np.ndarray, v: np.ndarray, window: tuple[float, float]) -> float | None:
+    """Mean of v over the intervals ending in (t0, t1], to 2 decimals; None ("not measured", never
+    NaN in JSON or a page) when no interval ended in that window (or all its values are NaN)."""
+    t0, t1 = window
+    sel = (t > t0) & (t <= t1 + 1e-9)
+    vals = v[sel]
+    vals = vals[~np.isnan(vals)]
+    return round(float(vals.mean()), 2) if len(vals) else None
+
+
+class Accounting:
+    """Per-interval traffic of one engine's instances, written into `metrics.cur`."""
+
+    def __init__(self, metrics, instances: list, n_nodes: int, dep, model, moe_layers: int,
+                 kv_bytes: float, servers: list[str], server_node: dict[str, int], block_bytes: float):
+        self.metrics, self.dep, self.model = metrics, dep, model
+        self.moe_layers, self.kv_bytes, self.block_bytes = moe_layers, kv_bytes, block_bytes
+        self.drafts = rules.draft_tokens(model.mtp_modules, dep.mtp)
+        n_groups = len(instances) + n_nodes
+        self._spread = np.zeros((n_groups, n_nodes))
+        for inst in instances:
+            self._spread[inst.slot, inst.nodes] = 1.0 / len(inst.nodes)
+        self._spread[len(instances) + np.arange(n_nodes), np.arange(n_nodes)] = 1.0
+        self._g_ub = np.zeros((n_groups, n_groups))
+        self._g_rdma = np.zeros((2, n_groups))       # bytes out of, into each group
+        self._srv_group = np.zeros((len(servers), n_groups))     # server -> its node's group
+        for i, s in enumerate(servers):
+            self._srv_group[i, len(instances) + server_node[s]] = 1.0
+        self.n_slots = len(instances)
+        self.reset_ems_blocks()
+
+    def reset_ems_blocks(self) -> None:
+        """Per instance slot and EMS server: blocks sent for hits, blocks written (plain lists,
+        added to in EMS.lookup_store's loop; turned into traffic once per interval)."""
+        n_srv = len(self._srv_group)
+        self.ems_hit = [[0] * n_srv for _ in range(self.n_slots)]
+        self.ems_new = [[0] * n_srv for _ in range(self.n_slots)]
+
+    def flush(self) -> None:
+        """Spread the group totals over node pairs into the interval's counters."""
+        cur, sp = self.metrics.cur, self._spread
+        if len(self._srv_group):
+            n_slots, bb = len(self.ems_hit), self.block_bytes
+            self._g_ub[:, :n_slots] += self._srv_group.T @ (np.array(self.ems_hit).T * bb)
+            self._g_ub[:n_slots] += np.array(self.ems_new) * bb @ self._srv_group
+            self.reset_ems_blocks()
+        cur.node_bytes += sp.T @ self._g_ub @ sp
+        cur.rdma_out += self._g_rdma[0] @ sp
+        cur.rdma_in += self._g_rdma[1] @ sp
+        self._g_ub[:] = 0.0
+        self._g_rdma[:] = 0.0
+
+    def node_traffic(self, src: int, dst: int, nbytes: float, plane: str = "ub") -> None:
+        """Bytes between two traffic groups."""
+        if plane == "ub":
+            self._g_ub[src, dst] += nbytes
+        else:
+            self._g_rdma[0, src] += nbytes
+            self._g_rdma[1, dst] += nbytes
+
+    def a2a_bytes(self, pool: str, tokens_per_die: float, dies: int) -> float:
+        """UB bytes of one step's MoE dispatch + combine over all MoE layers."""
+        m = self.model
+        return rules.a2a_step_bytes(getattr(self.dep, pool).ep, m.top_k, tokens_per_die, dies,
+                                    self.moe_layers, m.dispatch_bytes_per_token, m.combine_bytes_per_token)
+
+    def prefill(self, inst, new_tokens: float, cached_tokens: float) -> None:
+        a2a = self.a2a_bytes("prefill", new_tokens / len(inst.dies), len(inst.dies))
+        loaded = cached_tokens * self.kv_bytes
+        cur = self.metrics.cur
+        cur.plane_bytes["ub"] += a2a + (loaded if self.dep.cache_plane == "ub" else 0.0)
+        cur.plane_bytes["vpc"] += loaded if self.dep.cache_plane == "vpc" else 0.0
+        cur.cache_bytes += loaded
+        self.node_traffic(inst.slot, inst.slot, a2a)
+
+    def decode(self, inst, n: int) -> None:
+        tok = (1 + self.drafts) * n / len(inst.dies)
+        a2a = self.a2a_bytes("decode", tok, len(inst.dies))
+        cur = self.metrics.cur
+        cur.plane_bytes["ub"] += a2a
+        cur.batch_samples += n / inst.npus
+        cur.batch_steps += 1
+        self.node_traffic(inst.slot, inst.slot, a2a)
+
+    def kv_transfer(self, src, dst, nbytes: float, plane: str) -> None:
+        self.metrics.cur.plane_bytes[plane] += nbytes
+        self.node_traffic(src.slot, dst.slot, nbytes, plane)
+
+    def cache_writes(self, new_blocks: int) -> None:
+        self.metrics.cur.plane_bytes["ub" if self.dep.cache_plane == "ub" else "vpc"] += new_blocks * self.block_bytes

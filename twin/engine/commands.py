@@ -1,0 +1,156 @@
+"""Typed commands: a change requested from outside the engine thread, validated once when it is
+built (a ValueError naming the field and what is allowed) and applied once by the engine, between
+advances, at the sim time it lands. The live session and the dashboard build these; the engine's
+command log replays them exactly.
+
+A fault's target can only be checked against a topology: the session checks it with the faults
+component's `check_spec` on the twin's system before sending; the engine checks it again at the
+time it lands (the moment decides whether `at_s` is in the past) and logs a refusal.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .faults import Policy, check_random
+from .scenario import LOAD_MAX, MAX_RATE
+
+
+def _number(value, name: str, ok, allowed: str) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} = {value!r}: allowed {allowed}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} = {str(value)[:40]!r}: allowed {allowed}") from None
+    if not math.isfinite(x) or not ok(x):
+        raise ValueError(f"{name} = {value!r}: allowed {allowed}")
+    return x
+
+
+class Command:
+    """Base of the engine's commands; `apply(engine)` is called once, by the engine thread.
+    `name` is how the command appears in the event log (and in `parse`)."""
+
+    name = "command"
+
+    def apply(self, eng) -> None:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class SetRate(Command):
+    """Arrivals per second from now on."""
+    name = "rate"
+
+    rate: float
+
+    def __post_init__(self):
+        object.__setattr__(self, "rate", _number(self.rate, "rate", lambda x: 0 < x <= MAX_RATE,
+                                                 f"0 < rate <= {MAX_RATE:,} req/s"))
+
+    def apply(self, eng) -> None:
+        eng.set_rate(self.rate)
+        eng.log("rate", f"arrival rate set to {self.rate:.3g} req/s")
+
+
+@dataclass(frozen=True)
+class SetLoad(Command):
+    """Arrival rate as a fraction of the deployment's capacity (`Engine.capacity_rps`)."""
+    name = "load"
+
+    fraction: float
+
+    def __post_init__(self):
+        object.__setattr__(self, "fraction", _number(
+            self.fraction, "load", lambda x: 0 < x <= LOAD_MAX,
+            f"0 < load <= {LOAD_MAX:g} (fraction of capacity; 1 = 100 %)"))
+
+    def apply(self, eng) -> None:
+        rate = self.fraction * eng.capacity_rps()
+        eng.set_rate(rate)
+        eng.log("rate", f"load set to {self.fraction:.0%} of capacity ({rate:.3g} req/s)")
+
+
+@dataclass(frozen=True)
+class InjectFault(Command):
+    """A fault table {kind, target, at_s?, duration_s?, factor?, period_s?} (twin.engine.faults)."""
+    name = "fault"
+
+    spec: dict
+
+    def __post_init__(self):
+        if not isinstance(self.spec, dict):
+            raise ValueError("fault: allowed a table {kind, target, at_s?, duration_s?, factor?, period_s?}")
+        object.__setattr__(self, "spec", dict(self.spec))
+
+    def apply(self, eng) -> None:
+        eng.faults.inject(self.spec)
+
+
+@dataclass(frozen=True)
+class SetPolicy(Command):
+    """Fault-recovery policy fields to change (the rest stay as they are)."""
+    name = "policy"
+
+    fields: dict
+
+    def __post_init__(self):
+        if not isinstance(self.fields, dict) or not self.fields:
+            raise ValueError("policy: allowed a table of fields, e.g. {'detect_s': 60, "
+                             "'redundant_experts': true, 'weights_from': 'ems' | 'obs'}")
+        Policy.load(**self.fields)          # unknown fields and bad values: refused here
+        object.__setattr__(self, "fields", dict(self.fields))
+
+    def apply(self, eng) -> None:
+        eng.faults.policy = Policy.load(**{**vars(eng.faults.policy), **self.fields})
+        eng.log("policy", "fault policy: " + ", ".join(f"{k}={v}" for k, v in self.fields.items()))
+
+
+@dataclass(frozen=True)
+class SetRandom(Command):
+    """Random failures at this many failure-clock hours per simulated second (0 = off)."""
+    name = "random"
+
+    hours_per_sim_s: float
+
+    def __post_init__(self):
+        object.__setattr__(self, "hours_per_sim_s",
+                           check_random({"hours_per_sim_s": self.hours_per_sim_s})["hours_per_sim_s"])
+
+    def apply(self, eng) -> None:
+        h = self.hours_per_sim_s
+        eng.faults.set_random(h)
+        eng.log("policy", f"random failures on ({h:g} failure-clock hours per simulated "
+                          f"second)" if h else "random failures off")
+
+
+@dataclass(frozen=True)
+class Note(Command):
+    """A line in the engine's event log (e.g. who did what on the dashboard)."""
+    name = "event"
+
+    message: str
+    kind: str = "note"
+
+    def apply(self, eng) -> None:
+        eng.log(self.kind, str(self.message))
+
+
+KINDS: dict[str, type] = {c.name: c for c in (SetRate, SetLoad, InjectFault, SetPolicy, SetRandom, Note)}
+
+
+def parse(kind: str, args: dict | None = None) -> Command:
+    """A command from its name and a table of arguments (e.g. from a file or a form); ValueError
+    naming what is allowed."""
+    if kind not in KINDS:
+        raise ValueError(f"command {kind!r}: unknown (allowed: {', '.join(KINDS)})")
+    if kind in ("fault", "policy"):       # their argument is the table itself
+        return KINDS[kind](args)
+    if not isinstance(args, dict):
+        raise ValueError(f"{kind}: allowed a table of {', '.join(KINDS[kind].__dataclass_fields__)}")
+    try:
+        return KINDS[kind](**args)
+    except TypeError:
+        fields = ", ".join(KINDS[kind].__dataclass_fields__)
+        raise ValueError(f"{kind}: arguments {', '.join(args) or 'none'} (allowed: {fields})") from None

@@ -1,0 +1,221 @@
+"""Fault injection and recovery: break any part during a run; consequences follow from the model.
+
+A fault changes the topology (links and switches lose capacity, dies and CPUs die); the engine
+recomputes each instance's network state, so the predictor sees slower dispatch, combine and KV
+transfers. Compute faults hang the instances that use the part until detection; recovery then
+remaps a redundant expert or restarts the instance, requeueing its requests (prompt KV comes
+back from EMS where cached, the rest is recomputed). Nothing is ever dropped, and each report's
+`lost` comes from the engine's lifecycle audit. The record keeps every open fault and the last
+MAX_RECORDS closed ones; older ones fold into per-kind aggregates (`FaultManager.totals`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...topology import parse
+from . import recovery
+from .random import random_failures
+from .spec import MAX_RECORDS, NETWORK, Fault, Policy, check_spec
+
+
+class FaultManager:
+    """Validates, schedules and applies faults for one engine; keeps a record of each."""
+
+    def __init__(self, eng, policy: Policy | None = None):
+        self.eng = eng
+        self.policy = policy or Policy.load()
+        self.faults: list[Fault] = []
+        self.injected = 0             # faults ever injected (ids are 1..injected)
+        self.totals: dict[str, dict] = {}   # kind -> aggregates of faults dropped from `faults`
+        self.random_gen = 0           # bumping it stops the running random-failure process
+
+    def check(self, spec: dict) -> Fault:
+        """Validate a fault for this engine's topology at the current sim time."""
+        return check_spec(spec, self.eng.topo, self.eng.env.now, self.injected + 1)
+
+    # ---- scheduling ----------------------------------------------------------------------------
+    def inject(self, spec: dict) -> Fault:
+        f = self.check(spec)
+        self.injected += 1
+        self.faults.append(f)
+        self._prune()
+        self.eng.env.process(self._run(f))
+        when = "now" if f.at_s <= self.eng.env.now + 1e-9 else f"at {f.at_s:g} s"
+        self.eng.log("fault", f"#{f.id} {f.kind} on {f.target} scheduled {when}")
+        return f
+
+    def _prune(self) -> None:
+        """Fold the oldest closed faults beyond MAX_RECORDS into the per-kind totals."""
+        closed = [f for f in self.faults if f.recover_s is not None and not f.active]
+        old = {id(f) for f in closed[:max(0, len(closed) - MAX_RECORDS)]}
+        if not old:
+            return
+        for f in self.faults:
+            if id(f) in old:
+                t = self.totals.setdefault(f.kind, {"faults": 0, "requests_affected": 0,
+                                                    "requeued": 0, "recomputed": 0})
+                t["faults"] += 1
+                t["requests_affected"] += len(f.affected)
+                t["requeued"] += f.requeued
+                t["recomputed"] += f.recomputed
+        self.faults = [f for f in self.faults if id(f) not in old]
+
+    def _run(self, f: Fault):
+        eng, pol = self.eng, self.policy
+        yield eng.env.timeout(max(0.0, f.at_s - eng.env.now))
+        f.at_s, f.active = eng.env.now, True
+        eng.log("fault", f"#{f.id} {f.kind} on {f.target}")
+        if f.kind in NETWORK:
+            yield from self._network(f, pol)
+        else:
+            yield from self._compute(f, pol)
+        f.active = False
+        eng.log("recover", f"#{f.id} {f.kind} on {f.target} recovered after {f.recover_s:.1f} s")
+
+    def _network(self, f: Fault, pol: Policy):
+        """Capacity drops at once; retransmissions until the fabric reroutes; detection (if the
+        fault lasts that long) schedules the repair; the part comes back at the end."""
+        eng, topo = self.eng, self.eng.topo
+        f.nodes = nodes_of(f, self.eng.system.nodes)
+        f.affected = recovery.in_flight_on_nodes(eng, f.nodes)
+        end = f.duration_s if f.duration_s is not None else pol.detect_s + pol.network_repair_s
+        if f.kind == "optical_degrade":
+            topo.degrade(f.target, f.factor)
+            f.rerouted = True       # a slow link still carries traffic: no retransmissions
+        else:
+            topo.fail(f.target)
+        eng.network_changed()
+        if f.kind == "optical_flap":
+            yield from self._flap(f, pol, end)
+        else:
+            yield from self._until(f, min(pol.reroute_s, end))
+            f.rerouted = True
+            eng.network_changed()
+            if end >= pol.detect_s:
+                yield from self._until(f, pol.detect_s)
+                self._detected(f, pol, "repair scheduled")
+        yield from self._until(f, end)
+        topo.restore(f.target)
+        f.recover_s = eng.env.now - f.at_s
+        eng.network_changed()
+
+    def _until(self, f: Fault, t: float):
+        """Wait until `t` seconds after the fault."""
+        yield self.eng.env.timeout(max(0.0, f.at_s + t - self.eng.env.now))
+
+    def _detected(self, f: Fault, pol: Policy, what: str) -> None:
+        f.detect_s = pol.detect_s
+        self.eng.log("detect", f"#{f.id} {f.kind} on {f.target} detected; {what}")
+
+    def _flap(self, f: Fault, pol: Policy, end: float):
+        """Down and up every half period, each down edge paying retransmissions until rerouted;
+        detection isolates the link (kept down) until the end of the fault."""
+        eng, topo = self.eng, self.eng.topo
+        half = f.period_s / 2
+        stop = min(pol.detect_s, end)
+        t = 0.0                              # the link went down at t (seconds after the fault)
+        while True:
+            yield from self._until(f, min(t + pol.reroute_s, t + half, stop))
+            f.rerouted = True
+            eng.network_changed()
+            if t + half >= stop:
+                break
+            yield from self._until(f, t + half)
+            topo.restore(f.target)
+            eng.network_changed()
+            if t + 2 * half >= stop:
+                break
+            yield from self._until(f, t + 2 * half)
+            t += 2 * half
+            topo.fail(f.target)
+            f.rerouted = False
+            eng.network_changed()
+        if end >= pol.detect_s:
+            yield from self._until(f, pol.detect_s)
+            topo.fail(f.target)
+            f.rerouted = True
+            eng.network_changed()
+            self._detected(f, pol, "flapping link isolated until repaired")
+
+    def _remaining(self, f: Fault, repair_s: float) -> float:
+        elapsed = self.eng.env.now - f.at_s
+        total = f.duration_s if f.duration_s is not None else elapsed + repair_s
+        return max(0.0, total - elapsed)
+
+    def _compute(self, f: Fault, pol: Policy):
+        eng = self.eng
+        dies = recovery.dies_of(eng, f.target)
+        servers = recovery.servers_of(eng, f.target)
+        f.nodes = nodes_of(f, self.eng.system.nodes)
+        eng.topo.fail(f.target)
+        hit = recovery.instances_with(eng, dies)
+        f.affected = recovery.in_flight_on(eng, hit)
+        for inst in hit:                   # hung: collectives cannot finish with a dead rank
+            inst.down[f.id] = f"#{f.id} {f.kind} {f.target}"
+        lost_blocks = sum(eng.ems.fail_server(s) for s in servers) if eng.ems else 0
+        if servers:
+            f.note = f"EMS lost {lost_blocks} blocks on {len(servers)} server(s)"
+        eng.network_changed()
+        yield eng.env.timeout(pol.detect_s)
+        self._detected(f, pol, "recovering")
+        waits = []
+        for inst in hit:
+            dead = np.intersect1d(inst.dies, dies)
+            spare = recovery.spare_redundant(eng, inst)
+            if inst.kind == "decode" and pol.redundant_experts and len(dead) <= spare \
+                    and len(dead) < len(inst.dies):
+                n, r = recovery.shrink_decode(eng, inst, dead)
+                f.requeued += n
+                f.recomputed += r
+                waits.append((inst, pol.expert_reload_s, "redundant expert took over"))
+            else:
+                n, r = recovery.restart(eng, inst)
+                f.requeued += n
+                f.recomputed += r
+                waits.append((inst, pol.restart_s(), f"restart, weights from {pol.weights_from}"))
+        for inst, secs, how in waits:
+            eng.log("recover", f"{inst.name}: {how} ({secs:.0f} s)")
+        yield eng.env.timeout(max((w[1] for w in waits), default=0.0))
+        for inst, _, _ in waits:
+            inst.down.pop(f.id, None)      # up again unless another open fault holds it
+            inst.wake()
+        f.recover_s = eng.env.now - f.at_s
+        # the hardware itself (and the EMS servers) come back after repair
+        yield eng.env.timeout(self._remaining(f, pol.hardware_repair_s))
+        eng.topo.restore(f.target)
+        for s in servers:
+            eng.ems.restore_server(s)
+        eng.network_changed()
+
+    # ---- random failures -----------------------------------------------------------------------
+    def set_random(self, hours_per_sim_s: float) -> None:
+        """Run random failures at this failure-clock speed from now on (0 stops them)."""
+        self.random_gen += 1
+        if hours_per_sim_s > 0:
+            self.eng.env.process(random_failures(self, hours_per_sim_s, self.random_gen))
+
+    # ---- reports -------------------------------------------------------------------------------
+    def report(self, limit: int | None = None) -> list[dict]:
+        """Reports of the recorded faults (the newest `limit` of them, if given)."""
+        faults = self.faults[-limit:] if limit else self.faults
+        if not faults:
+            return []
+        eng = self.eng
+        h = eng.metrics.history
+        hist = {k: np.array(h[k], dtype=float) for k in ("t", "goodput_tps", "slo_attainment")}
+        lost = eng.lost_ids()
+        return [f.report(eng.env.now, eng.scenario.interval_s, lost, hist) for f in faults]
+
+    def summary(self) -> dict:
+        """Counts over every fault of the run (records dropped from the history included)."""
+        return {"injected": self.injected, "active": sum(f.active for f in self.faults),
+                "recorded": len(self.faults), "folded": {k: dict(v) for k, v in self.totals.items()}}
+
+
+def nodes_of(f: Fault, n_nodes: int) -> tuple:
+    """Nodes whose UB uplinks or NICs the fault touches (all nodes for L2 and sub-plane)."""
+    if f.kind in ("l2", "subplane", "rdma_plane"):
+        return tuple(range(n_nodes))
+    ends = f.target.split("--")
+    out = {parse(e).get("node") for e in ends}
+    return tuple(sorted(n for n in out if n is not None))

@@ -1,0 +1,183 @@
+"""What a fault is: its kinds and targets, the recovery policy, the record of one fault, and the
+one validation of a fault spec (`check_spec`) and of the random-failure setting (`check_random`)."""
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...config import CATALOG_DIR, CatalogError
+from ...ems import ModelCache
+from ...topology import TopologyError, parse
+from ...workload import brief
+from ..accounting import fault_windows, mean_in
+
+# kind -> element kinds it may target ("link:l1-l2" = an optical L1-L2 link)
+KINDS = {
+    "npu_die": ("die",), "npu": ("npu",), "cpu": ("cpu",), "node": ("node",),
+    "optical_link": ("link:l1-l2",), "optical_degrade": ("link:l1-l2",),
+    "optical_flap": ("link:l1-l2",), "l1": ("l1",), "l2": ("l2",), "subplane": ("subplane",),
+    "rdma_nic": ("rdma_nic",), "rdma_plane": ("rdma_switch",), "vpc": ("vpc_nic",),
+}
+NETWORK = {"optical_link", "optical_degrade", "optical_flap", "l1", "l2", "subplane", "rdma_nic",
+           "rdma_plane", "vpc"}
+UB_KINDS = {"optical_link", "optical_flap", "l1", "l2", "subplane"}
+EXAMPLES = {"npu_die": "n20/npu3/d1", "npu": "n20/npu3", "cpu": "n05/cpu2", "node": "n20",
+            "optical_link": "n20/l1-3--sp3/l2-7", "optical_degrade": "n20/l1-3--sp3/l2-7",
+            "optical_flap": "n20/l1-3--sp3/l2-7", "l1": "n20/l1-3", "l2": "sp2/l2-5",
+            "subplane": "sp4", "rdma_nic": "n20/rdma3", "rdma_plane": "rdma/spine-0", "vpc": "n20/vpc"}
+
+
+FAULT_KEYS = ("kind", "target", "at_s", "duration_s", "factor", "period_s")
+MAX_RECORDS = 100  # closed faults kept with full records (assumption: a screenful of history)
+
+
+def defaults() -> dict:
+    return tomllib.loads((CATALOG_DIR / "faults.toml").read_text())
+
+
+@dataclass
+class Policy:
+    detect_s: float = 60.0
+    reroute_s: float = 2.0
+    retransmit_us: float = 200.0
+    network_repair_s: float = 480.0
+    hardware_repair_s: float = 540.0
+    redundant_experts: bool = True
+    weights_from: str = "ems"
+    expert_reload_s: float = 1.0
+
+    @classmethod
+    def load(cls, **overrides) -> "Policy":
+        values = {**defaults()["policy"], **overrides}
+        unknown = set(values) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise CatalogError(f"policy: unknown field(s) {', '.join(sorted(unknown))} "
+                               f"(allowed: {', '.join(cls.__dataclass_fields__)})")
+        p = cls(**values)
+        for name in ("detect_s", "reroute_s", "retransmit_us", "network_repair_s",
+                     "hardware_repair_s", "expert_reload_s"):
+            v = getattr(p, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v <= 86400:
+                raise CatalogError(f"policy.{name} = {v!r}: allowed a number of seconds 0..86400")
+        if p.weights_from not in ("ems", "obs"):
+            raise CatalogError(f"policy.weights_from = {p.weights_from!r}: allowed 'ems' or 'obs'")
+        if not isinstance(p.redundant_experts, bool):
+            raise CatalogError(f"policy.redundant_experts = {p.redundant_experts!r}: allowed true or false")
+        return p
+
+    def restart_s(self) -> float:
+        """Instance restart: load the weights (ref 3 model caching via twin.ems.ModelCache)."""
+        return ModelCache().load_time_s(self.weights_from)
+
+
+@dataclass
+class Fault:
+    id: int
+    kind: str
+    target: str
+    at_s: float
+    duration_s: float | None = None
+    factor: float = 0.5
+    period_s: float = 10.0
+    detect_s: float | None = None
+    recover_s: float | None = None
+    rerouted: bool = False
+    active: bool = False
+    affected: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    requeued: int = 0
+    recomputed: int = 0
+    nodes: tuple = ()
+    note: str = ""
+
+    def report(self, now: float, interval_s: float, lost_ids: np.ndarray, history: dict) -> dict:
+        """One row of the fault table; `lost_ids` from the engine's lifecycle audit, `history` the
+        metrics history as arrays ("t", "goodput_tps", "slo_attainment"). Goodput and SLO
+        attainment are averaged over the same windows (`accounting.fault_windows`)."""
+        lost = int(np.isin(self.affected, lost_ids).sum()) if len(lost_ids) else 0
+        end = self.at_s + (self.recover_s if self.recover_s is not None else max(now - self.at_s, 0))
+        before, during = fault_windows(self.at_s, end, interval_s)
+        t = history["t"]
+        out = {"id": self.id, "target": self.target, "kind": self.kind, "at_s": self.at_s,
+               "detect_s": self.detect_s, "recover_s": self.recover_s,
+               "requests_affected": len(self.affected), "requeued": self.requeued,
+               "recomputed": self.recomputed, "lost": lost}
+        for key, series in (("goodput", "goodput_tps"), ("slo", "slo_attainment")):
+            out[f"{key}_before"] = mean_in(t, history[series], before)
+            out[f"{key}_during"] = mean_in(t, history[series], during)
+        return {**out, "active": self.active, "note": self.note}
+
+
+def check_spec(spec: dict, topo, now: float, fault_id: int = 1) -> Fault:
+    """Validate a fault against a topology at sim time `now`: the one validation of a fault (the
+    engine's FaultManager and the live session both call it). Returns the Fault (canonical target
+    id) or raises ValueError naming the field and what is allowed."""
+    if not isinstance(spec, dict):
+        raise ValueError(f"fault = {brief(spec)}: allowed a table of {', '.join(FAULT_KEYS)}")
+    spec = dict(spec)
+    kind = spec.pop("kind", None)
+    if not isinstance(kind, str) or kind not in KINDS:       # the fault-file loader's message
+        raise ValueError(f"fault kind = {brief(kind)}: allowed {', '.join(KINDS)}")
+    target = spec.pop("target", None)
+    if not isinstance(target, str) or not target:
+        raise ValueError(f"fault target = {brief(target)}: required, e.g. {EXAMPLES[kind]!r}")
+    try:
+        canonical = topo.validate_target(target)
+    except (TopologyError, KeyError) as exc:
+        raise ValueError(f"fault target = {target!r}: {exc}") from None
+    what = "link:" + _link_kind(topo, canonical) if "--" in canonical else parse(canonical)["kind"]
+    if what not in KINDS[kind]:
+        raise ValueError(f"fault target = {target!r} is a {what.replace('link:', '')} "
+                         f"{'link' if what.startswith('link:') else 'element'}; {kind} needs a "
+                         f"{' or '.join(KINDS[kind])} (e.g. {EXAMPLES[kind]!r})")
+    at = _number(spec.pop("at_s", None), "at_s", now, -math.inf, math.inf,
+                 "a finite time in seconds")
+    if at < now - 1e-9:
+        raise ValueError(f"fault at_s = {at}: in the past (now {now:.3f} s)")
+    dur = spec.pop("duration_s", None)
+    if dur is not None:
+        dur = _number(dur, "duration_s", None, 1e-9, 30 * 86400, "0 < duration_s <= 2,592,000 s")
+    factor = _number(spec.pop("factor", None), "factor", 0.5, 0.0, 0.999999,
+                     "0 <= factor < 1 (fraction of capacity kept)")
+    period = _number(spec.pop("period_s", None), "period_s", 10.0, 0.1, 3600, "0.1 to 3600 s")
+    if spec:
+        raise ValueError(f"fault: unknown field(s) {', '.join(spec)} (allowed: kind, target, "
+                         f"at_s, duration_s, factor, period_s)")
+    return Fault(fault_id, kind, canonical, at, dur, factor, period)
+
+
+def _link_kind(topo, link: str) -> str:
+    return topo.link_arrays().ends[topo.edge(link)][3]
+
+
+def _number(value, name: str, default, lo: float, hi: float, allowed: str) -> float:
+    """A finite number within [lo, hi], or a ValueError naming the field and its range."""
+    if value is None and default is not None:
+        return float(default)
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"fault {name} = {value!r}: not a number (allowed: {allowed})") from None
+    if not math.isfinite(x) or not lo <= x <= hi:
+        raise ValueError(f"fault {name} = {value!r}: allowed {allowed}")
+    return x
+
+
+# assumption: at most 10 failure-clock hours per sim second. The catalog's MTBFs give the supernode
+# one failure per ~74 h (random_classes), so this is one per ~7.4 sim s, and with repairs of ~10 min
+# (ref 6) about 80 faults open at once: faults stay distinct events and their processes stay bounded.
+RANDOM_MAX = 10.0
+
+
+def check_random(spec) -> dict:
+    if not isinstance(spec, dict) or set(spec) - {"hours_per_sim_s"}:
+        raise CatalogError(f"random = {str(spec)[:60]}: allowed a table {{hours_per_sim_s = <number>}}")
+    h = spec.get("hours_per_sim_s", 1.0)
+    if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0 <= h <= RANDOM_MAX:
+        raise CatalogError(f"random.hours_per_sim_s = {str(h)[:40]}: allowed a number 0 <= x <= {RANDOM_MAX:g} "
+                           f"(failure-clock hours per simulated second; 0 = off)")
+    return {"hours_per_sim_s": float(h)}
+
+

@@ -1,0 +1,42 @@
+"""What the instances feel of the network: after any topology change, each instance's predictor
+gets the health of its planes (UB bandwidth left on its live nodes, retransmission latency while
+a UB fault is not yet rerouted), KV flows get new capacities, and cut-off instances are marked
+blocked (their work waits until a path returns)."""
+from __future__ import annotations
+
+from ..predict.base import NetState
+from .faults import UB_KINDS
+
+
+def node_has_live_die(eng, n: int) -> bool:
+    ids = eng.topo.die_ids[n * eng.dies_per_node:(n + 1) * eng.dies_per_node]
+    return any(eng.topo.alive(d) for d in ids)
+
+
+def network_changed(eng) -> None:
+    """Recompute every instance's network state from the topology and the open faults."""
+    topo, blocked = eng.topo, []
+    for inst in eng.instances:
+        alive_nodes = [int(n) for n in inst.nodes if node_has_live_die(eng, int(n))]
+        fracs = []
+        for n in alive_nodes:
+            healthy = topo.node_uplink_gbps(n, healthy=True)
+            fracs.append(topo.node_uplink_gbps(n) / healthy if healthy else 1.0)
+        ub = min(fracs, default=1.0) if eng.system.kind == "supernode" else 1.0
+        rto = any(f.active and not f.rerouted and f.kind in UB_KINDS
+                  and set(f.nodes) & set(alive_nodes) for f in eng.faults.faults)
+        net = NetState(ub=ub, extra_latency_us=eng.faults.policy.retransmit_us if rto else 0.0)
+        if net != inst.pm.net:
+            inst.pm = eng.pm.with_net(net)
+            inst.memo, inst.cap = {}, None
+        inst.blocked = ub <= 0
+        if inst.blocked and inst.alive:
+            blocked.append(inst.name)
+        inst.wake()
+    eng.kv.network_changed()
+    was = eng.partitioned
+    eng.partitioned = bool(blocked)
+    eng.message = (f"partitioned: {', '.join(blocked)} cut off from the UB fabric; "
+                   f"their requests wait until a path returns" if blocked else "")
+    if eng.partitioned != was:
+        eng.log("partition" if blocked else "recover", eng.message or "UB paths restored")

@@ -1,0 +1,155 @@
+"""What an engine reports: the metrics context of an interval, KPIs, the run summary, the
+snapshot the UI draws, per-link and per-die frames, and the request lifecycle audit and drain."""
+from __future__ import annotations
+
+import numpy as np
+
+from .snapshot import Snapshot
+from .traffic import link_utilisation
+
+DRAIN_CAP_S = 600.0       # a drain stops after this many simulated seconds (stated bound)
+SNAPSHOT_FAULTS = 20      # fault reports a snapshot carries (the newest, a screenful); the rest as counts
+
+
+def interval_context(eng) -> dict:
+    """What Metrics.close needs from the engine at an interval's end."""
+    eng.catch_up()
+    for d in eng.decode:
+        d.flush_inbox()
+    st = eng.ems.stats() if eng.ems else {}
+    return {"ttft_slo_ms": eng.dep.ttft_slo_ms, "tpot_slo_ms": eng.dep.tpot_slo_ms,
+            "prefill_npus": sum(p.npus for p in eng.prefill),
+            "decode_npus": sum(d.npus for d in eng.decode),
+            "ems_dram_bytes": st.get("dram_bytes", 0.0), "ems_ssd_bytes": st.get("ssd_bytes", 0.0),
+            "queue_prefill": sum(len(p.queue) for p in eng.prefill),
+            "queue_decode": sum(len(d.queue) for d in eng.decode)}
+
+
+def kpis(eng) -> dict:
+    """Latest values over the last window of intervals, plus run totals."""
+    m, req = eng.metrics, eng.req
+    eng.catch_up()
+    k = {key: m.window(key) for key in m.history}
+    for i, name in enumerate(("ttft", "tpot")):
+        arr = np.concatenate([r[i] for r in m.recent]) if m.recent else np.zeros(0)
+        if len(arr):
+            k[f"{name}_p50_ms"] = float(np.percentile(arr, 50))
+            k[f"{name}_p99_ms"] = float(np.percentile(arr, 99))
+    k.update(req.counts())
+    t = m.running_totals()
+    k["total_block_hit_ratio"] = t["hit_blocks"] / t["lookup_blocks"] if t["lookup_blocks"] else float("nan")
+    k["sim_time"] = eng.env.now
+    return k
+
+
+def die_util(eng, dtype=np.float32) -> np.ndarray:
+    """Busy fraction of each die over the last interval (its instance's)."""
+    util = np.zeros(len(eng.die_pool), dtype=dtype)
+    for inst in eng.instances:
+        util[inst.dies] = eng.metrics.last_busy[inst.slot]
+    return util
+
+
+def link_frame(eng):
+    """Per link over the last interval: ends, plane, kind, capacity, traffic and utilisation."""
+    import pandas as pd     # pandas only for frames (the engine's hot path never needs it)
+    la = eng.topo.link_arrays()
+    util = link_utilisation(eng)
+    cap = np.asarray(la.capacity_gbps, dtype=float)
+    return pd.DataFrame({"u": [e[0] for e in la.ends], "v": [e[1] for e in la.ends],
+                         "plane": [e[2] for e in la.ends], "kind": [e[3] for e in la.ends],
+                         "capacity_gbps": cap, "traffic_gbps": util * cap, "util": util})
+
+
+def die_frame(eng):
+    """Per die over the last interval: pool and busy fraction."""
+    import pandas as pd
+    return pd.DataFrame({"die": eng.topo.die_ids, "pool": eng.die_pool,
+                         "util": die_util(eng, float)})
+
+
+def snapshot(eng) -> Snapshot:
+    m = eng.metrics
+    return Snapshot(
+        version=eng.version, sim_time=eng.env.now, scenario=eng.scenario.name,
+        deployment=eng.scenario.deployment, seed=eng.seed, kpis=kpis(eng),
+        history={k: list(v) for k, v in m.history.items()},
+        plane_gbps=dict(m.last_plane_gbps),
+        link_util=link_utilisation(eng), node_traffic=m.last_node_gbps.copy(),
+        die_util=die_util(eng), die_pool=tuple(eng.die_pool), events=tuple(dict(e) for e in eng.events),
+        faults=tuple(eng.faults.report(SNAPSHOT_FAULTS)), failed=tuple(sorted(eng.topo.failed)),
+        partitioned=eng.partitioned, message=eng.message,
+        cache=dict(eng.ems.stats()) if eng.ems else {},
+        fault_summary=eng.faults.summary() if eng.faults.injected else {})
+
+
+def summary(eng) -> dict:
+    """Run totals over every request so far (the CLI prints this)."""
+    eng.catch_up()
+    lat = eng.metrics.run_latency(eng.req, interval_context(eng))
+    t, dur = eng.metrics.running_totals(), max(eng.env.now, 1e-9)
+    pct = lambda h, q: None if h.n == 0 else round(h.quantile(q / 100), 3)
+    a = audit(eng)
+    completed = a["completed"]
+    pre_npus = sum(p.npus for p in eng.prefill)
+    dec_npus = sum(d.npus for d in eng.decode)
+    skipped = getattr(getattr(eng.source, "workload", None), "skipped", 0)
+    return {
+        "scenario": eng.scenario.name, "deployment": eng.scenario.deployment,
+        **({"trace_rows_skipped": skipped} if skipped else {}),
+        "seed": eng.seed, "sim_seconds": round(eng.env.now, 3),
+        "requests": a,
+        **({"drain": eng.drained} if eng.drained is not None else {}),
+        "prefill": {"tokens_per_s_per_npu": round(t["input_tokens"] / dur / pre_npus, 2) if pre_npus else 0.0,
+                    "npus": pre_npus},
+        "decode": {"tokens_per_s_per_npu": round(t["output_tokens"] / dur / dec_npus, 2),
+                   "npus": dec_npus},
+        "ttft_ms": {"p50": pct(lat["ttft"], 50), "p99": pct(lat["ttft"], 99)},
+        "tpot_ms": {"p50": pct(lat["tpot"], 50), "p99": pct(lat["tpot"], 99)},
+        "latency_relative_accuracy": lat["ttft"].rel,
+        "slo_attainment": round(lat["slo_met"] / completed, 4) if completed else None,
+        "cache": {"block_hit_ratio": round(t["hit_blocks"] / t["lookup_blocks"], 4) if t["lookup_blocks"] else None,
+                  "token_hit_ratio": round(t["hit_tokens"] / t["lookup_tokens"], 4) if t["lookup_tokens"] else None},
+    }
+
+
+# ---- lifecycle audit ---------------------------------------------------------------------------
+def held_ids(eng) -> np.ndarray:
+    """Every request some part of the engine holds: prefill queues and batches, KV transfers,
+    decode queues and batches."""
+    parts = [np.fromiter(i.queue, dtype=np.int64, count=len(i.queue)) for i in eng.instances]
+    parts += [np.asarray(p.running, dtype=np.int64) for p in eng.prefill]
+    parts += [d.ids for d in eng.decode] + list(eng.kv.transfers.values())
+    parts += [ids for d in eng.decode for _, ids in d.inbox]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def audit(eng) -> dict:
+    """The request table's conservation audit, checked against what the engine holds;
+    `lost` = in-flight requests nothing holds (they can never finish), or after a drain every
+    admitted request neither completed nor rejected."""
+    a = eng.req.audit(held_ids(eng))
+    a["lost"] = a["in_flight"] if eng.drained is not None else a["orphaned"]
+    return a
+
+
+def lost_ids(eng) -> np.ndarray:
+    live = eng.req.in_flight_ids()
+    return live if eng.drained is not None else np.setdiff1d(live, held_ids(eng))
+
+
+def drain(eng, cap_s: float = DRAIN_CAP_S, step_s: float = 1.0) -> dict:
+    """Stop arrivals and run until every admitted request has finished or `cap_s` simulated
+    seconds have passed; returns (and keeps in `eng.drained`) how it ended."""
+    if not (0 < cap_s <= 86400 and 0 < step_s):
+        raise ValueError(f"drain cap = {cap_s}: allowed 0 < cap <= 86400 simulated seconds")
+    eng.catch_up()
+    eng.arrivals_on = False
+    env, t0 = eng.env, eng.env.now
+    while eng.req.in_flight and env.now < t0 + cap_s - 1e-9:
+        env.run(until=min(env.now + step_s, t0 + cap_s))
+    left = eng.req.in_flight
+    eng.drained = {"cap_s": cap_s, "seconds": round(env.now - t0, 3),
+                   "complete": not left, "still_in_flight": left}
+    eng.version += 1
+    return eng.drained

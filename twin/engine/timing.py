@@ -1,0 +1,87 @@
+"""Step times from the instance's time predictor, memoised per shape bucket, and MTP acceptance.
+
+Prefill step times are memoised per shape bucket: prompt length and tokens per NPU on a geometric
+grid of PREFILL_GRID steps per doubling (a value is at most 2^(1/2048) - 1 = 0.034% from its grid
+point), EMS reuse to the nearest 1/REUSE_GRID. Powers of two and reuse in 1/8ths are grid points
+(exact). tests/test_speed.py measures and prints the step-time error of this rounding. Fixed-length
+workloads hit the memo on almost every batch; varied lengths rarely do, so it is kept bounded.
+Decode steps are memoised per (batch per NPU to 1/DECODE_BATCH_GRID, context to DECODE_CTX_BUCKET
+tokens). All grids are assumptions (accuracy against memo hits), measured by tests/test_speed.py.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import rules
+
+PREFILL_GRID = 1024
+REUSE_GRID = 4096
+MEMO_LIMIT = 4096
+MAX_REUSE = 0.99            # the predictor needs reuse < 1: at least 1% of a batch is computed
+DECODE_BATCH_GRID = 4
+DECODE_CTX_BUCKET = 128
+
+
+class StepTimes:
+    """Timing look-ups of one engine: step seconds per instance, decode caps, MTP draws."""
+
+    def __init__(self, pm, dep, scenario, req, rng):
+        self.pm, self.dep, self.scenario, self.req, self.rng = pm, dep, scenario, req, rng
+        self.drafts = rules.draft_tokens(pm.model.mtp_modules, dep.mtp)
+        self._uniform = np.empty(0)        # reused buffer for the MTP acceptance draws
+
+    def decode_seconds(self, inst, batch_per_npu: float, ctx: float) -> float:
+        """Step time memoised per (batch per NPU, context) bucket."""
+        key = (round(batch_per_npu * DECODE_BATCH_GRID), int(ctx // DECODE_CTX_BUCKET))
+        t = inst.memo.get(key)
+        if t is None:
+            t = inst.pm.decode_step(max(key[0] / DECODE_BATCH_GRID, 1 / DECODE_BATCH_GRID),
+                                    (key[1] + 0.5) * DECODE_CTX_BUCKET).step_ms / 1e3
+            inst.memo[key] = t
+        return t
+
+    def decode_cap(self, inst) -> int:
+        """Sequences an instance may hold: the deployment's batch cap within the TPOT SLO."""
+        if inst.cap is None:
+            kv = self.scenario.input.mean_value() + self.scenario.output.mean_value() / 2
+            slo = inst.pm.max_batch_for_slo(kv_len=kv)["batch_per_npu"]
+            per_npu = min(self.dep.decode.batch_per_die * self.pm.dies_per_npu, max(slo, 1))
+            inst.cap = max(1, int(per_npu * inst.npus))
+        return inst.cap
+
+    def prefill_tokens(self, ids: np.ndarray) -> np.ndarray:
+        """Prompt tokens to prefill; a requeued request also recomputes the tokens it generated."""
+        req = self.req
+        rows = req.rows(ids)
+        return req.input.a[rows] + np.maximum(req.generated.a[rows] - 1, 0)
+
+    def prefill_seconds(self, inst, inputs: np.ndarray, cached: np.ndarray) -> float:
+        """Batch time from the predictor, memoised per shape bucket (see PREFILL_GRID)."""
+        total = float(inputs.sum())
+        prompt = float(inputs @ inputs.astype(float)) / total
+        reuse = min(float(cached.sum()) / total, MAX_REUSE)
+        npus = len(inst.dies) / self.pm.dies_per_npu
+        key = (round(math.log2(prompt) * PREFILL_GRID), round(math.log2(total / npus) * PREFILL_GRID),
+               round(reuse * REUSE_GRID))
+        t = inst.memo.get(key)
+        if t is None:
+            if len(inst.memo) >= MEMO_LIMIT:
+                inst.memo.clear()
+            t = inst.pm.prefill_batch(2.0 ** (key[0] / PREFILL_GRID), 2.0 ** (key[1] / PREFILL_GRID),
+                                      reuse=key[2] / REUSE_GRID).step_ms / 1e3
+            inst.memo[key] = t
+        return t
+
+    def accepted_tokens(self, n: int) -> np.ndarray:
+        """Tokens each of n sequences gains this step (twin.rules.accepted_tokens)."""
+        if not self.drafts:
+            return np.ones(n, dtype=np.int64)
+        if self.drafts > 1:
+            return rules.accepted_tokens(self.rng.random((n, self.drafts)), self.dep.mtp_acceptance)
+        if len(self._uniform) < n:          # reused buffer: the same draws as rng.random(n)
+            self._uniform = np.empty(max(n, 2 * len(self._uniform)))
+        u = self._uniform[:n]
+        self.rng.random(out=u)
+        return rules.accepted_tokens(u, self.dep.mtp_acceptance)

@@ -1,0 +1,73 @@
+"""KV transfers from prefill to decode instances: one fluid flow per prefill batch over the
+deployment's KV plane (RDMA NICs, or UB uplinks), shared max-min fairly (flows.py). The flow's
+end hands the batch to the decode instance (a callback, not a process per transfer); until then
+the batch is held in `transfers` (the lifecycle audit sees it). Without a path the batch waits
+for the network to change."""
+from __future__ import annotations
+
+import numpy as np
+
+from .flows import FlowNet
+from .requests import TRANSFER
+
+
+class KvTransfers:
+    def __init__(self, eng):
+        self.eng = eng
+        self.flows = FlowNet(eng.env)
+        self.transfers: dict[int, np.ndarray] = {}   # KV transfers under way: key -> request ids
+        self._seq = 0
+        rdma = eng.dep.kv_transfer_plane == "rdma"
+        self.plane = "rdma" if rdma else "ub"
+        self.latency_s = (eng.system.rdma_latency_us if rdma else eng.system.ub_latency_us) * 1e-6
+        self.net_event = eng.env.event()
+        self.set_capacities()
+
+    def set_capacities(self) -> None:
+        """KV transfer links: each instance's RDMA NICs (or its UB uplinks), scaled by health."""
+        eng, topo = self.eng, self.eng.topo
+        for inst in eng.instances:
+            if self.plane == "rdma":
+                bw = sum(topo.rdma_bandwidth(int(n)) for n in inst.nodes) * len(inst.dies) \
+                    / (len(inst.nodes) * eng.dies_per_node)
+            else:
+                bw = sum(topo.node_uplink_gbps(int(n)) for n in inst.nodes)
+            self.flows.set_capacity(inst.name, bw * 1e9)
+
+    def network_changed(self) -> None:
+        """New capacities, and a wake-up for the transfers waiting for a path."""
+        self.set_capacities()
+        if not self.net_event.triggered:
+            self.net_event.succeed()
+        self.net_event = self.eng.env.event()
+
+    def send(self, ids: np.ndarray, src) -> None:
+        eng = self.eng
+        eng.req.state[ids] = TRANSFER
+        self._seq += 1
+        key = self._seq
+        self.transfers[key] = ids
+        live = [d for d in eng.decode if d.alive]
+        dst = eng.policies.kv_placement.choose(live) if live else eng.decode[0]
+        if self._route(src, dst).partitioned:
+            eng.env.process(self._when_routed(key, src, dst))
+        else:
+            self._start(key, src, dst)
+
+    def _route(self, src, dst):
+        topo = self.eng.topo
+        return topo.route(topo.die_ids[src.dies[0]], topo.die_ids[dst.dies[0]], self.plane)
+
+    def _when_routed(self, key: int, src, dst):
+        self.eng.log("partition", f"KV transfer {src.name} -> {dst.name}: no {self._route(src, dst).plane} "
+                                  f"path; {len(self.transfers[key])} request(s) wait for the network")
+        while self._route(src, dst).partitioned:
+            yield self.net_event
+        self._start(key, src, dst)
+
+    def _start(self, key: int, src, dst) -> None:
+        eng = self.eng
+        nbytes = float(eng.req.input[self.transfers[key]].sum()) * eng.kv_bytes
+        eng.acct.kv_transfer(src, dst, nbytes, self.plane)
+        self.flows.start(nbytes, (src.name, dst.name), self.latency_s,
+                         on_finish=lambda at: dst.deliver(self.transfers.pop(key), at))

@@ -1,0 +1,405 @@
+"""Operator-level (roofline) latency model: how long a prefill batch and a decode step take.
+
+Each operator is bounded by compute (FLOPs over peak x efficiency) or HBM (bytes over bandwidth x
+efficiency); the MoE all-to-all comes from the fabric's model (comm.py: UB, or NVLink + RDMA with
+DeepEP's kernels); how compute and communication overlap is the accelerator's named strategy
+(execution.py); EMS loads are physical (ems.py). Network health enters through NetState, so a
+failed optical link slows dispatch and combine. Constants: twin/catalog/perf.toml (each sourced
+or labelled there). Over 400 lines because decode and prefill share every private operator cost;
+splitting them would scatter one operator model over several files.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import rules
+from . import comm, execution
+from .base import StepResult, TimePredictor, register
+from .ems import EmsPath, load_seconds
+
+US = 1e-6
+HIDDEN_RW_BYTES = 16     # per hidden element and layer: norms and residual adds (first principles)
+LATENT_RW_BYTES = 3      # per latent element: read, normalise, write (first principles)
+UB_PATH_SWITCHES = 3     # die -> L1 -> L2 -> L1 -> die: switch chips crossed (ref 1 UB topology)
+UB_PATH_LINKS = 4        # links crossed on that path (ref 1 UB topology)
+LOGIT_BYTES = 4          # FP32 logits read by sampling (assumption)
+
+
+class _Layer:
+    """Accumulates operator times (seconds) for one layer of one stream."""
+
+    def __init__(self):
+        self.ops: dict[str, float] = {}
+
+    def add(self, name: str, seconds: float) -> None:
+        self.ops[name] = self.ops.get(name, 0.0) + seconds
+
+    @property
+    def total(self) -> float:
+        return sum(self.ops.values())
+
+
+@register("roofline")
+class PerfModel(TimePredictor):
+    """Latency model of one deployment; cheap to build, pure functions of its inputs."""
+
+    # ---- primitive costs ------------------------------------------------------------------
+    def _gemm(self, flops: float, weight_bytes: float, cube_fraction: float, precision: str,
+              grouped: bool = False) -> float:
+        c = self.chip
+        eff = c.expert_gemm_eff if grouped and c.expert_gemm_eff else c.gemm_eff
+        peak = c.peak_tflops(precision) * 1e12 * eff * cube_fraction
+        return max(flops / peak, weight_bytes / (c.hbm_gbps * 1e9 * (c.gemm_mem_eff or c.mem_eff)))
+
+    def _attention(self, flops: float, kv_bytes: float, cube_fraction: float) -> float:
+        c = self.chip
+        peak = c.bf16_tflops * 1e12 * c.mla_compute_eff * cube_fraction
+        return max(flops / peak, kv_bytes / (c.hbm_gbps * 1e9 * c.mem_eff))
+
+    def _vector_scale(self) -> float:
+        """Vector work calibrated on a 910C die runs faster on a chip with more BF16 throughput."""
+        return self.chip.bf16_tflops / self.k["overheads"]["vector_reference_tflops"]
+
+    def _hbm(self, nbytes: float) -> float:
+        return nbytes / (self.chip.hbm_gbps * 1e9 * self.chip.mem_eff)
+
+    def _fabric(self) -> comm.ClusterFabric:
+        s = self.system
+        return comm.ClusterFabric(
+            gpus_per_domain=s.nvlink_domain_gpus or s.npus_per_node, nvlink_gbps=s.nvlink_gbps,
+            rdma_gbps=s.rdma_nic_gbps / 8, nvlink_latency_us=s.nvlink_latency_us,
+            rdma_latency_us=s.rdma_latency_us, rdma_health=self.net.rdma,
+            extra_latency_us=self.net.extra_latency_us)
+
+    def a2a_seconds(self, ep: int, tokens_per_rank: float, bytes_per_token: float,
+                    rank_dies: int = 1, pull: bool = False, kernel: str = "normal") -> float:
+        """One MoE all-to-all (dispatch or combine) as seen by one rank of `rank_dies` dies, on the
+        deployment's fabric (UB on a supernode; NVLink + RDMA with a DeepEP `kernel` on GPUs)."""
+        tr = comm.Traffic(ep, tokens_per_rank, bytes_per_token, self.model.top_k)
+        s = self.system
+        if s.kind == "supernode":
+            if self.net.partitioned:
+                return math.inf
+            per_die = s.ub_measured_read_gbps if pull else s.ub_measured_write_gbps
+            path_us = UB_PATH_SWITCHES * s.switch_latency_us + UB_PATH_LINKS * s.link_latency_us + self.net.extra_latency_us
+            return comm.ub_seconds(tr, self.k["comm"], per_die, rank_dies, self._vector_scale(),
+                                   path_us, self.net.ub, combine=pull)
+        return self._fabric().seconds(tr, kernel, self.k["nvlink_rdma"])
+
+    def alltoall(self, ep: int, tokens: float, kernel: str = "normal") -> dict:
+        """Dispatch and combine of `tokens` per rank at EP `ep` (ranks of one NPU/GPU each), with
+        the bandwidth each achieves per rank (bytes a rank sends to distinct remote ranks / time)."""
+        if ep < 1 or ep != int(ep):
+            raise ValueError(f"ep = {ep}: must be a whole number >= 1")
+        if not tokens > 0:
+            raise ValueError(f"tokens = {tokens}: must be > 0")
+        if kernel not in comm.KERNELS:
+            raise ValueError(f"kernel = {kernel!r}: allowed {', '.join(comm.KERNELS)}")
+        m = self.model
+        out = {"system": self.dep.system, "fabric": "ub" if self.system.kind == "supernode"
+               else "nvlink+rdma", "ep": int(ep), "tokens": tokens,
+               "kernel": kernel if self.system.kind != "supernode" else "ub"}
+        remote = rules.remote_ranks(ep, m.top_k)
+        for name, nbytes in (("dispatch", m.dispatch_bytes_per_token),
+                             ("combine", m.combine_bytes_per_token)):
+            us = self.a2a_seconds(int(ep), tokens, nbytes, self.dies_per_npu,
+                                  pull=name == "combine", kernel=kernel) / US
+            out[f"{name}_us"] = round(us, 3)
+            out[f"{name}_gb_s"] = round(tokens * remote * nbytes / (us * 1e3), 3) if us else 0.0
+        return out
+
+    def dispatch_us(self, ep: int, tokens_per_npu: float = 128, kernel: str = "low-latency") -> float:
+        """Dispatch latency with EP ranks of one NPU each (the setting of ref 4's table)."""
+        return self.a2a_seconds(ep, tokens_per_npu, self.model.dispatch_bytes_per_token,
+                                self.dies_per_npu, kernel=kernel) / US
+
+    def combine_us(self, ep: int, tokens_per_npu: float = 128, kernel: str = "low-latency") -> float:
+        return self.a2a_seconds(ep, tokens_per_npu, self.model.combine_bytes_per_token,
+                                self.dies_per_npu, pull=True, kernel=kernel) / US
+
+    def imbalance(self, pool: str, balance: str) -> float:
+        """Busiest die's routed load over the mean (1 for perfect balance)."""
+        if balance == "perfect":
+            return 1.0
+        if balance != "default":
+            raise ValueError(f"balance = {balance!r}: allowed 'default' or 'perfect'")
+        p = getattr(self.dep, pool)
+        n = max(2, p.ep - p.shared_expert_dies)
+        return 1 + self.k["balance"]["load_cv"] * math.sqrt(2 * math.log(n))
+
+    # ---- one MoE / dense layer for q tokens per die ---------------------------------------
+    def _moe_stream(self, pool: str, q: float, frac: float, precision: str,
+                    balance: str) -> _Layer:
+        m, p = self.model, getattr(self.dep, pool)
+        lay = _Layer()
+        wb = self._bytes_per_param(precision)
+        lay.add("gating", self._gemm(2 * q * m.hidden * m.routed_experts,
+                                     m.hidden * m.routed_experts * 2, frac, "bf16"))
+        lay.add("dispatch", self.a2a_seconds(p.ep, q, m.dispatch_bytes_per_token, kernel=p.a2a_kernel))
+        ep = p.ep
+        routed_dies = ep - p.shared_expert_dies
+        slots_per_die = (m.routed_experts + p.redundant_experts) / routed_dies
+        pairs = q * m.top_k * ep / routed_dies * self.imbalance(pool, balance)
+        ep_flops = 2 * self.expert_params()
+        routed = self._gemm(pairs * ep_flops, slots_per_die * self.expert_params() * wb,
+                            frac, precision, grouped=True)
+        if m.shared_experts and p.shared_expert_dies:
+            shared_tokens = q * ep / p.shared_expert_dies
+            shared = self._gemm(shared_tokens * ep_flops * m.shared_experts,
+                                self.expert_params() * m.shared_experts * wb, frac, precision,
+                                grouped=True)
+            lay.add("experts", max(routed, shared))   # separate dies run in parallel
+        else:
+            lay.add("experts", routed)
+            if m.shared_experts:
+                lay.add("shared_expert", self._gemm(q * ep_flops * m.shared_experts,
+                                                    self.expert_params() * m.shared_experts * wb,
+                                                    frac, precision, grouped=True))
+        lay.add("combine", self.a2a_seconds(p.ep, q, m.combine_bytes_per_token, pull=True,
+                                            kernel=p.a2a_kernel))
+        return lay
+
+    def activation_bytes_per_token_layer(self) -> float:
+        """HBM traffic of the memory-bound operators between the GEMMs, per token and layer: norms
+        and residual adds (16 x hidden: read/write BF16, write the quantised GEMM input), latent
+        norms, RoPE on the queries, quantising the attention output, SwiGLU of every routed and
+        shared expert, and the combine's weighted sum of top-k BF16 outputs (first principles)."""
+        m = self.model
+        h, act, q8 = m.hidden, 2, 1
+        latent = LATENT_RW_BYTES * (m.q_lora_rank + m.kv_lora_rank + m.rope_dim)
+        rope = m.heads * m.rope_dim * 2 * act
+        attn_out = m.heads * m.v_head_dim * (act + q8)
+        swiglu = (m.top_k + m.shared_experts) * m.moe_intermediate * (2 * act + q8)
+        combine = (m.top_k + 1) * h * act
+        return HIDDEN_RW_BYTES * h + latent + rope + attn_out + swiglu + combine
+
+    def _attention_stream(self, q_tokens: float, seqs: float, ctx: float, frac: float,
+                          precision: str, decode: bool) -> _Layer:
+        m = self.model
+        lay = _Layer()
+        wb = self._bytes_per_param(precision)
+        lay.add("elementwise", self._hbm(q_tokens * self.activation_bytes_per_token_layer()))
+        lay.add("mla_proj" if m.attention == "mla" else "qkv_o_proj",
+                self._gemm(2 * q_tokens * self.attn_params(), self.attn_params() * wb,
+                           frac, precision))
+        if m.attention == "mla" and decode:   # absorbed form: attend over the 576-dim latent
+            per = m.heads * (2 * m.kv_lora_rank + m.rope_dim) * 2
+        elif m.attention == "mla":
+            per = m.heads * (m.qk_nope_dim + m.rope_dim + m.v_head_dim) * 2
+        else:
+            per = m.heads * m.head_dim * 2 * 2
+        kv_bytes = seqs * ctx * self.kv_bytes_per_token_layer() if decode else 0.0
+        lay.add("attention", self._attention(q_tokens * ctx * per, kv_bytes, frac))
+        if not self.dep.fused_attention:   # FlashMLA / FlashAttention fuse the softmax
+            rate = self.k["overheads"]["softmax_gelems_per_s"] * 1e9 * frac * self._vector_scale()
+            lay.add("softmax", q_tokens * ctx * m.heads / rate)
+        return lay
+
+    # ---- decode ---------------------------------------------------------------------------
+    def decode_step(self, batch_per_npu: float | None = None, kv_len: float = 4096,
+                    mtp: bool | None = None, microbatch: bool | None = None,
+                    precision: str | None = None, balance: str = "default") -> StepResult:
+        """One decode step of every sequence in the batch (with MTP: 1 + accepted tokens)."""
+        dep, m = self.dep, self.model
+        precision = self._check_precision(precision)
+        mtp = dep.mtp if mtp is None else mtp
+        if mtp and not m.mtp_modules:
+            raise ValueError(f"mtp: model {dep.model} has no MTP module (allowed: --no-mtp)")
+        b = (dep.decode.batch_per_die * self.dies_per_npu if batch_per_npu is None
+             else batch_per_npu) / self.dies_per_npu
+        if not b > 0:
+            raise ValueError(f"batch = {b * self.dies_per_npu}: must be > 0")
+        if not kv_len > 0:
+            raise ValueError(f"kv = {kv_len}: KV length must be > 0 tokens")
+        drafts = rules.draft_tokens(m.mtp_modules, mtp)
+        tok_per_seq = 1 + drafts
+        st = self.k["streams"]
+        use_mb = dep.decode.microbatch if microbatch is None else microbatch
+        candidates = [self._decode_layers(b, kv_len, tok_per_seq, precision, balance, 1)]
+        if use_mb:
+            candidates += [self._decode_layers(b, kv_len, tok_per_seq, precision, balance,
+                                               st["microbatches"], split) for split in self._splits()]
+        best = min(range(len(candidates)), key=lambda i: candidates[i][0])
+        step_s, ops, streams = candidates[best]
+        n_mb = 1 if best == 0 else st["microbatches"]
+        split = streams.pop("attention_cube_share", None)
+        # LM head (main tokens + MTP draft) and sampling, whole batch, all cores
+        head_tokens = b * (tok_per_seq + drafts)
+        hb = self.k["overheads"]["lm_head_bytes_per_param"]
+        head = (self._gemm(2 * head_tokens * self.head_params(), self.head_params() * hb, 1.0, "bf16")
+                * (1 + drafts) if b else 0.0)
+        ops["lm_head"] = head
+        ops["sampling"] = self._hbm(head_tokens * m.vocab * LOGIT_BYTES)
+        ops["graph_launch"] = self.k["overheads"]["graph_launch_ms"] * 1e-3
+        step_s += head + ops["sampling"] + ops["graph_launch"]
+        tokens_per_seq = rules.expected_tokens_per_step(drafts, dep.mtp_acceptance)
+        tpot = step_s / tokens_per_seq
+        return StepResult("decode", step_s * 1e3, b * tokens_per_seq,
+                          b * self.dies_per_npu / tpot,
+                          {k: v * 1e3 for k, v in ops.items()}, tpot_ms=tpot * 1e3,
+                          streams_ms={k: v * 1e3 for k, v in streams.items()}, microbatches=n_mb,
+                          cube_split=(f"{round(split * self.chip.cube_cores)}:"
+                                      f"{round((1 - split) * self.chip.cube_cores)}" if split else None))
+
+    def _splits(self) -> list[float | None]:
+        """Attention stream's share of the cube cores the runtime may choose per operating point
+        (ascend-two-stream: whole groups of 4 AIC with their AIV; ref 3 uses 16 of 24 at batch 96)."""
+        n = self.chip.cube_cores
+        if self.chip.execution != "ascend-two-stream" or not n:
+            return [None]
+        return [c / n for c in range(4, n, 4)]
+
+    def _decode_layers(self, b: float, kv_len: float, tok_per_seq: int, precision: str,
+                       balance: str, n_mb: int, split: float | None = None) -> tuple[float, dict, dict]:
+        """Whole-model time of the transformer layers (and MTP module) for one step."""
+        m, st = self.model, self.k["streams"]
+        gpu = self.chip.execution == "sm-overlap"
+        if n_mb > 1 and not gpu:       # ascend-two-stream: cube cores split between the streams
+            fa, fm = split, 1 - split
+        else:                          # sm-overlap in decode: every SM computes (time-multiplexed)
+            fa = fm = execution.sm_share(self.chip.sms, self.dep.decode.comm_sms) if n_mb > 1 else 1.0
+        seqs = b / n_mb
+        q = seqs * tok_per_seq
+        attn = self._attention_stream(q, seqs, kv_len, fa, precision, decode=True)
+        moe = self._moe_stream("decode", q, fm, precision, balance)
+        dense_attn = self._attention_stream(b * tok_per_seq, b, kv_len, 1.0, precision, True)
+        wb = self._bytes_per_param(precision)
+        dense_mlp = self._gemm(2 * b * tok_per_seq * self.dense_mlp_params(),
+                               self.dense_mlp_params() * wb, 1.0, precision)
+        ops: dict[str, float] = {}
+        for name, t in dense_attn.ops.items():
+            ops[name] = ops.get(name, 0.0) + t * m.dense_layers
+        ops["dense_mlp"] = dense_mlp * m.dense_layers
+        dense_s = (dense_attn.total + dense_mlp) * m.dense_layers
+        if n_mb > 1 and gpu:
+            pieces = self._pieces(attn, moe)
+            per_layer = execution.sm_overlap(pieces, pieces, self.k["sm_overlap"]["efficiency"])
+            moe_s = per_layer * self.moe_layers
+        elif n_mb > 1:
+            per_layer = execution.two_stream_decode(attn.total, moe.total, n_mb, st["sync_us"] * US)
+            moe_s = per_layer * self.moe_layers + min(attn.total, moe.total)
+        else:
+            per_layer = attn.total + moe.total
+            moe_s = per_layer * self.moe_layers
+        for lay in (attn, moe):
+            for name, t in lay.ops.items():
+                ops[name] = ops.get(name, 0.0) + t * n_mb * self.moe_layers
+        if n_mb > 1:   # negative: time hidden by overlapping the streams (net of their syncs)
+            ops["pipeline_overlap"] = moe_s - (attn.total + moe.total) * n_mb * self.moe_layers
+        mtp_s = 0.0
+        if tok_per_seq > 1:   # MTP drafts: one MoE-layer block per module, one token per sequence
+            d_attn = self._attention_stream(b, b, kv_len, 1.0, precision, decode=True)
+            d_moe = self._moe_stream("decode", b, 1.0, precision, balance)
+            mtp_s = (d_attn.total + d_moe.total) * (tok_per_seq - 1)
+            ops["mtp_module"] = mtp_s
+        streams = {"attention_per_microbatch": attn.total, "moe_per_microbatch": moe.total,
+                   "per_layer": per_layer}
+        if split is not None and n_mb > 1:
+            streams["attention_cube_share"] = split
+        return dense_s + moe_s + mtp_s, ops, streams
+
+    @staticmethod
+    def _pieces(attn: _Layer, moe: _Layer) -> execution.Pieces:
+        """Cut one microbatch's layer into attention-side compute, dispatch, experts, combine."""
+        d, c = moe.ops["dispatch"], moe.ops["combine"]
+        return execution.Pieces(a=attn.total + moe.ops.get("gating", 0.0), d=d,
+                                e=moe.total - d - c - moe.ops.get("gating", 0.0), c=c)
+
+    # ---- prefill --------------------------------------------------------------------------
+    def prefill_batch(self, prompt_len: float = 4096, tokens_per_npu: float | None = None,
+                      reuse: float = 0.0, balance: str = "default",
+                      precision: str | None = None, microbatch: bool | None = None,
+                      cache_plane: str | None = None, ssd_fraction: float = 0.0) -> StepResult:
+        """One prefill batch on one instance: `tokens_per_npu` prompt tokens per NPU, a fraction
+        `reuse` of them found in EMS (loaded over UB or VPC instead of computed), `ssd_fraction` of
+        those from the SSD tier."""
+        dep, m = self.dep, self.model
+        precision = self._check_precision(precision)
+        if not 0 <= reuse < 1:
+            raise ValueError(f"reuse = {reuse}: allowed 0 <= reuse < 1")
+        if not 0 <= ssd_fraction <= 1:
+            raise ValueError(f"ssd_fraction = {ssd_fraction}: allowed 0 <= ssd_fraction <= 1")
+        if prompt_len <= 0:
+            raise ValueError(f"prompt = {prompt_len}: must be > 0")
+        t_die = (dep.prefill.tokens_per_die if tokens_per_npu is None
+                 else tokens_per_npu / self.dies_per_npu)
+        if not t_die > 0:
+            raise ValueError(f"tokens per NPU = {tokens_per_npu}: must be > 0")
+        seqs = t_die / prompt_len
+        new = t_die * (1 - reuse)
+        ctx = prompt_len * (1 + reuse) / 2           # mean causal context of the new tokens
+        use_mb = dep.prefill.microbatch if microbatch is None else microbatch
+        gpu = self.chip.execution == "sm-overlap"
+        frac = execution.sm_share(self.chip.sms, dep.prefill.comm_sms) if gpu and use_mb else 1.0
+        n_mb = self.k["streams"]["microbatches"] if gpu and use_mb else 1
+        attn = self._attention_stream(new / n_mb, seqs / n_mb, ctx, frac, precision, decode=False)
+        moe = self._moe_stream("prefill", new / n_mb, frac, precision, balance)
+        comm_s = moe.ops["dispatch"] + moe.ops["combine"]
+        if math.isinf(comm_s):      # partitioned plane: the batch never finishes
+            return StepResult("prefill", math.inf, t_die * self.dies_per_npu, 0.0,
+                              {"dispatch": math.inf, "combine": math.inf}, ttft_ms=math.inf)
+        compute = attn.total + moe.total - comm_s
+        if gpu and use_mb:
+            full = self._pieces(self._attention_stream(new / n_mb, seqs / n_mb, ctx, 1.0, precision, False),
+                                self._moe_stream("prefill", new / n_mb, 1.0, precision, balance))
+            layer = execution.sm_overlap(self._pieces(attn, moe), full,
+                                         self.k["sm_overlap"]["efficiency"])
+        elif use_mb:
+            layer = execution.two_stream_prefill(compute, comm_s)
+        else:
+            layer = compute + comm_s
+        wb = self._bytes_per_param(precision)
+        dense_attn = self._attention_stream(new, seqs, ctx, 1.0, precision, decode=False)
+        dense_mlp = self._gemm(2 * new * self.dense_mlp_params(), self.dense_mlp_params() * wb,
+                               1.0, precision)
+        ops: dict[str, float] = {}
+        for lay, n in ((dense_attn, m.dense_layers), (attn, self.moe_layers * n_mb),
+                       (moe, self.moe_layers * n_mb)):
+            for name, t in lay.ops.items():
+                ops[name] = ops.get(name, 0.0) + t * n
+        ops["dense_mlp"] = dense_mlp * m.dense_layers
+        if use_mb:
+            ops["pipeline_overlap"] = (layer - (compute + comm_s) * n_mb) * self.moe_layers
+        step = (dense_attn.total + dense_mlp) * m.dense_layers + layer * self.moe_layers
+        ops["lm_head"] = self._gemm(2 * seqs * self.head_params(), self.head_params() * 2, 1.0, "bf16")
+        step += ops["lm_head"]
+        if reuse > 0:
+            ems = self.ems_load(t_die * reuse, step, cache_plane, ssd_fraction=ssd_fraction)
+            ops.update(ems)
+            step += sum(ems.values())
+        tput = t_die * self.dies_per_npu / step
+        return StepResult("prefill", step * 1e3, t_die * self.dies_per_npu, tput,
+                          {k_: v * 1e3 for k_, v in ops.items()}, ttft_ms=step * 1e3,
+                          microbatches=n_mb if use_mb else 1)
+
+    def _ems_path(self, plane: str) -> EmsPath:
+        s, cpu = self.system, self.cat.chip(self.system.cpu) if self.system.cpu else None
+        dies_per_node = s.npus_per_node * self.dies_per_npu
+        if plane == "ub" and s.kind == "supernode":
+            bw, lat = s.ub_cpu_read_gbps * self.net.ub, s.ub_latency_us
+        else:   # VPC: the node's card is shared by its dies
+            bw, lat = s.vpc_gbps / 8 / dies_per_node * self.net.vpc, s.vpc_latency_us
+        ems_cpus = max(1, self.dep.ems_nodes * s.cpus_per_node)
+        dies = max(1, self.dep.prefill.instances * self.dep.prefill.dies_per_instance)
+        return EmsPath(plane_gbps=bw, plane_latency_us=lat,
+                       dram_gbps=cpu.dram_gbps if cpu else s.vpc_gbps / 8,
+                       ssd_gbps=cpu.ssd_gbps if cpu else s.vpc_gbps / 8,
+                       server_gbps=self.k["ems"]["server_gbps"], servers_per_die=ems_cpus / dies)
+
+    def ems_load(self, tokens_per_die: float, compute_s: float, plane: str | None = None,
+                 block_tokens: int = 512, ssd_fraction: float = 0.0) -> dict[str, float]:
+        """Exposed seconds (lookup, transfer) to load `tokens_per_die` cached tokens' KV from EMS."""
+        return load_seconds(self._ems_path(plane or self.dep.cache_plane),
+                            tokens_per_die * self.kv_bytes_per_token(), tokens_per_die / block_tokens,
+                            self.model.layers, compute_s, ssd_fraction)
+
+
+    def _check_precision(self, precision: str | None) -> str:
+        p = precision or self.dep.precision
+        if p not in ("int8", "bf16", "fp8"):
+            raise ValueError(f"precision = {p!r}: allowed int8, bf16, fp8")
+        if self.chip.peak_tflops(p) <= 0:
+            ok = [x for x in ("int8", "bf16", "fp8") if self.chip.peak_tflops(x) > 0]
+            raise ValueError(f"precision = {p!r}: {self.system.accelerator} has no {p} "
+                             f"(allowed: {', '.join(ok)})")
+        return p
