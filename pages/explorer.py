@@ -33,6 +33,13 @@ def _synthetic_scenarios() -> list[str]:
     return [k for k, v in _named().items() if v.get("workload") == "synthetic"]
 
 
+def _graph(id_: str, figure: dict, height: int) -> dcc.Graph:
+    """A chart with one mode-bar button: save it as PNG."""
+    return dcc.Graph(id=id_, figure=figure, style={"height": f"{height}px"},
+                     config={"responsive": True, "displaylogo": False, "modeBarButtons": [["toImage"]],
+                             "toImageButtonOptions": {"format": "png", "filename": id_}})
+
+
 def _field(label: str, child, title: str = "") -> html.Div:
     return html.Div([html.Label(label, className="ctl-label"), child], className="field", title=title)
 
@@ -84,7 +91,7 @@ def layout(**_kwargs):
             html.Div([html.Progress(id=f"{P}-progress", value="0", max="1"),
                       html.Span(id=f"{P}-progress-text", className="hint")], className="ctl-row"),
         ]), "Sweep", "config"),
-        C.panel([C.graph(f"{P}-pareto", pareto_figure([], []), 460),
+        C.panel([_graph(f"{P}-pareto", pareto_figure([], []), 460),
                  html.P("Each dot is a point of the sweep (mean over seeds, bars: 95% confidence interval); "
                         "the line joins the points no other point beats on both axes. Up and right is better: "
                         "more output per accelerator while each user still reads fast. Click a point to "
@@ -188,14 +195,14 @@ def compare_section() -> html.Div:
         html.P(f"DeepSeek-R1 decode at each system's operating point: the largest batch per chip whose TPOT meets "
                f"{d['tpot_slo_ms']:g} ms and whose KV fits. The all-to-all share is dispatch + combine over "
                f"operator time: on UB it stays near a fifth, on Hopper clusters it is about half.", className="hint"),
-        C.graph(f"{P}-cmp-curves", curves_figure(d), 360),
+        _graph(f"{P}-cmp-curves", curves_figure(d), 360),
         html.P(f"The same decode, batch by batch, on the same axes: each curve climbs until its KV cache is full; "
                f"the dashed line is the {d['tpot_slo_ms']:g} ms TPOT SLO, where the table's operating points sit.",
                className="hint"),
-        C.graph(f"{P}-cmp-bars", bars, 340),
+        _graph(f"{P}-cmp-bars", bars, 340),
         html.P("Per dense TFLOPS of the serving precision, per kW and per dollar (power and price per chip from "
                "systems.toml, each with its source or marked as an assumption).", className="hint"),
-        C.graph(f"{P}-cmp-ep", ep, 340),
+        _graph(f"{P}-cmp-ep", ep, 340),
         html.P("Decode throughput per chip against EP degree at the deployed batch: where the all-to-all leaves "
                "NVLink for RDMA the curve flattens or falls; on the supernode UB carries every degree.",
                className="hint"),

@@ -32,6 +32,8 @@ def test_explorer_sweep_in_the_background(browser_page, artifacts, monkeypatch, 
     wait_text(pg, "#ex-msg", "8 points")
     n = pg.evaluate("() => document.getElementById('ex-pareto').querySelectorAll('.scatterlayer .trace').length")
     assert n == 4                                 # mtp=True, mtp=False, frontier, paper
+    pg.hover("#ex-pareto")
+    assert pg.query_selector("#ex-pareto .modebar-btn[data-title*='png' i]")    # export as PNG
     wait_live(pg)
     pg.screenshot(path=str(artifacts / "explorer.png"), full_page=True)
     assert pg.errors == [], pg.errors
