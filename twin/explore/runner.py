@@ -55,7 +55,8 @@ class _Callback:
 def run(fn: Callable, items: Sequence, workers: int | None = None, client=None,
         progress=True, desc: str = "points") -> list:
     """[fn(x) for x in items], computed in parallel; progress is a bool (tqdm on stderr) or a
-    callable(done, total). workers=1 runs in this process."""
+    callable(done, total). workers=1 runs in this process; otherwise every task runs in a worker
+    process (an engine task registers its derived deployment in its process's catalog)."""
     items = list(items)
     bar = _bar(len(items), progress, desc)
     out: list = [None] * len(items)
@@ -69,7 +70,7 @@ def run(fn: Callable, items: Sequence, workers: int | None = None, client=None,
                 bar.update(1)
             return out
         n = workers or os.cpu_count() or 1
-        if n == 1 or len(items) == 1:
+        if n == 1:          # only when asked: in a web process a task must not touch its catalog
             for i, x in enumerate(items):
                 out[i] = fn(x)
                 bar.update(1)
