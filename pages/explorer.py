@@ -91,19 +91,24 @@ def layout(**_kwargs):
             html.Div([html.Progress(id=f"{P}-progress", value="0", max="1"),
                       html.Span(id=f"{P}-progress-text", className="hint")], className="ctl-row"),
         ]), "Sweep", "config"),
-        C.panel([_graph(f"{P}-pareto", pareto_figure([], []), 460),
+        C.panel([dcc.RadioItems(id=f"{P}-x", options=[{"label": v, "value": k} for k, v in X_AXES.items()],
+                                value="tokens_per_s_per_user", inline=True),
+                 _graph(f"{P}-pareto", pareto_figure([], []), 460),
                  html.P("Each dot is a point of the sweep (mean over seeds, bars: 95% confidence interval); "
                         "the line joins the points no other point beats on both axes. Up and right is better: "
                         "more output per accelerator while each user still reads fast. Click a point to "
                         "open it in a private sandbox twin.", className="hint")],
-                "Goodput per chip vs tokens/s per user", "sim", extra=html.Span([C.tag("model"), C.tag("paper")])),
+                "Goodput per chip vs tokens/s per user (or TTFT)", "sim", extra=html.Span([C.tag("model"), C.tag("paper")])),
         compare_section(),
     ])
 
 
 # ---- figures (plain dicts) -----------------------------------------------------------------------
-def pareto_figure(points: list[dict], varied: list[str]) -> dict:
-    x, y = "tokens_per_s_per_user", "goodput_per_chip"
+X_AXES = {"tokens_per_s_per_user": "tokens/s per user (1000 / TPOT p50)", "ttft_ms_p99": "TTFT p99, ms"}
+
+
+def pareto_figure(points: list[dict], varied: list[str], x: str = "tokens_per_s_per_user") -> dict:
+    y = "goodput_per_chip"
     second = varied[1] if len(varied) > 1 else None
     groups: dict = {}
     for p in points:
@@ -116,16 +121,17 @@ def pareto_figure(points: list[dict], varied: list[str]) -> dict:
                      "error_y": {"type": "data", "array": [p.get(f"{y}_ci95") or 0 for p in pts], "visible": True},
                      "text": [", ".join(f"{k}={p[k]}" for k in varied) for p in pts],
                      "customdata": [points.index(p) for p in pts],       # the point a click opens
-                     "hovertemplate": "%{text}<br>%{x:.1f} tok/s/user, %{y:.0f} tok/s/chip<extra></extra>",
+                     "hovertemplate": "%{text}<br>x %{x:.1f}, %{y:.0f} tok/s/chip<extra></extra>",
                      "marker": {"size": 9, "color": PALETTE[i % len(PALETTE)]}})
-    front = [points[i] for i in pareto(points)]
+    front = [points[i] for i in pareto(points, x, y, x_larger_better=x != "ttft_ms_p99")]
     data.append({"type": "scatter", "mode": "lines", "name": "Pareto frontier", "x": [p[x] for p in front],
                  "y": [p[y] for p in front], "line": {"color": T.TEXT, "dash": "dot"}, "hoverinfo": "skip"})
-    data.append({"type": "scatter", "mode": "markers", "name": "paper (decode, per NPU)",
-                 "x": [p[0] for p in PAPER], "y": [p[1] for p in PAPER], "text": [p[2] for p in PAPER],
-                 "hovertemplate": "%{text}<extra></extra>",
-                 "marker": {"symbol": "star", "size": 14, "color": T.YELLOW}})
-    lay = T.base_layout(xaxis={"title": {"text": "tokens/s per user (1000 / TPOT p50)"}, "gridcolor": T.GRID},
+    if x == "tokens_per_s_per_user":      # the paper reports decode throughput against TPOT
+        data.append({"type": "scatter", "mode": "markers", "name": "paper (decode, per NPU)",
+                     "x": [p[0] for p in PAPER], "y": [p[1] for p in PAPER], "text": [p[2] for p in PAPER],
+                     "hovertemplate": "%{text}<extra></extra>",
+                     "marker": {"symbol": "star", "size": 14, "color": T.YELLOW}})
+    lay = T.base_layout(xaxis={"title": {"text": X_AXES[x]}, "gridcolor": T.GRID},
                         yaxis={"title": {"text": "goodput, output tokens/s per chip"}, "gridcolor": T.GRID,
                                "rangemode": "tozero"}, hovermode="closest")
     return {"data": data, "layout": lay}
@@ -259,7 +265,11 @@ def on_start(_n, dep, sc, k1, v1, k2, v2, seeds, dur, source, secret):
     return job, "Sweep started; the live twin keeps running.", "ctl-msg msg-ok", False
 
 
-def progress_view(job: dict | None):
+def _x(v) -> str:
+    return v if isinstance(v, str) and v in X_AXES else "tokens_per_s_per_user"
+
+
+def progress_view(job: dict | None, x: str = "tokens_per_s_per_user"):
     """(progress value, max, text, figure or no_update, tick disabled, message, class) of a job."""
     if job is None:
         return "0", "1", "", no_update, True, no_update, no_update
@@ -269,7 +279,7 @@ def progress_view(job: dict | None):
     if job["state"] == "error":
         return str(job["done"]), str(job["total"]), text, no_update, True, f"Sweep failed: {job['message']}", \
             "ctl-msg msg-error"
-    return str(job["total"]), str(job["total"]), text + " — done", pareto_figure(job["points"], job["varied"]), \
+    return str(job["total"]), str(job["total"]), text + " — done", pareto_figure(job["points"], job["varied"], x), \
         True, f"Sweep done: {len(job['points'])} points.", "ctl-msg msg-ok"
 
 
@@ -277,12 +287,12 @@ def progress_view(job: dict | None):
     Output(f"{P}-progress", "value"), Output(f"{P}-progress", "max"), Output(f"{P}-progress-text", "children"),
     Output(f"{P}-pareto", "figure"), Output(f"{P}-tick", "disabled", allow_duplicate=True),
     Output(f"{P}-msg", "children", allow_duplicate=True), Output(f"{P}-msg", "className", allow_duplicate=True),
-    Input(f"{P}-tick", "n_intervals"), Input(f"{P}-job", "data"),
+    Input(f"{P}-tick", "n_intervals"), Input(f"{P}-job", "data"), Input(f"{P}-x", "value"),
     State("ctl-secret", "data"),
     prevent_initial_call=True,
 )
-def on_tick(_n, job_id, secret):
-    return progress_view(J.JOBS.get(G.ident(job_id), _viewer(secret)))
+def on_tick(_n, job_id, x, secret):
+    return progress_view(J.JOBS.get(G.ident(job_id), _viewer(secret)), _x(x))
 
 
 SANDBOX_KEYS = {"deployment", "load", "rate"}     # what a live twin's settings can take today

@@ -57,7 +57,11 @@ def test_a_model_sweep_runs_in_the_background_and_draws_the_frontier(E):
     assert names == ["mtp=True", "mtp=False", "Pareto frontier", "paper (decode, per NPU)"]
     # another browser cannot read this job
     assert J.JOBS.get(job, E._viewer("b" * 32)) is None
-    assert E.on_tick(1, job, "b" * 32)[4] is True
+    assert E.on_tick(1, job, "tokens_per_s_per_user", "b" * 32)[4] is True
+    # against TTFT p99 (lower is better), from a forged axis value back to the default
+    ttft = E.on_tick(1, job, "ttft_ms_p99", "a" * 32)[3]
+    assert ttft["layout"]["xaxis"]["title"]["text"] == "TTFT p99, ms" and len(ttft["data"]) == 3
+    assert E.on_tick(1, job, {"x": 1}, "a" * 32)[3]["layout"]["xaxis"]["title"]["text"].startswith("tokens/s")
 
 
 def test_pareto_figure_frontier_and_bands(E):
@@ -68,6 +72,9 @@ def test_pareto_figure_frontier_and_bands(E):
     assert fig["data"][0]["error_x"]["array"] == [0, 0, 0]
     front = fig["data"][1]
     assert front["x"] == [10, 20] and front["y"] == [500, 400]
+    ttft = [{"ttft_ms_p99": x, "goodput_per_chip": y, "load": x} for x, y in ((100, 500), (50, 400), (80, 300))]
+    front = E.pareto_figure(ttft, ["load"], "ttft_ms_p99")["data"][1]
+    assert front["x"] == [50, 100] and front["y"] == [400, 500]     # (80, 300) is beaten by (50, 400)
 
 
 def test_compare_section_lists_the_five_systems(E):

@@ -58,9 +58,12 @@ def summarize(rows: list[dict], varied: list[str]) -> list[dict]:
     return out
 
 
-def pareto(points: list[dict], x: str = "tokens_per_s_per_user", y: str = "goodput_per_chip") -> list[int]:
-    """Indices of the points no other point beats on both x and y (both maximised), by x."""
-    pts = [(p[x], p[y], i) for i, p in enumerate(points) if p.get(x) is not None and p.get(y) is not None]
+def pareto(points: list[dict], x: str = "tokens_per_s_per_user", y: str = "goodput_per_chip",
+           x_larger_better: bool = True) -> list[int]:
+    """Indices of the points no other point beats on both x and y (y maximised; x maximised, or
+    minimised for a latency), in order of x."""
+    sign = 1 if x_larger_better else -1
+    pts = [(sign * p[x], p[y], i) for i, p in enumerate(points) if p.get(x) is not None and p.get(y) is not None]
     front, best_y = [], -math.inf
     for px, py, i in sorted(pts, key=lambda t: (-t[0], -t[1])):
         if py > best_y:
