@@ -2,7 +2,7 @@
 
 A rate "meets the SLOs" when at least `attainment` of the requests arriving after the warm-up meet
 both TTFT and TPOT SLOs (evaluate.py follows each to its end). The search starts at the perf
-model's capacity, brackets by doubling or halving, then bisects to `REL_TOL`. `search` runs one
+model's capacity, brackets upward by GROW or downward by halving, then bisects to `REL_TOL`. `search` runs one
 capacity search per prefill/decode split and decode EP degree, on the runner's workers.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ REL_TOL = 0.02          # bisection stops when the bracket is within 2% of the r
 MAX_PROBES = 16         # engine runs per search (bracketing + bisection), a stated bound
 MAX_CANDIDATES = 64     # configurations one --search may try
 DEFAULT_ATTAINMENT = 0.99   # assumption: 99% of requests within both SLOs
+GROW = 1.25             # bracketing step above the model's capacity (the engine is rarely far above it)
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,9 @@ def capacity(spec: Spec) -> dict:
 
     lo, hi = 0.0, model_rps
     if ok(hi):
-        lo, hi = hi, 2 * hi
+        lo, hi = hi, GROW * hi
         while len(probes) < MAX_PROBES // 2 and ok(hi):
-            lo, hi = hi, 2 * hi
+            lo, hi = hi, GROW * hi
     else:
         while len(probes) < MAX_PROBES // 2 and not ok(hi / 2):
             hi /= 2
