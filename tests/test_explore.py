@@ -57,6 +57,12 @@ def test_values_checked_against_the_models_bounds_before_any_work():
     assert code == 2 and "no prefill instance" in err and "paper-decode" in err, err
 
 
+def test_model_source_needs_a_synthetic_workload():
+    code, _, err = cli("sweep", "--scenario", "azure-conv", "--vary", "mtp=true", "--source", "model",
+                       "--no-progress")
+    assert code == 2 and "--source model" in err and "replays a trace" in err, err
+
+
 def test_size_limits_stated():
     code, _, err = cli("sweep", "--vary", "load=0.1:5:0.1", "--vary", "decode_batch_per_die=1:48:1",
                        "--no-progress")

@@ -285,6 +285,9 @@ def plan(deployment: str, scenario: str, varies: list[tuple[str, list]], seeds: 
     tasks = []
     for p in points:
         base, dep, sc = configure(deployment, scenario, p, {"duration_s": duration_s})
+        if source == "model" and sc["workload"] != "synthetic":
+            raise ValueError(f"--source model: scenario {scenario!r} replays a trace (allowed: a synthetic "
+                             f"scenario; the perf model needs a rate and mean lengths)")
         for s in range(first_seed, first_seed + (1 if source == "model" else seeds)):
             tasks.append(Task(tuple(p.items()), base, dep, {**sc, "seed": s}, s, duration_s, source))
     return tasks
