@@ -134,3 +134,19 @@ def test_saturated_decode_steps_a_full_batch_every_step():
     steps = steady.output_tps * eng.scenario.interval_s / cap
     assert set(steps.round(9)) <= {24.0, 25.0, 26.0}          # 1 s / 40 ms, a step may straddle
     assert steps.sum() == pytest.approx(len(steady) / DECODE_S, abs=1.0)
+
+
+def test_a_compute_fault_interrupts_the_step_it_hits():
+    """As in SimPy's machine-shop example, the fault reaches the process: the decode step in
+    progress is lost at once (no token from it), and the instance makes nothing until recovery."""
+    pred = ConstantPredictor(DEP, decode_ms=DECODE_S * 1e3)
+    eng = Engine("paper-decode", seed=1, load=0.5, deployment=DEP, predictor=pred, duration_s=30)
+    eng.advance(1.01)
+    d = eng.decode[0]
+    assert d.stepping and d.alive
+    made = eng.metrics.running_totals()["output_tokens"]
+    eng.faults.inject({"kind": "npu_die", "target": eng.topo.die_ids[int(d.dies[0])]})
+    eng.advance(0)
+    assert not d.stepping and not d.alive
+    eng.advance(2 * DECODE_S)
+    assert eng.metrics.running_totals()["output_tokens"] == made

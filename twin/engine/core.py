@@ -100,7 +100,7 @@ class Engine:
             if "random" in spec:
                 self.faults.set_random(spec["random"]["hours_per_sim_s"])
         for inst in self.decode:          # prefill instances run on callbacks (pools.py)
-            self.env.process(inst.run())
+            inst.proc = self.env.process(inst.run())
         # decode-only runs with one decode instance admit arrivals lazily: while it steps, it takes
         # them itself at each step boundary (where it would first look at them), so a busy
         # instance costs no event per arrival tick; anything else that looks catches up first

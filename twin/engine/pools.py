@@ -11,6 +11,7 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 import numpy as np
+import simpy
 
 from .cache import lookup
 from .requests import DECODE_QUEUE, DECODING, PREFILL, QUEUED
@@ -48,6 +49,15 @@ class Instance:
         if not self._wake.triggered:
             self._wake.succeed()
 
+    def fail(self, fault_id: int, reason: str) -> None:
+        """A fault hangs this instance (collectives cannot finish with a dead rank) until recovery
+        pops `fault_id` from `down`; the batch or step in progress is lost at once (`interrupt`)."""
+        self.down[fault_id] = reason
+        self.interrupt(reason)
+
+    def interrupt(self, reason: str) -> None:
+        raise NotImplementedError
+
     def wait(self):
         self._wake = self.eng.env.event()
         return self._wake
@@ -64,6 +74,7 @@ class PrefillInstance(Instance):
         self.budget = eng.dep.prefill.tokens_per_die * len(dies)
         self.running: list[int] = []
         self.busy = False             # a batch's timeout is pending
+        self._batch = 0               # the batch in progress (a lost batch's end is ignored)
 
     def enqueue(self, rid: int, wake: bool = True) -> None:
         self.queue.append(rid)
@@ -108,11 +119,22 @@ class PrefillInstance(Instance):
         eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
         eng.acct.prefill(self, float((req.input[ids] - cached).sum()), float(cached.sum()))
         self.busy = True
-        eng.env.timeout(seconds).callbacks.append(lambda _: self._done(ids))
+        self._batch += 1
+        batch_no = self._batch
+        eng.env.timeout(seconds).callbacks.append(lambda _: self._done(ids, batch_no))
 
-    def _done(self, ids: np.ndarray) -> None:
+    def interrupt(self, reason: str) -> None:
+        """The batch in progress is lost (its requests stay in `running` until detection
+        requeues them); the instance is free, but not ready while it is down."""
+        if self.busy:
+            self.busy = False
+            self._batch += 1
+
+    def _done(self, ids: np.ndarray, batch_no: int) -> None:
+        if batch_no != self._batch:          # lost to a fault (interrupt)
+            return
         self.busy = False
-        if self.alive and self.running:      # else failed mid-batch: requeued at detection
+        if self.running:
             eng, req = self.eng, self.eng.req
             self.running = []
             now = eng.env.now
@@ -144,6 +166,7 @@ class DecodeInstance(Instance):
         self.no_first = np.zeros(0, dtype=np.int64)   # admitted without a first token (decode-only)
         self.stepping = False            # between its first step and going idle
         self._idle = None                # event the arrival process waits on while it steps
+        self.proc: simpy.Process | None = None   # its run() process (set by the engine)
 
     def enqueue(self, rids: np.ndarray) -> None:
         self.eng.req.state[rids] = DECODE_QUEUE
@@ -174,6 +197,12 @@ class DecodeInstance(Instance):
         if len(self.ids):
             req = self.eng.req
             req.generated[self.ids] = self.ctx - req.input[self.ids]
+
+    def interrupt(self, reason: str) -> None:
+        """Lose the step in progress (as SimPy's machine-shop example breaks a machine): only a
+        stepping instance is inside a step's timeout; an idle one is waiting for work."""
+        if self.stepping and self.proc is not None and self.proc.is_alive:
+            self.proc.interrupt(reason)
 
     def until_idle(self):
         """An event that fires when the instance stops stepping."""
@@ -241,8 +270,9 @@ class DecodeInstance(Instance):
             self.stepping = True
             eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
             eng.acct.decode(self, n)
-            yield eng.env.timeout(seconds)
-            if not self.alive or len(self.ids) != n:   # failed mid-step: the step is lost
+            try:
+                yield eng.env.timeout(seconds)
+            except simpy.Interrupt:             # a fault hit it mid-step: the step is lost
                 continue
             got = eng.timing.accepted_tokens(n)
             made = np.minimum(got, self.left, out=got)

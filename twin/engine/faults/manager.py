@@ -150,8 +150,8 @@ class FaultManager:
         eng.topo.fail(f.target)
         hit = recovery.instances_with(eng, dies)
         f.affected = recovery.in_flight_on(eng, hit)
-        for inst in hit:                   # hung: collectives cannot finish with a dead rank
-            inst.down[f.id] = f"#{f.id} {f.kind} {f.target}"
+        for inst in hit:                   # the work in progress is lost; hung until recovery
+            inst.fail(f.id, f"#{f.id} {f.kind} {f.target}")
         lost_blocks = sum(eng.ems.fail_server(s) for s in servers) if eng.ems else 0
         if servers:
             f.note = f"EMS lost {lost_blocks} blocks on {len(servers)} server(s)"

@@ -1,0 +1,280 @@
+"""A twin's user actions (play, pause, speed, load, rate, fault, policy, random, reset): each is
+checked here (twin.controls), then applied at once (pause, play, speed: plain attribute writes) or
+sent to the engine thread as a typed message (an engine command, or a `_Swap` of the engine on a
+reset). `TwinActions` is the controlling half of `twin.runner.Twin`.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .controls import (ControlError, _checked, _throttled, check_fault, demo_names, parse_load, parse_random,
+                       parse_rate, parse_seed, parse_speed)
+from .engine import commands
+from .engine.faults import Policy, load_fault_file
+from .tracestore import TraceChoiceError, check, label, registered, resolve
+
+log = logging.getLogger("twin.session")
+
+FAULTS_PER_MIN = 30                   # faults a client may send one twin per minute
+MAX_PENDING_FAULTS = 20               # scheduled faults not yet struck, per twin
+FAULT_HORIZON_S = 86_400.0            # a fault may be scheduled at most one sim day ahead
+
+
+def policy_of(engine) -> dict:
+    """The fault policy of an engine that is not running yet (a plain dict; {} if it has none)."""
+    pol = getattr(getattr(engine, "faults", None), "policy", None)
+    return dict(vars(pol)) if pol is not None else {}
+
+
+@dataclass
+class _Params:
+    scenario: str = "default"
+    seed: int = 0
+    deployment: str | None = None
+    trace: str | None = None
+    rate: float | None = None
+    load: float | None = None        # last load fraction set by a user (re-applied after a reset)
+    faults: str | None = None        # fault scenario file replayed from t = 0 (a demo), if any
+
+    def engine_kwargs(self) -> dict:
+        kw = {"scenario": self.scenario, "seed": self.seed, "deployment": self.deployment,
+              "trace": resolve(self.trace), "rate": self.rate}
+        if self.trace:
+            kw["workload"] = "trace"          # a trace picked on a synthetic scenario replays it
+        if self.faults:
+            kw["faults"] = self.faults
+        return kw
+
+
+@dataclass(frozen=True)
+class _Swap:
+    """Queue message: replace the running engine (a reset), with the settings it was built from."""
+    engine: Any
+    params: "_Params"
+    policy: dict
+    random: float | None
+
+
+class TwinActions:
+    """User actions on a twin (mixed into twin.runner.Twin, which owns the state they change)."""
+
+    def control(self, action: str, value: Any = None, *, who: str = "viewer",
+                token: str | None = None, client: str | None = None) -> str:
+        """Apply a user action; returns a short confirmation, raises ControlError with the reason.
+
+        Actions: play, pause, speed (1..1000 or "max"), load (fraction of capacity), rate (req/s),
+        fault ({"target", "kind", ...}; `check_fault` validates one first), policy ({"detect_s",
+        "redundant_experts", "weights_from", ...}), random ({"hours_per_sim_s"}),
+        reset ({"scenario", "seed", "deployment", "trace": a name `twin.tracestore` offers, "rate",
+        "faults": a demo name}). `client` must be the sandbox's owner (see `client_id`).
+        """
+        self.require(token, client)
+        self.touch()
+        act = ACTIONS.get(action) if isinstance(action, str) else None
+        if act is None:
+            raise ControlError(f"unknown action {action!r}: allowed {', '.join(ACTIONS)}")
+        msg = act(self, value, client)
+        self._wake.set()
+        if self.shared:
+            self._note(who, msg)
+        else:
+            self._bump()
+        return msg
+
+    # pause, play and speed are plain attribute writes (atomic), applied immediately so the reply
+    # already shows them; the thread is woken to act on them within one iteration
+    def _play(self, _value, _client) -> str:
+        if self.paused:
+            self._window_reset = True
+        self.paused = False
+        self.message = ""
+        return "play"
+
+    def _pause(self, _value, _client) -> str:
+        self.paused = True
+        self._window_reset = True
+        return "pause"
+
+    def _speed(self, value, _client) -> str:
+        s = parse_speed(value)
+        self.speed = s
+        self._window_reset = True
+        return f"speed {s if s == 'max' else f'{s:g}x'}"
+
+    def _synthetic_only(self, action: str) -> None:
+        if self.workload == "trace":
+            raise ControlError(f"{action}: a trace replays its own arrival times; pick a synthetic "
+                               "scenario (e.g. bursty-chat or diurnal) to set the load, or change the speed")
+
+    def _load(self, value, _client) -> str:
+        self._synthetic_only("load")
+        f = parse_load(value)
+        with self._lock:
+            self.params.load = f
+        self._q.put(commands.SetLoad(f))
+        return f"load {f * 100:.0f}% of capacity"
+
+    def _rate(self, value, _client) -> str:
+        self._synthetic_only("rate")
+        r = parse_rate(value)
+        self._q.put(commands.SetRate(r))
+        return f"rate {r:g} req/s"
+
+    def _fault(self, value, client) -> str:
+        if not isinstance(value, dict) or "target" not in value or "kind" not in value:
+            raise ControlError("fault: allowed {'kind': a fault kind (npu_die, l2, optical_link, ...), "
+                               "'target': a topology id, 'at_s', 'duration_s'}")
+        value = self._budget_fault(self.check_fault(value), client)
+        self._q.put(commands.InjectFault(value))
+        msg = f"fault {value['kind']} {value['target']}"
+        if value.get("at_s") is not None:
+            msg += f" at t={float(value['at_s']):g} s"
+        if value.get("duration_s") is not None:
+            msg += f" for {float(value['duration_s']):g} s"
+        return msg
+
+    def _policy(self, value, _client) -> str:
+        cmd = self._check_policy(value)
+        self._q.put(cmd)
+        self.policy = {**self.policy, **cmd.fields}
+        return "policy " + ", ".join(f"{k}={v}" for k, v in cmd.fields.items())
+
+    def _random(self, value, _client) -> str:
+        h = parse_random(value)
+        self._q.put(commands.SetRandom(h))
+        self.random = h or None
+        return (f"random failures on ({self.random:g} failure-clock h per sim s)" if self.random
+                else "random failures off")
+
+    def _reset_action(self, value, _client) -> str:
+        return self._reset(value or {})
+
+    def require(self, token: str | None, client: str | None = None) -> None:
+        """Raise ControlError unless `token` may control this twin (instructor lock) and `client`
+        owns it (a sandbox)."""
+        if self.owner is not None and client != self.owner:
+            raise ControlError(f"sandbox {self.key} belongs to another browser: only the browser that "
+                               "opened it can control or close it (open your own sandbox)")
+        if not self.authorized(token):
+            raise ControlError("the shared twin is locked by the instructor: enter the instructor "
+                               "token, or open a private sandbox to experiment")
+
+    def check_fault(self, spec) -> dict:
+        """Validate a fault for this twin's system at its current sim time (nothing is changed)."""
+        snap = self.snapshot
+        return check_fault(spec, getattr(snap, "deployment", None) or self.params.deployment,
+                           getattr(snap, "sim_time", 0.0))
+
+    def _budget_fault(self, spec: dict, client: str | None) -> dict:
+        """Refuse a fault beyond the horizon, past the pending limit or the client's rate."""
+        now = float(getattr(self.snapshot, "sim_time", 0.0))
+        at = spec.get("at_s")
+        if at is not None and at > now + FAULT_HORIZON_S:
+            raise ControlError(f"fault at_s = {at:g}: allowed up to {FAULT_HORIZON_S:,.0f} s after now "
+                               f"(t = {now:,.1f} s)")
+        with self._lock:
+            self._pending = [t for t in self._pending if t > now]
+            if at is not None and at > now and len(self._pending) >= MAX_PENDING_FAULTS:
+                raise ControlError(f"fault: {MAX_PENDING_FAULTS} scheduled faults are already waiting on this "
+                                   "twin (the most allowed); wait for them to strike or reset")
+        _throttled(self._fault_rate, "faults", client or "anyone")
+        if at is not None and at > now:
+            with self._lock:
+                self._pending.append(at)
+        return spec
+
+    def _check_policy(self, value) -> commands.SetPolicy:
+        """The policy change as a command, checked against the policy as last set."""
+        cmd = _checked(commands.SetPolicy, value)
+        try:
+            Policy.load(**{**self.policy, **cmd.fields})
+        except (ValueError, TypeError) as exc:
+            raise ControlError(str(exc)) from None
+        return cmd
+
+    def _reset(self, spec: dict) -> str:
+        """Build the new engine here (in the caller's thread) so a bad scenario, trace or deployment
+        raises before anything changes; the running engine is swapped only on success.
+
+        With "faults" (a demo name such as "l2-loss" or a fault file) the twin restarts on the file's
+        scenario and seed (unless given) with the scenario's own deployment, trace and load, so the
+        demo replays exactly; a reset without "faults" drops any fault file."""
+        p = self.params
+        if not isinstance(spec, dict):
+            raise ControlError("reset: allowed a table {scenario, seed, deployment, trace, rate, faults}")
+        demo: dict = {}
+        if spec.get("faults"):
+            if spec["faults"] not in demo_names():
+                raise ControlError(f"faults = {str(spec['faults'])[:48]!r}: not a demo (allowed: "
+                                   f"{', '.join(demo_names())})")
+            try:
+                demo = load_fault_file(spec["faults"])
+            except (ValueError, OSError) as exc:
+                raise ControlError(str(exc)) from None
+        new = _Params(
+            scenario=spec.get("scenario") or demo.get("scenario") or p.scenario,
+            seed=(parse_seed(spec["seed"]) if spec.get("seed") not in (None, "")
+                  else parse_seed(demo["seed"]) if "seed" in demo else p.seed),
+            deployment=spec.get("deployment") if "deployment" in spec else None if demo else p.deployment,
+            trace=spec.get("trace") if "trace" in spec else None if demo else p.trace,
+            rate=parse_rate(spec["rate"]) if spec.get("rate") not in (None, "") else None,
+            load=None if demo else p.load,
+            faults=demo.get("path"),
+        )
+        new.deployment = new.deployment or None
+        if "trace" in spec:
+            try:
+                new.trace = check(spec["trace"])
+            except TraceChoiceError as exc:
+                raise ControlError(str(exc)) from None
+        try:
+            engine = self._factory(**new.engine_kwargs())
+        except ControlError:
+            raise
+        except (ValueError, KeyError, OSError, TypeError) as exc:
+            if new.trace in registered():         # the operator's file: say which name, never its text
+                log.warning("twin %s: operator trace %s unusable: %s", self.key, new.trace, exc)
+                raise ControlError(f"trace {new.trace}: the server's file for it cannot be used (the "
+                                   "server log says why)") from None
+            raise ControlError(str(exc).strip("'\"") or type(exc).__name__) from None
+        if new.load is not None:
+            try:
+                engine.submit(commands.SetLoad(new.load))
+            except Exception as exc:  # keep the scenario's own load rather than fail the reset
+                log.warning("twin %s: could not re-apply load: %s", self.key, exc)
+                new.load = None
+        random = (demo.get("random") or {}).get("hours_per_sim_s")
+        self._q.put(_Swap(engine, new, policy_of(engine), random))
+        with self._lock:
+            self._pending = []
+        bits = [f"scenario {new.scenario}", f"seed {new.seed}"]
+        if new.deployment:
+            bits.append(f"deployment {new.deployment}")
+        if new.trace:
+            bits.append(f"trace {label(new.trace)}")
+        if new.faults:
+            bits.append(f"faults {Path(new.faults).stem}")
+        notes = _trace_notes(engine, label(new.trace) if new.trace else None)
+        return "reset: " + ", ".join(bits) + "".join(f"; note: {n}" for n in notes)
+
+
+def _trace_notes(engine, shown: str | None) -> list[str]:
+    """What loading the trace did to it (`Workload.notes`, e.g. rows re-sorted): shown with the reset
+    in the action log and the status message, so nothing changes silently. A note starts with the
+    loader's name for the file (an operator's server path): that becomes the dashboard's label."""
+    wl = getattr(getattr(engine, "source", None), "workload", None)
+    name = re.sub(r" x[0-9.e+-]+$", "", str(getattr(wl, "source", "")).partition(":")[2])
+    out = []
+    for n in getattr(wl, "notes", ()) or ():
+        n = str(n)
+        out.append(f"trace {shown}: {n[len(name) + 2:]}" if name and n.startswith(name + ": ") else n)
+    return out
+
+
+ACTIONS = {"play": TwinActions._play, "pause": TwinActions._pause, "speed": TwinActions._speed,
+           "load": TwinActions._load, "rate": TwinActions._rate, "fault": TwinActions._fault,
+           "policy": TwinActions._policy, "random": TwinActions._random, "reset": TwinActions._reset_action}

@@ -1,0 +1,133 @@
+"""What viewers may ask of a twin, checked once: speed, load, rate, seed and random-failure
+settings (the engine's own command rules), fault specs (the faults component's `check_spec` on a
+fresh topology of the twin's system), and who is asking (`client_id`). Every refusal is a
+ControlError whose message names the field and what is allowed. The module never imports dash.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from functools import lru_cache
+
+from .budget import RateLimit
+from .config import CATALOG_DIR, catalog
+from .engine import commands
+from .engine.faults import check_spec
+from .engine.scenario import LOAD_MAX, MAX_RATE
+from .topology import topology
+
+SPEED_MIN, SPEED_MAX = 1.0, 1000.0
+SPEED_PRESETS = (1, 5, 20, 100, 1000, "max")
+LOAD_PRESETS = (25, 50, 75, 90, 100, 120, 150)   # % of capacity
+LOAD_MIN = 0.0                        # exclusive; LOAD_MAX is the Scenario model's (one bound)
+SEED_MIN, SEED_MAX = 0, 2**31 - 1
+_SECRET = re.compile(r"^[A-Za-z0-9_-]{22,64}$")
+
+__all__ = ["LOAD_MAX", "MAX_RATE"]    # re-exported: the bounds viewers see
+
+
+class ControlError(ValueError):
+    """A rejected control: bad value, locked twin, no free sandbox. The message says what is allowed."""
+
+
+def client_id(secret, addr) -> str:
+    """Who is acting: a hash of the browser's secret if it sent a well-formed one, else its address."""
+    if isinstance(secret, str) and _SECRET.match(secret):
+        return "s-" + hashlib.sha256(secret.encode()).hexdigest()[:24]
+    return "a-" + str(addr or "unknown")[:64]
+
+
+def _throttled(limit: RateLimit, what: str, *keys: str) -> None:
+    wait = limit.wait_s(*keys)
+    if wait:
+        raise ControlError(f"{what}: at most {limit.n} per minute; try again in {math.ceil(wait)} s")
+
+
+def _checked(build, *args):
+    """A typed engine command, or a ControlError with its validation message."""
+    try:
+        return build(*args)
+    except ValueError as exc:
+        raise ControlError(str(exc.args[0] if exc.args else exc)) from None
+
+
+def parse_speed(value) -> float | str:
+    """1..1000 (times real time) or "max"; raises ControlError naming the allowed range."""
+    if isinstance(value, str) and value.strip().lower() in ("max", "fastest", "as fast as possible"):
+        return "max"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ControlError(f"speed = {value!r}: allowed {SPEED_MIN:g} to {SPEED_MAX:g} "
+                           "(times real time) or 'max'") from None
+    if not math.isfinite(v) or not SPEED_MIN <= v <= SPEED_MAX:
+        raise ControlError(f"speed = {value!r}: allowed {SPEED_MIN:g} to {SPEED_MAX:g} "
+                           "(times real time) or 'max'")
+    return v
+
+
+def parse_load(value) -> float:
+    """0 < load <= LOAD_MAX (fraction of capacity): the engine's SetLoad rule."""
+    return _checked(commands.SetLoad, value).fraction
+
+
+def parse_rate(value) -> float:
+    """0 < rate <= MAX_RATE req/s: the engine's SetRate rule."""
+    return _checked(commands.SetRate, value).rate
+
+
+def parse_seed(value) -> int:
+    try:
+        f = float(value)
+        ok = math.isfinite(f) and f == int(f)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or not SEED_MIN <= int(f) <= SEED_MAX:
+        raise ControlError(f"seed = {value!r}: allowed a whole number {SEED_MIN} to {SEED_MAX}")
+    return int(f)
+
+
+def parse_random(value) -> float:
+    """{"hours_per_sim_s": h} (or a bare number h), 0 <= h <= RANDOM_MAX: how fast the failure clock
+    runs (twin.engine.faults); returns h."""
+    h = value.get("hours_per_sim_s") if isinstance(value, dict) else value
+    if isinstance(value, dict) and set(value) - {"hours_per_sim_s"}:
+        h = value          # refused below, naming the allowed table
+    if isinstance(h, str):
+        try:
+            h = float(h)
+        except ValueError:
+            pass
+    return _checked(commands.SetRandom, h).hours_per_sim_s
+
+
+@lru_cache(maxsize=8)
+def _fresh_topology(system: str):
+    return topology(system)          # healthy; only read here (validation never fails parts)
+
+
+def check_fault(spec, deployment: str | None, now: float) -> dict:
+    """Validate a fault with the faults component's own rule (`check_spec`) against a fresh
+    topology of the deployment's system, without touching any running engine; returns the
+    canonical spec (canonical target id, fields given) or raises ControlError naming what is wrong."""
+    if not isinstance(spec, dict):
+        raise ControlError(f"fault = {spec!r}: allowed a table {{kind, target, at_s?, duration_s?, "
+                           "factor?, period_s?}")
+    spec = {k: v for k, v in spec.items() if v is not None and v != ""}
+    try:
+        system = catalog().deployment(deployment or "cloudmatrix-infer-paper").system
+        f = check_spec(spec, _fresh_topology(system), float(now))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ControlError(str(exc.args[0] if exc.args else exc)) from None
+    out = {"kind": f.kind, "target": f.target}
+    for name, value in (("at_s", f.at_s), ("duration_s", f.duration_s), ("factor", f.factor),
+                        ("period_s", f.period_s)):
+        if name in spec:
+            out[name] = value
+    return out
+
+
+def demo_names() -> list[str]:
+    """The fault demos a viewer may load (catalog files, by name: never a path from a browser)."""
+    return sorted(p.stem for p in (CATALOG_DIR / "faults").glob("*.toml"))
