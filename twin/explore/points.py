@@ -250,21 +250,20 @@ def configure(deployment: str, scenario: str, point: dict, overrides: dict | Non
     return base, model.model_dump(), scm.model_dump()
 
 
-def grid(varies: list[tuple[str, list]]) -> list[dict]:
-    """Every combination of the varied values (the first key varies slowest)."""
+def grid(varies: list[tuple[str, list]], max_points: int = MAX_POINTS) -> list[dict]:
+    """Every combination of the varied values (the first key varies slowest), counted first."""
     names = [n for n, _ in varies]
     if len(set(names)) != len(names):
         raise ValueError(f"--vary {next(n for n in names if names.count(n) > 1)}: given twice "
                          f"(allowed: each key once, with a list of values)")
     n = math.prod(len(v) for _, v in varies)
-    if n > MAX_POINTS:
-        raise ValueError(f"--vary: {n} grid points (allowed at most {MAX_POINTS} per sweep)")
+    if n > max_points:
+        raise ValueError(f"--vary: {n} grid points (allowed at most {max_points} per sweep)")
     return [dict(zip(names, combo)) for combo in itertools.product(*(v for _, v in varies))]
 
 
 def plan(deployment: str, scenario: str, varies: list[tuple[str, list]], seeds: int = 1,
-         duration_s: float = 30.0, source: str = "engine", first_seed: int = 0,
-         limits: dict | None = None) -> list[Task]:
+         duration_s: float = 30.0, source: str = "engine", limits: dict | None = None) -> list[Task]:
     """Every Task of a sweep, validated and within the size limits, before any work starts."""
     lim = {"points": MAX_POINTS, "seeds": MAX_SEEDS, "runs": MAX_RUNS, "sim_seconds": MAX_SIM_SECONDS,
            **(limits or {})}
@@ -272,9 +271,7 @@ def plan(deployment: str, scenario: str, varies: list[tuple[str, list]], seeds: 
         raise ValueError(f"--source {source!r}: allowed {', '.join(SOURCES)}")
     if not (isinstance(seeds, int) and 1 <= seeds <= lim["seeds"]):
         raise ValueError(f"--seeds {seeds}: allowed 1 to {lim['seeds']}")
-    points = grid(varies)
-    if len(points) > lim["points"]:
-        raise ValueError(f"--vary: {len(points)} grid points (allowed at most {lim['points']} per sweep)")
+    points = grid(varies, lim["points"])
     runs = len(points) * (1 if source == "model" else seeds)
     if runs > lim["runs"]:
         raise ValueError(f"sweep: {len(points)} points x {seeds} seeds = {runs} runs "
@@ -288,7 +285,7 @@ def plan(deployment: str, scenario: str, varies: list[tuple[str, list]], seeds: 
         if source == "model" and sc["workload"] != "synthetic":
             raise ValueError(f"--source model: scenario {scenario!r} replays a trace (allowed: a synthetic "
                              f"scenario; the perf model needs a rate and mean lengths)")
-        for s in range(first_seed, first_seed + (1 if source == "model" else seeds)):
+        for s in range(1 if source == "model" else seeds):
             tasks.append(Task(tuple(p.items()), base, dep, {**sc, "seed": s}, s, duration_s, source))
     return tasks
 
