@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from . import runner
-from .evaluate import _engine, evaluate
+from .evaluate import build_engine, evaluate
 from .points import Task, configure, parse_vary
 
 REL_TOL = 0.02          # bisection stops when the bracket is within 2% of the rate
@@ -47,7 +47,7 @@ def check(spec: Spec) -> float:
     if probe.scenario["workload"] != "synthetic":
         raise ValueError(f"--scenario {spec.scenario}: replays a trace (allowed: a synthetic scenario, "
                          f"whose rate the search sets)")
-    return _engine(probe).capacity_rps()
+    return build_engine(probe).capacity_rps()
 
 
 def capacity(spec: Spec) -> dict:

@@ -24,7 +24,8 @@ METRICS = ("goodput_per_chip", "tokens_per_s_per_chip", "tokens_per_s_per_user",
 _COLS = ("arrival", "first_token", "finish", "output", "state")
 
 
-def _engine(task: Task) -> Engine:
+def build_engine(task: Task) -> Engine:
+    """The engine of a task, built with its deployment registered (not advanced)."""
     with registered(task) as name:
         return Engine(load_scenario(None, **{**{k: v for k, v in task.scenario.items() if v is not None},
                                              "deployment": name}))
@@ -50,7 +51,7 @@ def evaluate(task: Task) -> dict:
 
 
 def engine_row(task: Task) -> dict:
-    eng = _engine(task)
+    eng = build_engine(task)
     parts = []
     eng.req.sink = lambda df: parts.append(df.loc[:, list(_COLS)])
     t_end = task.duration_s
@@ -83,7 +84,7 @@ def engine_row(task: Task) -> dict:
 def model_row(task: Task) -> dict:
     """Steady state with no queueing; an offered rate beyond either pool's capacity is overloaded:
     throughput at capacity, TTFT unbounded (None), no goodput."""
-    eng = _engine(task)              # cheap without advancing: the offered rate and the pools
+    eng = build_engine(task)              # cheap without advancing: the offered rate and the pools
     sc, dep = eng.scenario, eng.dep
     pm = PerfModel(dep, eng.cat)
     rate = sc.rate or sc.load * eng.capacity_rps()
