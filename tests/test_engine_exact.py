@@ -10,7 +10,8 @@ import json
 import numpy as np
 import pytest
 
-from twin.engine import Engine
+from twin.config import CatalogError
+from twin.engine import Engine, load_scenario
 from twin.engine.scheduling import REGISTRY, Policies, register
 from twin.engine.scheduling.base import PLACEMENT, Placement
 from twin.predict.base import make
@@ -21,7 +22,7 @@ PREFILL_S, DECODE_S = 0.25, 0.04
 EPS = 1e-9      # float sums of tick times; every expectation below is exact up to rounding
 
 
-def run(tmp_path, rows, until, policies=None):
+def run(tmp_path, rows, until, policies=None, **overrides):
     path, lines, next_block = tmp_path / "trace.jsonl", [], 0
     for t_ms, i, o in rows:             # distinct blocks: no prefix is shared
         blocks = list(range(next_block, next_block + -(-i // 512)))
@@ -31,7 +32,7 @@ def run(tmp_path, rows, until, policies=None):
     path.write_text("".join(lines))
     pred = ConstantPredictor(DEP, prefill_ms=PREFILL_S * 1e3, decode_ms=DECODE_S * 1e3)
     eng = Engine(None, seed=0, deployment=DEP, workload="trace", trace=str(path), duration_s=until,
-                 predictor=pred, policies=policies)
+                 predictor=pred, policies=policies, **overrides)
     eng.advance(until)
     return eng
 
@@ -101,6 +102,8 @@ def test_a_new_placement_policy_is_chosen_by_name(tmp_path):
     try:
         eng = run(tmp_path, [(0, 1000, 1)] * 6, until=1.0, policies={"placement": "test-round-robin"})
         assert table(eng)["instance"].tolist() == [0, 1, 2, 3, 0, 1]
+        eng = run(tmp_path, [(0, 1000, 1)] * 6, until=1.0, scheduling={"placement": "test-round-robin"})
+        assert table(eng)["instance"].tolist() == [0, 1, 2, 3, 0, 1]      # named by the scenario
         # the default (least queued tokens) fills the same way here; so check its choice differs
         # when loads differ: a big prompt on instance 0 sends the next ones elsewhere
         eng = run(tmp_path, [(0, 200_000, 1), (0, 1000, 1), (0, 1000, 1), (0, 1000, 1), (0, 1000, 1)],
@@ -117,6 +120,8 @@ def test_unknown_policy_and_predictor_names_are_refused_clearly():
         Policies.load({"batching": "fifo-token-budget"})
     with pytest.raises(ValueError, match=r"predictor = 'oracle': unknown \(allowed: roofline, constant"):
         make("oracle", DEP)
+    with pytest.raises(CatalogError, match=r"scheduling.kv_placement = 'nope': unknown \(allowed: least-loaded"):
+        load_scenario("paper-decode", scheduling={"kv_placement": "nope"})
 
 
 def test_saturated_decode_steps_a_full_batch_every_step():

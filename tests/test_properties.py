@@ -1,4 +1,5 @@
-"""Property tests (hypothesis) of the flow solver's max-min fairness and of the EMS cache."""
+"""Property tests (hypothesis, derandomized so CI is repeatable) of the flow solver's max-min
+fairness and of the EMS cache."""
 import numpy as np
 import simpy
 from hypothesis import given, settings
@@ -9,6 +10,10 @@ from twin.engine.flows import FlowNet
 
 LINKS = "abcde"
 TOL = 1e-9
+
+
+def prop(n: int):
+    return settings(max_examples=n, derandomize=True, deadline=None, database=None)
 
 links_st = st.dictionaries(st.sampled_from(LINKS), st.sampled_from([0.0, 1.0, 10.0, 37.5, 100.0, 1e3]),
                            min_size=1, max_size=5)
@@ -33,7 +38,7 @@ def _start(caps, flows):
     return env, net, events
 
 
-@settings(max_examples=200, deadline=None)
+@prop(200)
 @given(networks())
 def test_rates_are_max_min_fair(case):
     """Feasible (no link over capacity), flows over a dead link wait at rate 0, and every other flow
@@ -54,7 +59,7 @@ def test_rates_are_max_min_fair(case):
         assert bottlenecks, (f, caps)
 
 
-@settings(max_examples=100, deadline=None)
+@prop(100)
 @given(networks())
 def test_every_flow_finishes_no_faster_than_its_links_allow(case):
     """Every flow ends; none beats its slowest link, and no link carries more than its capacity
@@ -79,7 +84,7 @@ def test_every_flow_finishes_no_faster_than_its_links_allow(case):
 prompts_st = st.lists(st.lists(st.integers(0, 40), min_size=0, max_size=12), min_size=1, max_size=25)
 
 
-@settings(max_examples=150, deadline=None)
+@prop(150)
 @given(prompts_st)
 def test_unlimited_ems_hits_the_longest_stored_prefix(prompts):
     """With unlimited capacity the cache is a set: a lookup hits exactly the longest prefix of the
@@ -102,7 +107,7 @@ def test_unlimited_ems_hits_the_longest_stored_prefix(prompts):
     assert s["resident_blocks"] == s["stored_blocks"] == len(stored)
 
 
-@settings(max_examples=150, deadline=None)
+@prop(150)
 @given(prompts_st, st.integers(1, 6), st.integers(0, 6))
 def test_bounded_ems_keeps_every_tier_within_capacity_and_batches_equal_singles(prompts, dram, ssd):
     """Each server's DRAM and SSD tiers stay within capacity; a batch lookup_store gives what

@@ -10,32 +10,36 @@ time it lands (the moment decides whether `at_s` is in the past) and logs a refu
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from .faults import Policy, check_random
 from .scenario import LOAD_MAX, MAX_RATE
 
 
-def _number(value, name: str, ok, allowed: str) -> float:
+def _set_number(cmd, attr: str, name: str, hi: float, allowed: str) -> None:
+    """Check cmd.<attr> is a finite number in (0, hi] and store it as a float (frozen dataclass)."""
+    value = getattr(cmd, attr)
     if isinstance(value, bool):
         raise ValueError(f"{name} = {value!r}: allowed {allowed}")
     try:
         x = float(value)
     except (TypeError, ValueError):
         raise ValueError(f"{name} = {str(value)[:40]!r}: allowed {allowed}") from None
-    if not math.isfinite(x) or not ok(x):
+    if not math.isfinite(x) or not 0 < x <= hi:
         raise ValueError(f"{name} = {value!r}: allowed {allowed}")
-    return x
+    object.__setattr__(cmd, attr, x)
 
 
-class Command:
+class Command(ABC):
     """Base of the engine's commands; `apply(engine)` is called once, by the engine thread.
     `name` is how the command appears in the event log (and in `parse`)."""
 
     name = "command"
 
+    @abstractmethod
     def apply(self, eng) -> None:
-        raise NotImplementedError
+        """Change the engine (at the sim time the command lands)."""
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,7 @@ class SetRate(Command):
     rate: float
 
     def __post_init__(self):
-        object.__setattr__(self, "rate", _number(self.rate, "rate", lambda x: 0 < x <= MAX_RATE,
-                                                 f"0 < rate <= {MAX_RATE:,} req/s"))
+        _set_number(self, "rate", "rate", MAX_RATE, f"0 < rate <= {MAX_RATE:,} req/s")
 
     def apply(self, eng) -> None:
         eng.set_rate(self.rate)
@@ -62,9 +65,7 @@ class SetLoad(Command):
     fraction: float
 
     def __post_init__(self):
-        object.__setattr__(self, "fraction", _number(
-            self.fraction, "load", lambda x: 0 < x <= LOAD_MAX,
-            f"0 < load <= {LOAD_MAX:g} (fraction of capacity; 1 = 100 %)"))
+        _set_number(self, "fraction", "load", LOAD_MAX, f"0 < load <= {LOAD_MAX:g} (fraction of capacity; 1 = 100 %)")
 
     def apply(self, eng) -> None:
         rate = self.fraction * eng.capacity_rps()

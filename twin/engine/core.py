@@ -37,6 +37,7 @@ from .transfer import KvTransfers
 ARRIVAL_TICK_S = 0.005    # assumption: the global scheduler assigns new requests every 5 ms
 MAX_EVENTS = 200          # events kept for the UI
 TICK_EPS = 1e-9           # float slack when mapping times onto arrival ticks
+ARRIVAL_EPS = 1e-12       # float slack: an arrival at a tick's exact time belongs to that tick
 CAPACITY_PROMPT_CAP = 131072   # assumption: capacity estimates cap the mean prompt at 128 K tokens
 
 
@@ -54,7 +55,8 @@ class Engine:
     def __init__(self, scenario: str | Scenario | None = "default", seed: int | None = None,
                  predictor=None, policies: dict | None = None, **overrides):
         """`predictor`: a time predictor for the deployment (twin.predict; default the roofline
-        PerfModel); `policies`: scheduling policy names by decision (scheduling.DEFAULTS)."""
+        PerfModel); `policies`: scheduling policy names by decision, over the scenario's
+        `scheduling` (whose defaults are scheduling.DEFAULTS)."""
         self.scenario = (scenario if isinstance(scenario, Scenario)
                          else load_scenario(scenario, seed=seed, **overrides))
         sc = self.scenario
@@ -66,7 +68,7 @@ class Engine:
         self.system = self.cat.system(self.dep.system)
         self.topo = topology(self.dep.system)
         self.pm = predictor if predictor is not None else PerfModel(self.dep, self.cat)
-        self.policies = Policies.load(policies)
+        self.policies = Policies.load({**dict(sc.scheduling), **(policies or {})})
         self.dies_per_node = self.system.npus_per_node * self.pm.dies_per_npu
         self.kv_bytes = self.pm.kv_bytes_per_token()
         self.kv_capacity_tokens = self.pm.kv_capacity_bytes_per_die() / self.kv_bytes
@@ -250,7 +252,7 @@ class Engine:
                 if busy:                       # it takes the arrivals at its step boundaries
                     yield lazy.until_idle()
                 else:
-                    k = max(self._tick_k, math.ceil((self.source.next_arrival() - 1e-12) / tick))
+                    k = max(self._tick_k, math.ceil((self.source.next_arrival() - ARRIVAL_EPS) / tick))
                     yield self.env.timeout(max(0.0, k * tick - self.env.now))
             except simpy.Interrupt:            # the rate changed: the next arrival moved
                 pass
@@ -263,7 +265,7 @@ class Engine:
         if k < self._tick_k or not self.arrivals_on:
             return
         self._tick_k = k + 1
-        batch = self.source.take(k * tick + 1e-12)
+        batch = self.source.take(k * tick + ARRIVAL_EPS)
         if batch is not None:
             decode_only = self.scenario.pipeline == "decode_only"
             ids = self.req.add(batch.arrival, batch.input, batch.output,

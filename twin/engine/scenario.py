@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..config import CATALOG_DIR, CatalogError, _validate, catalog
 from ..workload import LengthDist
+from .scheduling import DEFAULTS, REGISTRY
 
 
 # Input bounds (assumptions): far above the largest catalog deployment (~3,000 req/s at 4K/256), and
@@ -44,6 +45,20 @@ class Length(BaseModel):
 
     def mean_value(self) -> float:
         return {"fixed": self.value, "uniform": (self.lo + self.hi) / 2}.get(self.kind, self.mean)
+
+
+class Scheduling(BaseModel):
+    """The scheduling policy of each decision, by registered name (twin.engine.scheduling)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    prefill_batching: str = DEFAULTS["prefill_batching"]
+    placement: str = DEFAULTS["placement"]
+    decode_admission: str = DEFAULTS["decode_admission"]
+    kv_placement: str = DEFAULTS["kv_placement"]
+
+    def model_post_init(self, _context) -> None:
+        for kind, name in self:
+            if name not in REGISTRY[kind]:
+                raise ValueError(f"scheduling.{kind} = {name!r}: unknown (allowed: {', '.join(REGISTRY[kind])})")
 
 
 class Scenario(BaseModel):
@@ -77,6 +92,7 @@ class Scenario(BaseModel):
     interval_s: float = Field(1.0, ge=0.05, le=3600)
     cache_capacity: Annotated[float, Field(ge=1, le=MAX_CACHE_BYTES)] | Literal["default", "unlimited"] = "default"
     faults: str = ""     # path of a fault scenario file (TOML), replayed with the seed
+    scheduling: Scheduling = Scheduling()
 
 
 def _cache_capacity(value):
