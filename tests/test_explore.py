@@ -202,3 +202,13 @@ def test_runner_keeps_input_order_when_work_finishes_out_of_order():
     assert run(_sleep_then, [1.5, 0.0, 0.1, 0.2], workers=2, progress=lambda n, t: done.append((n, t))) \
         == [1.5, 0.0, 0.1, 0.2]
     assert done == [(1, 4), (2, 4), (3, 4), (4, 4)]
+
+
+def test_scheduling_policies_are_sweep_keys():
+    from twin.engine.scheduling import DEFAULTS, REGISTRY
+    for kind, default in DEFAULTS.items():
+        assert P.parse_vary(f"{kind}={default}") == (kind, [default])
+        _, _, sc = P.configure(DEP, SC, {kind: default})
+        assert sc["scheduling"][kind] == default
+    code, _, err = cli("sweep", "--vary", "placement=nope", "--no-progress")
+    assert code == 2 and "--vary placement='nope'" in err and ", ".join(REGISTRY["placement"]) in err, err

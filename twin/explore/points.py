@@ -20,6 +20,8 @@ from typing import Any, Callable
 
 from ..config import CatalogError, Deployment, _validate, catalog, check_deployment
 from ..engine.scenario import load_scenario
+from ..engine.scheduling import DEFAULTS as POLICY_DEFAULTS
+from ..engine.scheduling import REGISTRY as POLICIES
 from ..workload import TRACES
 
 # Size limits of one sweep (assumptions sized to this twin's speed: a 30 s paper-decode point takes
@@ -83,6 +85,12 @@ def _trace(dep: dict, sc: dict, v: str) -> None:
     sc.update(workload="trace", trace=v, rate=None)
 
 
+def _policy(kind: str) -> Key:
+    """A scheduling decision of the scenario, by registered policy name (twin.engine.scheduling)."""
+    return Key(kind, "choice", f"{kind.replace('_', ' ')} policy", _set("sc", "scheduling", kind),
+               lambda: tuple(POLICIES[kind]))
+
+
 def _deployments() -> tuple:
     return tuple(catalog().deployments)
 
@@ -117,6 +125,8 @@ KEYS: dict[str, Key] = {k.name: k for k in (
     Key("prefix_pool", "int", "distinct shared prefixes", _set("sc", "prefix_pool")),
     Key("trace", "choice", "replay a named trace instead of synthetic arrivals", _trace,
         lambda: tuple(TRACES)),
+    # scheduling policies
+    *(_policy(kind) for kind in POLICY_DEFAULTS),
 )}
 
 
