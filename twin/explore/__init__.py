@@ -7,5 +7,7 @@ capacity.py highest request rate meeting the SLOs (engine), and the prefill/deco
 compare.py  the same model and workload on CloudMatrix384 and the GPU systems
 cache.py    Parquet cache keyed by a hash of the full config
 runner.py   local process pool, or a Dask distributed cluster
+jobs.py     background sweeps for the dashboard, bounded per viewer
+bench.py    points per minute (one process, pool, Dask) and one capacity search's time
 cli.py      `python -m twin sweep | capacity | compare | explore-bench`
 """
