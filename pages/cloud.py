@@ -21,7 +21,7 @@ from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import theme as T
 
-dash.register_page(__name__, path="/cloud", name="Cloud", title="Cloud · CloudMatrix Twin", order=7)
+dash.register_page(__name__, path="/cloud", name="Cloud", title="Cloud · CloudMatrix Twin", order=8)
 
 P = "cl"
 DAY_MIN_S, DAY_MAX_S, DAY_DEFAULT_S = 30, 600, 60   # simulated seconds standing for 24 h (input bounds)

@@ -1,4 +1,4 @@
-"""Command line: perf, validate, calibrate, topology, run, bench.
+"""Command line: perf, validate, calibrate, topology, run, bench (and sweep, capacity, compare).
 
 Every error a user can cause prints one line naming what was wrong and exits with status 2.
 """
@@ -157,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_commands(sub)
     from .cloud.cli import add_cloud_command
     add_cloud_command(sub)
+    from .explore.cli import add_explore_commands
+    add_explore_commands(sub)
     return p
 
 

@@ -118,6 +118,11 @@ def list_scenarios() -> list[dict]:
     return [{"name": k, "description": v.get("description", "")} for k, v in _named().items()]
 
 
+def synthetic_scenarios() -> list[str]:
+    """Scenarios whose workload is generated (a sweep can vary its rate and lengths)."""
+    return [k for k, v in _named().items() if v.get("workload") == "synthetic"]
+
+
 def load_scenario(scenario: str | None = "default", **overrides) -> Scenario:
     """A named scenario (or a blank one) with overrides; None values mean "keep"."""
     base: dict = {}
