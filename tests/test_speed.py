@@ -257,7 +257,7 @@ def test_generated_counts_are_written_back_when_read():
     eng.advance(10)
     d, req = eng.decode[0], eng.req
     assert len(d.ids) > 1000
-    np.testing.assert_array_equal(req.generated[d.ids], d.ctx - req.input[d.ids])
+    np.testing.assert_array_equal(req.generated[d.ids], req.output[d.ids] - d.left)
     assert (req.generated[d.ids] > 1).any()
     done = req.state[: req.n] == DONE
     np.testing.assert_array_equal(req.generated[: req.n][done], req.output[: req.n][done])

@@ -19,6 +19,8 @@ from .requests import DECODE_QUEUE, DECODING, PREFILL, QUEUED
 if TYPE_CHECKING:
     from .core import Engine
 
+_min = np.minimum.reduce   # ndarray.min() without its Python wrapper (once per decode step)
+
 
 class Instance:
     """What prefill and decode instances share: placement, queue, health and a wake-up event."""
@@ -158,9 +160,10 @@ class DecodeInstance(Instance):
     def __init__(self, eng, idx, slot, dies):
         super().__init__(eng, "decode", idx, slot, dies)
         self.ids = np.zeros(0, dtype=np.int64)
-        self.ctx = np.zeros(0, dtype=np.int64)     # context tokens (exact integers)
-        self.ctx_sum = 0                 # their sum, kept with them (the step time needs the mean)
-        self.left = np.zeros(0, dtype=np.int64)
+        self.left = np.zeros(0, dtype=np.int64)    # tokens still to produce (<= 0: finished)
+        # a sequence's context is input + generated = input + output - left (no array of its
+        # own to advance and compact every step); their sum is kept (the step time needs the mean)
+        self.ctx_sum = 0
         self.reserved = 0.0              # KV tokens reserved by the admitted sequences
         self.inbox: list[tuple[float, np.ndarray]] = []   # KV landing at a time, not yet queued
         self.no_first = np.zeros(0, dtype=np.int64)   # admitted without a first token (decode-only)
@@ -195,11 +198,10 @@ class DecodeInstance(Instance):
 
     def sync(self) -> None:
         """Write the held sequences' generated counts to the request table: a step only updates
-        `ctx` (generated = context - input: what was made, whatever `left` says), so it does not
-        scatter into the table every step."""
+        `left` (generated = output - left), so it does not scatter into the table every step."""
         if len(self.ids):
             req = self.eng.req
-            req.generated[self.ids] = self.ctx - req.input[self.ids]
+            req.generated[self.ids] = req.output[self.ids] - self.left
 
     def interrupt(self, reason: str) -> None:
         """Lose the step in progress (as SimPy's machine-shop example breaks a machine): only a
@@ -245,9 +247,7 @@ class DecodeInstance(Instance):
             if len(no_first):
                 self.no_first = np.concatenate([self.no_first, no_first])
             self.ids = np.concatenate([self.ids, t])
-            ctx = inp + gen
-            self.ctx_sum += int(ctx.sum())
-            self.ctx = np.concatenate([self.ctx, ctx])
+            self.ctx_sum += int((inp + gen).sum())
             self.left = np.concatenate([self.left, out - gen])
 
     def run(self):
@@ -280,28 +280,23 @@ class DecodeInstance(Instance):
                 continue
             # each sequence gains its accepted tokens but never more than it has left: one that
             # overshoots (left < 0) gives the excess back below (no clipping pass over all)
-            got = eng.timing.accepted_tokens(n)
-            left, ctx = self.left, self.ctx
-            left -= got
-            ctx += got
-            made_sum = int(got.sum())
+            left = self.left
+            made_sum = eng.timing.advance(left)
             if len(self.no_first):               # decode-only runs: first token from decode
                 req.first_token[self.no_first] = eng.env.now
                 self.no_first = self.no_first[:0]
-            done = left <= 0
-            if done.any():
-                idx = np.flatnonzero(done)               # one pass; the rest touch only these
-                over = left[idx]                         # minus the tokens made past the end
-                final = ctx[idx] + over
-                made_sum += int(over.sum())
+            if _min(left) <= 0:
+                idx = (left <= 0).nonzero()[0]           # one pass; the rest touch only these
+                made_sum += int(left[idx].sum())         # minus the tokens made past the end
                 fin = self.ids[idx]
                 rows = req.rows(fin)
-                inp = req.input.a[rows]
-                req.generated.a[rows] = final - inp
-                self.ctx_sum -= int(final.sum())
-                self.reserved -= float((inp + req.output.a[rows]).sum())
-                keep = ~done
-                self.ids, self.ctx, self.left = self.ids[keep], ctx[keep], left[keep]
+                inp, out = req.input.a[rows], req.output.a[rows]
+                req.generated.a[rows] = out
+                need = inp + out                         # each one's final context
+                self.ctx_sum -= int(need.sum())
+                self.reserved -= float(need.sum())
+                keep = left > 0
+                self.ids, self.left = self.ids[keep], left[keep]
                 eng.finish(fin)
             self.ctx_sum += made_sum
             eng.metrics.cur.output_tokens += made_sum
@@ -313,11 +308,12 @@ class DecodeInstance(Instance):
         mask = np.ones(len(self.ids), dtype=bool) if mask is None else mask
         out = [self.ids[mask]]
         req = self.eng.req
-        req.generated[out[0]] = self.ctx[mask] - req.input[out[0]]
-        self.ctx_sum -= int(self.ctx[mask].sum())
-        self.reserved -= float((req.input[self.ids[mask]] + req.output[self.ids[mask]]).sum())
+        need = req.input[out[0]] + req.output[out[0]]
+        req.generated[out[0]] = req.output[out[0]] - self.left[mask]
+        self.ctx_sum -= int((need - self.left[mask]).sum())
+        self.reserved -= float(need.sum())
         self.no_first = np.setdiff1d(self.no_first, out[0])
-        self.ids, self.ctx, self.left = self.ids[~mask], self.ctx[~mask], self.left[~mask]
+        self.ids, self.left = self.ids[~mask], self.left[~mask]
         if queue:
             out.append(np.array(list(self.queue), dtype=np.int64))
             self.queue.clear()

@@ -30,7 +30,8 @@ class StepTimes:
     def __init__(self, pm, dep, scenario, req, rng):
         self.pm, self.dep, self.scenario, self.req, self.rng = pm, dep, scenario, req, rng
         self.drafts = rules.draft_tokens(pm.model.mtp_modules, dep.mtp)
-        self._uniform = np.empty(0)        # reused buffer for the MTP acceptance draws
+        self._uniform = np.empty(0)        # reused buffers for the MTP acceptance draws
+        self._accepted = np.empty(0, dtype=bool)
 
     def decode_seconds(self, inst, batch_per_npu: float, ctx: float) -> float:
         """Step time memoised per (batch per NPU, context) bucket."""
@@ -74,14 +75,24 @@ class StepTimes:
             inst.memo[key] = t
         return t
 
-    def accepted_tokens(self, n: int) -> np.ndarray:
-        """Tokens each of n sequences gains this step (twin.rules.accepted_tokens)."""
+    def advance(self, left: np.ndarray) -> int:
+        """One decode step: take each sequence's accepted tokens (twin.rules.accepted_tokens)
+        off `left` in place; returns the tokens made. With one draft token the draws stay a
+        boolean mask (1 + accepted, never built as an integer array)."""
+        n = len(left)
         if not self.drafts:
-            return np.ones(n, dtype=np.int64)
+            left -= 1
+            return n
         if self.drafts > 1:
-            return rules.accepted_tokens(self.rng.random((n, self.drafts)), self.dep.mtp_acceptance)
-        if len(self._uniform) < n:          # reused buffer: the same draws as rng.random(n)
+            got = rules.accepted_tokens(self.rng.random((n, self.drafts)), self.dep.mtp_acceptance)
+            left -= got
+            return int(got.sum())
+        if len(self._uniform) < n:          # reused buffers: the same draws as rng.random(n)
             self._uniform = np.empty(max(n, 2 * len(self._uniform)))
-        u = self._uniform[:n]
+            self._accepted = np.empty(len(self._uniform), dtype=bool)
+        u, acc = self._uniform[:n], self._accepted[:n]
         self.rng.random(out=u)
-        return rules.accepted_tokens(u, self.dep.mtp_acceptance)
+        np.less(u, self.dep.mtp_acceptance, out=acc)     # rules.accepted_tokens, minus the 1
+        left -= acc
+        left -= 1
+        return n + int(np.count_nonzero(acc))
