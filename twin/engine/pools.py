@@ -6,6 +6,7 @@ computes only the missed tokens, stores the new blocks and ships the KV to a dec
 """
 from __future__ import annotations
 
+import math
 from collections import deque
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import simpy
 
-from .cache import lookup
+from .cache import lookup, lookup_one
 from .requests import DECODE_QUEUE, DECODING, PREFILL, QUEUED
 
 if TYPE_CHECKING:
@@ -105,21 +106,33 @@ class PrefillInstance(Instance):
                                                            self.budget)
         self.queued_tokens -= tokens
         self.running = batch
-        ids = np.array(batch)
         start = eng.env.now
-        rows = req.rows(ids)
-        req.state.a[rows] = PREFILL
-        req.prefill_start.a[rows] = start
-        cached = lookup(eng.ems, req, ids, eng.metrics.cur, eng.acct, self.slot)
-        seconds = eng.timing.prefill_seconds(self, eng.timing.prefill_tokens(ids), cached)
-        if not np.isfinite(seconds):       # cut off from its peers: wait for the network
+        if len(batch) == 1:            # most batches at low load: plain Python numbers, no arrays
+            ids = rid = int(batch[0])
+            r = rid - base
+            req.state.a[r] = PREFILL
+            req.prefill_start.a[r] = start
+            cached = lookup_one(eng.ems, req, rid, eng.metrics.cur, eng.acct, self.slot)
+            prompt = int(inp[r])
+            seconds = eng.timing.prefill_seconds_one(self, prompt + max(int(req.generated.a[r]) - 1, 0),
+                                                     cached)
+            new, hit = float(prompt - cached), float(cached)
+        else:
+            ids = np.array(batch)
+            rows = req.rows(ids)
+            req.state.a[rows] = PREFILL
+            req.prefill_start.a[rows] = start
+            cached = lookup(eng.ems, req, ids, eng.metrics.cur, eng.acct, self.slot)
+            seconds = eng.timing.prefill_seconds(self, eng.timing.prefill_tokens(ids), cached)
+            new, hit = float((req.input.a[rows] - cached).sum()), float(cached.sum())
+        if not math.isfinite(seconds):       # cut off from its peers: wait for the network
             self.queue.extendleft(reversed(batch))
             self.queued_tokens += tokens
             self.running = []
             req.state[ids] = QUEUED
             return
         eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
-        eng.acct.prefill(self, float((req.input.a[rows] - cached).sum()), float(cached.sum()))
+        eng.acct.prefill(self, new, hit)
         self.busy = True
         self._batch += 1
         batch_no = self._batch
@@ -132,28 +145,51 @@ class PrefillInstance(Instance):
             self.busy = False
             self._batch += 1
 
-    def _done(self, ids: np.ndarray, batch_no: int) -> None:
+    def _done(self, ids: np.ndarray | int, batch_no: int) -> None:
+        """The batch's prefill ended (`ids`: one request id, or an array of them)."""
         if batch_no != self._batch:          # lost to a fault (interrupt)
             return
         self.busy = False
         if self.running:
-            eng, req = self.eng, self.eng.req
             self.running = []
-            now = eng.env.now
-            rows = req.rows(ids)                 # one id-to-row step for the columns below
-            req.prefill_end.a[rows] = now
-            first = req.first_token.a[rows]
-            first[np.isnan(first)] = now             # a requeued request streamed its first token
-            req.first_token.a[rows] = first
-            gen = req.generated.a
-            gen[rows] = np.maximum(gen[rows], 1)      # recomputed tokens stay made
-            eng.metrics.cur.input_tokens += float(req.input.a[rows].sum())
-            single = req.output.a[rows] <= 1
-            if single.any():
-                eng.finish(ids[single])
-            if (~single).any():
-                eng.kv.send(ids[~single], self)
+            if type(ids) is int:
+                self._done_one(ids)
+            else:
+                self._done_many(ids)
         self.start()
+
+    def _done_one(self, rid: int) -> None:
+        """_done_many() of a one-request batch in plain Python numbers."""
+        eng, req = self.eng, self.eng.req
+        now, r = eng.env.now, rid - req.base
+        req.prefill_end.a[r] = now
+        if math.isnan(req.first_token.a[r]):      # a requeued request streamed its first token
+            req.first_token.a[r] = now
+        if req.generated.a[r] < 1:                # recomputed tokens stay made
+            req.generated.a[r] = 1
+        prompt = int(req.input.a[r])
+        eng.metrics.cur.input_tokens += float(prompt)
+        if req.output.a[r] <= 1:
+            eng.finish(np.array([rid]))
+        else:
+            eng.kv.send(np.array([rid]), self, prompt)
+
+    def _done_many(self, ids: np.ndarray) -> None:
+        eng, req = self.eng, self.eng.req
+        now = eng.env.now
+        rows = req.rows(ids)                 # one id-to-row step for the columns below
+        req.prefill_end.a[rows] = now
+        first = req.first_token.a[rows]
+        first[np.isnan(first)] = now             # a requeued request streamed its first token
+        req.first_token.a[rows] = first
+        gen = req.generated.a
+        gen[rows] = np.maximum(gen[rows], 1)      # recomputed tokens stay made
+        eng.metrics.cur.input_tokens += float(req.input.a[rows].sum())
+        single = req.output.a[rows] <= 1
+        if single.any():
+            eng.finish(ids[single])
+        if (~single).any():
+            eng.kv.send(ids[~single], self)
 
 
 class DecodeInstance(Instance):

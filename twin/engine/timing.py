@@ -61,10 +61,18 @@ class StepTimes:
     def prefill_seconds(self, inst, inputs: np.ndarray, cached: np.ndarray) -> float:
         """Batch time from the predictor, memoised per shape bucket (see PREFILL_GRID)."""
         total = float(inputs.sum())
-        prompt = float(inputs @ inputs.astype(float)) / total
-        reuse = min(float(cached.sum()) / total, MAX_REUSE)
-        npus = len(inst.dies) / self.pm.dies_per_npu
-        key = (round(math.log2(prompt) * PREFILL_GRID), round(math.log2(total / npus) * PREFILL_GRID),
+        return self._prefill_time(inst, total, float(inputs @ inputs.astype(float)) / total,
+                                  float(cached.sum()))
+
+    def prefill_seconds_one(self, inst, tokens: int, cached: int) -> float:
+        """prefill_seconds() of a one-prompt batch, in plain Python floats (the same values: the
+        mean prompt t*t/t is exactly t while t*t < 2^53)."""
+        total = float(tokens)
+        return self._prefill_time(inst, total, total, float(cached))
+
+    def _prefill_time(self, inst, total: float, prompt: float, cached: float) -> float:
+        reuse = min(cached / total, MAX_REUSE)
+        key = (round(math.log2(prompt) * PREFILL_GRID), round(math.log2(total / inst.npus) * PREFILL_GRID),
                round(reuse * REUSE_GRID))
         t = inst.memo.get(key)
         if t is None:
