@@ -80,9 +80,11 @@ class PrefillInstance(Instance):
         self._batch = 0               # the batch in progress (a lost batch's end is ignored)
 
     def enqueue(self, rid: int, wake: bool = True) -> None:
+        req = self.eng.req
+        r = req.rows(rid)
         self.queue.append(rid)
-        self.queued_tokens += int(self.eng.req.input[rid])
-        self.eng.req.instance[rid] = self.idx
+        self.queued_tokens += int(req.input.a[r])
+        req.instance.a[r] = self.idx
         if wake:
             self.wake()
 
