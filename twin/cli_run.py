@@ -10,6 +10,7 @@ from .cli_args import add_setting, dumps, name, out_path
 from .engine import Engine, report
 from .engine.faults import load_fault_file
 from .engine.scenario import load_scenario
+from .workload import FORMATS
 
 
 def _scenario(a, spec: dict):
@@ -186,7 +187,7 @@ def add_run_commands(sub) -> None:
                      help="named scenario (twin/catalog/scenarios.toml; default: default)")
     src.add_argument("--trace", type=name("a trace file or a trace name"),
                      help="trace file (Mooncake JSONL, Azure CSV or BurstGPT CSV) or name")
-    run.add_argument("--format", choices=["mooncake", "azure", "burstgpt"], help="trace format (default: detect)")
+    run.add_argument("--format", choices=FORMATS, help="trace format (default: detect)")
     run.add_argument("--lenient", action="store_true", help="skip bad trace rows and report how many")
     run.add_argument("--deployment", type=name("a deployment name"))
     add_setting(run, "duration_s")

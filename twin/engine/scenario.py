@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..config import CATALOG_DIR, CatalogError, _validate, catalog
 from ..settings import SETTINGS
-from ..workload import LengthDist
+from ..workload import FORMATS, LengthDist
 from .scheduling import DEFAULTS, REGISTRY
 
 
@@ -68,7 +68,7 @@ class Scenario(BaseModel):
     seed: int = SETTINGS["seed"].field(0)
     # trace replay
     trace: str = ""
-    trace_format: Literal["auto", "mooncake", "azure", "burstgpt"] = "auto"
+    trace_format: Literal[("auto",) + FORMATS] = "auto"
     lenient: bool = False
     speedup: float = SETTINGS["speedup"].field(1.0)
     loop: bool = False
