@@ -17,9 +17,10 @@ $(STAMP): requirements.txt | $(BIN)/python
 	touch $(STAMP)
 
 chromium:
-	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || { \
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 \
+	  && fc-list :lang=zh 2>/dev/null | grep -q . || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update && $$SUDO apt-get install -y chromium chromium-driver; }
+	  $$SUDO apt-get update && $$SUDO apt-get install -y chromium chromium-driver fonts-wqy-zenhei; }
 
 run: $(STAMP)
 	$(BIN)/python app.py --host $(HOST) --port $(PORT)

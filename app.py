@@ -22,12 +22,14 @@ from twin.config import catalog
 from twin.engine import list_scenarios
 from twin.ui import components as C
 from twin.ui import guard as G
+from twin.ui import teach
 from twin.ui.live import shell_stores, shell_tick, twin_for
 
 MAX_BODY_BYTES = 4 * 1024 * 1024     # a request body; the largest is a trace upload (2 MB, base64)
 
 app = Dash(__name__, use_pages=True, title="CloudMatrix Twin", update_title=None, on_error=G.on_error)
 server = app.server
+teach.install(app)                    # <html lang> and the ?lang= cookie (issue 12)
 server.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
 log = logging.getLogger(__name__)
 MSG = (Output("ctl-msg", "children", allow_duplicate=True),      # the control bar's message line
@@ -84,8 +86,10 @@ def serve_layout():
                      className="brand", title="A live digital twin of the CloudMatrix384 supernode"),
             _nav(),
             html.Div(id="ctl-status-twin", className="twin-badge"),
+            teach.tools(),
         ], className="topbar"),
         C.controls_bar(list_scenarios(), sorted(catalog().deployments)),
+        teach.banner(),
         html.Main(dash.page_container, className="main"),
         html.Footer([
             html.Span("Tags say where a number comes from: "), C.tag("sim"), C.tag("model"), C.tag("paper"),

@@ -6,6 +6,7 @@ from dash import Output, html, no_update
 
 from twin.ui import components as C
 from twin.ui import figures as F
+from twin.ui import teach
 from twin.ui import theme as T
 from twin.ui.live import Tick, page_stores, page_tick
 
@@ -58,6 +59,7 @@ def layout(**_kwargs):
         C.page_header("Overview", "The twin serving DeepSeek-R1 live: throughput, latency, cache and load. "
                       "Every number here is simulated by the running engine.",
                       html.Div(id=f"{P}-scenario", className="scenario-line")),
+        teach.intro(**_kwargs),
         html.Div(cards, className="kpi-grid"),
         html.Div(charts, className="chart-grid"),
         C.panel(html.Div(id=f"{P}-events", className="events"), "Recent engine events", "sim"),

@@ -40,8 +40,10 @@ def http(dash_app):
     assert client.get("/").status_code == 200          # Dash registers its callbacks on first use
     ids: dict = {}
     _walk_ids(dash_app.serve_layout(), ids)
-    for name in ("overview", "topology", "traffic", "cache", "tradeoffs", "validation", "failures"):
+    for name in ("overview", "topology", "traffic", "cache", "tradeoffs", "validation", "failures", "lessons",
+                 "glossary"):
         _walk_ids(importlib.import_module(f"pages.{name}").layout(), ids)
+    _walk_ids(importlib.import_module("pages.lessons").layout(lesson="faults", step="1"), ids)   # a step's button
     cbs = [(key, cb) for key, cb in dash_app.app.callback_map.items() if "callback" in cb]
     yield client, cbs, ids
     reg.shutdown()

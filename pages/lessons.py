@@ -1,0 +1,226 @@
+"""Lessons: guided steps over the live twin (content in twin/lessons/data, text in the catalogs).
+
+`/lessons` lists the lessons with this browser's progress; `/lessons?lesson=ID&step=N` shows one
+step: goal, a question to predict, one action on the twin (sent through the same validated
+`Twin.control` path as the run-control bar), what to notice, and the measured answer with the
+commands that produced it. Bad ids, steps or languages give a message in the page.
+"""
+from __future__ import annotations
+
+import dash
+from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
+
+from twin import i18n as I
+from twin import lessons as L
+from twin import session as S
+from twin.ui import components as C
+from twin.ui import guard as G
+from twin.ui import teach as T
+from twin.ui.live import twin_for
+
+dash.register_page(__name__, path="/lessons", name="Lessons", title="Lessons · CloudMatrix Twin", order=8)
+
+P = "lesson"
+
+
+def page_names(_) -> dict[str, str]:
+    """The pages a lesson can open, named in the viewer's language."""
+    return {"/": _("Overview"), "/topology": _("Topology"), "/traffic": _("Traffic"), "/cache": _("Cache"),
+            "/tradeoffs": _("Trade-offs"), "/validation": _("Validation"), "/failures": _("Failures"),
+            "/explorer": _("Explorer"), "/lessons": _("Lessons"), "/glossary": _("Glossary")}
+
+
+def target_page(action: L.Action) -> str:
+    """The page the action opens: its own if registered, else its fallback (e.g. before /explorer exists)."""
+    registered = {p["path"] for p in dash.page_registry.values()}
+    if action.page in registered or not action.fallback:
+        return action.page
+    return action.fallback
+
+
+def describe(action: L.Action, _) -> str:
+    """What the action button will do, in the viewer's language (ids stay as they are)."""
+    v = action.value if isinstance(action.value, dict) else {}
+    path = target_page(action)
+    page = page_names(_).get(path, path)
+    if action.control == "reset" and v.get("faults"):
+        return _("Restart the twin on the fault demo %(demo)s, then open %(page)s") % {"demo": v["faults"], "page": page}
+    if action.control == "reset":
+        what = v.get("scenario", "")
+        if v.get("deployment"):
+            what += " · " + v["deployment"]
+        return _("Restart the twin on scenario %(scenario)s, then open %(page)s") % {"scenario": what, "page": page}
+    return _("Send %(control)s %(value)s to the twin, then open %(page)s") % {
+        "control": action.control, "value": action.value, "page": page}
+
+
+def answer_text(step: L.Step, lang: str) -> str:
+    """The measured answer with its figures formatted for the locale."""
+    vals = {f.name: (I.percent(f.value, lang, 1) if f.percent else I.number(f.value, lang, f.digits))
+            for f in step.figures.values()}
+    return I.gettext(lang)(step.answer) % vals
+
+
+def _index(lang: str, msg: str | None) -> list:
+    _ = I.gettext(lang)
+    cards = [html.Div([
+        html.Div([html.Span(str(i), className="lesson-num"), dcc.Link(_(les.title), href=T.lesson_href(les.id, 1),
+                                                                        className="lesson-title")],
+                 className="lesson-card-head"),
+        html.P(_(les.summary)),
+        html.Div([html.Span(_("%(n)s steps") % {"n": len(les.steps)}, className="muted"),
+                  html.Span(id={"type": "lesson-progress", "index": les.id}, className="lesson-progress")],
+                 className="lesson-card-foot"),
+    ], className="lesson-card") for i, les in enumerate(L.lessons(), 1)]
+    return [
+        C.page_header(_("Lessons"), _("Guided steps over the live twin. Ask the class to predict, press the "
+                                      "action, watch the page it opens, then reveal the measured answer.")),
+        html.Div(msg, className="msg-error lesson-msg") if msg else None,
+        html.Div(cards, className="lesson-grid"),
+        html.P([_("Unfamiliar words?"), " ", dcc.Link(_("See the glossary"), href="/glossary")], className="muted"),
+    ]
+
+
+def block(cls: str, head: str, body) -> html.Div:
+    return html.Div([html.H4(head), body], className=f"lesson-block {cls}")
+
+
+def _step_view(les: L.Lesson, n: int, lang: str) -> list:
+    _ = I.gettext(lang)
+    s = les.steps[n - 1]
+    nav = html.Div([
+        dcc.Link(_("← Previous step"), href=T.lesson_href(les.id, n - 1), className="btn btn-small") if n > 1 else None,
+        html.Span(_("Step %(n)s of %(total)s") % {"n": n, "total": len(les.steps)}, className="lesson-stepno"),
+        dcc.Link(_("Next step →"), href=T.lesson_href(les.id, n + 1), className="btn btn-small")
+        if n < len(les.steps) else dcc.Link(_("All lessons"), href="/lessons", className="btn btn-small"),
+    ], className="lesson-nav")
+    return [
+        C.page_header(_(les.title), _(les.summary), nav),
+        block("lesson-goal", _("Goal"), html.P(_(s.goal))),
+        block("lesson-predict", _("Predict first"), html.P(_(s.predict))),
+        block("lesson-action", _("Do it"), html.Div([
+            html.Button(describe(s.action, _), id={"type": f"{P}-act", "index": f"{les.id}/{n}"},
+                        className="btn btn-primary lesson-act", n_clicks=0),
+            html.Div(id={"type": f"{P}-msg", "index": f"{les.id}/{n}"}, className="ctl-msg", role="status"),
+            html.Div(_("The twin keeps the speed set in the bar above; raise it (for example to 20×) to reach "
+                       "the interesting moment sooner."), className="muted lesson-hint"),
+        ])),
+        block("lesson-notice", _("What to notice"), html.P(_(s.notice))),
+        html.Details([
+            html.Summary(_("Show the measured answer"), className="summary-title"),
+            html.P(answer_text(s, lang), id=f"{P}-answer"),
+            html.Div(_("Measured with:"), className="muted"),
+            html.Ul([html.Li(html.Code(m.command)) for m in s.measures], className="lesson-commands i18n-skip"),
+        ], className="lesson-block lesson-answer"),
+        nav,
+    ]
+
+
+def layout(lesson=None, step=None, lang=None, **_kwargs):
+    lang, msg = T.page_lang(lang)
+    _ = I.gettext(lang)
+    if lesson is None:
+        return html.Div(_index(lang, msg), className="lessons-page", lang=lang)
+    try:
+        les = L.get(lesson)
+    except L.LessonError:
+        error = _("There is no lesson %(id)s; pick one below.") % {"id": repr(str(lesson)[:40])}
+        return html.Div(_index(lang, " ".join(filter(None, (msg, error)))),
+                        className="lessons-page", lang=lang)
+    try:
+        n = L.step_index(les, step if step is not None else "1")
+    except L.LessonError:
+        error = _("Lesson “%(title)s” has steps 1 to %(n)s; there is no step %(step)s.") % {
+            "title": _(les.title), "n": len(les.steps), "step": repr(str(step)[:12])}
+        return html.Div(_index(lang, " ".join(filter(None, (msg, error)))),
+                        className="lessons-page", lang=lang)
+    body = ([html.Div(msg, className="msg-error lesson-msg")] if msg else []) + _step_view(les, n, lang)
+    return html.Div(body, className="lessons-page", lang=lang)
+
+
+def _progress(value) -> dict[str, list[int]]:
+    """This browser's progress store, keeping only real lessons and step numbers."""
+    out = {}
+    if isinstance(value, dict):
+        for les in L.lessons():
+            done = value.get(les.id)
+            if isinstance(done, list):
+                out[les.id] = sorted({d for d in done if type(d) is int and 1 <= d <= len(les.steps)})
+    return out
+
+
+@dash.callback(
+    Output({"type": "lesson-progress", "index": ALL}, "children"),
+    Input("teach-progress", "data"),
+    State({"type": "lesson-progress", "index": ALL}, "id"),
+)
+def show_progress(progress, ids):
+    """'k of n done' on each lesson card, from this browser's local store."""
+    _ = I.gettext(T.request_lang())
+    prog = _progress(progress)
+    out = []
+    for i in ids if isinstance(ids, list) else []:
+        lid = i.get("index") if isinstance(i, dict) else None
+        try:
+            total = len(L.get(lid).steps)
+        except L.LessonError:
+            out.append("")
+            continue
+        done = len(prog.get(lid, []))
+        out.append(_("%(done)s of %(total)s done") % {"done": done, "total": total} if done else "")
+    return out
+
+
+def _step_of(button_id) -> tuple[L.Lesson, int] | None:
+    """The lesson step an action button names in its id ({"type": "lesson-act", "index": "ID/N"})."""
+    index = button_id.get("index") if isinstance(button_id, dict) else None
+    if not isinstance(index, str) or index.count("/") != 1:
+        return None
+    lesson, step = index.split("/")
+    return T.step_store({"lesson": lesson, "step": step})
+
+
+@dash.callback(
+    Output({"type": f"{P}-msg", "index": ALL}, "children"),
+    Output({"type": f"{P}-msg", "index": ALL}, "className"),
+    Output("ctl-msg", "children", allow_duplicate=True),
+    Output("ctl-msg", "className", allow_duplicate=True),
+    Output("teach-step", "data"),
+    Output("teach-progress", "data"),
+    Output("teach-nav", "href"),
+    Input({"type": f"{P}-act", "index": ALL}, "n_clicks"),
+    State("teach-progress", "data"),
+    State("ctl-twin", "data"),
+    State("ctl-token", "data"),
+    State("ctl-viewer", "data"),
+    State("ctl-secret", "data"),
+    prevent_initial_call=True,
+)
+def act(clicks, progress, choice, token, viewer, secret):
+    """Do the step's action on the twin this viewer watches (the control bar's path, so the lock,
+    sandbox ownership and validation apply), narrate the step and open its page."""
+    _ = I.gettext(T.request_lang())
+    n_msgs = len(clicks) if isinstance(clicks, list) else 0
+    found = _step_of(ctx.triggered_id)
+    if not any(isinstance(c, int) and c > 0 for c in (clicks if isinstance(clicks, list) else [])):
+        return ([no_update] * n_msgs, [no_update] * n_msgs) + (no_update,) * 5
+    if found is None:
+        text = _("This lesson step is not known; reload the lesson.")
+        return ([text] * n_msgs, ["ctl-msg msg-error"] * n_msgs) + (no_update,) * 5
+    les, n = found
+    action = les.steps[n - 1].action
+    tw, _note = twin_for(choice)
+    tok = G.token(token)
+    who = f"viewer {G.viewer(viewer)}" if G.viewer(viewer) else "viewer"
+    who = f"instructor ({who})" if tok and tok.get("ok") else who
+    try:
+        msg = tw.control(action.control, action.value, who=f"{who} · lesson {les.id}",
+                         token=G.tok(tok), client=G.client(secret)[0])
+    except S.ControlError as exc:
+        text = _("Not applied: %(reason)s") % {"reason": str(exc)}
+        return ([text] * n_msgs, ["ctl-msg msg-error"] * n_msgs, text, "ctl-msg msg-error") + (no_update,) * 3
+    prog = _progress(progress)
+    prog[les.id] = sorted(set(prog.get(les.id, [])) | {n})
+    text = _("Applied: %(what)s") % {"what": msg}
+    return ([text] * n_msgs, ["ctl-msg msg-ok"] * n_msgs, text, "ctl-msg msg-ok", {"lesson": les.id, "step": n},
+            prog, target_page(action))

@@ -1,0 +1,66 @@
+"""End to end in headless Chromium: one lesson walked in Chinese (`?lang=zh`), its action performed
+through the page, the narration banner followed to the page it opened; the language toggle and
+presenter mode. Screenshots land in test-artifacts/e2e/ (lessons-*.png)."""
+from __future__ import annotations
+
+import pytest
+
+from test_e2e import wait_live, wait_text
+
+pytestmark = pytest.mark.e2e
+
+
+def test_walk_a_lesson_in_chinese_and_perform_its_action(browser_page, artifacts):
+    pg = browser_page
+    pg.goto(pg.base_url + "/lessons?lang=zh")
+    wait_live(pg)
+    assert pg.get_attribute("html", "lang") == "zh"
+    wait_text(pg, ".lessons-page h2", "课程")
+    pg.screenshot(path=str(artifacts / "lessons-zh.png"), full_page=True)
+
+    pg.click("text=故障与恢复")                                       # first lesson card link -> step 1
+    wait_text(pg, ".lesson-stepno", "第 1 步，共 3 步")
+    pg.click("text=下一步 →")
+    wait_text(pg, ".lesson-stepno", "第 2 步，共 3 步")
+    assert pg.get_attribute("html", "lang") == "zh"                   # kept across in-app navigation
+    pg.click(".lesson-answer summary")
+    wait_text(pg, "#lesson-answer", "79.2%")                          # locale-formatted measured answer
+    pg.screenshot(path=str(artifacts / "lessons-step-zh.png"), full_page=True)
+
+    pg.click(".lesson-act")                                           # the step's action
+    pg.wait_for_url("**/failures", timeout=15_000)
+    wait_text(pg, "#teach-banner", "故障与恢复")                       # narration on the opened page
+    wait_text(pg, "#teach-banner", "第 2 步，共 3 步")
+    wait_text(pg, "#ctl-status-scenario", "peak-384")                # the twin was reset to the demo
+    wait_text(pg, "#ctl-log-last", "decode-die-redundant")
+    pg.wait_for_timeout(1500)
+    pg.screenshot(path=str(artifacts / "lessons-action-failures-zh.png"), full_page=True)
+
+    pg.click("#teach-presenter-btn")                                  # presenter mode: large type
+    pg.wait_for_function("() => document.body.classList.contains('presenter')")
+    pg.screenshot(path=str(artifacts / "lessons-presenter-zh.png"))
+    pg.click("#teach-presenter-btn")
+    pg.wait_for_function("() => !document.body.classList.contains('presenter')")
+
+    pg.goto(pg.base_url + "/lessons")                                 # progress kept in the browser
+    wait_text(pg, "#\\{\\\"index\\\"\\:\\\"faults\\\"\\,\\\"type\\\"\\:\\\"lesson-progress\\\"\\}", "已完成 1 / 3")
+    assert pg.get_attribute("html", "lang") == "zh"                   # the cookie remembers the language
+    pg.click("#teach-lang-en")                                        # the toggle switches back
+    wait_text(pg, ".lessons-page h2", "Lessons")
+    assert pg.get_attribute("html", "lang") == "en"
+    assert pg.errors == []
+
+
+def test_glossary_and_bad_input_show_messages_not_tracebacks(browser_page, artifacts):
+    pg = browser_page
+    pg.goto(pg.base_url + "/glossary?lang=zh")
+    wait_live(pg)
+    wait_text(pg, "#gl-ems", "弹性内存服务")
+    pg.screenshot(path=str(artifacts / "glossary-zh.png"), full_page=True)
+    pg.goto(pg.base_url + "/lessons?lesson=nope&step=x&lang=en")
+    wait_text(pg, ".lesson-msg", "There is no lesson 'nope'")
+    pg.goto(pg.base_url + "/?lang=fr")
+    wait_text(pg, "#teach-banner", "Language 'fr' is not available")
+    wait_text(pg, "#teach-intro", "What am I looking at?")
+    pg.screenshot(path=str(artifacts / "overview-intro.png"))
+    assert pg.errors == []

@@ -1,0 +1,143 @@
+"""Languages: the catalogs are complete, converted pages show no text outside them, numbers follow
+the locale, and `?lang=` / the cookie / <html lang> work on the served app."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from dash.development.base_component import Component
+
+from twin import i18n as I
+from twin.i18n import catalog
+
+# Pages whose every user-visible string comes from the catalogs, with the layouts to render
+# (module, kwargs). Convert a page (see twin/i18n/catalog.py) and add it here.
+CONVERTED = (
+    ("pages.lessons", {}),
+    ("pages.lessons", {"lesson": "faults", "step": "2"}),
+    ("pages.lessons", {"lesson": "no-such-lesson"}),
+    ("pages.lessons", {"lesson": "kv-cache", "step": "7"}),
+    ("pages.lessons", {"lang_override": "xx"}),
+    ("pages.glossary", {}),
+    ("twin.ui.teach:intro", {}),
+    ("twin.ui.teach:tools", {}),
+    ("twin.ui.teach:banner", {}),
+) + tuple(("pages.lessons", {"lesson": les, "step": str(n)})
+          for les, n in (("prefill-decode", 1), ("prefill-decode", 2), ("kv-cache", 1), ("kv-cache", 2),
+                         ("expert-parallel", 1), ("expert-parallel", 2), ("pipelining", 1), ("pipelining", 2),
+                         ("faults", 1), ("faults", 3), ("supernode", 1), ("supernode", 2)))
+
+VISIBLE_PROPS = ("children", "title", "placeholder", "label")
+SKIP_CLASS = "i18n-skip"            # citations and shell commands: shown as they are in every language
+# Latin words that are names, not English text (products, units, acronyms spelled in lower case)
+NAMES = {"Gbps", "Ascend", "Kunpeng", "Qingtian"}
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_./-]*")
+
+
+def visible_texts(c, out: list[str]) -> list[str]:
+    """Every string a viewer can read in a component tree (text and tooltip-like props)."""
+    if isinstance(c, str):
+        out.append(c)
+    elif isinstance(c, (list, tuple)):
+        for x in c:
+            visible_texts(x, out)
+    elif isinstance(c, Component):
+        if SKIP_CLASS in (getattr(c, "className", None) or "") or c._type == "Code":
+            return out
+        for prop in VISIBLE_PROPS:
+            v = getattr(c, prop, None)
+            if v is not None:
+                visible_texts(v, out)
+    return out
+
+
+def english_words(text: str) -> list[str]:
+    """Plain English words in a text. Not words: identifiers (with digits, '-', '_', '/' or '.'),
+    acronyms, two-letter codes (en, zh) and a viewer's own input echoed in quotes ('xx')."""
+    text = re.sub(r"'[^']*'", "", text)
+    return [w for w in _WORD.findall(text)
+            if re.fullmatch(r"[A-Z][a-z]{2,}|[a-z]{3,}", w) and w not in NAMES]
+
+
+def render(target: str, kwargs: dict):
+    import importlib
+    mod, _, fn = target.partition(":")
+    m = importlib.import_module(mod)
+    if fn:
+        return getattr(m, fn)(**kwargs) if fn == "intro" else getattr(m, fn)()
+    kw = dict(kwargs)
+    lang = kw.pop("lang_override", "zh")
+    return m.layout(lang=lang, **kw)
+
+
+def test_catalogs_are_complete_and_every_msgid_has_a_chinese_translation():
+    assert catalog.problems() == []
+    zh = catalog.read("zh")
+    assert len([m for m in zh if m.id]) > 150
+    assert all(m.string.strip() for m in zh if m.id)
+
+
+@pytest.mark.parametrize("target,kwargs", CONVERTED)
+def test_converted_pages_show_no_english_in_chinese(dash_app, target, kwargs):
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        texts = visible_texts(render(target, kwargs), [])
+    assert texts, "nothing rendered"
+    leftovers = {t: english_words(t) for t in texts if english_words(t)}
+    assert leftovers == {}, f"text outside the catalogs: {leftovers}"
+    untranslated = [t for t in texts if t.strip() in _english_only()]
+    assert untranslated == [], f"shown untranslated: {untranslated}"
+
+
+def _english_only() -> set[str]:
+    """msgids whose Chinese differs from the English (so showing the msgid means a missing translation)."""
+    zh = catalog.read("zh")
+    return {m.id for m in zh if m.id and m.string != m.id}
+
+
+def test_the_check_catches_a_string_outside_the_catalogs(dash_app):
+    """The guard itself: an untranslated label is found (so the test above can fail)."""
+    from dash import html
+    tree = html.Div([html.H2("课程"), html.Button("Start the lesson", title="按下开始")])
+    assert english_words(" ".join(visible_texts(tree, []))) == ["Start", "the", "lesson"]
+    assert english_words("以场景 paper-decode 重启 DeepSeek-R1 的 TTFT 与 EP320，每秒 400 Gbps") == []
+
+
+@pytest.mark.parametrize("value,expected", [("zh", "zh"), ("EN", "en"), ("zh-CN", "zh"), ("zh_Hans", "zh")])
+def test_language_codes(value, expected):
+    assert I.check_lang(value) == expected
+
+
+@pytest.mark.parametrize("value", ["fr", "", None, 3, "zh;drop", "x" * 500])
+def test_unknown_language_names_the_allowed_ones(value):
+    with pytest.raises(I.LangError, match="allowed en or zh"):
+        I.check_lang(value)
+    assert I.lang_or_default(value) == "en"
+
+
+def test_gettext_translates_and_falls_back_to_english():
+    assert I.gettext("zh")("Lessons") == "课程"
+    assert I.gettext("en")("Lessons") == "Lessons"
+    assert I.gettext("zh")("a text nobody translated") == "a text nobody translated"
+
+
+def test_numbers_follow_the_locale():
+    assert I.number(27197, "en") == "27,197"
+    assert I.number(1943.24, "zh", 1) == "1,943.2"
+    assert I.number(0.05512, "en", 2) == "0.06"
+    assert I.percent(0.7921, "zh", 1) == "79.2%"
+    assert I.number(None, "zh") == "–" and I.percent(float("nan"), "en") == "–"
+    assert I.language_name("zh").startswith("中文")
+
+
+def test_lang_query_sets_cookie_and_html_lang(dash_app):
+    client = dash_app.server.test_client()
+    r = client.get("/lessons?lang=zh")
+    assert '<html lang="zh">' in r.get_data(as_text=True)
+    assert "twin_lang=zh" in r.headers.get("Set-Cookie", "")
+    r = client.get("/glossary")                      # the cookie is kept by the browser (test client)
+    assert '<html lang="zh">' in r.get_data(as_text=True)
+    r = client.get("/?lang=fr")                      # a bad value changes nothing, the page still loads
+    assert r.status_code == 200 and '<html lang="zh">' in r.get_data(as_text=True)
+    assert "Set-Cookie" not in r.headers
+    r = client.get("/?lang=en")
+    assert '<html lang="en">' in r.get_data(as_text=True)

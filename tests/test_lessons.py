@@ -1,0 +1,232 @@
+"""Lessons: the data is well formed and covers issue 12's topics, every action passes the twin's own
+validation, the written answers match what the commands print now, and the page callbacks act
+through the control path and refuse bad payloads with a message."""
+from __future__ import annotations
+
+import time
+from contextvars import copy_context
+from pathlib import Path
+
+import pytest
+from dash import no_update
+from dash._callback_context import context_value
+from dash._utils import AttributeDict
+
+from twin import lessons as L
+from twin import session as S
+from twin.lessons import measure
+
+TOPICS = ("prefill-decode", "kv-cache", "expert-parallel", "pipelining", "faults", "supernode")
+
+
+def click(fn, prop_id: str, *args):
+    def run():
+        context_value.set(AttributeDict(triggered_inputs=[{"prop_id": prop_id, "value": 1}]))
+        return fn(*args)
+    return copy_context().run(run)
+
+
+@pytest.fixture
+def lessons_page(dash_app):
+    import importlib
+    return importlib.import_module("pages.lessons")
+
+
+def test_six_lessons_cover_the_topics_with_steps_and_measured_answers():
+    ids = [les.id for les in L.lessons()]
+    assert ids == list(TOPICS)
+    for les in L.lessons():
+        assert len(les.steps) >= 2, les.id
+        for s in les.steps:
+            assert s.measures and all(m.command.startswith(L.COMMAND_PREFIXES) for m in s.measures)
+            assert set(L._PLACEHOLDER.findall(s.answer)) == set(s.figures), les.id   # every figure shown
+    faults = L.get("faults")
+    demos = [s.action.value.get("faults") for s in faults.steps]
+    assert demos == ["optical-flap", "decode-die-redundant", "decode-die-no-redundancy"]
+    assert L.get("supernode").steps[0].action.page == "/explorer"
+
+
+def test_every_action_passes_the_twins_validation_and_opens_a_page(dash_app, twin_registry, lessons_page):
+    """Each action goes through Twin.control, as the control bar's do (engines are built, not run)."""
+    import dash
+    registered = {p["path"] for p in dash.page_registry.values()}
+    tw = S.Twin("lesson-test", params={"scenario": "paper-decode"})
+    for les in L.lessons():
+        for i, s in enumerate(les.steps, 1):
+            msg = tw.control(s.action.control, s.action.value, who="test")
+            assert msg.startswith(s.action.control), f"{les.id} step {i}: {msg}"
+            assert lessons_page.target_page(s.action) in registered, f"{les.id} step {i}"
+
+
+def test_quick_measure_matches_the_written_figures():
+    """The answers' numbers are what the commands print now (engine runs are seeded: exact)."""
+    rows = measure.check(quick=True)
+    assert len(rows) >= 40
+    off = [(w, f.name, f.value, v) for w, f, v in rows if measure.off(f, v) > 1e-6]
+    assert off == []
+
+
+def test_measure_reads_json_paths_and_filters():
+    doc = {"a": [{"k": "x", "v": 1}, {"k": "y", "v": 2}], "b": {"c": [5, 6]}}
+    assert measure.read_path(doc, "a[k=y].v") == 2 and measure.read_path(doc, "b.c.1") == 6
+    with pytest.raises(L.LessonError, match="0 rows match"):
+        measure.read_path(doc, "a[k=z].v")
+    with pytest.raises(L.LessonError, match="not a command"):
+        measure.run_command("rm -rf /")
+
+
+def test_a_changed_result_is_reported(monkeypatch):
+    """Break the figure: measure says which one differs (the check above can fail)."""
+    les = L.get("pipelining")
+    fig = les.steps[0].measures[0].figures[0]
+    monkeypatch.setattr(L, "lessons", lambda: (les,))
+    monkeypatch.setattr(measure, "lessons", lambda: (les,))
+    object.__setattr__(fig, "value", fig.value * 1.1)
+    try:
+        assert measure.main(quick=True) == 1
+    finally:
+        object.__setattr__(fig, "value", fig.value / 1.1)
+
+
+@pytest.mark.parametrize("text,match", [
+    ('control = "explode"', "action.control = 'explode': allowed reset"),
+    ('page = "failures"', "action.page = 'failures': allowed a path"),
+    ('answer = "%(nothing)s"', "placeholder\\(s\\) nothing have no measured figure"),
+    ('command = "rm -rf /"', "allowed a twin command"),
+])
+def test_bad_lesson_files_name_the_file_and_field(tmp_path: Path, text, match):
+    good = {"control": 'control = "reset"', "page": 'page = "/failures"', "answer": 'answer = "x %(a)s"',
+            "command": 'command = "python -m twin perf decode --json"'}
+    key = text.split(" =")[0]
+    parts = {**good, key: text}
+    body = f"""id = "t"\ntitle = "T"\nsummary = "S"\n[[step]]\ngoal = "g"\npredict = "p"\nnotice = "n"
+{parts['answer']}
+action = {{ {parts['control']}, {parts['page']} }}
+[[step.measure]]
+{parts['command']}
+figures = {{ a = {{ path = "tpot_ms", value = 1 }} }}
+"""
+    p = tmp_path / "bad.toml"
+    p.write_text(body)
+    with pytest.raises(L.LessonError, match=match) as exc:
+        L.load_file(p)
+    assert str(exc.value).startswith("bad.toml")
+
+
+@pytest.mark.parametrize("lesson,step,match", [
+    ("nope", 1, "no such lesson; allowed prefill-decode"), ("faults", 0, "allowed 1 to 3"),
+    ("faults", "4", "allowed 1 to 3"), ("faults", "1e3", "allowed 1 to 3"), ("faults", True, "allowed 1 to 3"),
+    (None, 1, "no such lesson"), ({"x": 1}, 1, "no such lesson")])
+def test_unknown_lesson_or_step(lesson, step, match):
+    with pytest.raises(L.LessonError, match=match):
+        L.step_index(L.get(lesson), step)
+
+
+@pytest.mark.parametrize("kwargs,shown", [
+    ({"lesson": "nope"}, "There is no lesson 'nope'"),
+    ({"lesson": "faults", "step": "99"}, "has steps 1 to 3; there is no step '99'"),
+    ({"lang": "klingon"}, "Language 'klingon' is not available (allowed: en, zh)"),
+    ({"lesson": "<script>", "step": "-1"}, "There is no lesson '<script>'"),
+])
+def test_bad_urls_get_a_message_in_the_page(dash_app, lessons_page, kwargs, shown):
+    from test_i18n import visible_texts
+    with dash_app.server.test_request_context("/"):
+        texts = " ".join(visible_texts(lessons_page.layout(**kwargs), []))
+    assert shown in texts and "Lessons" in texts          # the index with the message above it
+
+
+def act_id(index: str) -> str:
+    return '{"index":"%s","type":"lesson-act"}.n_clicks' % index
+
+
+def test_action_callback_resets_the_viewed_twin_narrates_and_opens_the_page(lessons_page, twin_registry):
+    tw = twin_registry.shared()
+    with __import__("app").server.test_request_context("/"):
+        out = click(lessons_page.act, act_id("faults/2"), [1], {"faults": [1], "bogus": [1]}, "shared", None,
+                    "vtest", None)
+    msgs, classes, msg, cls, step, progress, href = out
+    assert "msg-ok" in cls and "faults decode-die-redundant" in msg and msgs == [msg] and classes == [cls]
+    assert step == {"lesson": "faults", "step": 2} and progress == {"faults": [1, 2]}
+    assert href == "/failures"
+    end = time.monotonic() + 15
+    while tw.run < 1 and time.monotonic() < end:
+        time.sleep(0.05)
+    assert tw.snapshot.scenario == "peak-384" and tw.params.faults.endswith("decode-die-redundant.toml")
+    assert "lesson faults" in tw.actions(1)[0]["who"]
+
+
+@pytest.mark.parametrize("index", ["x", "faults/9", "3/1", "faults/2; drop", "faults/1/2", "/"])
+def test_action_callback_refuses_a_forged_step(lessons_page, twin_registry, index):
+    with __import__("app").server.test_request_context("/"):
+        out = click(lessons_page.act, act_id(index), [1], None, "shared", None, None, None)
+    assert out[1] == ["ctl-msg msg-error"] and "not known" in out[0][0] and out[2:] == (no_update,) * 5
+    assert twin_registry.shared().run == 0
+
+
+def test_action_callback_ignores_a_page_load(lessons_page, twin_registry):
+    with __import__("app").server.test_request_context("/"):
+        assert click(lessons_page.act, act_id("faults/2"), [0], None, "shared", None, None, None) == (
+            [no_update], [no_update]) + (no_update,) * 5
+
+
+def test_action_on_a_locked_twin_says_why(lessons_page, dash_app):
+    reg = S.configure(wall_dt=0.05, token="s3cret")
+    try:
+        reg.shared()
+        with dash_app.server.test_request_context("/"):
+            out = click(lessons_page.act, act_id("kv-cache/1"), [1], None, "shared", None, None, None)
+        assert out[3] == "ctl-msg msg-error" and "locked by the instructor" in out[2]
+    finally:
+        reg.shutdown()
+
+
+def test_progress_store_is_cleaned_and_shown(lessons_page, dash_app):
+    assert lessons_page._progress({"faults": [1, 3, 3, 9, "x", True], "nope": [1], "kv-cache": "all"}) == {
+        "faults": [1, 3]}
+    assert lessons_page._progress("garbage") == {}
+    ids = [{"type": "lesson-progress", "index": i} for i in ("faults", "kv-cache", "nope")] + ["bad"]
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        assert lessons_page.show_progress({"faults": [1, 2]}, ids) == ["已完成 2 / 3", "", "", ""]
+
+
+def test_banner_narrates_the_step_and_reports_a_bad_lang(dash_app):
+    from test_i18n import visible_texts
+    from twin.ui import teach
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        text, cls = teach.narrate({"lesson": "faults", "step": 1}, "?lang=zh")
+        assert cls == "teach-banner" and "故障与恢复" in " ".join(visible_texts(text, []))
+        assert teach.narrate(None, "") == ([], "teach-banner teach-hidden")
+        assert teach.narrate({"lesson": "faults", "step": 7}, None)[1] == "teach-banner teach-hidden"
+        text, cls = teach.narrate(None, "?lang=de")
+        assert cls == "teach-banner" and "不支持语言 'de'" in " ".join(visible_texts(text, []))
+
+
+def test_layouts_have_unique_ids_with_the_shell(dash_app, lessons_page):
+    import importlib
+
+    def ids(c, out):
+        if isinstance(c, (list, tuple)):
+            for x in c:
+                ids(x, out)
+        elif hasattr(c, "to_plotly_json"):
+            i = getattr(c, "id", None)
+            if i is not None:
+                out.append(str(i))
+            ids(getattr(c, "children", None), out)
+        return out
+    glossary = importlib.import_module("pages.glossary")
+    with dash_app.server.test_request_context("/"):
+        shell = ids(dash_app.serve_layout(), [])
+        for layout in (lessons_page.layout(), lessons_page.layout(lesson="faults", step="3"), glossary.layout()):
+            all_ids = shell + ids(layout, [])
+            assert len(all_ids) == len(set(all_ids))
+
+
+def test_glossary_term_on_hover_in_the_viewers_language(dash_app):
+    from twin.ui import teach
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        abbr = teach.term("ttft")
+    assert abbr.title.startswith("用户等到回答的第一个词元") and abbr.children.href == "/glossary#gl-ttft"
+    assert abbr.children.children == "TTFT"
+    with pytest.raises(KeyError, match="allowed supernode"):
+        teach.term("nope")

@@ -1,0 +1,99 @@
+"""Keep the catalogs in step with the code: extract, update, check.
+
+Messages come from `_("...")` calls in the converted Python sources (`SOURCES`, extracted with
+Babel's Python extractor) and from the lessons and glossary data (`twin.lessons.messages`). The
+template `messages.pot` holds them all; each language's `messages.po` keeps its translations
+across updates (no fuzzy matching: a changed English text needs a fresh translation).
+
+    python -m twin.i18n update    # rewrite the template and merge it into en and zh
+    python -m twin.i18n check     # exit 1 listing msgids missing from a catalog or untranslated in zh
+
+To convert another page: wrap its user-visible strings in `_()`, add the file to SOURCES, run
+`update`, translate the new entries in zh, and add the page to the rendered-text test.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from babel.messages.catalog import Catalog
+from babel.messages.extract import extract_from_file
+from babel.messages.pofile import read_po, write_po
+
+from . import BABEL_LOCALE, DOMAIN, LANGS, LOCALE_DIR, po_path
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py")   # converted to the catalogs
+KEYWORDS = {"_": None}
+POT = LOCALE_DIR / f"{DOMAIN}.pot"
+_NAMES = re.compile(r"%\((\w+)\)s")
+
+
+def extract() -> Catalog:
+    """The template: every msgid of SOURCES and of the lesson data, with where it occurs."""
+    from twin.lessons import messages
+    cat = Catalog(project="CloudMatrix Twin", charset="utf-8")
+    for rel in SOURCES:
+        for lineno, msg, _comments, _ctx in extract_from_file("python", ROOT / rel, keywords=KEYWORDS):
+            if isinstance(msg, str) and msg:
+                cat.add(msg, locations=[(rel, lineno)])
+    for msg, where in messages():
+        cat.add(msg, locations=[("twin/lessons/data", None)], auto_comments=[where])
+    return cat
+
+
+def read(lang: str) -> Catalog:
+    with po_path(lang).open("rb") as fh:
+        return read_po(fh, locale=BABEL_LOCALE[lang])
+
+
+def _write(cat: Catalog, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as fh:
+        write_po(fh, cat, width=100, omit_header=False, sort_output=True, include_lineno=False)
+
+
+def update() -> dict[str, int]:
+    """Rewrite the template and merge it into every catalog; returns untranslated counts per language."""
+    tmpl = extract()
+    _write(tmpl, POT)
+    counts = {}
+    for lang in LANGS:
+        cat = read(lang) if po_path(lang).exists() else Catalog(locale=BABEL_LOCALE[lang])
+        cat.update(tmpl, no_fuzzy_matching=True)
+        cat.project, cat.fuzzy = tmpl.project, False
+        cat.obsolete.clear()
+        _write(cat, po_path(lang))
+        counts[lang] = sum(1 for m in cat if m.id and not m.string)
+    return counts
+
+
+def problems() -> list[str]:
+    """What is wrong with the catalogs now: msgids in the code or data but not in a catalog, zh
+    entries without a translation, and placeholder mismatches (Babel's python-format checker)."""
+    tmpl = extract()
+    out = []
+    for lang in LANGS:
+        cat = read(lang)
+        for m in tmpl:
+            if m.id and m.id not in cat:
+                out.append(f"{lang}: not in the catalog: {m.id[:70]!r}")
+        if lang != "en":
+            out += [f"{lang}: untranslated: {m.id[:70]!r}" for m in cat if m.id and not m.string]
+        for msg, errors in cat.check():
+            out += [f"{lang}: {msg.id[:50]!r}: {e}" for e in errors]
+        out += [f"{lang}: {m.id[:50]!r}: {e}" for m, e in _format_errors(cat)]
+    return out
+
+
+def _format_errors(cat: Catalog):
+    """Messages with placeholders whose text cannot be %-formatted (e.g. a lone '%' before a
+    character, which Babel's checker lets through): they would fail when shown."""
+    for m in cat:
+        if m.id and m.python_format:
+            names = _NAMES.findall(m.id)
+            for text in (m.id, m.string or m.id):
+                try:
+                    text % {n: "1" for n in names}
+                except (ValueError, TypeError, KeyError) as exc:
+                    yield m, f"cannot be formatted: {exc}"

@@ -1,0 +1,191 @@
+"""Guided lessons over the live twin, as data (`data/*.toml`), in English with Chinese in the catalogs.
+
+A lesson is a sequence of steps; each step has a goal, a question for the class to predict, ONE
+action on the twin (a control the run-control bar also sends: reset to a scenario or a fault demo,
+load, speed, policy, fault) and the page to open, what to notice, and the measured answer. The
+answer's numbers are figures read from the JSON that a named command printed (`measures`); the text
+holds only `%(name)s` placeholders, so re-measuring never touches a translation. `python -m
+twin.lessons measure` re-runs the commands and compares (see measure.py).
+
+Text fields are English msgids; `twin.i18n` translates them. Nothing here imports dash.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+CONTROLS = ("reset", "load", "speed", "policy", "fault")    # the control bar's commands a step may send
+TEXT_FIELDS = ("goal", "predict", "notice", "answer")
+COMMAND_PREFIXES = ("python -m twin ", "python -m twin.lessons ")
+_ID = re.compile(r"^[a-z0-9-]{1,40}$")
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+
+
+class LessonError(ValueError):
+    """A lesson file that breaks the format (message names the file and field), or an unknown lesson
+    id / step number asked for by a viewer (message says what is allowed)."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One number of an answer: `path` into the command's JSON, the value it printed, how to show it."""
+    name: str
+    path: str
+    value: float
+    digits: int = 0
+    percent: bool = False
+
+
+@dataclass(frozen=True)
+class Measure:
+    command: str
+    figures: tuple[Figure, ...]
+    slow: bool = False            # a full engine run (seconds to minutes): skipped by the quick check
+
+
+@dataclass(frozen=True)
+class Action:
+    control: str
+    value: object
+    page: str
+    fallback: str | None = None   # page to open when `page` is not registered (e.g. /explorer)
+
+
+@dataclass(frozen=True)
+class Step:
+    goal: str
+    predict: str
+    action: Action
+    notice: str
+    answer: str
+    measures: tuple[Measure, ...]
+
+    @property
+    def figures(self) -> dict[str, Figure]:
+        return {f.name: f for m in self.measures for f in m.figures}
+
+
+@dataclass(frozen=True)
+class Lesson:
+    id: str
+    order: int
+    title: str
+    summary: str
+    steps: tuple[Step, ...]
+
+
+def _need(d: dict, key: str, kind, where: str):
+    v = d.get(key)
+    if not isinstance(v, kind) or (isinstance(v, str) and not v.strip()):
+        raise LessonError(f"{where}: field {key!r} missing or not {getattr(kind, '__name__', kind)}")
+    return v
+
+
+def _figure(name: str, spec, where: str) -> Figure:
+    if not isinstance(spec, dict):
+        raise LessonError(f"{where}.{name}: allowed a table {{path, value, digits?, percent?}}")
+    value = _need(spec, "value", (int, float), f"{where}.{name}")
+    return Figure(name, _need(spec, "path", str, f"{where}.{name}"), float(value),
+                  int(spec.get("digits", 0)), bool(spec.get("percent", False)))
+
+
+def _step(d: dict, where: str) -> Step:
+    a = _need(d, "action", dict, where)
+    control = _need(a, "control", str, f"{where}.action")
+    if control not in CONTROLS:
+        raise LessonError(f"{where}.action.control = {control!r}: allowed {', '.join(CONTROLS)}")
+    page = _need(a, "page", str, f"{where}.action")
+    if not page.startswith("/"):
+        raise LessonError(f"{where}.action.page = {page!r}: allowed a path starting with /")
+    measures = []
+    for i, m in enumerate(d.get("measure", []), 1):
+        w = f"{where}.measure[{i}]"
+        cmd = _need(m, "command", str, w)
+        if not cmd.startswith(COMMAND_PREFIXES):
+            raise LessonError(f"{w}.command = {cmd!r}: allowed a twin command ({' | '.join(COMMAND_PREFIXES)})")
+        figs = tuple(_figure(n, s, f"{w}.figures") for n, s in _need(m, "figures", dict, w).items())
+        measures.append(Measure(cmd, figs, bool(m.get("slow", False))))
+    step = Step(*(_need(d, f, str, where) for f in ("goal", "predict")),
+                Action(control, a.get("value"), page, a.get("fallback")),
+                *(_need(d, f, str, where) for f in ("notice", "answer")), tuple(measures))
+    missing = set(_PLACEHOLDER.findall(step.answer)) - set(step.figures)
+    if missing:
+        raise LessonError(f"{where}.answer: placeholder(s) {', '.join(sorted(missing))} have no measured figure")
+    return step
+
+
+def load_file(path: Path) -> Lesson:
+    with path.open("rb") as fh:
+        d = tomllib.load(fh)
+    where = path.name
+    lid = _need(d, "id", str, where)
+    if not _ID.match(lid):
+        raise LessonError(f"{where}: id = {lid!r}: allowed lower-case letters, digits and -")
+    steps = tuple(_step(s, f"{where} step {i}") for i, s in enumerate(_need(d, "step", list, where), 1))
+    return Lesson(lid, int(d.get("order", 99)), _need(d, "title", str, where), _need(d, "summary", str, where),
+                  steps)
+
+
+@lru_cache(maxsize=1)
+def lessons() -> tuple[Lesson, ...]:
+    """Every lesson, in teaching order."""
+    out = sorted((load_file(p) for p in DATA_DIR.glob("*.toml") if p.name != "glossary.toml"),
+                 key=lambda les: (les.order, les.id))
+    ids = [les.id for les in out]
+    if len(set(ids)) != len(ids):
+        raise LessonError(f"lesson ids repeat: {ids}")
+    return tuple(out)
+
+
+def get(lesson_id) -> Lesson:
+    """The lesson with this id, else LessonError listing the ids."""
+    for les in lessons():
+        if les.id == lesson_id:
+            return les
+    shown = str(lesson_id)[:40]
+    raise LessonError(f"lesson = {shown!r}: no such lesson; allowed {', '.join(x.id for x in lessons())}")
+
+
+def step_index(lesson: Lesson, step) -> int:
+    """A 1-based step number from a URL or store (int or digits), else LessonError with the range."""
+    n = step if isinstance(step, int) and not isinstance(step, bool) else (
+        int(step) if isinstance(step, str) and step.strip().isdigit() and len(step) < 6 else None)
+    if n is None or not 1 <= n <= len(lesson.steps):
+        raise LessonError(f"step = {str(step)[:12]!r}: allowed 1 to {len(lesson.steps)} for lesson {lesson.id}")
+    return n
+
+
+@dataclass(frozen=True)
+class Term:
+    key: str
+    term: str               # the term as written in both languages (acronyms) or an English msgid
+    text: str               # 1-3 plain sentences (English msgid)
+    ref: str                # where a number in the text comes from (a reference row), or ""
+
+
+@lru_cache(maxsize=1)
+def glossary() -> tuple[Term, ...]:
+    with (DATA_DIR / "glossary.toml").open("rb") as fh:
+        d = tomllib.load(fh)
+    out = []
+    for key, t in d.items():
+        where = f"glossary.toml [{key}]"
+        out.append(Term(key, _need(t, "term", str, where), _need(t, "text", str, where), t.get("ref", "")))
+    return tuple(out)
+
+
+def messages() -> list[tuple[str, str]]:
+    """Every translatable text of the lessons and the glossary, with where it comes from
+    (extracted into the catalogs by twin.i18n.catalog)."""
+    out = []
+    for les in lessons():
+        out += [(les.title, f"lesson {les.id}: title"), (les.summary, f"lesson {les.id}: summary")]
+        for i, s in enumerate(les.steps, 1):
+            out += [(getattr(s, f), f"lesson {les.id}: step {i} {f}") for f in TEXT_FIELDS]
+    for t in glossary():
+        out += [(t.term, f"glossary {t.key}: term"), (t.text, f"glossary {t.key}: text")]
+    return out

@@ -1,0 +1,225 @@
+"""Teaching pieces of the app shell: language choice, presenter mode, the narration banner, the
+first-screen intro. Every user-visible string here comes from the catalogs (`twin.i18n`).
+
+Language: `?lang=zh` / `?lang=en` on any URL sets the `twin_lang` cookie (kept in the browser);
+pages and the shell render in the cookie's language when the URL names none. The EN / 中文 toggle
+is a link to the same URL with `lang` replaced (a full reload, so every part of the page agrees).
+`install(app)` puts the language in `<html lang>` of the served page; a clientside callback keeps
+it right after in-app navigation. Presenter mode (large type) and the lesson step being narrated
+live in local storage.
+"""
+from __future__ import annotations
+
+from urllib.parse import parse_qs
+
+import dash
+import flask
+from dash import Input, Output, State, clientside_callback, dcc, html
+
+from twin import i18n as I
+from twin import lessons as L
+
+from . import guard as G
+
+COOKIE = "twin_lang"
+COOKIE_AGE_S = 365 * 86400
+
+
+def request_lang() -> str:
+    """The viewer's language for this request: `?lang=` on it, else the cookie, else English."""
+    if not flask.has_request_context():
+        return I.DEFAULT
+    arg = flask.request.args.get("lang")
+    if arg is not None:
+        try:
+            return I.check_lang(arg)
+        except I.LangError:
+            pass
+    return I.lang_or_default(flask.request.cookies.get(COOKIE))
+
+
+def bad_lang(value, lang: str) -> str:
+    """The message for an unknown `lang` in a URL, in the language shown instead."""
+    _ = I.gettext(lang)
+    return _("Language %(value)s is not available (allowed: %(allowed)s); showing %(shown)s.") % {
+        "value": repr(str(value)[:24]), "allowed": ", ".join(I.LANGS), "shown": I.NAMES[lang]}
+
+
+def page_lang(value) -> tuple[str, str | None]:
+    """A page's language from its `lang` URL argument: (lang, None) or, for a bad value, the
+    request's language and a message to show in the page."""
+    if value is None:
+        return request_lang(), None
+    try:
+        return I.check_lang(value), None
+    except I.LangError:
+        lang = request_lang()
+        return lang, bad_lang(value, lang)
+
+
+def install(app: dash.Dash) -> None:
+    """`<html lang>` of the served page, and the cookie set from `?lang=` on any request."""
+    base = app.interpolate_index
+
+    def interpolate_index(**kw):
+        out = base(**kw)
+        return out.replace("<html>", f'<html lang="{I.HTML_LANG[request_lang()]}">', 1)
+    app.interpolate_index = interpolate_index
+
+    @app.server.after_request
+    def _remember_lang(resp):
+        arg = flask.request.args.get("lang")
+        if arg is not None:
+            try:
+                resp.set_cookie(COOKIE, I.check_lang(arg), max_age=COOKIE_AGE_S, samesite="Lax")
+            except I.LangError:
+                pass
+        return resp
+
+
+# ---- shell pieces -----------------------------------------------------------------------------
+
+def tools() -> html.Div:
+    """Language toggle and presenter switch (in the top bar), plus the stores they use."""
+    lang = request_lang()
+    _ = I.gettext(lang)
+    return html.Div([
+        dcc.Location(id="teach-nav", refresh="callback-nav"),
+        dcc.Store(id="teach-presenter", storage_type="local"),
+        dcc.Store(id="teach-step", storage_type="local"),        # {"lesson", "step"} being narrated
+        dcc.Store(id="teach-progress", storage_type="local"),    # {lesson id: [steps done]}
+        html.Div([html.A(I.NAMES[code], id=f"teach-lang-{code}", href=f"?lang={code}", lang=code,
+                         className="lang-link i18n-skip" + (" lang-active" if code == lang else ""),
+                         title=_("Show the dashboard in this language"))
+                  for code in I.LANGS], className="lang-toggle", role="group"),
+        html.Button(_("Presenter"), id="teach-presenter-btn", className="pill", n_clicks=0,
+                    title=_("Large type and the lesson narration on every page, for a projector")),
+    ], className="teach-tools")
+
+
+def banner() -> html.Div:
+    """The narration banner every page shows (filled by `narrate` while a lesson step is active)."""
+    _ = I.gettext(request_lang())
+    return html.Div([
+        html.Div(id="teach-banner-text", className="teach-banner-text"),
+        html.Button(_("Close"), id="teach-banner-close", className="btn btn-small", n_clicks=0,
+                    title=_("Stop narrating this lesson step")),
+    ], id="teach-banner", className="teach-banner teach-hidden", role="status", **{"aria-live": "polite"})
+
+
+def step_store(value) -> tuple[L.Lesson, int] | None:
+    """A narrated step from the browser store: (lesson, step number) if it names a real one."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        les = L.get(value.get("lesson"))
+        return les, L.step_index(les, value.get("step"))
+    except L.LessonError:
+        return None
+
+
+def lesson_href(lesson_id: str, step: int | None = None, lang: str | None = None) -> str:
+    q = [f"lesson={lesson_id}"] + ([f"step={step}"] if step else []) + ([f"lang={lang}"] if lang else [])
+    return "/lessons?" + "&".join(q)
+
+
+@dash.callback(
+    Output("teach-banner-text", "children"),
+    Output("teach-banner", "className"),
+    Input("teach-step", "data"),
+    Input("url", "search"),
+)
+def narrate(step, search):
+    """The banner: the narrated step's 'what to notice', or a message for a bad `lang` in the URL."""
+    lang = request_lang()
+    _ = I.gettext(lang)
+    bad = None
+    raw = parse_qs((G.text(search, 400) or "").lstrip("?")).get("lang")
+    if raw:
+        try:
+            I.check_lang(raw[0])
+        except I.LangError:
+            bad = bad_lang(raw[0], lang)
+    found = step_store(step)
+    if found is None:
+        return ([html.Span(bad, className="msg-error")] if bad else []), (
+            "teach-banner" if bad else "teach-banner teach-hidden")
+    les, n = found
+    s = les.steps[n - 1]
+    text = [html.Span(_(les.title), className="teach-banner-title"),
+            html.Span(_("Step %(n)s of %(total)s") % {"n": n, "total": len(les.steps)}, className="teach-banner-step"),
+            html.Span(_("Notice:"), className="teach-banner-label"), html.Span(_(s.notice)),
+            dcc.Link(_("Back to the lesson"), href=lesson_href(les.id, n), className="teach-banner-link")]
+    if bad:
+        text.insert(0, html.Span(bad, className="msg-error"))
+    return text, "teach-banner"
+
+
+clientside_callback(
+    dash.ClientsideFunction(namespace="teach", function_name="langSync"),
+    Output("teach-lang-en", "href"),
+    Output("teach-lang-zh", "href"),
+    Input("url", "search"),
+    Input("url", "pathname"),
+)
+
+clientside_callback(
+    dash.ClientsideFunction(namespace="teach", function_name="presenter"),
+    Output("teach-presenter", "data"),
+    Output("teach-presenter-btn", "className"),
+    Input("teach-presenter-btn", "n_clicks"),
+    State("teach-presenter", "data"),
+)
+
+clientside_callback(
+    "function (n) { return n ? null : window.dash_clientside.no_update; }",
+    Output("teach-step", "data", allow_duplicate=True),
+    Input("teach-banner-close", "n_clicks"),
+    prevent_initial_call=True,
+)
+
+
+def term(key: str, label: str | None = None) -> html.Abbr:
+    """A word with its glossary sentence on hover and a link to its entry (for labels on any page):
+    `term("ttft")` shows "TTFT" with the definition in the viewer's language."""
+    _ = I.gettext(request_lang())
+    t = next((t for t in L.glossary() if t.key == key), None)
+    if t is None:
+        raise KeyError(f"glossary term {key!r}: allowed {', '.join(x.key for x in L.glossary())}")
+    return html.Abbr(dcc.Link(label or _(t.term).split("（")[0].split(" (")[0], href=f"/glossary#gl-{key}"),
+                     title=_(t.text), className="teach-term")
+
+
+# ---- first screen ---------------------------------------------------------------------------
+
+def intro(**kwargs) -> html.Details:
+    """A short 'what is this' for the Overview page: the supernode, the model, what runs, what to try."""
+    lang, _msg = page_lang(kwargs.get("lang"))
+    _ = I.gettext(lang)
+    tries = [
+        (_("Predict, then watch: follow a guided lesson."), "/lessons"),
+        (_("Break an optical link or a die and watch the twin recover."), lesson_href("faults", 1)),
+        (_("See what a bigger decode batch buys and costs."), lesson_href("prefill-decode", 2)),
+    ]
+    return html.Details([
+        html.Summary(_("What am I looking at?"), className="summary-title"),
+        html.Div([
+            html.Div([
+                html.P(_("CloudMatrix384 is Huawei's AI supernode: 384 Ascend NPUs and 192 CPUs joined by one "
+                         "flat, fast network (UB), so they work like one large computer.")),
+                html.P(_("It is serving DeepSeek-R1, a 671-billion-parameter mixture-of-experts model, the way "
+                         "the CloudMatrix-Infer paper does: prompts on prefill NPUs, answers on decode NPUs, "
+                         "a shared cache (EMS) in CPU memory.")),
+                html.P(_("What runs here is a simulation of that machine, far faster than real time: every number "
+                         "below is measured in the running twin. The bar at the top shows the scenario and lets "
+                         "you pause, speed up or change it.")),
+            ]),
+            html.Div([
+                html.Div(_("Three things to try:"), className="intro-try-head"),
+                html.Ol([html.Li(dcc.Link(text, href=href)) for text, href in tries]),
+                html.Div([dcc.Link(_("All lessons"), href="/lessons", className="btn btn-small"),
+                          dcc.Link(_("Glossary"), href="/glossary", className="btn btn-small")],
+                         className="intro-links"),
+            ]),
+        ], className="intro-body"),
+    ], open=True, className="panel teach-intro", id="teach-intro")
