@@ -8,8 +8,14 @@ import argparse
 import os
 import sys
 
+from . import calibrate
 from .cli_args import dumps, number
+from .cli_run import add_run_commands
+from .cloud.cli import SCENARIOS, add_cloud_command, cmd_run_day
 from .config import CatalogError
+from .perf import PerfModel, economics
+from .topology import topology_summary
+from .validate import predictions, rows
 
 
 def _print(obj, as_json: bool, text) -> None:
@@ -27,7 +33,6 @@ def _text_step(d: dict) -> None:
 
 
 def cmd_perf(a) -> int:
-    from .perf import PerfModel, economics
     pm = PerfModel(a.deployment)
     if a.phase == "alltoall":
         if a.ep is None or a.tokens is None:
@@ -59,7 +64,6 @@ def cmd_perf(a) -> int:
 
 
 def cmd_validate(a) -> int:
-    from .validate import predictions, rows
     table, preds = rows(), predictions()
     ok = all(r["pass"] for r in table)
     if a.json:
@@ -85,12 +89,10 @@ def cmd_validate(a) -> int:
 
 
 def cmd_calibrate(a) -> int:
-    from .calibrate import main
-    return main()
+    return calibrate.main()
 
 
 def cmd_topology(a) -> int:
-    from .topology import topology_summary
     s = topology_summary(a.system)
 
     def text(d):
@@ -153,9 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--json", action="store_true")
     top.set_defaults(fn=cmd_topology)
 
-    from .cli_run import add_run_commands
     add_run_commands(sub)
-    from .cloud.cli import add_cloud_command
     add_cloud_command(sub)
     from .explore.cli import add_explore_commands
     add_explore_commands(sub)
@@ -164,7 +164,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .cloud.cli import SCENARIOS, cmd_run_day
     if args.cmd == "run" and args.scenario in SCENARIOS:    # a co-pool day: every policy
         args.fn = cmd_run_day
     try:

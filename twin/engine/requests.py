@@ -224,7 +224,7 @@ class RequestTable:
 
     def frame(self, start: int | None = None, stop: int | None = None):
         """Requests of the window (or ids [start, stop) of it) as a DataFrame (times in seconds)."""
-        import pandas as pd
+        import pandas as pd     # lazy: pandas only for frames (the engine's hot path never needs it)
         sl = self.rows(slice(start, stop))
         df = pd.DataFrame({"id": np.arange(self.base, self.base + len(self.arrival.a))[sl],
                            **{c: getattr(self, c).a[sl] for c in _FLOAT_COLS + _INT_COLS
