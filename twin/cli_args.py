@@ -40,22 +40,6 @@ def setting_type(s: Setting):
     return parse
 
 
-def field_number(model, field: str, integer: bool = False, unit: str = ""):
-    """`number` with the bounds a pydantic model declares for `field` (for a Scenario field, those
-    of its declared setting; `add_setting` adds such a flag with its name and help too)."""
-    lo = hi = None
-    lo_open = hi_open = False
-    for m in model.model_fields[field].metadata:
-        for attr, is_lo, is_open in (("gt", True, True), ("ge", True, False), ("lt", False, True),
-                                     ("le", False, False)):
-            if getattr(m, attr, None) is not None:
-                if is_lo:
-                    lo, lo_open = getattr(m, attr), is_open
-                else:
-                    hi, hi_open = getattr(m, attr), is_open
-    return number(lo, hi, lo_open, hi_open, integer, unit)
-
-
 def add_setting(parser, name: str, also: str = "", **kw):
     """The flag of a declared setting (twin.settings.SETTINGS[name]): its name, type and help (plus
     `also`, what this command does with it)."""

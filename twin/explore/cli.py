@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli_args import dumps, field_number, name, number, out_path
-from ..engine.scenario import Scenario
+from ..cli_args import add_setting, dumps, name, number, out_path
 from . import runner
 from .cache import Cache
 from .evaluate import METRICS
@@ -153,8 +152,7 @@ def add_explore_commands(sub) -> None:
     sw.add_argument("--vary", action="append", required=True, metavar="KEY=V1,V2,...",
                     help="a key and its values (or LO:HI:STEP); repeat for a grid")
     sw.add_argument("--seeds", type=number(1, 32, integer=True), default=1, help="seeds per point (1..32)")
-    sw.add_argument("--duration", type=field_number(Scenario, "duration_s", unit="s"), default=30.0,
-                    help="simulated seconds per run (default 30)")
+    add_setting(sw, "duration_s", "per run; default 30", default=30.0)
     sw.add_argument("--source", choices=SOURCES, default="engine",
                     help="engine (simulate) or model (perf-model steady state, no queueing)")
     sw.add_argument("--scheduler", help="Dask scheduler tcp://HOST:PORT (default: TWIN_DASK_SCHEDULER, "
@@ -178,9 +176,8 @@ def add_explore_commands(sub) -> None:
     cap.add_argument("--attainment", type=number(0, 1, lo_open=True), default=None,
                      help="share of requests that must meet both SLOs (default 0.99)")
     cap.add_argument("--set", action="append", metavar="KEY=VALUE", help="a fixed setting (sweep keys)")
-    cap.add_argument("--duration", type=field_number(Scenario, "duration_s", unit="s"), default=30.0,
-                     help="simulated seconds per probe (default 30)")
-    cap.add_argument("--seed", type=field_number(Scenario, "seed", integer=True), default=0)
+    add_setting(cap, "duration_s", "per probe; default 30", default=30.0)
+    add_setting(cap, "seed", default=0)
     cap.add_argument("--search", action="store_true",
                      help="search prefill instances x decode EP (the AIConfigurator question)")
     cap.add_argument("--prefill-instances", help="--search: prefill instance counts, e.g. 2,4,6,8")
