@@ -13,6 +13,7 @@ from .cli_args import dumps, number
 from .cli_run import add_run_commands
 from .cloud.cli import SCENARIOS, add_cloud_command, cmd_run_day
 from .config import CatalogError
+from .explore.cli import add_explore_commands
 from .perf import PerfModel, economics
 from .topology import topology_summary
 from .validate import predictions, rows
@@ -157,7 +158,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_run_commands(sub)
     add_cloud_command(sub)
-    from .explore.cli import add_explore_commands
     add_explore_commands(sub)
     return p
 

@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import argparse
 
+import pandas as pd
+
 from ..cli_args import add_setting, dumps, name, number, out_path
 from . import runner
+from .bench import bench
+from .capacity import DEFAULT_ATTAINMENT, Spec, capacity, search, search_space, settings
+from .compare import compare
 from .cache import Cache
 from .evaluate import METRICS
 from .points import SOURCES, parse_vary, plan
@@ -47,7 +52,6 @@ def cmd_sweep(a) -> int:
         if client is not None:
             client.close()
     if a.out:
-        import pandas as pd
         df = pd.DataFrame(rows)
         df.to_parquet(a.out, index=False) if a.out.endswith(".parquet") else df.to_csv(a.out, index=False)
     names = [n for n, _ in varies]
@@ -73,13 +77,11 @@ def _ints(flag: str, text: str | None) -> list[int] | None:
 
 
 def cmd_capacity(a) -> int:
-    from .capacity import Spec, capacity, search, settings
     fixed = settings(a.set) + tuple((k, v) for k, v in (("ttft_slo_ms", a.ttft_slo), ("tpot_slo_ms", a.tpot_slo))
                                     if v is not None)
     scenario = a.scenario or (SEARCH_SCENARIO if a.search else DEFAULT_SCENARIO)
     if a.search and a.scenario is None:
         fixed = (("output_len", 256),) + fixed
-    from .capacity import DEFAULT_ATTAINMENT
     spec = Spec(a.deployment, scenario, fixed, a.duration, a.seed,
                 DEFAULT_ATTAINMENT if a.attainment is None else a.attainment)
     if not a.search:
@@ -89,7 +91,6 @@ def cmd_capacity(a) -> int:
               f"{out['deployment']} / {out['scenario']}; perf model capacity {out['model_capacity_rps']:g} req/s; "
               f"{len(out['probes'])} engine runs in {out['seconds']:g} s")
         return 0
-    from .capacity import search_space
     pre, dec = search_space(spec, _ints("--prefill-instances", a.prefill_instances),
                             _ints("--decode-ep", a.decode_ep))
     client = _client(a)
@@ -108,7 +109,6 @@ def cmd_capacity(a) -> int:
 
 
 def cmd_compare(a) -> int:
-    from .compare import compare
     out = compare(a.tpot_slo)
     if a.json:
         print(dumps(out))
@@ -128,7 +128,6 @@ def cmd_compare(a) -> int:
 
 
 def cmd_explore_bench(a) -> int:
-    from .bench import bench
     out = bench(a.points, a.duration, runner.scheduler_address(a.scheduler))
     if a.json:
         print(dumps(out))
