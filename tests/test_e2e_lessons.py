@@ -66,7 +66,7 @@ def test_glossary_and_bad_input_show_messages_not_tracebacks(browser_page, artif
     assert pg.errors == []
 
 
-NOT_CONVERTED: set[str] = set()      # pages still in English (the shell around them is not)
+NOT_CONVERTED = {"/explorer"}      # pages still in English (the shell around them is not)
 
 
 def _pages() -> list[str]:

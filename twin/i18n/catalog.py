@@ -20,6 +20,8 @@ from babel.messages.catalog import Catalog
 from babel.messages.extract import extract_from_file
 from babel.messages.pofile import read_po, write_po
 
+from twin.lessons import messages
+
 from . import BABEL_LOCALE, DOMAIN, LANGS, LOCALE_DIR, po_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +31,8 @@ SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # conv
            "pages/validation.py", "pages/cloud.py", "twin/ui/lang.py", "twin/ui/topolive.py", "twin/ui/topoview.py",
            "twin/ui/tradeoffs.py", "twin/ui/live.py",
            "twin/ui/faultconsole.py", "twin/ui/faulttable.py", "twin/ui/faultview.py", "twin/ui/failpanels.py",
-           "twin/ui/errors.py", "twin/ui/guard.py")
+           "twin/ui/errors.py", "twin/ui/guard.py",
+           "pages/explorer.py")   # explorer: its name only so far
 KEYWORDS = {"_": None, "N_": None}
 POT = LOCALE_DIR / f"{DOMAIN}.pot"
 _NAMES = re.compile(r"%\((\w+)\)s")
@@ -37,7 +40,6 @@ _NAMES = re.compile(r"%\((\w+)\)s")
 
 def extract() -> Catalog:
     """The template: every msgid of SOURCES and of the lesson data, with where it occurs."""
-    from twin.lessons import messages
     cat = Catalog(project="CloudMatrix Twin", charset="utf-8")
     for rel in SOURCES:
         for lineno, msg, _comments, _ctx in extract_from_file("python", ROOT / rel, keywords=KEYWORDS):

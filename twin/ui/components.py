@@ -4,6 +4,7 @@ from __future__ import annotations
 from dash import dcc, html
 
 from twin import session as S
+from twin.settings import get as setting
 from twin.tracestore import UPLOAD_MAX_BYTES, names
 
 from .lang import N_, _
@@ -100,6 +101,27 @@ def trace_options() -> list[dict]:
     return [{"label": _("scenario's workload"), "value": ""}] + [{"label": n, "value": n} for n in names()]
 
 
+# The control bar's number fields: the declared setting each one sets, and the scale it is shown in.
+CONTROL_FIELDS = {"speed": ("speed", 1), "load": ("load", 100), "seed": ("live_seed", 1)}   # load in %
+
+
+def allowed(field: str, sep: str = " to ") -> str:
+    """A control-bar field's bounds, from its declared setting (twin.settings): "0 to 500" (load, %)."""
+    key, scale = CONTROL_FIELDS[field]
+    s = setting(key)
+    return sep.join(f"{x * scale:.0f}" if s.integer else f"{x * scale:g}" for x in (s.lo, s.hi))
+
+
+def bounds(field: str) -> dict:
+    """A control-bar field's bounds as message values: {"lo": "1", "hi": "1000"}."""
+    return dict(zip(("lo", "hi"), allowed(field, " ").split()))
+
+
+def presets(field: str) -> tuple:
+    """The preset buttons of a control-bar field (its declared setting's presets)."""
+    return setting(CONTROL_FIELDS[field][0]).presets
+
+
 def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
     """Run controls shown on every page. Values are per-viewer; actions go to the viewed twin.
 
@@ -120,24 +142,21 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
             html.Div([html.Button(_("max") if v == "max" else f"{v}×", id={"type": "ctl-speed-btn", "index": str(v)},
                                   className="pill", n_clicks=0,
                                   title=(_("as fast as possible") if v == "max" else _("%(v)s times real time") % {"v": v}))
-                      for v in S.SPEED_PRESETS], className="pills", id="ctl-speed"),
+                      for v in presets("speed")], className="pills", id="ctl-speed"),
             html.Div(dcc.Input(id="ctl-speed-custom", type="number", step=1,
-                               debounce=True, placeholder=f"{S.SPEED_MIN:g}–{S.SPEED_MAX:g}×",
+                               debounce=True, placeholder=f"{allowed('speed', '–')}×",
                                className="num-input"),
-                     title=_("Custom speed: %(lo)s to %(hi)s times real time (Enter to apply)") % {
-                         "lo": f"{S.SPEED_MIN:g}", "hi": f"{S.SPEED_MAX:g}"}),
+                     title=_("Custom speed: %(lo)s to %(hi)s times real time (Enter to apply)") % bounds("speed")),
         ], className="ctl-group"),
         html.Div([
             html.Span(_("Load"), className="ctl-label",
                       title=_("Offered load as a fraction of the deployment's capacity (synthetic workloads)")),
             html.Div([html.Button(f"{v}%", id={"type": "ctl-load-btn", "index": str(v)}, className="pill",
                                   n_clicks=0, title=_("arrivals at %(v)s%% of the deployment's capacity") % {"v": v})
-                      for v in S.LOAD_PRESETS], className="pills", id="ctl-load"),
+                      for v in presets("load")], className="pills", id="ctl-load"),
             html.Div(dcc.Input(id="ctl-load-custom", type="number", step=1, debounce=True,
-                               placeholder=f"{S.LOAD_MIN * 100:g}–{S.LOAD_MAX * 100:g}%",
-                               className="num-input"),
-                     title=_("Custom load: %(lo)s to %(hi)s %% of capacity (Enter to apply)") % {
-                         "lo": f"{S.LOAD_MIN * 100:g}", "hi": f"{S.LOAD_MAX * 100:g}"}),
+                               placeholder=f"{allowed('load', '–')}%", className="num-input"),
+                     title=_("Custom load: %(lo)s to %(hi)s %% of capacity (Enter to apply)") % bounds("load")),
         ], className="ctl-group", id="ctl-load-wrap"),
         html.Div([
             html.Span(id="ctl-status-state", className="state-pill"),
@@ -175,7 +194,7 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
                             "only you see it in this list)") % {"mb": UPLOAD_MAX_BYTES // 2**20}),
             ], className="field"),
             html.Div([
-                html.Label(_("Seed") + f" ({S.SEED_MIN}–{S.SEED_MAX})", htmlFor="ctl-seed", className="ctl-label"),
+                html.Label(_("Seed") + f" ({allowed('seed', '–')})", htmlFor="ctl-seed", className="ctl-label"),
                 dcc.Input(id="ctl-seed", type="number", step=1, value=0,
                           className="num-input num-wide"),
             ], className="field"),
