@@ -50,6 +50,18 @@ class _Params:
         return kw
 
 
+def apply_load(engine, params: _Params, key: str) -> None:
+    """Re-apply the viewer's load override to a new engine (after a reset, or in a sandbox copied
+    from the shared twin); on a scenario that cannot take it, keep the scenario's own load."""
+    if params.load is None:
+        return
+    try:
+        engine.submit(commands.SetLoad(params.load))
+    except Exception as exc:
+        log.warning("twin %s: could not re-apply load: %s", key, exc)
+        params.load = None
+
+
 @dataclass(frozen=True)
 class _Swap:
     """Queue message: replace the running engine (a reset), with the settings it was built from."""
@@ -222,10 +234,12 @@ class TwinActions:
             deployment=spec.get("deployment") if "deployment" in spec else None if demo else p.deployment,
             trace=spec.get("trace") if "trace" in spec else None if demo else p.trace,
             rate=parse_rate(spec["rate"]) if spec.get("rate") not in (None, "") else None,
-            load=None if demo else p.load,
+            load=None if demo else p.load,     # kept only on the same scenario (below)
             faults=demo.get("path"),
         )
         new.deployment = new.deployment or None
+        if new.scenario != p.scenario:     # a load override belongs to the scenario it was set on
+            new.load = None
         if "trace" in spec:
             try:
                 new.trace = check(spec["trace"])
@@ -241,12 +255,7 @@ class TwinActions:
                 raise ControlError(f"trace {new.trace}: the server's file for it cannot be used (the "
                                    "server log says why)") from None
             raise ControlError(str(exc).strip("'\"") or type(exc).__name__) from None
-        if new.load is not None:
-            try:
-                engine.submit(commands.SetLoad(new.load))
-            except Exception as exc:  # keep the scenario's own load rather than fail the reset
-                log.warning("twin %s: could not re-apply load: %s", self.key, exc)
-                new.load = None
+        apply_load(engine, new, self.key)
         random = (demo.get("random") or {}).get("hours_per_sim_s")
         self._q.put(_Swap(engine, new, policy_of(engine), random))
         with self._lock:
