@@ -462,7 +462,7 @@ def test_fault_targets_are_validated_with_the_engine_rules_without_touching_the_
     tw = twin_registry.shared()
     assert tw.check_fault({"kind": "optical_link", "target": "sp3/l2-7--n20/l1-3"}) == \
         {"kind": "optical_link", "target": "n20/l1-3--sp3/l2-7"}                  # canonical link id
-    bad = ((dict(kind="l2", target="n20"), "is a node element; l2 needs a l2"),
+    bad = ((dict(kind="l2", target="n20"), "is a node; fault kind l2 breaks an L2 UB switch"),
            (dict(kind="npu_die", target="n99/npu0/d0"), "node index 99 out of range 0..47"),
            (dict(kind="npu_die", target="n20/npu3/d7"), "die index 7 out of range"),
            (dict(kind="meteor", target="n20"), "fault kind = .meteor.: allowed npu_die"),
@@ -512,7 +512,7 @@ def test_failures_bad_target_shows_the_message_and_keeps_the_twin(failures, twin
     tw = twin_registry.shared()
     n_actions = len(tw.actions(50))
     msg, cls = fault_click(failures, "fl-inject.n_clicks", "npu_die", "n20/l1-3")
-    assert "msg-error" in cls and "Not applied" in msg and "is a l1 element; npu_die needs a die" in msg
+    assert "msg-error" in cls and "Not applied" in msg and "is an L1 UB switch; fault kind npu_die breaks an NPU die" in msg
     msg, cls = fault_click(failures, "fl-inject.n_clicks", "optical_flap", "n20/l1-3--sp3/l2-7", period="often")
     assert "msg-error" in cls and "period_s = 'often': not a finite number" in msg
     time.sleep(0.2)

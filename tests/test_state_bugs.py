@@ -44,3 +44,17 @@ def test_a_reset_to_another_scenario_drops_the_load_override_and_the_same_scenar
     assert wait_until(lambda: tw.run == 3)
     assert tw.params.load is None
     assert tw._engine.source.rate == pytest.approx(tw._engine.scenario.load * tw._engine.capacity_rps())
+
+
+def test_fault_wording_plurals_and_a_clear_refusal():
+    from twin.engine.faults import check_spec
+    from twin.topology import topology
+    from twin.ui.faultview import target_hint
+    topo = topology("cloudmatrix384")
+    hint = target_hint(topo, "l2", None)
+    assert hint.startswith("112 L2 UB switches (e.g. sp2/l2-5)") and "switchs" not in hint
+    assert "is an optical L1-L2 link, not one of these" in target_hint(topo, "l2", "n20/l1-3--sp3/l2-7")
+    with pytest.raises(ValueError) as exc:
+        check_spec({"kind": "l2", "target": "n20/l1-3--sp3/l2-7"}, topo, 0.0)
+    assert str(exc.value) == ("fault target = 'n20/l1-3--sp3/l2-7' is an optical L1-L2 link; fault kind l2 "
+                              "breaks an L2 UB switch (e.g. 'sp2/l2-5')")
