@@ -664,7 +664,7 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
     live = upd["live"]
     assert live["ndown"] and live["view"] == "supernode"                  # n20 drawn as failed
     assert size(upd) < 30_000
-    rows = FT.rows(tw.snapshot.faults, tw.snapshot.history, tw.snapshot.sim_time)
+    rows = FT.rows(tw.snapshot.faults, tw.snapshot.sim_time)
     assert rows[0]["slo_before"] is not None and rows[0]["state"] == "recovered"
 
 

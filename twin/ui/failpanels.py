@@ -76,7 +76,7 @@ def panels(snap) -> dict:
     signatures it has, so a part is sent only when it changed."""
     now = float(snap.sim_time)
     reports, failed, hist = list(snap.faults or ()), list(snap.failed or ()), snap.history
-    rows = FT.rows(reports, hist, now)
+    rows = FT.rows(reports, now)
     summary = snap.fault_summary or {}
     evs = [e for e in (snap.events or ()) if e.get("kind") in FT.TIMELINE_KINDS][-14:]
     marks = FT.marks(reports, now, window_start(hist))

@@ -90,30 +90,16 @@ def marks(reports, now: float, t_from: float | None = None) -> tuple[list, list]
 
 # ---- the fault table --------------------------------------------------------------------------------
 
-def _mean(hist: dict, key: str, t0: float, t1: float) -> float | None:
-    ts, vs = hist.get("t") or [], hist.get(key) or []
-    vals = [v for t, v in zip(ts, vs) if t0 < t <= t1 + 1e-9 and _num(v) is not None]
-    return sum(vals) / len(vals) if vals else None
-
-
-def rows(reports, hist: dict | None, now: float, interval_s: float = 1.0) -> list[dict]:
-    """One dict per fault: the engine's report plus SLO attainment before and during it (from the
-    snapshot history, over the same windows the engine uses for goodput) and its state."""
-    hist = hist or {}
+def rows(reports, now: float) -> list[dict]:
+    """One dict per fault: the engine's report (goodput and SLO attainment before and during it,
+    over the engine's windows, `accounting.fault_windows`: one definition) and its state."""
     out = []
     for r in reports or ():
-        at = _num(r.get("at_s")) or 0.0
-        rec = _num(r.get("recover_s"))
-        started = at <= now + 1e-9 and (r.get("active") or rec is not None)
-        end = at + rec if rec is not None else now
-        span = max(end - at, interval_s)
         row = {k: r.get(k) for k in ("id", "kind", "target", "at_s", "detect_s", "recover_s", "requests_affected",
                                      "requeued", "recomputed", "lost", "goodput_before", "goodput_during",
-                                     "active", "note")}
-        for k in ("goodput_before", "goodput_during"):
+                                     "slo_before", "slo_during", "active", "note")}
+        for k in ("goodput_before", "goodput_during", "slo_before", "slo_during"):
             row[k] = _num(row[k])
-        row["slo_before"] = _mean(hist, "slo_attainment", at - span, at) if started else None
-        row["slo_during"] = _mean(hist, "slo_attainment", at, end) if started else None
         row["state"] = state(r, now)
         out.append(row)
     return out
@@ -128,7 +114,9 @@ def _change(before, during, fmt, unit: str = "") -> html.Td:
     """A "before → during (±x %)" cell, red when the value fell by more than 5 %."""
     if before is None and during is None:
         return html.Td("–", className="muted")
-    delta = (during - before) / before if before and during is not None else None
+    if during is None:          # nothing completed in the window (a hang): not 100 %, not 0 %
+        return html.Td(f"{fmt(before)} → no completions", className="chg-bad")
+    delta = (during - before) / before if before else None
     cls = "chg-bad" if delta is not None and delta < -0.05 else ""
     return html.Td(f"{fmt(before)} → {fmt(during)}{unit}" + (f" ({delta * 100:+.0f} %)" if delta is not None else ""),
                    className=cls or None)

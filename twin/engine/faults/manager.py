@@ -204,7 +204,10 @@ class FaultManager:
         h = eng.metrics.history
         hist = {k: np.array(h[k], dtype=float) for k in ("t", "goodput_tps", "slo_attainment")}
         lost = eng.lost_ids()
-        return [f.report(eng.env.now, eng.scenario.interval_s, lost, hist) for f in faults]
+        now = eng.env.now
+        struck = sorted(f.at_s for f in self.faults if f.at_s <= now + 1e-9)
+        later = lambda at: next((x for x in struck if x > at + 1e-9), None)   # noqa: E731
+        return [f.report(now, eng.scenario.interval_s, lost, hist, later(f.at_s)) for f in faults]
 
     def summary(self) -> dict:
         """Counts over every fault of the run (records dropped from the history included)."""

@@ -109,13 +109,15 @@ class Fault:
     nodes: tuple = ()
     note: str = ""
 
-    def report(self, now: float, interval_s: float, lost_ids: np.ndarray, history: dict) -> dict:
+    def report(self, now: float, interval_s: float, lost_ids: np.ndarray, history: dict,
+               next_at: float | None = None) -> dict:
         """One row of the fault table; `lost_ids` from the engine's lifecycle audit, `history` the
         metrics history as arrays ("t", "goodput_tps", "slo_attainment"). Goodput and SLO
-        attainment are averaged over the same windows (`accounting.fault_windows`)."""
+        attainment are averaged over the same windows (`accounting.fault_windows`), cut at
+        `next_at`, when the next fault struck."""
         lost = int(np.isin(self.affected, lost_ids).sum()) if len(lost_ids) else 0
         end = self.at_s + (self.recover_s if self.recover_s is not None else max(now - self.at_s, 0))
-        before, during = fault_windows(self.at_s, end, interval_s)
+        before, during = fault_windows(self.at_s, end, interval_s, next_at)
         t = history["t"]
         out = {"id": self.id, "target": self.target, "kind": self.kind, "at_s": self.at_s,
                "detect_s": self.detect_s, "recover_s": self.recover_s,

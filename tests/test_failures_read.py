@@ -1,0 +1,39 @@
+"""The Failures page's numbers read right (issue 12): each fault's "during" window ends where the
+next fault struck (one definition, the engine's), and a window without completions says so."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from twin.engine.accounting import fault_windows
+from twin.engine.faults import Fault, FaultManager
+from twin.ui import faulttable as FT
+
+
+def test_a_faults_during_window_ends_where_the_next_fault_struck():
+    assert fault_windows(100.0, 400.0, 1.0) == ((40.0, 100.0), (100.0, 400.0))
+    assert fault_windows(100.0, 400.0, 1.0, next_at=150.0) == ((50.0, 100.0), (100.0, 150.0))
+    assert fault_windows(100.0, 400.0, 1.0, next_at=90.0) == ((40.0, 100.0), (100.0, 400.0))
+
+
+def _manager(history: dict, now: float) -> FaultManager:
+    eng = SimpleNamespace(metrics=SimpleNamespace(history=history), lost_ids=lambda: np.zeros(0, dtype=np.int64),
+                          env=SimpleNamespace(now=now), scenario=SimpleNamespace(interval_s=1.0))
+    return FaultManager(eng, policy=object())
+
+
+def test_a_later_faults_numbers_stay_out_of_an_earlier_faults_row():
+    t = list(range(1, 301))
+    good = [100.0 if x <= 200 else 40.0 for x in t]          # the second fault (at 200) halves goodput
+    slo = [1.0 if x <= 200 else float("nan") for x in t]     # ...and nothing completes after it
+    fm = _manager({"t": t, "goodput_tps": good, "slo_attainment": slo}, now=300.0)
+    fm.faults = [Fault(1, "optical_link", "n20/l1-3--sp3/l2-7", 100.0, active=True),
+                 Fault(2, "npu_die", "n36/npu3/d1", 200.0, active=True)]
+    first, second = fm.report()
+    assert (first["goodput_before"], first["goodput_during"]) == (100.0, 100.0)      # not -30 %
+    assert (first["slo_before"], first["slo_during"]) == (1.0, 1.0)
+    assert (second["goodput_before"], second["goodput_during"]) == (100.0, 40.0)
+    assert (second["slo_before"], second["slo_during"]) == (1.0, None)               # no completions
+    row = FT.rows([second], 300.0)[0]
+    assert FT._change(row["slo_before"], row["slo_during"], FT._pct).children == "100.0 → no completions"
