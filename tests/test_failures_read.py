@@ -37,3 +37,20 @@ def test_a_later_faults_numbers_stay_out_of_an_earlier_faults_row():
     assert (second["slo_before"], second["slo_during"]) == (1.0, None)               # no completions
     row = FT.rows([second], 300.0)[0]
     assert FT._change(row["slo_before"], row["slo_during"], FT._pct).children == "100.0 → no completions"
+
+
+def test_each_fault_appears_once_in_the_timeline():
+    from twin.engine import Engine
+    from twin.engine.commands import InjectFault
+    eng = Engine(scenario="paper-decode")
+    eng.advance(1.0)
+    eng.submit(InjectFault({"kind": "l2", "target": "sp2/l2-5", "duration_s": 3}))
+    eng.submit(InjectFault({"kind": "l1", "target": "n20/l1-3", "at_s": 5.0, "duration_s": 1}))
+    eng.advance(8.0)
+    lines = [e["message"] for e in FT_events(eng.snapshot().events)]
+    assert sum(m.startswith("#1 ") for m in lines) == 2 and sum(m.startswith("#2 ") for m in lines) == 2
+
+
+def FT_events(evs) -> list[dict]:
+    """The timeline's events, as the page lists them (newest first)."""
+    return [e for e in evs or () if e.get("kind") in FT.TIMELINE_KINDS][::-1]

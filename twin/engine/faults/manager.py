@@ -41,7 +41,7 @@ class FaultManager:
         self._prune()
         self.eng.env.process(self._run(f))
         when = "now" if f.at_s <= self.eng.env.now + 1e-9 else f"at {f.at_s:g} s"
-        self.eng.log("fault", f"#{f.id} {f.kind} on {f.target} scheduled {when}")
+        self.eng.log("schedule", f"#{f.id} {f.kind} on {f.target} scheduled {when}")
         return f
 
     def _prune(self) -> None:
