@@ -635,7 +635,8 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
     at = tw.snapshot.faults[0]["at_s"]
     assert {s["type"] for s in shapes} == {"rect", "line"}
     band = next(s for s in shapes if s["type"] == "rect")
-    assert band["x0"] == pytest.approx(at, abs=0.05) and band["x1"] == pytest.approx(at + 30, abs=0.05)
+    # the band is the disturbance: until the fabric rerouted (reroute_s), not the 30 s the switch is down
+    assert band["x0"] == pytest.approx(at, abs=0.05) and band["x1"] == pytest.approx(at + 2, abs=0.05)
     assert figs[0]["layout"]["annotations"][0]["text"] == "#1 l2"
     text = json.dumps(table, default=lambda o: o.to_plotly_json())
     assert "sp2/l2-5" in text and "lost-ok" in text and "recovered" in text and "30.0 s" in text
@@ -670,10 +671,10 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
 
 def test_fault_marks_merge_bands_and_keep_to_the_window():
     from twin.ui import faulttable as FV
-    reps = [{"id": 1, "kind": "l2", "at_s": 10.0, "recover_s": 5.0, "active": False},       # ends before t_from
-            {"id": 2, "kind": "l2", "at_s": 100.0, "recover_s": 50.0, "detect_s": 20.0, "active": False},
-            {"id": 3, "kind": "cpu", "at_s": 120.0, "recover_s": None, "active": True},    # overlaps #2
-            {"id": 4, "kind": "node", "at_s": 300.0, "recover_s": 10.0, "active": False},
+    reps = [{"id": 1, "kind": "l2", "at_s": 10.0, "recover_s": 5.0, "served_s": 5.0, "active": False},       # ends before t_from
+            {"id": 2, "kind": "l2", "at_s": 100.0, "recover_s": 50.0, "served_s": 50.0, "detect_s": 20.0, "active": False},
+            {"id": 3, "kind": "cpu", "at_s": 120.0, "recover_s": None, "served_s": None, "active": True},    # overlaps #2
+            {"id": 4, "kind": "node", "at_s": 300.0, "recover_s": 10.0, "served_s": 10.0, "active": False},
             {"id": 5, "kind": "npu", "at_s": 900.0, "active": False}]                     # not struck yet
     shapes, notes = FV.marks(reps, 400.0, t_from=50.0)
     bands = [(s["x0"], s["x1"]) for s in shapes if s["type"] == "rect"]
@@ -681,7 +682,8 @@ def test_fault_marks_merge_bands_and_keep_to_the_window():
     lines = [(s["x0"], s["line"]["color"]) for s in shapes if s["type"] == "line"]
     assert [x for x, _ in lines] == [100.0, 120.0, 300.0, 120.0]    # three strikes, one detection
     assert [n["text"] for n in notes] == ["#2 l2", "#3 cpu", "#4 node"]
-    many = [{"id": i, "kind": "l1", "at_s": float(i), "recover_s": 0.5, "active": False} for i in range(1, 31)]
+    many = [{"id": i, "kind": "l1", "at_s": float(i), "recover_s": 0.5, "served_s": 0.5,
+             "active": False} for i in range(1, 31)]
     shapes, notes = FV.marks(many, 40.0)
     assert len([s for s in shapes if s["type"] == "rect"]) == 30 and len(notes) == FV.MARK_LABELS
     assert notes[-1]["text"] == "#30 l1"

@@ -54,3 +54,22 @@ def test_each_fault_appears_once_in_the_timeline():
 def FT_events(evs) -> list[dict]:
     """The timeline's events, as the page lists them (newest first)."""
     return [e for e in evs or () if e.get("kind") in FT.TIMELINE_KINDS][::-1]
+
+
+def test_a_network_faults_band_ends_when_traffic_flows_again_not_at_the_repair():
+    from twin.engine import Engine
+    from twin.engine.commands import InjectFault
+    eng = Engine(scenario="paper-decode")
+    eng.advance(1.0)
+    eng.submit(InjectFault({"kind": "optical_link", "target": "n20/l1-3--sp3/l2-7"}))          # no duration
+    eng.submit(InjectFault({"kind": "optical_flap", "target": "n21/l1-3--sp3/l2-7", "duration_s": 200,
+                            "period_s": 10}))
+    eng.advance(99.0)
+    down, flap = eng.snapshot().faults
+    assert down["active"] and down["recover_s"] is None and down["served_s"] == 2.0   # rerouted (reroute_s)
+    assert flap["active"] and flap["served_s"] == 60.0                                # isolated at detection
+    shapes, _ = FT.marks([down], 100.0)
+    assert [(s["x0"], s["x1"]) for s in shapes if s["type"] == "rect"] == [(1.0, 3.0)]
+    # the flap is isolated at its detection, 60 s after it struck
+    shapes, _ = FT.marks([flap], 100.0)
+    assert [(s["x0"], s["x1"]) for s in shapes if s["type"] == "rect"] == [(1.0, 61.0)]

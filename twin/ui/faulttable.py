@@ -19,7 +19,7 @@ from .faultview import ELEMENT_LABEL, KIND_LABEL, element_kind
 
 def state(r: dict, now: float) -> str:
     if r.get("active"):
-        if r.get("recover_s") is not None:        # service back, the part itself still under repair
+        if r.get("served_s") is not None:         # service back (rerouted), the part still under repair
             return "served again · part in repair"
         return "active · detected" if r.get("detect_s") is not None else "active"
     if r.get("recover_s") is not None:
@@ -52,8 +52,9 @@ def _vline(x: float, colour: str, width: float, dash: str | None = None) -> dict
 
 
 def marks(reports, now: float, t_from: float | None = None) -> tuple[list, list]:
-    """(shapes, annotations) for a KPI chart: red bands where any fault lasted (overlapping faults
-    merged into one band), a solid line where each struck, a dashed yellow line where it was
+    """(shapes, annotations) for a KPI chart: red bands where any fault disturbed service (from the
+    strike until traffic flowed steadily again, `served_s`: a reroute, an isolated flapping link, a
+    recovered instance; overlapping faults merged into one band), a solid line where each struck, a dashed yellow line where it was
     detected, and a label on the newest MARK_LABELS strikes. Only what overlaps the visible window
     (from `t_from` to now) is drawn: with hundreds of faults the marks stay a few KB."""
     spans, strikes, detects = [], [], []
@@ -62,8 +63,8 @@ def marks(reports, now: float, t_from: float | None = None) -> tuple[list, list]
         at = _num(r.get("at_s"))
         if at is None or at > now + 1e-9 or (not r.get("active") and r.get("recover_s") is None):
             continue
-        rec = _num(r.get("recover_s"))
-        end = at + rec if rec is not None else now
+        rec = _num(r.get("served_s"))
+        end = min(at + rec, now) if rec is not None else now
         if end < lo:
             continue
         spans.append((max(at, lo), end))

@@ -90,6 +90,8 @@ class FaultManager:
         else:
             yield from self._until(f, min(pol.reroute_s, end))
             f.rerouted = True
+            if f.kind != "optical_degrade":   # a slow link stays slow until it is repaired
+                f.served_s = eng.env.now - f.at_s
             eng.network_changed()
             if end >= pol.detect_s:
                 yield from self._until(f, pol.detect_s)
@@ -136,6 +138,7 @@ class FaultManager:
             f.rerouted = True
             eng.network_changed()
             self._detected(f, pol, "flapping link isolated until repaired")
+            f.served_s = f.detect_s
 
     def _remaining(self, f: Fault, repair_s: float) -> float:
         elapsed = self.eng.env.now - f.at_s

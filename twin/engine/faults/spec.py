@@ -101,6 +101,7 @@ class Fault:
     period_s: float = 10.0
     detect_s: float | None = None
     recover_s: float | None = None
+    served_s: float | None = None     # seconds until traffic flowed steadily again (rerouted, isolated)
     rerouted: bool = False
     active: bool = False
     affected: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -121,6 +122,7 @@ class Fault:
         t = history["t"]
         out = {"id": self.id, "target": self.target, "kind": self.kind, "at_s": self.at_s,
                "detect_s": self.detect_s, "recover_s": self.recover_s,
+               "served_s": self.served_s if self.served_s is not None else self.recover_s,
                "requests_affected": len(self.affected), "requeued": self.requeued,
                "recomputed": self.recomputed, "lost": lost}
         for key, series in (("goodput", "goodput_tps"), ("slo", "slo_attainment")):
