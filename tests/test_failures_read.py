@@ -73,3 +73,16 @@ def test_a_network_faults_band_ends_when_traffic_flows_again_not_at_the_repair()
     # the flap is isolated at its detection, 60 s after it struck
     shapes, _ = FT.marks([flap], 100.0)
     assert [(s["x0"], s["x1"]) for s in shapes if s["type"] == "rect"] == [(1.0, 61.0)]
+
+
+def test_a_30_s_p99_tpot_is_clipped_and_named_instead_of_flattening_the_chart():
+    from twin.ui import faultconsole as FC
+    from twin.ui import figures as F
+    t = list(range(1, 201))
+    hist = {"t": t, "tpot_p50_ms": [40.0] * 200, "tpot_p99_ms": [48.0 if x != 150 else 30_000.0 for x in t]}
+    fig = F.strip_figure(FC.CHARTS["tpot"], hist)
+    ax = fig["layout"]["yaxis"]
+    assert ax["range"] == [0, 192.0] and ax["autorange"] is False          # 4x the median (48 ms)
+    assert ax["title"]["text"] == "ms · clipped at 192; max 30,000 at t=150 s"
+    calm = dict(hist, tpot_p99_ms=[48.0] * 200)
+    assert F.strip_figure(FC.CHARTS["tpot"], calm)["layout"]["yaxis"]["autorange"] is True

@@ -67,6 +67,9 @@ def charts(t: Tick, panels: dict, changed) -> dict:
            "y": [e[0]["y"] if e else [] for e in ext]}
     if new_marks:
         upd["shapes"], upd["notes"] = shapes, notes
+    axes = [F.robust_axis(spec, hist) if spec.robust else None for spec in FC.CHARTS.values()]
+    if changed("axes", FV.crc(axes)):     # a clipped axis moves with its window (assets/twin.js)
+        upd["yaxes"] = axes
     return {"strips": upd}
 
 

@@ -21,9 +21,10 @@ DEFAULT_KIND = "l2"
 
 CHARTS = {
     "tpot": F.StripSpec("Time per output token (ms)", "ms", (
-        F.Series("tpot_p50_ms", "p50", T.PURPLE), F.Series("tpot_p99_ms", "p99", T.PINK, dash="dot"))),
+        F.Series("tpot_p50_ms", "p50", T.PURPLE), F.Series("tpot_p99_ms", "p99", T.PINK, dash="dot")),
+        robust=True),
     "ttft": F.StripSpec("Time to first token p50 (s)", "s", (
-        F.Series("ttft_p50_ms", "p50", T.TEAL, scale=1e-3),)),
+        F.Series("ttft_p50_ms", "p50", T.TEAL, scale=1e-3),), robust=True),
     "good": F.StripSpec("Goodput (output tokens/s meeting the SLOs)", "tok/s", (
         F.Series("goodput_tps", "goodput", T.GREEN, fill=True),
         F.Series("output_tps", "all output", T.ORANGE, dash="dot"))),

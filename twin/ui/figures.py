@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from . import theme
 
 HISTORY_POINTS = 600    # points kept on a strip chart (the snapshot history is bounded too)
+OUTLIER_X = 4.0         # assumption: on a `robust` chart, a point above 4x the window's median is an outlier
 
 
 def r4(v) -> float | None:
@@ -46,6 +47,7 @@ class StripSpec:
     series: tuple[Series, ...]
     y2_title: str = ""
     y_range: tuple | None = None
+    robust: bool = False  # clip the y axis at OUTLIER_X x the median, saying so (see `robust_axis`)
 
     def keys(self) -> list[str]:
         return [s.key for s in self.series]
@@ -83,12 +85,36 @@ def strip_figure(spec: StripSpec, hist: dict | None, height: int = 230) -> dict:
     if spec.y_range:
         over["yaxis"]["range"] = list(spec.y_range)
         over["yaxis"]["rangemode"] = "normal"
+    if spec.robust:
+        over["yaxis"].update(robust_axis(spec, hist))
     if spec.y2_title:
         over["yaxis2"] = {"title": {"text": spec.y2_title, "font": {"size": 11, "color": theme.MUTED}},
                           "overlaying": "y", "side": "right", "gridcolor": "rgba(0,0,0,0)",
                           "rangemode": "tozero"}
         over["margin"] = {"l": 56, "r": 56, "t": 34, "b": 40}
     return {"data": data, "layout": theme.base_layout(**over)}
+
+
+def robust_axis(spec: StripSpec, hist: dict | None) -> dict:
+    """y-axis settings that keep a chart readable when a few points are far out (a 30 s p99 TPOT
+    during a hang): above OUTLIER_X x the median of the window's values the axis is clipped and its
+    title says so, naming the largest value and when it happened; otherwise autorange."""
+    hist = hist or {}
+    n = len(hist.get("t") or [])
+    lo = max(0, n - HISTORY_POINTS)
+    xs = _times(hist, lo)
+    pts = [(y, x) for s in spec.series for x, y in zip(xs, _values(hist, s.key, lo, s.scale)) if y is not None]
+    title = {"text": spec.y_title, "font": {"size": 11, "color": theme.MUTED}}
+    ys = sorted(y for y, _ in pts)
+    med = ys[len(ys) // 2] if ys else 0.0
+    top = max(pts) if pts else None
+    if top is None or med <= 0 or top[0] <= OUTLIER_X * med:
+        return {"autorange": True, "range": None, "title": title}
+    hi = float(f"{OUTLIER_X * med:.3g}")
+    num = lambda v: f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"     # noqa: E731
+    title = dict(title, text=f"{spec.y_title} · clipped at {num(hi)}; max {num(top[0])} at t={top[1]:,.0f} s",
+                 font={"size": 11, "color": theme.RED})
+    return {"autorange": False, "range": [0, hi], "title": title}
 
 
 def new_points_from(hist: dict | None, since_t: float | None) -> int:
