@@ -109,7 +109,7 @@ def robust_axis(spec: StripSpec, hist: dict | None) -> dict:
     med = ys[len(ys) // 2] if ys else 0.0
     top = max(pts) if pts else None
     if top is None or med <= 0 or top[0] <= OUTLIER_X * med:
-        return {"autorange": True, "range": None, "title": title}
+        return {"autorange": True, "title": title}
     hi = float(f"{OUTLIER_X * med:.3g}")
     num = lambda v: f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"     # noqa: E731
     title = dict(title, text=f"{spec.y_title} · clipped at {num(hi)}; max {num(top[0])} at t={top[1]:,.0f} s",
