@@ -167,7 +167,7 @@ def demos() -> html.Div:
 
 def legend() -> html.Div:
     return html.Div([
-        html.Span([html.Span(className="swatch", style={"background": T.RED, "opacity": 0.5}), "fault until recovered"]),
+        html.Span([html.Span(className="swatch", style={"background": T.RED, "opacity": 0.5}), "service disturbed (until rerouted or recovered)"]),
         html.Span([html.Span(className="swatch swatch-line", style={"background": T.RED}), "struck"]),
         html.Span([html.Span(className="swatch swatch-dash", style={"borderColor": T.YELLOW}), "detected"]),
     ], className="legend")
