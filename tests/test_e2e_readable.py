@@ -71,3 +71,20 @@ def test_traffic_destination_axis_title_clears_its_ticks(browser_page):
         const ticks = [...gd.querySelectorAll('.xtick text')].map(t => t.getBoundingClientRect().bottom);
         return title.top - Math.max(...ticks); }""")
     assert gap >= 2, gap
+
+
+def test_a_link_opens_paper_decode_at_50x_in_chinese(browser_page, live_server):
+    pg = browser_page
+    _, reg = live_server
+    pg.goto(pg.base_url + "/?scenario=paper-decode&speed=50&lang=zh")
+    wait_text(pg, "#ctl-msg", "paper-decode")
+    wait_text(pg, "#ctl-status-speed", "50")
+    assert pg.evaluate("() => document.documentElement.lang").startswith("zh")
+    tw = reg.shared()
+    assert tw.params.scenario == "paper-decode" and tw.speed == 50.0
+    pg.goto(pg.base_url + "/?speed=fast")
+    wait_text(pg, "#ctl-msg", "speed = 'fast': allowed 1 to 1000")
+    assert tw.speed == 50.0
+    tw.control("reset", {"scenario": "default"})
+    tw.control("speed", 1)
+    assert pg.errors == []

@@ -10,6 +10,8 @@ from twin.engine.accounting import fault_windows
 from twin.engine.faults import Fault, FaultManager
 from twin.ui import faulttable as FT
 
+from test_callbacks import failures  # noqa: F401 (fixture)
+
 
 def test_a_faults_during_window_ends_where_the_next_fault_struck():
     assert fault_windows(100.0, 400.0, 1.0) == ((40.0, 100.0), (100.0, 400.0))
@@ -86,3 +88,21 @@ def test_a_30_s_p99_tpot_is_clipped_and_named_instead_of_flattening_the_chart():
     assert ax["title"]["text"] == "ms · clipped at 192; max 30,000 at t=150 s"
     calm = dict(hist, tpot_p99_ms=[48.0] * 200)
     assert F.strip_figure(FC.CHARTS["tpot"], calm)["layout"]["yaxis"]["autorange"] is True
+
+
+def test_the_fault_table_downloads_as_csv():
+    rows = FT.rows([{"id": 2, "kind": "l2", "target": "sp2/l2-5", "at_s": 30.0, "detect_s": None, "recover_s": 2.5,
+                     "served_s": 2.5, "requests_affected": 5, "requeued": 0, "recomputed": 0, "lost": 0,
+                     "goodput_before": 100.0, "goodput_during": 90.0, "slo_before": 1.0, "slo_during": None,
+                     "active": False},
+                    {"id": 1, "kind": "cpu", "target": "n05/cpu0", "at_s": 10.0, "active": True}], 40.0)
+    assert FT.csv_text(rows).splitlines() == [
+        "id,kind,target,at_s,detect_s,recover_s,requests_affected,requeued,recomputed,lost,goodput_before,"
+        "goodput_during,slo_before,slo_during,state",
+        "1,cpu,n05/cpu0,10.0,,,,,,,,,,,active",
+        "2,l2,sp2/l2-5,30.0,,2.5,5,0,0,0,100.0,90.0,1.0,,recovered"]
+
+
+def test_the_csv_button_sends_the_viewed_twins_table(failures, twin_registry):   # noqa: F811
+    out = failures.download_csv(1, "shared")
+    assert out["filename"] == "faults.csv" and out["content"].startswith("id,kind,target,at_s,")

@@ -3,6 +3,8 @@ attainment before and during each fault, over the engine's goodput windows), fai
 fault timeline and the policy and random-failure lines. Everything is built from snapshot data."""
 from __future__ import annotations
 
+import csv
+import io
 import math
 
 from dash import html
@@ -104,6 +106,20 @@ def rows(reports, now: float) -> list[dict]:
         row["state"] = state(r, now)
         out.append(row)
     return out
+
+
+CSV_FIELDS = ("id", "kind", "target", "at_s", "detect_s", "recover_s", "requests_affected", "requeued",
+              "recomputed", "lost", "goodput_before", "goodput_during", "slo_before", "slo_during", "state")
+
+
+def csv_text(rows_: list[dict]) -> str:
+    """The fault table as CSV (one row per fault, oldest first; empty cells for "not measured")."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(CSV_FIELDS)
+    for r in sorted(rows_, key=lambda x: int(x.get("id") or 0)):
+        w.writerow(["" if r.get(k) is None else r.get(k) for k in CSV_FIELDS])
+    return out.getvalue()
 
 
 def _secs(v, pending: str = "…") -> str:
