@@ -81,6 +81,10 @@ def test_a_link_opens_paper_decode_at_50x_in_chinese(browser_page, live_server):
     wait_text(pg, "#ctl-status-speed", "50")
     assert pg.evaluate("() => document.documentElement.lang").startswith("zh")
     tw = reg.shared()
+    for _ in range(50):                         # the engine swap lands within a loop iteration
+        if tw.params.scenario == "paper-decode":
+            break
+        pg.wait_for_timeout(100)
     assert tw.params.scenario == "paper-decode" and tw.speed == 50.0
     pg.goto(pg.base_url + "/?speed=fast")
     wait_text(pg, "#ctl-msg", "speed = 'fast': allowed 1 to 1000")
