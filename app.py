@@ -149,18 +149,18 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
             msg = tw.control("speed", G.text(trig.get("index")), **kw)
         elif trig == "ctl-speed-custom":
             if G.number(speed_custom) is None:
-                raise S.ControlError(f"speed: allowed {S.SPEED_MIN:g} to {S.SPEED_MAX:g} (times real time)")
+                raise S.ControlError(f"speed: allowed {C.allowed('speed')} (times real time)")
             msg = tw.control("speed", speed_custom, **kw)
         elif isinstance(trig, dict) and trig.get("type") == "ctl-load-btn":
             pct = G.number(trig.get("index"))
             msg = tw.control("load", None if pct is None else pct / 100.0, **kw)
         elif trig == "ctl-load-custom":
             if G.number(load_custom) is None:
-                raise S.ControlError(f"load: allowed {S.LOAD_MIN * 100:g} to {S.LOAD_MAX * 100:g} % of capacity")
+                raise S.ControlError(f"load: allowed {C.allowed('load')} % of capacity")
             msg = tw.control("load", G.number(load_custom) / 100.0, **kw)
         elif trig == "ctl-reset":
             if G.number(seed) is None:
-                raise S.ControlError(f"seed: allowed a whole number {S.SEED_MIN} to {S.SEED_MAX}")
+                raise S.ControlError(f"seed: allowed a whole number {C.allowed('seed')}")
             if G.ident(scenario) is None or deployment not in ("", None) and G.ident(deployment) is None:
                 raise S.ControlError("scenario and deployment: allowed one of the names in their lists")
             msg = tw.control("reset", {"scenario": scenario, "deployment": deployment or None,

@@ -21,10 +21,12 @@ from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import theme as T
 
-dash.register_page(__name__, path="/cloud", name="Cloud", title="Cloud · CloudMatrix Twin", order=7)
+dash.register_page(__name__, path="/cloud", name="Cloud", title="Cloud · CloudMatrix Twin", order=8)
 
 P = "cl"
 DAY_MIN_S, DAY_MAX_S, DAY_DEFAULT_S = 30, 600, 60   # simulated seconds standing for 24 h (input bounds)
+MSG = (Output(f"{P}-msg", "children", allow_duplicate=True),      # the page's message line, written by
+       Output(f"{P}-msg", "className", allow_duplicate=True))     # both the run and the re-pricing
 KEEP_RUNS = 3                                        # days kept for re-pricing (memory bound)
 _RUNS: OrderedDict = OrderedDict()
 _LOCK = threading.Lock()
@@ -200,8 +202,7 @@ def run_days(day_s: float, knobs: dict) -> str:
 
 @dash.callback(
     Output(f"{P}-run", "data"),
-    Output(f"{P}-msg", "children"),
-    Output(f"{P}-msg", "className"),
+    *MSG,
     Input(f"{P}-go", "n_clicks"),
     State(f"{P}-day", "value"),
     *[State(f"{P}-{k[0]}", "value") for k in KNOBS],
@@ -226,16 +227,13 @@ def on_run(_n, day, *knobs):
 
 
 @dash.callback(
-    Output(f"{P}-timeline", "figure"),
-    Output(f"{P}-table", "children"),
-    Output(f"{P}-msg", "children", allow_duplicate=True),
-    Output(f"{P}-msg", "className", allow_duplicate=True),
-    Input(f"{P}-run", "data"),
-    Input(f"{P}-show", "value"),
-    *[Input(f"{P}-{k[0]}", "value") for k in PRICES],
+    output=[Output(f"{P}-timeline", "figure"), Output(f"{P}-table", "children"), *MSG],
+    inputs={"run": Input(f"{P}-run", "data"), "show": Input(f"{P}-show", "value"),
+            "prices": [Input(f"{P}-{k[0]}", "value") for k in PRICES]},
     prevent_initial_call=True,
 )
-def on_show(run, show, *prices):
+def on_show(run, show, prices):
+    """Draw the chosen policy's day and price every policy (again when a price changes)."""
     key = G.store(run).get("key")
     pools = _RUNS.get(key) if isinstance(key, str) else None
     if pools is None:

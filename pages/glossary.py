@@ -9,7 +9,7 @@ from twin import lessons as L
 from twin.ui import components as C
 from twin.ui import teach as T
 
-dash.register_page(__name__, path="/glossary", name="Glossary", title="Glossary · CloudMatrix Twin", order=9)
+dash.register_page(__name__, path="/glossary", name="Glossary", title="Glossary · CloudMatrix Twin", order=10)
 
 
 def layout(lang=None, **_kwargs):

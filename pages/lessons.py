@@ -18,7 +18,7 @@ from twin.ui import guard as G
 from twin.ui import teach as T
 from twin.ui.live import twin_for
 
-dash.register_page(__name__, path="/lessons", name="Lessons", title="Lessons · CloudMatrix Twin", order=8)
+dash.register_page(__name__, path="/lessons", name="Lessons", title="Lessons · CloudMatrix Twin", order=9)
 
 P = "lesson"
 

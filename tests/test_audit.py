@@ -143,12 +143,12 @@ def test_lost_is_measured_during_the_run_too(monkeypatch):
 
 
 def test_an_engine_that_finishes_requests_early_is_caught(monkeypatch):
-    real = DecodeInstance._admit
+    real = Engine.finish
 
-    def hasty(self):
-        real(self)
-        self.left = np.maximum(self.left - 1, 0)         # one token short of what was asked
-    monkeypatch.setattr(DecodeInstance, "_admit", hasty)
+    def hasty(self, ids):
+        self.req.generated[ids] -= 1                      # one token short of what was asked
+        real(self, ids)
+    monkeypatch.setattr(Engine, "finish", hasty)
     eng = Engine("paper-decode", seed=1)
     eng.advance(10)
     eng.drain(cap_s=60)

@@ -265,7 +265,8 @@ def test_a_forged_scenario_or_deployment_is_refused_not_replaced(dash_app, reg, 
 
 
 def test_arrival_rate_has_one_limit_the_scenario_models():
-    from twin.engine.scenario import MAX_RATE, Scenario
+    from twin.engine.scenario import Scenario
+    from twin.settings import MAX_RATE
     from twin.engine.source import SyntheticSource
     bound = next(m.le for m in Scenario.model_fields["rate"].metadata if hasattr(m, "le"))
     assert MAX_RATE == bound == 100_000

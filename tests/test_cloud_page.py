@@ -27,7 +27,7 @@ def _cells(table) -> dict:
 
 
 def test_a_day_runs_and_is_drawn(cloud, run):
-    fig, table, *_ = cloud.on_show(run, "copool", *PRICES)
+    fig, table, *_ = cloud.on_show(run, "copool", list(PRICES))
     names = [t["name"] for t in fig["data"]]
     assert names[:4] == ["prefill NPUs", "decode NPUs", "training NPUs", "switching"]
     assert set(_cells(table)) == {"copool", "dedicated", "inference-only"}
@@ -35,8 +35,8 @@ def test_a_day_runs_and_is_drawn(cloud, run):
 
 
 def test_prices_reprice_without_a_rerun(cloud, run):
-    cheap = _cells(cloud.on_show(run, "copool", 4e6, 4, 0.1, 1.3, 0.5)[1])
-    dear = _cells(cloud.on_show(run, "copool", 8e6, 4, 0.1, 1.3, 0.5)[1])
+    cheap = _cells(cloud.on_show(run, "copool", [4e6, 4, 0.1, 1.3, 0.5])[1])
+    dear = _cells(cloud.on_show(run, "copool", [8e6, 4, 0.1, 1.3, 0.5])[1])
     assert float(dear["inference-only"][8]) > float(cheap["inference-only"][8])
 
 
@@ -51,9 +51,9 @@ def test_bad_run_inputs_get_a_message(cloud, day, knobs, message):
 
 
 def test_bad_prices_and_forged_stores(cloud, run):
-    out = cloud.on_show(run, "copool", 8e6, 4, 0.1, 0.5, 0.5)
+    out = cloud.on_show(run, "copool", [8e6, 4, 0.1, 0.5, 0.5])
     assert out[3] == "ctl-msg msg-error" and "prices.pue = 0.5" in out[2]
     for forged in (None, "junk", {"key": 5}, {"key": "nope"}):
-        assert cloud.on_show(forged, "copool", *PRICES)[1].children == "Run the day to compare the policies."
-    fig = cloud.on_show(run, "<script>", *PRICES)[0]                  # unknown policy: the co-pool day
+        assert cloud.on_show(forged, "copool", list(PRICES))[1].children == "Run the day to compare the policies."
+    fig = cloud.on_show(run, "<script>", list(PRICES))[0]                  # unknown policy: the co-pool day
     assert fig["layout"]["title"]["text"].startswith("copool:")

@@ -41,13 +41,20 @@ def _exact_prefill(self, inst, inputs, cached):
                                  reuse=reuse).step_ms / 1e3
 
 
+def _bypass_memo(monkeypatch) -> None:
+    """Prefill step times at the exact shape, for batches of many prompts and of one."""
+    monkeypatch.setattr(timing.StepTimes, "prefill_seconds", _exact_prefill)
+    monkeypatch.setattr(timing.StepTimes, "prefill_seconds_one", lambda self, inst, tokens, cached:
+                        _exact_prefill(self, inst, np.array([tokens]), np.array([cached])))
+
+
 # ---- same seed, same figures -------------------------------------------------------------------
 @pytest.mark.parametrize("name,duration", [("peak-384", 60), ("bursty-chat", 60),
                                            ("paper-prefill-cache", 60), ("paper-decode", 60)])
 def test_synthetic_runs_match_before_exactly_without_the_memo(monkeypatch, name, duration):
     """With the prefill memo bypassed, every summary figure equals the pre-speed-work engine's:
     the batching, traffic groups, skipped ticks and flow callbacks change no result."""
-    monkeypatch.setattr(timing.StepTimes, "prefill_seconds", _exact_prefill)
+    _bypass_memo(monkeypatch)
     s = _run(name, duration_s=duration).summary()
     b = {k: v for k, v in BEFORE[name].items() if not k.startswith("_")}
     # whole-run percentiles now come from a log histogram with a stated relative accuracy (the
@@ -107,6 +114,18 @@ def test_prefill_memo_error_is_small_and_printed():
     half = np.array([2048, 2048])
     inst.memo = {}
     assert eng.timing.prefill_seconds(inst, four_k, half) == _exact_prefill(eng, inst, four_k, half)
+
+
+def test_one_prompt_step_time_in_python_numbers_equals_the_array_path():
+    """The scalar path of one-request batches keys the memo exactly as the array path does."""
+    eng = Engine("diurnal", seed=0)
+    inst, rng = eng.prefill[0], np.random.default_rng(3)
+    for tokens in rng.integers(1, 200_000, 300).tolist() + [1, 2, 4096, 131072]:
+        cached = int(tokens * rng.uniform(0, 1))
+        want = eng.timing.prefill_seconds(inst, np.array([tokens]), np.array([cached]))
+        inst.memo = {}
+        assert eng.timing.prefill_seconds_one(inst, tokens, cached) == want
+        inst.memo = {}
 
 
 # ---- EMS over a batch --------------------------------------------------------------------------
@@ -212,7 +231,7 @@ def test_bench_figures_and_scaling_table():
 def test_traffic_per_group_equals_per_request_accounting(monkeypatch):
     """Node-pair UB traffic, RDMA per node and plane totals of the last interval of a 10 s
     peak-384 run equal the per-request accounting of the engine before (recorded)."""
-    monkeypatch.setattr(timing.StepTimes, "prefill_seconds", _exact_prefill)
+    _bypass_memo(monkeypatch)
     want = json.loads((Path(__file__).parent / "data" / "speed_before_traffic.json").read_text())["peak-384"]
     eng = Engine("peak-384", seed=0, duration_s=10)
     eng.advance(10)
@@ -257,7 +276,7 @@ def test_generated_counts_are_written_back_when_read():
     eng.advance(10)
     d, req = eng.decode[0], eng.req
     assert len(d.ids) > 1000
-    np.testing.assert_array_equal(req.generated[d.ids], d.ctx - req.input[d.ids])
+    np.testing.assert_array_equal(req.generated[d.ids], req.output[d.ids] - d.left)
     assert (req.generated[d.ids] > 1).any()
     done = req.state[: req.n] == DONE
     np.testing.assert_array_equal(req.generated[: req.n][done], req.output[: req.n][done])

@@ -1,4 +1,4 @@
-"""Command line: perf, validate, calibrate, topology, run, bench.
+"""Command line: perf, validate, calibrate, topology, run, bench (and sweep, capacity, compare).
 
 Every error a user can cause prints one line naming what was wrong and exits with status 2.
 """
@@ -8,8 +8,15 @@ import argparse
 import os
 import sys
 
+from . import calibrate
 from .cli_args import dumps, number
+from .cli_run import add_run_commands
+from .cloud.cli import SCENARIOS, add_cloud_command, cmd_run_day
 from .config import CatalogError
+from .explore.cli import add_explore_commands
+from .perf import PerfModel, economics
+from .topology import topology_summary
+from .validate import predictions, rows
 
 
 def _print(obj, as_json: bool, text) -> None:
@@ -27,7 +34,6 @@ def _text_step(d: dict) -> None:
 
 
 def cmd_perf(a) -> int:
-    from .perf import PerfModel, economics
     pm = PerfModel(a.deployment)
     if a.phase == "alltoall":
         if a.ep is None or a.tokens is None:
@@ -59,7 +65,6 @@ def cmd_perf(a) -> int:
 
 
 def cmd_validate(a) -> int:
-    from .validate import predictions, rows
     table, preds = rows(), predictions()
     ok = all(r["pass"] for r in table)
     if a.json:
@@ -85,12 +90,10 @@ def cmd_validate(a) -> int:
 
 
 def cmd_calibrate(a) -> int:
-    from .calibrate import main
-    return main()
+    return calibrate.main()
 
 
 def cmd_topology(a) -> int:
-    from .topology import topology_summary
     s = topology_summary(a.system)
 
     def text(d):
@@ -153,16 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--json", action="store_true")
     top.set_defaults(fn=cmd_topology)
 
-    from .cli_run import add_run_commands
     add_run_commands(sub)
-    from .cloud.cli import add_cloud_command
     add_cloud_command(sub)
+    add_explore_commands(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .cloud.cli import SCENARIOS, cmd_run_day
     if args.cmd == "run" and args.scenario in SCENARIOS:    # a co-pool day: every policy
         args.fn = cmd_run_day
     try:

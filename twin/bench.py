@@ -10,6 +10,8 @@ from __future__ import annotations
 import resource
 import time
 
+from .engine import Engine
+
 SCALING_LOADS = (0.3, 0.6, 0.9)
 # the 48-NPU slice, the paper's deployment, and all 384 NPUs (twin/catalog/deployments.toml)
 SCALING_DEPLOYMENTS = ("cloudmatrix-infer-48", "cloudmatrix-infer-paper", "cloudmatrix-infer-384")
@@ -23,7 +25,6 @@ def peak_rss_mb() -> float:
 
 def bench(scenario: str, duration: float | None = None, seed: int = 0, **overrides) -> dict:
     """Run a scenario for `duration` simulated seconds (default: the scenario's) and time it."""
-    from .engine import Engine
     eng = Engine(scenario, seed=seed, duration_s=duration, **overrides)
     sim = eng.scenario.duration_s
     t0, c0 = time.perf_counter(), time.process_time()

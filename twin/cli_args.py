@@ -11,43 +11,41 @@ import json
 import math
 import os
 
+from .settings import Setting, fmt_number, get
 from .workload import brief
 
 
 def number(lo: float, hi: float, lo_open: bool = False, hi_open: bool = False,
            integer: bool = False, unit: str = ""):
     """An argparse `type` accepting a finite number (or integer) in the range, else saying which."""
-    kind = "an integer" if integer else "a number"
-    allowed = (f"{kind} {'>' if lo_open else '>='} {_num(lo, integer)} and "
-               f"{'<' if hi_open else '<='} {_num(hi, integer)}"
-               f"{' ' + unit if unit else ''}")
+    return setting_type(Setting("value", "", lo, hi, lo_open, hi_open, integer, unit))
+
+
+def setting_type(s: Setting):
+    """An argparse `type` for a declared setting (twin.settings): its bounds, its unit."""
+    kind = "an integer" if s.integer else "a number"
+    allowed = (f"{kind} {'>' if s.lo_open else '>='} {fmt_number(s.lo, s.integer)} and "
+               f"{'<' if s.hi_open else '<='} {fmt_number(s.hi, s.integer)}"
+               f"{' ' + s.unit if s.unit else ''}")
 
     def parse(text: str):
         try:
-            value = int(text) if integer else float(text)
+            value = int(text) if s.integer else float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{brief(text, 200)}: not {kind} (allowed: {allowed})") from None
-        if not math.isfinite(value) or (value <= lo if lo_open else value < lo) \
-                or (value >= hi if hi_open else value > hi):
+        if not s.contains(value):
             raise argparse.ArgumentTypeError(f"{brief(text, 200)}: allowed {allowed}")
         return value
     parse.__name__ = kind     # argparse names the type in some messages
     return parse
 
 
-def field_number(model, field: str, integer: bool = False, unit: str = ""):
-    """`number` with the bounds a pydantic model declares for `field` (one source for each range)."""
-    lo = hi = None
-    lo_open = hi_open = False
-    for m in model.model_fields[field].metadata:
-        for attr, is_lo, is_open in (("gt", True, True), ("ge", True, False), ("lt", False, True),
-                                     ("le", False, False)):
-            if getattr(m, attr, None) is not None:
-                if is_lo:
-                    lo, lo_open = getattr(m, attr), is_open
-                else:
-                    hi, hi_open = getattr(m, attr), is_open
-    return number(lo, hi, lo_open, hi_open, integer, unit)
+def add_setting(parser, name: str, also: str = "", **kw):
+    """The flag of a declared setting (twin.settings.SETTINGS[name]): its name, type and help (plus
+    `also`, what this command does with it)."""
+    s = get(name)
+    return parser.add_argument(s.flag, type=setting_type(s), **kw,
+                               help=f"{s.help} ({s.between('value')}{'; ' + also if also else ''})")
 
 
 def name(what: str):
@@ -104,6 +102,3 @@ def _non_finite(obj, path: str = "") -> str | None:
             return found
     return None
 
-
-def _num(v: float, integer: bool = False) -> str:
-    return f"{int(v):,}" if integer or (float(v).is_integer() and abs(v) < 1e16) else f"{v:g}"

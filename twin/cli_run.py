@@ -5,10 +5,12 @@ import os
 import sys
 import time
 
-from .cli_args import dumps, field_number, name, out_path
+from .bench import bench, scaling, table
+from .cli_args import add_setting, dumps, name, out_path
 from .engine import Engine, report
 from .engine.faults import load_fault_file
-from .engine.scenario import Scenario, load_scenario
+from .engine.scenario import load_scenario
+from .workload import FORMATS
 
 
 def _scenario(a, spec: dict):
@@ -135,7 +137,7 @@ class _RowWriter:
         if self.ext == ".csv":
             df.to_csv(self.path, mode="w" if self._first else "a", header=self._first, index=False)
         else:
-            import pyarrow as pa
+            import pyarrow as pa               # lazy: only a .parquet --out needs pyarrow (heavy)
             import pyarrow.parquet as pq
             table = pa.Table.from_pandas(df, preserve_index=False)
             if self._pq is None:
@@ -164,7 +166,6 @@ def _write(eng, path: str) -> None:
 
 def cmd_bench(a) -> int:
     """Engine speed on one scenario, or (--scaling) against load and deployment size."""
-    from .bench import bench, scaling, table
     if a.scaling:
         rows = scaling(a.duration or 60.0, a.seed)
         print(dumps(rows) if a.json else table(rows))
@@ -186,22 +187,18 @@ def add_run_commands(sub) -> None:
                      help="named scenario (twin/catalog/scenarios.toml; default: default)")
     src.add_argument("--trace", type=name("a trace file or a trace name"),
                      help="trace file (Mooncake JSONL, Azure CSV or BurstGPT CSV) or name")
-    run.add_argument("--format", choices=["mooncake", "azure", "burstgpt"], help="trace format (default: detect)")
+    run.add_argument("--format", choices=FORMATS, help="trace format (default: detect)")
     run.add_argument("--lenient", action="store_true", help="skip bad trace rows and report how many")
     run.add_argument("--deployment", type=name("a deployment name"))
-    run.add_argument("--duration", type=field_number(Scenario, "duration_s", unit="s"),
-                     help="simulated seconds (0 < duration <= 2,592,000)")
+    add_setting(run, "duration_s")
     rate = run.add_mutually_exclusive_group()
-    rate.add_argument("--rate", type=field_number(Scenario, "rate", unit="req/s"),
-                      help="arrival rate, req/s (synthetic scenarios)")
-    rate.add_argument("--load", type=field_number(Scenario, "load"),
-                      help="arrival rate as a fraction of capacity (synthetic; 0 < load <= 5)")
-    run.add_argument("--speedup", type=field_number(Scenario, "speedup"),
-                     help="trace replay speed-up (0.001 <= speedup <= 10,000)")
+    add_setting(rate, "rate")
+    add_setting(rate, "load")
+    add_setting(run, "speedup")
     run.add_argument("--cache-capacity", help="EMS DRAM bytes in total (1..1e18), 'default' or 'unlimited'")
     run.add_argument("--faults", type=name("a fault file (TOML) or a demo name"),
                      help="fault scenario file (TOML) or a demo name in twin/catalog/faults")
-    run.add_argument("--seed", type=field_number(Scenario, "seed", integer=True))
+    add_setting(run, "seed")
     run.add_argument("--out", type=out_path,
                      help="stream per-request and per-interval data (.parquet or .csv) into an existing folder")
     run.add_argument("--drain", nargs="?", const="default", metavar="CAP_S",
@@ -213,14 +210,12 @@ def add_run_commands(sub) -> None:
     bench = sub.add_parser("bench", help="engine speed: one scenario, or --scaling (load and size)")
     bench.add_argument("--scenario", default="paper-decode", type=name("a scenario name"),
                        help="named scenario (default paper-decode: the paper's decode setting at 90%% load)")
-    bench.add_argument("--duration", type=field_number(Scenario, "duration_s", unit="s"), default=None,
-                       help="simulated seconds (default: the scenario's; 60 with --scaling)")
-    bench.add_argument("--load", type=field_number(Scenario, "load"),
-                       help="arrival rate as a fraction of capacity (synthetic)")
+    add_setting(bench, "duration_s", also="default: the scenario's; 60 with --scaling")
+    add_setting(bench, "load")
     bench.add_argument("--deployment", type=name("a deployment name"))
     bench.add_argument("--cache-capacity", help="EMS DRAM bytes in total (1..1e18), 'default' or 'unlimited'")
     bench.add_argument("--scaling", action="store_true",
                        help="table of wall time against load (0.3, 0.6, 0.9) and deployment size")
-    bench.add_argument("--seed", type=field_number(Scenario, "seed", integer=True), default=0)
+    add_setting(bench, "seed", default=0)
     bench.add_argument("--json", action="store_true")
     bench.set_defaults(fn=cmd_bench)

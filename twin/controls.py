@@ -14,17 +14,10 @@ from .budget import RateLimit
 from .config import CATALOG_DIR, catalog
 from .engine import commands
 from .engine.faults import check_spec
-from .engine.scenario import LOAD_MAX, MAX_RATE
+from .settings import get as setting
 from .topology import topology
 
-SPEED_MIN, SPEED_MAX = 1.0, 1000.0
-SPEED_PRESETS = (1, 5, 20, 100, 1000, "max")
-LOAD_PRESETS = (25, 50, 75, 90, 100, 120, 150)   # % of capacity
-LOAD_MIN = 0.0                        # exclusive; LOAD_MAX is the Scenario model's (one bound)
-SEED_MIN, SEED_MAX = 0, 2**31 - 1
 _SECRET = re.compile(r"^[A-Za-z0-9_-]{22,64}$")
-
-__all__ = ["LOAD_MAX", "MAX_RATE"]    # re-exported: the bounds viewers see
 
 
 class ControlError(ValueError):
@@ -53,38 +46,39 @@ def _checked(build, *args):
 
 
 def parse_speed(value) -> float | str:
-    """1..1000 (times real time) or "max"; raises ControlError naming the allowed range."""
+    """The speed setting's range (times real time) or "max"; raises ControlError naming it."""
     if isinstance(value, str) and value.strip().lower() in ("max", "fastest", "as fast as possible"):
         return "max"
+    s = setting("speed")
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise ControlError(f"speed = {value!r}: allowed {SPEED_MIN:g} to {SPEED_MAX:g} "
-                           "(times real time) or 'max'") from None
-    if not math.isfinite(v) or not SPEED_MIN <= v <= SPEED_MAX:
-        raise ControlError(f"speed = {value!r}: allowed {SPEED_MIN:g} to {SPEED_MAX:g} "
-                           "(times real time) or 'max'")
+        v = math.nan
+    if not s.contains(v):
+        raise ControlError(f"speed = {value!r}: allowed {s.lo:g} to {s.hi:g} (times real time) or 'max'")
     return v
 
 
 def parse_load(value) -> float:
-    """0 < load <= LOAD_MAX (fraction of capacity): the engine's SetLoad rule."""
+    """The load setting's range (fraction of capacity): the engine's SetLoad rule."""
     return _checked(commands.SetLoad, value).fraction
 
 
 def parse_rate(value) -> float:
-    """0 < rate <= MAX_RATE req/s: the engine's SetRate rule."""
+    """The rate setting's range (req/s): the engine's SetRate rule."""
     return _checked(commands.SetRate, value).rate
 
 
 def parse_seed(value) -> int:
+    """A whole number in the dashboard's seed range (settings `live_seed`)."""
+    s = setting("live_seed")
     try:
         f = float(value)
-        ok = math.isfinite(f) and f == int(f)
+        ok = s.contains(f) and f == int(f)
     except (TypeError, ValueError):
         ok = False
-    if not ok or not SEED_MIN <= int(f) <= SEED_MAX:
-        raise ControlError(f"seed = {value!r}: allowed a whole number {SEED_MIN} to {SEED_MAX}")
+    if not ok:
+        raise ControlError(f"seed = {value!r}: allowed a whole number {s.lo:.0f} to {s.hi:.0f}")
     return int(f)
 
 

@@ -24,15 +24,13 @@ from typing import Any, Callable
 
 from .actions import FAULT_HORIZON_S, FAULTS_PER_MIN, MAX_PENDING_FAULTS
 from .budget import RateLimit
-from .controls import (LOAD_MAX, LOAD_MIN, LOAD_PRESETS, MAX_RATE, SEED_MAX, SEED_MIN, SPEED_MAX, SPEED_MIN,
-                       SPEED_PRESETS, ControlError, _throttled, check_fault, client_id, parse_load, parse_random,
-                       parse_rate, parse_seed, parse_speed)
+from .controls import (ControlError, _throttled, check_fault, client_id, parse_load, parse_random, parse_rate,
+                       parse_seed, parse_speed)
 from .runner import WALL_DT, Twin, default_factory
 
-__all__ = ["FAULT_HORIZON_S", "FAULTS_PER_MIN", "LOAD_MAX", "LOAD_MIN", "LOAD_PRESETS", "MAX_PENDING_FAULTS",
-           "MAX_RATE", "SEED_MAX", "SEED_MIN", "SPEED_MAX", "SPEED_MIN", "SPEED_PRESETS", "ControlError",
-           "SandboxLimit", "Sessions", "Twin", "check_fault", "client_id", "configure", "parse_load",
-           "parse_random", "parse_rate", "parse_seed", "parse_speed", "sessions"]
+__all__ = ["FAULT_HORIZON_S", "FAULTS_PER_MIN", "MAX_PENDING_FAULTS", "ControlError", "SandboxLimit", "Sessions",
+           "Twin", "check_fault", "client_id", "configure", "parse_load", "parse_random", "parse_rate",
+           "parse_seed", "parse_speed", "sessions"]
 
 log = logging.getLogger(__name__)
 

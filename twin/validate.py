@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
 
+from .config import catalog
 from .perf import PerfModel, economics
 from .predict.comm import Traffic
 
@@ -140,7 +141,6 @@ def rows(k: dict | None = None) -> list[dict]:
 @lru_cache(maxsize=1)
 def predictions() -> list[dict]:
     """Every deployment at its own operating point, with the figures systems are compared by."""
-    from .config import catalog
     out = []
     for name, dep in catalog().deployments.items():
         pm = PerfModel(name)

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli_args import dumps, field_number
-from ..engine.scenario import Scenario
+from ..cli_args import add_setting, dumps
 from .copool import POLICIES, Params, load_params, run_day
 from .cost import Prices, day_report, load_prices
 from .training import compare
@@ -83,10 +82,9 @@ def add_cloud_command(sub) -> None:
     c = sub.add_parser("cloud", help="co-pool day: serving and training on one supernode, per policy")
     c.add_argument("--policy", action="append", choices=POLICIES,
                    help="policy to run (repeatable; default: all three)")
-    c.add_argument("--duration", type=field_number(Scenario, "duration_s", unit="s"),
-                   help="simulated seconds (default: the scenario's day, 600)")
-    c.add_argument("--load", type=field_number(Scenario, "load"), help="mean load, fraction of capacity")
-    c.add_argument("--seed", type=field_number(Scenario, "seed", integer=True))
+    add_setting(c, "duration_s", also="default: the scenario's day, 600")
+    add_setting(c, "load", also="the day's mean")
+    add_setting(c, "seed")
     for model in (Params, Prices):
         for name, f in model.model_fields.items():
             if name == "policy":

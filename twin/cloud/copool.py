@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..config import _validate
+from ..config import CatalogError, _validate
 from ..engine import Engine
 from ..engine.faults import Policy as FaultPolicy
 from .training import TrainingJob
@@ -59,7 +59,6 @@ def load_params(**overrides) -> Params:
     """Params with overrides (None = keep); a bad value raises CatalogError naming the field."""
     p = _validate(Params, {k: v for k, v in overrides.items() if v is not None}, "copool")
     if p.policy != "inference-only" and p.train_from_h == p.train_to_h:
-        from ..config import CatalogError
         raise CatalogError(f"copool.train_to_h = {p.train_to_h}: must differ from train_from_h "
                            f"(an empty training window; use policy inference-only)")
     return p

@@ -38,7 +38,25 @@ def lookup(ems: EMS | None, req, ids: np.ndarray, cur, acct, slot: int) -> np.nd
     if ems is None:
         return np.zeros(len(ids), dtype=np.int64)
     rows = req.rows(ids)
-    lo, hi, inp = req.block_lo.a[rows].tolist(), req.block_hi.a[rows].tolist(), req.input.a[rows].tolist()
+    out = np.array(_lookup(ems, req, req.block_lo.a[rows].tolist(), req.block_hi.a[rows].tolist(),
+                           req.input.a[rows].tolist(), cur, acct, slot), dtype=np.int64)
+    req.cached.a[rows] = out
+    return out
+
+
+def lookup_one(ems: EMS | None, req, rid: int, cur, acct, slot: int) -> int:
+    """lookup() of a one-request batch in plain Python numbers (no size-1 arrays)."""
+    if ems is None:
+        return 0
+    r = rid - req.base
+    cached = _lookup(ems, req, [int(req.block_lo.a[r])], [int(req.block_hi.a[r])],
+                     [int(req.input.a[r])], cur, acct, slot)[0]
+    req.cached.a[r] = cached
+    return cached
+
+
+def _lookup(ems: EMS, req, lo: list, hi: list, inp: list, cur, acct, slot: int) -> list:
+    """The batch's prompts (block positions [lo, hi), `inp` tokens) looked up and stored."""
     sel = [j for j in range(len(lo)) if hi[j] > lo[j]]  # requests without blocks: no lookup
     cached = [0] * len(lo)
     if sel:
@@ -58,6 +76,4 @@ def lookup(ems: EMS | None, req, ids: np.ndarray, cur, acct, slot: int) -> np.nd
         for j, ht, t in zip(sel, r.hit_tokens, tokens):
             cached[j] = min(ht, t - 1)
         acct.cache_writes(r.new_blocks)
-    out = np.array(cached, dtype=np.int64)
-    req.cached.a[rows] = out
-    return out
+    return cached

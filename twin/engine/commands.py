@@ -9,26 +9,12 @@ time it lands (the moment decides whether `at_s` is in the past) and logs a refu
 """
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import ClassVar
 
+from .. import settings
 from .faults import Policy, check_random
-from .scenario import LOAD_MAX, MAX_RATE
-
-
-def _set_number(cmd, attr: str, name: str, hi: float, allowed: str) -> None:
-    """Check cmd.<attr> is a finite number in (0, hi] and store it as a float (frozen dataclass)."""
-    value = getattr(cmd, attr)
-    if isinstance(value, bool):
-        raise ValueError(f"{name} = {value!r}: allowed {allowed}")
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} = {str(value)[:40]!r}: allowed {allowed}") from None
-    if not math.isfinite(x) or not 0 < x <= hi:
-        raise ValueError(f"{name} = {value!r}: allowed {allowed}")
-    object.__setattr__(cmd, attr, x)
 
 
 class Command(ABC):
@@ -42,15 +28,23 @@ class Command(ABC):
         """Change the engine (at the sim time the command lands)."""
 
 
-@dataclass(frozen=True)
-class SetRate(Command):
-    """Arrivals per second from now on."""
-    name = "rate"
+class _SettingCommand(Command):
+    """A command whose one field is a declared setting (twin.settings): checked against it when the
+    command is built (ValueError "setting = value: allowed <range>") and stored as a float."""
 
-    rate: float
+    setting: ClassVar[str]
 
     def __post_init__(self):
-        _set_number(self, "rate", "rate", MAX_RATE, f"0 < rate <= {MAX_RATE:,} req/s")
+        field = fields(self)[0].name
+        object.__setattr__(self, field, settings.get(self.setting).check(getattr(self, field)))
+
+
+@dataclass(frozen=True)
+class SetRate(_SettingCommand):
+    """Arrivals per second from now on."""
+    name = setting = "rate"
+
+    rate: float
 
     def apply(self, eng) -> None:
         eng.set_rate(self.rate)
@@ -58,14 +52,11 @@ class SetRate(Command):
 
 
 @dataclass(frozen=True)
-class SetLoad(Command):
+class SetLoad(_SettingCommand):
     """Arrival rate as a fraction of the deployment's capacity (`Engine.capacity_rps`)."""
-    name = "load"
+    name = setting = "load"
 
     fraction: float
-
-    def __post_init__(self):
-        _set_number(self, "fraction", "load", LOAD_MAX, f"0 < load <= {LOAD_MAX:g} (fraction of capacity; 1 = 100 %)")
 
     def apply(self, eng) -> None:
         rate = self.fraction * eng.capacity_rps()

@@ -183,7 +183,7 @@ class Metrics:
         return t
 
     def frame(self):
-        import pandas as pd
+        import pandas as pd     # lazy: pandas only for frames (the engine's hot path never needs it)
         return pd.DataFrame({k: list(v) for k, v in self.history.items()})
 
     def window(self, key: str, n: int = KPI_WINDOW) -> float:

@@ -6,6 +6,7 @@ computes only the missed tokens, stores the new blocks and ships the KV to a dec
 """
 from __future__ import annotations
 
+import math
 from collections import deque
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -13,11 +14,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import simpy
 
-from .cache import lookup
+from .cache import lookup, lookup_one
 from .requests import DECODE_QUEUE, DECODING, PREFILL, QUEUED
 
 if TYPE_CHECKING:
     from .core import Engine
+
+_min = np.minimum.reduce   # ndarray.min() without its Python wrapper (once per decode step)
 
 
 class Instance:
@@ -77,9 +80,11 @@ class PrefillInstance(Instance):
         self._batch = 0               # the batch in progress (a lost batch's end is ignored)
 
     def enqueue(self, rid: int, wake: bool = True) -> None:
+        req = self.eng.req
+        r = req.rows(rid)
         self.queue.append(rid)
-        self.queued_tokens += int(self.eng.req.input[rid])
-        self.eng.req.instance[rid] = self.idx
+        self.queued_tokens += int(req.input.a[r])
+        req.instance.a[r] = self.idx
         if wake:
             self.wake()
 
@@ -103,21 +108,33 @@ class PrefillInstance(Instance):
                                                            self.budget)
         self.queued_tokens -= tokens
         self.running = batch
-        ids = np.array(batch)
         start = eng.env.now
-        rows = req.rows(ids)
-        req.state.a[rows] = PREFILL
-        req.prefill_start.a[rows] = start
-        cached = lookup(eng.ems, req, ids, eng.metrics.cur, eng.acct, self.slot)
-        seconds = eng.timing.prefill_seconds(self, eng.timing.prefill_tokens(ids), cached)
-        if not np.isfinite(seconds):       # cut off from its peers: wait for the network
+        if len(batch) == 1:            # most batches at low load: plain Python numbers, no arrays
+            ids = rid = int(batch[0])
+            r = rid - base
+            req.state.a[r] = PREFILL
+            req.prefill_start.a[r] = start
+            cached = lookup_one(eng.ems, req, rid, eng.metrics.cur, eng.acct, self.slot)
+            prompt = int(inp[r])
+            seconds = eng.timing.prefill_seconds_one(self, prompt + max(int(req.generated.a[r]) - 1, 0),
+                                                     cached)
+            new, hit = float(prompt - cached), float(cached)
+        else:
+            ids = np.array(batch)
+            rows = req.rows(ids)
+            req.state.a[rows] = PREFILL
+            req.prefill_start.a[rows] = start
+            cached = lookup(eng.ems, req, ids, eng.metrics.cur, eng.acct, self.slot)
+            seconds = eng.timing.prefill_seconds(self, eng.timing.prefill_tokens(ids), cached)
+            new, hit = float((req.input.a[rows] - cached).sum()), float(cached.sum())
+        if not math.isfinite(seconds):       # cut off from its peers: wait for the network
             self.queue.extendleft(reversed(batch))
             self.queued_tokens += tokens
             self.running = []
             req.state[ids] = QUEUED
             return
         eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
-        eng.acct.prefill(self, float((req.input.a[rows] - cached).sum()), float(cached.sum()))
+        eng.acct.prefill(self, new, hit)
         self.busy = True
         self._batch += 1
         batch_no = self._batch
@@ -130,37 +147,61 @@ class PrefillInstance(Instance):
             self.busy = False
             self._batch += 1
 
-    def _done(self, ids: np.ndarray, batch_no: int) -> None:
+    def _done(self, ids: np.ndarray | int, batch_no: int) -> None:
+        """The batch's prefill ended (`ids`: one request id, or an array of them)."""
         if batch_no != self._batch:          # lost to a fault (interrupt)
             return
         self.busy = False
         if self.running:
-            eng, req = self.eng, self.eng.req
             self.running = []
-            now = eng.env.now
-            rows = req.rows(ids)                 # one id-to-row step for the columns below
-            req.prefill_end.a[rows] = now
-            first = req.first_token.a[rows]
-            first[np.isnan(first)] = now             # a requeued request streamed its first token
-            req.first_token.a[rows] = first
-            gen = req.generated.a
-            gen[rows] = np.maximum(gen[rows], 1)      # recomputed tokens stay made
-            eng.metrics.cur.input_tokens += float(req.input.a[rows].sum())
-            single = req.output.a[rows] <= 1
-            if single.any():
-                eng.finish(ids[single])
-            if (~single).any():
-                eng.kv.send(ids[~single], self)
+            if type(ids) is int:
+                self._done_one(ids)
+            else:
+                self._done_many(ids)
         self.start()
+
+    def _done_one(self, rid: int) -> None:
+        """_done_many() of a one-request batch in plain Python numbers."""
+        eng, req = self.eng, self.eng.req
+        now, r = eng.env.now, rid - req.base
+        req.prefill_end.a[r] = now
+        if math.isnan(req.first_token.a[r]):      # a requeued request streamed its first token
+            req.first_token.a[r] = now
+        if req.generated.a[r] < 1:                # recomputed tokens stay made
+            req.generated.a[r] = 1
+        prompt = int(req.input.a[r])
+        eng.metrics.cur.input_tokens += float(prompt)
+        if req.output.a[r] <= 1:
+            eng.finish(np.array([rid]))
+        else:
+            eng.kv.send(np.array([rid]), self, prompt)
+
+    def _done_many(self, ids: np.ndarray) -> None:
+        eng, req = self.eng, self.eng.req
+        now = eng.env.now
+        rows = req.rows(ids)                 # one id-to-row step for the columns below
+        req.prefill_end.a[rows] = now
+        first = req.first_token.a[rows]
+        first[np.isnan(first)] = now             # a requeued request streamed its first token
+        req.first_token.a[rows] = first
+        gen = req.generated.a
+        gen[rows] = np.maximum(gen[rows], 1)      # recomputed tokens stay made
+        eng.metrics.cur.input_tokens += float(req.input.a[rows].sum())
+        single = req.output.a[rows] <= 1
+        if single.any():
+            eng.finish(ids[single])
+        if (~single).any():
+            eng.kv.send(ids[~single], self)
 
 
 class DecodeInstance(Instance):
     def __init__(self, eng, idx, slot, dies):
         super().__init__(eng, "decode", idx, slot, dies)
         self.ids = np.zeros(0, dtype=np.int64)
-        self.ctx = np.zeros(0, dtype=np.int64)     # context tokens (exact integers)
-        self.ctx_sum = 0                 # their sum, kept with them (the step time needs the mean)
-        self.left = np.zeros(0, dtype=np.int64)
+        self.left = np.zeros(0, dtype=np.int64)    # tokens still to produce (<= 0: finished)
+        # a sequence's context is input + generated = input + output - left (no array of its
+        # own to advance and compact every step); their sum is kept (the step time needs the mean)
+        self.ctx_sum = 0
         self.reserved = 0.0              # KV tokens reserved by the admitted sequences
         self.inbox: list[tuple[float, np.ndarray]] = []   # KV landing at a time, not yet queued
         self.no_first = np.zeros(0, dtype=np.int64)   # admitted without a first token (decode-only)
@@ -195,11 +236,10 @@ class DecodeInstance(Instance):
 
     def sync(self) -> None:
         """Write the held sequences' generated counts to the request table: a step only updates
-        `ctx` (generated = context - input: what was made, whatever `left` says), so it does not
-        scatter into the table every step."""
+        `left` (generated = output - left), so it does not scatter into the table every step."""
         if len(self.ids):
             req = self.eng.req
-            req.generated[self.ids] = self.ctx - req.input[self.ids]
+            req.generated[self.ids] = req.output[self.ids] - self.left
 
     def interrupt(self, reason: str) -> None:
         """Lose the step in progress (as SimPy's machine-shop example breaks a machine): only a
@@ -245,9 +285,7 @@ class DecodeInstance(Instance):
             if len(no_first):
                 self.no_first = np.concatenate([self.no_first, no_first])
             self.ids = np.concatenate([self.ids, t])
-            ctx = inp + gen
-            self.ctx_sum += int(ctx.sum())
-            self.ctx = np.concatenate([self.ctx, ctx])
+            self.ctx_sum += int((inp + gen).sum())
             self.left = np.concatenate([self.left, out - gen])
 
     def run(self):
@@ -280,28 +318,23 @@ class DecodeInstance(Instance):
                 continue
             # each sequence gains its accepted tokens but never more than it has left: one that
             # overshoots (left < 0) gives the excess back below (no clipping pass over all)
-            got = eng.timing.accepted_tokens(n)
-            left, ctx = self.left, self.ctx
-            left -= got
-            ctx += got
-            made_sum = int(got.sum())
+            left = self.left
+            made_sum = eng.timing.advance(left)
             if len(self.no_first):               # decode-only runs: first token from decode
                 req.first_token[self.no_first] = eng.env.now
                 self.no_first = self.no_first[:0]
-            done = left <= 0
-            if done.any():
-                idx = np.flatnonzero(done)               # one pass; the rest touch only these
-                over = left[idx]                         # minus the tokens made past the end
-                final = ctx[idx] + over
-                made_sum += int(over.sum())
+            if _min(left) <= 0:
+                idx = (left <= 0).nonzero()[0]           # one pass; the rest touch only these
+                made_sum += int(left[idx].sum())         # minus the tokens made past the end
                 fin = self.ids[idx]
                 rows = req.rows(fin)
-                inp = req.input.a[rows]
-                req.generated.a[rows] = final - inp
-                self.ctx_sum -= int(final.sum())
-                self.reserved -= float((inp + req.output.a[rows]).sum())
-                keep = ~done
-                self.ids, self.ctx, self.left = self.ids[keep], ctx[keep], left[keep]
+                inp, out = req.input.a[rows], req.output.a[rows]
+                req.generated.a[rows] = out
+                need = inp + out                         # each one's final context
+                self.ctx_sum -= int(need.sum())
+                self.reserved -= float(need.sum())
+                keep = left > 0
+                self.ids, self.left = self.ids[keep], left[keep]
                 eng.finish(fin)
             self.ctx_sum += made_sum
             eng.metrics.cur.output_tokens += made_sum
@@ -313,11 +346,12 @@ class DecodeInstance(Instance):
         mask = np.ones(len(self.ids), dtype=bool) if mask is None else mask
         out = [self.ids[mask]]
         req = self.eng.req
-        req.generated[out[0]] = self.ctx[mask] - req.input[out[0]]
-        self.ctx_sum -= int(self.ctx[mask].sum())
-        self.reserved -= float((req.input[self.ids[mask]] + req.output[self.ids[mask]]).sum())
+        need = req.input[out[0]] + req.output[out[0]]
+        req.generated[out[0]] = req.output[out[0]] - self.left[mask]
+        self.ctx_sum -= int((need - self.left[mask]).sum())
+        self.reserved -= float(need.sum())
         self.no_first = np.setdiff1d(self.no_first, out[0])
-        self.ids, self.ctx, self.left = self.ids[~mask], self.ctx[~mask], self.left[~mask]
+        self.ids, self.left = self.ids[~mask], self.left[~mask]
         if queue:
             out.append(np.array(list(self.queue), dtype=np.int64))
             self.queue.clear()

@@ -63,7 +63,7 @@ def link_frame(eng):
 
 def die_frame(eng):
     """Per die over the last interval: pool and busy fraction."""
-    import pandas as pd
+    import pandas as pd     # lazy, as above
     return pd.DataFrame({"die": eng.topo.die_ids, "pool": eng.die_pool,
                          "util": die_util(eng, float)})
 

@@ -19,6 +19,7 @@ KEEP_ROWS = 10_000    # assumption: rows kept beyond those in flight (~4.5 MB at
 #                       pages read snapshots, not rows, so the window only serves --out and debugging
 
 _min = np.minimum.reduce   # ndarray.min() without its Python wrapper (rows() runs per access)
+_max = np.maximum.reduce
 _FLOAT_COLS = ("arrival", "prefill_start", "prefill_end", "first_token", "finish")
 _INT_COLS = ("input", "output", "cached", "state", "instance", "generated", "requeued",
              "recomputed", "reason", "block_lo", "block_hi")
@@ -128,25 +129,30 @@ class RequestTable:
 
     # ---- terminal transitions (each exactly once) ----------------------------------------------
     def _known(self, ids, err: str) -> np.ndarray:
-        ids = np.unique(np.asarray(ids, dtype=np.int64))   # a repeated id in one call counts once
-        known = (ids >= self.base) & (ids < self.n)
-        if not known.all():
+        """The ids sorted, each once (a repeated id in one call counts once), known ones only."""
+        ids = np.sort(np.asarray(ids, dtype=np.int64))
+        if len(ids) > 1 and not (ids[1:] != ids[:-1]).all():
+            ids = np.unique(ids)
+        if len(ids) and (ids[0] < self.base or ids[-1] >= self.n):
+            known = (ids >= self.base) & (ids < self.n)
             self.errors[err] += int((~known).sum())
-        return ids[known]
+            ids = ids[known]
+        return ids
 
     def complete(self, ids, now: float) -> np.ndarray:
         """Mark requests done at `now`; returns the ids that really finished now."""
         ids = self._known(ids, "finish_unknown")
         rows = self.rows(ids)
         st = self.state.a[rows]
-        self.errors["finish_twice"] += int((st == DONE).sum())
-        self.errors["finish_rejected"] += int((st == REJECTED).sum())
-        live = st < DONE
-        ids, rows = ids[live], rows[live]
+        if len(st) and _max(st) >= DONE:          # the error path: count, keep the live ones
+            self.errors["finish_twice"] += int((st == DONE).sum())
+            self.errors["finish_rejected"] += int((st == REJECTED).sum())
+            live = st < DONE
+            ids, rows = ids[live], rows[live]
         self.state.a[rows] = DONE
         self.finish.a[rows] = now
         self.completed += len(ids)
-        self.tokens_short += int((self.generated.a[rows] < self.output.a[rows]).sum())
+        self.tokens_short += int(np.count_nonzero(self.generated.a[rows] < self.output.a[rows]))
         return ids
 
     def reject(self, ids, reason: str) -> np.ndarray:
@@ -218,7 +224,7 @@ class RequestTable:
 
     def frame(self, start: int | None = None, stop: int | None = None):
         """Requests of the window (or ids [start, stop) of it) as a DataFrame (times in seconds)."""
-        import pandas as pd
+        import pandas as pd     # lazy: pandas only for frames (the engine's hot path never needs it)
         sl = self.rows(slice(start, stop))
         df = pd.DataFrame({"id": np.arange(self.base, self.base + len(self.arrival.a))[sl],
                            **{c: getattr(self, c).a[sl] for c in _FLOAT_COLS + _INT_COLS

@@ -1,4 +1,5 @@
-"""Scenarios: which deployment serves which workload, as typed, validated configs.
+"""Scenarios: which deployment serves which workload, as typed, validated configs. The fields a
+user sets per run (duration, rate, load, speed-up, seed) take their bounds from twin.settings.
 
 Named scenarios live in twin/catalog/scenarios.toml; any field can be overridden from the CLI or
 the dashboard, and every override is validated with a message naming the field and its range.
@@ -14,15 +15,11 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..config import CATALOG_DIR, CatalogError, _validate, catalog
-from ..workload import LengthDist
+from ..settings import SETTINGS
+from ..workload import FORMATS, LengthDist
 from .scheduling import DEFAULTS, REGISTRY
 
 
-# Input bounds (assumptions): far above the largest catalog deployment (~3,000 req/s at 4K/256), and
-# small enough that a 30 s synthetic chunk at the peak of a diurnal cycle (6M requests) stays under
-# workload.MAX_SYNTHETIC_REQUESTS.
-MAX_RATE = 100_000
-LOAD_MAX = 5.0    # input bound (assumption): arrivals at most 5x what the deployment sustains
 MAX_CACHE_BYTES = 1e18    # 1 EB; 'unlimited' is the way to ask for no limit
 
 
@@ -68,16 +65,16 @@ class Scenario(BaseModel):
     deployment: str = "cloudmatrix-infer-paper"
     workload: Literal["trace", "synthetic"] = "synthetic"
     pipeline: Literal["full", "decode_only"] = "full"
-    seed: int = Field(0, ge=0, le=2**63 - 1)
+    seed: int = SETTINGS["seed"].field(0)
     # trace replay
     trace: str = ""
-    trace_format: Literal["auto", "mooncake", "azure", "burstgpt"] = "auto"
+    trace_format: Literal[("auto",) + FORMATS] = "auto"
     lenient: bool = False
-    speedup: float = Field(1.0, ge=0.001, le=10_000)   # input bound: 1000x slow motion to 10,000x
+    speedup: float = SETTINGS["speedup"].field(1.0)
     loop: bool = False
     # synthetic
-    rate: float | None = Field(None, gt=0, le=MAX_RATE)
-    load: float = Field(0.5, gt=0, le=LOAD_MAX)
+    rate: float | None = SETTINGS["rate"].field(None)
+    load: float = SETTINGS["load"].field(0.5)
     arrival: Literal["poisson", "gamma"] = "poisson"
     cv: float = Field(1.0, gt=0, le=20)
     diurnal_amplitude: float = Field(0.0, ge=0, le=1)
@@ -88,7 +85,7 @@ class Scenario(BaseModel):
     prefix_pool: int = Field(100, ge=1, le=10_000_000)
     block_size: int = Field(512, ge=16, le=65536)
     # run
-    duration_s: float = Field(600, gt=0, le=30 * 86400)
+    duration_s: float = SETTINGS["duration_s"].field(600)
     interval_s: float = Field(1.0, ge=0.05, le=3600)
     cache_capacity: Annotated[float, Field(ge=1, le=MAX_CACHE_BYTES)] | Literal["default", "unlimited"] = "default"
     faults: str = ""     # path of a fault scenario file (TOML), replayed with the seed
@@ -116,6 +113,11 @@ def _named() -> dict[str, dict]:
 
 def list_scenarios() -> list[dict]:
     return [{"name": k, "description": v.get("description", "")} for k, v in _named().items()]
+
+
+def synthetic_scenarios() -> list[str]:
+    """Scenarios whose workload is generated (a sweep can vary its rate and lengths)."""
+    return [k for k, v in _named().items() if v.get("workload") == "synthetic"]
 
 
 def load_scenario(scenario: str | None = "default", **overrides) -> Scenario:

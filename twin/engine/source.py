@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import tracestore
 from ..workload import Workload, default_trace_path, load_trace, synthetic
-from .scenario import MAX_RATE
+from .. import settings
 
 CHUNK_S = 30.0     # synthetic generation window, sim seconds (a memory/speed trade-off only)
 
@@ -145,9 +145,7 @@ class SyntheticSource:
 
     def set_rate(self, now: float, rate: float) -> None:
         """From `now` on, arrivals follow the new rate (pending later arrivals are redrawn)."""
-        if not 0 < rate <= MAX_RATE:
-            raise ValueError(f"rate = {rate}: allowed 0 < rate <= {MAX_RATE:,} req/s")
-        self.rate = rate
+        self.rate = settings.get("rate").check(rate)
         self._pending, self._pos = None, 0
         self._gen_until = now
 

@@ -30,7 +30,8 @@ class StepTimes:
     def __init__(self, pm, dep, scenario, req, rng):
         self.pm, self.dep, self.scenario, self.req, self.rng = pm, dep, scenario, req, rng
         self.drafts = rules.draft_tokens(pm.model.mtp_modules, dep.mtp)
-        self._uniform = np.empty(0)        # reused buffer for the MTP acceptance draws
+        self._uniform = np.empty(0)        # reused buffers for the MTP acceptance draws
+        self._accepted = np.empty(0, dtype=bool)
 
     def decode_seconds(self, inst, batch_per_npu: float, ctx: float) -> float:
         """Step time memoised per (batch per NPU, context) bucket."""
@@ -60,10 +61,18 @@ class StepTimes:
     def prefill_seconds(self, inst, inputs: np.ndarray, cached: np.ndarray) -> float:
         """Batch time from the predictor, memoised per shape bucket (see PREFILL_GRID)."""
         total = float(inputs.sum())
-        prompt = float(inputs @ inputs.astype(float)) / total
-        reuse = min(float(cached.sum()) / total, MAX_REUSE)
-        npus = len(inst.dies) / self.pm.dies_per_npu
-        key = (round(math.log2(prompt) * PREFILL_GRID), round(math.log2(total / npus) * PREFILL_GRID),
+        return self._prefill_time(inst, total, float(inputs @ inputs.astype(float)) / total,
+                                  float(cached.sum()))
+
+    def prefill_seconds_one(self, inst, tokens: int, cached: int) -> float:
+        """prefill_seconds() of a one-prompt batch, in plain Python floats (the same values: the
+        mean prompt t*t/t is exactly t while t*t < 2^53)."""
+        total = float(tokens)
+        return self._prefill_time(inst, total, total, float(cached))
+
+    def _prefill_time(self, inst, total: float, prompt: float, cached: float) -> float:
+        reuse = min(cached / total, MAX_REUSE)
+        key = (round(math.log2(prompt) * PREFILL_GRID), round(math.log2(total / inst.npus) * PREFILL_GRID),
                round(reuse * REUSE_GRID))
         t = inst.memo.get(key)
         if t is None:
@@ -74,14 +83,24 @@ class StepTimes:
             inst.memo[key] = t
         return t
 
-    def accepted_tokens(self, n: int) -> np.ndarray:
-        """Tokens each of n sequences gains this step (twin.rules.accepted_tokens)."""
+    def advance(self, left: np.ndarray) -> int:
+        """One decode step: take each sequence's accepted tokens (twin.rules.accepted_tokens)
+        off `left` in place; returns the tokens made. With one draft token the draws stay a
+        boolean mask (1 + accepted, never built as an integer array)."""
+        n = len(left)
         if not self.drafts:
-            return np.ones(n, dtype=np.int64)
+            left -= 1
+            return n
         if self.drafts > 1:
-            return rules.accepted_tokens(self.rng.random((n, self.drafts)), self.dep.mtp_acceptance)
-        if len(self._uniform) < n:          # reused buffer: the same draws as rng.random(n)
+            got = rules.accepted_tokens(self.rng.random((n, self.drafts)), self.dep.mtp_acceptance)
+            left -= got
+            return int(got.sum())
+        if len(self._uniform) < n:          # reused buffers: the same draws as rng.random(n)
             self._uniform = np.empty(max(n, 2 * len(self._uniform)))
-        u = self._uniform[:n]
+            self._accepted = np.empty(len(self._uniform), dtype=bool)
+        u, acc = self._uniform[:n], self._accepted[:n]
         self.rng.random(out=u)
-        return rules.accepted_tokens(u, self.dep.mtp_acceptance)
+        np.less(u, self.dep.mtp_acceptance, out=acc)     # rules.accepted_tokens, minus the 1
+        left -= acc
+        left -= 1
+        return n + int(np.count_nonzero(acc))

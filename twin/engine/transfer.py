@@ -42,7 +42,8 @@ class KvTransfers:
             self.net_event.succeed()
         self.net_event = self.eng.env.event()
 
-    def send(self, ids: np.ndarray, src) -> None:
+    def send(self, ids: np.ndarray, src, tokens: int | None = None) -> None:
+        """Ship the KV of `ids` (`tokens`: their prompt tokens, when the caller has the sum)."""
         eng = self.eng
         eng.req.state[ids] = TRANSFER
         self._seq += 1
@@ -53,7 +54,7 @@ class KvTransfers:
         if self._route(src, dst).partitioned:
             eng.env.process(self._when_routed(key, src, dst))
         else:
-            self._start(key, src, dst)
+            self._start(key, src, dst, tokens)
 
     def _route(self, src, dst):
         topo = self.eng.topo
@@ -66,9 +67,11 @@ class KvTransfers:
             yield self.net_event
         self._start(key, src, dst)
 
-    def _start(self, key: int, src, dst) -> None:
+    def _start(self, key: int, src, dst, tokens: int | None = None) -> None:
         eng = self.eng
-        nbytes = float(eng.req.input[self.transfers[key]].sum()) * eng.kv_bytes
+        if tokens is None:
+            tokens = int(eng.req.input[self.transfers[key]].sum())
+        nbytes = float(tokens) * eng.kv_bytes
         eng.acct.kv_transfer(src, dst, nbytes, self.plane)
         self.flows.start(nbytes, (src.name, dst.name), self.latency_s,
                          on_finish=lambda at: dst.deliver(self.transfers.pop(key), at))

@@ -20,6 +20,8 @@ from babel.messages.catalog import Catalog
 from babel.messages.extract import extract_from_file
 from babel.messages.pofile import read_po, write_po
 
+from twin.lessons import messages
+
 from . import BABEL_LOCALE, DOMAIN, LANGS, LOCALE_DIR, po_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +33,6 @@ _NAMES = re.compile(r"%\((\w+)\)s")
 
 def extract() -> Catalog:
     """The template: every msgid of SOURCES and of the lesson data, with where it occurs."""
-    from twin.lessons import messages
     cat = Catalog(project="CloudMatrix Twin", charset="utf-8")
     for rel in SOURCES:
         for lineno, msg, _comments, _ctx in extract_from_file("python", ROOT / rel, keywords=KEYWORDS):

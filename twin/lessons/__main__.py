@@ -6,6 +6,7 @@ import json
 import sys
 
 from . import LessonError
+from .measure import main as measure
 from .probes import PROBES
 
 
@@ -21,7 +22,6 @@ def main(argv=None) -> int:
         if a.cmd == "probe":
             print(json.dumps(PROBES[a.name](), indent=2))
             return 0
-        from .measure import main as measure
         return measure(a.quick)
     except LessonError as exc:
         print(f"error: {exc}", file=sys.stderr)

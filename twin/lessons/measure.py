@@ -12,6 +12,8 @@ import io
 import json
 import shlex
 
+from twin.__main__ import main as twin_main
+
 from . import Figure, LessonError, lessons
 from .probes import PROBES
 
@@ -23,9 +25,8 @@ def run_command(command: str) -> dict:
     argv = shlex.split(command)
     buf = io.StringIO()
     if argv[:3] == ["python", "-m", "twin"]:
-        from twin.__main__ import main
         with contextlib.redirect_stdout(buf):
-            status = main(argv[3:])
+            status = twin_main(argv[3:])
         if status:
             raise LessonError(f"{command}: exit status {status}")
         return json.loads(buf.getvalue())

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dash import dcc, html
 
 from twin import session as S
+from twin.settings import get as setting
 from twin.tracestore import UPLOAD_MAX_BYTES, names
 
 # How a number was obtained (design convention 4): shown as a small tag next to it.
@@ -100,6 +101,22 @@ def trace_options() -> list[dict]:
     return [{"label": "scenario's workload", "value": ""}] + [{"label": n, "value": n} for n in names()]
 
 
+# The control bar's number fields: the declared setting each one sets, and the scale it is shown in.
+CONTROL_FIELDS = {"speed": ("speed", 1), "load": ("load", 100), "seed": ("live_seed", 1)}   # load in %
+
+
+def allowed(field: str, sep: str = " to ") -> str:
+    """A control-bar field's bounds, from its declared setting (twin.settings): "0 to 500" (load, %)."""
+    key, scale = CONTROL_FIELDS[field]
+    s = setting(key)
+    return sep.join(f"{x * scale:.0f}" if s.integer else f"{x * scale:g}" for x in (s.lo, s.hi))
+
+
+def presets(field: str) -> tuple:
+    """The preset buttons of a control-bar field (its declared setting's presets)."""
+    return setting(CONTROL_FIELDS[field][0]).presets
+
+
 def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
     """Run controls shown on every page. Values are per-viewer; actions go to the viewed twin.
 
@@ -120,23 +137,21 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
             html.Div([html.Button("max" if v == "max" else f"{v}×", id={"type": "ctl-speed-btn", "index": str(v)},
                                   className="pill", n_clicks=0,
                                   title=("as fast as possible" if v == "max" else f"{v} times real time"))
-                      for v in S.SPEED_PRESETS], className="pills", id="ctl-speed"),
+                      for v in presets("speed")], className="pills", id="ctl-speed"),
             html.Div(dcc.Input(id="ctl-speed-custom", type="number", step=1,
-                               debounce=True, placeholder=f"{S.SPEED_MIN:g}–{S.SPEED_MAX:g}×",
+                               debounce=True, placeholder=f"{allowed('speed', '–')}×",
                                className="num-input"),
-                     title=f"Custom speed: {S.SPEED_MIN:g} to {S.SPEED_MAX:g} times real time (Enter to apply)"),
+                     title=f"Custom speed: {allowed('speed')} times real time (Enter to apply)"),
         ], className="ctl-group"),
         html.Div([
             html.Span("Load", className="ctl-label",
                       title="Offered load as a fraction of the deployment's capacity (synthetic workloads)"),
             html.Div([html.Button(f"{v}%", id={"type": "ctl-load-btn", "index": str(v)}, className="pill",
                                   n_clicks=0, title=f"arrivals at {v}% of the deployment's capacity")
-                      for v in S.LOAD_PRESETS], className="pills", id="ctl-load"),
+                      for v in presets("load")], className="pills", id="ctl-load"),
             html.Div(dcc.Input(id="ctl-load-custom", type="number", step=1, debounce=True,
-                               placeholder=f"{S.LOAD_MIN * 100:g}–{S.LOAD_MAX * 100:g}%",
-                               className="num-input"),
-                     title=f"Custom load: {S.LOAD_MIN * 100:g} to {S.LOAD_MAX * 100:g} % of capacity "
-                           "(Enter to apply)"),
+                               placeholder=f"{allowed('load', '–')}%", className="num-input"),
+                     title=f"Custom load: {allowed('load')} % of capacity (Enter to apply)"),
         ], className="ctl-group", id="ctl-load-wrap"),
         html.Div([
             html.Span(id="ctl-status-state", className="state-pill"),
@@ -174,7 +189,7 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
                           "checked and kept in memory; only you see it in this list)"),
             ], className="field"),
             html.Div([
-                html.Label(f"Seed ({S.SEED_MIN}–{S.SEED_MAX})", htmlFor="ctl-seed", className="ctl-label"),
+                html.Label(f"Seed ({allowed('seed', '–')})", htmlFor="ctl-seed", className="ctl-label"),
                 dcc.Input(id="ctl-seed", type="number", step=1, value=0,
                           className="num-input num-wide"),
             ], className="field"),

@@ -28,8 +28,7 @@ from pathlib import Path
 
 import requests
 
-from twin.session import LOAD_PRESETS, SPEED_PRESETS
-
+from .components import presets
 from .live import beat_id
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,7 +195,7 @@ def first_renders(base: str, pages: list[str]) -> dict[str, float]:
     if not Path(CHROMIUM).exists():
         return {}
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import sync_playwright   # lazy: optional; without it the figure is skipped
     except ImportError:
         return {}
     out = {}
@@ -222,7 +221,7 @@ def set_speed(base: str, speed) -> None:
     """Press a speed button through the real control callback (as a browser click would)."""
     deps = requests.get(f"{base}/_dash-dependencies", timeout=10).json()
     cb = Callback(next(d for d in deps if d["output"].startswith("..ctl-msg.children...")))
-    presets = {"ctl-speed-btn": [str(v) for v in SPEED_PRESETS], "ctl-load-btn": [str(v) for v in LOAD_PRESETS]}
+    buttons = {"ctl-speed-btn": [str(v) for v in presets("speed")], "ctl-load-btn": [str(v) for v in presets("load")]}
     body = cb.body({"ctl-twin.data": "shared", "ctl-seed.value": 0, "ctl-scenario.value": "default"},
                    "ctl-play.n_clicks")
     body["inputs"] = []
@@ -233,7 +232,7 @@ def set_speed(base: str, speed) -> None:
         kind = json.loads(i["id"])["type"]     # a pattern-matching input arrives as a list
         body["inputs"].append([{"id": {"index": v, "type": kind}, "property": i["property"],
                                 "value": int(kind == "ctl-speed-btn" and v == str(speed))}
-                               for v in presets[kind]])
+                               for v in buttons[kind]])
     btn = json.dumps({"index": str(speed), "type": "ctl-speed-btn"}, separators=(",", ":"))
     body["changedPropIds"] = [f"{btn}.n_clicks"]
     r = requests.post(f"{base}/_dash-update-component", json=body, timeout=10)

@@ -56,7 +56,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="comma-separated shot names (e.g. failures)")
     a = ap.parse_args(argv)
     only = set(a.only.split(",")) if a.only else None
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import sync_playwright   # lazy: an optional tool, only when shots are taken
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     proc, base = None, a.url

@@ -1,0 +1,340 @@
+"""Explorer: pick one or two axes, run a bounded sweep in the background, see goodput per chip
+against tokens/s per user as a Pareto frontier (seed means with 95% intervals, the paper's decode
+points); below, "why a supernode": the same model on CloudMatrix384 and four GPU systems."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import dash
+import pandas as pd
+from dash import Input, Output, State, dcc, html, no_update
+
+from twin import session as S
+from twin.config import CatalogError, catalog
+from twin.engine.scenario import synthetic_scenarios
+from twin.explore.compare import compare
+from twin.explore.evaluate import point_rate
+from twin.explore import jobs as J
+from twin.explore.points import KEYS, parse_vary, plan
+from twin.explore.sweep import pareto
+from twin.ui import components as C
+from twin.ui import guard as G
+from twin.ui import theme as T
+
+dash.register_page(__name__, path="/explorer", name="Explorer", title="Explorer · CloudMatrix Twin", order=7)
+
+P = "ex"
+TICK_MS = 1000
+AXES = [k for k in KEYS if k not in ("deployment", "trace")]
+NONE = "none"
+PAPER = ((1e3 / 49.4, 1943, "ref 4: batch 96, TPOT 49.4 ms"), (1e3 / 14.9, 538, "ref 4: batch 8, TPOT 14.9 ms"))
+PALETTE = (T.BLUE, T.ORANGE, T.GREEN, T.PURPLE, T.TEAL, T.YELLOW, T.PINK, T.RED)
+
+
+def _graph(id_: str, figure: dict, height: int) -> dcc.Graph:
+    """A chart with one mode-bar button: save it as PNG."""
+    return dcc.Graph(id=id_, figure=figure, style={"height": f"{height}px"},
+                     config={"responsive": True, "displaylogo": False, "modeBarButtons": [["toImage"]],
+                             "toImageButtonOptions": {"format": "png", "filename": id_}})
+
+
+def _field(label: str, child, title: str = "") -> html.Div:
+    return html.Div([html.Label(label, className="ctl-label"), child], className="field", title=title)
+
+
+def layout(**_kwargs):
+    deps, scs = list(catalog().deployments), synthetic_scenarios()
+    axis = [{"label": f"{k} — {KEYS[k].help}", "value": k} for k in AXES]
+    return html.Div([
+        dcc.Interval(id=f"{P}-tick", interval=TICK_MS, disabled=True),      # sweep progress, while one runs
+        dcc.Store(id=f"{P}-job", storage_type="session"),
+        dcc.Download(id=f"{P}-dl"),
+        C.page_header("Explorer", "What should I run, and what do I give up? Sweep settings on the engine "
+                      "(or the perf model), several seeds per point, and read the frontier: goodput per chip "
+                      "against the speed each user sees."),
+        C.panel(html.Div([
+            html.Div([
+                _field("Deployment", dcc.Dropdown(id=f"{P}-dep", options=deps, value="cloudmatrix-infer-paper",
+                                                  clearable=False, className="dd-wide")),
+                _field("Scenario", dcc.Dropdown(id=f"{P}-sc", options=scs, value="paper-decode",
+                                                clearable=False, className="dd")),
+                _field("Source", dcc.RadioItems(id=f"{P}-source", options=["engine", "model"], value="engine",
+                                                inline=True)),
+            ], className="ctl-row"),
+            html.Div([
+                _field("Axis 1", dcc.Dropdown(id=f"{P}-k1", options=axis, value="load", clearable=False,
+                                              className="dd-wide")),
+                _field("values", dcc.Input(id=f"{P}-v1", value="0.3:1.2:0.15", debounce=True, maxLength=200,
+                                                 style={"width": "11em"}),
+                       "a list V1,V2,... or a range LO:HI:STEP"),
+                _field("Axis 2", dcc.Dropdown(id=f"{P}-k2", options=[{"label": "none", "value": NONE}] + axis,
+                                              value="mtp", clearable=False, className="dd-wide")),
+                _field("values", dcc.Input(id=f"{P}-v2", value="true,false", debounce=True, maxLength=200,
+                                                 style={"width": "11em"})),
+            ], className="ctl-row"),
+            html.Div([
+                _field(f"Seeds (1–{J.LIMITS['seeds']})", dcc.Input(id=f"{P}-seeds", type="number", value=2, min=1,
+                                                                    max=J.LIMITS["seeds"], step=1)),
+                _field(f"Simulated s per run (5–{J.MAX_DURATION_S:g})",
+                       dcc.Input(id=f"{P}-dur", type="number", value=20, min=5, max=J.MAX_DURATION_S, step=5)),
+                html.Button("Run sweep", id=f"{P}-start", className="btn btn-primary", n_clicks=0),
+                html.Button("Download CSV", id=f"{P}-csv", className="btn", n_clicks=0),
+            ], className="ctl-row"),
+            html.Div(f"Bounded: at most {J.LIMITS['points']} points, {J.LIMITS['runs']} runs and "
+                     f"{J.LIMITS['sim_seconds']:,} simulated seconds per sweep; one sweep per viewer. "
+                     f"Repeated points come from the cache.", className="hint"),
+            html.Div(id=f"{P}-msg", className="ctl-msg", role="status"),
+            html.Div([html.Progress(id=f"{P}-progress", value="0", max="1"),
+                      html.Span(id=f"{P}-progress-text", className="hint")], className="ctl-row"),
+        ]), "Sweep", "config"),
+        C.panel([dcc.RadioItems(id=f"{P}-x", options=[{"label": v, "value": k} for k, v in X_AXES.items()],
+                                value="tokens_per_s_per_user", inline=True),
+                 _graph(f"{P}-pareto", pareto_figure([], []), 460),
+                 html.P("Each dot is a point of the sweep (mean over seeds, bars: 95% confidence interval); "
+                        "the line joins the points no other point beats on both axes. Up and right is better: "
+                        "more output per accelerator while each user still reads fast. Click a point to "
+                        "open it in a private sandbox twin.", className="hint")],
+                "Goodput per chip vs tokens/s per user (or TTFT)", "sim", extra=html.Span([C.tag("model"), C.tag("paper")])),
+        compare_section(),
+    ])
+
+
+# ---- figures (plain dicts) -----------------------------------------------------------------------
+X_AXES = {"tokens_per_s_per_user": "tokens/s per user (1000 / TPOT p50)", "ttft_ms_p99": "TTFT p99, ms"}
+
+
+def pareto_figure(points: list[dict], varied: list[str], x: str = "tokens_per_s_per_user") -> dict:
+    y = "goodput_per_chip"
+    second = varied[1] if len(varied) > 1 else None
+    groups: dict = {}
+    for p in points:
+        groups.setdefault(p.get(second) if second else "", []).append(p)
+    data = []
+    for i, (g, pts) in enumerate(groups.items()):
+        data.append({"type": "scatter", "mode": "markers", "name": f"{second}={g}" if second else "points",
+                     "x": [p[x] for p in pts], "y": [p[y] for p in pts],
+                     "error_x": {"type": "data", "array": [p.get(f"{x}_ci95") or 0 for p in pts], "visible": True},
+                     "error_y": {"type": "data", "array": [p.get(f"{y}_ci95") or 0 for p in pts], "visible": True},
+                     "text": [", ".join(f"{k}={p[k]}" for k in varied) for p in pts],
+                     "customdata": [points.index(p) for p in pts],       # the point a click opens
+                     "hovertemplate": "%{text}<br>x %{x:.1f}, %{y:.0f} tok/s/chip<extra></extra>",
+                     "marker": {"size": 9, "color": PALETTE[i % len(PALETTE)]}})
+    front = [points[i] for i in pareto(points, x, y, x_larger_better=x != "ttft_ms_p99")]
+    data.append({"type": "scatter", "mode": "lines", "name": "Pareto frontier", "x": [p[x] for p in front],
+                 "y": [p[y] for p in front], "line": {"color": T.TEXT, "dash": "dot"}, "hoverinfo": "skip"})
+    if x == "tokens_per_s_per_user":      # the paper reports decode throughput against TPOT
+        data.append({"type": "scatter", "mode": "markers", "name": "paper (decode, per NPU)",
+                     "x": [p[0] for p in PAPER], "y": [p[1] for p in PAPER], "text": [p[2] for p in PAPER],
+                     "hovertemplate": "%{text}<extra></extra>",
+                     "marker": {"symbol": "star", "size": 14, "color": T.YELLOW}})
+    lay = T.base_layout(xaxis={"title": {"text": X_AXES[x]}, "gridcolor": T.GRID},
+                        yaxis={"title": {"text": "goodput, output tokens/s per chip"}, "gridcolor": T.GRID,
+                               "rangemode": "tozero"}, hovermode="closest")
+    return {"data": data, "layout": lay}
+
+
+@lru_cache(maxsize=1)
+def _compare() -> dict:
+    return compare(50.0)
+
+
+def curves_figure(d: dict) -> dict:
+    """Every system's decode curve (tokens/s per chip vs TPOT) on the same axes, with the SLO."""
+    data = [{"type": "scatter", "mode": "lines+markers", "name": s, "x": [r["tpot_ms"] for r in rows],
+             "y": [r["tokens_per_s_per_chip"] for r in rows], "marker": {"color": PALETTE[i % len(PALETTE)]},
+             "text": [f"batch {r['batch_per_chip']}/chip" for r in rows],
+             "hovertemplate": "%{text}: TPOT %{x:.1f} ms, %{y:.0f} tok/s/chip<extra>" + s + "</extra>"}
+            for i, (s, rows) in enumerate(d["curves"].items())]
+    lay = T.base_layout(hovermode="closest", xaxis={"title": {"text": "TPOT, ms"}, "gridcolor": T.GRID,
+                                                    "range": [0, 2 * d["tpot_slo_ms"]]},
+                        yaxis={"title": {"text": "decode tokens/s per chip"}, "gridcolor": T.GRID,
+                               "rangemode": "tozero"},
+                        shapes=[{"type": "line", "x0": d["tpot_slo_ms"], "x1": d["tpot_slo_ms"], "y0": 0, "y1": 1,
+                                 "yref": "paper", "line": {"color": T.RED, "dash": "dash"}}])
+    return {"data": data, "layout": lay}
+
+
+def compare_figures(d: dict) -> tuple[dict, dict]:
+    """(per-TFLOPS / per-kW / $ bars, EP sweep) of a compare() result."""
+    names = [s["deployment"] for s in d["systems"]]
+    metrics = (("tokens_per_s_per_tflops", "tokens/s per TFLOPS"), ("tokens_per_s_per_kw", "tokens/s per kW"),
+               ("usd_per_million_tokens", "$ per million output tokens"))
+    bars = []
+    lay = T.base_layout(hovermode="closest", showlegend=False, margin={"l": 50, "r": 10, "t": 40, "b": 110})
+    for i, (m, label) in enumerate(metrics, 1):
+        n = "" if i == 1 else str(i)             # Plotly names the first axes x and y
+        bars.append({"type": "bar", "name": label, "x": names, "y": [s[m] for s in d["systems"]],
+                     "xaxis": f"x{n}", "yaxis": f"y{n}", "marker": {"color": PALETTE[i - 1]}})
+        lay[f"xaxis{n}"] = {"domain": [(i - 1) / 3 + 0.04, i / 3 - 0.02], "anchor": f"y{n}", "tickangle": -35,
+                            "gridcolor": T.GRID}
+        lay[f"yaxis{n}"] = {"anchor": f"x{n}", "gridcolor": T.GRID, "rangemode": "tozero",
+                            "title": {"text": label, "font": {"size": 11}}}
+    ep = [{"type": "scatter", "mode": "lines+markers", "name": s, "x": [r["decode_ep"] for r in rows],
+           "y": [r["tokens_per_s_per_chip"] for r in rows], "marker": {"color": PALETTE[i % len(PALETTE)]},
+           "text": [f"{r['fabric']}, batch {r['batch_per_chip']}/chip, TPOT {r['tpot_ms']:.1f} ms" for r in rows],
+           "hovertemplate": "%{text}<br>EP%{x}: %{y:.0f} tok/s/chip<extra>" + s + "</extra>"}
+          for i, (s, rows) in enumerate(d["ep_sweep"].items())]
+    ep_lay = T.base_layout(hovermode="closest", xaxis={"title": {"text": "decode EP degree"}, "type": "log",
+                                                       "gridcolor": T.GRID},
+                           yaxis={"title": {"text": "decode tokens/s per chip"}, "gridcolor": T.GRID,
+                                  "rangemode": "tozero"})
+    return {"data": bars, "layout": lay}, {"data": ep, "layout": ep_lay}
+
+
+def compare_section() -> html.Div:
+    d = _compare()
+    bars, ep = compare_figures(d)
+    head = ["system", "batch/chip", "tok/s per chip", "TPOT ms", "all-to-all share", "$ / M tokens"]
+    rows = [html.Tr([html.Td(s["deployment"]), html.Td(s["batch_per_chip"], className="num"),
+                     html.Td(f"{s['tokens_per_s_per_chip']:,.0f}", className="num"),
+                     html.Td(C.fmt(s["tpot_ms"]), className="num"),
+                     html.Td(f"{s['alltoall_share']:.0%}", className="num"),
+                     html.Td(C.fmt(s["usd_per_million_tokens"]), className="num")]) for s in d["systems"]]
+    return C.panel([
+        html.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)], className="tbl",
+                   id=f"{P}-cmp-table"),
+        html.P(f"DeepSeek-R1 decode at each system's operating point: the largest batch per chip whose TPOT meets "
+               f"{d['tpot_slo_ms']:g} ms and whose KV fits. The all-to-all share is dispatch + combine over "
+               f"operator time: on UB it stays near a fifth, on Hopper clusters it is about half.", className="hint"),
+        _graph(f"{P}-cmp-curves", curves_figure(d), 360),
+        html.P(f"The same decode, batch by batch, on the same axes: each curve climbs until its KV cache is full; "
+               f"the dashed line is the {d['tpot_slo_ms']:g} ms TPOT SLO, where the table's operating points sit.",
+               className="hint"),
+        _graph(f"{P}-cmp-bars", bars, 340),
+        html.P("Per dense TFLOPS of the serving precision, per kW and per dollar (power and price per chip from "
+               "systems.toml, each with its source or marked as an assumption).", className="hint"),
+        _graph(f"{P}-cmp-ep", ep, 340),
+        html.P("Decode throughput per chip against EP degree at the deployed batch: where the all-to-all leaves "
+               "NVLink for RDMA the curve flattens or falls; on the supernode UB carries every degree.",
+               className="hint"),
+    ], "Why a supernode: the same model on five systems", "model")
+
+
+# ---- callbacks -----------------------------------------------------------------------------------
+def _viewer(secret) -> str:
+    return G.client(secret)[0]
+
+
+def start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, viewer: str) -> str:
+    """Validate the form and start a sweep; ValueError with a one-line message if anything is off."""
+    deps, scs = catalog().deployments, synthetic_scenarios()
+    dep, sc, k1, k2 = G.ident(dep), G.ident(sc), G.ident(k1), G.ident(k2)
+    if dep not in deps:
+        raise ValueError("Deployment: choose one from the list")
+    if sc not in scs:
+        raise ValueError(f"Scenario: allowed {', '.join(scs)}")
+    if source not in ("engine", "model"):
+        raise ValueError("Source: allowed engine or model")
+    seeds, dur = G.number(seeds), G.number(dur)
+    if seeds is None or not seeds.is_integer() or not 1 <= seeds <= J.LIMITS["seeds"]:
+        raise ValueError(f"Seeds: allowed a whole number 1 to {J.LIMITS['seeds']}")
+    if dur is None or not 5 <= dur <= J.MAX_DURATION_S:
+        raise ValueError(f"Simulated seconds: allowed 5 to {J.MAX_DURATION_S:g}")
+    axes = [(k1, v1)] + ([(k2, v2)] if k2 not in (None, NONE) else [])
+    varies = []
+    for k, v in axes:
+        if k not in AXES:
+            raise ValueError(f"Axis: allowed {', '.join(AXES)}")
+        text = G.text(v)
+        if text is None:
+            raise ValueError(f"values of {k}: allowed a list V1,V2,... or LO:HI:STEP (at most {G.MAX_TEXT} characters)")
+        varies.append(parse_vary(f"{k}={text}", flag="values of"))
+    tasks = plan(dep, sc, varies, int(seeds), float(dur), source, limits=J.LIMITS)
+    return J.JOBS.start(viewer, tasks, [k for k, _ in varies])
+
+
+@dash.callback(
+    Output(f"{P}-job", "data"), Output(f"{P}-msg", "children"), Output(f"{P}-msg", "className"),
+    Output(f"{P}-tick", "disabled"),
+    Input(f"{P}-start", "n_clicks"),
+    State(f"{P}-dep", "value"), State(f"{P}-sc", "value"), State(f"{P}-k1", "value"), State(f"{P}-v1", "value"),
+    State(f"{P}-k2", "value"), State(f"{P}-v2", "value"), State(f"{P}-seeds", "value"), State(f"{P}-dur", "value"),
+    State(f"{P}-source", "value"), State("ctl-secret", "data"),
+    prevent_initial_call=True,
+)
+def on_start(_n, dep, sc, k1, v1, k2, v2, seeds, dur, source, secret):
+    try:
+        job = start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, _viewer(secret))
+    except (ValueError, CatalogError) as exc:
+        return no_update, " ".join(str(exc).split())[:300], "ctl-msg msg-error", no_update
+    return job, "Sweep started; the live twin keeps running.", "ctl-msg msg-ok", False
+
+
+def _x(v) -> str:
+    return v if isinstance(v, str) and v in X_AXES else "tokens_per_s_per_user"
+
+
+def progress_view(job: dict | None, x: str = "tokens_per_s_per_user"):
+    """(progress value, max, text, figure or no_update, tick disabled, message, class) of a job."""
+    if job is None:
+        return "0", "1", "", no_update, True, no_update, no_update
+    text = f"{job['done']} of {job['total']} runs"
+    if job["state"] == "running":
+        return str(job["done"]), str(job["total"]), text, no_update, False, no_update, no_update
+    if job["state"] == "error":
+        return str(job["done"]), str(job["total"]), text, no_update, True, f"Sweep failed: {job['message']}", \
+            "ctl-msg msg-error"
+    return str(job["total"]), str(job["total"]), text + " — done", pareto_figure(job["points"], job["varied"], x), \
+        True, f"Sweep done: {len(job['points'])} points.", "ctl-msg msg-ok"
+
+
+@dash.callback(
+    Output(f"{P}-progress", "value"), Output(f"{P}-progress", "max"), Output(f"{P}-progress-text", "children"),
+    Output(f"{P}-pareto", "figure"), Output(f"{P}-tick", "disabled", allow_duplicate=True),
+    Output(f"{P}-msg", "children", allow_duplicate=True), Output(f"{P}-msg", "className", allow_duplicate=True),
+    Input(f"{P}-tick", "n_intervals"), Input(f"{P}-job", "data"), Input(f"{P}-x", "value"),
+    State("ctl-secret", "data"),
+    prevent_initial_call=True,
+)
+def on_tick(_n, job_id, x, secret):
+    return progress_view(J.JOBS.get(G.ident(job_id), _viewer(secret)), _x(x))
+
+
+SANDBOX_KEYS = {"deployment", "load", "rate"}     # what a live twin's settings can take today
+
+
+def sandbox_params(job: dict | None, click) -> dict:
+    """The live twin settings of the clicked point; ValueError if the click or the point cannot be."""
+    pts = click.get("points") if isinstance(click, dict) else None
+    idx = pts[0].get("customdata") if isinstance(pts, list) and pts and isinstance(pts[0], dict) else None
+    if not job or job["state"] != "done" or type(idx) is not int or not 0 <= idx < len(job["points"]):
+        raise ValueError("Open in a sandbox: click a point of a finished sweep")
+    other = [k for k in job["varied"] if k not in SANDBOX_KEYS]
+    if other:
+        raise ValueError(f"Open in a sandbox: the live twin cannot take {', '.join(other)} yet "
+                         f"(allowed: points varying {', '.join(sorted(SANDBOX_KEYS))})")
+    p = job["points"][idx]
+    rate = p.get("rate")
+    if rate is None:
+        rate = point_rate(p["scenario"], p["deployment"], p.get("load"))
+    return {"scenario": p["scenario"], "deployment": p["deployment"], "rate": round(rate, 3)}
+
+
+@dash.callback(
+    Output("ctl-twin", "data", allow_duplicate=True),
+    Output(f"{P}-msg", "children", allow_duplicate=True), Output(f"{P}-msg", "className", allow_duplicate=True),
+    Input(f"{P}-pareto", "clickData"), State(f"{P}-job", "data"), State("ctl-secret", "data"),
+    prevent_initial_call=True,
+)
+def on_click(click, job_id, secret):
+    who, addr = G.client(secret)
+    try:
+        params = sandbox_params(J.JOBS.get(G.ident(job_id), who), click)
+        tw = S.sessions().open_sandbox(params, client=who, addr=addr)
+    except (ValueError, CatalogError) as exc:       # S.ControlError is a ValueError
+        return no_update, " ".join(str(exc).split())[:300], "ctl-msg msg-error"
+    return tw.key, (f"Private sandbox {tw.key} runs {params['scenario']} on {params['deployment']} at "
+                    f"{params['rate']:g} req/s; the pages now show it."), "ctl-msg msg-ok"
+
+
+@dash.callback(
+    Output(f"{P}-dl", "data"), Output(f"{P}-msg", "children", allow_duplicate=True),
+    Output(f"{P}-msg", "className", allow_duplicate=True),
+    Input(f"{P}-csv", "n_clicks"), State(f"{P}-job", "data"), State("ctl-secret", "data"),
+    prevent_initial_call=True,
+)
+def on_csv(_n, job_id, secret):
+    job = J.JOBS.get(G.ident(job_id), _viewer(secret))
+    if not job or job["state"] != "done":
+        return no_update, "Download CSV: run a sweep first (its rows are what is downloaded)", "ctl-msg msg-error"
+    return dcc.send_data_frame(pd.DataFrame(job["rows"]).to_csv, "sweep.csv", index=False), no_update, no_update

@@ -1,0 +1,119 @@
+"""Capacity search (engine) and the system comparison (perf model)."""
+import json
+
+import pytest
+
+from tests.test_cli import cli
+from twin.config import catalog
+from twin.explore import capacity as C
+from twin.explore.compare import SYSTEMS, alltoall_share, compare, ep_sweep
+from twin.perf import PerfModel
+
+DEP = "cloudmatrix-infer-paper"
+
+
+def test_capacity_brackets_the_highest_rate_meeting_the_slos():
+    out = C.capacity(C.Spec(DEP, "paper-decode"))
+    ok = [p for p in out["probes"] if p["slo_attainment"] >= 0.99]
+    bad = [p for p in out["probes"] if p["slo_attainment"] < 0.99]
+    assert out["max_rate"] == max(p["rate"] for p in ok)
+    # the bisection ends with a failing rate within REL_TOL above the answer
+    assert min(p["rate"] for p in bad if p["rate"] > out["max_rate"]) <= out["max_rate"] * (1 + C.REL_TOL) + 1e-6
+    assert len(out["probes"]) <= C.MAX_PROBES
+    # the engine's answer is near the perf model's capacity (decode-bound, 4K/256): within 20%
+    assert out["max_rate"] == pytest.approx(out["model_capacity_rps"], rel=0.2)
+    assert out["row"]["slo_attainment"] >= 0.99 and out["goodput_per_chip"] == out["row"]["goodput_per_chip"]
+    assert out["config"]["decode_ep"] == 320 and out["config"]["tpot_slo_ms"] == 50
+
+
+def test_tighter_tpot_slo_lowers_capacity():
+    loose = C.capacity(C.Spec(DEP, "paper-decode"))
+    tight = C.capacity(C.Spec(DEP, "paper-decode", (("tpot_slo_ms", 30.0),)))
+    assert tight["config"]["tpot_slo_ms"] == 30.0
+    assert tight["max_rate"] < 0.8 * loose["max_rate"]
+
+
+def test_search_ranks_configurations_and_skips_impossible_ones():
+    spec = C.Spec(DEP, "paper-prefill", (("output_len", 64),), duration_s=10)
+    out = C.search(spec, [4, 6], [320, 7], workers=1, progress=False)
+    assert out["tried"] == 2                           # decode EP 7 does not divide 320 expert slots
+    g = [r["goodput_per_chip"] for r in out["all"]]
+    assert g == sorted(g, reverse=True)
+    assert {r["prefill_instances"] for r in out["all"]} == {4, 6}
+    # prefill-bound at 4K prompts: more prefill instances carry more requests
+    rate = {r["prefill_instances"]: r["max_rate"] for r in out["all"]}
+    assert rate[6] > rate[4]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--scenario", "default"], ["replays a trace", "synthetic"]),
+    (["--search", "--scenario", "paper-decode"], ["decode only", "paper-prefill"]),
+    (["--search", "--decode-ep", "x"], ["--decode-ep", "positive integers"]),
+    (["--set", "load=0.5,0.6"], ["--set", "one value"]),
+    (["--set", "bogus=1"], ["--set 'bogus'", "unknown key"]),
+    (["--tpot-slo", "0"], ["--tpot-slo", "> 0"]),
+])
+def test_capacity_bad_input_one_line(args, words):
+    code, out, err = cli("capacity", *args, "--no-progress")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    for w in words:
+        assert w in err, err
+
+
+# ---- compare -------------------------------------------------------------------------------------
+def test_compare_rows_follow_the_perf_model_and_the_catalog():
+    d = compare(50.0)
+    assert [r["deployment"] for r in d["systems"]] == list(SYSTEMS)
+    for r in d["systems"]:
+        pm = PerfModel(r["deployment"])
+        best = pm.max_batch_for_slo(50.0, kv_len=4096 + 128)
+        assert r["batch_per_chip"] == best["batch_per_npu"] and r["tpot_ms"] <= 50.0
+        tps = r["tokens_per_s_per_chip"]
+        assert r["tokens_per_s_per_kw"] == pytest.approx(tps / pm.system.chip_power_kw, abs=0.1)
+        assert r["usd_per_million_tokens"] == pytest.approx(pm.system.usd_per_chip_hour / (tps * 3600) * 1e6,
+                                                            abs=1e-4)
+        assert 0 < r["alltoall_share"] < 1 and r["source"] == "model"
+    by = {r["deployment"]: r for r in d["systems"]}
+    assert by[DEP]["chip_power_source"].startswith("ref 1 Supernode")
+    assert by["hgx-b200-r1"]["usd_per_chip_hour_source"].startswith("assumption")
+    # the supernode spends a smaller share of operator time in all-to-all than the Hopper clusters
+    assert by[DEP]["alltoall_share"] < by["deepseek-h800"]["alltoall_share"]
+
+
+def test_alltoall_share_exact():
+    assert alltoall_share({"dispatch": 1.0, "combine": 1.0, "experts": 2.0, "pipeline_overlap": -3.0}) == 0.5
+
+
+def test_ep_sweep_labels_the_fabric_and_keeps_valid_degrees():
+    rows = ep_sweep("deepseek-h800")
+    assert [r["decode_ep"] for r in rows] == [16, 32, 48, 72, 96, 144]     # EP8: weights leave no KV room
+    assert {r["fabric"] for r in rows} == {"nvlink+rdma"}
+    nvl = ep_sweep("gb200-nvl72-r1")
+    assert {r["fabric"] for r in nvl} == {"nvlink"} and [r["decode_ep"] for r in nvl] == [8, 16, 32, 48]
+    cm = ep_sweep(DEP)
+    assert [r["decode_ep"] for r in cm] == [64, 160, 320]
+    assert [r["tpot_ms"] for r in cm] == sorted((r["tpot_ms"] for r in cm), reverse=True)
+    assert all(r["batch_per_chip"] == catalog().deployment(DEP).decode.batch_per_die * 2 for r in cm)
+
+
+def test_compare_cli():
+    code, out, err = cli("compare", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert len(d["systems"]) == 5 and set(d["ep_sweep"]) == set(SYSTEMS)
+
+
+def test_explore_bench_cli_rejects_a_bad_scheduler_before_any_work():
+    code, out, err = cli("explore-bench", "--scheduler", "localhost:8786")
+    assert code == 2 and out == "" and "tcp://HOST:PORT" in err and err.count("\n") == 1, err
+
+
+def test_curves_stop_where_the_kv_cache_is_full():
+    from twin.explore.compare import KV_LEN, curve
+    rows = curve("deepseek-h800")
+    pm = PerfModel("deepseek-h800")
+    cap = pm.max_batch_per_die(KV_LEN)
+    assert rows[-1]["batch_per_chip"] <= cap and all(r["batch_per_chip"] <= cap for r in rows)
+    assert rows[0] == {"batch_per_chip": 1, "tpot_ms": round(pm.decode_step(1, KV_LEN).tpot_ms, 3),
+                       "tokens_per_s_per_chip": round(pm.decode_step(1, KV_LEN).tokens_per_s_per_npu, 1)}
+    assert [r["tpot_ms"] for r in rows] == sorted(r["tpot_ms"] for r in rows)

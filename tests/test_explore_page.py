@@ -1,0 +1,164 @@
+"""Explorer page: callbacks called as functions (forged payloads, limits, progress, figures)."""
+import threading
+import time
+
+import pytest
+
+from twin.budget import RateLimit
+from twin.explore import jobs as J
+
+
+@pytest.fixture(scope="module")
+def E(dash_app):
+    import pages.explorer as mod
+    return mod
+
+
+@pytest.fixture(autouse=True)
+def _cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TWIN_SWEEP_CACHE", str(tmp_path / "cache"))
+
+
+GOOD = ("cloudmatrix-infer-paper", "paper-decode", "load", "0.4,0.8", "mtp", "true,false", 1, 10, "model")
+
+
+@pytest.mark.parametrize("i, bad, words", [
+    (0, ["x"], "Deployment"), (1, "default", "Scenario: allowed"), (2, {"k": 1}, "Axis: allowed"),
+    (3, "x" * 5000, "values of load"), (3, "0.9:0.1:0.1", "inverted range"), (3, None, "values of load"),
+    (4, "bogus", "Axis: allowed"), (6, "abc", "Seeds"), (6, 2.5, "Seeds"), (7, 1e9, "Simulated seconds"),
+    (8, "gpu", "Source"), (3, "0.1:5:0.05", "at most 60 per sweep"),
+])
+def test_forged_or_bad_payloads_answer_one_line(E, i, bad, words):
+    args = list(GOOD)
+    args[i] = bad
+    job, msg, cls, tick = E.on_start(1, *args, None)
+    assert job is dash_no_update() and tick is dash_no_update()
+    assert cls == "ctl-msg msg-error" and words in msg and "\n" not in msg and "Traceback" not in msg
+
+
+def dash_no_update():
+    from dash import no_update
+    return no_update
+
+
+def test_a_model_sweep_runs_in_the_background_and_draws_the_frontier(E):
+    job, msg, cls, tick = E.on_start(1, *GOOD, "a" * 32)
+    assert cls == "ctl-msg msg-ok" and tick is False
+    viewer = E._viewer("a" * 32)
+    for _ in range(200):
+        j = J.JOBS.get(job, viewer)
+        if j["state"] != "running":
+            break
+        time.sleep(0.05)
+    assert j["state"] == "done" and j["total"] == 4 and len(j["rows"]) == 4
+    value, mx, text, fig, disabled, msg, cls = E.progress_view(j)
+    assert (value, mx, disabled) == ("4", "4", True) and "done" in text and cls == "ctl-msg msg-ok"
+    names = [t["name"] for t in fig["data"]]
+    assert names == ["mtp=True", "mtp=False", "Pareto frontier", "paper (decode, per NPU)"]
+    # another browser cannot read this job
+    assert J.JOBS.get(job, E._viewer("b" * 32)) is None
+    assert E.on_tick(1, job, "tokens_per_s_per_user", "b" * 32)[4] is True
+    # against TTFT p99 (lower is better), from a forged axis value back to the default
+    ttft = E.on_tick(1, job, "ttft_ms_p99", "a" * 32)[3]
+    assert ttft["layout"]["xaxis"]["title"]["text"] == "TTFT p99, ms" and len(ttft["data"]) == 3
+    assert E.on_tick(1, job, {"x": 1}, "a" * 32)[3]["layout"]["xaxis"]["title"]["text"].startswith("tokens/s")
+
+
+def test_pareto_figure_frontier_and_bands(E):
+    pts = [{"tokens_per_s_per_user": x, "goodput_per_chip": y, "goodput_per_chip_ci95": 3.0,
+            "tokens_per_s_per_user_ci95": None, "load": x} for x, y in ((10, 500), (20, 400), (15, 300))]
+    fig = E.pareto_figure(pts, ["load"])
+    assert fig["data"][0]["error_y"]["array"] == [3.0, 3.0, 3.0]
+    assert fig["data"][0]["error_x"]["array"] == [0, 0, 0]
+    front = fig["data"][1]
+    assert front["x"] == [10, 20] and front["y"] == [500, 400]
+    ttft = [{"ttft_ms_p99": x, "goodput_per_chip": y, "load": x} for x, y in ((100, 500), (50, 400), (80, 300))]
+    front = E.pareto_figure(ttft, ["load"], "ttft_ms_p99")["data"][1]
+    assert front["x"] == [50, 100] and front["y"] == [400, 500]     # (80, 300) is beaten by (50, 400)
+
+
+def test_compare_section_lists_the_five_systems(E):
+    table = E.compare_section().children[1].children[0]
+    assert len(table.children[1].children) == 5
+
+
+def test_csv_needs_a_finished_sweep(E):
+    data, msg, cls = E.on_csv(1, "j999999", None)
+    assert "run a sweep first" in msg and cls == "ctl-msg msg-error"
+
+
+# ---- limits of the job registry -----------------------------------------------------------------
+def _blocking():
+    gate = threading.Event()
+
+    def run(tasks, cache, workers, client, progress):
+        gate.wait(10)
+        return [], {}
+    return gate, run
+
+
+def test_one_sweep_per_viewer_and_a_global_cap():
+    gate, run = _blocking()
+    jobs = J.Jobs(run=run, limiter=RateLimit(100, 60))
+    jobs.start("v1", [], [])
+    with pytest.raises(ValueError, match="still running"):
+        jobs.start("v1", [], [])
+    jobs.start("v2", [], [])
+    with pytest.raises(ValueError, match=f"allowed: {J.MAX_RUNNING} at once"):
+        jobs.start("v3", [], [])
+    gate.set()
+
+
+def test_start_rate_per_viewer():
+    now = [0.0]
+    jobs = J.Jobs(run=lambda *a: ([], {}), limiter=RateLimit(2, 60, clock=lambda: now[0]))
+    for _ in range(2):
+        jobs.start("v", [], [])
+        time.sleep(0.05)           # the stub finishes at once
+    with pytest.raises(ValueError, match="at most 2 starts per minute"):
+        jobs.start("v", [], [])
+    now[0] = 61.0
+    assert jobs.start("v", [], [])
+
+
+def test_a_failing_sweep_reports_one_line():
+    def boom(*a):
+        raise RuntimeError("disk full\n  at somewhere")
+    jobs = J.Jobs(run=boom, limiter=RateLimit(10, 60))
+    jid = jobs.start("v", [], [])
+    for _ in range(100):
+        if jobs.get(jid, "v")["state"] != "running":
+            break
+        time.sleep(0.02)
+    j = jobs.get(jid, "v")
+    assert j["state"] == "error" and j["message"] == "disk full at somewhere"
+
+
+def test_click_a_point_gives_sandbox_settings(E):
+    job = {"state": "done", "varied": ["load"], "points": [
+        {"deployment": "cloudmatrix-infer-paper", "scenario": "paper-decode", "load": 0.5}]}
+    p = E.sandbox_params(job, {"points": [{"customdata": 0}]})
+    from twin.engine import Engine, load_scenario
+    cap = Engine(load_scenario("paper-decode")).capacity_rps()
+    assert p == {"scenario": "paper-decode", "deployment": "cloudmatrix-infer-paper", "rate": round(0.5 * cap, 3)}
+    for bad in (None, {"points": "x"}, {"points": [{"customdata": 5}]}, {"points": [{"customdata": True}]}):
+        with pytest.raises(ValueError, match="click a point of a finished sweep"):
+            E.sandbox_params(job, bad)
+    with pytest.raises(ValueError, match="cannot take mtp"):
+        E.sandbox_params({**job, "varied": ["load", "mtp"]}, {"points": [{"customdata": 0}]})
+
+
+def test_click_opens_a_sandbox_or_says_why_not(E, twin_registry):
+    key, msg, cls = E.on_click({"points": [{"customdata": 0}]}, "j-none", "c" * 32)
+    assert "click a point of a finished sweep" in msg and cls == "ctl-msg msg-error"
+    viewer = E._viewer("c" * 32)
+    job = J.Job("j-click", viewer, ["load"], 1, 1, "done", [], [
+        {"deployment": "cloudmatrix-infer-paper", "scenario": "paper-decode", "load": 0.5, "rate": None}])
+    J.JOBS._jobs[job.id] = job
+    try:
+        key, msg, cls = E.on_click({"points": [{"customdata": 0}]}, job.id, "c" * 32)
+    finally:
+        del J.JOBS._jobs[job.id]
+    assert cls == "ctl-msg msg-ok" and key in twin_registry.sandboxes(), msg
+    tw = twin_registry.get(key)
+    assert tw.owner == viewer and tw.params.scenario == "paper-decode" and tw.params.rate > 0
