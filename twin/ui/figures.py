@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from . import theme
 
 HISTORY_POINTS = 600    # points kept on a strip chart (the snapshot history is bounded too)
-OUTLIER_X = 4.0         # assumption: on a `robust` chart, a point above 4x the window's median is an outlier
+OUTLIER_X = 4.0         # assumption: on a `robust` chart, a point above 4x the window's 90th percentile
+                        # is an outlier (a hang's 30 s TPOT, not a busy interval's ordinary p99 spike)
 
 
 def r4(v) -> float | None:
@@ -47,7 +48,7 @@ class StripSpec:
     series: tuple[Series, ...]
     y2_title: str = ""
     y_range: tuple | None = None
-    robust: bool = False  # clip the y axis at OUTLIER_X x the median, saying so (see `robust_axis`)
+    robust: bool = False  # clip the y axis above OUTLIER_X x the 90th percentile, saying so (`robust_axis`)
 
     def keys(self) -> list[str]:
         return [s.key for s in self.series]
@@ -97,8 +98,8 @@ def strip_figure(spec: StripSpec, hist: dict | None, height: int = 230) -> dict:
 
 def robust_axis(spec: StripSpec, hist: dict | None) -> dict:
     """y-axis settings that keep a chart readable when a few points are far out (a 30 s p99 TPOT
-    during a hang): above OUTLIER_X x the median of the window's values the axis is clipped and its
-    title says so, naming the largest value and when it happened; otherwise autorange."""
+    during a hang): above OUTLIER_X x the 90th percentile of the window's values the axis is clipped
+    and its title says so, naming the largest value and when it happened; otherwise autorange."""
     hist = hist or {}
     n = len(hist.get("t") or [])
     lo = max(0, n - HISTORY_POINTS)
@@ -106,11 +107,11 @@ def robust_axis(spec: StripSpec, hist: dict | None) -> dict:
     pts = [(y, x) for s in spec.series for x, y in zip(xs, _values(hist, s.key, lo, s.scale)) if y is not None]
     title = {"text": spec.y_title, "font": {"size": 11, "color": theme.MUTED}}
     ys = sorted(y for y, _ in pts)
-    med = ys[len(ys) // 2] if ys else 0.0
+    ref = ys[int(0.9 * (len(ys) - 1))] if ys else 0.0
     top = max(pts) if pts else None
-    if top is None or med <= 0 or top[0] <= OUTLIER_X * med:
+    if top is None or ref <= 0 or top[0] <= OUTLIER_X * ref:
         return {"autorange": True, "title": title}
-    hi = float(f"{OUTLIER_X * med:.3g}")
+    hi = float(f"{OUTLIER_X * ref:.3g}")
     num = lambda v: f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"     # noqa: E731
     title = dict(title, text=f"{spec.y_title} · clipped at {num(hi)}; max {num(top[0])} at t={top[1]:,.0f} s",
                  font={"size": 11, "color": theme.RED})
