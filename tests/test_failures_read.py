@@ -38,7 +38,9 @@ def test_a_later_faults_numbers_stay_out_of_an_earlier_faults_row():
     assert (second["goodput_before"], second["goodput_during"]) == (100.0, 40.0)
     assert (second["slo_before"], second["slo_during"]) == (1.0, None)               # no completions
     row = FT.rows([second], 300.0)[0]
-    assert FT._change(row["slo_before"], row["slo_during"], FT._pct).children == "100.0 → no completions"
+    assert FT._cells(row)[11].children == "100.0 → no completions"
+    fresh = FT.rows([dict(second, goodput_during=None, slo_during=None)], 200.5)[0]   # no interval ended yet
+    assert FT._cells(fresh)[11].children == "100.0 → …" and FT._cells(fresh)[10].children == "100 → …"
 
 
 def test_each_fault_appears_once_in_the_timeline():
@@ -88,6 +90,8 @@ def test_a_30_s_p99_tpot_is_clipped_and_named_instead_of_flattening_the_chart():
     assert ax["title"]["text"] == "ms · clipped at 192; max 30,000 at t=150 s"
     spiky = dict(hist, tpot_p99_ms=[48.0 if x % 5 else 120.0 for x in t])   # ordinary p99 spikes stay drawn
     assert F.strip_figure(FC.CHARTS["tpot"], spiky)["layout"]["yaxis"]["autorange"] is True
+    start = {"t": [1, 2, 3], "tpot_p50_ms": [20.0, 15.0, 14.0], "tpot_p99_ms": [22.0, 16.0, 400.0]}
+    assert F.strip_figure(FC.CHARTS["tpot"], start)["layout"]["yaxis"]["autorange"] is True
 
 
 def test_the_fault_table_downloads_as_csv():

@@ -127,12 +127,13 @@ def _secs(v, pending: str = "…") -> str:
     return pending if f is None else f"{f:,.1f} s"
 
 
-def _change(before, during, fmt, unit: str = "") -> html.Td:
-    """A "before → during (±x %)" cell, red when the value fell by more than 5 %."""
+def _change(before, during, fmt, unit: str = "", missing: str = "…") -> html.Td:
+    """A "before → during (±x %)" cell, red when the value fell by more than 5 %; `missing` stands
+    for a during value not measured."""
     if before is None and during is None:
         return html.Td("–", className="muted")
-    if during is None:          # nothing completed in the window (a hang): not 100 %, not 0 %
-        return html.Td(f"{fmt(before)} → no completions", className="chg-bad")
+    if during is None:
+        return html.Td(f"{fmt(before)} → {missing}", className="chg-bad" if missing != "…" else None)
     delta = (during - before) / before if before else None
     cls = "chg-bad" if delta is not None and delta < -0.05 else ""
     return html.Td(f"{fmt(before)} → {fmt(during)}{unit}" + (f" ({delta * 100:+.0f} %)" if delta is not None else ""),
@@ -179,7 +180,10 @@ def _cells(r: dict) -> list:
         html.Td(C.fmt(r.get("recomputed")) if started else dash),
         html.Td(str(lost), className="lost-ok" if lost == 0 else "lost-bad"),
         _change(r.get("goodput_before"), r.get("goodput_during"), C.fmt) if started else html.Td(dash),
-        _change(r.get("slo_before"), r.get("slo_during"), _pct) if started else html.Td(dash),
+        # an interval ended in the window (goodput measured) but nothing completed: a hang, not 100 %
+        _change(r.get("slo_before"), r.get("slo_during"), _pct,
+                missing="no completions" if r.get("goodput_during") is not None else "…")
+        if started else html.Td(dash),
         html.Td([st, html.Div(r["note"], className="muted small")] if r.get("note") else st,
                 className=f"fstate fstate-{kind_cls}"),
     ]

@@ -15,6 +15,7 @@ from . import theme
 HISTORY_POINTS = 600    # points kept on a strip chart (the snapshot history is bounded too)
 OUTLIER_X = 4.0         # assumption: on a `robust` chart, a point above 4x the window's 90th percentile
                         # is an outlier (a hang's 30 s TPOT, not a busy interval's ordinary p99 spike)
+ROBUST_MIN = 30         # values needed before a chart is clipped (a few start-up points are no outliers)
 
 
 def r4(v) -> float | None:
@@ -109,7 +110,7 @@ def robust_axis(spec: StripSpec, hist: dict | None) -> dict:
     ys = sorted(y for y, _ in pts)
     ref = ys[int(0.9 * (len(ys) - 1))] if ys else 0.0
     top = max(pts) if pts else None
-    if top is None or ref <= 0 or top[0] <= OUTLIER_X * ref:
+    if len(ys) < ROBUST_MIN or ref <= 0 or top[0] <= OUTLIER_X * ref:
         return {"autorange": True, "title": title}
     hi = float(f"{OUTLIER_X * ref:.3g}")
     num = lambda v: f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"     # noqa: E731
