@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from urllib.parse import urlsplit
 
 import dash
 import flask
@@ -23,6 +24,7 @@ from twin.engine import list_scenarios
 from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import teach
+from twin.ui import urlstate
 from twin.ui.errors import explain
 from twin.ui.lang import _
 from twin.ui.live import shell_stores, shell_tick, twin_for
@@ -88,6 +90,9 @@ def serve_layout():
                      className="brand", title=_("A live digital twin of the CloudMatrix384 supernode")),
             _nav(),
             html.Div(id="ctl-status-twin", className="twin-badge"),
+            dcc.Store(id="ctl-url-done", storage_type="session"),   # the query string last applied
+            html.Span(dcc.Clipboard(id="ctl-link", title=_(
+                "Copy a link to this run: page, scenario, deployment, seed, speed, load, demo and language")), className="copy-link"),
             teach.tools(),
         ], className="topbar"),
         C.controls_bar(list_scenarios(), sorted(catalog().deployments)),
@@ -168,6 +173,48 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
         return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
     where = _("applied to the shared twin") if tw.shared else _("applied to your sandbox")
     return f"{msg} — {where}", "ctl-msg msg-ok"
+
+
+@dash.callback(
+    *MSG, Output("ctl-url-done", "data"),
+    inputs={"search": Input("url", "search"), "done": State("ctl-url-done", "data"),
+            "choice": State("ctl-twin", "data"), "token": State("ctl-token", "data"),
+            "viewer": State("ctl-viewer", "data"), "secret": State("ctl-secret", "data")},
+    prevent_initial_call="initial_duplicate",
+)
+def on_url(search, done, choice, token, viewer, secret):
+    """A shared link: bring the viewed twin to the state its query names (twin.ui.urlstate), once
+    per query string, through the same commands as the control bar."""
+    search = G.text(search) or ""
+    fields = urlstate.parse(search)
+    if not fields or search == G.text(done):
+        return no_update, no_update, no_update
+    tw, _note = twin_for(choice)
+    token = G.token(token)
+    try:
+        done_msgs = urlstate.apply(tw, fields, who=_who(G.viewer(viewer), token), token=G.tok(token),
+                                   client=G.client(secret)[0])
+    except S.ControlError as exc:
+        return _("Link not fully applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", search
+    where = _("applied to the shared twin") if tw.shared else _("applied to your sandbox")
+    if not done_msgs:
+        return no_update, no_update, search
+    return _("From the link: %(what)s") % {"what": "; ".join(done_msgs)} + f" — {where}", "ctl-msg msg-ok", search
+
+
+@dash.callback(
+    Output("ctl-link", "content"),
+    Input("ctl-link", "n_clicks"),
+    State("url", "href"),
+    State("url", "pathname"),
+    State("ctl-twin", "data"),
+    prevent_initial_call=True,
+)
+def on_copy_link(_clicks, href, path, choice):
+    """The current run as a link (copied to the clipboard by dcc.Clipboard)."""
+    parts = urlsplit(G.text(href, 2048) or "")
+    base = f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else ""
+    return urlstate.link(base, G.text(path) or "/", twin_for(choice)[0], teach.request_lang())
 
 
 @dash.callback(

@@ -131,6 +131,9 @@
           });
           var layout = d.shapes ? Object.assign({}, fig.layout, {shapes: d.shapes, annotations: d.notes})
                                 : fig.layout;
+          if (d.yaxes && d.yaxes[c]) {   // a robust chart's clipped range and the title saying so
+            layout = Object.assign({}, layout, {yaxis: Object.assign({}, layout.yaxis, d.yaxes[c])});
+          }
           return {data: data, layout: layout};
         });
       },

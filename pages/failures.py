@@ -14,6 +14,7 @@ from twin.engine.faults import EXAMPLES, KINDS, RANDOM_MAX
 from twin.ui import components as C
 from twin.ui import failpanels as FP
 from twin.ui import faultconsole as FC
+from twin.ui import faulttable as FT
 from twin.ui import faultview as FV
 from twin.ui import figures as F
 from twin.ui import guard as G
@@ -55,8 +56,9 @@ def layout(target: str | None = None, kind: str | None = None, **_kwargs):
             html.Div([FC.console(kind, target), FC.demos()], className="fl-stack"),
             FC.picker(),
         ], className="two-even fl-block"),
-        C.panel(html.Div(id=f"{P}-table"), _("Faults: detection, recovery and cost"), "sim", extra=FC.legend(),
-                className="fl-block"),
+        C.panel([html.Div(id=f"{P}-table"), html.Button(_("Download CSV"), id=f"{P}-csv", className="btn-small"),
+                 dcc.Download(id=f"{P}-csv-dl")], _("Faults: detection, recovery and cost"), "sim",
+                extra=FC.legend(), className="fl-block"),
         html.Div([html.Div(C.graph(f"{P}-{name}-chart", F.empty_figure(spec.title), FC.CHART_H), className="chart")
                   for name, spec in CHARTS.items()], className="chart-grid grid-2 fl-block"),
         html.Div([
@@ -419,3 +421,11 @@ clientside_callback(
     Input(beat_id(P), "data"),
     State({"type": f"{P}-demo", "index": ALL}, "id"),
 )
+
+
+@dash.callback(Output(f"{P}-csv-dl", "data"), Input(f"{P}-csv", "n_clicks"), State("ctl-twin", "data"),
+               prevent_initial_call=True)
+def download_csv(_clicks, choice):
+    """The fault table of the viewed twin as a CSV file."""
+    snap = twin_for(choice)[0].snapshot
+    return dcc.send_string(FT.csv_text(FT.rows(snap.faults, snap.sim_time)), "faults.csv")

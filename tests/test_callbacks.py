@@ -463,7 +463,7 @@ def test_fault_targets_are_validated_with_the_engine_rules_without_touching_the_
     tw = twin_registry.shared()
     assert tw.check_fault({"kind": "optical_link", "target": "sp3/l2-7--n20/l1-3"}) == \
         {"kind": "optical_link", "target": "n20/l1-3--sp3/l2-7"}                  # canonical link id
-    bad = ((dict(kind="l2", target="n20"), "is a node element; l2 needs a l2"),
+    bad = ((dict(kind="l2", target="n20"), "is a node; fault kind l2 breaks an L2 UB switch"),
            (dict(kind="npu_die", target="n99/npu0/d0"), "node index 99 out of range 0..47"),
            (dict(kind="npu_die", target="n20/npu3/d7"), "die index 7 out of range"),
            (dict(kind="meteor", target="n20"), "fault kind = .meteor.: allowed npu_die"),
@@ -513,7 +513,7 @@ def test_failures_bad_target_shows_the_message_and_keeps_the_twin(failures, twin
     tw = twin_registry.shared()
     n_actions = len(tw.actions(50))
     msg, cls = fault_click(failures, "fl-inject.n_clicks", "npu_die", "n20/l1-3")
-    assert "msg-error" in cls and "Not applied" in msg and "is a l1 element; npu_die needs a die" in msg
+    assert "msg-error" in cls and "Not applied" in msg and "is an L1 UB switch; fault kind npu_die breaks an NPU die" in msg
     msg, cls = fault_click(failures, "fl-inject.n_clicks", "optical_flap", "n20/l1-3--sp3/l2-7", period="often")
     assert "msg-error" in cls and "period_s = 'often': not a finite number" in msg
     time.sleep(0.2)
@@ -636,7 +636,8 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
     at = tw.snapshot.faults[0]["at_s"]
     assert {s["type"] for s in shapes} == {"rect", "line"}
     band = next(s for s in shapes if s["type"] == "rect")
-    assert band["x0"] == pytest.approx(at, abs=0.05) and band["x1"] == pytest.approx(at + 30, abs=0.05)
+    # the band is the disturbance: until the fabric rerouted (reroute_s), not the 30 s the switch is down
+    assert band["x0"] == pytest.approx(at, abs=0.05) and band["x1"] == pytest.approx(at + 2, abs=0.05)
     assert figs[0]["layout"]["annotations"][0]["text"] == "#1 l2"
     text = json.dumps(table, default=lambda o: o.to_plotly_json())
     assert "sp2/l2-5" in text and "lost-ok" in text and "recovered" in text and "30.0 s" in text
@@ -665,16 +666,16 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
     live = upd["live"]
     assert live["ndown"] and live["view"] == "supernode"                  # n20 drawn as failed
     assert size(upd) < 30_000
-    rows = FT.rows(tw.snapshot.faults, tw.snapshot.history, tw.snapshot.sim_time)
+    rows = FT.rows(tw.snapshot.faults, tw.snapshot.sim_time)
     assert rows[0]["slo_before"] is not None and rows[0]["state"] == "recovered"
 
 
 def test_fault_marks_merge_bands_and_keep_to_the_window():
     from twin.ui import faulttable as FV
-    reps = [{"id": 1, "kind": "l2", "at_s": 10.0, "recover_s": 5.0, "active": False},       # ends before t_from
-            {"id": 2, "kind": "l2", "at_s": 100.0, "recover_s": 50.0, "detect_s": 20.0, "active": False},
-            {"id": 3, "kind": "cpu", "at_s": 120.0, "recover_s": None, "active": True},    # overlaps #2
-            {"id": 4, "kind": "node", "at_s": 300.0, "recover_s": 10.0, "active": False},
+    reps = [{"id": 1, "kind": "l2", "at_s": 10.0, "recover_s": 5.0, "served_s": 5.0, "active": False},       # ends before t_from
+            {"id": 2, "kind": "l2", "at_s": 100.0, "recover_s": 50.0, "served_s": 50.0, "detect_s": 20.0, "active": False},
+            {"id": 3, "kind": "cpu", "at_s": 120.0, "recover_s": None, "served_s": None, "active": True},    # overlaps #2
+            {"id": 4, "kind": "node", "at_s": 300.0, "recover_s": 10.0, "served_s": 10.0, "active": False},
             {"id": 5, "kind": "npu", "at_s": 900.0, "active": False}]                     # not struck yet
     shapes, notes = FV.marks(reps, 400.0, t_from=50.0)
     bands = [(s["x0"], s["x1"]) for s in shapes if s["type"] == "rect"]
@@ -682,7 +683,8 @@ def test_fault_marks_merge_bands_and_keep_to_the_window():
     lines = [(s["x0"], s["line"]["color"]) for s in shapes if s["type"] == "line"]
     assert [x for x, _ in lines] == [100.0, 120.0, 300.0, 120.0]    # three strikes, one detection
     assert [n["text"] for n in notes] == ["#2 l2", "#3 cpu", "#4 node"]
-    many = [{"id": i, "kind": "l1", "at_s": float(i), "recover_s": 0.5, "active": False} for i in range(1, 31)]
+    many = [{"id": i, "kind": "l1", "at_s": float(i), "recover_s": 0.5, "served_s": 0.5,
+             "active": False} for i in range(1, 31)]
     shapes, notes = FV.marks(many, 40.0)
     assert len([s for s in shapes if s["type"] == "rect"]) == 30 and len(notes) == FV.MARK_LABELS
     assert notes[-1]["text"] == "#30 l1"

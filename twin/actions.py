@@ -50,6 +50,18 @@ class _Params:
         return kw
 
 
+def apply_load(engine, params: _Params, key: str) -> None:
+    """Re-apply the viewer's load override to a new engine (after a reset, or in a sandbox copied
+    from the shared twin); on a scenario that cannot take it, keep the scenario's own load."""
+    if params.load is None:
+        return
+    try:
+        engine.submit(commands.SetLoad(params.load))
+    except Exception as exc:
+        log.warning("twin %s: could not re-apply load: %s", key, exc)
+        params.load = None
+
+
 @dataclass(frozen=True)
 class _Swap:
     """Queue message: replace the running engine (a reset), with the settings it was built from."""
@@ -70,7 +82,7 @@ class TwinActions:
         fault ({"target", "kind", ...}; `check_fault` validates one first), policy ({"detect_s",
         "redundant_experts", "weights_from", ...}), random ({"hours_per_sim_s"}),
         reset ({"scenario", "seed", "deployment", "trace": a name `twin.tracestore` offers, "rate",
-        "faults": a demo name}). `client` must be the sandbox's owner (see `client_id`).
+        "load": a fraction of capacity, "faults": a demo name}). `client` must be the sandbox's owner (see `client_id`).
         """
         self.require(token, client)
         self.touch()
@@ -105,8 +117,9 @@ class TwinActions:
         self._window_reset = True
         return f"speed {s if s == 'max' else f'{s:g}x'}"
 
-    def _synthetic_only(self, action: str) -> None:
-        if self.workload == "trace":
+    def _synthetic_only(self, action: str, engine=None) -> None:
+        workload = getattr(getattr(engine, "scenario", None), "workload", None) if engine else self.workload
+        if workload == "trace":
             raise ControlError(f"{action}: a trace replays its own arrival times; pick a synthetic "
                                "scenario (e.g. bursty-chat or diurnal) to set the load, or change the speed")
 
@@ -205,7 +218,7 @@ class TwinActions:
         demo replays exactly; a reset without "faults" drops any fault file."""
         p = self.params
         if not isinstance(spec, dict):
-            raise ControlError("reset: allowed a table {scenario, seed, deployment, trace, rate, faults}")
+            raise ControlError("reset: allowed a table {scenario, seed, deployment, trace, rate, load, faults}")
         demo: dict = {}
         if spec.get("faults"):
             if spec["faults"] not in demo_names():
@@ -222,10 +235,14 @@ class TwinActions:
             deployment=spec.get("deployment") if "deployment" in spec else None if demo else p.deployment,
             trace=spec.get("trace") if "trace" in spec else None if demo else p.trace,
             rate=parse_rate(spec["rate"]) if spec.get("rate") not in (None, "") else None,
-            load=None if demo else p.load,
+            load=None if demo else p.load,     # kept only on the same scenario (below)
             faults=demo.get("path"),
         )
         new.deployment = new.deployment or None
+        if new.scenario != p.scenario:     # a load override belongs to the scenario it was set on
+            new.load = None
+        if spec.get("load") not in (None, ""):      # a load for the new run (e.g. from a link)
+            new.load = parse_load(spec["load"])
         if "trace" in spec:
             try:
                 new.trace = check(spec["trace"])
@@ -241,12 +258,9 @@ class TwinActions:
                 raise ControlError(f"trace {new.trace}: the server's file for it cannot be used (the "
                                    "server log says why)") from None
             raise ControlError(str(exc).strip("'\"") or type(exc).__name__) from None
-        if new.load is not None:
-            try:
-                engine.submit(commands.SetLoad(new.load))
-            except Exception as exc:  # keep the scenario's own load rather than fail the reset
-                log.warning("twin %s: could not re-apply load: %s", self.key, exc)
-                new.load = None
+        if spec.get("load") not in (None, ""):
+            self._synthetic_only("load", engine)
+        apply_load(engine, new, self.key)
         random = (demo.get("random") or {}).get("hours_per_sim_s")
         self._q.put(_Swap(engine, new, policy_of(engine), random))
         with self._lock:
@@ -258,6 +272,8 @@ class TwinActions:
             bits.append(f"trace {label(new.trace)}")
         if new.faults:
             bits.append(f"faults {Path(new.faults).stem}")
+        if spec.get("load") not in (None, "") and new.load is not None:
+            bits.append(f"load {new.load * 100:.0f}% of capacity")
         notes = _trace_notes(engine, label(new.trace) if new.trace else None)
         return "reset: " + ", ".join(bits) + "".join(f"; note: {n}" for n in notes)
 

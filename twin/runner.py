@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .actions import FAULTS_PER_MIN, TwinActions, _Params, _Swap, policy_of
+from .actions import FAULTS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
 from .budget import RateLimit
 from .controls import parse_speed
 from .engine import Engine
@@ -101,6 +101,7 @@ class Twin(TwinActions):
         self._pending: list[float] = []           # at_s of scheduled faults not yet struck
         self._fault_rate = RateLimit(FAULTS_PER_MIN)
         self._engine = self._factory(**self.params.engine_kwargs())   # raises ValueError on bad input
+        apply_load(self._engine, self.params, key)
         self.snapshot = self._engine.snapshot()
         self.policy: dict = policy_of(self._engine)   # fault policy as last set (read by the UI)
         self.random: float | None = None               # random failures: failure-clock h per sim s

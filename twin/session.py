@@ -126,13 +126,14 @@ class Sessions:
                                    "meanwhile.")
             key = "sb-" + secrets.token_hex(8)
             self._sandboxes[key] = None   # reserve the slot while the engine builds
-        base = params
-        if base is None:
-            sp = self._shared.params if self._shared else None
-            base = {k: v for k, v in vars(sp).items() if k != "load"} if sp else dict(self.params)
+        base, speed = params, self.speed
+        if base is None:          # a copy of the shared twin: scenario, deployment, seed, trace, load, speed
+            shared = self._shared
+            base = dict(vars(shared.params)) if shared else dict(self.params)
+            speed = shared.speed if shared else speed
         try:
             tw = Twin(key, shared=False, params=base, factory=self.factory, wall_dt=self.wall_dt,
-                      speed=self.speed, ttl_s=self.ttl_s, owner=client, addr=addr)
+                      speed=speed, ttl_s=self.ttl_s, owner=client, addr=addr)
         except Exception as exc:
             with self._lock:
                 self._sandboxes.pop(key, None)

@@ -15,8 +15,13 @@ from .. import rules
 BEFORE_S = 60.0   # "before" a fault = the minute before it (or the fault's length, if shorter)
 
 
-def fault_windows(at_s: float, end_s: float, interval_s: float) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(before, during) windows of a fault from `at_s` to `end_s`: intervals ending in (t0, t1]."""
+def fault_windows(at_s: float, end_s: float, interval_s: float,
+                  next_at: float | None = None) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(before, during) windows of a fault from `at_s` to `end_s`: intervals ending in (t0, t1].
+    "During" stops where the next fault struck (`next_at`), so a later fault's effect never counts
+    as an earlier one's."""
+    if next_at is not None and next_at > at_s:
+        end_s = min(end_s, next_at)
     span = max(end_s - at_s, interval_s)
     return (at_s - min(span, BEFORE_S), at_s), (at_s, end_s)
 

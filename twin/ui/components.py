@@ -43,8 +43,10 @@ def panel(children, title: str | None = None, source: str | None = None, classNa
 
 
 def graph(id_: str, figure: dict, height: int = 230) -> dcc.Graph:
-    return dcc.Graph(id=id_, figure=figure, config={"displayModeBar": False, "responsive": True},
-                     style={"height": f"{height}px"})
+    """A chart whose toolbar (on hover) has one button: export as PNG, named after the chart."""
+    return dcc.Graph(id=id_, figure=figure, style={"height": f"{height}px"}, config={
+        "displayModeBar": "hover", "displaylogo": False, "modeBarButtons": [["toImage"]],
+        "toImageButtonOptions": {"format": "png", "filename": id_, "scale": 2}, "responsive": True})
 
 
 def badge(ok: bool, text_ok: str = N_("PASS"), text_bad: str = N_("FAIL")) -> html.Span:

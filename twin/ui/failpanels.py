@@ -69,6 +69,9 @@ def charts(t: Tick, panels: dict, changed) -> dict:
            "y": [e[0]["y"] if e else [] for e in ext]}
     if new_marks:
         upd["shapes"], upd["notes"] = shapes, notes
+    axes = [F.robust_axis(spec, hist) if spec.robust else None for spec in FC.CHARTS.values()]
+    if changed("axes", FV.crc(axes)):     # a clipped axis moves with its window (assets/twin.js)
+        upd["yaxes"] = axes
     return {"strips": upd}
 
 
@@ -78,7 +81,7 @@ def panels(snap) -> dict:
     signatures it has, so a part is sent only when it changed."""
     now = float(snap.sim_time)
     reports, failed, hist = list(snap.faults or ()), list(snap.failed or ()), snap.history
-    rows = FT.rows(reports, hist, now)
+    rows = FT.rows(reports, now)
     summary = snap.fault_summary or {}
     evs = [e for e in (snap.events or ()) if e.get("kind") in FT.TIMELINE_KINDS][-14:]
     marks = FT.marks(reports, now, window_start(hist))

@@ -22,9 +22,10 @@ DEFAULT_KIND = "l2"
 
 CHARTS = {
     "tpot": F.StripSpec(N_("Time per output token (ms)"), "ms", (
-        F.Series("tpot_p50_ms", "p50", T.PURPLE), F.Series("tpot_p99_ms", "p99", T.PINK, dash="dot"))),
+        F.Series("tpot_p50_ms", "p50", T.PURPLE), F.Series("tpot_p99_ms", "p99", T.PINK, dash="dot")),
+        robust=True),
     "ttft": F.StripSpec(N_("Time to first token p50 (s)"), "s", (
-        F.Series("ttft_p50_ms", "p50", T.TEAL, scale=1e-3),)),
+        F.Series("ttft_p50_ms", "p50", T.TEAL, scale=1e-3),), robust=True),
     "good": F.StripSpec(N_("Goodput (output tokens/s meeting the SLOs)"), "tok/s", (
         F.Series("goodput_tps", N_("goodput"), T.GREEN, fill=True),
         F.Series("output_tps", N_("all output"), T.ORANGE, dash="dot"))),
@@ -169,7 +170,7 @@ def demos() -> html.Div:
 
 def legend() -> html.Div:
     return html.Div([
-        html.Span([html.Span(className="swatch", style={"background": T.RED, "opacity": 0.5}), _("fault until recovered")]),
+        html.Span([html.Span(className="swatch", style={"background": T.RED, "opacity": 0.5}), _("service disturbed (until rerouted or recovered)")]),
         html.Span([html.Span(className="swatch swatch-line", style={"background": T.RED}), _("struck")]),
         html.Span([html.Span(className="swatch swatch-dash", style={"borderColor": T.YELLOW}), _("detected")]),
     ], className="legend")

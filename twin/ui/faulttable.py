@@ -3,6 +3,8 @@ attainment before and during each fault, over the engine's goodput windows), fai
 fault timeline and the policy and random-failure lines. Everything is built from snapshot data."""
 from __future__ import annotations
 
+import csv
+import io
 import math
 
 from dash import html
@@ -20,7 +22,7 @@ from .lang import N_, _
 
 def state(r: dict, now: float) -> str:
     if r.get("active"):
-        if r.get("recover_s") is not None:        # service back, the part itself still under repair
+        if r.get("served_s") is not None:         # service back (rerouted), the part still under repair
             return N_("served again · part in repair")
         return N_("active · detected") if r.get("detect_s") is not None else N_("active")
     if r.get("recover_s") is not None:
@@ -53,8 +55,9 @@ def _vline(x: float, colour: str, width: float, dash: str | None = None) -> dict
 
 
 def marks(reports, now: float, t_from: float | None = None) -> tuple[list, list]:
-    """(shapes, annotations) for a KPI chart: red bands where any fault lasted (overlapping faults
-    merged into one band), a solid line where each struck, a dashed yellow line where it was
+    """(shapes, annotations) for a KPI chart: red bands where any fault disturbed service (from the
+    strike until traffic flowed steadily again, `served_s`: a reroute, an isolated flapping link, a
+    recovered instance; overlapping faults merged into one band), a solid line where each struck, a dashed yellow line where it was
     detected, and a label on the newest MARK_LABELS strikes. Only what overlaps the visible window
     (from `t_from` to now) is drawn: with hundreds of faults the marks stay a few KB."""
     spans, strikes, detects = [], [], []
@@ -63,8 +66,8 @@ def marks(reports, now: float, t_from: float | None = None) -> tuple[list, list]
         at = _num(r.get("at_s"))
         if at is None or at > now + 1e-9 or (not r.get("active") and r.get("recover_s") is None):
             continue
-        rec = _num(r.get("recover_s"))
-        end = at + rec if rec is not None else now
+        rec = _num(r.get("served_s"))
+        end = min(at + rec, now) if rec is not None else now
         if end < lo:
             continue
         spans.append((max(at, lo), end))
@@ -91,33 +94,33 @@ def marks(reports, now: float, t_from: float | None = None) -> tuple[list, list]
 
 # ---- the fault table --------------------------------------------------------------------------------
 
-def _mean(hist: dict, key: str, t0: float, t1: float) -> float | None:
-    ts, vs = hist.get("t") or [], hist.get(key) or []
-    vals = [v for t, v in zip(ts, vs) if t0 < t <= t1 + 1e-9 and _num(v) is not None]
-    return sum(vals) / len(vals) if vals else None
-
-
-def rows(reports, hist: dict | None, now: float, interval_s: float = 1.0) -> list[dict]:
-    """One dict per fault: the engine's report plus SLO attainment before and during it (from the
-    snapshot history, over the same windows the engine uses for goodput) and its state."""
-    hist = hist or {}
+def rows(reports, now: float) -> list[dict]:
+    """One dict per fault: the engine's report (goodput and SLO attainment before and during it,
+    over the engine's windows, `accounting.fault_windows`: one definition) and its state."""
     out = []
     for r in reports or ():
-        at = _num(r.get("at_s")) or 0.0
-        rec = _num(r.get("recover_s"))
-        started = at <= now + 1e-9 and (r.get("active") or rec is not None)
-        end = at + rec if rec is not None else now
-        span = max(end - at, interval_s)
         row = {k: r.get(k) for k in ("id", "kind", "target", "at_s", "detect_s", "recover_s", "requests_affected",
                                      "requeued", "recomputed", "lost", "goodput_before", "goodput_during",
-                                     "active", "note")}
-        for k in ("goodput_before", "goodput_during"):
+                                     "slo_before", "slo_during", "active", "note")}
+        for k in ("goodput_before", "goodput_during", "slo_before", "slo_during"):
             row[k] = _num(row[k])
-        row["slo_before"] = _mean(hist, "slo_attainment", at - span, at) if started else None
-        row["slo_during"] = _mean(hist, "slo_attainment", at, end) if started else None
         row["state"] = state(r, now)
         out.append(row)
     return out
+
+
+CSV_FIELDS = ("id", "kind", "target", "at_s", "detect_s", "recover_s", "requests_affected", "requeued",
+              "recomputed", "lost", "goodput_before", "goodput_during", "slo_before", "slo_during", "state")
+
+
+def csv_text(rows_: list[dict]) -> str:
+    """The fault table as CSV (one row per fault, oldest first; empty cells for "not measured")."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(CSV_FIELDS)
+    for r in sorted(rows_, key=lambda x: int(x.get("id") or 0)):
+        w.writerow(["" if r.get(k) is None else r.get(k) for k in CSV_FIELDS])
+    return out.getvalue()
 
 
 def _secs(v, pending: str = "…") -> str:
@@ -125,11 +128,14 @@ def _secs(v, pending: str = "…") -> str:
     return pending if f is None else f"{f:,.1f} s"
 
 
-def _change(before, during, fmt, unit: str = "") -> html.Td:
-    """A "before → during (±x %)" cell, red when the value fell by more than 5 %."""
+def _change(before, during, fmt, unit: str = "", missing: str = "…") -> html.Td:
+    """A "before → during (±x %)" cell, red when the value fell by more than 5 %; `missing` stands
+    for a during value not measured."""
     if before is None and during is None:
         return html.Td("–", className="muted")
-    delta = (during - before) / before if before and during is not None else None
+    if during is None:
+        return html.Td(f"{fmt(before)} → {missing}", className="chg-bad" if missing != "…" else None)
+    delta = (during - before) / before if before else None
     cls = "chg-bad" if delta is not None and delta < -0.05 else ""
     return html.Td(f"{fmt(before)} → {fmt(during)}{unit}" + (f" ({delta * 100:+.0f} %)" if delta is not None else ""),
                    className=cls or None)
@@ -175,7 +181,10 @@ def _cells(r: dict) -> list:
         html.Td(C.fmt(r.get("recomputed")) if started else dash),
         html.Td(str(lost), className="lost-ok" if lost == 0 else "lost-bad"),
         _change(r.get("goodput_before"), r.get("goodput_during"), C.fmt) if started else html.Td(dash),
-        _change(r.get("slo_before"), r.get("slo_during"), _pct) if started else html.Td(dash),
+        # an interval ended in the window (goodput measured) but nothing completed: a hang, not 100 %
+        _change(r.get("slo_before"), r.get("slo_during"), _pct,
+                missing=_("no completions") if r.get("goodput_during") is not None else "…")
+        if started else html.Td(dash),
         html.Td([st, html.Div(r["note"], className="muted small")] if r.get("note") else st,
                 className=f"fstate fstate-{kind_cls}"),
     ]

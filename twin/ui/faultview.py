@@ -16,6 +16,7 @@ from pathlib import Path
 
 from twin.config import CATALOG_DIR
 from twin.engine.faults import EXAMPLES, KINDS, load_fault_file
+from twin.engine.faults.spec import PART_LABEL, part_label
 from twin.topology import (StaticTopology, UnknownElementError, l1_id, l2_id, link_id, node_label, npu_id,
                            parse, rdma_nic_id, subplane_id, vpc_nic_id, cpu_id, die_id)
 
@@ -34,11 +35,7 @@ KIND_LABEL = {
 DEFAULT_KIND = {"die": "npu_die", "npu": "npu", "cpu": "cpu", "node": "node", "link:l1-l2": "optical_link",
                 "l1": "l1", "l2": "l2", "subplane": "subplane", "rdma_nic": "rdma_nic",
                 "rdma_switch": "rdma_plane", "vpc_nic": "vpc"}
-ELEMENT_LABEL = {"die": N_("NPU die"), "npu": "NPU", "cpu": N_("Kunpeng CPU"), "node": N_("node"), "link:l1-l2": N_("optical L1-L2 link"),
-                 "l1": N_("L1 UB switch"), "l2": N_("L2 UB switch"), "subplane": N_("UB sub-plane"),
-                 "rdma_nic": N_("RDMA NIC"), "rdma_switch": N_("RDMA switch"), "vpc_nic": N_("VPC card"),
-                 "vpc_switch": N_("VPC switch"), "storage": N_("object storage"), "rack": N_("rack"),
-                 "comm_rack": N_("communication rack"), "nvswitch": "NVSwitch"}
+ELEMENT_LABEL = PART_LABEL
 EXTRA_FIELDS = {"optical_degrade": "factor", "optical_flap": "period_s"}   # kind-specific inputs
 SUGGESTIONS = 200          # at most this many ids in the target's suggestion list
 
@@ -182,11 +179,13 @@ def suggest(t: StaticTopology, kind: str, text: str | None, limit: int = SUGGEST
     return out[:limit]
 
 
-def element_label(t: StaticTopology, el: str | None) -> str:
-    """What a part is called on this system (a die of a one-die package is a GPU)."""
+def element_label(t: StaticTopology, el: str | None, **form) -> str:
+    """What a part is called on this system (a die of a one-die package is a GPU); `form`:
+    part_label's article= or plural=."""
     if el in ("die", "npu") and t.dies_per_package() == 1:
-        return "GPU"
-    return ELEMENT_LABEL.get(el, el or "element")
+        el = "GPU"
+    return _(part_label(el or "element", **form))
+
 
 
 def fault_message(spec: dict) -> str:
@@ -204,14 +203,14 @@ def demo_message(title: str, msg: str) -> str:
 def target_hint(t: StaticTopology, kind: str, target: str | None) -> str:
     ids = ids_for(t, kind)
     n = len(ids)
-    what = " or ".join(element_label(t, e) + "s" for e in KINDS.get(kind, ()))
+    what = " or ".join(element_label(t, e, plural=True) for e in KINDS.get(kind, ()))
     ex = EXAMPLES.get(kind, "") if EXAMPLES.get(kind, "") in ids else (ids[0] if ids else "")
     if not n:
         return f"This system has no {what}: pick another fault kind."
     state = ""
     if target and not fits(t, kind, target):
         el = element_kind(t, target)
-        state = (f" · {target!r} is a {element_label(t, el)}, not one of these" if el
+        state = (f" · {target!r} is {element_label(t, el, article=True)}, not one of these" if el
                  else f" · {target!r} is not an element of this system")
     return f"{n:,} {what} (e.g. {ex}); type to filter, or click a part on the drawing{state}"
 

@@ -14,6 +14,9 @@ from . import theme
 from .lang import _
 
 HISTORY_POINTS = 600    # points kept on a strip chart (the snapshot history is bounded too)
+OUTLIER_X = 4.0         # assumption: on a `robust` chart, a point above 4x the window's 90th percentile
+                        # is an outlier (a hang's 30 s TPOT, not a busy interval's ordinary p99 spike)
+ROBUST_MIN = 30         # values needed before a chart is clipped (a few start-up points are no outliers)
 
 
 def r4(v) -> float | None:
@@ -47,6 +50,7 @@ class StripSpec:
     series: tuple[Series, ...]
     y2_title: str = ""
     y_range: tuple | None = None
+    robust: bool = False  # clip the y axis above OUTLIER_X x the 90th percentile, saying so (`robust_axis`)
 
     def keys(self) -> list[str]:
         return [s.key for s in self.series]
@@ -84,12 +88,37 @@ def strip_figure(spec: StripSpec, hist: dict | None, height: int = 230) -> dict:
     if spec.y_range:
         over["yaxis"]["range"] = list(spec.y_range)
         over["yaxis"]["rangemode"] = "normal"
+    if spec.robust:
+        over["yaxis"].update(robust_axis(spec, hist))
     if spec.y2_title:
         over["yaxis2"] = {"title": {"text": _(spec.y2_title), "font": {"size": 11, "color": theme.MUTED}},
                           "overlaying": "y", "side": "right", "gridcolor": "rgba(0,0,0,0)",
                           "rangemode": "tozero"}
         over["margin"] = {"l": 56, "r": 56, "t": 34, "b": 40}
     return {"data": data, "layout": theme.base_layout(**over)}
+
+
+def robust_axis(spec: StripSpec, hist: dict | None) -> dict:
+    """y-axis settings that keep a chart readable when a few points are far out (a 30 s p99 TPOT
+    during a hang): above OUTLIER_X x the 90th percentile of the window's values the axis is clipped
+    and its title says so, naming the largest value and when it happened; otherwise autorange."""
+    hist = hist or {}
+    n = len(hist.get("t") or [])
+    lo = max(0, n - HISTORY_POINTS)
+    xs = _times(hist, lo)
+    pts = [(y, x) for s in spec.series for x, y in zip(xs, _values(hist, s.key, lo, s.scale)) if y is not None]
+    title = {"text": _(spec.y_title), "font": {"size": 11, "color": theme.MUTED}}
+    ys = sorted(y for y, _ in pts)
+    ref = ys[int(0.9 * (len(ys) - 1))] if ys else 0.0
+    top = max(pts) if pts else None
+    if len(ys) < ROBUST_MIN or ref <= 0 or top[0] <= OUTLIER_X * ref:
+        return {"autorange": True, "title": title}
+    hi = float(f"{OUTLIER_X * ref:.3g}")
+    num = lambda v: f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"     # noqa: E731
+    title = dict(title, text=title["text"] + " · " + _("clipped at %(hi)s; max %(top)s at t=%(t)s s") % {
+                     "hi": num(hi), "top": num(top[0]), "t": f"{top[1]:,.0f}"},
+                 font={"size": 11, "color": theme.RED})
+    return {"autorange": False, "range": [0, hi], "title": title}
 
 
 def new_points_from(hist: dict | None, since_t: float | None) -> int:

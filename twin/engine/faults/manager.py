@@ -41,7 +41,7 @@ class FaultManager:
         self._prune()
         self.eng.env.process(self._run(f))
         when = "now" if f.at_s <= self.eng.env.now + 1e-9 else f"at {f.at_s:g} s"
-        self.eng.log("fault", f"#{f.id} {f.kind} on {f.target} scheduled {when}")
+        self.eng.log("schedule", f"#{f.id} {f.kind} on {f.target} scheduled {when}")
         return f
 
     def _prune(self) -> None:
@@ -90,6 +90,8 @@ class FaultManager:
         else:
             yield from self._until(f, min(pol.reroute_s, end))
             f.rerouted = True
+            if f.kind != "optical_degrade":   # a slow link stays slow until it is repaired
+                f.served_s = eng.env.now - f.at_s
             eng.network_changed()
             if end >= pol.detect_s:
                 yield from self._until(f, pol.detect_s)
@@ -136,6 +138,7 @@ class FaultManager:
             f.rerouted = True
             eng.network_changed()
             self._detected(f, pol, "flapping link isolated until repaired")
+            f.served_s = f.detect_s
 
     def _remaining(self, f: Fault, repair_s: float) -> float:
         elapsed = self.eng.env.now - f.at_s
@@ -204,7 +207,10 @@ class FaultManager:
         h = eng.metrics.history
         hist = {k: np.array(h[k], dtype=float) for k in ("t", "goodput_tps", "slo_attainment")}
         lost = eng.lost_ids()
-        return [f.report(eng.env.now, eng.scenario.interval_s, lost, hist) for f in faults]
+        now = eng.env.now
+        struck = sorted(f.at_s for f in self.faults if f.at_s <= now + 1e-9)
+        later = lambda at: next((x for x in struck if x > at + 1e-9), None)   # noqa: E731
+        return [f.report(now, eng.scenario.interval_s, lost, hist, later(f.at_s)) for f in faults]
 
     def summary(self) -> dict:
         """Counts over every fault of the run (records dropped from the history included)."""

@@ -29,6 +29,23 @@ EXAMPLES = {"npu_die": "n20/npu3/d1", "npu": "n20/npu3", "cpu": "n05/cpu2", "nod
             "optical_flap": "n20/l1-3--sp3/l2-7", "l1": "n20/l1-3", "l2": "sp2/l2-5",
             "subplane": "sp4", "rdma_nic": "n20/rdma3", "rdma_plane": "rdma/spine-0", "vpc": "n20/vpc"}
 
+# what each part kind is called in messages (the dashboard's labels too: twin.ui.faultview)
+PART_LABEL = {"die": "NPU die", "npu": "NPU", "cpu": "Kunpeng CPU", "node": "node",
+              "link:l1-l2": "optical L1-L2 link", "l1": "L1 UB switch", "l2": "L2 UB switch",
+              "subplane": "UB sub-plane", "rdma_nic": "RDMA NIC", "rdma_switch": "RDMA switch",
+              "vpc_nic": "VPC card", "vpc_switch": "VPC switch", "storage": "object storage", "rack": "rack",
+              "comm_rack": "communication rack", "nvswitch": "NVSwitch"}
+
+
+def part_label(kind: str, *, article: bool = False, plural: bool = False) -> str:
+    """A part kind in words: "an L2 UB switch", "L2 UB switches", "a die-l1 link"."""
+    name = PART_LABEL.get(kind) or (kind[5:] + " link" if kind.startswith("link:") else kind)
+    if plural:
+        return name + ("es" if name.endswith(("s", "sh", "ch", "x")) else "s")
+    if article:       # by sound: "an NPU", "an L2", "an optical"
+        return ("an " if name[0] in "aeiouAEFHILMNORSX" else "a ") + name
+    return name
+
 
 FAULT_KEYS = ("kind", "target", "at_s", "duration_s", "factor", "period_s")
 MAX_RECORDS = 100  # closed faults kept with full records (assumption: a screenful of history)
@@ -84,6 +101,7 @@ class Fault:
     period_s: float = 10.0
     detect_s: float | None = None
     recover_s: float | None = None
+    served_s: float | None = None     # seconds until traffic flowed steadily again (rerouted, isolated)
     rerouted: bool = False
     active: bool = False
     affected: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -92,16 +110,19 @@ class Fault:
     nodes: tuple = ()
     note: str = ""
 
-    def report(self, now: float, interval_s: float, lost_ids: np.ndarray, history: dict) -> dict:
+    def report(self, now: float, interval_s: float, lost_ids: np.ndarray, history: dict,
+               next_at: float | None = None) -> dict:
         """One row of the fault table; `lost_ids` from the engine's lifecycle audit, `history` the
         metrics history as arrays ("t", "goodput_tps", "slo_attainment"). Goodput and SLO
-        attainment are averaged over the same windows (`accounting.fault_windows`)."""
+        attainment are averaged over the same windows (`accounting.fault_windows`), cut at
+        `next_at`, when the next fault struck."""
         lost = int(np.isin(self.affected, lost_ids).sum()) if len(lost_ids) else 0
         end = self.at_s + (self.recover_s if self.recover_s is not None else max(now - self.at_s, 0))
-        before, during = fault_windows(self.at_s, end, interval_s)
+        before, during = fault_windows(self.at_s, end, interval_s, next_at)
         t = history["t"]
         out = {"id": self.id, "target": self.target, "kind": self.kind, "at_s": self.at_s,
                "detect_s": self.detect_s, "recover_s": self.recover_s,
+               "served_s": self.served_s if self.served_s is not None else self.recover_s,
                "requests_affected": len(self.affected), "requeued": self.requeued,
                "recomputed": self.recomputed, "lost": lost}
         for key, series in (("goodput", "goodput_tps"), ("slo", "slo_attainment")):
@@ -129,9 +150,9 @@ def check_spec(spec: dict, topo, now: float, fault_id: int = 1) -> Fault:
         raise ValueError(f"fault target = {target!r}: {exc}") from None
     what = "link:" + _link_kind(topo, canonical) if "--" in canonical else parse(canonical)["kind"]
     if what not in KINDS[kind]:
-        raise ValueError(f"fault target = {target!r} is a {what.replace('link:', '')} "
-                         f"{'link' if what.startswith('link:') else 'element'}; {kind} needs a "
-                         f"{' or '.join(KINDS[kind])} (e.g. {EXAMPLES[kind]!r})")
+        wanted = " or ".join(part_label(k, article=True) for k in KINDS[kind])
+        raise ValueError(f"fault target = {target!r} is {part_label(what, article=True)}; fault kind {kind} "
+                         f"breaks {wanted} (e.g. {EXAMPLES[kind]!r})")
     at = _number(spec.pop("at_s", None), "at_s", now, -math.inf, math.inf,
                  "a finite time in seconds")
     if at < now - 1e-9:
