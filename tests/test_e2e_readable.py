@@ -86,7 +86,7 @@ def test_a_link_opens_paper_decode_at_50x_in_chinese(browser_page, live_server):
             break
         pg.wait_for_timeout(100)
     assert tw.params.scenario == "paper-decode" and tw.speed == 50.0
-    pg.goto(pg.base_url + "/?speed=fast")
+    pg.goto(pg.base_url + "/?speed=fast&lang=en")
     wait_text(pg, "#ctl-msg", "speed = 'fast': allowed 1 to 1000")
     assert tw.speed == 50.0
     tw.control("reset", {"scenario": "default"})
