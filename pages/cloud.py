@@ -23,7 +23,7 @@ from twin.ui import theme as T
 from twin.ui import lang as Lg
 from twin.ui.lang import N_, _
 
-dash.register_page(__name__, path="/cloud", name=N_("Cloud"), title=Lg.title("Cloud"), order=8)
+dash.register_page(__name__, path="/cloud", name=N_("Cloud"), title=Lg.title("Cloud"), order=9)
 
 P = "cl"
 DAY_MIN_S, DAY_MAX_S, DAY_DEFAULT_S = 30, 600, 60   # simulated seconds standing for 24 h (input bounds)

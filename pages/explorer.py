@@ -3,7 +3,6 @@ against tokens/s per user as a Pareto frontier (seed means with 95% intervals, t
 points); below, "why a supernode": the same model on CloudMatrix384 and four GPU systems."""
 from __future__ import annotations
 
-from functools import lru_cache
 
 import dash
 import pandas as pd
@@ -12,7 +11,6 @@ from dash import Input, Output, State, dcc, html, no_update
 from twin import session as S
 from twin.config import CatalogError, catalog
 from twin.engine.scenario import synthetic_scenarios
-from twin.explore.compare import compare
 from twin.explore.evaluate import point_rate
 from twin.explore import jobs as J
 from twin.explore.points import KEYS, parse_vary, plan
@@ -31,13 +29,6 @@ AXES = [k for k in KEYS if k not in ("deployment", "trace")]
 NONE = "none"
 PAPER = ((1e3 / 49.4, 1943, "ref 4: batch 96, TPOT 49.4 ms"), (1e3 / 14.9, 538, "ref 4: batch 8, TPOT 14.9 ms"))
 PALETTE = (T.BLUE, T.ORANGE, T.GREEN, T.PURPLE, T.TEAL, T.YELLOW, T.PINK, T.RED)
-
-
-def _graph(id_: str, figure: dict, height: int) -> dcc.Graph:
-    """A chart with one mode-bar button: save it as PNG."""
-    return dcc.Graph(id=id_, figure=figure, style={"height": f"{height}px"},
-                     config={"responsive": True, "displaylogo": False, "modeBarButtons": [["toImage"]],
-                             "toImageButtonOptions": {"format": "png", "filename": id_}})
 
 
 def _field(label: str, child, title: str = "") -> html.Div:
@@ -91,13 +82,14 @@ def layout(**_kwargs):
         ]), "Sweep", "config"),
         C.panel([dcc.RadioItems(id=f"{P}-x", options=[{"label": v, "value": k} for k, v in X_AXES.items()],
                                 value="tokens_per_s_per_user", inline=True),
-                 _graph(f"{P}-pareto", pareto_figure([], []), 460),
+                 C.graph(f"{P}-pareto", pareto_figure([], []), 460),
                  html.P("Each dot is a point of the sweep (mean over seeds, bars: 95% confidence interval); "
                         "the line joins the points no other point beats on both axes. Up and right is better: "
                         "more output per accelerator while each user still reads fast. Click a point to "
                         "open it in a private sandbox twin.", className="hint")],
                 "Goodput per chip vs tokens/s per user (or TTFT)", "sim", extra=html.Span([C.tag("model"), C.tag("paper")])),
-        compare_section(),
+        html.P(["The same model on five systems, side by side: ", dcc.Link("Compare", href="/compare"), "."],
+               className="hint"),
     ])
 
 
@@ -133,83 +125,6 @@ def pareto_figure(points: list[dict], varied: list[str], x: str = "tokens_per_s_
                         yaxis={"title": {"text": "goodput, output tokens/s per chip"}, "gridcolor": T.GRID,
                                "rangemode": "tozero"}, hovermode="closest")
     return {"data": data, "layout": lay}
-
-
-@lru_cache(maxsize=1)
-def _compare() -> dict:
-    return compare(50.0)
-
-
-def curves_figure(d: dict) -> dict:
-    """Every system's decode curve (tokens/s per chip vs TPOT) on the same axes, with the SLO."""
-    data = [{"type": "scatter", "mode": "lines+markers", "name": s, "x": [r["tpot_ms"] for r in rows],
-             "y": [r["tokens_per_s_per_chip"] for r in rows], "marker": {"color": PALETTE[i % len(PALETTE)]},
-             "text": [f"batch {r['batch_per_chip']}/chip" for r in rows],
-             "hovertemplate": "%{text}: TPOT %{x:.1f} ms, %{y:.0f} tok/s/chip<extra>" + s + "</extra>"}
-            for i, (s, rows) in enumerate(d["curves"].items())]
-    lay = T.base_layout(hovermode="closest", xaxis={"title": {"text": "TPOT, ms"}, "gridcolor": T.GRID,
-                                                    "range": [0, 2 * d["tpot_slo_ms"]]},
-                        yaxis={"title": {"text": "decode tokens/s per chip"}, "gridcolor": T.GRID,
-                               "rangemode": "tozero"},
-                        shapes=[{"type": "line", "x0": d["tpot_slo_ms"], "x1": d["tpot_slo_ms"], "y0": 0, "y1": 1,
-                                 "yref": "paper", "line": {"color": T.RED, "dash": "dash"}}])
-    return {"data": data, "layout": lay}
-
-
-def compare_figures(d: dict) -> tuple[dict, dict]:
-    """(per-TFLOPS / per-kW / $ bars, EP sweep) of a compare() result."""
-    names = [s["deployment"] for s in d["systems"]]
-    metrics = (("tokens_per_s_per_tflops", "tokens/s per TFLOPS"), ("tokens_per_s_per_kw", "tokens/s per kW"),
-               ("usd_per_million_tokens", "$ per million output tokens"))
-    bars = []
-    lay = T.base_layout(hovermode="closest", showlegend=False, margin={"l": 50, "r": 10, "t": 40, "b": 110})
-    for i, (m, label) in enumerate(metrics, 1):
-        n = "" if i == 1 else str(i)             # Plotly names the first axes x and y
-        bars.append({"type": "bar", "name": label, "x": names, "y": [s[m] for s in d["systems"]],
-                     "xaxis": f"x{n}", "yaxis": f"y{n}", "marker": {"color": PALETTE[i - 1]}})
-        lay[f"xaxis{n}"] = {"domain": [(i - 1) / 3 + 0.04, i / 3 - 0.02], "anchor": f"y{n}", "tickangle": -35,
-                            "gridcolor": T.GRID}
-        lay[f"yaxis{n}"] = {"anchor": f"x{n}", "gridcolor": T.GRID, "rangemode": "tozero",
-                            "title": {"text": label, "font": {"size": 11}}}
-    ep = [{"type": "scatter", "mode": "lines+markers", "name": s, "x": [r["decode_ep"] for r in rows],
-           "y": [r["tokens_per_s_per_chip"] for r in rows], "marker": {"color": PALETTE[i % len(PALETTE)]},
-           "text": [f"{r['fabric']}, batch {r['batch_per_chip']}/chip, TPOT {r['tpot_ms']:.1f} ms" for r in rows],
-           "hovertemplate": "%{text}<br>EP%{x}: %{y:.0f} tok/s/chip<extra>" + s + "</extra>"}
-          for i, (s, rows) in enumerate(d["ep_sweep"].items())]
-    ep_lay = T.base_layout(hovermode="closest", xaxis={"title": {"text": "decode EP degree"}, "type": "log",
-                                                       "gridcolor": T.GRID},
-                           yaxis={"title": {"text": "decode tokens/s per chip"}, "gridcolor": T.GRID,
-                                  "rangemode": "tozero"})
-    return {"data": bars, "layout": lay}, {"data": ep, "layout": ep_lay}
-
-
-def compare_section() -> html.Div:
-    d = _compare()
-    bars, ep = compare_figures(d)
-    head = ["system", "batch/chip", "tok/s per chip", "TPOT ms", "all-to-all share", "$ / M tokens"]
-    rows = [html.Tr([html.Td(s["deployment"]), html.Td(s["batch_per_chip"], className="num"),
-                     html.Td(f"{s['tokens_per_s_per_chip']:,.0f}", className="num"),
-                     html.Td(C.fmt(s["tpot_ms"]), className="num"),
-                     html.Td(f"{s['alltoall_share']:.0%}", className="num"),
-                     html.Td(C.fmt(s["usd_per_million_tokens"]), className="num")]) for s in d["systems"]]
-    return C.panel([
-        html.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)], className="tbl",
-                   id=f"{P}-cmp-table"),
-        html.P(f"DeepSeek-R1 decode at each system's operating point: the largest batch per chip whose TPOT meets "
-               f"{d['tpot_slo_ms']:g} ms and whose KV fits. The all-to-all share is dispatch + combine over "
-               f"operator time: on UB it stays near a fifth, on Hopper clusters it is about half.", className="hint"),
-        _graph(f"{P}-cmp-curves", curves_figure(d), 360),
-        html.P(f"The same decode, batch by batch, on the same axes: each curve climbs until its KV cache is full; "
-               f"the dashed line is the {d['tpot_slo_ms']:g} ms TPOT SLO, where the table's operating points sit.",
-               className="hint"),
-        _graph(f"{P}-cmp-bars", bars, 340),
-        html.P("Per dense TFLOPS of the serving precision, per kW and per dollar (power and price per chip from "
-               "systems.toml, each with its source or marked as an assumption).", className="hint"),
-        _graph(f"{P}-cmp-ep", ep, 340),
-        html.P("Decode throughput per chip against EP degree at the deployed batch: where the all-to-all leaves "
-               "NVLink for RDMA the curve flattens or falls; on the supernode UB carries every degree.",
-               className="hint"),
-    ], "Why a supernode: the same model on five systems", "model")
 
 
 # ---- callbacks -----------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from twin.ui import teach as T
 from twin.ui import lang as Lg
 from twin.ui.lang import N_
 
-dash.register_page(__name__, path="/glossary", name=N_("Glossary"), title=Lg.title("Glossary"), order=10)
+dash.register_page(__name__, path="/glossary", name=N_("Glossary"), title=Lg.title("Glossary"), order=11)
 
 
 def layout(lang=None, **_kwargs):

@@ -20,7 +20,7 @@ from twin.ui.live import twin_for
 from twin.ui import lang as Lg
 from twin.ui.lang import N_
 
-dash.register_page(__name__, path="/lessons", name=N_("Lessons"), title=Lg.title("Lessons"), order=9)
+dash.register_page(__name__, path="/lessons", name=N_("Lessons"), title=Lg.title("Lessons"), order=10)
 
 P = "lesson"
 

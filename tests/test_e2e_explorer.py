@@ -19,7 +19,7 @@ def test_explorer_sweep_in_the_background(browser_page, artifacts, monkeypatch, 
     monkeypatch.setenv("TWIN_SWEEP_CACHE", str(tmp_path))
     pg = browser_page
     pg.goto(pg.base_url + "/explorer")
-    wait_text(pg, "#ex-cmp-table", "cloudmatrix-infer-paper")
+    pg.wait_for_selector("#ex-start")
     _fill(pg, "#ex-v1", "0.9:0.1:0.2")
     pg.click("#ex-start")
     wait_text(pg, "#ex-msg", "inverted range")
@@ -36,4 +36,18 @@ def test_explorer_sweep_in_the_background(browser_page, artifacts, monkeypatch, 
     assert pg.query_selector("#ex-pareto .modebar-btn[data-title*='png' i]")    # export as PNG
     wait_live(pg)
     pg.screenshot(path=str(artifacts / "explorer.png"), full_page=True)
+    assert pg.errors == [], pg.errors
+
+
+def test_compare_page_shows_five_systems_and_exports(browser_page, artifacts):
+    pg = browser_page
+    pg.goto(pg.base_url + "/compare")
+    wait_text(pg, "#cmp-table", "cloudmatrix-infer-paper")
+    assert pg.evaluate("() => document.querySelectorAll('#cmp-table tbody tr').length") == 5
+    for chart in ("cmp-curves", "cmp-bars", "cmp-ep"):
+        pg.wait_for_selector(f"#{chart} .main-svg")
+    with pg.expect_download() as dl:
+        pg.click("#cmp-csv")
+    assert dl.value.suggested_filename == "compare.csv"
+    pg.screenshot(path=str(artifacts / "compare.png"), full_page=True)
     assert pg.errors == [], pg.errors

@@ -77,9 +77,12 @@ def test_pareto_figure_frontier_and_bands(E):
     assert front["x"] == [50, 100] and front["y"] == [400, 500]     # (80, 300) is beaten by (50, 400)
 
 
-def test_compare_section_lists_the_five_systems(E):
-    table = E.compare_section().children[1].children[0]
-    assert len(table.children[1].children) == 5
+def test_compare_page_lists_the_five_systems_and_downloads_them(dash_app):
+    import pages.compare as cmp
+    d = cmp._compare()
+    assert len(cmp.table(d).children[1].children) == 5
+    assert [t["name"] for t in cmp.ep_figure(d)["data"]] == list(d["ep_sweep"])
+    assert cmp.on_csv(1)["filename"] == "compare.csv"
 
 
 def test_csv_needs_a_finished_sweep(E):

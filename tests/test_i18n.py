@@ -27,6 +27,7 @@ CONVERTED = (
     ("pages.topology", {}),
     ("pages.traffic", {}),
     ("pages.cache", {}),
+    ("pages.compare", {}),
     ("pages.tradeoffs", {}),
     ("pages.validation", {}),
     ("pages.failures", {}),

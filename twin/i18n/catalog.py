@@ -32,7 +32,7 @@ SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # conv
            "twin/ui/tradeoffs.py", "twin/ui/live.py",
            "twin/ui/faultconsole.py", "twin/ui/faulttable.py", "twin/ui/faultview.py", "twin/ui/failpanels.py",
            "twin/ui/errors.py", "twin/ui/guard.py",
-           "pages/explorer.py")   # explorer: its name only so far
+           "pages/compare.py", "pages/explorer.py")   # explorer: its name only so far
 KEYWORDS = {"_": None, "N_": None}
 POT = LOCALE_DIR / f"{DOMAIN}.pot"
 _NAMES = re.compile(r"%\((\w+)\)s")
