@@ -22,7 +22,8 @@ from .requests import DECODE_QUEUE, DECODING, PREFILL, QUEUED
 if TYPE_CHECKING:
     from .core import Engine
 
-_min = np.minimum.reduce   # ndarray.min() without its Python wrapper (once per decode step)
+_min = np.minimum.reduce   # ndarray.min() and .sum() without their Python wrappers
+_sum = np.add.reduce
 
 
 def call_later(env: simpy.Environment, delay: float, callback) -> None:
@@ -119,7 +120,7 @@ class PrefillInstance(Instance):
                                                            self.budget)
         self.queued_tokens -= tokens
         self.running = batch
-        start = eng.env.now
+        start = eng.env._now
         if len(batch) == 1:            # most batches at low load: plain Python numbers, no arrays
             ids = rid = int(batch[0])
             r = rid - base
@@ -137,7 +138,7 @@ class PrefillInstance(Instance):
             req.prefill_start.a[rows] = start
             cached = lookup(eng.ems, req, ids, eng.metrics.cur, eng.acct, self.slot)
             seconds = eng.timing.prefill_seconds(self, eng.timing.prefill_tokens(ids), cached)
-            new, hit = float((req.input.a[rows] - cached).sum()), float(cached.sum())
+            new, hit = float(_sum(req.input.a[rows] - cached)), float(_sum(cached))
         if not math.isfinite(seconds):       # cut off from its peers: wait for the network
             self.queue.extendleft(reversed(batch))
             self.queued_tokens += tokens
@@ -174,7 +175,7 @@ class PrefillInstance(Instance):
     def _done_one(self, rid: int) -> None:
         """_done_many() of a one-request batch in plain Python numbers."""
         eng, req = self.eng, self.eng.req
-        now, r = eng.env.now, rid - req.base
+        now, r = eng.env._now, rid - req.base
         req.prefill_end.a[r] = now
         if math.isnan(req.first_token.a[r]):      # a requeued request streamed its first token
             req.first_token.a[r] = now
@@ -197,7 +198,7 @@ class PrefillInstance(Instance):
         req.first_token.a[rows] = first
         gen = req.generated.a
         gen[rows] = np.maximum(gen[rows], 1)      # recomputed tokens stay made
-        eng.metrics.cur.input_tokens += float(req.input.a[rows].sum())
+        eng.metrics.cur.input_tokens += float(_sum(req.input.a[rows]))
         single = req.output.a[rows] <= 1
         if single.any():
             eng.finish(ids[single])
@@ -299,13 +300,13 @@ class DecodeInstance(Instance):
             t, rows, inp, out, gen = t[:k], rows[:k], inp[:k], out[:k], gen[:k]
             for _ in range(k):
                 self.queue.popleft()
-            self.reserved += float(need[:k].sum())
+            self.reserved += float(_sum(need[:k]))
             req.state.a[rows] = DECODING
             no_first = t[np.isnan(req.first_token.a[rows])]
             if len(no_first):
                 self.no_first = np.concatenate([self.no_first, no_first])
             self.ids = np.concatenate([self.ids, t])
-            self.ctx_sum += int((inp + gen).sum())
+            self.ctx_sum += int(_sum(inp + gen))
             self.left = np.concatenate([self.left, out - gen])
 
     def run(self):
@@ -345,14 +346,15 @@ class DecodeInstance(Instance):
                 self.no_first = self.no_first[:0]
             if _min(left) <= 0:
                 idx = (left <= 0).nonzero()[0]           # one pass; the rest touch only these
-                made_sum += int(left[idx].sum())         # minus the tokens made past the end
+                made_sum += int(_sum(left[idx]))         # minus the tokens made past the end
                 fin = self.ids[idx]
                 rows = req.rows(fin)
                 inp, out = req.input.a[rows], req.output.a[rows]
                 req.generated.a[rows] = out
                 need = inp + out                         # each one's final context
-                self.ctx_sum -= int(need.sum())
-                self.reserved -= float(need.sum())
+                need_sum = _sum(need)
+                self.ctx_sum -= int(need_sum)
+                self.reserved -= float(need_sum)
                 keep = left > 0
                 self.ids, self.left = self.ids[keep], left[keep]
                 eng.finish(fin)
