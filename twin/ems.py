@@ -19,13 +19,12 @@ from hashlib import blake2b
 
 import numpy as np
 
-from .ems_index import _MIX, BlockIndex
+from .ems_index import _MIX, RING_BITS, RING_SHIFT, BlockIndex
 
 _GOLDEN = _MIX   # Fibonacci hashing: spreads sequential ids evenly over the ring (and the index)
 _M64 = (1 << 64) - 1
-_SLOT_BITS = 16
-_SHIFT = 64 - _SLOT_BITS
-_GOLDEN_U64, _SHIFT_U64 = np.uint64(_GOLDEN), np.uint64(_SHIFT)
+_GOLDEN_U64 = np.uint64(_GOLDEN)
+VECTOR_BLOCKS = 32   # prompts of at least this many blocks are hashed in one vector step (measured)
 
 
 class UnknownServerError(KeyError):
@@ -109,15 +108,14 @@ class EMS:
         if len(pos) == 0:
             self._slots = None
             return
-        slot_start = np.arange(1 << _SLOT_BITS, dtype=np.uint64) << np.uint64(_SHIFT)
-        self._slot_arr = owner[np.searchsorted(pos, slot_start, side="left") % len(pos)]
-        self._slots = self._slot_arr.tolist()
+        slot_start = np.arange(1 << RING_BITS, dtype=np.uint64) << np.uint64(RING_SHIFT)
+        self._slots = owner[np.searchsorted(pos, slot_start, side="left") % len(pos)].tolist()
 
     def server_of(self, block_id: int) -> str | None:
         """The live server that owns a key (None when every server is down)."""
         if self._slots is None:
             return None
-        return self.servers[self._slots[((int(block_id) * _GOLDEN) & _M64) >> _SHIFT]]
+        return self.servers[self._slots[((int(block_id) * _GOLDEN) & _M64) >> RING_SHIFT]]
 
     def reset_stats(self) -> None:
         """Zero the counters; cache contents stay."""
@@ -141,53 +139,29 @@ class EMS:
                 ix.drop(slot)
                 self._dropped += 1
 
-    def _lookup_one(self, ids: list, srv: list, homes: list, per: list) -> tuple[int, int]:
-        """Walk one prompt's blocks until the first miss; (dram hits, ssd hits). Hits become the
-        most recently used; SSD hits are promoted to DRAM; per[server] counts the blocks each sends."""
-        n_dram = n_ssd = 0
-        ix, cap = self._blocks, self._dram_cap
-        find, move, count = ix.find, ix.move, ix.count
-        for k, s, h in zip(ids, srv, homes):
-            s1 = s + 1
-            slot, _ = find(k, s1, h)
-            if slot < 0:
-                break
-            dram = 2 * s1
-            if ix.P[slot] == dram:
-                move(slot, dram)
-                n_dram += 1
-            else:
-                move(slot, dram)
-                n_ssd += 1
-                if count[dram] > cap:
-                    self._spill(s1)
-            per[s] += 1
-        return n_dram, n_ssd
+    def _products(self, ids: list, arr: np.ndarray | None = None) -> list:
+        """id * MIX mod 2^64 of each id: its ring slot and its index home slot in one product.
+        Plain Python for short prompts, one vector step from VECTOR_BLOCKS blocks on."""
+        if len(ids) < VECTOR_BLOCKS:
+            return [k * _GOLDEN & _M64 for k in ids]
+        if arr is None:
+            arr = np.asarray(ids, dtype=np.int64)
+        return (arr.view(np.uint64) * _GOLDEN_U64).tolist()
 
-    def _store_one(self, ids: list, srv: list, homes: list, per: list) -> int:
-        """Insert the blocks not yet cached into DRAM; per[server] counts the new ones."""
-        new = 0
-        ix, cap = self._blocks, self._dram_cap
-        find, put, count = ix.find, ix.put, ix.count
-        for k, s, h in zip(ids, srv, homes):
-            s1 = s + 1
-            slot, free = find(k, s1, h)
-            if slot >= 0:
-                continue
-            dram = 2 * s1
-            put(free, k, dram)
-            new += 1
-            per[s] += 1
-            if count[dram] > cap:
-                self._spill(s1)
-        return new
-
-    def _prepare(self, arr: np.ndarray, inserts: int) -> tuple[list, list, list]:
-        """Ids, owning servers and home slots of a batch's blocks, in one vector step each (room
-        for `inserts` new blocks is made first, so home slots stay valid through the batch)."""
-        self._blocks.reserve(inserts)
-        product = arr.view(np.uint64) * _GOLDEN_U64     # ring position and home slot in one
-        return arr.tolist(), self._slot_arr[product >> _SHIFT_U64].tolist(), self._blocks.homes(product)
+    def _walk(self, ids: list, ps: list, per_hit: list | None, per_new: list | None) -> tuple[int, int, int]:
+        """One prompt: look up its prefix (unless per_hit is None), then store its blocks from the
+        first miss on (unless per_new is None); returns (DRAM hits, SSD hits, new blocks)."""
+        ix, cap, ring = self._blocks, self._dram_cap, self._slots
+        if per_new is not None:
+            ix.reserve(len(ids))        # before the walk: the slot found for the first miss stays valid
+        if per_hit is None:
+            return 0, 0, ix.insert(ids, ps, ring, per_new, cap, self._spill)
+        d, s, free = ix.prefix(ids, ps, ring, per_hit, cap, self._spill)
+        if per_new is None or free < 0:
+            return d, s, 0
+        # the hit prefix is still cached (a lookup drops nothing: each promotion frees the SSD
+        # slot its spill's demotion takes), so the store starts at the first miss
+        return d, s, ix.insert(ids[d + s:], ps[d + s:], ring, per_new, cap, self._spill, free)
 
     def _count_lookup(self, hits: list, n_dram: int, n_ssd: int, blocks: int, tokens: list) -> list:
         """Update the counters for lookups with `hits` prefix blocks each (of `blocks` in all);
@@ -215,7 +189,8 @@ class EMS:
         per = [0] * len(self.servers)
         n_dram = n_ssd = 0
         if self._slots is not None and len(arr):
-            n_dram, n_ssd = self._lookup_one(*self._prepare(arr, 0), per)
+            ids = arr.tolist()
+            n_dram, n_ssd, _ = self._walk(ids, self._products(ids, arr), per, None)
         hit = n_dram + n_ssd
         total = len(arr) * self.block_tokens if tokens is None else int(tokens)
         ht = self._count_lookup([hit], n_dram, n_ssd, len(arr), [total])
@@ -227,7 +202,8 @@ class EMS:
         per = [0] * len(self.servers)
         new = 0
         if self._slots is not None and len(arr):
-            new = self._store_one(*self._prepare(arr, len(arr)), per)
+            ids = arr.tolist()
+            new = self._walk(ids, self._products(ids, arr), None, per)[2]
         self._stored += new
         return StoreResult(new, self._per_server(per))
 
@@ -235,25 +211,40 @@ class EMS:
                      per_hit: list[int], per_new: list[int]) -> BatchResult:
         """A prefill batch: for each prompt in turn (blocks block_ids[ptr[i]:ptr[i+1]], `tokens[i]`
         tokens), look up its prefix and then store its blocks, exactly as lookup() then store() per
-        prompt, but with the owning servers of all the batch's blocks found in one vector step.
-        per_hit[s] / per_new[s] (one entry per server, `servers` order) are increased by the blocks
-        server s sends for hits / receives as new: the caller sums them over many batches."""
-        block_ids = np.asarray(block_ids, dtype=np.int64)
+        prompt. per_hit[s] / per_new[s] (one entry per server, `servers` order) are increased by
+        the blocks server s sends for hits / receives as new: the caller sums them over many batches."""
+        arr = np.asarray(block_ids, dtype=np.int64)
         n = len(ptr) - 1
         hits = [0] * n
         n_dram = n_ssd = new = 0
-        if self._slots is not None and len(block_ids):
-            ids, srv, homes = self._prepare(block_ids, len(block_ids))
+        if self._slots is not None and len(arr):
+            ids = arr.tolist()
+            ps = self._products(ids, arr)
             for i in range(n):
-                a, b = ptr[i], ptr[i + 1]
-                d, s = self._lookup_one(ids[a:b], srv[a:b], homes[a:b], per_hit)
-                n_dram, n_ssd, hits[i] = n_dram + d, n_ssd + s, d + s
-                # the hit prefix is still cached (a lookup drops nothing: each promotion frees the
-                # SSD slot its spill's demotion takes), so the store starts at the first miss
-                a += d + s
-                new += self._store_one(ids[a:b], srv[a:b], homes[a:b], per_new)
+                a, b = int(ptr[i]), int(ptr[i + 1])
+                d, s, w = self._walk(ids[a:b], ps[a:b], per_hit, per_new)
+                n_dram, n_ssd, new, hits[i] = n_dram + d, n_ssd + s, new + w, d + s
         self._stored += new
-        return BatchResult(hits, self._count_lookup(hits, n_dram, n_ssd, ptr[-1], tokens), new)
+        return BatchResult(hits, self._count_lookup(hits, n_dram, n_ssd, int(ptr[-1]), tokens), new)
+
+    def lookup_store_one(self, ids: list, tokens: int, per_hit: list[int],
+                         per_new: list[int]) -> tuple[int, int, int]:
+        """lookup_store() of a one-prompt batch in plain Python numbers (ids: a list of ints, at
+        least one); returns (prefix blocks, hit tokens, new blocks)."""
+        d = s = new = 0
+        if self._slots is not None:
+            d, s, new = self._walk(ids, self._products(ids), per_hit, per_new)
+        hit = d + s
+        ht = min(hit * self.block_tokens, tokens)
+        self._lookups += 1
+        self._hit_blocks += hit
+        self._miss_blocks += len(ids) - hit
+        self._dram_hits += d
+        self._ssd_hits += s
+        self._hit_tokens += ht
+        self._miss_tokens += tokens - ht
+        self._stored += new
+        return hit, ht, new
 
     def _server(self, name: str) -> int:
         if name not in self._index:

@@ -23,6 +23,8 @@ import numpy as np
 _MIX = 0x9E3779B97F4A7C15        # Fibonacci hashing (the EMS ring's multiplier: one product serves both)
 _M64 = (1 << 64) - 1
 _MIX_U64 = np.uint64(_MIX)
+RING_BITS = 16                   # EMS ring slots: 2^16, indexed by a product's top bits
+RING_SHIFT = 64 - RING_BITS
 MAX_LOAD = 0.6                   # used slots (live + deleted) per slot before a resize
 REHASH_CHUNK = 1 << 18           # old slots moved per vector step of a resize
 QUEUE_MIN = 256                  # eviction queue: at least this many oldest slots per build
@@ -51,10 +53,6 @@ class BlockIndex:
     def _views(self) -> None:
         self.K, self.P, self.T = memoryview(self.keys), memoryview(self.place), memoryview(self.stamp)
         self._queues.clear()                     # slots moved
-
-    def homes(self, product: np.ndarray) -> list[int]:
-        """Home slot of each id, from its product `ids.view(np.uint64) * MIX` (as home())."""
-        return (product >> self._shift_u64).tolist()
 
     def home(self, key: int) -> int:
         return ((key & _M64) * _MIX & _M64) >> self.shift
@@ -137,6 +135,88 @@ class BlockIndex:
     def drop(self, slot: int) -> None:
         self.count[self.P[slot]] -= 1
         self.P[slot] = -1
+
+    def prefix(self, ids: list, ps: list, ring: list, per: list, cap: float, spill) -> tuple[int, int, int]:
+        """Walk a prompt's blocks until the first miss (ids; ps = id * MIX mod 2^64, whose top
+        RING_BITS bits index `ring`, the owning server of each ring slot). Hits become the most
+        recently used, SSD hits move to DRAM (spill(s1) when that DRAM holds more than cap);
+        per[server] counts the hits. Returns (DRAM hits, SSD hits, free slot for the first miss or
+        -1). find() and move() inlined: this loop is most of the EMS's cost."""
+        K, P, T, mask, shift, count, clock = self.K, self.P, self.T, self.mask, self.shift, self.count, self.clock
+        n_dram = n_ssd = 0
+        for k, p in zip(ids, ps):
+            s = ring[p >> RING_SHIFT]
+            s1, h, free = s + 1, p >> shift, -1
+            while True:
+                q = P[h]
+                if q == 0:
+                    self.clock = clock
+                    return n_dram, n_ssd, (h if free < 0 else free)
+                if q >> 1 == s1 and K[h] == k:
+                    break
+                if q < 0 and free < 0:
+                    free = h
+                h = (h + 1) & mask
+            T[h] = clock
+            clock += 1
+            per[s] += 1
+            dram = 2 * s1
+            if q == dram:
+                n_dram += 1
+                continue
+            n_ssd += 1
+            P[h] = dram
+            count[q] -= 1
+            count[dram] += 1
+            if count[dram] > cap:
+                self.clock = clock
+                spill(s1)
+                clock = self.clock
+        self.clock = clock
+        return n_dram, n_ssd, -1
+
+    def insert(self, ids: list, ps: list, ring: list, per: list, cap: float, spill, first: int = -1) -> int:
+        """Put each block not cached into its server's DRAM as the most recently used (cached
+        ones are left as they are); per[server] counts the new ones; returns how many. `first`:
+        a free slot for ids[0], known to be absent (from prefix()). find() and put() inlined."""
+        K, P, T, mask, shift, count, clock = self.K, self.P, self.T, self.mask, self.shift, self.count, self.clock
+        new = used = 0
+        for k, p in zip(ids, ps):
+            s = ring[p >> RING_SHIFT]
+            s1 = s + 1
+            if first >= 0:
+                h, first = first, -1
+            else:
+                h, free = p >> shift, -1
+                while True:
+                    q = P[h]
+                    if q == 0:
+                        if free >= 0:
+                            h = free
+                        break
+                    if q >> 1 == s1 and K[h] == k:
+                        h = -1
+                        break
+                    if q < 0 and free < 0:
+                        free = h
+                    h = (h + 1) & mask
+                if h < 0:
+                    continue
+            dram = 2 * s1
+            if P[h] == 0:
+                used += 1
+            K[h], P[h], T[h] = k, dram, clock
+            clock += 1
+            count[dram] += 1
+            new += 1
+            per[s] += 1
+            if count[dram] > cap:
+                self.clock = clock
+                spill(s1)
+                clock = self.clock
+        self.clock = clock
+        self.used += used
+        return new
 
     def lru(self, code: int) -> int:
         """Slot of the least recently used block in place `code` (which must hold one)."""

@@ -45,13 +45,25 @@ def lookup(ems: EMS | None, req, ids: np.ndarray, cur, acct, slot: int) -> np.nd
 
 
 def lookup_one(ems: EMS | None, req, rid: int, cur, acct, slot: int) -> int:
-    """lookup() of a one-request batch in plain Python numbers (no size-1 arrays)."""
+    """lookup() of a one-request batch in plain Python numbers (no arrays but its block ids)."""
     if ems is None:
         return 0
     r = rid - req.base
-    cached = _lookup(ems, req, [int(req.block_lo.a[r])], [int(req.block_hi.a[r])],
-                     [int(req.input.a[r])], cur, acct, slot)[0]
-    req.cached.a[r] = cached
+    lo, hi, inp = req.block_lo.a.item(r), req.block_hi.a.item(r), req.input.a.item(r)
+    if hi <= lo:                                       # no blocks: no lookup
+        req.cached.a[r] = 0
+        return 0
+    base = req.block_base                              # positions are absolute (window)
+    hit, ht, new = ems.lookup_store_one(req.block_ids[lo - base:hi - base].tolist(), inp,
+                                        acct.ems_hit[slot], acct.ems_new[slot])
+    cur.lookups_blocks += hi - lo
+    cur.hit_blocks += hit
+    cur.lookup_tokens += inp
+    cur.hit_tokens += ht
+    if hit:
+        cur.hit_requests += 1
+    acct.cache_writes(new)
+    cached = req.cached.a[r] = min(ht, inp - 1)
     return cached
 
 

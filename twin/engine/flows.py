@@ -104,17 +104,14 @@ class FlowNet:
         now = self.env.now if now is None else now
         if len(self.flows) == 1:            # alone: the rate is its narrowest live link
             for f in self.flows.values():
-                narrowest = min(map(self.capacity.__getitem__, f.links))
+                narrowest = min(self.capacity[l] for l in f.links)
                 f.rate = narrowest if narrowest > 0 else 0.0
             self._arm(now)
             return
-        capacity = self.capacity
-        cap = {}                            # capacity left on the links in use
         for f in self.flows.values():
             f.rate = 0.0
-            for link in f.links:
-                cap[link] = capacity[link]
-        active = {i: f for i, f in self.flows.items() if min(map(cap.__getitem__, f.links)) > 0}
+        cap = dict(self.capacity)
+        active = {i: f for i, f in self.flows.items() if all(cap[l] > 0 for l in f.links)}
         while active:
             users: dict[str, int] = {}
             for f in active.values():

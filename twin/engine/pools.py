@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from heapq import heappush
 from itertools import islice
 from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL
 
 from .cache import lookup, lookup_one
 from .requests import DECODE_QUEUE, DECODING, PREFILL, QUEUED
@@ -23,15 +21,6 @@ if TYPE_CHECKING:
     from .core import Engine
 
 _min = np.minimum.reduce   # ndarray.min() without its Python wrapper (once per decode step)
-
-
-def call_later(env: simpy.Environment, delay: float, callback) -> None:
-    """`callback(event)` `delay` seconds from now: what `env.timeout(delay).callbacks.append`
-    schedules (the same time, priority and order), without building a Timeout."""
-    ev = simpy.Event(env)
-    ev._ok, ev._value = True, None
-    ev.callbacks.append(callback)
-    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), ev))
 
 
 class Instance:
@@ -92,7 +81,7 @@ class PrefillInstance(Instance):
 
     def enqueue(self, rid: int, wake: bool = True) -> None:
         req = self.eng.req
-        r = rid - req.base                 # an id in flight is never below the window
+        r = req.rows(rid)
         self.queue.append(rid)
         self.queued_tokens += int(req.input.a[r])
         req.instance.a[r] = self.idx
@@ -149,7 +138,7 @@ class PrefillInstance(Instance):
         self.busy = True
         self._batch += 1
         batch_no = self._batch
-        call_later(eng.env, seconds, lambda _: self._done(ids, batch_no))
+        eng.env.timeout(seconds).callbacks.append(lambda _: self._done(ids, batch_no))
 
     def interrupt(self, reason: str) -> None:
         """The batch in progress is lost (its requests stay in `running` until detection
@@ -222,8 +211,7 @@ class DecodeInstance(Instance):
 
     def enqueue(self, rids: np.ndarray) -> None:
         req = self.eng.req
-        rids = np.asarray(rids)
-        rows = req.rows(rids)
+        rows = req.rows(np.asarray(rids))
         req.state.a[rows] = DECODE_QUEUE
         req.instance.a[rows] = self.idx
         self.queue.extend(rids.tolist())
@@ -241,18 +229,10 @@ class DecodeInstance(Instance):
         self.eng.env.timeout(max(0.0, at - self.eng.env.now)).callbacks.append(lambda _: self.wake())
 
     def flush_inbox(self) -> None:
-        """Queue the KV that has landed by now, in landing order (one enqueue for all of it)."""
         self.eng.kv.flows.settle()              # KV transfers that have landed by now
-        inbox = self.inbox
-        if not inbox:
-            return
         now = self.eng.env.now
-        k = 0
-        while k < len(inbox) and inbox[k][0] <= now:
-            k += 1
-        if k:
-            self.enqueue(inbox[0][1] if k == 1 else np.concatenate([x[1] for x in inbox[:k]]))
-            del inbox[:k]
+        while self.inbox and self.inbox[0][0] <= now:
+            self.enqueue(self.inbox.pop(0)[1])
 
     def sync(self) -> None:
         """Write the held sequences' generated counts to the request table: a step only updates

@@ -45,7 +45,7 @@ class KvTransfers:
     def send(self, ids: np.ndarray, src, tokens: int | None = None) -> None:
         """Ship the KV of `ids` (`tokens`: their prompt tokens, when the caller has the sum)."""
         eng = self.eng
-        eng.req.state.a[eng.req.rows(ids)] = TRANSFER
+        eng.req.state[ids] = TRANSFER
         self._seq += 1
         key = self._seq
         self.transfers[key] = ids
