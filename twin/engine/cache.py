@@ -54,7 +54,7 @@ def lookup_one(ems: EMS | None, req, rid: int, cur, acct, slot: int) -> int:
         req.cached.a[r] = 0
         return 0
     base = req.block_base                              # positions are absolute (window)
-    hit, ht, new = ems.lookup_store_one(req.block_ids[lo - base:hi - base].tolist(), inp,
+    hit, ht, new = ems.lookup_store_one(req.block_ids[lo - base:hi - base], inp,
                                         acct.ems_hit[slot], acct.ems_new[slot])
     cur.lookups_blocks += hi - lo
     cur.hit_blocks += hit
