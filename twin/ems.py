@@ -92,6 +92,7 @@ class EMS:
         self._index = {n: i for i, n in enumerate(names)}
         self._dram_cap = _capacity_blocks("dram_bytes_per_server", dram_bytes_per_server, block_bytes)
         self._ssd_cap = _capacity_blocks("ssd_bytes_per_server", ssd_bytes_per_server, block_bytes)
+        self._dram_cap_n = min(self._dram_cap, 1 << 62)      # an int: int-to-int compares are faster
         self._blocks = BlockIndex(len(names))
         self._live = [True] * len(names)
         points = [(int.from_bytes(blake2b(f"{n}#{v}".encode(), digest_size=8).digest(), "big"), i)
@@ -148,33 +149,26 @@ class EMS:
         return (arr.view(np.uint64) * _GOLDEN_U64).tolist()
 
     def _walk(self, ids: list, ps: list, per_hit: list | None, per_new: list | None) -> tuple[int, int, int]:
-        """One prompt: look up its prefix (unless per_hit is None), then store its blocks from the
-        first miss on (unless per_new is None); returns (DRAM hits, SSD hits, new blocks)."""
-        ix, cap, ring = self._blocks, self._dram_cap, self._slots
+        """One prompt (BlockIndex.walk): room for its blocks first when storing, so the slots
+        found during the walk stay valid."""
+        ix = self._blocks
         if per_new is not None:
-            ix.reserve(len(ids))        # before the walk: the slot found for the first miss stays valid
-        if per_hit is None:
-            return 0, 0, ix.insert(ids, ps, ring, per_new, cap, self._spill)
-        d, s, free = ix.prefix(ids, ps, ring, per_hit, cap, self._spill)
-        if per_new is None or free < 0:
-            return d, s, 0
-        # the hit prefix is still cached (a lookup drops nothing: each promotion frees the SSD
-        # slot its spill's demotion takes), so the store starts at the first miss
-        return d, s, ix.insert(ids[d + s:], ps[d + s:], ring, per_new, cap, self._spill, free)
+            ix.reserve(len(ids))
+        return ix.walk(ids, ps, self._slots, per_hit, per_new, self._dram_cap_n, self._spill)
 
-    def _count_lookup(self, hits: list, n_dram: int, n_ssd: int, blocks: int, tokens: list) -> list:
-        """Update the counters for lookups with `hits` prefix blocks each (of `blocks` in all);
-        returns the hit tokens of each."""
-        bt = self.block_tokens
-        hit_tokens = [min(h * bt, t) for h, t in zip(hits, tokens)]
-        self._lookups += len(hits)
-        self._hit_blocks += sum(hits)
-        self._miss_blocks += blocks - sum(hits)
-        self._dram_hits += n_dram
-        self._ssd_hits += n_ssd
-        self._hit_tokens += sum(hit_tokens)
-        self._miss_tokens += sum(tokens) - sum(hit_tokens)
-        return hit_tokens
+    def _count_lookup(self, blocks: int, d: int, s: int, tokens: int) -> int:
+        """Count a lookup of `blocks` blocks and `tokens` tokens with d DRAM and s SSD prefix
+        hits; returns its hit tokens."""
+        hit = d + s
+        ht = min(hit * self.block_tokens, tokens)
+        self._lookups += 1
+        self._hit_blocks += hit
+        self._miss_blocks += blocks - hit
+        self._dram_hits += d
+        self._ssd_hits += s
+        self._hit_tokens += ht
+        self._miss_tokens += tokens - ht
+        return ht
 
     def _per_server(self, per: list) -> dict[str, float]:
         bb = self.block_bytes
@@ -190,10 +184,9 @@ class EMS:
         if self._slots is not None and len(arr):
             ids = arr.tolist()
             n_dram, n_ssd, _ = self._walk(ids, self._products(arr, ids), per, None)
-        hit = n_dram + n_ssd
         total = len(arr) * self.block_tokens if tokens is None else int(tokens)
-        ht = self._count_lookup([hit], n_dram, n_ssd, len(arr), [total])
-        return LookupResult(hit, n_dram, n_ssd, ht[0], self._per_server(per))
+        ht = self._count_lookup(len(arr), n_dram, n_ssd, total)
+        return LookupResult(n_dram + n_ssd, n_dram, n_ssd, ht, self._per_server(per))
 
     def store(self, block_ids) -> StoreResult:
         """Insert the blocks not yet cached (new blocks go to DRAM); cached ones are left as they are."""
@@ -213,38 +206,24 @@ class EMS:
         prompt. per_hit[s] / per_new[s] (one entry per server, `servers` order) are increased by
         the blocks server s sends for hits / receives as new: the caller sums them over many batches."""
         arr = np.asarray(block_ids, dtype=np.int64)
-        n = len(ptr) - 1
-        hits = [0] * n
-        n_dram = n_ssd = new = 0
-        if self._slots is not None and len(arr):
-            ids = arr.tolist()
-            ps = self._products(arr, ids)
-            for i in range(n):
-                a, b = int(ptr[i]), int(ptr[i + 1])
-                d, s, w = self._walk(ids[a:b], ps[a:b], per_hit, per_new)
-                n_dram, n_ssd, new, hits[i] = n_dram + d, n_ssd + s, new + w, d + s
-        self._stored += new
-        return BatchResult(hits, self._count_lookup(hits, n_dram, n_ssd, int(ptr[-1]), tokens), new)
+        hits, hit_tokens, new = [], [], 0
+        for i in range(len(ptr) - 1):
+            h, ht, w = self.lookup_store_one(arr[int(ptr[i]):int(ptr[i + 1])], tokens[i], per_hit, per_new)
+            hits.append(h)
+            hit_tokens.append(ht)
+            new += w
+        return BatchResult(hits, hit_tokens, new)
 
     def lookup_store_one(self, blocks: np.ndarray, tokens: int, per_hit: list[int],
                          per_new: list[int]) -> tuple[int, int, int]:
-        """lookup_store() of a one-prompt batch (blocks: int64 ids, at least one) in plain Python
-        numbers; returns (prefix blocks, hit tokens, new blocks)."""
+        """lookup_store() of one prompt (blocks: an int64 array) in plain Python numbers;
+        returns (prefix blocks, hit tokens, new blocks)."""
         d = s = new = 0
         ids = blocks.tolist()
-        if self._slots is not None:
+        if self._slots is not None and ids:
             d, s, new = self._walk(ids, self._products(blocks, ids), per_hit, per_new)
-        hit = d + s
-        ht = min(hit * self.block_tokens, tokens)
-        self._lookups += 1
-        self._hit_blocks += hit
-        self._miss_blocks += len(ids) - hit
-        self._dram_hits += d
-        self._ssd_hits += s
-        self._hit_tokens += ht
-        self._miss_tokens += tokens - ht
         self._stored += new
-        return hit, ht, new
+        return d + s, self._count_lookup(len(ids), d, s, tokens), new
 
     def _server(self, name: str) -> int:
         if name not in self._index:

@@ -136,87 +136,97 @@ class BlockIndex:
         self.count[self.P[slot]] -= 1
         self.P[slot] = -1
 
-    def prefix(self, ids: list, ps: list, ring: list, per: list, cap: float, spill) -> tuple[int, int, int]:
-        """Walk a prompt's blocks until the first miss (ids; ps = id * MIX mod 2^64, whose top
-        RING_BITS bits index `ring`, the owning server of each ring slot). Hits become the most
-        recently used, SSD hits move to DRAM (spill(s1) when that DRAM holds more than cap);
-        per[server] counts the hits. Returns (DRAM hits, SSD hits, free slot for the first miss or
-        -1). find() and move() inlined: this loop is most of the EMS's cost."""
+    def walk(self, ids: list, ps: list, ring: list, per_hit: list | None, per_new: list | None,
+             cap: int, spill) -> tuple[int, int, int]:
+        """One prompt's blocks in order (ids; ps = id * MIX mod 2^64, whose top RING_BITS bits
+        index `ring`, the owning server of each ring slot). Unless per_hit is None, its cached
+        prefix is looked up: each hit becomes the most recently used, an SSD hit moves to DRAM,
+        per_hit[server] counts them. Unless per_new is None, every block from the first miss on
+        (from the start without a lookup) that is not cached is put in its server's DRAM as the
+        most recently used (cached ones are left as they are), per_new[server] counts them.
+        spill(s1) runs whenever a DRAM holds more than cap blocks. Returns (DRAM hits, SSD hits,
+        new blocks). find(), move() and put() inlined: this loop is most of the EMS's cost."""
         K, P, T, mask, shift, count, clock = self.K, self.P, self.T, self.mask, self.shift, self.count, self.clock
-        n_dram = n_ssd = 0
-        for k, p in zip(ids, ps):
-            s = ring[p >> RING_SHIFT]
-            s1, h, free = s + 1, p >> shift, -1
-            while True:
+        hits = ssd = new = used = 0
+        first = -1                     # free slot of the first miss, found by the lookup
+        todo = zip(ids, ps)
+        if per_hit is not None:
+            for k, p in todo:
+                s = ring[p >> RING_SHIFT]
+                s1, h = s + 1, p >> shift
                 q = P[h]
-                if q == 0:
-                    self.clock = clock
-                    return n_dram, n_ssd, (h if free < 0 else free)
-                if q >> 1 == s1 and K[h] == k:
+                while q:               # 0: empty slot, the end of the probe path
+                    if q >> 1 == s1 and K[h] == k:
+                        break
+                    h = (h + 1) & mask
+                    q = P[h]
+                else:                  # a miss: its slot is the path's first deleted or empty one
+                    h = p >> shift
+                    while P[h] > 0:
+                        h = (h + 1) & mask
+                    first = h
                     break
-                if q < 0 and free < 0:
-                    free = h
-                h = (h + 1) & mask
-            T[h] = clock
-            clock += 1
-            per[s] += 1
-            dram = 2 * s1
-            if q == dram:
-                n_dram += 1
-                continue
-            n_ssd += 1
-            P[h] = dram
-            count[q] -= 1
-            count[dram] += 1
-            if count[dram] > cap:
+                T[h] = clock
+                clock += 1
+                per_hit[s] += 1
+                hits += 1
+                if q & 1:              # tier bit: an SSD hit is promoted
+                    ssd += 1
+                    dram = q - 1
+                    P[h] = dram
+                    count[q] -= 1
+                    count[dram] += 1
+                    if count[dram] > cap:
+                        self.clock = clock
+                        spill(s1)
+                        clock = self.clock
+            if first < 0 or per_new is None:
                 self.clock = clock
-                spill(s1)
-                clock = self.clock
-        self.clock = clock
-        return n_dram, n_ssd, -1
-
-    def insert(self, ids: list, ps: list, ring: list, per: list, cap: float, spill, first: int = -1) -> int:
-        """Put each block not cached into its server's DRAM as the most recently used (cached
-        ones are left as they are); per[server] counts the new ones; returns how many. `first`:
-        a free slot for ids[0], known to be absent (from prefix()). find() and put() inlined."""
-        K, P, T, mask, shift, count, clock = self.K, self.P, self.T, self.mask, self.shift, self.count, self.clock
-        new = used = 0
-        for k, p in zip(ids, ps):
+                return hits - ssd, ssd, 0
+            # the hit prefix is still cached (a lookup drops nothing: each promotion frees the SSD
+            # slot its spill's demotion takes), so the store starts at the first miss
+            todo = zip(ids[hits:], ps[hits:])
+        for k, p in todo:
             s = ring[p >> RING_SHIFT]
-            s1 = s + 1
             if first >= 0:
                 h, first = first, -1
+                if P[h] == 0:
+                    used += 1
             else:
-                h, free = p >> shift, -1
-                while True:
-                    q = P[h]
-                    if q == 0:
-                        if free >= 0:
-                            h = free
-                        break
-                    if q >> 1 == s1 and K[h] == k:
-                        h = -1
-                        break
-                    if q < 0 and free < 0:
-                        free = h
-                    h = (h + 1) & mask
-                if h < 0:
-                    continue
-            dram = 2 * s1
-            if P[h] == 0:
-                used += 1
-            K[h], P[h], T[h] = k, dram, clock
+                h = p >> shift
+                q = P[h]
+                if q:
+                    s1, free = s + 1, -1
+                    while q:
+                        if q >> 1 == s1 and K[h] == k:
+                            break
+                        if q < 0 and free < 0:
+                            free = h
+                        h = (h + 1) & mask
+                        q = P[h]
+                    if q:              # cached: left as it is
+                        continue
+                    if free >= 0:
+                        h = free
+                    else:
+                        used += 1
+                else:
+                    used += 1
+            dram = 2 * s + 2
+            K[h] = k
+            P[h] = dram
+            T[h] = clock
             clock += 1
             count[dram] += 1
+            per_new[s] += 1
             new += 1
-            per[s] += 1
             if count[dram] > cap:
                 self.clock = clock
-                spill(s1)
+                spill(s + 1)
                 clock = self.clock
         self.clock = clock
         self.used += used
-        return new
+        return hits - ssd, ssd, new
 
     def lru(self, code: int) -> int:
         """Slot of the least recently used block in place `code` (which must hold one)."""
