@@ -106,7 +106,8 @@ class BlockIndex:
 
     # ---- per-block operations ---------------------------------------------------------------------
     def find(self, key: int, s1: int, h: int) -> tuple[int, int]:
-        """(slot of key on server s1 - 1 or -1, first free slot on its probe path)."""
+        """(slot of key on server s1 - 1 or -1, first free slot on its probe path). find() and put()
+        are the one-block forms of what walk() inlines (kept for direct use and its tests)."""
         K, P, mask, free = self.K, self.P, self.mask, -1
         while True:
             p = P[h]
