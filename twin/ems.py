@@ -10,7 +10,9 @@ sits at (key * golden ratio) mod 2**64 and belongs to the next live point clockw
 quantised to 2**16 slots, so finding a key's server is one multiply and one list index, which keeps
 per-block operations well under a microsecond. Failing a server changes only the slots it owned.
 Which block is cached where, and the LRU order of each server's tiers, live in one compact index
-(`ems_index.BlockIndex`, about 30-60 bytes a block); a batch's ids are hashed in one vector step.
+(`ems_index.BlockIndex`, about 30-60 bytes a block). A prompt's ids are hashed once for its lookup
+and its store (one product gives the ring slot and the index slot) and walked in one Python loop; a
+batch is its prompts in turn (most diurnal batches hold one prompt of about 8 blocks).
 """
 from __future__ import annotations
 

@@ -13,8 +13,12 @@ since was touched, moved or freed, and is skipped: every block touched after the
 newer than everything in it, so the first valid entry is always the true LRU block.
 
 Per-block operations (probe, touch, insert) run in Python over memoryviews of the arrays (about
-20 ns an access): a prefill batch holds a few to a few hundred blocks, where one numpy call costs
-as much as ten Python steps. Bulk work (queue building, a server's failure, resizing) is vectorised.
+30 ns an access): a prompt holds a few to a few hundred blocks, where one numpy call costs as much
+as ten Python steps, and a promotion can demote a block later in the same prompt. walk() is a
+prompt's lookup and store in one loop with find/move/put inlined: 5.8-6.5 us of CPU for a diurnal
+prompt of 8 blocks, hashing included, against 12.3-12.6 us through the methods (the 57,418 prompts
+of 200 simulated s replayed). Bulk work (queue building, a server's failure, resizing) is
+vectorised.
 """
 from __future__ import annotations
 
@@ -102,7 +106,8 @@ class BlockIndex:
 
     # ---- per-block operations ---------------------------------------------------------------------
     def find(self, key: int, s1: int, h: int) -> tuple[int, int]:
-        """(slot of key on server s1 - 1 or -1, first free slot on its probe path)."""
+        """(slot of key on server s1 - 1 or -1, first free slot on its probe path). find() and put()
+        are the one-block forms of what walk() inlines (kept for direct use and its tests)."""
         K, P, mask, free = self.K, self.P, self.mask, -1
         while True:
             p = P[h]
@@ -147,12 +152,13 @@ class BlockIndex:
         spill(s1) runs whenever a DRAM holds more than cap blocks. Returns (DRAM hits, SSD hits,
         new blocks). find(), move() and put() inlined: this loop is most of the EMS's cost."""
         K, P, T, mask, shift, count, clock = self.K, self.P, self.T, self.mask, self.shift, self.count, self.clock
+        rs = RING_SHIFT
         hits = ssd = new = used = 0
         first = -1                     # free slot of the first miss, found by the lookup
         todo = zip(ids, ps)
         if per_hit is not None:
             for k, p in todo:
-                s = ring[p >> RING_SHIFT]
+                s = ring[p >> rs]
                 s1, h = s + 1, p >> shift
                 q = P[h]
                 while q:               # 0: empty slot, the end of the probe path
@@ -187,7 +193,7 @@ class BlockIndex:
             # slot its spill's demotion takes), so the store starts at the first miss
             todo = zip(ids[hits:], ps[hits:])
         for k, p in todo:
-            s = ring[p >> RING_SHIFT]
+            s = ring[p >> rs]
             if first >= 0:
                 h, first = first, -1
                 if P[h] == 0:
