@@ -3,6 +3,7 @@ constant-time predictor), the day's cost arithmetic and the CLI."""
 import json
 import math
 
+import numpy as np
 import pytest
 
 from twin.__main__ import main
@@ -11,7 +12,7 @@ from twin.cloud.cost import day_report, load_prices, peak_load
 from twin.cloud.training import TrainingJob, allreduce_seconds, compare
 from twin.config import CatalogError
 from twin.engine import Engine
-from twin.engine.faults import recovery
+from twin.engine.requests import DONE
 from twin.engine.source import SyntheticSource
 from twin.predict.constant import ConstantPredictor
 from twin.workload import LengthDist
@@ -49,13 +50,25 @@ def test_a_switch_holds_the_group_out_of_both_pools_for_exactly_the_switch_time(
     assert pool.compression == 86400 / 600
     assert pool.switch_day_s == 5.0 + 60.0           # weights from EMS (ref 3: ~5 s) + hand-over
     sim = 65.0 / 144
-    eng.advance(1.0)
-    g = pool.groups[17]                              # prefill-17
-    held = recovery.in_flight_on(eng, [g.inst])
+    eng.advance(1.5)
+    g = pool.groups[17]                              # prefill-17: a batch of 24 since t = 1.06, 12 waiting
+    running, waiting = np.array(g.inst.running), np.array(g.inst.queue)
+    assert (len(running), len(waiting)) == (24, 12)
+    assert (eng.req.prefill_start[running] == 1.06).all()
     pool.lend(g, "test")
-    assert g.state == "to_training" and not g.inst.alive and HOLD in g.inst.down
-    assert pool.switches[-1]["requeued"] == len(held)
-    eng.advance(sim - 1e-6)
+    w = pool.switches[-1]
+    assert (w["finishing"], w["handed_over"], w["migrated"]) == (24, 12, 0)
+    assert g.state == "draining" and not g.inst.alive and HOLD in g.inst.down
+    assert (eng.req.instance[waiting] != g.inst.idx).all() and not g.inst.queue   # queue passed on
+    eng.advance(0.55)
+    assert g.state == "draining"                     # its batch runs to its end at 2.06
+    eng.advance(0.03)
+    assert g.state == "to_training"
+    assert 0.56 <= w["drain_s"] <= 0.57 + 1e-9       # the batch's end, seen at the next 10 ms poll
+    t_drained = 1.5 + w["drain_s"]
+    assert (eng.req.prefill_end[running] == 2.06).all()          # finished where it was, once
+    assert (eng.req.requeued[np.concatenate([running, waiting])] == 0).all()
+    eng.advance(t_drained + sim - 1e-6 - eng.env.now)
     assert g.state == "to_training"
     eng.advance(2e-6)
     assert g.state == "training" and not g.inst.alive
@@ -66,9 +79,36 @@ def test_a_switch_holds_the_group_out_of_both_pools_for_exactly_the_switch_time(
     assert g.state == "serving" and g.inst.alive and HOLD not in g.inst.down
     acc = pool.npu_seconds()                         # two switches of 16 NPUs, each exactly `sim`
     assert acc["switching"] == pytest.approx(2 * 16 * sim, rel=1e-9)
-    assert acc["training"] == pytest.approx(16 * 1e-6, abs=1e-9)   # trained from sim to sim + 1e-6
+    assert acc["training"] == pytest.approx(16 * 1e-6, abs=1e-9)   # trained from drain + sim to + 1e-6
+    assert acc["prefill"] == pytest.approx(288 * eng.env.now - 16 * (2 * sim) - acc["training"], rel=1e-12)
     assert sum(acc.values()) == pytest.approx(384 * eng.env.now, rel=1e-12)
     eng.advance(20)
+    assert eng.audit()["lost"] == 0 and eng.audit()["conserved"]
+
+
+def test_a_lent_decode_group_migrates_its_sequences_kv_and_they_finish_elsewhere(const):
+    pool = _pool(const, policy="inference-only")
+    eng = pool.eng
+    eng.advance(1.5)
+    g = pool.groups[20]                              # decode-2: 5 sequences decoding
+    assert g.inst.name == "decode-2"
+    ids = g.inst.ids.copy()
+    g.inst.sync()
+    made = eng.req.generated[ids].copy()
+    assert len(ids) == 5 and (made >= 1).all()
+    pool.lend(g, "test")
+    w = pool.switches[-1]
+    tokens = int((eng.req.input[ids] + made).sum())
+    assert (w["finishing"], w["handed_over"], w["migrated"]) == (0, 0, 5)
+    assert w["migrated_gb"] == round(tokens * eng.kv_bytes / 1e9, 3)
+    assert len(g.inst.ids) == 0 and g.state == "draining"
+    eng.advance(0.1)
+    assert g.state == "to_training" and w["drain_s"] <= 0.02    # the KV crosses UB in milliseconds
+    assert set(eng.req.instance[ids]) <= {0, 1}      # resumed on decode-0 and decode-1
+    eng.advance(20)
+    assert (eng.req.state[ids] == DONE).all()
+    assert (eng.req.requeued[ids] == 0).all() and (eng.req.recomputed[ids] == 0).all()
+    assert (eng.req.generated[ids] == eng.req.output[ids]).all()
     assert eng.audit()["lost"] == 0 and eng.audit()["conserved"]
 
 
