@@ -35,6 +35,7 @@ HOLD = "copool"               # the key of the engine hold that marks a lent gro
 ACCOUNTS = ("prefill", "decode", "training", "switching")
 REF6_SWITCH_S = 300.0         # ref 6: nodes switch between training and inference in under 5 minutes
 DAY_S = 86400.0
+VIEW_SWITCHES = 60           # switch records a snapshot carries (the page marks them on the timeline)
 HELD = ("finishing", "handed_over", "migrated", "migrated_gb")   # what a lent group held, and where it went
 
 
@@ -136,6 +137,7 @@ class CoPool:
         self._tokens = (0.0, 0.0)
         self._quiet_until = 0.0          # sim time before which the policy does not lend (cooldown)
         self._npu_s = dict.fromkeys(ACCOUNTS, 0.0)   # NPU-seconds of groups that left each account
+        self._view_params = p.model_dump()
         if p.policy == "dedicated":
             self._place_dedicated()
         eng.env.process(self._account())
@@ -168,9 +170,9 @@ class CoPool:
             handover.hand_over(self.eng, g.inst, HOLD, "dedicated to training")
             self._move(g, "training")
 
-    def _dedicated(self) -> list[Group]:
+    def _dedicated(self, p: Params | None = None) -> list[Group]:
         """The groups a dedicated split trains on (the last of each pool); ValueError if too many."""
-        p, out = self.params, []
+        p, out = p or self.params, []
         for kind, n, keep in (("prefill", p.dedicated_prefill_groups, p.min_prefill_groups),
                               ("decode", p.dedicated_decode_groups, p.min_decode_groups)):
             pool = [g for g in self.groups if g.kind == kind]
@@ -182,19 +184,33 @@ class CoPool:
         return out
 
     def configure(self, params: Params) -> None:
-        """New knobs while the day runs (the live twin's command): a policy or split change moves
-        groups at once, each move paying its drain and switch time."""
+        """New knobs while the day runs (the live twin's command; ValueError before any change):
+        a change to dedicated or inference-only moves groups at once, each move paying its drain
+        and switch time; under copool the policy takes it from the current split."""
+        keep = self._dedicated(params) if params.policy == "dedicated" else []
         self.params = params
-        if params.policy == "copool":            # the policy takes it from the current split
+        self._view_params = params.model_dump()
+        if params.policy == "copool":
             return
-        keep = self._dedicated() if params.policy == "dedicated" else []
         for g in self.lent():
-            if g not in keep and g.state not in ("to_serving",):
+            if g not in keep and g.state != "to_serving":
                 self.reclaim(g, f"policy {params.policy}")
         for g in keep:
             if g.state in ("serving", "to_serving"):
                 self.lend(g, f"policy {params.policy}")
         self._quiet_until = 0.0
+
+    def view(self) -> dict:
+        """What a snapshot carries of the day (read-only copies; rows are never changed once kept)."""
+        npus = dict.fromkeys(("prefill", "decode", "draining", "switching", "training"), 0.0)
+        for g in self.groups:
+            npus["draining" if g.state == "draining" else g.account] += g.npus
+        return {"params": self._view_params, "timeline": tuple(self.timeline),
+                "switches": tuple(self.switches[-VIEW_SWITCHES:]), "moves": self.moves,
+                "steps": round(self.steps, 1), "clock_h": round(self.clock_h(), 2), "npus": npus,
+                "groups": {k: sum(g.kind == k for g in self.groups) for k in ("prefill", "decode")},
+                "period_s": self.eng.scenario.diurnal_period_s, "compression": self.compression,
+                "switch_s": round(self.switch_day_s, 1), "min_npus": self.min_npus}
 
     def lend(self, g: Group, reason: str) -> None:
         out = handover.hand_over(self.eng, g.inst, HOLD, f"lent to training ({reason})")
