@@ -9,7 +9,7 @@ import pytest
 from twin.__main__ import main
 from twin.cloud.copool import HOLD, CoPool, load_params
 from twin.cloud.cost import day_report, load_prices, peak_load
-from twin.cloud.training import TrainingJob, allreduce_seconds, compare
+from twin.cloud.training import TrainingJob, compare
 from twin.config import CatalogError
 from twin.engine import Engine
 from twin.engine.requests import DONE
@@ -251,9 +251,19 @@ def test_bad_price_names_the_field():
 def test_allreduce_on_ub_is_one_ring_at_the_measured_bandwidth():
     pm = TrainingJob().pm
     n, nbytes = 256, 1e9
-    assert allreduce_seconds(pm, nbytes, n) == pytest.approx(
+    assert pm.allreduce_seconds(nbytes, n) == pytest.approx(
         2 * 255 / 256 * nbytes / 135e9 + 2 * 255 * 1.9e-6, rel=1e-12)
-    assert allreduce_seconds(pm, nbytes, 1) == 0.0
+    assert pm.allreduce_seconds(nbytes, 1) == 0.0
+
+
+def test_allreduce_on_a_cluster_is_nvlink_then_rdma():
+    pm = TrainingJob("deepseek-h800").pm
+    fab, k = pm.fabric(), pm.k["nvlink_rdma"]
+    nbytes = 1e9
+    nvl = 2 * 7 / 8 * nbytes / (fab.nvlink_gbps * 1e9 * k["nvlink_efficiency"])
+    assert pm.allreduce_seconds(nbytes, 8) == pytest.approx(nvl, rel=1e-12)          # one NVLink domain
+    rdma = 2 * 3 / 4 * nbytes / 8 / (fab.rdma_gbps * 1e9 * k["rdma_efficiency"]) + 2 * 3 * fab.rdma_latency_us * 1e-6
+    assert pm.allreduce_seconds(nbytes, 32) == pytest.approx(nvl + rdma, rel=1e-12)  # 4 domains
 
 
 def test_training_step_shape_and_mfu():
