@@ -89,9 +89,9 @@ def _bounds(model, name: str) -> dict:
 
 def _input(model, name: str, label: str, step: float, hint: str) -> html.Div:
     f = model.model_fields[name]
-    return html.Div([html.Label(_(label), className="ctl-label", htmlFor=f"{P}-{name}", title=_(hint)),
+    return html.Div([html.Label(_(label), className="ctl-label", htmlFor=f"{P}-{name}"),
                      dcc.Input(id=f"{P}-{name}", type="number", value=f.default, step=step, debounce=True,
-                               className="num-input", title=_(hint), **_bounds(model, name))], className="field")
+                               className="num-input", **_bounds(model, name))], className="field", title=_(hint))
 
 
 def layout(**_kwargs):
@@ -110,19 +110,19 @@ def layout(**_kwargs):
                 html.Button(_("Load the co-pool day"), id=f"{P}-load", n_clicks=0, className="btn",
                             title=_("Restart the viewed twin on scenario copool-day (the co-pool scheduler runs "
                                     "inside it)")),
-                html.Label(_("Policy"), className="ctl-label", htmlFor=f"{P}-policy", title=_(POLICY_HELP)),
-                html.Div(dcc.Dropdown(id=f"{P}-policy", options=list(POLICIES), value="copool", clearable=False,
-                                      className="dd"), title=_(POLICY_HELP)),
+                html.Div([html.Label(_("Policy"), className="ctl-label", htmlFor=f"{P}-policy"),
+                          dcc.Dropdown(id=f"{P}-policy", options=list(POLICIES), value="copool", clearable=False,
+                                       className="dd")], className="field", title=_(POLICY_HELP)),
                 html.Div([_input(Params, *k) for k in KNOBS]),
                 html.Button(_("Apply to the twin"), id=f"{P}-apply", n_clicks=0, className="btn",
                             title=_("Send the policy and knobs to the viewed twin (logged on the shared twin)")),
                 html.Div(id=f"{P}-msg", className="ctl-msg"),
                 html.H4(_("Compare the three policies")),
                 html.Div([html.Label(_("day length (%(lo)s-%(hi)s simulated s)") % {"lo": DAY_MIN_S, "hi": DAY_MAX_S},
-                                     className="ctl-label", htmlFor=f"{P}-day", title=_(DAY_HELP)),
+                                     className="ctl-label", htmlFor=f"{P}-day"),
                           dcc.Input(id=f"{P}-day", type="number", value=DAY_DEFAULT_S, min=DAY_MIN_S,
-                                    max=DAY_MAX_S, step=10, className="num-input", title=_(DAY_HELP))],
-                         className="field"),
+                                    max=DAY_MAX_S, step=10, className="num-input")],
+                         className="field", title=_(DAY_HELP)),
                 html.Button(_("Run the comparison"), id=f"{P}-go", n_clicks=0, className="btn",
                             title=_("A short day under each policy in the background, with the knobs above")),
                 html.H4(_("Price and power (assumptions)")),
