@@ -329,3 +329,69 @@ class _nothing:
 
     def __exit__(self, *exc):
         return False
+
+
+def test_the_dedicated_split_is_editable_on_the_cli(capsys):
+    assert main(["cloud", "--policy", "dedicated", "--dedicated-prefill-groups", "4",
+                 "--dedicated-decode-groups", "1", "--duration", "4", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)["policies"]["dedicated"]
+    # 4 x 16 + 32 = 96 NPUs train from t = 0 (none switching): 96 of every 384 NPU-hours
+    h = r["npu_hours"]
+    assert h["training"] / (h["prefill"] + h["decode"] + h["training"]) == pytest.approx(96 / 384, abs=0.003)
+    assert r["npu_hours"]["switching"] == 0 and r["switches"] == 0
+    assert r["training_steps"] == 0          # below the job's 112-NPU minimum: the NPUs wait
+
+
+# ---- live: the co-pool knobs as an engine command ---------------------------------------------
+def _live(const):
+    from twin.cloud import live
+    eng = live.attach(Engine("copool-day", seed=3, predictor=const("cloudmatrix-pooled")))
+    return eng, eng.copool, live
+
+
+def test_a_live_policy_change_moves_groups_through_drain_and_switch(const):
+    eng, pool, live = _live(const)
+    eng.advance(1.5)
+    eng.submit(live.SetCoPool({"policy": "dedicated", "dedicated_prefill_groups": 2, "dedicated_decode_groups": 1}))
+    eng.advance(0.0)
+    lent = [w["group"] for w in pool.switches]
+    assert lent == ["prefill-16", "prefill-17", "decode-2"]
+    assert {g.inst.name: g.state for g in pool.lent()} == dict.fromkeys(lent, "draining")
+    eng.advance(2.0)                                  # drained (a 1 s prefill batch at most), then 65 s / 144
+    assert pool.training_npus() == 64
+    assert eng.snapshot().cloud["npus"]["training"] == 64 and eng.snapshot().cloud["params"]["policy"] == "dedicated"
+    eng.submit(live.SetCoPool({"policy": "inference-only"}))
+    eng.advance(0.0)
+    assert [w["to"] for w in pool.switches[3:]] == ["serving"] * 3 and pool.moves == 6
+    eng.advance(65 / 144 + 1e-6)
+    assert pool.lent() == [] and all(g.inst.alive for g in pool.groups)
+    eng.advance(10)
+    assert eng.audit()["lost"] == 0 and eng.audit()["conserved"]
+
+
+def test_live_commands_are_checked_when_built_and_when_they_land(const):
+    eng, pool, live = _live(const)
+    with pytest.raises(ValueError, match=r"copool\.nope: unknown knob"):
+        live.SetCoPool({"nope": 1})
+    with pytest.raises(ValueError, match=r"copool\.lend_below = 2"):
+        live.SetCoPool({"lend_below": 2})
+    with pytest.raises(ValueError, match=r"dedicated_prefill_groups = 17: allowed 0\.\.16"):
+        live.check({"dedicated_prefill_groups": 17}, eng.snapshot().cloud)
+    with pytest.raises(ValueError, match="does not run a co-pool day"):
+        live.check({"policy": "copool"}, None)
+    eng.submit(live.SetCoPool({"train_from_h": 3, "train_to_h": 3}))   # each fine, together empty
+    eng.advance(0.0)
+    assert pool.params.train_from_h == 0 and "copool refused: copool.train_to_h = 3.0" in eng.events[-1]["message"]
+    plain = Engine("copool-day", seed=3, predictor=const("cloudmatrix-pooled"))
+    assert plain.snapshot().cloud is None
+    plain.submit(live.SetCoPool({"policy": "dedicated"}))
+    plain.advance(0.0)
+    assert "runs no co-pool day" in plain.events[-1]["message"]
+
+
+def test_a_live_day_keeps_a_bounded_timeline(const):
+    eng, pool, live = _live(const)
+    pool.keep_rows = 5
+    eng.advance(8.5)
+    rows = eng.snapshot().cloud["timeline"]
+    assert [r["t"] for r in rows] == [4.0, 5.0, 6.0, 7.0, 8.0]
