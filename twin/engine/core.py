@@ -293,10 +293,14 @@ class Engine:
             d.sync()
 
     def _admit_new(self, ids: np.ndarray) -> None:
+        """New requests (the tick's ids, consecutive): reject those that can never fit a die's
+        KV, place the rest on prefill instances, then start the instances that got work."""
         req = self.req
-        rows = req.rows(ids)
-        too_long = (req.input.a[rows] + req.output.a[rows]) > self.kv_capacity_tokens
-        if too_long.any():
+        r0 = int(ids[0]) - req.base
+        rows = slice(r0, r0 + len(ids))
+        need = (req.input.a[rows] + req.output.a[rows]).tolist()
+        if max(need) > self.kv_capacity_tokens:
+            too_long = np.array(need) > self.kv_capacity_tokens
             bad = req.reject(ids[too_long], "kv_too_long")
             self.log("reject", f"{len(bad)} request(s) need more KV than a die holds "
                                f"(> {self.kv_capacity_tokens:,.0f} tokens); rejected")
@@ -306,9 +310,12 @@ class Engine:
                 self.to_decode(ids)
             return
         touched: dict = {}
-        live = [p for p in self.prefill if p.alive]
-        for rid in ids.tolist():
-            inst = self.schedule_prefill(rid, wake=False, live=live)
+        live = [p for p in self.prefill if p.alive] or self.prefill
+        choose, state, base = self.policies.placement.choose, req.state.a, req.base
+        for rid in ids.tolist():          # schedule_prefill() of each, in arrival order
+            inst = choose(live)
+            inst.enqueue(rid, False)
+            state[rid - base] = QUEUED
             touched.setdefault(inst.idx, inst)
         for inst in touched.values():      # in the order they got work, as their wake-ups were
             inst.start()
