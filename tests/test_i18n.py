@@ -32,12 +32,13 @@ CONVERTED = (
     ("pages.validation", {}),
     ("pages.failures", {}),
     ("pages.cloud", {}),
+    ("pages.explorer", {}),
 ) + tuple(("pages.lessons", {"lesson": les, "step": str(n)})
           for les, n in (("prefill-decode", 1), ("prefill-decode", 2), ("kv-cache", 1), ("kv-cache", 2),
                          ("expert-parallel", 1), ("expert-parallel", 2), ("pipelining", 1), ("pipelining", 2),
                          ("faults", 1), ("faults", 3), ("supernode", 1), ("supernode", 2)))
 
-VISIBLE_PROPS = ("children", "title", "placeholder", "label")
+VISIBLE_PROPS = ("children", "title", "placeholder", "label", "options")
 SKIP_CLASS = "i18n-skip"            # citations and shell commands: shown as they are in every language
 # Latin words that are names, not English text (products, units, acronyms spelled in lower case)
 NAMES = {"Gbps", "Ascend", "Kunpeng", "Qingtian", "Twin", "Mooncake", "Azure"}   # + the brand, trace formats
@@ -51,11 +52,16 @@ def visible_texts(c, out: list[str]) -> list[str]:
     elif isinstance(c, (list, tuple)):
         for x in c:
             visible_texts(x, out)
+    elif isinstance(c, dict) and "label" in c:          # a dropdown's or radio list's option: its label,
+        label = c["label"]                               # less its own value named in brackets ("(npu)")
+        visible_texts(label.replace(f"({c.get('value')})", "") if isinstance(label, str) else label, out)
     elif isinstance(c, Component):
         if SKIP_CLASS in (getattr(c, "className", None) or "") or c._type == "Code":
             return out
         for prop in VISIBLE_PROPS:
             v = getattr(c, prop, None)
+            if prop == "options" and isinstance(v, (list, tuple)):
+                v = [o for o in v if isinstance(o, dict)]    # a plain option is a value, shown as typed
             if v is not None:
                 visible_texts(v, out)
     return out
@@ -227,3 +233,26 @@ def test_control_errors_reach_the_browser_in_chinese(dash_app, make, expected):
         assert explain(S.ControlError("a message of a new form")) == "a message of a new form"
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
         assert explain(info.value) == str(info.value)
+
+
+def test_explorer_callbacks_answer_in_chinese(dash_app):
+    """What the Explorer sends: a refused form (its own checks and the sweep planner's, translated at
+    the UI boundary), progress, the finished frontier's chart and the empty-CSV message."""
+    import pages.explorer as E
+    good = ["cloudmatrix-infer-paper", "paper-decode", "load", "0.4,0.8", "mtp", "true,false", 1, 10, "model"]
+    bad = {0: "x", 3: "0.9:0.1:0.1", 3.5: None, 6: 99, 7: 1e9, 8: "gpu"}
+    scenarios = _scenarios()
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        msgs = []
+        for i, v in bad.items():
+            args = list(good)
+            args[int(i)] = v if i != 3.5 else "0.1:5:0.05"
+            msgs.append(E.on_start(1, *args, None)[1])
+        job = {"state": "done", "done": 2, "total": 2, "varied": ["load"], "rows": [],
+               "points": [{"load": v, "tokens_per_s_per_user": 20.0 + v, "goodput_per_chip": 900.0 * v}
+                          for v in (0.4, 0.8)]}
+        out = list(E.progress_view(job)) + [E.on_csv(1, None, None)[1], E.progress_view(dict(job, state="running"))[2]]
+        texts = output_texts(msgs + out, [])
+    assert "范围颠倒" in msgs[1] and "网格共" in msgs[2] and msgs[0] == "部署：请从列表中选择一个"
+    leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in scenarios])}
+    assert leftovers == {}, f"explorer: text outside the catalogs: {leftovers}"

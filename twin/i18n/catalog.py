@@ -32,7 +32,8 @@ SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # conv
            "twin/ui/tradeoffs.py", "twin/ui/live.py",
            "twin/ui/faultconsole.py", "twin/ui/faulttable.py", "twin/ui/faultview.py", "twin/ui/failpanels.py",
            "twin/ui/errors.py", "twin/ui/guard.py",
-           "pages/compare.py", "pages/explorer.py")   # explorer: its name only so far
+           "pages/compare.py", "pages/explorer.py", "twin/ui/chartinfo.py",
+           "twin/explore/points.py")                  # points: the sweep keys' help, marked with N_
 KEYWORDS = {"_": None, "N_": None}
 POT = LOCALE_DIR / f"{DOMAIN}.pot"
 _NAMES = re.compile(r"%\((\w+)\)s")

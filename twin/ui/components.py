@@ -10,6 +10,7 @@ from twin import session as S
 from twin.settings import get as setting
 from twin.tracestore import UPLOAD_MAX_BYTES, names
 
+from . import chartinfo
 from .lang import N_, _
 
 # How a number was obtained (design convention 4): shown as a small tag next to it.
@@ -50,7 +51,7 @@ def panel(children, title: str | None = None, source: str | None = None, classNa
     """A titled box; `info_text` puts the (i) of the chart it holds next to the title."""
     head = None
     if title:
-        key = hashlib.sha1(title.encode()).hexdigest()[:8]
+        key = hashlib.sha1((info_text or "").encode()).hexdigest()[:8]
         head = html.Div([html.H3(title), info(info_text, key) if info_text else None,
                          tag(source) if source else None, extra], className="panel-head")
     return html.Div([head, html.Div(children, className="panel-body")], className=f"panel {className}")
@@ -58,11 +59,13 @@ def panel(children, title: str | None = None, source: str | None = None, classNa
 
 def graph(id_: str, figure: dict, height: int = 230, info_text: str | None = None):
     """A chart whose toolbar (on hover) has one button: export as PNG, named after the chart.
-    With `info_text`, the chart carries an (i) in its top-left corner saying what it shows and
-    where its numbers come from (every page chart has one, in its panel head or here)."""
+    The chart carries an (i) in its top-left corner saying what it shows and where its numbers
+    come from: `info_text`, else its entry in `chartinfo.INFO` (every page chart has one, here or in
+    its panel's head)."""
     g = dcc.Graph(id=id_, figure=figure, style={"height": f"{height}px"}, config={
         "displayModeBar": "hover", "displaylogo": False, "modeBarButtons": [["toImage"]],
         "toImageButtonOptions": {"format": "png", "filename": id_, "scale": 2}, "responsive": True})
+    info_text = info_text or chartinfo.text(id_)
     if not info_text:
         return g
     return html.Div([g, info(info_text, id_)], className="graph-wrap")
