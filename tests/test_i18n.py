@@ -189,12 +189,12 @@ def output_texts(value, out: list[str]) -> list[str]:
     return out
 
 
-# Live updates (page, tick arguments, outputs not checked: engine event messages stay English)
-LIVE = (("overview", {}, ("events",)), ("topology", {"view_name": "supernode", "sel": {"kind": "node", "id": "n03"}},
+# Live updates (page, tick arguments, outputs not checked: ids and data, not text)
+LIVE = (("overview", {}, ()), ("topology", {"view_name": "supernode", "sel": {"kind": "node", "id": "n03"}},
          ("view", "select", "layout", "live")),     # ids and data, not text
         ("traffic", {}, ()), ("cache", {}, ()), ("tradeoffs", {"dep": None, "slo": 50, "kv": 4096}, ("dep", "slo")),
         ("failures", {"view_name": "supernode"}, ("view", "select", "layout", "live", "detect", "redundant", "weights",
-                                                   "random", "random_rate", "kind", "target", "events",
+                                                   "random", "random_rate", "kind", "target",
                                                    "factor_style", "period_style", "strips", "hint", "banner_cls")))
 
 
@@ -256,3 +256,29 @@ def test_explorer_callbacks_answer_in_chinese(dash_app):
     assert "范围颠倒" in msgs[1] and "网格共" in msgs[2] and msgs[0] == "部署：请从列表中选择一个"
     leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in scenarios])}
     assert leftovers == {}, f"explorer: text outside the catalogs: {leftovers}"
+
+
+def test_engine_event_lines_read_in_chinese(dash_app):
+    """Fault, detection, recovery, policy, rate and refusal lines: English in the engine (unchanged for
+    the CLI and JSON), Chinese on the dashboard with the fault kind in words and ids kept."""
+    from twin.engine import Engine
+    from twin.engine.commands import InjectFault, SetLoad, SetPolicy, SetRandom
+    from twin.ui import components as C
+    eng = Engine(scenario="paper-decode")
+    eng.advance(1.0)
+    for cmd in (InjectFault({"kind": "optical_flap", "target": "n20/l1-3--sp3/l2-7", "duration_s": 90}),
+                InjectFault({"kind": "npu_die", "target": "n36/npu3/d1", "at_s": 5.0}),
+                InjectFault({"kind": "l2", "target": "sp2/l2-5", "at_s": -5}), SetLoad(0.5),
+                SetPolicy({"weights_from": "obs"}), SetRandom(0)):
+        eng.submit(cmd)
+    eng.advance(120.0)
+    evs = list(eng.snapshot().events)
+    assert "#1 optical_flap on n20/l1-3--sp3/l2-7 scheduled now" in [e["message"] for e in evs]
+    assert {"fault", "detect", "recover", "error", "rate", "policy", "schedule"} <= {e["kind"] for e in evs}
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        texts = visible_texts(C.events(evs[::-1], "-"), [])
+    assert "#1 光链路抖动：n20/l1-3--sp3/l2-7 立即注入" in texts
+    leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in _scenarios()])}
+    assert leftovers == {}, f"event lines outside the catalogs: {leftovers}"
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
+        assert "#1 optical link flapping on n20/l1-3--sp3/l2-7 scheduled now" in visible_texts(C.events(evs, "-"), [])

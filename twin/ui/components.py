@@ -10,7 +10,7 @@ from twin import session as S
 from twin.settings import get as setting
 from twin.tracestore import UPLOAD_MAX_BYTES, names
 
-from . import chartinfo
+from . import chartinfo, eventtext
 from .lang import N_, _
 
 # How a number was obtained (design convention 4): shown as a small tag next to it.
@@ -257,10 +257,11 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
 
 
 def events(evs, empty: str, t_format: str = ".1f") -> list:
-    """Engine events (dicts {"t", "kind", "message"}), newest first, one line each."""
+    """Engine events (dicts {"t", "kind", "message"}), newest first, one line each, in the viewer's
+    language (`eventtext`)."""
     if not evs:
         return [html.Div(empty, className="muted")]
     return [html.Div([html.Span(f"t={e.get('t', 0):{t_format}} s", className="ev-t"),
-                      html.Span(e.get("kind", ""), className=f"ev-kind ev-{e.get('kind', '')}"),
-                      html.Span(e.get("message", ""), className="ev-msg")], className="ev")
+                      html.Span(eventtext.kind(e), className=f"ev-kind ev-{e.get('kind', '')}"),
+                      html.Span(eventtext.line(e), className="ev-msg")], className="ev")
             for e in evs]

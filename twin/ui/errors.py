@@ -44,6 +44,11 @@ FORMS = (
     (r"fault kind: allowed {kinds}", N_("fault kind: allowed %(kinds)s")),
     (r"fault at_s = {at}: allowed up to {s} s after now \(t = {now} s\)",
      N_("fault at_s = %(at)s: allowed up to %(s)s s after now (t = %(now)s s)")),
+    (r"fault at_s = {at}: in the past \(now {now} s\)", N_("fault at_s = %(at)s: in the past (now %(now)s s)")),
+    (r"fault duration_s = {v}: allowed 0 < duration_s <= {hi} s",
+     N_("fault duration_s = %(v)s: allowed 0 < duration_s <= %(hi)s s")),
+    (r"fault factor = {v}: allowed 0 <= factor < 1 \(fraction of capacity kept\)",
+     N_("fault factor = %(v)s: allowed 0 <= factor < 1 (fraction of capacity kept)")),
     (r"fault: {n} scheduled faults are already waiting on this twin \(the most allowed\); wait for them to "
      r"strike or reset", N_("fault: %(n)s scheduled faults are already waiting on this twin (the most allowed); "
                             "wait for them to strike or reset")),
