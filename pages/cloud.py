@@ -201,12 +201,12 @@ def timeline_figure(view: dict) -> dict:
         shapes=shapes, margin={"r": 150, "b": 90},
         legend={"orientation": "h", "y": -0.2, "yanchor": "top", "x": 0, "xanchor": "left"},
         xaxis={"tickvals": ticks, "ticktext": [f"{h % 24:02d}:00" for h in ticks], "domain": [0, 0.8]},
-        yaxis={"title": "NPUs", "range": [0, npus * 1.02]},
-        yaxis2={"title": "req/s", "overlaying": "y", "side": "right", "anchor": "x", "showgrid": False,
+        yaxis={"title": {"text": "NPUs"}, "range": [0, npus * 1.02]},
+        yaxis2={"title": {"text": "req/s"}, "overlaying": "y", "side": "right", "anchor": "x", "showgrid": False,
                 "rangemode": "tozero"},
-        yaxis3={"title": _("utilisation"), "overlaying": "y", "side": "right", "position": 0.9, "anchor": "free",
+        yaxis3={"title": {"text": _("utilisation")}, "overlaying": "y", "side": "right", "position": 0.9, "anchor": "free",
                 "range": [0, 1], "showgrid": False},
-        yaxis4={"title": _("steps"), "overlaying": "y", "side": "right", "position": 1.0, "anchor": "free",
+        yaxis4={"title": {"text": _("steps")}, "overlaying": "y", "side": "right", "position": 1.0, "anchor": "free",
                 "rangemode": "tozero", "showgrid": False},
         title={"text": _("%(policy)s: %(n)s switches (green: to training, red: back to serving)") % {
             "policy": view["params"]["policy"], "n": view["moves"]}})}
