@@ -271,7 +271,8 @@ def on_apply(_n, policy, *rest):
     knobs, (choice, token, viewer, secret) = rest[:len(KNOBS)], rest[len(KNOBS):]
     tw, _note = twin_for(choice)
     try:
-        fields = {k: v for k, v in _values(KNOBS, knobs).items() if v is not None}
+        fields = {k: int(v) if Params.model_fields[k].annotation is int and v == int(v) else v
+                  for k, v in _values(KNOBS, knobs).items() if v is not None}
         if policy not in POLICIES:
             raise CatalogError(f"policy = {str(policy)[:40]!r}: allowed {', '.join(POLICIES)}")
         msg = tw.control("copool", {"policy": policy, **fields}, **G.actor(viewer, token, secret))

@@ -55,7 +55,7 @@ def test_the_live_day_is_drawn_from_the_snapshot_and_knobs_go_through_the_action
     same = cloud.tick(3, "shared", {**cursor, "v": tw.snapshot.version})
     assert same["fig"] is no_update and same["live"] is no_update and same["cursor"] is no_update
     msg, cls = cloud.on_apply(1, "dedicated", 0.6, 0.8, 0.99, 0, 24, 2, 4, 0, *ACTOR)
-    assert cls == "ctl-msg msg-ok" and "co-pool policy=dedicated" in msg and "dedicated_prefill_groups=4" in msg
+    assert cls == "ctl-msg msg-ok" and "co-pool policy=dedicated" in msg and "dedicated_prefill_groups=4," in msg
     assert tw.actions(1)[0]["what"].startswith("co-pool policy=dedicated")          # logged for everyone
     tw.control("play")
     _wait(lambda: tw.snapshot.cloud["params"]["policy"] == "dedicated")
