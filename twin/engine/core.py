@@ -203,14 +203,9 @@ class Engine:
         """The topology changed (a fault struck or recovered): instances and flows follow."""
         network.network_changed(self)
 
-    def take_offline(self, inst, key: str, reason: str) -> tuple[int, int]:
-        """Hold an instance down under `key`, as a fault does, and requeue what it held; the
-        co-pool scheduler (twin/cloud) lends serving groups to training this way."""
-        inst.fail(key, reason)
-        return recovery.restart(self, inst)
-
     def bring_online(self, inst, key: str) -> None:
-        """Release the hold `key`: the instance serves again unless another hold remains."""
+        """Release the hold `key` (a fault's, or handover.hand_over's when the co-pool scheduler
+        lends a group): the instance serves again unless another hold remains."""
         inst.down.pop(key, None)
         inst.wake()
 
