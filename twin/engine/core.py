@@ -24,7 +24,7 @@ from ..topology import topology
 from . import cache, network, report
 from .accounting import Accounting
 from .commands import Command
-from .faults import FaultManager, Policy, load_fault_file, recovery
+from .faults import FaultManager, Policy, load_fault_file
 from .metrics import Metrics
 from .pools import DecodeInstance, PrefillInstance
 from .requests import DONE, KEEP_ROWS, QUEUED, RequestTable
