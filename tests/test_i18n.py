@@ -282,3 +282,20 @@ def test_engine_event_lines_read_in_chinese(dash_app):
     assert leftovers == {}, f"event lines outside the catalogs: {leftovers}"
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
         assert "#1 optical link flapping on n20/l1-3--sp3/l2-7 scheduled now" in visible_texts(C.events(evs, "-"), [])
+
+
+@pytest.mark.parametrize("system", ["cloudmatrix384", "gpu-cluster-h800"])
+def test_topology_drawing_labels_read_in_chinese(dash_app, system):
+    """The labels drawn on the topology (racks, UB planes, RDMA and VPC switches, storage) in Chinese;
+    part ids (n07, L2-5, NPU3·d1) stay as they are, and English stays the engine's wording."""
+    from twin.topology import static
+    from twin.ui import topoview as TV
+    t = static(system)
+    names = [TV.AGG, t.node_ids()[0]] + list(t.subplane_ids()[:1])
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        labels = [el["data"]["label"] for n in names for el in TV.view(t, n).elements if "label" in el["data"]]
+    leftovers = {x: w for x in labels if (w := english_words(x))}
+    assert labels and leftovers == {}, f"drawing labels outside the catalogs: {leftovers}"
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
+        en = {el["data"]["label"] for el in TV.view(t, TV.AGG).elements if "label" in el["data"]}
+    assert {"RDMA spine", "VPC switch", "OBS storage"} <= en
