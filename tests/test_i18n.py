@@ -195,7 +195,7 @@ LIVE = (("overview", {}, ()), ("topology", {"view_name": "supernode", "sel": {"k
         ("traffic", {}, ()), ("cache", {}, ()), ("tradeoffs", {"dep": None, "slo": 50, "kv": 4096}, ("dep", "slo")),
         ("failures", {"view_name": "supernode"}, ("view", "select", "layout", "live", "detect", "redundant", "weights",
                                                    "random", "random_rate", "kind", "target",
-                                                   "factor_style", "period_style", "strips", "hint", "banner_cls")))
+                                                   "factor_style", "period_style", "strips", "banner_cls")))
 
 
 def test_live_updates_show_no_english_in_chinese(dash_app, twin_registry):
