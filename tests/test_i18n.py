@@ -321,3 +321,17 @@ def test_dropdowns_say_their_own_words_in_chinese(dash_app, target):
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
         walk(render(target, {}))
     assert found and all(search == "搜索" for _id, search in found), found
+
+
+def test_the_partition_banner_says_why_in_chinese(dash_app):
+    from types import SimpleNamespace
+
+    from twin.ui.failpanels import banner_of
+    evs = [{"t": 1.0, "kind": "partition", "message": "partitioned: decode-0 cut off from the UB fabric; their "
+            "requests wait until a path returns", "template": "partitioned: %(names)s cut off from the UB fabric; "
+            "their requests wait until a path returns", "args": {"names": "decode-0"}},
+           {"t": 2.0, "kind": "partition", "message": "KV transfer p0 -> d0: no rdma path; 3 request(s) wait"}]
+    snap = SimpleNamespace(partitioned=True, message=evs[0]["message"], events=evs)
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        (head, why), cls = banner_of(snap)
+    assert why == "网络分区：decode-0 与 UB 网络断开；其请求等待路径恢复" and cls == "banner banner-bad"
