@@ -7,7 +7,7 @@ shows published figures, whether they are calibration rows (fitted) or validatio
 """
 from __future__ import annotations
 
-from .lang import N_, _
+from .lang import N_, _, request_lang
 
 _STRIP = N_("One point per sampling interval of the running twin's simulated time (the window keeps the "
             "last 600).")
@@ -21,9 +21,10 @@ INFO = {
                          "interval, median and 99th percentile, simulated."), _STRIP),
     "ov-tpot-chart": (N_("Time per output token of requests finished in each interval (decode step time "
                          "divided by tokens per step with MTP), median and 99th percentile, simulated."), _STRIP),
-    "ov-util-chart": (N_("Share of each NPU pool's time spent running a batch in the interval, simulated. Busy "
-                         "is not the same as useful: a small decode batch keeps a die busy at low throughput."),
-                      _STRIP),
+    "ov-util-chart": (N_("Busy: share of each NPU pool's time spent running a batch, simulated. Busy is not useful: "
+                         "a step of any batch keeps a die busy. Decode useful work (where drawn): simulated output "
+                         "tokens/s per decode NPU over the perf model's tokens/s per NPU at the deployment's "
+                         "operating point."), _STRIP),
     "ov-slo-chart": (N_("Completions meeting both the TTFT and the TPOT SLO of the deployment, and the share of "
                         "prompt tokens found in the EMS cache, per interval, simulated."), _STRIP),
     "ov-req-chart": (N_("Requests arrived and not finished, and those waiting for a prefill batch or a decode "
@@ -36,8 +37,8 @@ INFO = {
                    "the deployment in the catalog)."), _STRIP),
     "ca-bytes": (N_("KV bytes loaded from EMS over the cache plane per request with a hit, simulated (block size "
                     "and bytes per token from the model card)."), _STRIP),
-    "ca-ttft": (N_("Median time to first token of requests that hit the cache against those that missed, "
-                   "simulated: a hit skips the prefill of its cached prefix."), _STRIP),
+    "ca-ttft": (N_("Median time to first token of requests that hit the cache against those that missed, over a "
+                   "rolling window, simulated: a hit skips the prefill of its cached prefix."), _STRIP),
     # Traffic
     "tr-scaleup": (N_("Bytes per second on the scale-up fabric (UB on the supernode; NVLink and RDMA for the "
                       "expert all-to-all on a GPU cluster), simulated from each step's dispatch and combine and "
@@ -73,4 +74,5 @@ INFO = {
 def text(chart_id: str) -> str | None:
     """The (i) text of a chart in the viewer's language, or None for a chart not listed here."""
     parts = INFO.get(chart_id)
-    return " ".join(_(p) for p in parts) if parts else None
+    sep = "" if request_lang() == "zh" else " "        # Chinese sentences follow on without a space
+    return sep.join(_(p) for p in parts) if parts else None
