@@ -5,6 +5,7 @@ import dash
 from dash import Output, html, no_update
 
 from twin.ui import components as C
+from twin.ui import eventtext
 from twin.ui import figures as F
 from twin.ui import teach
 from twin.ui import theme as T
@@ -85,7 +86,7 @@ def _kpi_values(k: dict) -> list[str]:
 
 
 def _events(snap) -> list:
-    return C.events(list(snap.events or ())[-8:][::-1], _("no events yet"))
+    return C.events(eventtext.once(snap.events)[-8:][::-1], _("no events yet"))
 
 
 @page_tick(P, {

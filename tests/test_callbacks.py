@@ -721,3 +721,21 @@ def test_validation_page_separates_calibration_validation_and_predictions(pages)
     assert "DeepSeek H800 prefill tok/s per GPU" in text and "DeepEP low-latency" in text
     assert "gb200-nvl72-r1" in text and '"prediction"' in text
     assert "5 of 5 validation rows within tolerance" in text
+
+
+def test_overview_events_show_an_injected_fault_once(pages, dash_app):
+    """A fault injected now logs "scheduled now" and its strike in the same instant: the Overview's
+    list shows it once (the strike); a fault scheduled ahead keeps its "scheduled at" line."""
+    from types import SimpleNamespace
+
+    from twin.engine import Engine
+    eng = Engine(scenario="paper-decode")
+    eng.advance(1.0)
+    eng.submit(InjectFault({"kind": "l2", "target": "sp2/l2-5"}))
+    eng.submit(InjectFault({"kind": "l1", "target": "n20/l1-3", "at_s": 30.0}))
+    eng.advance(5.0)
+    snap = SimpleNamespace(events=eng.snapshot().events)
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
+        lines = [d.children[2].children for d in pages.overview._events(snap)]
+    assert [x for x in lines if x.startswith("#1 ")] == ["#1 L2 UB switch lost on sp2/l2-5"]
+    assert [x for x in lines if x.startswith("#2 ")] == ["#2 L1 UB switch lost on n20/l1-3 scheduled at 30 s"]

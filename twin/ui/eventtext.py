@@ -50,6 +50,15 @@ def line(e: dict) -> str:
         return str(e.get("message", ""))
 
 
+def once(evs) -> list:
+    """The events with each fault shown once: the "scheduled now" line of a fault that struck in the
+    same instant is dropped (its strike line says the same); a fault scheduled ahead keeps both."""
+    evs = list(evs or ())
+    struck = {(e.get("t"), (e.get("args") or {}).get("id")) for e in evs if e.get("kind") == "fault"}
+    return [e for e in evs if not (e.get("kind") == "schedule" and (e.get("args") or {}).get("at") is None
+                                   and (e.get("t"), (e.get("args") or {}).get("id")) in struck)]
+
+
 def latest(evs, kind_: str, arg: str) -> str | None:
     """The newest event line of a kind naming `arg` among its values, in the viewer's language (the
     UB partition's line names the cut-off instances; a KV transfer waiting for a path does not)."""
