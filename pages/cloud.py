@@ -111,8 +111,8 @@ def layout(**_kwargs):
                             title=_("Restart the viewed twin on scenario copool-day (the co-pool scheduler runs "
                                     "inside it)")),
                 html.Div([html.Label(_("Policy"), className="ctl-label", htmlFor=f"{P}-policy"),
-                          dcc.Dropdown(id=f"{P}-policy", options=list(POLICIES), value="copool", clearable=False,
-                                       className="dd")], className="field", title=_(POLICY_HELP)),
+                          C.dropdown(id=f"{P}-policy", options=list(POLICIES), value="copool", clearable=False,
+                                     className="dd")], className="field", title=_(POLICY_HELP)),
                 html.Div([_input(Params, *k) for k in KNOBS]),
                 html.Button(_("Apply to the twin"), id=f"{P}-apply", n_clicks=0, className="btn",
                             title=_("Send the policy and knobs to the viewed twin (logged on the shared twin)")),

@@ -106,6 +106,28 @@ def test_converted_pages_show_no_english_in_chinese(dash_app, target, kwargs):
     assert untranslated == [], f"shown untranslated: {untranslated}"
 
 
+@pytest.mark.parametrize("target,kwargs", [c for c in CONVERTED if c[0].startswith("pages.")])
+def test_every_dropdown_has_its_own_words_in_chinese(dash_app, target, kwargs):
+    """Dash draws a dropdown's search box and "no options" in English unless given `labels`:
+    every dropdown of a page is built with `components.dropdown`."""
+    from dash import dcc
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        tree = render(target, kwargs)
+    found, bare = [], []
+
+    def walk(c):
+        if isinstance(c, (list, tuple)):
+            for x in c:
+                walk(x)
+        elif isinstance(c, Component):
+            if isinstance(c, dcc.Dropdown):
+                (found if (getattr(c, "labels", None) or {}).get("search") == "搜索" else bare).append(c.id)
+            for prop in ("children",):
+                walk(getattr(c, prop, None))
+    walk(tree)
+    assert bare == [], f"{target}: dropdowns without their words in Chinese: {bare}"
+
+
 def _scenarios() -> set[str]:
     """Scenario names: identifiers ("default"), shown as typed in URLs and on the command line."""
     from twin.engine import list_scenarios
