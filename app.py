@@ -22,6 +22,7 @@ from twin import tracestore
 from twin.config import catalog
 from twin.engine import list_scenarios
 from twin.ui import components as C
+from twin.ui import eventtext
 from twin.ui import guard as G
 from twin.ui import teach
 from twin.ui import urlstate
@@ -172,7 +173,7 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
     except S.ControlError as exc:
         return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
     where = _("applied to the shared twin") if tw.shared else _("applied to your sandbox")
-    return f"{msg} — {where}", "ctl-msg msg-ok"
+    return f"{eventtext.said(msg)} — {where}", "ctl-msg msg-ok"
 
 
 @dash.callback(
@@ -199,7 +200,7 @@ def on_url(search, done, choice, token, viewer, secret):
     where = _("applied to the shared twin") if tw.shared else _("applied to your sandbox")
     if not done_msgs:
         return no_update, no_update, search
-    return _("From the link: %(what)s") % {"what": "; ".join(done_msgs)} + f" — {where}", "ctl-msg msg-ok", search
+    return _("From the link: %(what)s") % {"what": "; ".join(map(eventtext.said, done_msgs))} + f" — {where}", "ctl-msg msg-ok", search
 
 
 @dash.callback(

@@ -22,6 +22,7 @@ from twin.cloud.cost import Prices, day_report, load_prices
 from twin.cloud.training import compare
 from twin.config import CatalogError
 from twin.ui import components as C
+from twin.ui import eventtext
 from twin.ui import guard as G
 from twin.ui import theme as T
 from twin.ui import lang as Lg
@@ -250,7 +251,7 @@ def tick(t: Tick) -> dict:
 
 def _say(tw, msg: str) -> tuple:
     where = _("shared twin") if tw.shared else _("your sandbox")
-    return f"{msg} — {where}", "ctl-msg msg-ok"
+    return f"{eventtext.said(msg)} — {where}", "ctl-msg msg-ok"
 
 
 @dash.callback(*MSG, Input(f"{P}-load", "n_clicks"), *ACTOR, prevent_initial_call=True)

@@ -14,6 +14,7 @@ from twin import i18n as I
 from twin import lessons as L
 from twin import session as S
 from twin.ui import components as C
+from twin.ui import eventtext
 from twin.ui import guard as G
 from twin.ui import teach as T
 from twin.ui.live import twin_for
@@ -224,6 +225,6 @@ def act(clicks, progress, choice, token, viewer, secret):
         return ([text] * n_msgs, ["ctl-msg msg-error"] * n_msgs, text, "ctl-msg msg-error") + (no_update,) * 3
     prog = _progress(progress)
     prog[les.id] = sorted(set(prog.get(les.id, [])) | {n})
-    text = _("Applied: %(what)s") % {"what": msg}
+    text = _("Applied: %(what)s") % {"what": eventtext.said(msg)}
     return ([text] * n_msgs, ["ctl-msg msg-ok"] * n_msgs, text, "ctl-msg msg-ok", {"lesson": les.id, "step": n},
             prog, target_page(action))

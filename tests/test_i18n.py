@@ -357,3 +357,28 @@ def test_the_partition_banner_says_why_in_chinese(dash_app):
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
         (head, why), cls = banner_of(snap)
     assert why == "网络分区：decode-0 与 UB 网络断开；其请求等待路径恢复" and cls == "banner banner-bad"
+
+
+def test_control_confirmations_and_the_action_log_read_in_chinese(twin_registry):
+    """What the controls answer ("speed 20x", "reset: scenario ...") and the shared-action log: English
+    for the CLI and JSON, Chinese on the dashboard (ids, names and numbers kept)."""
+    import app as dash_app
+    from twin.ui import eventtext, live
+    tw = twin_registry.shared()
+    said = [tw.control("speed", 20, who="viewer ab12"), tw.control("speed", "max"), tw.control("pause"),
+            tw.control("play", who="instructor (viewer ab12)"),
+            tw.control("reset", {"scenario": "bursty-chat", "seed": 3, "load": 0.8}),
+            tw.control("fault", {"kind": "l2", "target": "sp2/l2-5", "duration_s": 30}),
+            tw.control("random", {"hours_per_sim_s": 2}), tw.control("random", {"hours_per_sim_s": 0}),
+            tw.control("policy", {"detect_s": 5})]
+    assert said[0] == "speed 20x"                                                # the English is unchanged
+    assert said[4] == "reset: scenario bursty-chat, seed 3, load 80% of capacity"
+    assert said[5] == "fault l2 sp2/l2-5 for 30 s"
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        texts = [eventtext.said(s) for s in said]
+        acts = live.status_payload(tw)["actions"]
+    assert texts[0] == "速度 20 倍" and texts[4] == "重置：场景 bursty-chat，种子 3，负载为容量的 80%"
+    texts += [a["who"] + ": " + a["what"] for a in acts]
+    assert len(acts) == live.ACTIONS_SHOWN and "template" not in acts[0]
+    leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in _scenarios()])}
+    assert leftovers == {}, f"confirmations outside the catalogs: {leftovers}"

@@ -16,6 +16,7 @@ from .controls import (ControlError, _checked, _throttled, check_fault, demo_nam
 from .cloud import live as copool_live
 from .engine import commands
 from .engine.faults import Policy, load_fault_file
+from .i18n import N_, said
 from .tracestore import TraceChoiceError, check, label, registered, resolve
 
 log = logging.getLogger("twin.session")
@@ -72,6 +73,13 @@ class _Swap:
     random: float | None
 
 
+# an accepted fault, by (scheduled ahead, with a duration)
+FAULT_SAID = {(False, False): N_("fault %(kind)s %(target)s"),
+              (True, False): N_("fault %(kind)s %(target)s at t=%(at)s s"),
+              (False, True): N_("fault %(kind)s %(target)s for %(s)s s"),
+              (True, True): N_("fault %(kind)s %(target)s at t=%(at)s s for %(s)s s")}
+
+
 class TwinActions:
     """User actions on a twin (mixed into twin.runner.Twin, which owns the state they change)."""
 
@@ -106,18 +114,18 @@ class TwinActions:
             self._window_reset = True
         self.paused = False
         self.message = ""
-        return "play"
+        return said(N_("play"))
 
     def _pause(self, _value, _client) -> str:
         self.paused = True
         self._window_reset = True
-        return "pause"
+        return said(N_("pause"))
 
     def _speed(self, value, _client) -> str:
         s = parse_speed(value)
         self.speed = s
         self._window_reset = True
-        return f"speed {s if s == 'max' else f'{s:g}x'}"
+        return said(N_("speed max")) if s == "max" else said(N_("speed %(x)sx"), x=f"{s:g}")
 
     def _synthetic_only(self, action: str, engine=None) -> None:
         workload = getattr(getattr(engine, "scenario", None), "workload", None) if engine else self.workload
@@ -131,13 +139,13 @@ class TwinActions:
         with self._lock:
             self.params.load = f
         self._q.put(commands.SetLoad(f))
-        return f"load {f * 100:.0f}% of capacity"
+        return said(N_("load %(pct)s%% of capacity"), pct=f"{f * 100:.0f}")
 
     def _rate(self, value, _client) -> str:
         self._synthetic_only("rate")
         r = parse_rate(value)
         self._q.put(commands.SetRate(r))
-        return f"rate {r:g} req/s"
+        return said(N_("rate %(r)s req/s"), r=f"{r:g}")
 
     def _fault(self, value, client) -> str:
         if not isinstance(value, dict) or "target" not in value or "kind" not in value:
@@ -145,25 +153,23 @@ class TwinActions:
                                "'target': a topology id, 'at_s', 'duration_s'}")
         value = self._budget_fault(self.check_fault(value), client)
         self._q.put(commands.InjectFault(value))
-        msg = f"fault {value['kind']} {value['target']}"
-        if value.get("at_s") is not None:
-            msg += f" at t={float(value['at_s']):g} s"
-        if value.get("duration_s") is not None:
-            msg += f" for {float(value['duration_s']):g} s"
-        return msg
+        at, dur = value.get("at_s"), value.get("duration_s")
+        return said(FAULT_SAID[at is not None, dur is not None], kind=value["kind"], target=value["target"],
+                    **({"at": f"{float(at):g}"} if at is not None else {}),
+                    **({"s": f"{float(dur):g}"} if dur is not None else {}))
 
     def _policy(self, value, _client) -> str:
         cmd = self._check_policy(value)
         self._q.put(cmd)
         self.policy = {**self.policy, **cmd.fields}
-        return "policy " + ", ".join(f"{k}={v}" for k, v in cmd.fields.items())
+        return said(N_("policy %(fields)s"), fields=", ".join(f"{k}={v}" for k, v in cmd.fields.items()))
 
     def _random(self, value, _client) -> str:
         h = parse_random(value)
         self._q.put(commands.SetRandom(h))
         self.random = h or None
-        return (f"random failures on ({self.random:g} failure-clock h per sim s)" if self.random
-                else "random failures off")
+        return (said(N_("random failures on (%(h)s failure-clock h per sim s)"), h=f"{self.random:g}")
+                if self.random else said(N_("random failures off")))
 
     def _copool(self, value, client) -> str:
         """Co-pool knobs (twin.cloud.live): checked against the day the twin runs, rate-limited."""
@@ -174,7 +180,7 @@ class TwinActions:
         cmd = _checked(copool_live.SetCoPool, fields)
         _throttled(self._copool_rate, "co-pool changes", client or "anyone")
         self._q.put(cmd)
-        return "co-pool " + ", ".join(f"{k}={v}" for k, v in cmd.fields.items())
+        return said(N_("co-pool %(fields)s"), fields=", ".join(f"{k}={v}" for k, v in cmd.fields.items()))
 
     def _reset_action(self, value, _client) -> str:
         return self._reset(value or {})
@@ -278,17 +284,19 @@ class TwinActions:
         self._q.put(_Swap(engine, new, policy_of(engine), random))
         with self._lock:
             self._pending = []
-        bits = [f"scenario {new.scenario}", f"seed {new.seed}"]
+        bits = [said(N_("scenario %(name)s"), name=new.scenario), said(N_("seed %(seed)s"), seed=new.seed)]
         if new.deployment:
-            bits.append(f"deployment {new.deployment}")
+            bits.append(said(N_("deployment %(name)s"), name=new.deployment))
         if new.trace:
-            bits.append(f"trace {label(new.trace)}")
+            bits.append(said(N_("trace %(name)s"), name=label(new.trace)))
         if new.faults:
-            bits.append(f"faults {Path(new.faults).stem}")
+            bits.append(said(N_("faults %(name)s"), name=Path(new.faults).stem))
         if spec.get("load") not in (None, "") and new.load is not None:
-            bits.append(f"load {new.load * 100:.0f}% of capacity")
+            bits.append(said(N_("load %(pct)s%% of capacity"), pct=f"{new.load * 100:.0f}"))
         notes = _trace_notes(engine, label(new.trace) if new.trace else None)
-        return "reset: " + ", ".join(bits) + "".join(f"; note: {n}" for n in notes)
+        if notes:            # the loader's own words about the file, shown as it wrote them
+            return said(N_("reset: %(bits)s; note: %(notes)s"), bits=bits, notes="; note: ".join(notes))
+        return said(N_("reset: %(bits)s"), bits=bits)
 
 
 def _trace_notes(engine, shown: str | None) -> list[str]:

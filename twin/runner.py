@@ -51,7 +51,8 @@ class Action:
     def as_dict(self) -> dict:
         return {"wall": self.wall, "when": time.strftime("%H:%M:%S", time.localtime(self.wall)),
                 "who": self.who, "what": self.what, "ok": self.ok,
-                "sim_time": round(self.sim_time, 1)}
+                "sim_time": round(self.sim_time, 1),
+                **({"template": self.what.template, "args": self.what.args} if getattr(self.what, "template", "") else {})}
 
 
 @dataclass

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from .actions import FAULT_HORIZON_S, FAULTS_PER_MIN, MAX_PENDING_FAULTS
 from .budget import RateLimit
+from .i18n import N_, said
 from .controls import (ControlError, _throttled, check_fault, client_id, parse_load, parse_random, parse_rate,
                        parse_seed, parse_speed)
 from .runner import WALL_DT, Twin, default_factory
@@ -84,7 +85,7 @@ class Sessions:
             if self._shared is None:
                 tw = Twin(SHARED, shared=True, params=self.params, factory=self.factory,
                           wall_dt=self.wall_dt, speed=self.speed, token=self.token)
-                tw._note("system", f"shared twin started: scenario {tw.params.scenario}")
+                tw._note("system", said(N_("shared twin started: scenario %(name)s"), name=tw.params.scenario))
                 self._shared = tw.start()
             return self._shared
 

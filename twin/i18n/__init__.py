@@ -105,3 +105,17 @@ def N_(msgid: str) -> str:
     """Mark an English text for extraction without translating it (engine and model code that
     must not depend on the viewer: the UI translates it with `_` where it is shown)."""
     return msgid
+
+
+class Said(str):
+    """An English line that keeps its catalog template and values (made by `said`): the CLI, logs
+    and JSON see the English; the dashboard shows it in the viewer's language (`twin.ui.eventtext`)."""
+    template: str = ""
+    args: dict = {}
+
+
+def said(template: str, /, **args) -> Said:
+    """`template % args` as a `Said`. A value may itself be a Said, or a list of them (joined by ", ")."""
+    s = Said(template % {k: ", ".join(v) if isinstance(v, list) else v for k, v in args.items()})
+    s.template, s.args = template, args
+    return s

@@ -36,7 +36,7 @@ SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # conv
            "twin/explore/points.py",                  # points: the sweep keys' help, marked with N_
            "twin/ui/eventtext.py", "twin/engine/core.py", "twin/engine/commands.py",   # engine event lines
            "twin/engine/network.py", "twin/engine/transfer.py", "twin/engine/faults/manager.py",
-           "twin/engine/faults/spec.py")
+           "twin/engine/faults/spec.py", "twin/actions.py", "twin/session.py")          # twin/actions: the controls' confirmations
 KEYWORDS = {"_": None, "N_": None}
 POT = LOCALE_DIR / f"{DOMAIN}.pot"
 _NAMES = re.compile(r"%\((\w+)\)s")

@@ -7,6 +7,8 @@ a refused command and its reason); identifiers (part ids, instance names) stay a
 A line of an unknown form is shown as the engine wrote it."""
 from __future__ import annotations
 
+import re
+
 from .errors import explain
 from .faultview import KIND_LABEL
 from .lang import N_, _
@@ -27,7 +29,16 @@ def kind(e: dict) -> str:
     return _(KINDS[k]) if k in KINDS else k
 
 
+# who did a shared action (twin.ui.guard.actor, the lessons, the session): the words in it
+WHO = {"viewer": N_("viewer"), "instructor": N_("instructor"), "system": N_("system"), "lesson": N_("lesson")}
+_WHO = re.compile(r"\b(" + "|".join(WHO) + r")\b")
+
+
 def _value(name: str, v):
+    if isinstance(v, list):                     # a list of lines (twin.i18n.said)
+        return _(", ").join(said(x) for x in v)
+    if getattr(v, "template", None):
+        return said(v)
     if name == "kind" and v in KIND_LABEL:
         return _(KIND_LABEL[v])
     if name == "cmd" and v in COMMANDS:
@@ -48,6 +59,18 @@ def line(e: dict) -> str:
         return _(template) % {k: _value(k, v) for k, v in args.items()}
     except (KeyError, TypeError, ValueError):       # a catalog text that does not fit its values
         return str(e.get("message", ""))
+
+
+def said(x) -> str:
+    """A control's confirmation (`twin.i18n.Said`) in the viewer's language; plain text as it is."""
+    return line({"message": str(x), "template": x.template, "args": x.args}) if getattr(x, "template", None) else str(x)
+
+
+def action(a: dict) -> dict:
+    """A shared-action log entry (`Twin.actions`) with its who and what in the viewer's language."""
+    what = line({"message": a.get("what", ""), "template": a.get("template"), "args": a.get("args")})
+    return {k: v for k, v in a.items() if k not in ("template", "args")} | {
+        "what": what, "who": _WHO.sub(lambda m: _(WHO[m[1]]), str(a.get("who", "")))}
 
 
 def once(evs) -> list:

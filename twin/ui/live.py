@@ -24,7 +24,7 @@ from dash import Input, Output, State, dcc, no_update
 
 from twin import session as S
 
-from . import figures, guard
+from . import eventtext, figures, guard
 from .lang import _
 
 ACTIONS_SHOWN = 8
@@ -42,8 +42,8 @@ def twin_for(choice: str | None) -> tuple[S.Twin, str]:
     reg = S.sessions()
     tw = reg.get(guard.choice(choice))
     if tw is None:
-        return reg.shared(), ("that private sandbox is gone (stopped after "
-                              f"{reg.ttl_s / 60:.0f} min without an action); showing the shared twin")
+        return reg.shared(), _("that private sandbox is gone (stopped after %(min)s min without an action); "
+                               "showing the shared twin") % {"min": f"{reg.ttl_s / 60:.0f}"}
     return tw, ""
 
 
@@ -61,7 +61,7 @@ def _cursor(cur) -> dict:
 
 def status_payload(tw: S.Twin, note: str = "") -> dict:
     st = tw.status()
-    st["actions"] = tw.actions(ACTIONS_SHOWN) if tw.shared else []
+    st["actions"] = [eventtext.action(a) for a in tw.actions(ACTIONS_SHOWN)] if tw.shared else []
     st["note"] = note
     st["sandboxes"] = len(S.sessions().sandboxes())
     st["max_sandboxes"] = S.sessions().max_sandboxes
