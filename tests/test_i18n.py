@@ -382,3 +382,35 @@ def test_control_confirmations_and_the_action_log_read_in_chinese(twin_registry)
     assert len(acts) == live.ACTIONS_SHOWN and "template" not in acts[0]
     leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in _scenarios()])}
     assert leftovers == {}, f"confirmations outside the catalogs: {leftovers}"
+
+
+def test_scenario_and_demo_descriptions_read_in_chinese(dash_app):
+    """The start line's scenario description, the scenario list's hover texts and the fault demos'
+    stories come from the catalog data, extracted as msgids (twin.i18n.catalog.data_texts)."""
+    from twin.engine import Engine, list_scenarios
+    from twin.ui import components as C
+    from twin.ui import eventtext
+    from twin.ui import faultconsole as FC
+    start = Engine(scenario="paper-decode").snapshot().events[0]
+    assert start["kind"] == "start" and start["args"]["about"].startswith("The paper's decode setting")
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        lines = [eventtext.line({**start, "args": {**start["args"], "name": s["name"], "about": s["description"]}})
+                 for s in list_scenarios() if s.get("description")]
+        demos = [d.children[0].title for d in _find(FC.demos(), None, "demos").children]
+        scen = [o["title"] for o in _find(C.controls_bar(list_scenarios(), []), "ctl-scenario").options]
+    assert len(lines) >= 10 and lines[3].startswith("场景 paper-decode：论文的解码设置")
+    assert len(demos) == 6 and all(len(t) > 40 for t in demos)
+    assert scen[3].startswith("论文的解码设置")
+    texts = lines + demos + scen
+    leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in _scenarios()])}
+    assert leftovers == {}, f"descriptions outside the catalogs: {leftovers}"
+
+
+def _find(c, id_, class_name=None):
+    """The component with this id (or class name) in a tree."""
+    if isinstance(c, Component) and (getattr(c, "id", None) == id_ if id_ else getattr(c, "className", None) == class_name):
+        return c
+    for x in (c if isinstance(c, (list, tuple)) else [getattr(c, "children", None)]):
+        if isinstance(x, (Component, list, tuple)) and (hit := _find(x, id_, class_name)) is not None:
+            return hit
+    return None

@@ -14,6 +14,7 @@ To convert another page: wrap its user-visible strings in `_()`, add the file to
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 from babel.messages.catalog import Catalog
@@ -38,6 +39,7 @@ SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # conv
            "twin/engine/network.py", "twin/engine/transfer.py", "twin/engine/faults/manager.py",
            "twin/engine/faults/spec.py", "twin/actions.py", "twin/session.py")          # twin/actions: the controls' confirmations
 KEYWORDS = {"_": None, "N_": None}
+DATA = "twin/catalog"               # where the catalog data's texts (data_texts) are said to come from
 POT = LOCALE_DIR / f"{DOMAIN}.pot"
 _NAMES = re.compile(r"%\((\w+)\)s")
 
@@ -51,7 +53,22 @@ def extract() -> Catalog:
                 cat.add(msg, locations=[(rel, lineno)])
     for msg, where in messages():
         cat.add(msg, locations=[("twin/lessons/data", None)], auto_comments=[where])
+    for msg, where in data_texts():
+        cat.add(msg, locations=[(DATA, None)], auto_comments=[where])
     return cat
+
+
+def data_texts() -> list[tuple[str, str]]:
+    """(text, where) of the catalog data shown on the dashboard: scenario and fault-demo descriptions."""
+    from twin.config import CATALOG_DIR
+    from twin.engine.faults import describe, load_fault_file
+    scen = tomllib.loads((CATALOG_DIR / "scenarios.toml").read_text())
+    out = [(s["description"], f"scenario {name}") for name, s in scen.items()
+           if isinstance(s, dict) and s.get("description")]
+    for p in sorted((CATALOG_DIR / "faults").glob("*.toml")):
+        if text := describe(p, load_fault_file(p)):
+            out.append((text, f"fault demo {p.stem}"))
+    return out
 
 
 def read(lang: str) -> Catalog:
@@ -93,16 +110,22 @@ def problems() -> list[str]:
         if lang != "en":
             out += [f"{lang}: untranslated: {m.id[:70]!r}" for m in cat if m.id and not m.string]
         for msg, errors in cat.check():
-            out += [f"{lang}: {msg.id[:50]!r}: {e}" for e in errors]
+            out += [f"{lang}: {msg.id[:50]!r}: {e}" for e in errors if not _data(msg)]
         out += [f"{lang}: {m.id[:50]!r}: {e}" for m, e in _format_errors(cat)]
     return out
+
+
+def _data(m) -> bool:
+    """A text of the catalog data (`data_texts`): shown as it is, never %-formatted, so a '%' in it
+    is a percent sign, not a placeholder."""
+    return bool(m.locations) and all(loc[0] == DATA for loc in m.locations)
 
 
 def _format_errors(cat: Catalog):
     """Messages with placeholders whose text cannot be %-formatted (e.g. a lone '%' before a
     character, which Babel's checker lets through): they would fail when shown."""
     for m in cat:
-        if m.id and m.python_format:
+        if m.id and m.python_format and not _data(m):
             names = _NAMES.findall(m.id)
             for text in (m.id, m.string or m.id):
                 try:

@@ -166,7 +166,7 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
     Number fields carry no HTML min/max on purpose: an out-of-range value would then never reach
     the server and the user would get no explanation. The allowed range is in the placeholder or
     label, and the server answers a bad value with a message naming it."""
-    scen_opts = [{"label": s["name"], "value": s["name"], "title": s.get("description", "")}
+    scen_opts = [{"label": s["name"], "value": s["name"], "title": _(s.get("description", ""))}
                  for s in scenarios]
     dep_opts = [{"label": _("scenario's deployment"), "value": ""}] + [
         {"label": d, "value": d} for d in deployments]

@@ -45,6 +45,8 @@ def _value(name: str, v):
         return _(COMMANDS[v])
     if name == "msg":
         return explain(v)
+    if name == "about":                         # a scenario's description (catalog data, extracted)
+        return _(v)
     if name in ("src", "plane") and isinstance(v, str):       # ems / obs, ub / rdma: acronyms
         return v.upper()
     return v

@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from twin.config import CATALOG_DIR
-from twin.engine.faults import EXAMPLES, KINDS, load_fault_file
+from twin.engine.faults import EXAMPLES, KINDS, describe, load_fault_file
 from twin.engine.faults.spec import PART_LABEL, part_label
 from twin.topology import (StaticTopology, UnknownElementError, l1_id, l2_id, link_id, node_label, npu_id,
                            parse, rdma_nic_id, subplane_id, vpc_nic_id, cpu_id, die_id)
@@ -252,12 +252,10 @@ def demos() -> tuple[dict, ...]:
             spec = load_fault_file(path)
         except ValueError:
             continue
-        first = next((ln.lstrip("# ").strip() for ln in path.read_text().splitlines()
-                      if ln.startswith("#")), "")
         faults = spec.get("fault", [])
         pol = spec.get("policy", {})
         out.append({"name": name, "title": DEMO_TITLES.get(name, name.replace("-", " ")),
-                    "description": spec.get("description") or first,
+                    "description": describe(path, spec),
                     "scenario": spec.get("scenario", "default"), "seed": spec.get("seed", 0),
                     "duration_s": spec.get("duration_s"), "at_s": sorted({f["at_s"] for f in faults}),
                     "kinds": sorted({f.get("kind", "") for f in faults}), "policy": pol})

@@ -1,7 +1,7 @@
 """Faults as a component the engine notifies: spec.py (kinds, policy, validation), manager.py
 (injection, detection, recovery timelines, reports), recovery.py (what a fault acts on),
 random.py (random failures at catalog MTBFs), files.py (fault scenario files)."""
-from .files import load_fault_file
+from .files import describe, load_fault_file
 from .manager import FaultManager, nodes_of
 from .random import failure_rates, random_classes
 from .spec import (EXAMPLES, FAULT_KEYS, KINDS, MAX_RECORDS, NETWORK, RANDOM_MAX, UB_KINDS, Fault,

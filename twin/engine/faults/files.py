@@ -2,6 +2,7 @@
 random-failure setting, read bounded and checked as far as possible without a topology."""
 from __future__ import annotations
 
+import itertools
 import math
 import tomllib
 from pathlib import Path
@@ -99,3 +100,9 @@ def _check_file_fault(where: str, x: dict, duration_s) -> None:
         v = x.get(key, 0.0)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise CatalogError(f"{where}: {key} = {brief(v)}: allowed a finite number")
+
+
+def describe(path: Path, spec: dict) -> str:
+    """What a fault file is about: its `description`, else the comment lines it opens with."""
+    head = itertools.takewhile(lambda ln: ln.startswith("#"), path.read_text().splitlines())
+    return spec.get("description") or " ".join(ln.lstrip("# ").strip() for ln in head)
