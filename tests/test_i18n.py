@@ -414,3 +414,23 @@ def _find(c, id_, class_name=None):
         if isinstance(x, (Component, list, tuple)) and (hit := _find(x, id_, class_name)) is not None:
             return hit
     return None
+
+
+def test_co_pool_scheduler_lines_read_in_chinese(dash_app):
+    """The Cloud scheduler's event lines (kind 'co-pool'): a group's move, its reason and a live knob
+    change; English in the engine, Chinese on the dashboard with group names and knob names kept."""
+    from twin.cloud import live
+    from twin.engine import Engine
+    from twin.ui import components as C
+    eng = live.attach(Engine("copool-day", seed=3))
+    eng.advance(1.5)
+    eng.submit(live.SetCoPool({"policy": "dedicated", "dedicated_prefill_groups": 2, "dedicated_decode_groups": 1}))
+    eng.advance(2.0)
+    evs = [e for e in eng.events if e["kind"] == "copool"]
+    assert evs[0]["message"] == "prefill-16 (16 NPUs) -> training: policy dedicated"
+    assert evs[-1]["message"] == "co-pool: policy=dedicated, dedicated_prefill_groups=2, dedicated_decode_groups=1"
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        texts = visible_texts(C.events(evs, "-"), [])
+    assert "prefill-16（16 个 NPU）→ 训练：策略 'dedicated'" in texts and "共池" in texts
+    leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in _scenarios()])}
+    assert leftovers == {}, f"co-pool lines outside the catalogs: {leftovers}"

@@ -28,6 +28,7 @@ from ..config import CatalogError, _validate
 from ..engine import Engine
 from ..engine import handover
 from ..engine.faults import Policy as FaultPolicy
+from ..i18n import N_, said
 from .training import TrainingJob
 
 POLICIES = ("copool", "dedicated", "inference-only")
@@ -194,10 +195,10 @@ class CoPool:
             return
         for g in self.lent():
             if g not in keep and g.state != "to_serving":
-                self.reclaim(g, f"policy {params.policy}")
+                self.reclaim(g, said(N_("policy %(policy)s"), policy=params.policy))
         for g in keep:
             if g.state in ("serving", "to_serving"):
-                self.lend(g, f"policy {params.policy}")
+                self.lend(g, said(N_("policy %(policy)s"), policy=params.policy))
         self._quiet_until = 0.0
 
     def view(self) -> dict:
@@ -269,7 +270,8 @@ class CoPool:
                               **{k: held.get(k, 0) for k in HELD}})
         del self.switches[:-self.keep_switches]
         self.moves += 1
-        self.eng.log("copool", f"{g.inst.name} ({g.npus:g} NPUs) -> {to}: {reason}")
+        self.eng.log("copool", N_("%(group)s (%(npus)s NPUs) -> %(to)s: %(reason)s"), group=g.inst.name,
+                     npus=f"{g.npus:g}", to=to, reason=reason)
 
     # ---- the policy ----------------------------------------------------------------------------
     def decide(self, rate: float, slo: float | None) -> None:
@@ -282,13 +284,14 @@ class CoPool:
         slo_ok = slo is None or slo >= p.slo_target
         back = [g for g in self.groups if g.state == "training"]
         if back and (not self.in_window() or load > p.reclaim_above or not slo_ok):
-            why = ("outside the training window" if not self.in_window() else
-                   f"load {load:.0%} above {p.reclaim_above:.0%}" if load > p.reclaim_above else
-                   f"SLO attainment {slo:.1%} below {p.slo_target:.1%}")
+            why = (said(N_("outside the training window")) if not self.in_window() else
+                   said(N_("load %(load)s above %(limit)s"), load=f"{load:.0%}", limit=f"{p.reclaim_above:.0%}")
+                   if load > p.reclaim_above else
+                   said(N_("SLO attainment %(slo)s below %(target)s"), slo=f"{slo:.1%}", target=f"{p.slo_target:.1%}"))
             g = self._bottleneck(back)
             whole = self.training_npus() - g.npus < self.min_npus
             for x in (back if whole else [g]):
-                self.reclaim(x, why + ("; the job stops below its minimum" if whole else ""))
+                self.reclaim(x, said(N_("%(why)s; the job stops below its minimum"), why=why) if whole else why)
             self._quiet_until = self.eng.env.now + p.cooldown_h / 24 * self.eng.scenario.diurnal_period_s
             return
         if not (self.in_window() and slo_ok) or self.eng.env.now < self._quiet_until:
@@ -308,7 +311,8 @@ class CoPool:
             else:
                 plan = []                                # not enough to start the job: lend nothing
         for g in plan:
-            self.lend(g, f"load {rate / self.capacity_rps(tuple(plan)):.0%} of capacity after lending")
+            self.lend(g, said(N_("load %(load)s of capacity after lending"),
+                              load=f"{rate / self.capacity_rps(tuple(plan)):.0%}"))
 
     def _lendable(self, rate: float) -> list[Group]:
         """Groups that could go now, in order, keeping load below lend_below and the minimum pools."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..config import CatalogError, _validate
 from ..engine import Engine
 from ..engine.commands import Command
+from ..i18n import N_
 from .copool import CoPool, Params, load_params
 from .training import TrainingJob
 
@@ -85,7 +86,7 @@ class SetCoPool(Command):
         if pool is None:
             raise ValueError("copool: this engine runs no co-pool day")
         pool.configure(merged(self.fields, pool.params.model_dump()))
-        eng.log("copool", "co-pool: " + ", ".join(f"{k}={v}" for k, v in self.fields.items()))
+        eng.log("copool", N_("co-pool: %(fields)s"), fields=", ".join(f"{k}={v}" for k, v in self.fields.items()))
 
 
 def day_figures(view: dict) -> dict:

@@ -29,6 +29,9 @@ def kind(e: dict) -> str:
     return _(KINDS[k]) if k in KINDS else k
 
 
+# where a co-pool group goes (twin.cloud.copool)
+MOVES = {"training": N_("training"), "serving": N_("serving")}
+
 # who did a shared action (twin.ui.guard.actor, the lessons, the session): the words in it
 WHO = {"viewer": N_("viewer"), "instructor": N_("instructor"), "system": N_("system"), "lesson": N_("lesson")}
 _WHO = re.compile(r"\b(" + "|".join(WHO) + r")\b")
@@ -45,6 +48,8 @@ def _value(name: str, v):
         return _(COMMANDS[v])
     if name == "msg":
         return explain(v)
+    if name == "to" and v in MOVES:
+        return _(MOVES[v])
     if name == "about":                         # a scenario's description (catalog data, extracted)
         return _(v)
     if name in ("src", "plane") and isinstance(v, str):       # ems / obs, ub / rdma: acronyms
