@@ -9,6 +9,7 @@ import dash
 from dash import html
 
 from twin.ui import components as C
+from twin.ui import eventtext
 from twin.validate import predictions, rows as validation_rows
 from twin.ui import lang as Lg
 from twin.ui.lang import N_, _
@@ -36,7 +37,7 @@ def calibration_table(rows: list[dict], id_: str | None = None) -> html.Table:
                     html.Th(_("twin"), className="num"), html.Th(_("error"), className="num"),
                     html.Th(_("tolerance"), className="num"), html.Th(_("result")), html.Th(_("source"))])
     body = [html.Tr([
-        html.Td(r["name"], lang="en", className="i18n-skip"),         # the reference row's own words
+        html.Td(eventtext.said(r["name"]) if getattr(r["name"], "template", None) else _(r["name"])),
         html.Td(html.Span(_(r["kind"]), className=f"tag tag-{'model' if r['kind'] == 'calibration' else 'sim'}",
                           title=_("a constant was fitted to this row") if r["kind"] == "calibration"
                           else _("nothing was fitted to this row: the twin predicts it"))),

@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Callable
 
 from .config import catalog
+from .i18n import N_, said
 from .perf import PerfModel, economics
 from .predict.comm import Traffic
 
@@ -54,63 +55,70 @@ def _tbo_gain(pm: PerfModel) -> float:
     return on / pm.prefill_batch(4096, balance="perfect", microbatch=False).tokens_per_s_per_npu
 
 
+# the DeepEP rows' names (catalog templates: the dashboard shows them translated)
+DEEPEP_ROW = {("normal", "dispatch"): N_("DeepEP normal dispatch GB/s (EP%(ep)s, 4,096 tokens)"),
+              ("normal", "combine"): N_("DeepEP normal combine GB/s (EP%(ep)s, 4,096 tokens)"),
+              ("low-latency", "dispatch"): N_("DeepEP low-latency dispatch us (EP%(ep)s, 128 tokens)"),
+              ("low-latency", "combine"): N_("DeepEP low-latency combine us (EP%(ep)s, 128 tokens)")}
+
+
 def _targets() -> list[Target]:
     t = [
-        Target("prefill tokens/s per NPU (4K, default balance)", 5655, 5,
+        Target(N_("prefill tokens/s per NPU (4K, default balance)"), 5655, 5,
                lambda pm: pm.prefill_batch(4096).tokens_per_s_per_npu, "ref 4 prefill row 1"),
-        Target("prefill tokens/s per NPU (4K, perfect balance)", 6688, 5,
+        Target(N_("prefill tokens/s per NPU (4K, perfect balance)"), 6688, 5,
                lambda pm: pm.prefill_batch(4096, balance="perfect").tokens_per_s_per_npu,
                "ref 4 prefill row 2"),
-        Target("decode TPOT ms (batch 96, 4K KV)", 49.4, 5,
+        Target(N_("decode TPOT ms (batch 96, 4K KV)"), 49.4, 5,
                lambda pm: pm.decode_step(96, 4096).tpot_ms, "ref 4 decode row 1"),
-        Target("decode tokens/s per NPU (batch 96, 4K KV)", 1943, 5,
+        Target(N_("decode tokens/s per NPU (batch 96, 4K KV)"), 1943, 5,
                lambda pm: pm.decode_step(96, 4096).tokens_per_s_per_npu, "ref 4 decode row 1"),
-        Target("decode TPOT ms (batch 8, 4K prompt + 256 out)", 14.9, 5,
+        Target(N_("decode TPOT ms (batch 8, 4K prompt + 256 out)"), 14.9, 5,
                lambda pm: pm.decode_step(8, 4096 + 128).tpot_ms, "ref 4 decode row 2"),
-        Target("decode tokens/s per NPU (batch 8)", 538, 5,
+        Target(N_("decode tokens/s per NPU (batch 8)"), 538, 5,
                lambda pm: pm.decode_step(8, 4096 + 128).tokens_per_s_per_npu, "ref 4 decode row 2"),
-        Target("MTP per-layer us without MTP (batch 96)", 874, 5,
+        Target(N_("MTP per-layer us without MTP (batch 96)"), 874, 5,
                lambda pm: pm.decode_step(96, 4096, mtp=False).streams_ms["per_layer"] * 1e3,
                "ref 3 MTP"),
-        Target("MTP per-layer us with MTP (batch 96)", 1260, 5,
+        Target(N_("MTP per-layer us with MTP (batch 96)"), 1260, 5,
                lambda pm: pm.decode_step(96, 4096).streams_ms["per_layer"] * 1e3, "ref 3 MTP"),
-        Target("EMS prefill speed-up at 90% token reuse", 2.28, 5,
+        Target(N_("EMS prefill speed-up at 90% token reuse"), 2.28, 5,
                lambda pm: pm.prefill_batch(4096, reuse=0.9).tokens_per_s_per_npu
                / pm.prefill_batch(4096).tokens_per_s_per_npu, "ref 3 context caching"),
     ]
     for ep, d, c in zip(EP_TABLE, DISPATCH_US, COMBINE_US):
-        t.append(Target(f"UB dispatch us (EP{ep}, 128 tokens/rank)", d, 5,
+        t.append(Target(said(N_("UB dispatch us (EP%(ep)s, 128 tokens/rank)"), ep=ep), d, 5,
                         lambda pm, ep=ep: pm.dispatch_us(ep), "ref 4 MoE communication"))
-        t.append(Target(f"UB combine us (EP{ep}, 128 tokens/rank)", c, 5,
+        t.append(Target(said(N_("UB combine us (EP%(ep)s, 128 tokens/rank)"), ep=ep), c, 5,
                         lambda pm, ep=ep: pm.combine_us(ep), "ref 4 MoE communication"))
     for ep, (d, c) in DEEPEP_NORMAL.items():
         for name, v, nbytes in (("dispatch", d, DEEPEP_FP8_BYTES), ("combine", c, DEEPEP_BF16_BYTES)):
-            t.append(Target(f"DeepEP normal {name} GB/s (EP{ep}, 4,096 tokens)", v, 5,
+            t.append(Target(said(DEEPEP_ROW["normal", name], ep=ep), v, 5,
                             _deepep_normal(ep, nbytes), "ref G 3 DeepEP normal kernels", H800,
                             group="nvlink_rdma"))
     # 5.5%: no fixed-plus-bytes model fits this table within 5% (docs/fidelity.md, DeepEP low-latency)
     for ep, (d, c) in DEEPEP_LL.items():
         for name, v, nbytes in (("dispatch", d, DEEPEP_FP8_BYTES), ("combine", c, DEEPEP_BF16_BYTES)):
-            t.append(Target(f"DeepEP low-latency {name} us (EP{ep}, 128 tokens)", v, 5.5,
+            t.append(Target(said(DEEPEP_ROW["low-latency", name], ep=ep), v, 5.5,
                             _deepep_ll(ep, nbytes), "ref G 3 DeepEP low-latency kernels", H800,
                             group="nvlink_rdma"))
-    t.append(Target("two-batch overlap prefill gain (H100, EP32)", 1.31, 3.1, _tbo_gain,
+    t.append(Target(N_("two-batch overlap prefill gain (H100, EP32)"), 1.31, 3.1, _tbo_gain,
                     "ref G 2 SGLang: +27-35%", H100, group="sm_overlap"))
     # validation: published serving throughputs, nothing fitted to them
     t += [
-        Target("DeepSeek H800 prefill tok/s per GPU (4K, 16K/GPU, balanced)", 7839, 10,
+        Target(N_("DeepSeek H800 prefill tok/s per GPU (4K, 16K/GPU, balanced)"), 7839, 10,
                lambda pm: pm.prefill_batch(4096, balance="perfect").tokens_per_s_per_npu,
                "ref G 1 DeepSeek profile", H800, "validation", "none"),
-        Target("DeepSeek H800 decode tok/s per GPU (batch 128, 4K KV, balanced)", 2325, 10,
+        Target(N_("DeepSeek H800 decode tok/s per GPU (batch 128, 4K KV, balanced)"), 2325, 10,
                lambda pm: pm.decode_step(128, 4096, balance="perfect").tokens_per_s_per_npu,
                "ref G 1 DeepSeek profile", H800, "validation", "none"),
-        Target("SGLang H100 prefill tok/s per GPU (default placement)", 6288, 10,
+        Target(N_("SGLang H100 prefill tok/s per GPU (default placement)"), 6288, 10,
                lambda pm: pm.prefill_batch(4096).tokens_per_s_per_npu,
                "ref G 1 SGLang large-scale EP", H100, "validation", "none"),
-        Target("SGLang H100 prefill tok/s per GPU (perfect EPLB)", 7417, 10,
+        Target(N_("SGLang H100 prefill tok/s per GPU (perfect EPLB)"), 7417, 10,
                lambda pm: pm.prefill_batch(4096, balance="perfect").tokens_per_s_per_npu,
                "ref G 1 SGLang large-scale EP", H100, "validation", "none"),
-        Target("SGLang H100 decode tok/s per GPU (batch 128, 4K KV, MTP 60%)", 2172, 10,
+        Target(N_("SGLang H100 decode tok/s per GPU (batch 128, 4K KV, MTP 60%)"), 2172, 10,
                lambda pm: pm.decode_step(128, 4096).tokens_per_s_per_npu,
                "ref G 1 SGLang large-scale EP", H100, "validation", "none"),
     ]
