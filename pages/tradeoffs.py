@@ -117,7 +117,9 @@ def tick(t: Tick, dep, slo, kv) -> dict:
         (N_("TPOT p50 / p99"), f"{C.fmt(k.get('tpot_p50_ms'))} / {C.fmt(k.get('tpot_p99_ms'))} ms"),
         (N_("decode tokens/s per chip"), C.fmt(k.get("output_tps_per_npu"))),
         (N_("decode batch per chip"), C.fmt(k.get("decode_batch_per_npu"))),
-        (N_("decode pool busy"), f"{C.pct(k.get('util_decode'))} %"),
+        (N_("decode useful work (vs model at the operating point)"),
+         f"{C.pct(k.get('decode_useful'))} % · {C.fmt(k.get('decode_op_tps_per_npu'))} tok/s"),
+        (N_("decode pool busy (a step runs, any batch)"), f"{C.pct(k.get('util_decode'))} %"),
         (N_("deployment"), new_dep),
         (N_("system"), Lg.system_title(snap.system)),
     )] + [html.Div(_("The live point mixes every request length of the workload, so it sits near, not on, "

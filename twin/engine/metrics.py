@@ -135,11 +135,13 @@ class Metrics:
         tpot_p50, tpot_p99 = pct(tpot, (50, 99))
         util = np.minimum(1.0, c.busy / dt)
         counts = req.counts()
+        batch = c.batch_samples / c.batch_steps if c.batch_steps else 0.0
+        out_npu = c.output_tokens / dt / max(ctx["decode_npus"], 1)
         row = {
             "t": now,
             "input_tps": c.input_tokens / dt, "output_tps": c.output_tokens / dt,
             "input_tps_per_npu": c.input_tokens / dt / max(ctx["prefill_npus"], 1),
-            "output_tps_per_npu": c.output_tokens / dt / max(ctx["decode_npus"], 1),
+            "output_tps_per_npu": out_npu,
             "ttft_p50_ms": ttft_p50, "ttft_p99_ms": ttft_p99,
             "tpot_p50_ms": tpot_p50, "tpot_p99_ms": tpot_p99,
             "ttft_hit_p50_ms": pct(ttft[hit], (50,))[0], "ttft_miss_p50_ms": pct(ttft[~hit], (50,))[0],
@@ -151,7 +153,9 @@ class Metrics:
             "queue_prefill": ctx["queue_prefill"], "queue_decode": ctx["queue_decode"],
             "util_prefill": float(util[: self.n_prefill].mean()) if self.n_prefill else 0.0,
             "util_decode": float(util[self.n_prefill:].mean()) if self.n_decode else 0.0,
-            "decode_batch_per_npu": c.batch_samples / c.batch_steps if c.batch_steps else 0.0,
+            "decode_batch_per_npu": batch,
+            "decode_model_tps_per_npu": ctx["decode_model_tps"](batch) if c.batch_steps else float("nan"),
+            "decode_useful": out_npu / ctx["decode_op_tps_per_npu"] if ctx["decode_op_tps_per_npu"] else float("nan"),
             "ub_gbps": c.plane_bytes["ub"] / dt / 1e9, "rdma_gbps": c.plane_bytes["rdma"] / dt / 1e9,
             "vpc_gbps": c.plane_bytes["vpc"] / dt / 1e9,
             "goodput_tps": float((req.output[fin][ok]).sum()) / dt,
