@@ -66,7 +66,7 @@ def _useful_card(label: str) -> html.Div:
         html.Div("", id=f"{P}-useful-hint", className="kpi-hint"),
     ], className="kpi", title=_("Decode useful work: simulated output tokens/s per decode NPU divided by the "
                                 "model's tokens/s per NPU at the deployment's operating point (its batch cap, "
-                                "4K prompt + 256 output), a healthy fabric"))
+                                "4K context), a healthy fabric"))
 
 
 def useful_hint(k: dict) -> str:

@@ -64,10 +64,10 @@ def topology_fields(topo) -> dict:
             "failed": tuple(sorted(topo.failed)), "degraded": dict(sorted(topo.degraded.items()))}
 
 # Decode useful work is measured against the model's tok/s per NPU at the deployment's batch cap
-# (batch_per_die x dies per NPU: 96 per NPU in the paper's deployment) and this context: the mean over
-# the decode of the paper's setting (reference row 4: 4K prompt, 256 output; 1,943 tok/s per NPU at
-# 50 ms TPOT), as `python -m twin perf decode` takes it, on a healthy fabric.
-DECODE_OP_CTX = 4096 + 256 / 2
+# (batch_per_die x dies per NPU: 96 per NPU in the paper's deployment) at the context of the paper's
+# decode row (reference row 4: batch 96 per NPU, 4K KV: 1,943 tok/s per NPU at 49.4 ms TPOT) and of
+# the Trade-offs curve, on a healthy fabric.
+DECODE_OP_CTX = 4096
 
 
 # Names of the per-interval series in Snapshot.history (one float per interval of sim time).

@@ -1,0 +1,44 @@
+"""A looped trace is a new user population each lap: prefix reuse does not saturate."""
+import numpy as np
+import pytest
+
+from twin.engine.source import TraceSource
+from twin.workload import LapIds, Workload, ideal_hit_ratio
+
+
+def small() -> Workload:
+    """25 requests that all open with block 7 (a system prompt); the second continues the first
+    (ids 100, 101), the others have their own block 200 + k: only id 7 is in >= 10% of requests."""
+    ids = [[7, 100], [7, 100, 101]] + [[7, 200 + k] for k in range(23)]
+    ptr = np.concatenate(([0], np.cumsum([len(x) for x in ids])))
+    return Workload(np.arange(25.0), [512 * len(x) for x in ids], [10] * 25, ptr, np.concatenate(ids), 512, "test")
+
+
+def test_later_laps_keep_only_the_shared_blocks():
+    w = small()
+    lap = LapIds(w)
+    assert lap.span == 26 and lap.shared.tolist() == [x == 7 for x in w.block_ids]
+    assert lap(0, 5, 0).tolist() == [7, 100, 7, 100, 101]
+    # fresh ids: the dense rank of each id (7, 100, 101, 200.. -> 0, 1, 2, 3..) above the largest id 222, 26 per lap
+    assert lap(0, 5, 1).tolist() == [7, 224, 7, 224, 225]
+    assert lap(0, 7, 2).tolist() == [7, 250, 7, 250, 251, 7, 252]
+    assert lap(5, 7, 2).tolist() == [7, 252]
+
+
+def test_looped_mooncake_trace_keeps_its_hit_ratio_lap_after_lap():
+    """Three laps of the Mooncake conversation trace: the ideal block hit ratio of each later lap
+    is the first lap's plus only what the shared system prompt (id 0) adds; replaying the same ids
+    would make every later lap hit 100%."""
+    src = TraceSource("mooncake_conversation", speedup=1000.0, loop=True)
+    n, span = len(src.workload), src.span
+    batch = src.take(3 * span - 1e-9)
+    assert len(batch) == 3 * n
+    w = Workload(batch.arrival, batch.input, batch.output, batch.ptr, batch.ids, 512, "3 laps")
+    first = ideal_hit_ratio(w.slice_time(0, span))
+    assert first == pytest.approx(0.366, abs=5e-4)                        # traces/README.md
+    whole = ideal_hit_ratio(w)
+    lap_blocks = len(src.workload.block_ids)
+    later = (whole * 3 * lap_blocks - first * lap_blocks) / (2 * lap_blocks)
+    shared = float(np.mean(src.workload.block_ids == 0))
+    assert shared == pytest.approx(0.0417, abs=1e-4)
+    assert later == pytest.approx(first + 1 / n * shared, abs=1e-4)       # lap 0's first id 0 is the only miss
