@@ -76,7 +76,8 @@ HISTORY_KEYS = (
     "input_tps", "output_tps",                  # tokens/s, whole deployment
     "input_tps_per_npu", "output_tps_per_npu",  # per NPU of the prefill / decode pool
     "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms",
-    "ttft_hit_p50_ms", "ttft_miss_p50_ms",      # TTFT with / without a cache hit (>= half the prompt from EMS)
+    "ttft_hit_p50_ms", "ttft_miss_p50_ms",      # TTFT with / without a cache hit (>= half the prompt from
+    #                                             EMS), rolling over metrics.HIT_WINDOW intervals, min HIT_MIN
     "slo_attainment",                           # fraction of completions meeting TTFT and TPOT SLOs
     "block_hit_ratio", "token_hit_ratio",       # EMS, over lookups in the interval
     "ems_dram_gb", "ems_ssd_gb",                # EMS occupancy per tier

@@ -43,6 +43,7 @@ class Series:
     dash: str = "solid"
     axis: str = "y"       # "y" or "y2"
     fill: bool = False
+    width: float = 1.6    # px; a wide pale line under a thin one keeps two equal series both visible
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def strip_figure(spec: StripSpec, hist: dict | None, height: int = 230) -> dict:
     for s in spec.series:
         tr = {"type": "scatter", "mode": "lines", "name": _(s.label), "x": xs,
               "y": _values(hist, s.key, lo, s.scale),
-              "line": {"color": s.colour, "width": 1.6, "dash": s.dash},
+              "line": {"color": s.colour, "width": s.width, "dash": s.dash},
               "hovertemplate": "%{y:.4g}"}
         if s.axis == "y2":
             tr["yaxis"] = "y2"
