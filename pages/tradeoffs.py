@@ -9,7 +9,7 @@ from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import tradeoffs as TO
 from twin.ui import figures as F
-from twin.ui.live import Tick, page_stores, page_tick
+from twin.ui.live import Tick, page_stores, page_tick, twin_for
 from twin.ui import lang as Lg
 from twin.ui.lang import N_, _
 
@@ -31,7 +31,11 @@ def layout(**_kwargs):
                                                     "the pink dot is the running twin.")),
         html.Div([
             C.panel(C.graph(f"{P}-fig", F.empty_figure("", height=520), 520), _("Decode throughput vs TPOT"), "model",
-                    extra=html.Span([C.tag("paper"), C.tag("sim")])),
+                    extra=html.Span([C.tag("paper"), C.tag("sim"),
+                                     html.Button(_("Download CSV"), id=f"{P}-csv", className="btn-small",
+                                                 title=_("The curve, the largest batch within the SLO, the paper's "
+                                                         "points and the live points, as CSV")),
+                                     dcc.Download(id=f"{P}-csv-dl")])),
             html.Div([
                 C.panel(html.Div([
                     html.Label(_("TPOT SLO") + f" ({TO.SLO_MIN}–{TO.SLO_MAX} ms)", className="ctl-label",
@@ -95,6 +99,21 @@ def on_slo(slo, kv, dep):
                                    className="msg-error")]
     kv = _kv(kv)
     return TO.figure(dep, kv, slo), _answer(dep, slo, kv)
+
+
+@dash.callback(Output(f"{P}-csv-dl", "data"), Input(f"{P}-csv", "n_clicks"),
+               State(f"{P}-dep", "data"), State(f"{P}-slo", "value"), State(f"{P}-kv", "value"),
+               State("ctl-twin", "data"), prevent_initial_call=True)
+def download_csv(_clicks, dep, slo, kv, choice):
+    """What the chart shows for the viewed twin (curve, SLO point, paper, live points) as CSV."""
+    snap = twin_for(choice)[0].snapshot
+    dep = _dep(dep) or (snap.deployment if snap is not None else None)
+    if dep is None:
+        return no_update
+    slo = G.number(slo)
+    slo = slo if slo is not None and TO.SLO_MIN <= slo <= TO.SLO_MAX else TO.default_slo(dep)
+    trail = TO.trail_from(getattr(snap, "history", None)) if snap is not None and snap.deployment == dep else ([], [])
+    return dcc.send_string(TO.csv_text(dep, _kv(kv), slo, trail), f"tradeoffs-{dep}.csv")
 
 
 @page_tick(P, {
