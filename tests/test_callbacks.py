@@ -363,7 +363,8 @@ def test_traffic_and_cache_ticks(pages, twin_registry):
     assert size(tr) < 150_000
     tr2 = pages.traffic.tick(2, "shared", dict(tr["cursor"], v=-1))
     patch = tr2["matrix"].to_plotly_json()["operations"]
-    assert patch and patch[0]["location"] == ["data", 0, "z"]           # the matrix is patched, not resent
+    assert [op["location"] for op in patch] == [["data", 0, "z"], ["data", 0, "text"]]   # patched, not resent
+    assert len(patch[0]["params"]["value"]) == 48                        # log10 GB/s per node pair
     ca = pages.cache.tick(1, "shared", None)
     assert ca["kpis"][0] != "–" and size(ca) < 100_000
 
