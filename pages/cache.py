@@ -51,6 +51,7 @@ def layout(**_kwargs):
                  className="kpi-grid"),
         html.Div([html.Div(C.graph(f"{P}-{k}", F.empty_figure(spec.title), 250), className="chart")
                   for k, spec in CHARTS.items()], className="chart-grid grid-2"),
+        html.Div(id=f"{P}-ttft-note", className="hint"),
         html.Div(_("Hit ratio: the wide yellow line counts blocks, the thin red one tokens; they differ only by the "
                    "partial last block of a prompt, so they coincide when prompts are whole blocks. TTFT with vs "
                    "without a hit (at least half the prompt from EMS): medians over the last %(window)s intervals (seconds by default), drawn "
@@ -69,6 +70,21 @@ def _kpis(snap) -> list[str]:
             C.pct(k.get("total_block_hit_ratio", c.get("block_hit_ratio"))),
             C.fmt(k.get("ems_dram_gb")), C.fmt(k.get("ems_ssd_gb")),
             f"{live if live is not None else '–'} / {len(servers) or '–'}"]
+
+
+def ttft_note(hist: dict | None) -> str:
+    """Why a TTFT line is missing over the last HIT_WINDOW intervals, when one is: a scenario where
+    every prompt reuses the same share (paper-prefill-cache: 90%) has no request without a hit."""
+    hist = hist or {}
+    seen = lambda key: any(v == v for v in (hist.get(key) or [])[-HIT_WINDOW:] if v is not None)
+    hit, miss = seen("ttft_hit_p50_ms"), seen("ttft_miss_p50_ms")
+    if hit and not miss:
+        return _("No line without a hit: every request finished lately took at least half its prompt from EMS "
+                 "(each prompt reuses the same share here). The kv-cache lesson compares this scenario with "
+                 "paper-prefill, which has no reuse.")
+    if miss and not hit:
+        return _("No line with a hit: no request finished lately took half its prompt or more from EMS.")
+    return ""
 
 
 def _totals(snap) -> str:
@@ -90,9 +106,11 @@ def _totals(snap) -> str:
     "figs": [Output(f"{P}-{k}", "figure") for k in CHARTS],
     "exts": [Output(f"{P}-{k}", "extendData") for k in CHARTS],
     "totals": Output(f"{P}-totals", "children"),
+    "note": Output(f"{P}-ttft-note", "children"),
 })
 def tick(t: Tick) -> dict:
     if not t.changed:
         return {}
     figs, exts = zip(*(t.strip(spec, height=250) for spec in CHARTS.values()))
-    return {"kpis": _kpis(t.snap), "figs": list(figs), "exts": list(exts), "totals": _totals(t.snap)}
+    return {"kpis": _kpis(t.snap), "figs": list(figs), "exts": list(exts), "totals": _totals(t.snap),
+            "note": ttft_note(getattr(t.snap, "history", None))}

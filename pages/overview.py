@@ -59,7 +59,7 @@ def _useful_card(label: str) -> html.Div:
     """Decode useful work: simulated tokens/s per decode NPU against the model's capacity at the
     deployment's operating point, so both tags show; its hint line is filled live."""
     return html.Div([
-        html.Div([html.Span(label, className="kpi-label"), html.Span([C.tag("sim"), " / ", C.tag("model")])],
+        html.Div([html.Span(label, className="kpi-label"), html.Span([C.tag("sim"), " / ", C.tag("model")], style={"whiteSpace": "nowrap"})],
                  className="kpi-head"),
         html.Div([html.Span("–", id=f"{P}-useful", className="kpi-value"), html.Span("%", className="kpi-unit")],
                  className="kpi-body"),

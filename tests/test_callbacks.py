@@ -722,3 +722,19 @@ def test_validation_page_separates_calibration_validation_and_predictions(pages)
     assert "DeepSeek H800 prefill tok/s per GPU" in text and "DeepEP low-latency" in text
     assert "gb200-nvl72-r1" in text and '"prediction"' in text
     assert "5 of 5 validation rows within tolerance" in text
+
+
+def test_cache_page_says_why_a_ttft_line_is_missing(pages):
+    """paper-prefill-cache reuses 90% of every prompt: no request is without a hit, and the page
+    says so instead of leaving the line silently empty; with both kinds in the window, no note."""
+    from twin.engine import Engine
+    from twin.engine.metrics import HIT_WINDOW
+    h = Engine("paper-prefill-cache", seed=0).advance(40).history
+    assert all(v != v for v in h["ttft_miss_p50_ms"]) and h["ttft_hit_p50_ms"][-1] > 0
+    assert pages.cache.ttft_note(h).startswith("No line without a hit")
+    nan = float("nan")
+    assert pages.cache.ttft_note({"ttft_hit_p50_ms": [nan] * HIT_WINDOW, "ttft_miss_p50_ms": [300.0]}).startswith(
+        "No line with a hit")
+    assert pages.cache.ttft_note({"ttft_hit_p50_ms": [80.0, nan], "ttft_miss_p50_ms": [nan, 300.0]}) == ""
+    assert pages.cache.ttft_note({"ttft_hit_p50_ms": [80.0] + [nan] * HIT_WINDOW, "ttft_miss_p50_ms": [300.0]}) \
+        .startswith("No line with a hit")                                 # the hit fell out of the window
