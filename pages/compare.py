@@ -43,8 +43,8 @@ def _lines(series: dict, x: str, text, hover: str, x_title: str, **xaxis) -> dic
 
 def curves_figure(d: dict) -> dict:
     """Every system's decode curve (tokens/s per chip vs TPOT) on the same axes, with the SLO."""
-    fig = _lines(d["curves"], "tpot_ms", lambda r: f"batch {r['batch_per_chip']}/chip",
-                 "%{text}: TPOT %{x:.1f} ms, %{y:.0f} tok/s/chip", _("TPOT, ms"), range=[0, 2 * d["tpot_slo_ms"]])
+    fig = _lines(d["curves"], "tpot_ms", lambda r: _("batch %(b)s per chip") % {"b": r["batch_per_chip"]},
+                 "%{text}: TPOT %{x:.1f} ms, %{y:.0f} " + _("tok/s per chip"), _("TPOT, ms"), range=[0, 2 * d["tpot_slo_ms"]])
     fig["layout"]["shapes"] = [{"type": "line", "x0": d["tpot_slo_ms"], "x1": d["tpot_slo_ms"], "y0": 0, "y1": 1,
                                 "yref": "paper", "line": {"color": T.RED, "dash": "dash"}}]
     return fig
@@ -53,8 +53,9 @@ def curves_figure(d: dict) -> dict:
 def ep_figure(d: dict) -> dict:
     """Decode throughput per chip against EP degree, per system."""
     return _lines(d["ep_sweep"], "decode_ep",
-                  lambda r: f"{r['fabric']}, batch {r['batch_per_chip']}/chip, TPOT {r['tpot_ms']:.1f} ms",
-                  "%{text}<br>EP%{x}: %{y:.0f} tok/s/chip", _("decode EP degree"), type="log")
+                  lambda r: f"{r['fabric']}, " + _("batch %(b)s per chip") % {"b": r["batch_per_chip"]}
+                  + f", TPOT {r['tpot_ms']:.1f} ms",
+                  "%{text}<br>EP%{x}: %{y:.0f} " + _("tok/s per chip"), _("decode EP degree"), type="log")
 
 
 def bars_figure(d: dict) -> dict:
@@ -100,17 +101,26 @@ def layout(**_kwargs):
                      "time: on UB it stays near a fifth, on Hopper clusters it is about half.") % slo, className="hint"),
         ], _("Why a supernode: the same model on five systems"), "model"),
         C.panel([
-            C.graph(f"{P}-curves", curves_figure(d), 360),
+            C.graph(f"{P}-curves", curves_figure(d), 360, info_text=_(
+                "Decode tokens/s per chip against TPOT, batch by batch, for each system, computed by the perf "
+                "model from hardware, kernel tables and deployment. CloudMatrix384 is calibrated on the paper's "
+                "decode rows; the GPU systems are predictions, checked against their published throughputs on "
+                "the Validation page (validation rows).")),
             html.P(_("The same decode, batch by batch, on the same axes: each curve climbs until its KV cache is "
                      "full; the dashed line is the %(slo)s ms TPOT SLO, where the table's operating points sit.") % slo,
                    className="hint"),
         ], _("Decode throughput per chip against TPOT"), "model"),
         html.Div([
-            C.panel([C.graph(f"{P}-bars", bars_figure(d), 340),
+            C.panel([C.graph(f"{P}-bars", bars_figure(d), 340, info_text=_(
+                "Each system's decode throughput at its operating point (perf model) divided by dense TFLOPS, "
+                "by kW and turned into dollars per million output tokens; power and prices are per-chip figures "
+                "from systems.toml, each cited or marked as an assumption.")),
                      html.P(_("Per dense TFLOPS of the serving precision, per kW and per dollar (power and price per "
                               "chip from systems.toml, each with its source or marked as an assumption)."),
                             className="hint")], _("Per TFLOPS, per kW, per dollar"), "model"),
-            C.panel([C.graph(f"{P}-ep", ep_figure(d), 340),
+            C.panel([C.graph(f"{P}-ep", ep_figure(d), 340, info_text=_(
+                "Decode tokens/s per chip against the expert-parallel degree at each system's deployed batch, "
+                "computed by the perf model; the hover names the fabric the all-to-all crosses.")),
                      html.P(_("Decode throughput per chip against EP degree at the deployed batch: where the "
                               "all-to-all leaves NVLink for RDMA the curve flattens or falls; on the supernode UB "
                               "carries every degree."), className="hint")], _("The EP sweep"), "model"),

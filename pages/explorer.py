@@ -19,7 +19,8 @@ from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import lang as Lg
 from twin.ui import theme as T
-from twin.ui.lang import N_
+from twin.ui.errors import explain
+from twin.ui.lang import N_, _, request_lang
 
 dash.register_page(__name__, path="/explorer", name=N_("Explorer"), title=Lg.title("Explorer"), order=7)
 
@@ -27,7 +28,9 @@ P = "ex"
 TICK_MS = 1000
 AXES = [k for k in KEYS if k not in ("deployment", "trace")]
 NONE = "none"
-PAPER = ((1e3 / 49.4, 1943, "ref 4: batch 96, TPOT 49.4 ms"), (1e3 / 14.9, 538, "ref 4: batch 8, TPOT 14.9 ms"))
+PAPER = ((1e3 / 49.4, 1943, 96, 49.4), (1e3 / 14.9, 538, 8, 14.9))    # reference section 4: (x, tok/s, batch, TPOT ms)
+CI95 = {"ci": "95%"}      # in a message's values: a literal '%' in a msgid would read as a placeholder
+SOURCES = {"engine": N_("engine (simulated)"), "model": N_("perf model")}
 PALETTE = (T.BLUE, T.ORANGE, T.GREEN, T.PURPLE, T.TEAL, T.YELLOW, T.PINK, T.RED)
 
 
@@ -35,66 +38,83 @@ def _field(label: str, child, title: str = "") -> html.Div:
     return html.Div([html.Label(label, className="ctl-label"), child], className="field", title=title)
 
 
+def axis_options() -> list[dict]:
+    """The sweep keys with their CLI name (`--vary NAME=...`, which messages quote): first in English,
+    after the meaning in Chinese."""
+    en = request_lang() == "en"
+    return [{"label": f"{k} — {KEYS[k].help}" if en else f"{_(KEYS[k].help)} ({k})", "value": k,
+             "search": f"{k} {_(KEYS[k].help)}"} for k in AXES]
+
+
 def layout(**_kwargs):
     deps, scs = list(catalog().deployments), synthetic_scenarios()
-    axis = [{"label": f"{k} — {KEYS[k].help}", "value": k} for k in AXES]
+    axis = axis_options()
+    lim = J.LIMITS
     return html.Div([
         dcc.Interval(id=f"{P}-tick", interval=TICK_MS, disabled=True),      # sweep progress, while one runs
         dcc.Store(id=f"{P}-job", storage_type="session"),
         dcc.Download(id=f"{P}-dl"),
-        C.page_header("Explorer", "What should I run, and what do I give up? Sweep settings on the engine "
-                      "(or the perf model), several seeds per point, and read the frontier: goodput per chip "
-                      "against the speed each user sees."),
+        C.page_header(_("Explorer"), _("What should I run, and what do I give up? Sweep settings on the engine "
+                                        "(or the perf model), several seeds per point, and read the frontier: "
+                                        "goodput per chip against the speed each user sees.")),
         C.panel(html.Div([
             html.Div([
-                _field("Deployment", dcc.Dropdown(id=f"{P}-dep", options=deps, value="cloudmatrix-infer-paper",
+                _field(_("Deployment"), dcc.Dropdown(id=f"{P}-dep", options=deps, value="cloudmatrix-infer-paper",
                                                   clearable=False, className="dd-wide")),
-                _field("Scenario", dcc.Dropdown(id=f"{P}-sc", options=scs, value="paper-decode",
+                _field(_("Scenario"), dcc.Dropdown(id=f"{P}-sc", options=scs, value="paper-decode",
                                                 clearable=False, className="dd")),
-                _field("Source", dcc.RadioItems(id=f"{P}-source", options=["engine", "model"], value="engine",
-                                                inline=True)),
+                _field(_("Source"), dcc.RadioItems(id=f"{P}-source", value="engine", inline=True,
+                                                   options=[{"label": _(v), "value": k} for k, v in SOURCES.items()]),
+                       _("engine: the discrete-event simulation, several seeds per point; perf model: the "
+                         "calibrated operator-level model, one evaluation per point (fast, no queueing)")),
             ], className="ctl-row"),
             html.Div([
-                _field("Axis 1", dcc.Dropdown(id=f"{P}-k1", options=axis, value="load", clearable=False,
+                _field(_("Axis 1"), dcc.Dropdown(id=f"{P}-k1", options=axis, value="load", clearable=False,
                                               className="dd-wide")),
-                _field("values", dcc.Input(id=f"{P}-v1", value="0.3:1.2:0.15", debounce=True, maxLength=200,
-                                                 style={"width": "11em"}),
-                       "a list V1,V2,... or a range LO:HI:STEP"),
-                _field("Axis 2", dcc.Dropdown(id=f"{P}-k2", options=[{"label": "none", "value": NONE}] + axis,
+                _field(_("values"), dcc.Input(id=f"{P}-v1", value="0.3:1.2:0.15", debounce=True, maxLength=200,
+                                                    style={"width": "11em"}),
+                       _("a list V1,V2,... or a range LO:HI:STEP")),
+                _field(_("Axis 2"), dcc.Dropdown(id=f"{P}-k2", options=[{"label": _("none"), "value": NONE}] + axis,
                                               value="mtp", clearable=False, className="dd-wide")),
-                _field("values", dcc.Input(id=f"{P}-v2", value="true,false", debounce=True, maxLength=200,
-                                                 style={"width": "11em"})),
+                _field(_("values"), dcc.Input(id=f"{P}-v2", value="true,false", debounce=True, maxLength=200,
+                                                    style={"width": "11em"}),
+                       _("a list V1,V2,... or a range LO:HI:STEP")),
             ], className="ctl-row"),
             html.Div([
-                _field(f"Seeds (1–{J.LIMITS['seeds']})", dcc.Input(id=f"{P}-seeds", type="number", value=2, min=1,
+                _field(_("Seeds (1–%(n)s)") % {"n": lim["seeds"]}, dcc.Input(id=f"{P}-seeds", type="number", value=2, min=1,
                                                                     max=J.LIMITS["seeds"], step=1)),
-                _field(f"Simulated s per run (5–{J.MAX_DURATION_S:g})",
+                _field(_("Simulated s per run (5–%(n)s)") % {"n": f"{J.MAX_DURATION_S:g}"},
                        dcc.Input(id=f"{P}-dur", type="number", value=20, min=5, max=J.MAX_DURATION_S, step=5)),
-                html.Button("Run sweep", id=f"{P}-start", className="btn btn-primary", n_clicks=0),
-                html.Button("Download CSV", id=f"{P}-csv", className="btn", n_clicks=0),
+                html.Button(_("Run sweep"), id=f"{P}-start", className="btn btn-primary", n_clicks=0),
+                html.Button(_("Download CSV"), id=f"{P}-csv", className="btn", n_clicks=0),
             ], className="ctl-row"),
-            html.Div(f"Bounded: at most {J.LIMITS['points']} points, {J.LIMITS['runs']} runs and "
-                     f"{J.LIMITS['sim_seconds']:,} simulated seconds per sweep; one sweep per viewer. "
-                     f"Repeated points come from the cache.", className="hint"),
+            html.Div(_("Bounded: at most %(points)s points, %(runs)s runs and %(sim)s simulated seconds per "
+                       "sweep; one sweep per viewer. Repeated points come from the cache.") % {
+                "points": lim["points"], "runs": lim["runs"], "sim": f"{lim['sim_seconds']:,}"}, className="hint"),
             html.Div(id=f"{P}-msg", className="ctl-msg", role="status"),
             html.Div([html.Progress(id=f"{P}-progress", value="0", max="1"),
                       html.Span(id=f"{P}-progress-text", className="hint")], className="ctl-row"),
-        ]), "Sweep", "config"),
-        C.panel([dcc.RadioItems(id=f"{P}-x", options=[{"label": v, "value": k} for k, v in X_AXES.items()],
+        ]), _("Sweep"), "config"),
+        C.panel([dcc.RadioItems(id=f"{P}-x", options=[{"label": _(v), "value": k} for k, v in X_AXES.items()],
                                 value="tokens_per_s_per_user", inline=True),
                  C.graph(f"{P}-pareto", pareto_figure([], []), 460),
-                 html.P("Each dot is a point of the sweep (mean over seeds, bars: 95% confidence interval); "
-                        "the line joins the points no other point beats on both axes. Up and right is better: "
-                        "more output per accelerator while each user still reads fast. Click a point to "
-                        "open it in a private sandbox twin.", className="hint")],
-                "Goodput per chip vs tokens/s per user (or TTFT)", "sim", extra=html.Span([C.tag("model"), C.tag("paper")])),
-        html.P(["The same model on five systems, side by side: ", dcc.Link("Compare", href="/compare"), "."],
+                 html.P(_("Each dot is a point of the sweep (mean over seeds, bars: %(ci)s confidence interval); "
+                          "the line joins the points no other point beats on both axes. Up and right is better: "
+                          "more output per accelerator while each user still reads fast. Click a point to "
+                          "open it in a private sandbox twin.") % CI95, className="hint")],
+                _("Goodput per chip vs tokens/s per user (or TTFT)"), "sim",
+                extra=html.Span([C.tag("model"), C.tag("paper")]), info_text=_(
+                    "Each point is one setting of the sweep: mean over its seeds from the engine (simulated) or "
+                    "one perf-model evaluation (model), with %(ci)s intervals. y: goodput, output tokens/s per chip "
+                    "of requests meeting both SLOs; x: 1000 / TPOT p50 (or TTFT p99). Stars: the paper's two decode "
+                    "points (reference section 4), calibration rows: the perf model was fitted to them.") % CI95),
+        html.P([_("The same model on five systems, side by side:") + " ", dcc.Link(_("Compare"), href="/compare")],
                className="hint"),
     ])
 
 
 # ---- figures (plain dicts) -----------------------------------------------------------------------
-X_AXES = {"tokens_per_s_per_user": "tokens/s per user (1000 / TPOT p50)", "ttft_ms_p99": "TTFT p99, ms"}
+X_AXES = {"tokens_per_s_per_user": N_("tokens/s per user (1000 / TPOT p50)"), "ttft_ms_p99": N_("TTFT p99, ms")}
 
 
 def pareto_figure(points: list[dict], varied: list[str], x: str = "tokens_per_s_per_user") -> dict:
@@ -105,24 +125,26 @@ def pareto_figure(points: list[dict], varied: list[str], x: str = "tokens_per_s_
         groups.setdefault(p.get(second) if second else "", []).append(p)
     data = []
     for i, (g, pts) in enumerate(groups.items()):
-        data.append({"type": "scatter", "mode": "markers", "name": f"{second}={g}" if second else "points",
+        data.append({"type": "scatter", "mode": "markers", "name": f"{second}={g}" if second else _("points"),
                      "x": [p[x] for p in pts], "y": [p[y] for p in pts],
                      "error_x": {"type": "data", "array": [p.get(f"{x}_ci95") or 0 for p in pts], "visible": True},
                      "error_y": {"type": "data", "array": [p.get(f"{y}_ci95") or 0 for p in pts], "visible": True},
                      "text": [", ".join(f"{k}={p[k]}" for k in varied) for p in pts],
                      "customdata": [points.index(p) for p in pts],       # the point a click opens
-                     "hovertemplate": "%{text}<br>x %{x:.1f}, %{y:.0f} tok/s/chip<extra></extra>",
+                     "hovertemplate": "%{text}<br>x %{x:.1f}, %{y:.0f} " + _("tok/s per chip") + "<extra></extra>",
                      "marker": {"size": 9, "color": PALETTE[i % len(PALETTE)]}})
     front = [points[i] for i in pareto(points, x, y, x_larger_better=x != "ttft_ms_p99")]
-    data.append({"type": "scatter", "mode": "lines", "name": "Pareto frontier", "x": [p[x] for p in front],
+    data.append({"type": "scatter", "mode": "lines", "name": _("Pareto frontier"), "x": [p[x] for p in front],
                  "y": [p[y] for p in front], "line": {"color": T.TEXT, "dash": "dot"}, "hoverinfo": "skip"})
     if x == "tokens_per_s_per_user":      # the paper reports decode throughput against TPOT
-        data.append({"type": "scatter", "mode": "markers", "name": "paper (decode, per NPU)",
-                     "x": [p[0] for p in PAPER], "y": [p[1] for p in PAPER], "text": [p[2] for p in PAPER],
+        data.append({"type": "scatter", "mode": "markers", "name": _("paper (decode, per NPU)"),
+                     "x": [p[0] for p in PAPER], "y": [p[1] for p in PAPER],
+                     "text": [_("reference section 4: batch %(b)s, TPOT %(t)s ms") % {"b": b, "t": t}
+                              for _x, _y, b, t in PAPER],
                      "hovertemplate": "%{text}<extra></extra>",
                      "marker": {"symbol": "star", "size": 14, "color": T.YELLOW}})
-    lay = T.base_layout(xaxis={"title": {"text": X_AXES[x]}, "gridcolor": T.GRID},
-                        yaxis={"title": {"text": "goodput, output tokens/s per chip"}, "gridcolor": T.GRID,
+    lay = T.base_layout(xaxis={"title": {"text": _(X_AXES[x])}, "gridcolor": T.GRID},
+                        yaxis={"title": {"text": _("goodput, output tokens/s per chip")}, "gridcolor": T.GRID,
                                "rangemode": "tozero"}, hovermode="closest")
     return {"data": data, "layout": lay}
 
@@ -137,24 +159,25 @@ def start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, viewer: str) -> str
     deps, scs = catalog().deployments, synthetic_scenarios()
     dep, sc, k1, k2 = G.ident(dep), G.ident(sc), G.ident(k1), G.ident(k2)
     if dep not in deps:
-        raise ValueError("Deployment: choose one from the list")
+        raise ValueError(_("Deployment: choose one from the list"))
     if sc not in scs:
-        raise ValueError(f"Scenario: allowed {', '.join(scs)}")
+        raise ValueError(_("Scenario: allowed %(names)s") % {"names": ", ".join(scs)})
     if source not in ("engine", "model"):
-        raise ValueError("Source: allowed engine or model")
+        raise ValueError(_("Source: allowed engine or model"))
     seeds, dur = G.number(seeds), G.number(dur)
     if seeds is None or not seeds.is_integer() or not 1 <= seeds <= J.LIMITS["seeds"]:
-        raise ValueError(f"Seeds: allowed a whole number 1 to {J.LIMITS['seeds']}")
+        raise ValueError(_("Seeds: allowed a whole number 1 to %(n)s") % {"n": J.LIMITS["seeds"]})
     if dur is None or not 5 <= dur <= J.MAX_DURATION_S:
-        raise ValueError(f"Simulated seconds: allowed 5 to {J.MAX_DURATION_S:g}")
+        raise ValueError(_("Simulated seconds: allowed 5 to %(n)s") % {"n": f"{J.MAX_DURATION_S:g}"})
     axes = [(k1, v1)] + ([(k2, v2)] if k2 not in (None, NONE) else [])
     varies = []
     for k, v in axes:
         if k not in AXES:
-            raise ValueError(f"Axis: allowed {', '.join(AXES)}")
+            raise ValueError(_("Axis: allowed %(names)s") % {"names": ", ".join(AXES)})
         text = G.text(v)
         if text is None:
-            raise ValueError(f"values of {k}: allowed a list V1,V2,... or LO:HI:STEP (at most {G.MAX_TEXT} characters)")
+            raise ValueError(_("values of %(key)s: allowed a list V1,V2,... or LO:HI:STEP (at most %(n)s "
+                               "characters)") % {"key": k, "n": G.MAX_TEXT})
         varies.append(parse_vary(f"{k}={text}", flag="values of"))
     tasks = plan(dep, sc, varies, int(seeds), float(dur), source, limits=J.LIMITS)
     return J.JOBS.start(viewer, tasks, [k for k, _ in varies])
@@ -173,8 +196,8 @@ def on_start(_n, dep, sc, k1, v1, k2, v2, seeds, dur, source, secret):
     try:
         job = start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, _viewer(secret))
     except (ValueError, CatalogError) as exc:
-        return no_update, " ".join(str(exc).split())[:300], "ctl-msg msg-error", no_update
-    return job, "Sweep started; the live twin keeps running.", "ctl-msg msg-ok", False
+        return no_update, " ".join(explain(exc).split())[:300], "ctl-msg msg-error", no_update
+    return job, _("Sweep started; the live twin keeps running."), "ctl-msg msg-ok", False
 
 
 def _x(v) -> str:
@@ -185,14 +208,16 @@ def progress_view(job: dict | None, x: str = "tokens_per_s_per_user"):
     """(progress value, max, text, figure or no_update, tick disabled, message, class) of a job."""
     if job is None:
         return "0", "1", "", no_update, True, no_update, no_update
-    text = f"{job['done']} of {job['total']} runs"
+    text = _("%(done)s of %(total)s runs") % {"done": job["done"], "total": job["total"]}
     if job["state"] == "running":
         return str(job["done"]), str(job["total"]), text, no_update, False, no_update, no_update
     if job["state"] == "error":
-        return str(job["done"]), str(job["total"]), text, no_update, True, f"Sweep failed: {job['message']}", \
+        return str(job["done"]), str(job["total"]), text, no_update, True, \
+            _("Sweep failed: %(why)s") % {"why": explain(job["message"])}, \
             "ctl-msg msg-error"
-    return str(job["total"]), str(job["total"]), text + " — done", pareto_figure(job["points"], job["varied"], x), \
-        True, f"Sweep done: {len(job['points'])} points.", "ctl-msg msg-ok"
+    return str(job["total"]), str(job["total"]), text + " — " + _("done"), \
+        pareto_figure(job["points"], job["varied"], x), True, \
+        _("Sweep done: %(n)s points.") % {"n": len(job["points"])}, "ctl-msg msg-ok"
 
 
 @dash.callback(
@@ -215,11 +240,11 @@ def sandbox_params(job: dict | None, click) -> dict:
     pts = click.get("points") if isinstance(click, dict) else None
     idx = pts[0].get("customdata") if isinstance(pts, list) and pts and isinstance(pts[0], dict) else None
     if not job or job["state"] != "done" or type(idx) is not int or not 0 <= idx < len(job["points"]):
-        raise ValueError("Open in a sandbox: click a point of a finished sweep")
+        raise ValueError(_("Open in a sandbox: click a point of a finished sweep"))
     other = [k for k in job["varied"] if k not in SANDBOX_KEYS]
     if other:
-        raise ValueError(f"Open in a sandbox: the live twin cannot take {', '.join(other)} yet "
-                         f"(allowed: points varying {', '.join(sorted(SANDBOX_KEYS))})")
+        raise ValueError(_("Open in a sandbox: the live twin cannot take %(keys)s yet (allowed: points varying "
+                           "%(allowed)s)") % {"keys": ", ".join(other), "allowed": ", ".join(sorted(SANDBOX_KEYS))})
     p = job["points"][idx]
     rate = p.get("rate")
     if rate is None:
@@ -239,9 +264,11 @@ def on_click(click, job_id, secret):
         params = sandbox_params(J.JOBS.get(G.ident(job_id), who), click)
         tw = S.sessions().open_sandbox(params, client=who, addr=addr)
     except (ValueError, CatalogError) as exc:       # S.ControlError is a ValueError
-        return no_update, " ".join(str(exc).split())[:300], "ctl-msg msg-error"
-    return tw.key, (f"Private sandbox {tw.key} runs {params['scenario']} on {params['deployment']} at "
-                    f"{params['rate']:g} req/s; the pages now show it."), "ctl-msg msg-ok"
+        return no_update, " ".join(explain(exc).split())[:300], "ctl-msg msg-error"
+    return tw.key, _("Private sandbox %(key)s runs %(scenario)s on %(deployment)s at %(rate)s req/s; the pages "
+                     "now show it.") % {"key": tw.key, "scenario": params["scenario"],
+                                        "deployment": params["deployment"], "rate": f"{params['rate']:g}"}, \
+        "ctl-msg msg-ok"
 
 
 @dash.callback(
@@ -253,5 +280,6 @@ def on_click(click, job_id, secret):
 def on_csv(_n, job_id, secret):
     job = J.JOBS.get(G.ident(job_id), _viewer(secret))
     if not job or job["state"] != "done":
-        return no_update, "Download CSV: run a sweep first (its rows are what is downloaded)", "ctl-msg msg-error"
+        return no_update, _("Download CSV: run a sweep first (its rows are what is downloaded)"), \
+            "ctl-msg msg-error"
     return dcc.send_data_frame(pd.DataFrame(job["rows"]).to_csv, "sweep.csv", index=False), no_update, no_update

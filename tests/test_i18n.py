@@ -32,12 +32,13 @@ CONVERTED = (
     ("pages.validation", {}),
     ("pages.failures", {}),
     ("pages.cloud", {}),
+    ("pages.explorer", {}),
 ) + tuple(("pages.lessons", {"lesson": les, "step": str(n)})
           for les, n in (("prefill-decode", 1), ("prefill-decode", 2), ("kv-cache", 1), ("kv-cache", 2),
                          ("expert-parallel", 1), ("expert-parallel", 2), ("pipelining", 1), ("pipelining", 2),
                          ("faults", 1), ("faults", 3), ("supernode", 1), ("supernode", 2)))
 
-VISIBLE_PROPS = ("children", "title", "placeholder", "label")
+VISIBLE_PROPS = ("children", "title", "placeholder", "label", "options")
 SKIP_CLASS = "i18n-skip"            # citations and shell commands: shown as they are in every language
 # Latin words that are names, not English text (products, units, acronyms spelled in lower case)
 NAMES = {"Gbps", "Ascend", "Kunpeng", "Qingtian", "Twin", "Mooncake", "Azure"}   # + the brand, trace formats
@@ -51,11 +52,16 @@ def visible_texts(c, out: list[str]) -> list[str]:
     elif isinstance(c, (list, tuple)):
         for x in c:
             visible_texts(x, out)
+    elif isinstance(c, dict) and "label" in c:          # a dropdown's or radio list's option: its label,
+        label = c["label"]                               # less its own value named in brackets ("(npu)")
+        visible_texts(label.replace(f"({c.get('value')})", "") if isinstance(label, str) else label, out)
     elif isinstance(c, Component):
         if SKIP_CLASS in (getattr(c, "className", None) or "") or c._type == "Code":
             return out
         for prop in VISIBLE_PROPS:
             v = getattr(c, prop, None)
+            if prop == "options" and isinstance(v, (list, tuple)):
+                v = [o for o in v if isinstance(o, dict)]    # a plain option is a value, shown as typed
             if v is not None:
                 visible_texts(v, out)
     return out
@@ -183,12 +189,12 @@ def output_texts(value, out: list[str]) -> list[str]:
     return out
 
 
-# Live updates (page, tick arguments, outputs not checked: engine event messages stay English)
-LIVE = (("overview", {}, ("events",)), ("topology", {"view_name": "supernode", "sel": {"kind": "node", "id": "n03"}},
+# Live updates (page, tick arguments, outputs not checked: ids and data, not text)
+LIVE = (("overview", {}, ()), ("topology", {"view_name": "supernode", "sel": {"kind": "node", "id": "n03"}},
          ("view", "select", "layout", "live")),     # ids and data, not text
         ("traffic", {}, ()), ("cache", {}, ()), ("tradeoffs", {"dep": None, "slo": 50, "kv": 4096}, ("dep", "slo")),
         ("failures", {"view_name": "supernode"}, ("view", "select", "layout", "live", "detect", "redundant", "weights",
-                                                   "random", "random_rate", "kind", "target", "events",
+                                                   "random", "random_rate", "kind", "target",
                                                    "factor_style", "period_style", "strips", "hint", "banner_cls")))
 
 
@@ -227,3 +233,69 @@ def test_control_errors_reach_the_browser_in_chinese(dash_app, make, expected):
         assert explain(S.ControlError("a message of a new form")) == "a message of a new form"
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
         assert explain(info.value) == str(info.value)
+
+
+def test_explorer_callbacks_answer_in_chinese(dash_app):
+    """What the Explorer sends: a refused form (its own checks and the sweep planner's, translated at
+    the UI boundary), progress, the finished frontier's chart and the empty-CSV message."""
+    import pages.explorer as E
+    good = ["cloudmatrix-infer-paper", "paper-decode", "load", "0.4,0.8", "mtp", "true,false", 1, 10, "model"]
+    bad = {0: "x", 3: "0.9:0.1:0.1", 3.5: None, 6: 99, 7: 1e9, 8: "gpu"}
+    scenarios = _scenarios()
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        msgs = []
+        for i, v in bad.items():
+            args = list(good)
+            args[int(i)] = v if i != 3.5 else "0.1:5:0.05"
+            msgs.append(E.on_start(1, *args, None)[1])
+        job = {"state": "done", "done": 2, "total": 2, "varied": ["load"], "rows": [],
+               "points": [{"load": v, "tokens_per_s_per_user": 20.0 + v, "goodput_per_chip": 900.0 * v}
+                          for v in (0.4, 0.8)]}
+        out = list(E.progress_view(job)) + [E.on_csv(1, None, None)[1], E.progress_view(dict(job, state="running"))[2]]
+        texts = output_texts(msgs + out, [])
+    assert "范围颠倒" in msgs[1] and "网格共" in msgs[2] and msgs[0] == "部署：请从列表中选择一个"
+    leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in scenarios])}
+    assert leftovers == {}, f"explorer: text outside the catalogs: {leftovers}"
+
+
+def test_engine_event_lines_read_in_chinese(dash_app):
+    """Fault, detection, recovery, policy, rate and refusal lines: English in the engine (unchanged for
+    the CLI and JSON), Chinese on the dashboard with the fault kind in words and ids kept."""
+    from twin.engine import Engine
+    from twin.engine.commands import InjectFault, SetLoad, SetPolicy, SetRandom
+    from twin.ui import components as C
+    eng = Engine(scenario="paper-decode")
+    eng.advance(1.0)
+    for cmd in (InjectFault({"kind": "optical_flap", "target": "n20/l1-3--sp3/l2-7", "duration_s": 90}),
+                InjectFault({"kind": "npu_die", "target": "n36/npu3/d1", "at_s": 5.0}),
+                InjectFault({"kind": "l2", "target": "sp2/l2-5", "at_s": -5}), SetLoad(0.5),
+                SetPolicy({"weights_from": "obs"}), SetRandom(0)):
+        eng.submit(cmd)
+    eng.advance(120.0)
+    evs = list(eng.snapshot().events)
+    assert "#1 optical_flap on n20/l1-3--sp3/l2-7 scheduled now" in [e["message"] for e in evs]
+    assert {"fault", "detect", "recover", "error", "rate", "policy", "schedule"} <= {e["kind"] for e in evs}
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        texts = visible_texts(C.events(evs[::-1], "-"), [])
+    assert "#1 光链路抖动：n20/l1-3--sp3/l2-7 立即注入" in texts
+    leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in _scenarios()])}
+    assert leftovers == {}, f"event lines outside the catalogs: {leftovers}"
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
+        assert "#1 optical link flapping on n20/l1-3--sp3/l2-7 scheduled now" in visible_texts(C.events(evs, "-"), [])
+
+
+@pytest.mark.parametrize("system", ["cloudmatrix384", "gpu-cluster-h800"])
+def test_topology_drawing_labels_read_in_chinese(dash_app, system):
+    """The labels drawn on the topology (racks, UB planes, RDMA and VPC switches, storage) in Chinese;
+    part ids (n07, L2-5, NPU3·d1) stay as they are, and English stays the engine's wording."""
+    from twin.topology import static
+    from twin.ui import topoview as TV
+    t = static(system)
+    names = [TV.AGG, t.node_ids()[0]] + list(t.subplane_ids()[:1])
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        labels = [el["data"]["label"] for n in names for el in TV.view(t, n).elements if "label" in el["data"]]
+    leftovers = {x: w for x in labels if (w := english_words(x))}
+    assert labels and leftovers == {}, f"drawing labels outside the catalogs: {leftovers}"
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
+        en = {el["data"]["label"] for el in TV.view(t, TV.AGG).elements if "label" in el["data"]}
+    assert {"RDMA spine", "VPC switch", "OBS storage"} <= en

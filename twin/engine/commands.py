@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from typing import ClassVar
 
 from .. import settings
+from ..i18n import N_
 from .faults import Policy, check_random
 
 
@@ -48,7 +49,7 @@ class SetRate(_SettingCommand):
 
     def apply(self, eng) -> None:
         eng.set_rate(self.rate)
-        eng.log("rate", f"arrival rate set to {self.rate:.3g} req/s")
+        eng.log("rate", N_("arrival rate set to %(rate)s req/s"), rate=f"{self.rate:.3g}")
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ class SetLoad(_SettingCommand):
     def apply(self, eng) -> None:
         rate = self.fraction * eng.capacity_rps()
         eng.set_rate(rate)
-        eng.log("rate", f"load set to {self.fraction:.0%} of capacity ({rate:.3g} req/s)")
+        eng.log("rate", N_("load set to %(pct)s of capacity (%(rate)s req/s)"), pct=f"{self.fraction:.0%}",
+                rate=f"{rate:.3g}")
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class SetPolicy(Command):
 
     def apply(self, eng) -> None:
         eng.faults.policy = Policy.load(**{**vars(eng.faults.policy), **self.fields})
-        eng.log("policy", "fault policy: " + ", ".join(f"{k}={v}" for k, v in self.fields.items()))
+        eng.log("policy", N_("fault policy: %(fields)s"), fields=", ".join(f"{k}={v}" for k, v in self.fields.items()))
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,10 @@ class SetRandom(Command):
     def apply(self, eng) -> None:
         h = self.hours_per_sim_s
         eng.faults.set_random(h)
-        eng.log("policy", f"random failures on ({h:g} failure-clock hours per simulated "
-                          f"second)" if h else "random failures off")
+        if h:
+            eng.log("policy", N_("random failures on (%(h)s failure-clock hours per simulated second)"), h=f"{h:g}")
+        else:
+            eng.log("policy", N_("random failures off"))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import numpy as np
 import simpy
 
 from ..config import CatalogError, catalog
+from ..i18n import N_
 from ..predict.roofline import PerfModel
 from ..topology import topology
 from . import cache, network, report
@@ -111,7 +112,8 @@ class Engine:
         self._tick_k = 0                  # the next arrival tick not yet run
         self._arrival_proc = self.env.process(self._arrivals())
         self.env.process(self._monitor())
-        self.log("start", f"scenario {sc.name}: {sc.description or sc.deployment} (seed {sc.seed})")
+        self.log("start", N_("scenario %(name)s: %(about)s (seed %(seed)s)"), name=sc.name,
+                 about=sc.description or sc.deployment, seed=sc.seed)
 
     # ---- setup -------------------------------------------------------------------------------
     def _place_instances(self) -> None:
@@ -141,8 +143,8 @@ class Engine:
             src = TraceSource(sc.trace, sc.speedup, sc.loop, sc.trace_format, sc.lenient)
             skipped = src.workload.skipped
             if skipped:
-                self.log("trace", f"lenient mode skipped {skipped} bad rows: "
-                                  f"{'; '.join(src.workload.skip_reasons[:3])}")
+                self.log("trace", N_("lenient mode skipped %(n)s bad rows: %(why)s"), n=skipped,
+                         why="; ".join(src.workload.skip_reasons[:3]))
             return src
         kw = dict(arrival=sc.arrival, cv=sc.cv, diurnal_amplitude=sc.diurnal_amplitude,
                   diurnal_period_s=sc.diurnal_period_s, input=sc.input.dist(),
@@ -168,8 +170,14 @@ class Engine:
         return min(pre_rps, dec_rps)
 
     # ---- logging and commands ------------------------------------------------------------------
-    def log(self, kind: str, message: str) -> None:
-        self.events.append({"t": round(self.env.now, 3), "kind": kind, "message": message})
+    def log(self, kind: str, message: str, /, **args) -> None:
+        """An event line in English. Lines the dashboard translates (`twin.ui.eventtext`) are catalog
+        msgids marked with N_; with `args` the msgid is a template (`%(name)s`) and the event keeps
+        it and its values next to the formatted text."""
+        ev = {"t": round(self.env.now, 3), "kind": kind, "message": message % args if args else message}
+        if args:
+            ev["template"], ev["args"] = message, args
+        self.events.append(ev)
         del self.events[:-MAX_EVENTS]
 
     def submit(self, cmd: Command) -> None:
@@ -184,7 +192,7 @@ class Engine:
             self.command_log.append((self.env.now, cmd))
         except (ValueError, KeyError, TypeError, CatalogError) as exc:
             msg = exc.args[0] if exc.args else repr(exc)
-            self.log("error", f"{cmd.name} refused: {msg}")
+            self.log("error", N_("%(cmd)s refused: %(msg)s"), cmd=cmd.name, msg=msg)
 
     def set_rate(self, rate: float) -> None:
         self.source.set_rate(self.env.now, rate)
@@ -298,8 +306,8 @@ class Engine:
         too_long = (req.input.a[rows] + req.output.a[rows]) > self.kv_capacity_tokens
         if too_long.any():
             bad = req.reject(ids[too_long], "kv_too_long")
-            self.log("reject", f"{len(bad)} request(s) need more KV than a die holds "
-                               f"(> {self.kv_capacity_tokens:,.0f} tokens); rejected")
+            self.log("reject", N_("%(n)s request(s) need more KV than a die holds (> %(cap)s tokens); rejected"),
+                     n=len(bad), cap=f"{self.kv_capacity_tokens:,.0f}")
             ids = ids[~too_long]
         if self.scenario.pipeline == "decode_only":
             if len(ids):

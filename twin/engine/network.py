@@ -4,6 +4,7 @@ a UB fault is not yet rerouted), KV flows get new capacities, and cut-off instan
 blocked (their work waits until a path returns)."""
 from __future__ import annotations
 
+from ..i18n import N_
 from ..predict.base import NetState
 from .faults import UB_KINDS
 
@@ -38,5 +39,8 @@ def network_changed(eng) -> None:
     eng.partitioned = bool(blocked)
     eng.message = (f"partitioned: {', '.join(blocked)} cut off from the UB fabric; "
                    f"their requests wait until a path returns" if blocked else "")
-    if eng.partitioned != was:
-        eng.log("partition" if blocked else "recover", eng.message or "UB paths restored")
+    if eng.partitioned != was and blocked:
+        eng.log("partition", N_("partitioned: %(names)s cut off from the UB fabric; their requests wait until a "
+                                "path returns"), names=", ".join(blocked))
+    elif eng.partitioned != was:
+        eng.log("recover", N_("UB paths restored"))

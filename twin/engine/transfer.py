@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..i18n import N_
 from .flows import FlowNet
 from .requests import TRANSFER
 
@@ -61,8 +62,9 @@ class KvTransfers:
         return topo.route(topo.die_ids[src.dies[0]], topo.die_ids[dst.dies[0]], self.plane)
 
     def _when_routed(self, key: int, src, dst):
-        self.eng.log("partition", f"KV transfer {src.name} -> {dst.name}: no {self._route(src, dst).plane} "
-                                  f"path; {len(self.transfers[key])} request(s) wait for the network")
+        self.eng.log("partition", N_("KV transfer %(src)s -> %(dst)s: no %(plane)s path; %(n)s request(s) wait "
+                                     "for the network"), src=src.name, dst=dst.name,
+                     plane=self._route(src, dst).plane, n=len(self.transfers[key]))
         while self._route(src, dst).partitioned:
             yield self.net_event
         self._start(key, src, dst)

@@ -22,6 +22,7 @@ from ..config import CatalogError, Deployment, _validate, catalog, check_deploym
 from ..engine.scenario import load_scenario
 from ..engine.scheduling import DEFAULTS as POLICY_DEFAULTS
 from ..engine.scheduling import REGISTRY as POLICIES
+from ..i18n import N_
 from ..workload import TRACES
 
 # Size limits of one sweep (assumptions sized to this twin's speed: a 30 s paper-decode point takes
@@ -85,10 +86,14 @@ def _trace(dep: dict, sc: dict, v: str) -> None:
     sc.update(workload="trace", trace=v, rate=None)
 
 
+POLICY_HELP = {"prefill_batching": N_("prefill batching policy"), "placement": N_("placement policy"),
+               "decode_admission": N_("decode admission policy"), "kv_placement": N_("KV placement policy")}
+
+
 def _policy(kind: str) -> Key:
     """A scheduling decision of the scenario, by registered policy name (twin.engine.scheduling)."""
-    return Key(kind, "choice", f"{kind.replace('_', ' ')} policy", _set("sc", "scheduling", kind),
-               lambda: tuple(POLICIES[kind]))
+    return Key(kind, "choice", POLICY_HELP.get(kind, f"{kind.replace('_', ' ')} policy"),
+               _set("sc", "scheduling", kind), lambda: tuple(POLICIES[kind]))
 
 
 def _deployments() -> tuple:
@@ -97,33 +102,33 @@ def _deployments() -> tuple:
 
 KEYS: dict[str, Key] = {k.name: k for k in (
     # system (applied first: every other key changes the chosen deployment)
-    Key("deployment", "choice", "catalog deployment (system and model)", None, _deployments),
+    Key("deployment", "choice", N_("catalog deployment (system and model)"), None, _deployments),
     # deployment
-    Key("prefill_instances", "int", "prefill instances", _set("dep", "prefill", "instances")),
-    Key("decode_instances", "int", "decode instances", _set("dep", "decode", "instances")),
-    Key("prefill_ep", "int", "prefill EP degree in dies (= dies per prefill instance)", _ep("prefill")),
-    Key("decode_ep", "int", "decode EP degree in dies (= dies per decode instance)", _ep("decode")),
-    Key("decode_batch_per_die", "int", "decode batch cap per die", _set("dep", "decode", "batch_per_die")),
-    Key("prefill_tokens_per_die", "int", "prefill batch tokens per die",
+    Key("prefill_instances", "int", N_("prefill instances"), _set("dep", "prefill", "instances")),
+    Key("decode_instances", "int", N_("decode instances"), _set("dep", "decode", "instances")),
+    Key("prefill_ep", "int", N_("prefill EP degree in dies (= dies per prefill instance)"), _ep("prefill")),
+    Key("decode_ep", "int", N_("decode EP degree in dies (= dies per decode instance)"), _ep("decode")),
+    Key("decode_batch_per_die", "int", N_("decode batch cap per die"), _set("dep", "decode", "batch_per_die")),
+    Key("prefill_tokens_per_die", "int", N_("prefill batch tokens per die"),
         _set("dep", "prefill", "tokens_per_die")),
-    Key("tpot_slo_ms", "float", "TPOT SLO, ms", _set("dep", "tpot_slo_ms")),
-    Key("ttft_slo_ms", "float", "TTFT SLO, ms", _set("dep", "ttft_slo_ms")),
-    Key("mtp", "bool", "multi-token prediction on or off", _set("dep", "mtp")),
-    Key("mtp_acceptance", "float", "MTP draft acceptance, 0..1", _set("dep", "mtp_acceptance")),
-    Key("microbatch", "bool", "two-microbatch pipelines (both pools)", _both_pools("microbatch")),
-    Key("precision", "choice", "GEMM precision", _set("dep", "precision"), lambda: ("int8", "bf16", "fp8")),
-    Key("ems", "choice", "EMS cache pool over UB, over VPC, or off", _ems, lambda: ("ub", "vpc", "off")),
-    Key("redundant_experts", "int", "redundant experts (both pools)", _both_pools("redundant_experts")),
-    Key("kv_transfer_plane", "choice", "plane carrying KV from prefill to decode",
+    Key("tpot_slo_ms", "float", N_("TPOT SLO, ms"), _set("dep", "tpot_slo_ms")),
+    Key("ttft_slo_ms", "float", N_("TTFT SLO, ms"), _set("dep", "ttft_slo_ms")),
+    Key("mtp", "bool", N_("multi-token prediction on or off"), _set("dep", "mtp")),
+    Key("mtp_acceptance", "float", N_("MTP draft acceptance, 0..1"), _set("dep", "mtp_acceptance")),
+    Key("microbatch", "bool", N_("two-microbatch pipelines (both pools)"), _both_pools("microbatch")),
+    Key("precision", "choice", N_("GEMM precision"), _set("dep", "precision"), lambda: ("int8", "bf16", "fp8")),
+    Key("ems", "choice", N_("EMS cache pool over UB, over VPC, or off"), _ems, lambda: ("ub", "vpc", "off")),
+    Key("redundant_experts", "int", N_("redundant experts (both pools)"), _both_pools("redundant_experts")),
+    Key("kv_transfer_plane", "choice", N_("plane carrying KV from prefill to decode"),
         _set("dep", "kv_transfer_plane"), lambda: ("rdma", "ub")),
     # workload
-    Key("rate", "float", "arrival rate, req/s (synthetic)", _set("sc", "rate")),
-    Key("load", "float", "arrival rate as a fraction of capacity (synthetic)", _set("sc", "load")),
-    Key("input_len", "int", "prompt tokens (fixed length)", _fixed_length("input")),
-    Key("output_len", "int", "output tokens (fixed length)", _fixed_length("output")),
-    Key("reuse_rate", "float", "prefix reuse probability, 0 <= r < 1", _set("sc", "reuse_rate")),
-    Key("prefix_pool", "int", "distinct shared prefixes", _set("sc", "prefix_pool")),
-    Key("trace", "choice", "replay a named trace instead of synthetic arrivals", _trace,
+    Key("rate", "float", N_("arrival rate, req/s (synthetic)"), _set("sc", "rate")),
+    Key("load", "float", N_("arrival rate as a fraction of capacity (synthetic)"), _set("sc", "load")),
+    Key("input_len", "int", N_("prompt tokens (fixed length)"), _fixed_length("input")),
+    Key("output_len", "int", N_("output tokens (fixed length)"), _fixed_length("output")),
+    Key("reuse_rate", "float", N_("prefix reuse probability, 0 <= r < 1"), _set("sc", "reuse_rate")),
+    Key("prefix_pool", "int", N_("distinct shared prefixes"), _set("sc", "prefix_pool")),
+    Key("trace", "choice", N_("replay a named trace instead of synthetic arrivals"), _trace,
         lambda: tuple(TRACES)),
     # scheduling policies
     *(_policy(kind) for kind in POLICY_DEFAULTS),

@@ -99,3 +99,9 @@ def percent(fraction, lang: str, digits: int = 0) -> str:
 def language_name(lang: str) -> str:
     """The language's own name from CLDR (e.g. '中文'), for screen readers and titles."""
     return Locale.parse(BABEL_LOCALE[check_lang(lang)]).get_display_name() or NAMES[lang]
+
+
+def N_(msgid: str) -> str:
+    """Mark an English text for extraction without translating it (engine and model code that
+    must not depend on the viewer: the UI translates it with `_` where it is shown)."""
+    return msgid

@@ -32,7 +32,10 @@ SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # conv
            "twin/ui/tradeoffs.py", "twin/ui/live.py",
            "twin/ui/faultconsole.py", "twin/ui/faulttable.py", "twin/ui/faultview.py", "twin/ui/failpanels.py",
            "twin/ui/errors.py", "twin/ui/guard.py",
-           "pages/compare.py", "pages/explorer.py")   # explorer: its name only so far
+           "pages/compare.py", "pages/explorer.py", "twin/ui/chartinfo.py",
+           "twin/explore/points.py",                  # points: the sweep keys' help, marked with N_
+           "twin/ui/eventtext.py", "twin/engine/core.py", "twin/engine/commands.py",   # engine event lines
+           "twin/engine/network.py", "twin/engine/transfer.py", "twin/engine/faults/manager.py")
 KEYWORDS = {"_": None, "N_": None}
 POT = LOCALE_DIR / f"{DOMAIN}.pot"
 _NAMES = re.compile(r"%\((\w+)\)s")

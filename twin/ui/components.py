@@ -1,5 +1,8 @@
-"""Small Dash component builders: provenance tags, KPI cards, panels, badges, the run-control bar."""
+"""Small Dash component builders: provenance tags, KPI cards, panels, charts with an (i), badges,
+the run-control bar."""
 from __future__ import annotations
+
+import hashlib
 
 from dash import dcc, html
 
@@ -7,6 +10,7 @@ from twin import session as S
 from twin.settings import get as setting
 from twin.tracestore import UPLOAD_MAX_BYTES, names
 
+from . import chartinfo, eventtext, teach
 from .lang import N_, _
 
 # How a number was obtained (design convention 4): shown as a small tag next to it.
@@ -26,27 +30,50 @@ def tag(kind: str) -> html.Span:
 def kpi(id_: str, label: str, unit: str = "", source: str = "sim", hint: str = "") -> html.Div:
     """A KPI card whose value lives in the element with id `id_` (updated by the page's tick)."""
     return html.Div([
-        html.Div([html.Span(label, className="kpi-label"), tag(source)], className="kpi-head"),
+        html.Div([html.Span(_gloss(label), className="kpi-label"), tag(source)], className="kpi-head"),
         html.Div([html.Span("–", id=id_, className="kpi-value"),
                   html.Span(unit, className="kpi-unit")], className="kpi-body"),
         html.Div(hint, className="kpi-hint") if hint else None,
     ], className="kpi", title=hint or label)
 
 
+def info(text: str, key: str) -> html.Span:
+    """An (i) whose tooltip says what a chart shows and where its numbers come from. It shows on
+    hover and on keyboard focus (tab stop); the tooltip is the icon's accessible description."""
+    tip = f"info-{key}"
+    return html.Span([html.Span("i", className="info-i", **{"aria-hidden": "true"}),
+                      html.Span(text, id=tip, className="info-tip", role="tooltip")],
+                     className="info", tabIndex="0", role="note", **{"aria-describedby": tip})
+
+
 def panel(children, title: str | None = None, source: str | None = None, className: str = "",
-          extra=None) -> html.Div:
+          extra=None, info_text: str | None = None) -> html.Div:
+    """A titled box; `info_text` puts the (i) of the chart it holds next to the title. Glossary
+    acronyms in a text title get their hover definition."""
     head = None
     if title:
-        head = html.Div([html.H3(title), tag(source) if source else None, extra],
-                        className="panel-head")
+        key = hashlib.sha1((info_text or "").encode()).hexdigest()[:8]
+        head = html.Div([html.H3(_gloss(title)), info(info_text, key) if info_text else None,
+                         tag(source) if source else None, extra], className="panel-head")
     return html.Div([head, html.Div(children, className="panel-body")], className=f"panel {className}")
 
 
-def graph(id_: str, figure: dict, height: int = 230) -> dcc.Graph:
-    """A chart whose toolbar (on hover) has one button: export as PNG, named after the chart."""
-    return dcc.Graph(id=id_, figure=figure, style={"height": f"{height}px"}, config={
+def _gloss(label):
+    return teach.glossed(label) if isinstance(label, str) else label
+
+
+def graph(id_: str, figure: dict, height: int = 230, info_text: str | None = None):
+    """A chart whose toolbar (on hover) has one button: export as PNG, named after the chart.
+    The chart carries an (i) in its top-left corner saying what it shows and where its numbers
+    come from: `info_text`, else its entry in `chartinfo.INFO` (every page chart has one, here or in
+    its panel's head)."""
+    g = dcc.Graph(id=id_, figure=figure, style={"height": f"{height}px"}, config={
         "displayModeBar": "hover", "displaylogo": False, "modeBarButtons": [["toImage"]],
         "toImageButtonOptions": {"format": "png", "filename": id_, "scale": 2}, "responsive": True})
+    info_text = info_text or chartinfo.text(id_)
+    if not info_text:
+        return g
+    return html.Div([g, info(info_text, id_)], className="graph-wrap")
 
 
 def badge(ok: bool, text_ok: str = N_("PASS"), text_bad: str = N_("FAIL")) -> html.Span:
@@ -235,10 +262,11 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
 
 
 def events(evs, empty: str, t_format: str = ".1f") -> list:
-    """Engine events (dicts {"t", "kind", "message"}), newest first, one line each."""
+    """Engine events (dicts {"t", "kind", "message"}), newest first, one line each, in the viewer's
+    language (`eventtext`)."""
     if not evs:
         return [html.Div(empty, className="muted")]
     return [html.Div([html.Span(f"t={e.get('t', 0):{t_format}} s", className="ev-t"),
-                      html.Span(e.get("kind", ""), className=f"ev-kind ev-{e.get('kind', '')}"),
-                      html.Span(e.get("message", ""), className="ev-msg")], className="ev")
+                      html.Span(eventtext.kind(e), className=f"ev-kind ev-{e.get('kind', '')}"),
+                      html.Span(eventtext.line(e), className="ev-msg")], className="ev")
             for e in evs]

@@ -44,6 +44,11 @@ FORMS = (
     (r"fault kind: allowed {kinds}", N_("fault kind: allowed %(kinds)s")),
     (r"fault at_s = {at}: allowed up to {s} s after now \(t = {now} s\)",
      N_("fault at_s = %(at)s: allowed up to %(s)s s after now (t = %(now)s s)")),
+    (r"fault at_s = {at}: in the past \(now {now} s\)", N_("fault at_s = %(at)s: in the past (now %(now)s s)")),
+    (r"fault duration_s = {v}: allowed 0 < duration_s <= {hi} s",
+     N_("fault duration_s = %(v)s: allowed 0 < duration_s <= %(hi)s s")),
+    (r"fault factor = {v}: allowed 0 <= factor < 1 \(fraction of capacity kept\)",
+     N_("fault factor = %(v)s: allowed 0 <= factor < 1 (fraction of capacity kept)")),
     (r"fault: {n} scheduled faults are already waiting on this twin \(the most allowed\); wait for them to "
      r"strike or reset", N_("fault: %(n)s scheduled faults are already waiting on this twin (the most allowed); "
                             "wait for them to strike or reset")),
@@ -52,6 +57,31 @@ FORMS = (
      r"stop\)", N_("random failures: rate = %(v)s: allowed 0 < x <= %(hi)s failure-clock hours per sim second "
                    "(switch off to stop)")),
     (r"{name}: allowed a number", N_("%(name)s: allowed a number")),
+    # sweeps (twin.explore: the Explorer page's values and limits)
+    (r"values of {key}={v}: not allowed \(allowed: {allowed}\)",
+     N_("values of %(key)s=%(v)s: not allowed (allowed: %(allowed)s)")),
+    (r"values of {key}={v}: step must be > 0", N_("values of %(key)s=%(v)s: step must be > 0")),
+    (r"values of {key}={v}: inverted range \(LO {lo} > HI {hi}; allowed LO <= HI\)",
+     N_("values of %(key)s=%(v)s: inverted range (LO %(lo)s > HI %(hi)s; allowed LO <= HI)")),
+    (r"values of {key}={v}: {n} values \(allowed at most {max} per key\)",
+     N_("values of %(key)s=%(v)s: %(n)s values (allowed at most %(max)s per key)")),
+    (r"values of {key}: empty value list \(allowed: {allowed}\)",
+     N_("values of %(key)s: empty value list (allowed: %(allowed)s)")),
+    (r"values of {key}={v}: a value is repeated \(allowed: distinct values\)",
+     N_("values of %(key)s=%(v)s: a value is repeated (allowed: distinct values)")),
+    (r"--vary {key}: given twice \(allowed: each key once, with a list of values\)",
+     N_("--vary %(key)s: given twice (allowed: each key once, with a list of values)")),
+    (r"--vary: {n} grid points \(allowed at most {max} per sweep\)",
+     N_("--vary: %(n)s grid points (allowed at most %(max)s per sweep)")),
+    (r"sweep: {p} points x {s} seeds = {r} runs \(allowed at most {max}; fewer values or seeds\)",
+     N_("sweep: %(p)s points x %(s)s seeds = %(r)s runs (allowed at most %(max)s; fewer values or seeds)")),
+    (r"sweep: {r} runs x {d} s = {t} simulated seconds \(allowed at most {max}; shorter --duration or fewer "
+     r"points\)", N_("sweep: %(r)s runs x %(d)s s = %(t)s simulated seconds (allowed at most %(max)s; shorter "
+                     "--duration or fewer points)")),
+    (r"a sweep of yours is still running \(allowed: one at a time per viewer\)",
+     N_("a sweep of yours is still running (allowed: one at a time per viewer)")),
+    (r"{n} sweeps are running \(allowed: {max} at once\); try again when one ends",
+     N_("%(n)s sweeps are running (allowed: %(max)s at once); try again when one ends")),
 )
 _COMPILED = tuple((re.compile(re.sub(r"\{(\w+)\}", lambda m: _V % m.group(1), rx)), msg) for rx, msg in FORMS)
 

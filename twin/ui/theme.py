@@ -39,7 +39,8 @@ def base_layout(**over) -> dict:
                    "bgcolor": "rgba(0,0,0,0)", "font": {"size": 12}},
         "hovermode": "x unified",
         "uirevision": "keep",
-        "title": {"font": {"size": 14, "color": TEXT}, "x": 0.01, "xanchor": "left", "y": 0.97},
+        "title": {"font": {"size": 14, "color": TEXT}, "x": 0.01, "xanchor": "left", "y": 0.97,
+                  "pad": {"l": 22}},                       # room for the chart's (i) (components.graph)
     }
     for k, v in over.items():
         if isinstance(v, dict) and isinstance(lay.get(k), dict):

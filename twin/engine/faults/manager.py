@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...i18n import N_
 from ...topology import parse
 from . import recovery
 from .random import random_failures
@@ -40,8 +41,11 @@ class FaultManager:
         self.faults.append(f)
         self._prune()
         self.eng.env.process(self._run(f))
-        when = "now" if f.at_s <= self.eng.env.now + 1e-9 else f"at {f.at_s:g} s"
-        self.eng.log("schedule", f"#{f.id} {f.kind} on {f.target} scheduled {when}")
+        if f.at_s <= self.eng.env.now + 1e-9:
+            self.eng.log("schedule", N_("#%(id)s %(kind)s on %(target)s scheduled now"), **_who(f))
+        else:
+            self.eng.log("schedule", N_("#%(id)s %(kind)s on %(target)s scheduled at %(at)s s"), **_who(f),
+                         at=f"{f.at_s:g}")
         return f
 
     def _prune(self) -> None:
@@ -64,13 +68,14 @@ class FaultManager:
         eng, pol = self.eng, self.policy
         yield eng.env.timeout(max(0.0, f.at_s - eng.env.now))
         f.at_s, f.active = eng.env.now, True
-        eng.log("fault", f"#{f.id} {f.kind} on {f.target}")
+        eng.log("fault", N_("#%(id)s %(kind)s on %(target)s"), **_who(f))
         if f.kind in NETWORK:
             yield from self._network(f, pol)
         else:
             yield from self._compute(f, pol)
         f.active = False
-        eng.log("recover", f"#{f.id} {f.kind} on {f.target} recovered after {f.recover_s:.1f} s")
+        eng.log("recover", N_("#%(id)s %(kind)s on %(target)s recovered after %(s)s s"), **_who(f),
+                s=f"{f.recover_s:.1f}")
 
     def _network(self, f: Fault, pol: Policy):
         """Capacity drops at once; retransmissions until the fabric reroutes; detection (if the
@@ -95,7 +100,7 @@ class FaultManager:
             eng.network_changed()
             if end >= pol.detect_s:
                 yield from self._until(f, pol.detect_s)
-                self._detected(f, pol, "repair scheduled")
+                self._detected(f, pol, N_("#%(id)s %(kind)s on %(target)s detected; repair scheduled"))
         yield from self._until(f, end)
         topo.restore(f.target)
         f.recover_s = eng.env.now - f.at_s
@@ -105,9 +110,9 @@ class FaultManager:
         """Wait until `t` seconds after the fault."""
         yield self.eng.env.timeout(max(0.0, f.at_s + t - self.eng.env.now))
 
-    def _detected(self, f: Fault, pol: Policy, what: str) -> None:
+    def _detected(self, f: Fault, pol: Policy, template: str) -> None:
         f.detect_s = pol.detect_s
-        self.eng.log("detect", f"#{f.id} {f.kind} on {f.target} detected; {what}")
+        self.eng.log("detect", template, **_who(f))
 
     def _flap(self, f: Fault, pol: Policy, end: float):
         """Down and up every half period, each down edge paying retransmissions until rerouted;
@@ -137,7 +142,8 @@ class FaultManager:
             topo.fail(f.target)
             f.rerouted = True
             eng.network_changed()
-            self._detected(f, pol, "flapping link isolated until repaired")
+            self._detected(f, pol, N_("#%(id)s %(kind)s on %(target)s detected; flapping link isolated until "
+                                      "repaired"))
             f.served_s = f.detect_s
 
     def _remaining(self, f: Fault, repair_s: float) -> float:
@@ -160,7 +166,7 @@ class FaultManager:
             f.note = f"EMS lost {lost_blocks} blocks on {len(servers)} server(s)"
         eng.network_changed()
         yield eng.env.timeout(pol.detect_s)
-        self._detected(f, pol, "recovering")
+        self._detected(f, pol, N_("#%(id)s %(kind)s on %(target)s detected; recovering"))
         waits = []
         for inst in hit:
             dead = np.intersect1d(inst.dies, dies)
@@ -170,16 +176,18 @@ class FaultManager:
                 n, r = recovery.shrink_decode(eng, inst, dead)
                 f.requeued += n
                 f.recomputed += r
-                waits.append((inst, pol.expert_reload_s, "redundant expert took over"))
+                waits.append((inst, pol.expert_reload_s, N_("%(inst)s: redundant expert took over (%(s)s s)"),
+                              {}))
             else:
                 n, r = recovery.restart(eng, inst)
                 f.requeued += n
                 f.recomputed += r
-                waits.append((inst, pol.restart_s(), f"restart, weights from {pol.weights_from}"))
-        for inst, secs, how in waits:
-            eng.log("recover", f"{inst.name}: {how} ({secs:.0f} s)")
+                waits.append((inst, pol.restart_s(), N_("%(inst)s: restart, weights from %(src)s (%(s)s s)"),
+                              {"src": pol.weights_from}))
+        for inst, secs, how, more in waits:
+            eng.log("recover", how, inst=inst.name, s=f"{secs:.0f}", **more)
         yield eng.env.timeout(max((w[1] for w in waits), default=0.0))
-        for inst, _, _ in waits:
+        for inst, *_rest in waits:
             inst.down.pop(f.id, None)      # up again unless another open fault holds it
             inst.wake()
         f.recover_s = eng.env.now - f.at_s
@@ -225,3 +233,8 @@ def nodes_of(f: Fault, n_nodes: int) -> tuple:
     ends = f.target.split("--")
     out = {parse(e).get("node") for e in ends}
     return tuple(sorted(n for n in out if n is not None))
+
+
+def _who(f: Fault) -> dict:
+    """The values every fault event line names: its number, kind and target."""
+    return {"id": f.id, "kind": f.kind, "target": f.target}
