@@ -57,7 +57,7 @@ def layout(target: str | None = None, kind: str | None = None, **_kwargs):
             html.Div([html.Div(C.graph(f"{P}-{name}-chart", F.empty_figure(spec.title), FC.CHART_H), className="chart")
                       for name, spec in CHARTS.items()], className="chart-grid grid-2"),
         ], className="two-even fl-block"),
-        C.panel([html.Div(id=f"{P}-table"), html.Button(_("Download CSV"), id=f"{P}-csv", className="btn-small"),
+        C.panel([html.Div(id=f"{P}-table"), html.Button(_("Download CSV"), id=f"{P}-csv", className="btn btn-small"),
                  dcc.Download(id=f"{P}-csv-dl")], _("Faults: detection, recovery and cost"), "sim",
                 extra=FC.legend(), className="fl-block"),
         html.Div(FC.picker(), className="fl-block"),

@@ -32,7 +32,7 @@ def layout(**_kwargs):
         html.Div([
             C.panel(C.graph(f"{P}-fig", F.empty_figure("", height=520), 520), _("Decode throughput vs TPOT"), "model",
                     extra=html.Span([C.tag("paper"), C.tag("sim"),
-                                     html.Button(_("Download CSV"), id=f"{P}-csv", className="btn-small",
+                                     html.Button(_("Download CSV"), id=f"{P}-csv", className="btn btn-small",
                                                  title=_("The curve, the largest batch within the SLO, the paper's "
                                                          "points and the live points, as CSV")),
                                      dcc.Download(id=f"{P}-csv-dl")])),
@@ -136,8 +136,9 @@ def tick(t: Tick, dep, slo, kv) -> dict:
         (N_("TPOT p50 / p99"), f"{C.fmt(k.get('tpot_p50_ms'))} / {C.fmt(k.get('tpot_p99_ms'))} ms"),
         (N_("decode tokens/s per chip"), C.fmt(k.get("output_tps_per_npu"))),
         (N_("decode batch per chip"), C.fmt(k.get("decode_batch_per_npu"))),
-        (N_("decode useful work (vs model at the operating point)"),
-         f"{C.pct(k.get('decode_useful'))} % · {C.fmt(k.get('decode_op_tps_per_npu'))} tok/s"),
+        (N_("decode useful work"), _("%(pct)s %% of the model's %(cap)s tok/s at batch %(batch)s") % {
+            "pct": C.pct(k.get("decode_useful")), "cap": C.fmt(k.get("decode_op_tps_per_npu")),
+            "batch": C.fmt(TO.operating_batch(new_dep))}),
         (N_("decode pool busy (a step runs, any batch)"), f"{C.pct(k.get('util_decode'))} %"),
         (N_("deployment"), new_dep),
         (N_("system"), Lg.system_title(snap.system)),

@@ -34,6 +34,13 @@ def best_for_slo(deployment: str, slo_ms: float, kv_len: int) -> dict:
     return PerfModel(deployment).max_batch_for_slo(slo_ms, kv_len)
 
 
+@lru_cache(maxsize=32)
+def operating_batch(deployment: str) -> float:
+    """The deployment's decode batch cap per NPU (its operating point: 96 in the paper's)."""
+    pm = PerfModel(deployment)
+    return pm.dep.decode.batch_per_die * pm.dies_per_npu
+
+
 def default_slo(deployment: str) -> float:
     return float(PerfModel(deployment).dep.tpot_slo_ms or 50)
 
