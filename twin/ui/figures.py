@@ -189,6 +189,6 @@ def heatmap_z(matrix) -> tuple[list, list]:
     """log10 of each cell (None, drawn blank, at or below 10^LOG_DECADES[0]) and its value as text."""
     m = np.asarray(matrix if matrix is not None else [], dtype=float)
     floor = 10.0 ** LOG_DECADES[0]
-    z = np.where(m > floor, np.log10(np.maximum(m, floor)), np.nan).round(3)
+    z = np.where(m > floor, np.log10(np.maximum(m, floor)), np.nan).round(2)
     return ([[None if v != v else float(v) for v in row] for row in z],
-            [[f"{v:.3g}" for v in row] for row in m])
+            [[f"{v:.3g}" if v > floor else "" for v in row] for row in m])
