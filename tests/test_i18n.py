@@ -195,7 +195,7 @@ LIVE = (("overview", {}, ()), ("topology", {"view_name": "supernode", "sel": {"k
         ("traffic", {}, ()), ("cache", {}, ()), ("tradeoffs", {"dep": None, "slo": 50, "kv": 4096}, ("dep", "slo")),
         ("failures", {"view_name": "supernode"}, ("view", "select", "layout", "live", "detect", "redundant", "weights",
                                                    "random", "random_rate", "kind", "target",
-                                                   "factor_style", "period_style", "strips", "hint", "banner_cls")))
+                                                   "factor_style", "period_style", "strips", "banner_cls")))
 
 
 def test_live_updates_show_no_english_in_chinese(dash_app, twin_registry):
@@ -241,16 +241,17 @@ def test_explorer_callbacks_answer_in_chinese(dash_app):
     import pages.explorer as E
     good = ["cloudmatrix-infer-paper", "paper-decode", "load", "0.4,0.8", "mtp", "true,false", 1, 10, "model"]
     bad = {0: "x", 3: "0.9:0.1:0.1", 3.5: None, 6: 99, 7: 1e9, 8: "gpu"}
-    scenarios = _scenarios()
+    from twin.explore.points import KEYS
+    scenarios = _scenarios() | set(KEYS)      # sweep keys: CLI names, shown as typed (as scenario names)
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
         msgs = []
         for i, v in bad.items():
             args = list(good)
             args[int(i)] = v if i != 3.5 else "0.1:5:0.05"
             msgs.append(E.on_start(1, *args, None)[1])
-        job = {"state": "done", "done": 2, "total": 2, "varied": ["load"], "rows": [],
-               "points": [{"load": v, "tokens_per_s_per_user": 20.0 + v, "goodput_per_chip": 900.0 * v}
-                          for v in (0.4, 0.8)]}
+        job = {"state": "done", "done": 2, "total": 2, "varied": ["load", "mtp"], "rows": [],
+               "points": [{"load": v, "mtp": m, "tokens_per_s_per_user": 20.0 + v, "goodput_per_chip": 900.0 * v}
+                          for v in (0.4, 0.8) for m in (True, False)]}
         out = list(E.progress_view(job)) + [E.on_csv(1, None, None)[1], E.progress_view(dict(job, state="running"))[2]]
         texts = output_texts(msgs + out, [])
     assert "范围颠倒" in msgs[1] and "网格共" in msgs[2] and msgs[0] == "部署：请从列表中选择一个"

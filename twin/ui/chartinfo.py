@@ -7,7 +7,7 @@ shows published figures, whether they are calibration rows (fitted) or validatio
 """
 from __future__ import annotations
 
-from .lang import N_, _
+from .lang import N_, _, request_lang
 
 _STRIP = N_("One point per sampling interval of the running twin's simulated time (the window keeps the "
             "last 600).")
@@ -71,4 +71,5 @@ INFO = {
 def text(chart_id: str) -> str | None:
     """The (i) text of a chart in the viewer's language, or None for a chart not listed here."""
     parts = INFO.get(chart_id)
-    return " ".join(_(p) for p in parts) if parts else None
+    sep = "" if request_lang() == "zh" else " "        # Chinese sentences follow on without a space
+    return sep.join(_(p) for p in parts) if parts else None
