@@ -55,7 +55,7 @@ def layout(**_kwargs):
         html.Div(_("Hit ratio: the wide yellow line counts blocks, the thin red one tokens; they differ only by the "
                    "partial last block of a prompt, so they coincide when prompts are whole blocks. TTFT with vs "
                    "without a hit (at least half the prompt from EMS): medians over the last %(window)s intervals (seconds by default), drawn "
-                   "once at least %(n)s requests of the kind finished in that window.") % {
+                   "once that window is full and holds at least %(n)s requests of the kind.") % {
                        "window": HIT_WINDOW, "n": HIT_MIN}, className="hint"),
         C.panel(html.Div(id=f"{P}-totals", className="hint"), _("Since the start"), "sim"),
     ])

@@ -44,16 +44,19 @@ def test_looped_mooncake_trace_keeps_its_hit_ratio_lap_after_lap():
     assert later == pytest.approx(first + 1 / n * shared, abs=1e-4)       # lap 0's first id 0 is the only miss
 
 
-def test_ttft_with_and_without_a_hit_roll_over_a_window_with_a_minimum_count():
-    """A point needs HIT_MIN finishes of its kind in the last HIT_WINDOW intervals: 5 early misses
-    draw nothing, and a rare miss per interval still gives a line once enough have gathered."""
+def test_ttft_with_and_without_a_hit_roll_over_a_full_window_with_a_minimum_count():
+    """No point until HIT_WINDOW intervals have closed (the cold start); then a point needs HIT_MIN
+    finishes of its kind in the window, so a rare miss per interval still gives a line."""
     from twin.engine.metrics import HIT_MIN, HIT_WINDOW, Metrics
     m = Metrics(2, 1, 1, 1.0)
-    first = m._hit_medians(np.array([900.0] * 5 + [100.0] * HIT_MIN), np.array([False] * 5 + [True] * HIT_MIN))
-    assert first["ttft_hit_p50_ms"] == 100.0 and np.isnan(first["ttft_miss_p50_ms"])
-    rows = [m._hit_medians(np.array([1000.0 + k, 200.0]), np.array([False, True])) for k in range(HIT_WINDOW)]
-    got = [k for k, r in enumerate(rows) if not np.isnan(r["ttft_miss_p50_ms"])]
-    assert got[0] == HIT_MIN - 5 - 1               # 5 early misses + 1 per interval reach HIT_MIN
-    # the window drops the first interval (5 x 900 ms, 20 x 100 ms) after HIT_WINDOW intervals
-    assert rows[-1]["ttft_miss_p50_ms"] == float(np.median(np.arange(1000.0, 1000.0 + HIT_WINDOW)))
+    rows = [m._hit_medians(np.array([900.0] * 5 + [100.0] * HIT_MIN), np.array([False] * 5 + [True] * HIT_MIN))]
+    rows += [m._hit_medians(np.array([1000.0 + k, 200.0]), np.array([False, True])) for k in range(2 * HIT_WINDOW)]
+    hits = [k for k, r in enumerate(rows) if not np.isnan(r["ttft_hit_p50_ms"])]
+    misses = [k for k, r in enumerate(rows) if not np.isnan(r["ttft_miss_p50_ms"])]
+    assert hits[0] == HIT_WINDOW - 1                     # the window is full at its HIT_WINDOW-th interval
+    assert misses[0] == max(HIT_WINDOW - 1, HIT_MIN - 5)  # and holds >= HIT_MIN misses by then
+    assert rows[HIT_WINDOW - 1]["ttft_hit_p50_ms"] == float(np.median([100.0] * HIT_MIN + [200.0] * (HIT_WINDOW - 1)))
+    assert rows[HIT_WINDOW - 1]["ttft_miss_p50_ms"] == float(np.median([900.0] * 5 + list(1000.0 + np.arange(HIT_WINDOW - 1))))
+    # after 2 windows the first interval (5 x 900 ms, HIT_MIN x 100 ms) has left the window
+    assert rows[-1]["ttft_miss_p50_ms"] == float(np.median(np.arange(1000.0 + HIT_WINDOW, 1000.0 + 2 * HIT_WINDOW)))
     assert rows[-1]["ttft_hit_p50_ms"] == 200.0

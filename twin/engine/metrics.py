@@ -17,8 +17,10 @@ from .requests import RequestTable
 from .snapshot import HISTORY_KEYS
 
 KPI_WINDOW = 10   # intervals the live KPIs average over (assumption: 10 s at the default 1 s interval)
-HIT_WINDOW = 30   # intervals of finishes behind each "TTFT with / without a hit" point (assumption)
-HIT_MIN = 20      # finishes of the kind a point needs in that window, else none is drawn (assumption)
+HIT_WINDOW = 90   # intervals of finishes behind each "TTFT with / without a hit" point (assumption:
+#                   on the default run a shorter window draws the cold start, when the only "hits" are
+#                   short prompts half made of the shared system prompt, queued behind the first burst)
+HIT_MIN = 50      # finishes of the kind a point needs in that window, else none is drawn (assumption)
 
 
 class LogHistogram:
@@ -179,10 +181,12 @@ class Metrics:
         return row
 
     def _hit_medians(self, ttft: np.ndarray, hit: np.ndarray) -> dict:
-        """TTFT p50 of finishes with / without a hit over the last HIT_WINDOW intervals (NaN with
-        fewer than HIT_MIN of the kind): a few start-up requests never draw a crossing, and rare
-        misses under high reuse still give a line."""
+        """TTFT p50 of finishes with / without a hit over the last HIT_WINDOW intervals, NaN until
+        the window is full and with fewer than HIT_MIN of the kind: the cold start never draws a
+        crossing, and rare misses under high reuse still give a line."""
         self.recent_hit.append((ttft, hit))
+        if len(self.recent_hit) < HIT_WINDOW:
+            return {"ttft_hit_p50_ms": float("nan"), "ttft_miss_p50_ms": float("nan")}
         t = np.concatenate([a for a, _h in self.recent_hit])
         h = np.concatenate([b for _a, b in self.recent_hit])
         med = lambda x: float(np.median(x)) if len(x) >= HIT_MIN else float("nan")
