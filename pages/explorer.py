@@ -59,9 +59,9 @@ def layout(**_kwargs):
                                         "goodput per chip against the speed each user sees.")),
         C.panel(html.Div([
             html.Div([
-                _field(_("Deployment"), dcc.Dropdown(id=f"{P}-dep", options=deps, value="cloudmatrix-infer-paper",
+                _field(_("Deployment"), C.dropdown(id=f"{P}-dep", options=deps, value="cloudmatrix-infer-paper",
                                                   clearable=False, className="dd-wide")),
-                _field(_("Scenario"), dcc.Dropdown(id=f"{P}-sc", options=scs, value="paper-decode",
+                _field(_("Scenario"), C.dropdown(id=f"{P}-sc", options=scs, value="paper-decode",
                                                 clearable=False, className="dd")),
                 _field(_("Source"), dcc.RadioItems(id=f"{P}-source", value="engine", inline=True,
                                                    options=[{"label": _(v), "value": k} for k, v in SOURCES.items()]),
@@ -69,12 +69,12 @@ def layout(**_kwargs):
                          "calibrated operator-level model, one evaluation per point (fast, no queueing)")),
             ], className="ctl-row"),
             html.Div([
-                _field(_("Axis 1"), dcc.Dropdown(id=f"{P}-k1", options=axis, value="load", clearable=False,
+                _field(_("Axis 1"), C.dropdown(id=f"{P}-k1", options=axis, value="load", clearable=False,
                                               className="dd-wide")),
                 _field(_("values"), dcc.Input(id=f"{P}-v1", value="0.3:1.2:0.15", debounce=True, maxLength=200,
                                                     style={"width": "11em"}),
                        _("a list V1,V2,... or a range LO:HI:STEP")),
-                _field(_("Axis 2"), dcc.Dropdown(id=f"{P}-k2", options=[{"label": _("none"), "value": NONE}] + axis,
+                _field(_("Axis 2"), C.dropdown(id=f"{P}-k2", options=[{"label": _("none"), "value": NONE}] + axis,
                                               value="mtp", clearable=False, className="dd-wide")),
                 _field(_("values"), dcc.Input(id=f"{P}-v2", value="true,false", debounce=True, maxLength=200,
                                                     style={"width": "11em"}),

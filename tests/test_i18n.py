@@ -38,7 +38,7 @@ CONVERTED = (
                          ("expert-parallel", 1), ("expert-parallel", 2), ("pipelining", 1), ("pipelining", 2),
                          ("faults", 1), ("faults", 3), ("supernode", 1), ("supernode", 2)))
 
-VISIBLE_PROPS = ("children", "title", "placeholder", "label", "options")
+VISIBLE_PROPS = ("children", "title", "placeholder", "label", "options", "labels")
 SKIP_CLASS = "i18n-skip"            # citations and shell commands: shown as they are in every language
 # Latin words that are names, not English text (products, units, acronyms spelled in lower case)
 NAMES = {"Gbps", "Ascend", "Kunpeng", "Qingtian", "Twin", "Mooncake", "Azure"}   # + the brand, trace formats
@@ -62,6 +62,8 @@ def visible_texts(c, out: list[str]) -> list[str]:
             v = getattr(c, prop, None)
             if prop == "options" and isinstance(v, (list, tuple)):
                 v = [o for o in v if isinstance(o, dict)]    # a plain option is a value, shown as typed
+            elif prop == "labels" and isinstance(v, dict):   # a dropdown's own words (search box, ...)
+                v = list(v.values())
             if v is not None:
                 visible_texts(v, out)
     return out
@@ -300,3 +302,36 @@ def test_topology_drawing_labels_read_in_chinese(dash_app, system):
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
         en = {el["data"]["label"] for el in TV.view(t, TV.AGG).elements if "label" in el["data"]}
     assert {"RDMA spine", "VPC switch", "OBS storage"} <= en
+
+
+@pytest.mark.parametrize("target", ["pages.explorer", "pages.topology", "pages.failures", "app:serve_layout"])
+def test_dropdowns_say_their_own_words_in_chinese(dash_app, target):
+    """Dash draws a dropdown's search box and 'no options' in English unless given `labels`."""
+    from dash import dcc
+    found = []
+
+    def walk(c):
+        if isinstance(c, (list, tuple)):
+            for x in c:
+                walk(x)
+        elif isinstance(c, Component):
+            if isinstance(c, dcc.Dropdown):
+                found.append((c.id, (getattr(c, "labels", None) or {}).get("search")))
+            walk(getattr(c, "children", None))
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        walk(render(target, {}))
+    assert found and all(search == "搜索" for _id, search in found), found
+
+
+def test_the_partition_banner_says_why_in_chinese(dash_app):
+    from types import SimpleNamespace
+
+    from twin.ui.failpanels import banner_of
+    evs = [{"t": 1.0, "kind": "partition", "message": "partitioned: decode-0 cut off from the UB fabric; their "
+            "requests wait until a path returns", "template": "partitioned: %(names)s cut off from the UB fabric; "
+            "their requests wait until a path returns", "args": {"names": "decode-0"}},
+           {"t": 2.0, "kind": "partition", "message": "KV transfer p0 -> d0: no rdma path; 3 request(s) wait"}]
+    snap = SimpleNamespace(partitioned=True, message=evs[0]["message"], events=evs)
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        (head, why), cls = banner_of(snap)
+    assert why == "网络分区：decode-0 与 UB 网络断开；其请求等待路径恢复" and cls == "banner banner-bad"

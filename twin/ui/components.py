@@ -76,6 +76,15 @@ def graph(id_: str, figure: dict, height: int = 230, info_text: str | None = Non
     return html.Div([g, info(info_text, id_)], className="graph-wrap")
 
 
+def dropdown(**kw) -> dcc.Dropdown:
+    """A dcc.Dropdown whose own words (search box, 'no options found', ...) are in the viewer's
+    language; Dash draws them in English otherwise."""
+    return dcc.Dropdown(labels={
+        "search": _("Search"), "no_options_found": _("No options found"), "clear_search": _("Clear search"),
+        "clear_selection": _("Clear selection"), "select_all": _("Select all"), "deselect_all": _("Deselect all"),
+        "selected_count": _("{num_selected} selected")}, **kw)
+
+
 def badge(ok: bool, text_ok: str = N_("PASS"), text_bad: str = N_("FAIL")) -> html.Span:
     return html.Span(_(text_ok if ok else text_bad), className="badge " + ("badge-ok" if ok else "badge-bad"))
 
@@ -201,18 +210,18 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
         html.Div([
             html.Div([
                 html.Label(_("Scenario"), htmlFor="ctl-scenario", className="ctl-label"),
-                dcc.Dropdown(id="ctl-scenario", options=scen_opts, value="default", clearable=False,
+                dropdown(id="ctl-scenario", options=scen_opts, value="default", clearable=False,
                              className="dd dd-wide"),
             ], className="field"),
             html.Div([
                 html.Label(_("Deployment"), htmlFor="ctl-deployment", className="ctl-label"),
-                dcc.Dropdown(id="ctl-deployment", options=dep_opts, value="", clearable=False,
+                dropdown(id="ctl-deployment", options=dep_opts, value="", clearable=False,
                              className="dd dd-wide"),
             ], className="field"),
             html.Div([
                 html.Label(_("Trace"), htmlFor="ctl-trace", className="ctl-label"),
                 html.Div([
-                    dcc.Dropdown(id="ctl-trace", options=trace_options(), value="", clearable=False,
+                    dropdown(id="ctl-trace", options=trace_options(), value="", clearable=False,
                                  className="dd dd-wide"),
                     dcc.Upload(html.Button(_("Upload…"), className="btn btn-small", n_clicks=0),
                                id="ctl-trace-upload", max_size=UPLOAD_MAX_BYTES, multiple=False,

@@ -47,3 +47,11 @@ def line(e: dict) -> str:
         return _(template) % {k: _value(k, v) for k, v in args.items()}
     except (KeyError, TypeError, ValueError):       # a catalog text that does not fit its values
         return str(e.get("message", ""))
+
+
+def latest(evs, kind_: str, arg: str) -> str | None:
+    """The newest event line of a kind naming `arg` among its values, in the viewer's language (the
+    UB partition's line names the cut-off instances; a KV transfer waiting for a path does not)."""
+    ev = next((e for e in reversed(list(evs or ())) if e.get("kind") == kind_ and arg in (e.get("args") or {})),
+              None)
+    return line(ev) if ev else None

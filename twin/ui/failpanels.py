@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dash import html, no_update
 
+from . import eventtext
 from . import faultconsole as FC
 from . import faulttable as FT
 from . import faultview as FV
@@ -34,7 +35,8 @@ def cursor(cur) -> dict:
 
 def banner_of(snap) -> tuple:
     if getattr(snap, "partitioned", False):
-        return ([html.B(_("Partitioned.") + " "), getattr(snap, "message", "") or _("part of the system is cut off")],
+        why = eventtext.latest(getattr(snap, "events", ()), "partition", "names") or getattr(snap, "message", "")
+        return ([html.B(_("Partitioned.") + " "), why or _("part of the system is cut off")],
                 "banner banner-bad")
     return "", "banner"
 
