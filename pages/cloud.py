@@ -1,9 +1,11 @@
-"""Cloud: serve by day, train by night. A simulated day under each co-pool policy (twin.cloud), its
-timeline (load, pool sizes, switches, utilisation), the cost and utilisation comparison, and the
-policy and price/power assumptions as bounded controls.
+"""Cloud: serve by day, train by night, live on the twin you view. Loading the copool-day scenario
+(the button here, the run controls or `?scenario=copool-day`) runs the co-pool scheduler inside the
+twin's engine; this page draws the day from the twin's snapshot on the shell's beat (twin.ui.live:
+nothing when the version is unchanged) and sends the policy knobs through the twin's action path
+(`copool`: checked, rate-limited, logged on the shared twin).
 
-A day runs in the callback (one run at a time, a few seconds for a short day); the runs are kept
-server-side (the last few), so changing a price only re-prices them.
+The three-policy comparison comes from background days run in the callback (one at a time, a
+short day, the last few kept server-side, so changing a price only re-prices them).
 """
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from collections import OrderedDict
 import dash
 from dash import Input, Output, State, dcc, html, no_update
 
+from twin import session as S
+from twin.cloud import live as CL
 from twin.cloud.copool import POLICIES, Params, load_params, run_day
 from twin.cloud.cost import Prices, day_report, load_prices
 from twin.cloud.training import compare
@@ -22,6 +26,7 @@ from twin.ui import guard as G
 from twin.ui import theme as T
 from twin.ui import lang as Lg
 from twin.ui.lang import N_, _
+from twin.ui.live import Tick, page_stores, page_tick, twin_for
 
 dash.register_page(__name__, path="/cloud", name=N_("Cloud"), title=Lg.title("Cloud"), order=9)
 
@@ -33,13 +38,44 @@ KEEP_RUNS = 3                                        # days kept for re-pricing 
 _RUNS: OrderedDict = OrderedDict()
 _LOCK = threading.Lock()
 POLICY_COLOURS = {"copool": T.GREEN, "dedicated": T.ORANGE, "inference-only": T.BLUE}
-# (field, label, step) of the knobs shown; bounds come from the pydantic models
-KNOBS = (("lend_below", N_("lend below (share of capacity)"), 0.05),
-         ("reclaim_above", N_("take back above"), 0.05), ("slo_target", N_("SLO target"), 0.001),
-         ("train_from_h", N_("training window from (h)"), 1), ("train_to_h", N_("to (h)"), 1))
-PRICES = (("capex_usd", N_("supernode price (USD)"), 100000), ("amortisation_years", N_("amortisation (years)"), 0.5),
-          ("usd_per_kwh", N_("electricity (USD/kWh)"), 0.01), ("pue", "PUE", 0.05),
-          ("idle_power_share", N_("idle power share"), 0.05))
+ACTOR = (State("ctl-twin", "data"), State("ctl-token", "data"), State("ctl-viewer", "data"),
+         State("ctl-secret", "data"))
+# (field, label, step, hover help) of the knobs shown; bounds come from the pydantic models
+KNOBS = (("lend_below", N_("lend below (share of capacity)"), 0.05,
+          N_("Lend a group to training only while the load stays below this share of the serving capacity left "
+             "after lending (0 to 1).")),
+         ("reclaim_above", N_("take back above"), 0.05,
+          N_("Take a group back from training when the load rises above this share of serving capacity "
+             "(0 to 1.5).")),
+         ("slo_target", N_("SLO target"), 0.001,
+          N_("Take a group back when the SLO attainment of the last window falls below this; lend only at or "
+             "above it (0 to 1).")),
+         ("train_from_h", N_("training window from (h)"), 1,
+          N_("Clock hour the training window opens (0 to 24). 0 to 24 means always: the load decides.")),
+         ("train_to_h", N_("to (h)"), 1,
+          N_("Clock hour the training window closes (0 to 24); from 20 to 8 trains only at night.")),
+         ("cooldown_h", N_("cooldown (h)"), 0.5,
+          N_("Hours of the day clock without lending after a take-back, so groups do not flap (0 to 24; "
+             "assumption).")),
+         ("dedicated_prefill_groups", N_("dedicated split: prefill groups"), 1,
+          N_("Under the dedicated policy, how many 16-NPU prefill groups train all day (0 to 16: two always "
+             "serve).")),
+         ("dedicated_decode_groups", N_("dedicated split: decode groups"), 1,
+          N_("Under the dedicated policy, how many 32-NPU decode groups train all day (0 to 2: one always "
+             "serves).")))
+POLICY_HELP = N_("copool: lend idle serving groups to training and take them back as load rises; dedicated: a "
+                 "fixed split trains all day; inference-only: no training.")
+PRICES = (("capex_usd", N_("supernode price (USD)"), 100000,
+           N_("Price of one supernode (ref 6: about US$8 million, before machine room, power and cooling).")),
+          ("amortisation_years", N_("amortisation (years)"), 0.5,
+           N_("Years the price is spread over (assumption: 4).")),
+          ("usd_per_kwh", N_("electricity (USD/kWh)"), 0.01, N_("Price of a kilowatt-hour (assumption: 0.10).")),
+          ("pue", "PUE", 0.05, N_("Power usage effectiveness: machine-room power over IT power (assumption: "
+                                  "1.3).")),
+          ("idle_power_share", N_("idle power share"), 0.05,
+           N_("Share of its busy power an idle NPU draws (assumption: 0.5).")))
+DAY_HELP = N_("Simulated seconds that stand for 24 hours in the comparison runs (longer is closer to the "
+              "600 s day, slower).")
 
 
 def _bounds(model, name: str) -> dict:
@@ -51,41 +87,53 @@ def _bounds(model, name: str) -> dict:
     return out
 
 
-def _input(model, name: str, label: str, step: float) -> html.Div:
+def _input(model, name: str, label: str, step: float, hint: str) -> html.Div:
     f = model.model_fields[name]
-    hint = f.description or "" if Lg.request_lang() == "en" else ""     # model descriptions are English only
-    return html.Div([html.Label(_(label), className="ctl-label", htmlFor=f"{P}-{name}", title=hint),
+    return html.Div([html.Label(_(label), className="ctl-label", htmlFor=f"{P}-{name}"),
                      dcc.Input(id=f"{P}-{name}", type="number", value=f.default, step=step, debounce=True,
-                               className="num-input", **_bounds(model, name))], className="field")
+                               className="num-input", **_bounds(model, name))], className="field", title=_(hint))
 
 
 def layout(**_kwargs):
     return html.Div([
+        *page_stores(P),
         dcc.Store(id=f"{P}-run"),
         C.page_header(_("Serve by day, train by night"),
-                      _("A day of diurnal chat traffic on the 384 NPUs, compressed as the diurnal scenario is. "
-                        "Under the co-pool policy serving groups move to a training job when the load allows "
-                        "(each move costs the switch time) and come back when it rises or the SLO slips; the "
-                        "dedicated split keeps a fixed training cluster; inference-only trains nothing.")),
+                      _("A day of diurnal chat traffic on the 384 NPUs, compressed as the diurnal scenario is, live "
+                        "on the twin you view. Under the co-pool policy serving groups move to a training job when "
+                        "the load allows (each move drains the group, then costs the switch time) and come back when "
+                        "it rises or the SLO slips; the dedicated split keeps a fixed training cluster; "
+                        "inference-only trains nothing.")),
         html.Div([
             C.panel(html.Div([
-                html.Label(_("Timeline of"), className="ctl-label", htmlFor=f"{P}-show"),
-                dcc.Dropdown(id=f"{P}-show", options=list(POLICIES), value="copool", clearable=False, className="dd"),
+                html.Div(id=f"{P}-live", className="hint"),
+                html.Button(_("Load the co-pool day"), id=f"{P}-load", n_clicks=0, className="btn",
+                            title=_("Restart the viewed twin on scenario copool-day (the co-pool scheduler runs "
+                                    "inside it)")),
+                html.Div([html.Label(_("Policy"), className="ctl-label", htmlFor=f"{P}-policy"),
+                          dcc.Dropdown(id=f"{P}-policy", options=list(POLICIES), value="copool", clearable=False,
+                                       className="dd")], className="field", title=_(POLICY_HELP)),
                 html.Div([_input(Params, *k) for k in KNOBS]),
+                html.Button(_("Apply to the twin"), id=f"{P}-apply", n_clicks=0, className="btn",
+                            title=_("Send the policy and knobs to the viewed twin (logged on the shared twin)")),
+                html.Div(id=f"{P}-msg", className="ctl-msg"),
+                html.H4(_("Compare the three policies")),
                 html.Div([html.Label(_("day length (%(lo)s-%(hi)s simulated s)") % {"lo": DAY_MIN_S, "hi": DAY_MAX_S},
-                                     className="ctl-label",
-                                     htmlFor=f"{P}-day"),
+                                     className="ctl-label", htmlFor=f"{P}-day"),
                           dcc.Input(id=f"{P}-day", type="number", value=DAY_DEFAULT_S, min=DAY_MIN_S,
-                                    max=DAY_MAX_S, step=10, className="num-input")], className="field"),
-                html.Button(_("Run the day"), id=f"{P}-go", n_clicks=0, className="btn"),
+                                    max=DAY_MAX_S, step=10, className="num-input")],
+                         className="field", title=_(DAY_HELP)),
+                html.Button(_("Run the comparison"), id=f"{P}-go", n_clicks=0, className="btn",
+                            title=_("A short day under each policy in the background, with the knobs above")),
                 html.H4(_("Price and power (assumptions)")),
                 html.Div([_input(Prices, *k) for k in PRICES]),
-                html.Div(id=f"{P}-msg", className="ctl-msg"),
             ]), _("Policy and assumptions"), "config"),
             html.Div([
-                dcc.Loading(C.panel(C.graph(f"{P}-timeline", _empty(_("Run the day to see its timeline")), 420),
-                                    _("The day"), "sim")),
-                C.panel(html.Div(id=f"{P}-table"), _("Cost and utilisation per policy"), "sim"),
+                C.panel(C.graph(f"{P}-timeline", _empty(_("Load the co-pool day to see its timeline")), 420),
+                        _("The day, live"), "sim"),
+                C.panel(html.Div(id=f"{P}-table", children=html.P(
+                    _("Run the comparison to see the three policies side by side."), className="hint")),
+                        _("Cost and utilisation per policy"), "sim"),
                 C.panel(html.Div(_training()), _("Why communication caps training utilisation"), "model",
                         extra=C.tag("paper")),
             ]),
@@ -122,10 +170,13 @@ def _training() -> list:
                    className="hint")]
 
 
-def timeline_figure(pool) -> dict:
-    """Stacked pool sizes (NPUs), the load against serving capacity, switch markers, utilisation."""
-    tl = pool.timeline
-    x = [6 + 24 * r["t"] / pool.eng.scenario.diurnal_period_s for r in tl]
+def timeline_figure(view: dict) -> dict:
+    """Stacked pool sizes (NPUs), the load against serving capacity, switch markers, utilisation and
+    training steps, over the day clock (`view`: a snapshot's `cloud`, or CoPool.view())."""
+    tl, day, h0 = view["timeline"], view["period_s"], view["params"]["day_start_h"]
+    clock = lambda t: h0 + 24 * t / day
+    x = [clock(r["t"]) for r in tl]
+    npus = sum(view["npus"].values()) or 384
     traces = [{"type": "scatter", "x": x, "y": [r[k] for r in tl], "name": _(name), "stackgroup": "npus",
                "line": {"width": 0.5, "color": col}, "yaxis": "y"}
               for k, name, col in (("prefill_npus", N_("prefill NPUs"), T.TEAL), ("decode_npus", N_("decode NPUs"), T.PURPLE),
@@ -136,26 +187,98 @@ def timeline_figure(pool) -> dict:
                {"type": "scatter", "x": x, "y": [r["serving_capacity_rps"] for r in tl],
                 "name": _("serving capacity (req/s)"), "line": {"color": T.YELLOW, "dash": "dot"}, "yaxis": "y2"},
                {"type": "scatter", "x": x, "y": [(r["useful_prefill_npus"] + r["useful_decode_npus"]
-                                                  + (r["training_npus"] if r["training_running"] else 0)) / 384
+                                                  + (r["training_npus"] if r["training_running"] else 0)) / npus
                                                  for r in tl],
-                "name": _("supernode utilisation"), "line": {"color": T.PINK, "width": 1.5}, "yaxis": "y3"}]
-    day = pool.eng.scenario.diurnal_period_s
-    shapes = [{"type": "line", "x0": 6 + 24 * w["t"] / day, "x1": 6 + 24 * w["t"] / day, "y0": 0, "y1": 1,
-               "yref": "paper", "line": {"color": T.GREEN if w["to"] == "training" else T.RED, "width": 1,
-                                         "dash": "dot"}} for w in pool.switches[:200]]
-    ticks = list(range(6, 31, 3))
+                "name": _("supernode utilisation"), "line": {"color": T.PINK, "width": 1.5}, "yaxis": "y3"},
+               {"type": "scatter", "x": x, "y": [r["steps"] for r in tl], "name": _("training steps (day clock)"),
+                "line": {"color": T.GREEN, "width": 1.5, "dash": "dash"}, "yaxis": "y4"}]
+    shapes = [{"type": "line", "x0": clock(w["t"]), "x1": clock(w["t"]), "y0": 0, "y1": 1, "yref": "paper",
+               "line": {"color": T.GREEN if w["to"] == "training" else T.RED, "width": 1, "dash": "dot"}}
+              for w in view["switches"] if not x or w["t"] >= tl[0]["t"]]
+    lo, hi = (int(x[0]) // 3 * 3, int(x[-1]) + 3) if x else (6, 30)
+    ticks = list(range(lo, hi + 1, 3))
     return {"data": traces, "layout": T.base_layout(
-        shapes=shapes, margin={"r": 110, "b": 90},
+        shapes=shapes, margin={"r": 150, "b": 90},
         legend={"orientation": "h", "y": -0.2, "yanchor": "top", "x": 0, "xanchor": "left"},
-        xaxis={"tickvals": ticks, "ticktext": [f"{h % 24:02d}:00" for h in ticks],
-               "domain": [0, 0.86]},
-        yaxis={"title": "NPUs", "range": [0, 390]},
-        yaxis2={"title": "req/s", "overlaying": "y", "side": "right", "anchor": "x", "showgrid": False,
+        xaxis={"tickvals": ticks, "ticktext": [f"{h % 24:02d}:00" for h in ticks], "domain": [0, 0.8]},
+        yaxis={"title": {"text": "NPUs"}, "range": [0, npus * 1.02]},
+        yaxis2={"title": {"text": "req/s"}, "overlaying": "y", "side": "right", "anchor": "x", "showgrid": False,
                 "rangemode": "tozero"},
-        yaxis3={"title": _("utilisation"), "overlaying": "y", "side": "right", "position": 0.97, "anchor": "free",
+        yaxis3={"title": {"text": _("utilisation")}, "overlaying": "y", "side": "right", "position": 0.9, "anchor": "free",
                 "range": [0, 1], "showgrid": False},
+        yaxis4={"title": {"text": _("steps")}, "overlaying": "y", "side": "right", "position": 1.0, "anchor": "free",
+                "rangemode": "tozero", "showgrid": False},
         title={"text": _("%(policy)s: %(n)s switches (green: to training, red: back to serving)") % {
-            "policy": pool.params.policy, "n": len(pool.switches)}})}
+            "policy": view["params"]["policy"], "n": view["moves"]}})}
+
+
+def live_line(view: dict | None, scenario: str) -> str:
+    """One line on what the viewed twin's day is doing (or that it runs no co-pool day)."""
+    if not view:
+        return _("The viewed twin runs scenario %(s)s, not a co-pool day: load the co-pool day to watch it "
+                 "here.") % {"s": scenario}
+    f, n = CL.day_figures(view), view["npus"]
+    hh = view["clock_h"]
+    parts = [_("%(clock)s on the day clock") % {"clock": f"{int(hh):02d}:{int(hh % 1 * 60):02d}"},
+             _("policy %(p)s") % {"p": view["params"]["policy"]},
+             _("%(t)s NPUs training, %(s)s switching, %(d)s draining") % {
+                 "t": f"{n['training']:g}", "s": f"{n['switching']:g}", "d": f"{n['draining']:g}"},
+             _("%(m)s switches, %(k)s training steps") % {"m": view["moves"], "k": f"{view['steps']:,.0f}"}]
+    if f:
+        parts.append(_("supernode utilisation %(u)s over the last %(h)s h") % {
+            "u": _pct(f["supernode_util"]), "h": f"{f['hours']:.1f}"})
+    if 0 < n["training"] < view["min_npus"]:
+        parts.append(_("below the job's %(m)s-NPU minimum: training waits") % {"m": view["min_npus"]})
+    return " · ".join(parts)
+
+
+@page_tick(P, {"fig": Output(f"{P}-timeline", "figure"), "live": Output(f"{P}-live", "children"),
+               "load": Output(f"{P}-load", "style"),
+               "form": [Output(f"{P}-policy", "value"), *[Output(f"{P}-{k[0]}", "value") for k in KNOBS]]})
+def tick(t: Tick) -> dict:
+    """The day from the snapshot (only when it changed); the form follows the twin on a new run."""
+    if not t.changed:
+        return {}
+    view = getattr(t.snap, "cloud", None)
+    out = {"live": live_line(view, getattr(t.snap, "scenario", "?")),
+           "load": {"display": "none"} if view else {},
+           "fig": timeline_figure(view) if view else _empty(_("Load the co-pool day to see its timeline"))}
+    if view and t.mode == "full":
+        out["form"] = [view["params"]["policy"], *[view["params"][k[0]] for k in KNOBS]]
+    return out
+
+
+def _say(tw, msg: str) -> tuple:
+    where = _("shared twin") if tw.shared else _("your sandbox")
+    return f"{msg} — {where}", "ctl-msg msg-ok"
+
+
+@dash.callback(*MSG, Input(f"{P}-load", "n_clicks"), *ACTOR, prevent_initial_call=True)
+def on_load(_n, choice, token, viewer, secret):
+    """Restart the viewed twin on the co-pool day (the same reset as the run controls)."""
+    tw, _note = twin_for(choice)
+    try:
+        msg = tw.control("reset", {"scenario": CL.SCENARIOS[0]}, **G.actor(viewer, token, secret))
+    except S.ControlError as exc:
+        return _("Not loaded: %(why)s") % {"why": exc}, "ctl-msg msg-error"
+    return _say(tw, msg)
+
+
+@dash.callback(*MSG, Input(f"{P}-apply", "n_clicks"), State(f"{P}-policy", "value"),
+               *[State(f"{P}-{k[0]}", "value") for k in KNOBS], *ACTOR, prevent_initial_call=True)
+def on_apply(_n, policy, *rest):
+    """Send the policy and knobs to the viewed twin as one co-pool change."""
+    knobs, (choice, token, viewer, secret) = rest[:len(KNOBS)], rest[len(KNOBS):]
+    tw, _note = twin_for(choice)
+    try:
+        fields = {k: int(v) if Params.model_fields[k].annotation is int and v == int(v) else v
+                  for k, v in _values(KNOBS, knobs).items() if v is not None}
+        if policy not in POLICIES:
+            raise CatalogError(f"policy = {str(policy)[:40]!r}: allowed {', '.join(POLICIES)}")
+        msg = tw.control("copool", {"policy": policy, **fields}, **G.actor(viewer, token, secret))
+    except (S.ControlError, CatalogError) as exc:
+        return _("Not applied: %(why)s") % {"why": exc}, "ctl-msg msg-error"
+    return _say(tw, msg)
 
 
 def comparison_table(reports: dict) -> html.Table:
@@ -234,23 +357,22 @@ def on_run(_n, day, *knobs):
 
 
 @dash.callback(
-    output=[Output(f"{P}-timeline", "figure"), Output(f"{P}-table", "children"), *MSG],
-    inputs={"run": Input(f"{P}-run", "data"), "show": Input(f"{P}-show", "value"),
-            "prices": [Input(f"{P}-{k[0]}", "value") for k in PRICES]},
+    output=[Output(f"{P}-table", "children"), *MSG],
+    inputs={"run": Input(f"{P}-run", "data"), "prices": [Input(f"{P}-{k[0]}", "value") for k in PRICES]},
     prevent_initial_call=True,
 )
-def on_show(run, show, prices):
-    """Draw the chosen policy's day and price every policy (again when a price changes)."""
+def on_show(run, prices):
+    """Price every policy of the kept comparison (again when a price changes)."""
     key = G.store(run).get("key")
     pools = _RUNS.get(key) if isinstance(key, str) else None
     if pools is None:
-        return no_update, html.P(_("Run the day to compare the policies."), className="hint"), no_update, no_update
+        return html.P(_("Run the comparison to see the three policies side by side."), className="hint"), \
+            no_update, no_update
     try:
         pr = load_prices(**_values(PRICES, prices))
     except CatalogError as exc:
-        return no_update, no_update, _("Not re-priced: %(why)s") % {"why": exc}, "ctl-msg msg-error"
-    policy = show if show in pools else "copool"
+        return no_update, _("Not re-priced: %(why)s") % {"why": exc}, "ctl-msg msg-error"
     reports = {name: day_report(pool, pr) for name, pool in pools.items()}
     priced = _trigger() in {f"{P}-{k[0]}" for k in PRICES}
     msg = (_("Re-priced the simulated day."), "ctl-msg msg-ok") if priced else (no_update, no_update)
-    return timeline_figure(pools[policy]), comparison_table(reports), *msg
+    return comparison_table(reports), *msg

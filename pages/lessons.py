@@ -29,7 +29,8 @@ def page_names(_) -> dict[str, str]:
     """The pages a lesson can open, named in the viewer's language."""
     return {"/": _("Overview"), "/topology": _("Topology"), "/traffic": _("Traffic"), "/cache": _("Cache"),
             "/tradeoffs": _("Trade-offs"), "/validation": _("Validation"), "/failures": _("Failures"),
-            "/explorer": _("Explorer"), "/lessons": _("Lessons"), "/glossary": _("Glossary")}
+            "/explorer": _("Explorer"), "/lessons": _("Lessons"), "/glossary": _("Glossary"),
+            "/cloud": _("Cloud")}
 
 
 def target_page(action: L.Action) -> str:

@@ -3,15 +3,16 @@ constant-time predictor), the day's cost arithmetic and the CLI."""
 import json
 import math
 
+import numpy as np
 import pytest
 
 from twin.__main__ import main
 from twin.cloud.copool import HOLD, CoPool, load_params
 from twin.cloud.cost import day_report, load_prices, peak_load
-from twin.cloud.training import TrainingJob, allreduce_seconds, compare
+from twin.cloud.training import TrainingJob, compare
 from twin.config import CatalogError
 from twin.engine import Engine
-from twin.engine.faults import recovery
+from twin.engine.requests import DONE
 from twin.engine.source import SyntheticSource
 from twin.predict.constant import ConstantPredictor
 from twin.workload import LengthDist
@@ -49,13 +50,25 @@ def test_a_switch_holds_the_group_out_of_both_pools_for_exactly_the_switch_time(
     assert pool.compression == 86400 / 600
     assert pool.switch_day_s == 5.0 + 60.0           # weights from EMS (ref 3: ~5 s) + hand-over
     sim = 65.0 / 144
-    eng.advance(1.0)
-    g = pool.groups[17]                              # prefill-17
-    held = recovery.in_flight_on(eng, [g.inst])
+    eng.advance(1.5)
+    g = pool.groups[17]                              # prefill-17: a batch of 24 since t = 1.06, 12 waiting
+    running, waiting = np.array(g.inst.running), np.array(g.inst.queue)
+    assert (len(running), len(waiting)) == (24, 12)
+    assert (eng.req.prefill_start[running] == 1.06).all()
     pool.lend(g, "test")
-    assert g.state == "to_training" and not g.inst.alive and HOLD in g.inst.down
-    assert pool.switches[-1]["requeued"] == len(held)
-    eng.advance(sim - 1e-6)
+    w = pool.switches[-1]
+    assert (w["finishing"], w["handed_over"], w["migrated"]) == (24, 12, 0)
+    assert g.state == "draining" and not g.inst.alive and HOLD in g.inst.down
+    assert (eng.req.instance[waiting] != g.inst.idx).all() and not g.inst.queue   # queue passed on
+    eng.advance(0.55)
+    assert g.state == "draining"                     # its batch runs to its end at 2.06
+    eng.advance(0.03)
+    assert g.state == "to_training"
+    assert 0.56 <= w["drain_s"] <= 0.57 + 1e-9       # the batch's end, seen at the next 10 ms poll
+    t_drained = 1.5 + w["drain_s"]
+    assert (eng.req.prefill_end[running] == 2.06).all()          # finished where it was, once
+    assert (eng.req.requeued[np.concatenate([running, waiting])] == 0).all()
+    eng.advance(t_drained + sim - 1e-6 - eng.env.now)
     assert g.state == "to_training"
     eng.advance(2e-6)
     assert g.state == "training" and not g.inst.alive
@@ -66,9 +79,36 @@ def test_a_switch_holds_the_group_out_of_both_pools_for_exactly_the_switch_time(
     assert g.state == "serving" and g.inst.alive and HOLD not in g.inst.down
     acc = pool.npu_seconds()                         # two switches of 16 NPUs, each exactly `sim`
     assert acc["switching"] == pytest.approx(2 * 16 * sim, rel=1e-9)
-    assert acc["training"] == pytest.approx(16 * 1e-6, abs=1e-9)   # trained from sim to sim + 1e-6
+    assert acc["training"] == pytest.approx(16 * 1e-6, abs=1e-9)   # trained from drain + sim to + 1e-6
+    assert acc["prefill"] == pytest.approx(288 * eng.env.now - 16 * (2 * sim) - acc["training"], rel=1e-12)
     assert sum(acc.values()) == pytest.approx(384 * eng.env.now, rel=1e-12)
     eng.advance(20)
+    assert eng.audit()["lost"] == 0 and eng.audit()["conserved"]
+
+
+def test_a_lent_decode_group_migrates_its_sequences_kv_and_they_finish_elsewhere(const):
+    pool = _pool(const, policy="inference-only")
+    eng = pool.eng
+    eng.advance(1.5)
+    g = pool.groups[20]                              # decode-2: 5 sequences decoding
+    assert g.inst.name == "decode-2"
+    ids = g.inst.ids.copy()
+    g.inst.sync()
+    made = eng.req.generated[ids].copy()
+    assert len(ids) == 5 and (made >= 1).all()
+    pool.lend(g, "test")
+    w = pool.switches[-1]
+    tokens = int((eng.req.input[ids] + made).sum())
+    assert (w["finishing"], w["handed_over"], w["migrated"]) == (0, 0, 5)
+    assert w["migrated_gb"] == round(tokens * eng.kv_bytes / 1e9, 3)
+    assert len(g.inst.ids) == 0 and g.state == "draining"
+    eng.advance(0.1)
+    assert g.state == "to_training" and w["drain_s"] <= 0.02    # the KV crosses UB in milliseconds
+    assert set(eng.req.instance[ids]) <= {0, 1}      # resumed on decode-0 and decode-1
+    eng.advance(20)
+    assert (eng.req.state[ids] == DONE).all()
+    assert (eng.req.requeued[ids] == 0).all() and (eng.req.recomputed[ids] == 0).all()
+    assert (eng.req.generated[ids] == eng.req.output[ids]).all()
     assert eng.audit()["lost"] == 0 and eng.audit()["conserved"]
 
 
@@ -211,9 +251,19 @@ def test_bad_price_names_the_field():
 def test_allreduce_on_ub_is_one_ring_at_the_measured_bandwidth():
     pm = TrainingJob().pm
     n, nbytes = 256, 1e9
-    assert allreduce_seconds(pm, nbytes, n) == pytest.approx(
+    assert pm.allreduce_seconds(nbytes, n) == pytest.approx(
         2 * 255 / 256 * nbytes / 135e9 + 2 * 255 * 1.9e-6, rel=1e-12)
-    assert allreduce_seconds(pm, nbytes, 1) == 0.0
+    assert pm.allreduce_seconds(nbytes, 1) == 0.0
+
+
+def test_allreduce_on_a_cluster_is_nvlink_then_rdma():
+    pm = TrainingJob("deepseek-h800").pm
+    fab, k = pm.fabric(), pm.k["nvlink_rdma"]
+    nbytes = 1e9
+    nvl = 2 * 7 / 8 * nbytes / (fab.nvlink_gbps * 1e9 * k["nvlink_efficiency"])
+    assert pm.allreduce_seconds(nbytes, 8) == pytest.approx(nvl, rel=1e-12)          # one NVLink domain
+    rdma = 2 * 3 / 4 * nbytes / 8 / (fab.rdma_gbps * 1e9 * k["rdma_efficiency"]) + 2 * 3 * fab.rdma_latency_us * 1e-6
+    assert pm.allreduce_seconds(nbytes, 32) == pytest.approx(nvl + rdma, rel=1e-12)  # 4 domains
 
 
 def test_training_step_shape_and_mfu():
@@ -279,3 +329,69 @@ class _nothing:
 
     def __exit__(self, *exc):
         return False
+
+
+def test_the_dedicated_split_is_editable_on_the_cli(capsys):
+    assert main(["cloud", "--policy", "dedicated", "--dedicated-prefill-groups", "4",
+                 "--dedicated-decode-groups", "1", "--duration", "4", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)["policies"]["dedicated"]
+    # 4 x 16 + 32 = 96 NPUs train from t = 0 (none switching): 96 of every 384 NPU-hours
+    h = r["npu_hours"]
+    assert h["training"] / (h["prefill"] + h["decode"] + h["training"]) == pytest.approx(96 / 384, abs=0.003)
+    assert r["npu_hours"]["switching"] == 0 and r["switches"] == 0
+    assert r["training_steps"] == 0          # below the job's 112-NPU minimum: the NPUs wait
+
+
+# ---- live: the co-pool knobs as an engine command ---------------------------------------------
+def _live(const):
+    from twin.cloud import live
+    eng = live.attach(Engine("copool-day", seed=3, predictor=const("cloudmatrix-pooled")))
+    return eng, eng.copool, live
+
+
+def test_a_live_policy_change_moves_groups_through_drain_and_switch(const):
+    eng, pool, live = _live(const)
+    eng.advance(1.5)
+    eng.submit(live.SetCoPool({"policy": "dedicated", "dedicated_prefill_groups": 2, "dedicated_decode_groups": 1}))
+    eng.advance(0.0)
+    lent = [w["group"] for w in pool.switches]
+    assert lent == ["prefill-16", "prefill-17", "decode-2"]
+    assert {g.inst.name: g.state for g in pool.lent()} == dict.fromkeys(lent, "draining")
+    eng.advance(2.0)                                  # drained (a 1 s prefill batch at most), then 65 s / 144
+    assert pool.training_npus() == 64
+    assert eng.snapshot().cloud["npus"]["training"] == 64 and eng.snapshot().cloud["params"]["policy"] == "dedicated"
+    eng.submit(live.SetCoPool({"policy": "inference-only"}))
+    eng.advance(0.0)
+    assert [w["to"] for w in pool.switches[3:]] == ["serving"] * 3 and pool.moves == 6
+    eng.advance(65 / 144 + 1e-6)
+    assert pool.lent() == [] and all(g.inst.alive for g in pool.groups)
+    eng.advance(10)
+    assert eng.audit()["lost"] == 0 and eng.audit()["conserved"]
+
+
+def test_live_commands_are_checked_when_built_and_when_they_land(const):
+    eng, pool, live = _live(const)
+    with pytest.raises(ValueError, match=r"copool\.nope: unknown knob"):
+        live.SetCoPool({"nope": 1})
+    with pytest.raises(ValueError, match=r"copool\.lend_below = 2"):
+        live.SetCoPool({"lend_below": 2})
+    with pytest.raises(ValueError, match=r"dedicated_prefill_groups = 17: allowed 0\.\.16"):
+        live.check({"dedicated_prefill_groups": 17}, eng.snapshot().cloud)
+    with pytest.raises(ValueError, match="does not run a co-pool day"):
+        live.check({"policy": "copool"}, None)
+    eng.submit(live.SetCoPool({"train_from_h": 3, "train_to_h": 3}))   # each fine, together empty
+    eng.advance(0.0)
+    assert pool.params.train_from_h == 0 and "copool refused: copool.train_to_h = 3.0" in eng.events[-1]["message"]
+    plain = Engine("copool-day", seed=3, predictor=const("cloudmatrix-pooled"))
+    assert plain.snapshot().cloud is None
+    plain.submit(live.SetCoPool({"policy": "dedicated"}))
+    plain.advance(0.0)
+    assert "runs no co-pool day" in plain.events[-1]["message"]
+
+
+def test_a_live_day_keeps_a_bounded_timeline(const):
+    eng, pool, live = _live(const)
+    pool.keep_rows = 5
+    eng.advance(8.5)
+    rows = eng.snapshot().cloud["timeline"]
+    assert [r["t"] for r in rows] == [4.0, 5.0, 6.0, 7.0, 8.0]

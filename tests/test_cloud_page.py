@@ -1,12 +1,16 @@
-"""The Cloud page's callbacks called as functions: a short day runs, prices re-price it, and bad or
-forged values get a one-line message (never a traceback)."""
+"""The Cloud page's callbacks called as functions: the live day from the viewed twin's snapshot
+(nothing sent while the version is unchanged), the policy knobs through the twin's action path,
+a short comparison day, prices re-pricing it, and bad or forged values getting a one-line message
+(never a traceback)."""
 import importlib
+import time
 
 import pytest
 from dash import no_update
 
-KNOBS = (0.6, 0.8, 0.99, 0, 24)
+KNOBS = (0.6, 0.8, 0.99, 0, 24, 2, 6, 1)
 PRICES = (8e6, 4, 0.1, 1.3, 0.5)
+ACTOR = ("shared", None, "v1", "secret-1")
 
 
 @pytest.fixture(scope="module")
@@ -26,34 +30,83 @@ def _cells(table) -> dict:
     return {r.children[0].children: [c.children for c in r.children[1:]] for r in rows}
 
 
-def test_a_day_runs_and_is_drawn(cloud, run):
-    fig, table, *_ = cloud.on_show(run, "copool", list(PRICES))
-    names = [t["name"] for t in fig["data"]]
-    assert names[:4] == ["prefill NPUs", "decode NPUs", "training NPUs", "switching"]
+def _wait(cond, timeout=20.0):
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.05)
+
+
+def test_the_live_day_is_drawn_from_the_snapshot_and_knobs_go_through_the_action_path(cloud, twin_registry):
+    tw = twin_registry.shared()
+    out = cloud.tick(1, "shared", None)
+    assert "not a co-pool day" in out["live"] and out["load"] == {}
+    msg, cls = cloud.on_load(1, *ACTOR)
+    assert cls == "ctl-msg msg-ok" and msg.startswith("reset: scenario copool-day")
+    tw.control("speed", "max")
+    _wait(lambda: tw.snapshot.cloud and len(tw.snapshot.cloud["timeline"]) >= 3)
+    out = cloud.tick(2, "shared", None)
+    assert out["load"] == {"display": "none"} and "policy copool" in out["live"]
+    assert [t["name"] for t in out["fig"]["data"]][:4] == ["prefill NPUs", "decode NPUs", "training NPUs", "switching"]
+    assert out["form"] == ["copool", 0.6, 0.8, 0.99, 0.0, 24.0, 2.0, 6, 1]
+    tw.control("pause")
+    cursor = out["cursor"]
+    _wait(lambda: tw.snapshot.version == tw.snapshot.version)      # paused: the version stays
+    same = cloud.tick(3, "shared", {**cursor, "v": tw.snapshot.version})
+    assert same["fig"] is no_update and same["live"] is no_update and same["cursor"] is no_update
+    msg, cls = cloud.on_apply(1, "dedicated", 0.6, 0.8, 0.99, 0, 24, 2, 4, 0, *ACTOR)
+    assert cls == "ctl-msg msg-ok" and "co-pool policy=dedicated" in msg and "dedicated_prefill_groups=4," in msg
+    assert tw.actions(1)[0]["what"].startswith("co-pool policy=dedicated")          # logged for everyone
+    tw.control("play")
+    _wait(lambda: tw.snapshot.cloud["params"]["policy"] == "dedicated")
+    _wait(lambda: tw.snapshot.cloud["npus"]["training"] == 64.0)     # 4 x 16 NPUs after drain + switch
+
+
+@pytest.mark.parametrize("policy,knobs,message", [
+    ("dedicated", (0.6, 0.8, 0.99, 0, 24, 2, 17, 1), "dedicated_prefill_groups = 17: allowed 0..16"),
+    ("dedicated", (0.6, 0.8, 0.99, 0, 24, 2, 6, 3), "dedicated_decode_groups"),
+    ("<script>", KNOBS, "policy = '<script>': allowed copool, dedicated, inference-only"),
+    ("copool", ("x",) + KNOBS[1:], "lend_below = 'x': not a number"),
+    ("copool", (0.6, 0.8, 0.99, 5, 5, 2, 6, 1), "must differ from train_from_h")])
+def test_bad_knobs_are_refused_with_a_message(cloud, twin_registry, policy, knobs, message):
+    tw = twin_registry.shared()
+    tw.control("reset", {"scenario": "copool-day"})
+    _wait(lambda: tw.snapshot.cloud is not None)
+    msg, cls = cloud.on_apply(1, policy, *knobs, *ACTOR)
+    assert cls == "ctl-msg msg-error" and message in msg, msg
+
+
+def test_knobs_on_a_twin_without_a_co_pool_day_are_refused(cloud, twin_registry):
+    twin_registry.shared()
+    msg, cls = cloud.on_apply(1, "copool", *KNOBS, *ACTOR)
+    assert cls == "ctl-msg msg-error" and "does not run a co-pool day; load scenario copool-day" in msg
+
+
+def test_a_comparison_runs_and_is_priced(cloud, run):
+    table, *_ = cloud.on_show(run, list(PRICES))
     assert set(_cells(table)) == {"copool", "dedicated", "inference-only"}
     assert _cells(table)["inference-only"][4] == "0"         # no training steps
 
 
 def test_prices_reprice_without_a_rerun(cloud, run):
-    cheap = _cells(cloud.on_show(run, "copool", [4e6, 4, 0.1, 1.3, 0.5])[1])
-    dear = _cells(cloud.on_show(run, "copool", [8e6, 4, 0.1, 1.3, 0.5])[1])
+    cheap = _cells(cloud.on_show(run, [4e6, 4, 0.1, 1.3, 0.5])[0])
+    dear = _cells(cloud.on_show(run, [8e6, 4, 0.1, 1.3, 0.5])[0])
     assert float(dear["inference-only"][8]) > float(cheap["inference-only"][8])
 
 
 @pytest.mark.parametrize("day,knobs,message", [
     (5, KNOBS, "day length = '5': allowed 30 to 600"), ("x", KNOBS, "day length = 'x'"),
-    (30, ("abc", 0.8, 0.99, 0, 24), "lend_below = 'abc': not a number"),
-    (30, (0.6, 0.8, 0.99, 3, 3), "train_to_h = 3.0: must differ from train_from_h"),
-    (30, (0.6, 9.0, 0.99, 0, 24), "copool.reclaim_above = 9.0"), (30, ([1], 0.8, 0.99, 0, 24), "lend_below")])
+    (30, ("abc",) + KNOBS[1:], "lend_below = 'abc': not a number"),
+    (30, (0.6, 0.8, 0.99, 3, 3, 2, 6, 1), "train_to_h = 3.0: must differ from train_from_h"),
+    (30, (0.6, 9.0) + KNOBS[2:], "copool.reclaim_above = 9.0"), (30, ([1],) + KNOBS[1:], "lend_below")])
 def test_bad_run_inputs_get_a_message(cloud, day, knobs, message):
     data, msg, cls = cloud.on_run(1, day, *knobs)
     assert data is no_update and cls == "ctl-msg msg-error" and message in msg
 
 
 def test_bad_prices_and_forged_stores(cloud, run):
-    out = cloud.on_show(run, "copool", [8e6, 4, 0.1, 0.5, 0.5])
-    assert out[3] == "ctl-msg msg-error" and "prices.pue = 0.5" in out[2]
+    out = cloud.on_show(run, [8e6, 4, 0.1, 0.5, 0.5])
+    assert out[2] == "ctl-msg msg-error" and "prices.pue = 0.5" in out[1]
     for forged in (None, "junk", {"key": 5}, {"key": "nope"}):
-        assert cloud.on_show(forged, "copool", list(PRICES))[1].children == "Run the day to compare the policies."
-    fig = cloud.on_show(run, "<script>", list(PRICES))[0]                  # unknown policy: the co-pool day
-    assert fig["layout"]["title"]["text"].startswith("copool:")
+        assert cloud.on_show(forged, list(PRICES))[0].children == \
+            "Run the comparison to see the three policies side by side."

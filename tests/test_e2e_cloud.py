@@ -1,29 +1,35 @@
-"""The Cloud page in headless Chromium: run a short day, see the timeline and the comparison, a bad
-value gets a message, and no console error. Screenshot: test-artifacts/e2e/cloud.png."""
+"""The Cloud page in headless Chromium: the co-pool day loaded from a link (`?scenario=copool-day`)
+runs live on the shared twin and its timeline grows; a policy change goes through the twin's
+action path; a bad knob gets a message; a short comparison runs and re-prices; no console error.
+Screenshot: test-artifacts/e2e/cloud.png."""
 from __future__ import annotations
 
 import pytest
 
-from tests.test_e2e import wait_text
+from tests.test_e2e import wait_live, wait_text
 
 pytestmark = pytest.mark.e2e
 
 
-def test_cloud_day_runs_and_compares_policies(browser_page, artifacts):
+def test_cloud_day_live_policy_change_and_comparison(browser_page, artifacts):
     pg = browser_page
-    pg.goto(pg.base_url + "/cloud")
-    wait_text(pg, "#cl-show", "copool")
+    pg.goto(pg.base_url + "/cloud?scenario=copool-day")
+    wait_live(pg)
+    wait_text(pg, "#cl-live", "policy copool", timeout=30_000)
+    pg.wait_for_selector("#cl-timeline .gtitle:has-text(\"switches\")")
+    pg.fill("#cl-dedicated_prefill_groups", "17")       # beyond the pool: refused by the twin's check
+    pg.click("#cl-apply")
+    wait_text(pg, "#cl-msg", "Not applied: .*dedicated_prefill_groups = 17: allowed 0..16")
+    pg.fill("#cl-dedicated_prefill_groups", "6")
+    pg.click("#cl-policy")
+    pg.get_by_role("option", name="dedicated", exact=True).click()
+    pg.click("#cl-apply")
+    wait_text(pg, "#cl-msg", "co-pool policy=dedicated")
+    wait_text(pg, "#cl-live", "policy dedicated", timeout=20_000)
     pg.fill("#cl-day", "30")
     pg.click("#cl-go")
     wait_text(pg, "#cl-msg", "Simulated a 30 s day", timeout=90_000)
     wait_text(pg, "#cl-table", "inference-only", timeout=20_000)
-    pg.wait_for_selector("#cl-timeline .gtitle:has-text(\"switches\")")
-    pg.fill("#cl-train_from_h", "3")                 # each value in range, together an empty window
-    pg.fill("#cl-train_to_h", "3")
-    pg.click("#cl-go")
-    wait_text(pg, "#cl-msg", "Not run: .*must differ from train_from_h")
-    pg.fill("#cl-train_to_h", "24")
-    pg.fill("#cl-train_from_h", "0")
     pg.fill("#cl-pue", "1.1")                        # re-prices the kept day
     pg.press("#cl-pue", "Enter")
     wait_text(pg, "#cl-msg", "Re-priced the simulated day")

@@ -36,7 +36,7 @@ CONVERTED = (
 ) + tuple(("pages.lessons", {"lesson": les, "step": str(n)})
           for les, n in (("prefill-decode", 1), ("prefill-decode", 2), ("kv-cache", 1), ("kv-cache", 2),
                          ("expert-parallel", 1), ("expert-parallel", 2), ("pipelining", 1), ("pipelining", 2),
-                         ("faults", 1), ("faults", 3), ("supernode", 1), ("supernode", 2)))
+                         ("faults", 1), ("faults", 3), ("supernode", 1), ("supernode", 2), ("cloud", 1), ("cloud", 3)))
 
 VISIBLE_PROPS = ("children", "title", "placeholder", "label", "options", "labels")
 SKIP_CLASS = "i18n-skip"            # citations and shell commands: shown as they are in every language

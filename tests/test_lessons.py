@@ -16,7 +16,7 @@ from twin import lessons as L
 from twin import session as S
 from twin.lessons import measure
 
-TOPICS = ("prefill-decode", "kv-cache", "expert-parallel", "pipelining", "faults", "supernode")
+TOPICS = ("prefill-decode", "kv-cache", "expert-parallel", "pipelining", "faults", "supernode", "cloud")
 
 
 def click(fn, prop_id: str, *args):
@@ -32,7 +32,7 @@ def lessons_page(dash_app):
     return importlib.import_module("pages.lessons")
 
 
-def test_six_lessons_cover_the_topics_with_steps_and_measured_answers():
+def test_seven_lessons_cover_the_topics_with_steps_and_measured_answers():
     ids = [les.id for les in L.lessons()]
     assert ids == list(TOPICS)
     for les in L.lessons():

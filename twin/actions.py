@@ -13,6 +13,7 @@ from typing import Any
 
 from .controls import (ControlError, _checked, _throttled, check_fault, demo_names, parse_load, parse_random,
                        parse_rate, parse_seed, parse_speed)
+from .cloud import live as copool_live
 from .engine import commands
 from .engine.faults import Policy, load_fault_file
 from .tracestore import TraceChoiceError, check, label, registered, resolve
@@ -80,7 +81,8 @@ class TwinActions:
 
         Actions: play, pause, speed (1..1000 or "max"), load (fraction of capacity), rate (req/s),
         fault ({"target", "kind", ...}; `check_fault` validates one first), policy ({"detect_s",
-        "redundant_experts", "weights_from", ...}), random ({"hours_per_sim_s"}),
+        "redundant_experts", "weights_from", ...}), random ({"hours_per_sim_s"}), copool (co-pool
+        knobs on a co-pool day: {"policy", "lend_below", "dedicated_prefill_groups", ...}),
         reset ({"scenario", "seed", "deployment", "trace": a name `twin.tracestore` offers, "rate",
         "load": a fraction of capacity, "faults": a demo name}). `client` must be the sandbox's owner (see `client_id`).
         """
@@ -162,6 +164,17 @@ class TwinActions:
         self.random = h or None
         return (f"random failures on ({self.random:g} failure-clock h per sim s)" if self.random
                 else "random failures off")
+
+    def _copool(self, value, client) -> str:
+        """Co-pool knobs (twin.cloud.live): checked against the day the twin runs, rate-limited."""
+        try:
+            fields = copool_live.check(value, getattr(self.snapshot, "cloud", None))
+        except ValueError as exc:
+            raise ControlError(str(exc)) from None
+        cmd = _checked(copool_live.SetCoPool, fields)
+        _throttled(self._copool_rate, "co-pool changes", client or "anyone")
+        self._q.put(cmd)
+        return "co-pool " + ", ".join(f"{k}={v}" for k, v in cmd.fields.items())
 
     def _reset_action(self, value, _client) -> str:
         return self._reset(value or {})
@@ -293,4 +306,5 @@ def _trace_notes(engine, shown: str | None) -> list[str]:
 
 ACTIONS = {"play": TwinActions._play, "pause": TwinActions._pause, "speed": TwinActions._speed,
            "load": TwinActions._load, "rate": TwinActions._rate, "fault": TwinActions._fault,
-           "policy": TwinActions._policy, "random": TwinActions._random, "reset": TwinActions._reset_action}
+           "policy": TwinActions._policy, "random": TwinActions._random, "copool": TwinActions._copool,
+           "reset": TwinActions._reset_action}

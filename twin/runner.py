@@ -22,6 +22,7 @@ from typing import Any, Callable
 from .actions import FAULTS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
 from .budget import RateLimit
 from .controls import parse_speed
+from .cloud import live as live_cloud
 from .engine import Engine
 
 log = logging.getLogger("twin.session")
@@ -34,7 +35,8 @@ LOG_LEN = 200
 
 
 def default_factory(**params):
-    return Engine(**params)
+    """An Engine; a co-pool day runs its scheduler inside it (twin.cloud.live)."""
+    return live_cloud.attach(Engine(**params))
 
 
 @dataclass
@@ -100,6 +102,7 @@ class Twin(TwinActions):
         self._window_reset = False                # set by control(); the thread clears its window
         self._pending: list[float] = []           # at_s of scheduled faults not yet struck
         self._fault_rate = RateLimit(FAULTS_PER_MIN)
+        self._copool_rate = RateLimit(live_cloud.CHANGES_PER_MIN)
         self._engine = self._factory(**self.params.engine_kwargs())   # raises ValueError on bad input
         apply_load(self._engine, self.params, key)
         self.snapshot = self._engine.snapshot()

@@ -40,12 +40,12 @@ class Target:
 
 
 def _deepep_normal(ep: int, nbytes: float) -> Callable[[PerfModel], float]:
-    return lambda pm: pm._fabric().logical_gbps(Traffic(ep, 4096, nbytes, pm.model.top_k), "normal",
+    return lambda pm: pm.fabric().logical_gbps(Traffic(ep, 4096, nbytes, pm.model.top_k), "normal",
                                                 pm.k["nvlink_rdma"])
 
 
 def _deepep_ll(ep: int, nbytes: float) -> Callable[[PerfModel], float]:
-    return lambda pm: pm._fabric().seconds(Traffic(ep, 128, nbytes, pm.model.top_k), "low-latency",
+    return lambda pm: pm.fabric().seconds(Traffic(ep, 128, nbytes, pm.model.top_k), "low-latency",
                                            pm.k["nvlink_rdma"]) * 1e6
 
 

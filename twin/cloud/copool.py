@@ -4,9 +4,10 @@ A SimPy process beside the engine. Every `control_s` it reads the arrival rate a
 attainment of the last window and, under the named policy, lends one group to training or takes one
 back. A move holds the group out of both pools for the switch time: weights reloaded as a fault
 restart reloads them (faults.Policy.restart_s, from EMS or object storage) plus a hand-over
-(assumption), checked against ref 6's "under 5 minutes". The group leaves serving the way a faulted
-instance does (Engine.take_offline: its requests are requeued, none lost) and returns with
-Engine.bring_online.
+(assumption), checked against ref 6's "under 5 minutes". A lent group first drains
+(twin.engine.handover: prefill finishes its running batch and passes its queue on; decode migrates
+its sequences' KV to the other decode groups), still counted in its serving pool; the switch time
+starts when it holds nothing. It returns with Engine.bring_online.
 
 The day is compressed as the diurnal scenario is: the workload's period (`diurnal_period_s`) stands
 for 24 hours, so one simulated second is `compression` seconds of the day clock. Serving runs in
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..config import CatalogError, _validate
 from ..engine import Engine
+from ..engine import handover
 from ..engine.faults import Policy as FaultPolicy
 from .training import TrainingJob
 
@@ -33,6 +35,8 @@ HOLD = "copool"               # the key of the engine hold that marks a lent gro
 ACCOUNTS = ("prefill", "decode", "training", "switching")
 REF6_SWITCH_S = 300.0         # ref 6: nodes switch between training and inference in under 5 minutes
 DAY_S = 86400.0
+VIEW_SWITCHES = 60           # switch records a snapshot carries (the page marks them on the timeline)
+HELD = ("finishing", "handed_over", "migrated", "migrated_gb")   # what a lent group held, and where it went
 
 
 class Params(BaseModel):
@@ -67,8 +71,9 @@ def load_params(**overrides) -> Params:
 @dataclass
 class Group:
     inst: object
-    state: str = "serving"        # serving | to_training | training | to_serving
+    state: str = "serving"        # serving | draining | to_training | training | to_serving
     since: float = 0.0            # sim time it entered the state
+    gen: int = 0                  # bumps on every move decided (a superseded switch stops)
 
     @property
     def kind(self) -> str:
@@ -77,7 +82,9 @@ class Group:
     @property
     def account(self) -> str:
         """Where its NPU time is counted: its serving pool, training, or switching."""
-        return self.kind if self.state == "serving" else "switching" if self.state.startswith("to_") else "training"
+        if self.state in ("serving", "draining"):       # a draining group still does its pool's work
+            return self.kind
+        return "switching" if self.state.startswith("to_") else "training"
 
     @property
     def npus(self) -> float:
@@ -112,6 +119,9 @@ class CoPool:
     timeline: list[dict] = field(default_factory=list)
     switches: list[dict] = field(default_factory=list)
     steps: float = 0.0
+    keep_rows: int | None = None        # timeline rows kept (None: all; the live twin bounds it)
+    keep_switches: int = 100_000        # switch records kept (`moves` counts them all)
+    moves: int = 0
 
     def __post_init__(self):
         eng, p = self.eng, self.params
@@ -127,11 +137,11 @@ class CoPool:
         self._tokens = (0.0, 0.0)
         self._quiet_until = 0.0          # sim time before which the policy does not lend (cooldown)
         self._npu_s = dict.fromkeys(ACCOUNTS, 0.0)   # NPU-seconds of groups that left each account
+        self._view_params = p.model_dump()
         if p.policy == "dedicated":
             self._place_dedicated()
         eng.env.process(self._account())
-        if p.policy == "copool":
-            eng.env.process(self._control())
+        eng.env.process(self._control())
 
     # ---- clock and signals -------------------------------------------------------------------
     def clock_h(self) -> float:
@@ -156,41 +166,94 @@ class CoPool:
 
     # ---- moves -----------------------------------------------------------------------------------
     def _place_dedicated(self) -> None:
-        p = self.params
+        for g in self._dedicated():               # the split exists before the day starts
+            handover.hand_over(self.eng, g.inst, HOLD, "dedicated to training")
+            self._move(g, "training")
+
+    def _dedicated(self, p: Params | None = None) -> list[Group]:
+        """The groups a dedicated split trains on (the last of each pool); ValueError if too many."""
+        p, out = p or self.params, []
         for kind, n, keep in (("prefill", p.dedicated_prefill_groups, p.min_prefill_groups),
                               ("decode", p.dedicated_decode_groups, p.min_decode_groups)):
-            pool = self.serving(kind)
+            pool = [g for g in self.groups if g.kind == kind]
             if n > len(pool) - keep:
                 raise ValueError(f"copool.dedicated_{kind}_groups = {n}: allowed 0..{len(pool) - keep} "
                                  f"(the deployment has {len(pool)} {kind} groups, "
                                  f"min_{kind}_groups = {keep} must serve)")
-            for g in pool[len(pool) - n:]:          # the split exists before the day starts
-                self.eng.take_offline(g.inst, HOLD, "dedicated to training")
-                self._move(g, "training")
+            out += pool[len(pool) - n:]
+        return out
+
+    def configure(self, params: Params) -> None:
+        """New knobs while the day runs (the live twin's command; ValueError before any change):
+        a change to dedicated or inference-only moves groups at once, each move paying its drain
+        and switch time; under copool the policy takes it from the current split."""
+        keep = self._dedicated(params) if params.policy == "dedicated" else []
+        self.params = params
+        self._view_params = params.model_dump()
+        if params.policy == "copool":
+            return
+        for g in self.lent():
+            if g not in keep and g.state != "to_serving":
+                self.reclaim(g, f"policy {params.policy}")
+        for g in keep:
+            if g.state in ("serving", "to_serving"):
+                self.lend(g, f"policy {params.policy}")
+        self._quiet_until = 0.0
+
+    def view(self) -> dict:
+        """What a snapshot carries of the day (read-only copies; rows are never changed once kept)."""
+        npus = dict.fromkeys(("prefill", "decode", "draining", "switching", "training"), 0.0)
+        for g in self.groups:
+            npus["draining" if g.state == "draining" else g.account] += g.npus
+        return {"params": self._view_params, "timeline": tuple(self.timeline),
+                "switches": tuple(self.switches[-VIEW_SWITCHES:]), "moves": self.moves,
+                "steps": round(self.steps, 1), "clock_h": round(self.clock_h(), 2), "npus": npus,
+                "groups": {k: sum(g.kind == k for g in self.groups) for k in ("prefill", "decode")},
+                "period_s": self.eng.scenario.diurnal_period_s, "compression": self.compression,
+                "switch_s": round(self.switch_day_s, 1), "min_npus": self.min_npus}
 
     def lend(self, g: Group, reason: str) -> None:
-        requeued, _ = self.eng.take_offline(g.inst, HOLD, f"lent to training ({reason})")
-        self._move(g, "to_training")
-        self._log(g, "training", reason, requeued)
-        self.eng.env.process(self._finish(g, "training"))
+        out = handover.hand_over(self.eng, g.inst, HOLD, f"lent to training ({reason})")
+        self._move(g, "draining")
+        self._log(g, "training", reason, out)
+        self.eng.env.process(self._to_training(g, out["ids"], self.switches[-1]))
 
     def reclaim(self, g: Group, reason: str) -> None:
-        self._move(g, "to_serving")
-        self._log(g, "serving", reason, 0)
-        self.eng.env.process(self._finish(g, "serving"))
-
-    def _finish(self, g: Group, to: str):
-        yield self.eng.env.timeout(self.switch_day_s / self.compression)
-        if to == "serving":
+        if g.state == "draining":             # its weights never left: it serves again at once
+            self._move(g, "serving")
             self.eng.bring_online(g.inst, HOLD)
-        else:   # KV that was already on its way to a lent decode group lands in its inbox: requeue it
-            self.eng.take_offline(g.inst, HOLD, "lent to training")
-        self._move(g, to)
+            self._log(g, "serving", reason, {})
+            return
+        self._move(g, "to_serving")
+        self._log(g, "serving", reason, {})
+        self.eng.env.process(self._to_serving(g))
+
+    def _to_training(self, g: Group, migrated, record: dict):
+        env, gen, t0 = self.eng.env, g.gen, self.eng.env.now
+        while not handover.drained(self.eng, g.inst, migrated):
+            yield env.timeout(handover.DRAIN_POLL_S)
+            if g.gen != gen:
+                return
+        record["drain_s"] = round(env.now - t0, 4)
+        self._move(g, "to_training")
+        yield env.timeout(self.switch_day_s / self.compression)
+        if g.gen != gen + 1:
+            return
+        if g.kind == "decode":   # KV already on its way to it when it was lent: pass it on too
+            record["migrated"] += handover.migrate(self.eng, g.inst, g.inst.evict(queue=True))["migrated"]
+        self._move(g, "training")
+
+    def _to_serving(self, g: Group):
+        gen = g.gen
+        yield self.eng.env.timeout(self.switch_day_s / self.compression)
+        if g.gen == gen:
+            self.eng.bring_online(g.inst, HOLD)
+            self._move(g, "serving")
 
     def _move(self, g: Group, state: str) -> None:
         now = self.eng.env.now
         self._npu_s[g.account] += g.npus * (now - g.since)
-        g.state, g.since = state, now
+        g.state, g.since, g.gen = state, now, g.gen + 1
 
     def npu_seconds(self) -> dict[str, float]:
         """Simulated NPU-seconds each account has had since the start (exact, to this instant)."""
@@ -199,10 +262,13 @@ class CoPool:
             out[g.account] += g.npus * (now - g.since)
         return out
 
-    def _log(self, g: Group, to: str, reason: str, requeued: int) -> None:
+    def _log(self, g: Group, to: str, reason: str, held: dict) -> None:
+        """A move in the switch log; a lend says what the group held and where it went."""
         self.switches.append({"t": round(self.eng.env.now, 3), "clock_h": round(self.clock_h(), 2),
                               "group": g.inst.name, "npus": g.npus, "to": to, "reason": reason,
-                              "requeued": int(requeued)})
+                              **{k: held.get(k, 0) for k in HELD}})
+        del self.switches[:-self.keep_switches]
+        self.moves += 1
         self.eng.log("copool", f"{g.inst.name} ({g.npus:g} NPUs) -> {to}: {reason}")
 
     # ---- the policy ----------------------------------------------------------------------------
@@ -278,15 +344,21 @@ class CoPool:
         return next((g for g in back if g.kind == want), back[0])
 
     def _control(self):
-        eng, dt = self.eng, self.params.control_s
-        arrived = 0
+        """Every control_s: the policy's decision on the last window (only under "copool"; the
+        first window after a change to it only measures)."""
+        eng, arrived = self.eng, 0
         while True:
+            dt = self.params.control_s
             yield eng.env.timeout(dt)
+            if self.params.policy != "copool":
+                arrived = None
+                continue
             eng.catch_up()
             now = eng.req.counts()["arrived"]
-            n = max(1, round(dt / eng.scenario.interval_s))
-            slo = eng.metrics.window("slo_attainment", n)
-            self.decide((now - arrived) / dt, None if slo != slo else slo)
+            if arrived is not None:
+                n = max(1, round(dt / eng.scenario.interval_s))
+                slo = eng.metrics.window("slo_attainment", n)
+                self.decide((now - arrived) / dt, None if slo != slo else slo)
             arrived = now
 
     # ---- accounting ----------------------------------------------------------------------------
@@ -321,6 +393,8 @@ class CoPool:
                 "output_tokens": d_out,
                 "slo_attainment": h["slo_attainment"][-1] if h["slo_attainment"] else float("nan"),
                 "steps": round(self.steps, 3)})
+            if self.keep_rows is not None:
+                del self.timeline[:-self.keep_rows]
             self._arrived = arrived
 
 

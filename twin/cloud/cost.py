@@ -18,7 +18,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..config import _validate, catalog
-from .copool import DAY_S, CoPool
+from .copool import DAY_S, HELD, CoPool
 
 
 SWITCH_LOG = 100     # switches listed in a report (the count is always complete)
@@ -108,11 +108,11 @@ def day_report(pool: CoPool, prices: Prices | None = None) -> dict:
                      "tokens_per_step": pool.job.global_batch_tokens,
                      "step_at_peak_npus": pool.job.step(peak_npus) if peak_npus else None},
         "peak_serving_load": peak_load(pool.timeline),
-        "switches": len(pool.switches),
+        "switches": pool.moves,
         "switch_s": round(pool.switch_day_s, 1),
         "switch_claim_s": f"< 300 (ref 6: under 5 minutes); twin: weights from {pool.params.weights_from} "
                           f"(fault-restart model) + hand-over {pool.params.handover_s:g} s (assumption)",
-        "requeued_by_switches": sum(w["requeued"] for w in pool.switches),
+        "held_by_lent_groups": {k: round(sum(w[k] for w in pool.switches), 3) for k in HELD},
         "switch_log": pool.switches[:SWITCH_LOG],
         "inference": {"slo_attainment": summary["slo_attainment"],
                       "output_tokens_per_day": round(tokens / days) if days else 0,

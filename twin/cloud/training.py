@@ -6,7 +6,8 @@ RDMA with DeepEP normal kernels on a GPU cluster), overlapped by the accelerator
 twin/predict/execution.py. Backward = twice the forward compute (assumption: the usual 2x) with
 the same dispatch and combine again, reversed. Gradients of replicated weights are all-reduced over
 every rank, expert gradients over the ranks that hold the same experts (ring on UB; hierarchical
-NVLink then RDMA on a cluster), hidden behind the backward pass except the last layer's bucket.
+NVLink then RDMA on a cluster; PerfModel.allreduce_seconds, twin/predict/comm.py), hidden behind
+the backward pass except the last layer's bucket.
 
 Model FLOPs utilisation (MFU) = model FLOPs / (step time x BF16 peak x ranks), with the compute
 alone giving the ceiling: the gap between the two is what communication costs. The product
@@ -22,7 +23,6 @@ from functools import lru_cache
 from ..perf import PerfModel
 from ..predict import execution
 
-US = 1e-6
 PRECISION = "bf16"            # assumption: BF16 training on both systems (ref 1: the 910C has no FP8)
 GRAD_BYTES = 2                # assumption: BF16 gradients on the wire
 STATE_BYTES_PER_PARAM = 16    # assumption: mixed-precision Adam (BF16 weights and grads, FP32 master + 2 moments)
@@ -86,27 +86,6 @@ def model_flops_per_token(pm: PerfModel, seq_len: int) -> float:
     return 3 * fwd
 
 
-def allreduce_seconds(pm: PerfModel, nbytes: float, ranks: int) -> float:
-    """Ring all-reduce of `nbytes` per rank. UB: one flat ring at the die's measured write bandwidth
-    (ref 1 Measured UB). Cluster: reduce-scatter over NVLink inside a domain, all-reduce of the
-    1/g shard over RDMA across domains, all-gather over NVLink, at the link efficiencies calibrated
-    on DeepEP (perf.toml [nvlink_rdma])."""
-    if ranks <= 1 or nbytes <= 0:
-        return 0.0
-    s = pm.system
-    if s.kind == "supernode":
-        bw = s.ub_measured_write_gbps * 1e9 * pm.net.ub
-        return 2 * (ranks - 1) / ranks * nbytes / bw + 2 * (ranks - 1) * s.ub_latency_us * US
-    fab, k = pm._fabric(), pm.k["nvlink_rdma"]
-    g = min(fab.gpus_per_domain, ranks)
-    domains = math.ceil(ranks / g)
-    t = 2 * (g - 1) / g * nbytes / (fab.nvlink_gbps * 1e9 * k["nvlink_efficiency"])
-    if domains > 1:
-        t += (2 * (domains - 1) / domains * nbytes / g / (fab.rdma_gbps * 1e9 * k["rdma_efficiency"])
-              + 2 * (domains - 1) * fab.rdma_latency_us * US)
-    return t
-
-
 def _layer_seconds(pm: PerfModel, q: float, seq: int, scale: float, comm: bool) -> float:
     """One MoE layer for q tokens per die: forward (scale 1) or backward (scale 2: compute doubled,
     the same all-to-all reversed), overlapped as the accelerator's prefill overlaps (perf.py)."""
@@ -114,9 +93,9 @@ def _layer_seconds(pm: PerfModel, q: float, seq: int, scale: float, comm: bool) 
     n_mb = pm.k["streams"]["microbatches"] if gpu else 1
 
     def pieces(frac: float) -> execution.Pieces:
-        attn = pm._attention_stream(q / n_mb, q / n_mb / seq, seq / 2, frac, PRECISION, decode=False)
-        moe = pm._moe_stream("prefill", q / n_mb, frac, PRECISION, "default")
-        p = pm._pieces(attn, moe)
+        attn = pm.attention_stream(q / n_mb, q / n_mb / seq, seq / 2, frac, PRECISION, decode=False)
+        moe = pm.moe_stream("prefill", q / n_mb, frac, PRECISION, "default")
+        p = pm.overlap_pieces(attn, moe)
         k = 1.0 if comm else 0.0
         return execution.Pieces(a=p.a * scale, d=p.d * k, e=p.e * scale, c=p.c * k)
 
@@ -137,9 +116,9 @@ def _step(job: TrainingJob, npus: int) -> dict | None:
     q = job.global_batch_tokens / (dies * micro)            # tokens per die per microbatch (<= seq)
 
     def one_microbatch(comm: bool) -> tuple[float, float]:
-        dense_attn = pm._attention_stream(q, 1, seq / 2, 1.0, PRECISION, decode=False).total
-        dense_mlp = pm._gemm(2 * q * pm.dense_mlp_params(), pm.dense_mlp_params() * 2, 1.0, PRECISION)
-        head = pm._gemm(2 * q * pm.head_params(), pm.head_params() * 2, 1.0, PRECISION)
+        dense_attn = pm.attention_stream(q, 1, seq / 2, 1.0, PRECISION, decode=False).total
+        dense_mlp = pm.gemm_seconds(2 * q * pm.dense_mlp_params(), pm.dense_mlp_params() * 2, 1.0, PRECISION)
+        head = pm.gemm_seconds(2 * q * pm.head_params(), pm.head_params() * 2, 1.0, PRECISION)
         fwd = ((dense_attn + dense_mlp) * m.dense_layers + _layer_seconds(pm, q, seq, 1, comm) * pm.moe_layers
                + head)
         bwd = ((dense_attn + dense_mlp) * 2 * m.dense_layers
@@ -154,8 +133,8 @@ def _step(job: TrainingJob, npus: int) -> dict | None:
     replicated = (pm.attn_params() * m.layers + pm.dense_mlp_params() * m.dense_layers + 2 * pm.head_params()
                   + (m.shared_experts * pm.expert_params() + m.hidden * m.routed_experts) * pm.moe_layers)
     expert = experts_per_die * pm.expert_params() * pm.moe_layers
-    ar = (allreduce_seconds(pm, replicated * GRAD_BYTES, dies)
-          + allreduce_seconds(pm, expert * GRAD_BYTES, dies // job.ep))
+    ar = (pm.allreduce_seconds(replicated * GRAD_BYTES, dies)
+          + pm.allreduce_seconds(expert * GRAD_BYTES, dies // job.ep))
     last_bwd = bwd / m.layers                               # the last bucket has nothing to hide under
     ar_exposed = max(ar - (bwd - last_bwd), min(ar, last_bwd))
     params_per_die = (replicated + m.routed_experts * pm.expert_params() * pm.moe_layers) / dies

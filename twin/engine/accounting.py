@@ -49,13 +49,20 @@ class Accounting:
         for inst in instances:
             self._spread[inst.slot, inst.nodes] = 1.0 / len(inst.nodes)
         self._spread[len(instances) + np.arange(n_nodes), np.arange(n_nodes)] = 1.0
-        self._g_ub = np.zeros((n_groups, n_groups))
-        self._g_rdma = np.zeros((2, n_groups))       # bytes out of, into each group
+        self._n_groups = n_groups
+        self._reset_groups()
         self._srv_group = np.zeros((len(servers), n_groups))     # server -> its node's group
         for i, s in enumerate(servers):
             self._srv_group[i, len(instances) + server_node[s]] = 1.0
         self.n_slots = len(instances)
         self.reset_ems_blocks()
+
+    def _reset_groups(self) -> None:
+        """Bytes between groups, in plain lists: one Python float add per batch (the same sums
+        as a numpy array, without a numpy scalar read and write each)."""
+        n = self._n_groups
+        self._g_ub = [[0.0] * n for _ in range(n)]
+        self._g_rdma = ([0.0] * n, [0.0] * n)       # bytes out of, into each group
 
     def reset_ems_blocks(self) -> None:
         """Per instance slot and EMS server: blocks sent for hits, blocks written (plain lists,
@@ -67,24 +74,24 @@ class Accounting:
     def flush(self) -> None:
         """Spread the group totals over node pairs into the interval's counters."""
         cur, sp = self.metrics.cur, self._spread
+        g_ub, g_rdma = np.array(self._g_ub), np.array(self._g_rdma)
         if len(self._srv_group):
             n_slots, bb = len(self.ems_hit), self.block_bytes
-            self._g_ub[:, :n_slots] += self._srv_group.T @ (np.array(self.ems_hit).T * bb)
-            self._g_ub[:n_slots] += np.array(self.ems_new) * bb @ self._srv_group
+            g_ub[:, :n_slots] += self._srv_group.T @ (np.array(self.ems_hit).T * bb)
+            g_ub[:n_slots] += np.array(self.ems_new) * bb @ self._srv_group
             self.reset_ems_blocks()
-        cur.node_bytes += sp.T @ self._g_ub @ sp
-        cur.rdma_out += self._g_rdma[0] @ sp
-        cur.rdma_in += self._g_rdma[1] @ sp
-        self._g_ub[:] = 0.0
-        self._g_rdma[:] = 0.0
+        cur.node_bytes += sp.T @ g_ub @ sp
+        cur.rdma_out += g_rdma[0] @ sp
+        cur.rdma_in += g_rdma[1] @ sp
+        self._reset_groups()
 
     def node_traffic(self, src: int, dst: int, nbytes: float, plane: str = "ub") -> None:
         """Bytes between two traffic groups."""
         if plane == "ub":
-            self._g_ub[src, dst] += nbytes
+            self._g_ub[src][dst] += nbytes
         else:
-            self._g_rdma[0, src] += nbytes
-            self._g_rdma[1, dst] += nbytes
+            self._g_rdma[0][src] += nbytes
+            self._g_rdma[1][dst] += nbytes
 
     def a2a_bytes(self, pool: str, tokens_per_die: float, dies: int) -> float:
         """UB bytes of one step's MoE dispatch + combine over all MoE layers."""

@@ -24,7 +24,7 @@ from ..topology import topology
 from . import cache, network, report
 from .accounting import Accounting
 from .commands import Command
-from .faults import FaultManager, Policy, load_fault_file, recovery
+from .faults import FaultManager, Policy, load_fault_file
 from .metrics import Metrics
 from .pools import DecodeInstance, PrefillInstance
 from .requests import DONE, KEEP_ROWS, QUEUED, RequestTable
@@ -203,14 +203,9 @@ class Engine:
         """The topology changed (a fault struck or recovered): instances and flows follow."""
         network.network_changed(self)
 
-    def take_offline(self, inst, key: str, reason: str) -> tuple[int, int]:
-        """Hold an instance down under `key`, as a fault does, and requeue what it held; the
-        co-pool scheduler (twin/cloud) lends serving groups to training this way."""
-        inst.fail(key, reason)
-        return recovery.restart(self, inst)
-
     def bring_online(self, inst, key: str) -> None:
-        """Release the hold `key`: the instance serves again unless another hold remains."""
+        """Release the hold `key` (a fault's, or handover.hand_over's when the co-pool scheduler
+        lends a group): the instance serves again unless another hold remains."""
         inst.down.pop(key, None)
         inst.wake()
 
@@ -301,10 +296,14 @@ class Engine:
             d.sync()
 
     def _admit_new(self, ids: np.ndarray) -> None:
+        """New requests (the tick's ids, consecutive): reject those that can never fit a die's
+        KV, place the rest on prefill instances, then start the instances that got work."""
         req = self.req
-        rows = req.rows(ids)
-        too_long = (req.input.a[rows] + req.output.a[rows]) > self.kv_capacity_tokens
-        if too_long.any():
+        r0 = int(ids[0]) - req.base
+        rows = slice(r0, r0 + len(ids))
+        need = (req.input.a[rows] + req.output.a[rows]).tolist()
+        if max(need) > self.kv_capacity_tokens:
+            too_long = np.array(need) > self.kv_capacity_tokens
             bad = req.reject(ids[too_long], "kv_too_long")
             self.log("reject", N_("%(n)s request(s) need more KV than a die holds (> %(cap)s tokens); rejected"),
                      n=len(bad), cap=f"{self.kv_capacity_tokens:,.0f}")
@@ -314,9 +313,12 @@ class Engine:
                 self.to_decode(ids)
             return
         touched: dict = {}
-        live = [p for p in self.prefill if p.alive]
-        for rid in ids.tolist():
-            inst = self.schedule_prefill(rid, wake=False, live=live)
+        live = [p for p in self.prefill if p.alive] or self.prefill
+        choose, state, base = self.policies.placement.choose, req.state.a, req.base
+        for rid in ids.tolist():          # schedule_prefill() of each, in arrival order
+            inst = choose(live)
+            inst.enqueue(rid, False)
+            state[rid - base] = QUEUED
             touched.setdefault(inst.idx, inst)
         for inst in touched.values():      # in the order they got work, as their wake-ups were
             inst.start()

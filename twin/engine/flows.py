@@ -70,7 +70,7 @@ class FlowNet:
 
     def settle(self) -> None:
         """Run the deferred wake-ups due by now, in time order."""
-        while self._armed_at <= self.env.now:
+        while self._armed_at <= self.env._now:
             self._fire(self._armed_at)
 
     def need_events(self) -> None:
@@ -88,7 +88,7 @@ class FlowNet:
         self._timer_gen = gen
 
     def _drain(self, now: float | None = None) -> None:
-        now = self.env.now if now is None else now
+        now = self.env._now if now is None else now
         dt = now - self._last
         self._last = now
         if dt <= 0:
@@ -101,17 +101,20 @@ class FlowNet:
 
         A flow crossing a dead link (capacity 0) waits at rate 0 and is left out of the filling,
         so flows elsewhere keep their fair share; it resumes when the capacity returns."""
-        now = self.env.now if now is None else now
-        if len(self.flows) == 1:            # alone: the rate is its narrowest live link
+        now = self.env._now if now is None else now
+        if len(self.flows) <= 1:            # alone: the rate is its narrowest live link
             for f in self.flows.values():
-                narrowest = min(self.capacity[l] for l in f.links)
+                narrowest = min(map(self.capacity.__getitem__, f.links))
                 f.rate = narrowest if narrowest > 0 else 0.0
-            self._arm(now)
-            return
+                self._arm(now)
+            return                          # none: nothing to arm (_fire cleared the wake-up)
+        capacity = self.capacity
+        cap = {}                            # capacity left on the links in use
         for f in self.flows.values():
             f.rate = 0.0
-        cap = dict(self.capacity)
-        active = {i: f for i, f in self.flows.items() if all(cap[l] > 0 for l in f.links)}
+            for link in f.links:
+                cap[link] = capacity[link]
+        active = {i: f for i, f in self.flows.items() if min(map(cap.__getitem__, f.links)) > 0}
         while active:
             users: dict[str, int] = {}
             for f in active.values():
@@ -132,9 +135,11 @@ class FlowNet:
         comes early it finds nothing done and re-arms), so most flow changes schedule no event;
         none at all while completions are deferred."""
         finish = [(f.remaining / f.rate) for f in self.flows.values() if f.rate > 0]
-        if finish and now + max(0.0, min(finish)) < self._armed_at:
-            self._gen += 1
-            self._armed_at = now + max(0.0, min(finish))
+        if finish:
+            at = now + max(0.0, min(finish))
+            if at < self._armed_at:
+                self._gen += 1
+                self._armed_at = at
         if self._timer_gen != self._gen and self._armed_at < math.inf \
                 and (self._armed_at > self.env.now or now == self.env.now) \
                 and (self._events or self.defer is None or not self.defer()):

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from heapq import heappush
 from itertools import islice
 from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
+from simpy.events import NORMAL
 
 from .cache import lookup, lookup_one
 from .requests import DECODE_QUEUE, DECODING, PREFILL, QUEUED
@@ -20,7 +22,17 @@ from .requests import DECODE_QUEUE, DECODING, PREFILL, QUEUED
 if TYPE_CHECKING:
     from .core import Engine
 
-_min = np.minimum.reduce   # ndarray.min() without its Python wrapper (once per decode step)
+_min = np.minimum.reduce   # ndarray.min() and .sum() without their Python wrappers
+_sum = np.add.reduce
+
+
+def call_later(env: simpy.Environment, delay: float, callback) -> None:
+    """`callback(event)` `delay` seconds from now: what `env.timeout(delay).callbacks.append`
+    schedules (the same time, priority and order), without building a Timeout."""
+    ev = simpy.Event(env)
+    ev._ok, ev._value = True, None
+    ev.callbacks.append(callback)
+    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), ev))
 
 
 class Instance:
@@ -81,7 +93,7 @@ class PrefillInstance(Instance):
 
     def enqueue(self, rid: int, wake: bool = True) -> None:
         req = self.eng.req
-        r = req.rows(rid)
+        r = rid - req.base                 # an id in flight is never below the window
         self.queue.append(rid)
         self.queued_tokens += int(req.input.a[r])
         req.instance.a[r] = self.idx
@@ -108,7 +120,7 @@ class PrefillInstance(Instance):
                                                            self.budget)
         self.queued_tokens -= tokens
         self.running = batch
-        start = eng.env.now
+        start = eng.env._now
         if len(batch) == 1:            # most batches at low load: plain Python numbers, no arrays
             ids = rid = int(batch[0])
             r = rid - base
@@ -126,7 +138,7 @@ class PrefillInstance(Instance):
             req.prefill_start.a[rows] = start
             cached = lookup(eng.ems, req, ids, eng.metrics.cur, eng.acct, self.slot)
             seconds = eng.timing.prefill_seconds(self, eng.timing.prefill_tokens(ids), cached)
-            new, hit = float((req.input.a[rows] - cached).sum()), float(cached.sum())
+            new, hit = float(_sum(req.input.a[rows] - cached)), float(_sum(cached))
         if not math.isfinite(seconds):       # cut off from its peers: wait for the network
             self.queue.extendleft(reversed(batch))
             self.queued_tokens += tokens
@@ -138,7 +150,7 @@ class PrefillInstance(Instance):
         self.busy = True
         self._batch += 1
         batch_no = self._batch
-        eng.env.timeout(seconds).callbacks.append(lambda _: self._done(ids, batch_no))
+        call_later(eng.env, seconds, lambda _: self._done(ids, batch_no))
 
     def interrupt(self, reason: str) -> None:
         """The batch in progress is lost (its requests stay in `running` until detection
@@ -163,7 +175,7 @@ class PrefillInstance(Instance):
     def _done_one(self, rid: int) -> None:
         """_done_many() of a one-request batch in plain Python numbers."""
         eng, req = self.eng, self.eng.req
-        now, r = eng.env.now, rid - req.base
+        now, r = eng.env._now, rid - req.base
         req.prefill_end.a[r] = now
         if math.isnan(req.first_token.a[r]):      # a requeued request streamed its first token
             req.first_token.a[r] = now
@@ -186,7 +198,7 @@ class PrefillInstance(Instance):
         req.first_token.a[rows] = first
         gen = req.generated.a
         gen[rows] = np.maximum(gen[rows], 1)      # recomputed tokens stay made
-        eng.metrics.cur.input_tokens += float(req.input.a[rows].sum())
+        eng.metrics.cur.input_tokens += float(_sum(req.input.a[rows]))
         single = req.output.a[rows] <= 1
         if single.any():
             eng.finish(ids[single])
@@ -211,7 +223,8 @@ class DecodeInstance(Instance):
 
     def enqueue(self, rids: np.ndarray) -> None:
         req = self.eng.req
-        rows = req.rows(np.asarray(rids))
+        rids = np.asarray(rids)
+        rows = req.rows(rids)
         req.state.a[rows] = DECODE_QUEUE
         req.instance.a[rows] = self.idx
         self.queue.extend(rids.tolist())
@@ -229,10 +242,18 @@ class DecodeInstance(Instance):
         self.eng.env.timeout(max(0.0, at - self.eng.env.now)).callbacks.append(lambda _: self.wake())
 
     def flush_inbox(self) -> None:
+        """Queue the KV that has landed by now, in landing order (one enqueue for all of it)."""
         self.eng.kv.flows.settle()              # KV transfers that have landed by now
+        inbox = self.inbox
+        if not inbox:
+            return
         now = self.eng.env.now
-        while self.inbox and self.inbox[0][0] <= now:
-            self.enqueue(self.inbox.pop(0)[1])
+        k = 0
+        while k < len(inbox) and inbox[k][0] <= now:
+            k += 1
+        if k:
+            self.enqueue(inbox[0][1] if k == 1 else np.concatenate([x[1] for x in inbox[:k]]))
+            del inbox[:k]
 
     def sync(self) -> None:
         """Write the held sequences' generated counts to the request table: a step only updates
@@ -279,13 +300,13 @@ class DecodeInstance(Instance):
             t, rows, inp, out, gen = t[:k], rows[:k], inp[:k], out[:k], gen[:k]
             for _ in range(k):
                 self.queue.popleft()
-            self.reserved += float(need[:k].sum())
+            self.reserved += float(_sum(need[:k]))
             req.state.a[rows] = DECODING
             no_first = t[np.isnan(req.first_token.a[rows])]
             if len(no_first):
                 self.no_first = np.concatenate([self.no_first, no_first])
             self.ids = np.concatenate([self.ids, t])
-            self.ctx_sum += int((inp + gen).sum())
+            self.ctx_sum += int(_sum(inp + gen))
             self.left = np.concatenate([self.left, out - gen])
 
     def run(self):
@@ -325,14 +346,15 @@ class DecodeInstance(Instance):
                 self.no_first = self.no_first[:0]
             if _min(left) <= 0:
                 idx = (left <= 0).nonzero()[0]           # one pass; the rest touch only these
-                made_sum += int(left[idx].sum())         # minus the tokens made past the end
+                made_sum += int(_sum(left[idx]))         # minus the tokens made past the end
                 fin = self.ids[idx]
                 rows = req.rows(fin)
                 inp, out = req.input.a[rows], req.output.a[rows]
                 req.generated.a[rows] = out
                 need = inp + out                         # each one's final context
-                self.ctx_sum -= int(need.sum())
-                self.reserved -= float(need.sum())
+                need_sum = _sum(need)
+                self.ctx_sum -= int(need_sum)
+                self.reserved -= float(need_sum)
                 keep = left > 0
                 self.ids, self.left = self.ids[keep], left[keep]
                 eng.finish(fin)

@@ -96,7 +96,8 @@ def snapshot(eng) -> Snapshot:
         faults=tuple(eng.faults.report(SNAPSHOT_FAULTS)), **topology_fields(eng.topo),
         partitioned=eng.partitioned, message=eng.message,
         cache=dict(eng.ems.stats()) if eng.ems else {},
-        fault_summary=eng.faults.summary() if eng.faults.injected else {})
+        fault_summary=eng.faults.summary() if eng.faults.injected else {},
+        cloud=eng.copool.view() if getattr(eng, "copool", None) is not None else None)
 
 
 def summary(eng) -> dict:

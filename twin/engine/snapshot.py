@@ -120,6 +120,7 @@ class Snapshot:
     system: SystemInfo | None = None        # what runs (topology_fields); None only in hand-made test snapshots
     link_capacity: np.ndarray | None = None  # live GB/s per topology eid (failures and degradation applied)
     degraded: dict = field(default_factory=dict)   # element or link id -> fraction of capacity kept
+    cloud: dict | None = None     # a co-pool day running on the engine (twin.cloud.live.view), else None
 
     def latest(self, key: str, default: float = 0.0) -> float:
         return float(self.kpis.get(key, default))

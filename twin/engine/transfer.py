@@ -46,7 +46,7 @@ class KvTransfers:
     def send(self, ids: np.ndarray, src, tokens: int | None = None) -> None:
         """Ship the KV of `ids` (`tokens`: their prompt tokens, when the caller has the sum)."""
         eng = self.eng
-        eng.req.state[ids] = TRANSFER
+        eng.req.state.a[eng.req.rows(ids)] = TRANSFER
         self._seq += 1
         key = self._seq
         self.transfers[key] = ids
@@ -72,7 +72,7 @@ class KvTransfers:
     def _start(self, key: int, src, dst, tokens: int | None = None) -> None:
         eng = self.eng
         if tokens is None:
-            tokens = int(eng.req.input[self.transfers[key]].sum())
+            tokens = int(np.add.reduce(eng.req.input[self.transfers[key]]))
         nbytes = float(tokens) * eng.kv_bytes
         eng.acct.kv_transfer(src, dst, nbytes, self.plane)
         self.flows.start(nbytes, (src.name, dst.name), self.latency_s,

@@ -16,6 +16,11 @@ NVLink + RDMA (GPU cluster): DeepEP's kernels (gpu-clusters.md section 3).
 A system whose NVLink domain spans every rank (GB200 NVL72) never touches RDMA.
 The link efficiencies and the low-latency fixed cost are calibrated on DeepEP's published H800
 tables; nothing is fitted to a serving throughput.
+
+Gradient all-reduce (training, twin/cloud): a ring. UB: one flat ring over every rank at the die's
+measured UB write bandwidth (ref 1 Measured UB); cluster: reduce-scatter over NVLink inside a domain,
+all-reduce of the 1/g shard over RDMA across domains, all-gather over NVLink, at the link
+efficiencies calibrated on DeepEP (perf.toml [nvlink_rdma]).
 """
 from __future__ import annotations
 
@@ -40,6 +45,15 @@ class Traffic:
     tokens: float            # tokens per rank
     bytes_per_token: float
     top_k: int
+
+
+def ub_allreduce_seconds(nbytes: float, ranks: int, gbps: float, latency_us: float) -> float:
+    """Flat ring all-reduce of `nbytes` per rank over UB at `gbps` per rank (GB/s)."""
+    if ranks <= 1 or nbytes <= 0:
+        return 0.0
+    if gbps <= 0:
+        return math.inf
+    return 2 * (ranks - 1) / ranks * nbytes / (gbps * 1e9) + 2 * (ranks - 1) * latency_us * US
 
 
 def ub_seconds(tr: Traffic, kc: dict, per_die_gbps: float, rank_dies: int, vector_scale: float,
@@ -113,6 +127,21 @@ class ClusterFabric:
         t_rdma = rdma / self.rdma_rate(tr, kernel, k) if rdma else 0.0
         lat = self.rdma_latency_us if rdma else self.nvlink_latency_us
         return fixed + max(t_nvl, t_rdma) + (lat + self.extra_latency_us) * US
+
+    def allreduce_seconds(self, nbytes: float, ranks: int, k: dict) -> float:
+        """Hierarchical ring all-reduce of `nbytes` per rank: NVLink, then RDMA across domains."""
+        if ranks <= 1 or nbytes <= 0:
+            return 0.0
+        g = min(self.gpus_per_domain, ranks)
+        domains = math.ceil(ranks / g)
+        t = 2 * (g - 1) / g * nbytes / (self.nvlink_gbps * 1e9 * k["nvlink_efficiency"])
+        if domains > 1:
+            if self.rdma_health <= 0:
+                return math.inf
+            t += (2 * (domains - 1) / domains * nbytes / g
+                  / (self.rdma_gbps * 1e9 * k["rdma_efficiency"] * self.rdma_health)
+                  + 2 * (domains - 1) * self.rdma_latency_us * US)
+        return t
 
     def logical_gbps(self, tr: Traffic, kernel: str, k: dict) -> float:
         """DeepEP's printed "bottleneck bandwidth" for a normal kernel: its test counts one copy per

@@ -44,7 +44,7 @@ class PerfModel(TimePredictor):
     """Latency model of one deployment; cheap to build, pure functions of its inputs."""
 
     # ---- primitive costs ------------------------------------------------------------------
-    def _gemm(self, flops: float, weight_bytes: float, cube_fraction: float, precision: str,
+    def gemm_seconds(self, flops: float, weight_bytes: float, cube_fraction: float, precision: str,
               grouped: bool = False) -> float:
         c = self.chip
         eff = c.expert_gemm_eff if grouped and c.expert_gemm_eff else c.gemm_eff
@@ -63,7 +63,7 @@ class PerfModel(TimePredictor):
     def _hbm(self, nbytes: float) -> float:
         return nbytes / (self.chip.hbm_gbps * 1e9 * self.chip.mem_eff)
 
-    def _fabric(self) -> comm.ClusterFabric:
+    def fabric(self) -> comm.ClusterFabric:
         s = self.system
         return comm.ClusterFabric(
             gpus_per_domain=s.nvlink_domain_gpus or s.npus_per_node, nvlink_gbps=s.nvlink_gbps,
@@ -84,7 +84,16 @@ class PerfModel(TimePredictor):
             path_us = UB_PATH_SWITCHES * s.switch_latency_us + UB_PATH_LINKS * s.link_latency_us + self.net.extra_latency_us
             return comm.ub_seconds(tr, self.k["comm"], per_die, rank_dies, self._vector_scale(),
                                    path_us, self.net.ub, combine=pull)
-        return self._fabric().seconds(tr, kernel, self.k["nvlink_rdma"])
+        return self.fabric().seconds(tr, kernel, self.k["nvlink_rdma"])
+
+    def allreduce_seconds(self, nbytes: float, ranks: int) -> float:
+        """Ring all-reduce of `nbytes` per rank over `ranks` ranks on the deployment's fabric
+        (comm.py: flat over UB; NVLink then RDMA on a cluster)."""
+        s = self.system
+        if s.kind == "supernode":
+            return comm.ub_allreduce_seconds(nbytes, ranks, s.ub_measured_write_gbps * self.net.ub,
+                                             s.ub_latency_us)
+        return self.fabric().allreduce_seconds(nbytes, ranks, self.k["nvlink_rdma"])
 
     def alltoall(self, ep: int, tokens: float, kernel: str = "normal") -> dict:
         """Dispatch and combine of `tokens` per rank at EP `ep` (ranks of one NPU/GPU each), with
@@ -128,12 +137,12 @@ class PerfModel(TimePredictor):
         return 1 + self.k["balance"]["load_cv"] * math.sqrt(2 * math.log(n))
 
     # ---- one MoE / dense layer for q tokens per die ---------------------------------------
-    def _moe_stream(self, pool: str, q: float, frac: float, precision: str,
+    def moe_stream(self, pool: str, q: float, frac: float, precision: str,
                     balance: str) -> _Layer:
         m, p = self.model, getattr(self.dep, pool)
         lay = _Layer()
         wb = self._bytes_per_param(precision)
-        lay.add("gating", self._gemm(2 * q * m.hidden * m.routed_experts,
+        lay.add("gating", self.gemm_seconds(2 * q * m.hidden * m.routed_experts,
                                      m.hidden * m.routed_experts * 2, frac, "bf16"))
         lay.add("dispatch", self.a2a_seconds(p.ep, q, m.dispatch_bytes_per_token, kernel=p.a2a_kernel))
         ep = p.ep
@@ -141,18 +150,18 @@ class PerfModel(TimePredictor):
         slots_per_die = (m.routed_experts + p.redundant_experts) / routed_dies
         pairs = q * m.top_k * ep / routed_dies * self.imbalance(pool, balance)
         ep_flops = 2 * self.expert_params()
-        routed = self._gemm(pairs * ep_flops, slots_per_die * self.expert_params() * wb,
+        routed = self.gemm_seconds(pairs * ep_flops, slots_per_die * self.expert_params() * wb,
                             frac, precision, grouped=True)
         if m.shared_experts and p.shared_expert_dies:
             shared_tokens = q * ep / p.shared_expert_dies
-            shared = self._gemm(shared_tokens * ep_flops * m.shared_experts,
+            shared = self.gemm_seconds(shared_tokens * ep_flops * m.shared_experts,
                                 self.expert_params() * m.shared_experts * wb, frac, precision,
                                 grouped=True)
             lay.add("experts", max(routed, shared))   # separate dies run in parallel
         else:
             lay.add("experts", routed)
             if m.shared_experts:
-                lay.add("shared_expert", self._gemm(q * ep_flops * m.shared_experts,
+                lay.add("shared_expert", self.gemm_seconds(q * ep_flops * m.shared_experts,
                                                     self.expert_params() * m.shared_experts * wb,
                                                     frac, precision, grouped=True))
         lay.add("combine", self.a2a_seconds(p.ep, q, m.combine_bytes_per_token, pull=True,
@@ -173,14 +182,14 @@ class PerfModel(TimePredictor):
         combine = (m.top_k + 1) * h * act
         return HIDDEN_RW_BYTES * h + latent + rope + attn_out + swiglu + combine
 
-    def _attention_stream(self, q_tokens: float, seqs: float, ctx: float, frac: float,
+    def attention_stream(self, q_tokens: float, seqs: float, ctx: float, frac: float,
                           precision: str, decode: bool) -> _Layer:
         m = self.model
         lay = _Layer()
         wb = self._bytes_per_param(precision)
         lay.add("elementwise", self._hbm(q_tokens * self.activation_bytes_per_token_layer()))
         lay.add("mla_proj" if m.attention == "mla" else "qkv_o_proj",
-                self._gemm(2 * q_tokens * self.attn_params(), self.attn_params() * wb,
+                self.gemm_seconds(2 * q_tokens * self.attn_params(), self.attn_params() * wb,
                            frac, precision))
         if m.attention == "mla" and decode:   # absorbed form: attend over the 576-dim latent
             per = m.heads * (2 * m.kv_lora_rank + m.rope_dim) * 2
@@ -226,7 +235,7 @@ class PerfModel(TimePredictor):
         # LM head (main tokens + MTP draft) and sampling, whole batch, all cores
         head_tokens = b * (tok_per_seq + drafts)
         hb = self.k["overheads"]["lm_head_bytes_per_param"]
-        head = (self._gemm(2 * head_tokens * self.head_params(), self.head_params() * hb, 1.0, "bf16")
+        head = (self.gemm_seconds(2 * head_tokens * self.head_params(), self.head_params() * hb, 1.0, "bf16")
                 * (1 + drafts) if b else 0.0)
         ops["lm_head"] = head
         ops["sampling"] = self._hbm(head_tokens * m.vocab * LOGIT_BYTES)
@@ -260,11 +269,11 @@ class PerfModel(TimePredictor):
             fa = fm = execution.sm_share(self.chip.sms, self.dep.decode.comm_sms) if n_mb > 1 else 1.0
         seqs = b / n_mb
         q = seqs * tok_per_seq
-        attn = self._attention_stream(q, seqs, kv_len, fa, precision, decode=True)
-        moe = self._moe_stream("decode", q, fm, precision, balance)
-        dense_attn = self._attention_stream(b * tok_per_seq, b, kv_len, 1.0, precision, True)
+        attn = self.attention_stream(q, seqs, kv_len, fa, precision, decode=True)
+        moe = self.moe_stream("decode", q, fm, precision, balance)
+        dense_attn = self.attention_stream(b * tok_per_seq, b, kv_len, 1.0, precision, True)
         wb = self._bytes_per_param(precision)
-        dense_mlp = self._gemm(2 * b * tok_per_seq * self.dense_mlp_params(),
+        dense_mlp = self.gemm_seconds(2 * b * tok_per_seq * self.dense_mlp_params(),
                                self.dense_mlp_params() * wb, 1.0, precision)
         ops: dict[str, float] = {}
         for name, t in dense_attn.ops.items():
@@ -272,7 +281,7 @@ class PerfModel(TimePredictor):
         ops["dense_mlp"] = dense_mlp * m.dense_layers
         dense_s = (dense_attn.total + dense_mlp) * m.dense_layers
         if n_mb > 1 and gpu:
-            pieces = self._pieces(attn, moe)
+            pieces = self.overlap_pieces(attn, moe)
             per_layer = execution.sm_overlap(pieces, pieces, self.k["sm_overlap"]["efficiency"])
             moe_s = per_layer * self.moe_layers
         elif n_mb > 1:
@@ -288,8 +297,8 @@ class PerfModel(TimePredictor):
             ops["pipeline_overlap"] = moe_s - (attn.total + moe.total) * n_mb * self.moe_layers
         mtp_s = 0.0
         if tok_per_seq > 1:   # MTP drafts: one MoE-layer block per module, one token per sequence
-            d_attn = self._attention_stream(b, b, kv_len, 1.0, precision, decode=True)
-            d_moe = self._moe_stream("decode", b, 1.0, precision, balance)
+            d_attn = self.attention_stream(b, b, kv_len, 1.0, precision, decode=True)
+            d_moe = self.moe_stream("decode", b, 1.0, precision, balance)
             mtp_s = (d_attn.total + d_moe.total) * (tok_per_seq - 1)
             ops["mtp_module"] = mtp_s
         streams = {"attention_per_microbatch": attn.total, "moe_per_microbatch": moe.total,
@@ -299,7 +308,7 @@ class PerfModel(TimePredictor):
         return dense_s + moe_s + mtp_s, ops, streams
 
     @staticmethod
-    def _pieces(attn: _Layer, moe: _Layer) -> execution.Pieces:
+    def overlap_pieces(attn: _Layer, moe: _Layer) -> execution.Pieces:
         """Cut one microbatch's layer into attention-side compute, dispatch, experts, combine."""
         d, c = moe.ops["dispatch"], moe.ops["combine"]
         return execution.Pieces(a=attn.total + moe.ops.get("gating", 0.0), d=d,
@@ -332,25 +341,25 @@ class PerfModel(TimePredictor):
         gpu = self.chip.execution == "sm-overlap"
         frac = execution.sm_share(self.chip.sms, dep.prefill.comm_sms) if gpu and use_mb else 1.0
         n_mb = self.k["streams"]["microbatches"] if gpu and use_mb else 1
-        attn = self._attention_stream(new / n_mb, seqs / n_mb, ctx, frac, precision, decode=False)
-        moe = self._moe_stream("prefill", new / n_mb, frac, precision, balance)
+        attn = self.attention_stream(new / n_mb, seqs / n_mb, ctx, frac, precision, decode=False)
+        moe = self.moe_stream("prefill", new / n_mb, frac, precision, balance)
         comm_s = moe.ops["dispatch"] + moe.ops["combine"]
         if math.isinf(comm_s):      # partitioned plane: the batch never finishes
             return StepResult("prefill", math.inf, t_die * self.dies_per_npu, 0.0,
                               {"dispatch": math.inf, "combine": math.inf}, ttft_ms=math.inf)
         compute = attn.total + moe.total - comm_s
         if gpu and use_mb:
-            full = self._pieces(self._attention_stream(new / n_mb, seqs / n_mb, ctx, 1.0, precision, False),
-                                self._moe_stream("prefill", new / n_mb, 1.0, precision, balance))
-            layer = execution.sm_overlap(self._pieces(attn, moe), full,
+            full = self.overlap_pieces(self.attention_stream(new / n_mb, seqs / n_mb, ctx, 1.0, precision, False),
+                                self.moe_stream("prefill", new / n_mb, 1.0, precision, balance))
+            layer = execution.sm_overlap(self.overlap_pieces(attn, moe), full,
                                          self.k["sm_overlap"]["efficiency"])
         elif use_mb:
             layer = execution.two_stream_prefill(compute, comm_s)
         else:
             layer = compute + comm_s
         wb = self._bytes_per_param(precision)
-        dense_attn = self._attention_stream(new, seqs, ctx, 1.0, precision, decode=False)
-        dense_mlp = self._gemm(2 * new * self.dense_mlp_params(), self.dense_mlp_params() * wb,
+        dense_attn = self.attention_stream(new, seqs, ctx, 1.0, precision, decode=False)
+        dense_mlp = self.gemm_seconds(2 * new * self.dense_mlp_params(), self.dense_mlp_params() * wb,
                                1.0, precision)
         ops: dict[str, float] = {}
         for lay, n in ((dense_attn, m.dense_layers), (attn, self.moe_layers * n_mb),
@@ -361,7 +370,7 @@ class PerfModel(TimePredictor):
         if use_mb:
             ops["pipeline_overlap"] = (layer - (compute + comm_s) * n_mb) * self.moe_layers
         step = (dense_attn.total + dense_mlp) * m.dense_layers + layer * self.moe_layers
-        ops["lm_head"] = self._gemm(2 * seqs * self.head_params(), self.head_params() * 2, 1.0, "bf16")
+        ops["lm_head"] = self.gemm_seconds(2 * seqs * self.head_params(), self.head_params() * 2, 1.0, "bf16")
         step += ops["lm_head"]
         if reuse > 0:
             ems = self.ems_load(t_die * reuse, step, cache_plane, ssd_fraction=ssd_fraction)

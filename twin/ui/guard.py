@@ -50,6 +50,14 @@ def viewer(v) -> str | None:
     return v if isinstance(v, str) and re.match(r"^[A-Za-z0-9]{1,12}$", v) else None
 
 
+def actor(viewer_v, token_v, secret) -> dict:
+    """who / token / client of a shared action, from the browser's stores (each checked)."""
+    t, name = token(token_v), viewer(viewer_v)
+    who = f"viewer {name}" if name else "viewer"
+    return {"who": f"instructor ({who})" if t and t["ok"] else who, "token": tok(token_v),
+            "client": client(secret)[0]}
+
+
 def text(v, maxlen: int = MAX_TEXT) -> str | None:
     """A free-text field: a short string (numbers are turned into their text), else None."""
     if isinstance(v, bool):
