@@ -135,3 +135,43 @@ def test_lru_queue_skips_touched_blocks():
     for k in range(1, 600):
         ix.drop(ix.find(k, 1, ix.home(k))[0])
     assert ix.keys[ix.lru(2)] == 0 and ix.count[2] == 1
+
+
+@pytest.mark.parametrize("dram,ssd", [(5, 3), (12, 0), (0, 4), (None, None)])
+def test_one_prompt_walk_matches_lookup_then_store_in_the_reference(dram, ssd):
+    """lookup_store_one (lookup and store in one walk, the store starting at the first miss's
+    slot; prompts of 12 blocks or more hashed by numpy) against the reference's lookup then store,
+    with failures leaving deleted slots on probe paths."""
+    servers = [f"s{i}" for i in range(4)]
+    ems = EMS(servers, dram, ssd, 1.0, block_tokens=4)
+    ref = Reference(ems, float("inf") if dram is None else dram, float("inf") if ssd is None else ssd)
+    rng = np.random.default_rng(5)
+    per_hit, per_new = [0] * 4, [0] * 4
+    want_hit, want_new = [0] * 4, [0] * 4
+    for step in range(2500):
+        if rng.random() < 0.04:
+            s = servers[int(rng.integers(0, 4))]
+            ems.fail_server(s)
+            ref.fail(s)
+            continue
+        if rng.random() < 0.04:
+            ems.restore_server(servers[int(rng.integers(0, 4))])
+            continue
+        ids = rng.integers(0, 120, int(rng.integers(1, 20))) * 7919 - 300_000
+        tokens = 4 * len(ids) - int(rng.integers(0, 4))
+        hits, ssd_hits = ref.lookup(ids.tolist())
+        for k in ids[:hits].tolist():
+            want_hit[ems.servers.index(ems.server_of(k))] += 1
+        new = 0
+        for k in ids[hits:].tolist():                  # the reference's store, a block at a time
+            if ref.store([k]):
+                new += 1
+                want_new[servers.index(ems.server_of(k))] += 1
+        got = ems.lookup_store_one(ids, tokens, per_hit, per_new)
+        assert got == (hits, min(4 * hits, tokens), new), step
+        if step % 89 == 0:
+            assert _resident(ems) == ref.resident(), step
+    assert _resident(ems) == ref.resident()
+    assert (per_hit, per_new) == (want_hit, want_new)
+    st = ems.stats()
+    assert st["ssd_hit_blocks"] > 0 or not ssd

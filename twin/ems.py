@@ -10,7 +10,9 @@ sits at (key * golden ratio) mod 2**64 and belongs to the next live point clockw
 quantised to 2**16 slots, so finding a key's server is one multiply and one list index, which keeps
 per-block operations well under a microsecond. Failing a server changes only the slots it owned.
 Which block is cached where, and the LRU order of each server's tiers, live in one compact index
-(`ems_index.BlockIndex`, about 30-60 bytes a block); a batch's ids are hashed in one vector step.
+(`ems_index.BlockIndex`, about 30-60 bytes a block). A prompt's ids are hashed once for its lookup
+and its store (one product gives the ring slot and the index slot) and walked in one Python loop; a
+batch is its prompts in turn (most diurnal batches hold one prompt of about 8 blocks).
 """
 from __future__ import annotations
 
@@ -19,13 +21,12 @@ from hashlib import blake2b
 
 import numpy as np
 
-from .ems_index import _MIX, BlockIndex
+from .ems_index import _MIX, RING_BITS, RING_SHIFT, BlockIndex
 
 _GOLDEN = _MIX   # Fibonacci hashing: spreads sequential ids evenly over the ring (and the index)
 _M64 = (1 << 64) - 1
-_SLOT_BITS = 16
-_SHIFT = 64 - _SLOT_BITS
-_GOLDEN_U64, _SHIFT_U64 = np.uint64(_GOLDEN), np.uint64(_SHIFT)
+_GOLDEN_U64 = np.uint64(_GOLDEN)
+VECTOR_BLOCKS = 12   # from this many blocks a vector step hashes faster than Python (measured: 8, 16)
 
 
 class UnknownServerError(KeyError):
@@ -93,6 +94,7 @@ class EMS:
         self._index = {n: i for i, n in enumerate(names)}
         self._dram_cap = _capacity_blocks("dram_bytes_per_server", dram_bytes_per_server, block_bytes)
         self._ssd_cap = _capacity_blocks("ssd_bytes_per_server", ssd_bytes_per_server, block_bytes)
+        self._dram_cap_n = min(self._dram_cap, 1 << 62)      # an int: int-to-int compares are faster
         self._blocks = BlockIndex(len(names))
         self._live = [True] * len(names)
         points = [(int.from_bytes(blake2b(f"{n}#{v}".encode(), digest_size=8).digest(), "big"), i)
@@ -109,15 +111,14 @@ class EMS:
         if len(pos) == 0:
             self._slots = None
             return
-        slot_start = np.arange(1 << _SLOT_BITS, dtype=np.uint64) << np.uint64(_SHIFT)
-        self._slot_arr = owner[np.searchsorted(pos, slot_start, side="left") % len(pos)]
-        self._slots = self._slot_arr.tolist()
+        slot_start = np.arange(1 << RING_BITS, dtype=np.uint64) << np.uint64(RING_SHIFT)
+        self._slots = owner[np.searchsorted(pos, slot_start, side="left") % len(pos)].tolist()
 
     def server_of(self, block_id: int) -> str | None:
         """The live server that owns a key (None when every server is down)."""
         if self._slots is None:
             return None
-        return self.servers[self._slots[((int(block_id) * _GOLDEN) & _M64) >> _SHIFT]]
+        return self.servers[self._slots[((int(block_id) * _GOLDEN) & _M64) >> RING_SHIFT]]
 
     def reset_stats(self) -> None:
         """Zero the counters; cache contents stay."""
@@ -141,67 +142,35 @@ class EMS:
                 ix.drop(slot)
                 self._dropped += 1
 
-    def _lookup_one(self, ids: list, srv: list, homes: list, per: list) -> tuple[int, int]:
-        """Walk one prompt's blocks until the first miss; (dram hits, ssd hits). Hits become the
-        most recently used; SSD hits are promoted to DRAM; per[server] counts the blocks each sends."""
-        n_dram = n_ssd = 0
-        ix, cap = self._blocks, self._dram_cap
-        find, move, count = ix.find, ix.move, ix.count
-        for k, s, h in zip(ids, srv, homes):
-            s1 = s + 1
-            slot, _ = find(k, s1, h)
-            if slot < 0:
-                break
-            dram = 2 * s1
-            if ix.P[slot] == dram:
-                move(slot, dram)
-                n_dram += 1
-            else:
-                move(slot, dram)
-                n_ssd += 1
-                if count[dram] > cap:
-                    self._spill(s1)
-            per[s] += 1
-        return n_dram, n_ssd
+    @staticmethod
+    def _products(arr: np.ndarray, ids: list) -> list:
+        """id * MIX mod 2^64 of each id (arr, as the list ids): its ring slot and its index home
+        slot in one product. Plain Python below VECTOR_BLOCKS blocks, one vector step from there."""
+        if len(ids) < VECTOR_BLOCKS:
+            return [k * _GOLDEN & _M64 for k in ids]
+        return (arr.view(np.uint64) * _GOLDEN_U64).tolist()
 
-    def _store_one(self, ids: list, srv: list, homes: list, per: list) -> int:
-        """Insert the blocks not yet cached into DRAM; per[server] counts the new ones."""
-        new = 0
-        ix, cap = self._blocks, self._dram_cap
-        find, put, count = ix.find, ix.put, ix.count
-        for k, s, h in zip(ids, srv, homes):
-            s1 = s + 1
-            slot, free = find(k, s1, h)
-            if slot >= 0:
-                continue
-            dram = 2 * s1
-            put(free, k, dram)
-            new += 1
-            per[s] += 1
-            if count[dram] > cap:
-                self._spill(s1)
-        return new
+    def _walk(self, ids: list, ps: list, per_hit: list | None, per_new: list | None) -> tuple[int, int, int]:
+        """One prompt (BlockIndex.walk): room for its blocks first when storing, so the slots
+        found during the walk stay valid."""
+        ix = self._blocks
+        if per_new is not None:
+            ix.reserve(len(ids))
+        return ix.walk(ids, ps, self._slots, per_hit, per_new, self._dram_cap_n, self._spill)
 
-    def _prepare(self, arr: np.ndarray, inserts: int) -> tuple[list, list, list]:
-        """Ids, owning servers and home slots of a batch's blocks, in one vector step each (room
-        for `inserts` new blocks is made first, so home slots stay valid through the batch)."""
-        self._blocks.reserve(inserts)
-        product = arr.view(np.uint64) * _GOLDEN_U64     # ring position and home slot in one
-        return arr.tolist(), self._slot_arr[product >> _SHIFT_U64].tolist(), self._blocks.homes(product)
-
-    def _count_lookup(self, hits: list, n_dram: int, n_ssd: int, blocks: int, tokens: list) -> list:
-        """Update the counters for lookups with `hits` prefix blocks each (of `blocks` in all);
-        returns the hit tokens of each."""
-        bt = self.block_tokens
-        hit_tokens = [min(h * bt, t) for h, t in zip(hits, tokens)]
-        self._lookups += len(hits)
-        self._hit_blocks += sum(hits)
-        self._miss_blocks += blocks - sum(hits)
-        self._dram_hits += n_dram
-        self._ssd_hits += n_ssd
-        self._hit_tokens += sum(hit_tokens)
-        self._miss_tokens += sum(tokens) - sum(hit_tokens)
-        return hit_tokens
+    def _count_lookup(self, blocks: int, d: int, s: int, tokens: int) -> int:
+        """Count a lookup of `blocks` blocks and `tokens` tokens with d DRAM and s SSD prefix
+        hits; returns its hit tokens."""
+        hit = d + s
+        ht = min(hit * self.block_tokens, tokens)
+        self._lookups += 1
+        self._hit_blocks += hit
+        self._miss_blocks += blocks - hit
+        self._dram_hits += d
+        self._ssd_hits += s
+        self._hit_tokens += ht
+        self._miss_tokens += tokens - ht
+        return ht
 
     def _per_server(self, per: list) -> dict[str, float]:
         bb = self.block_bytes
@@ -215,11 +184,11 @@ class EMS:
         per = [0] * len(self.servers)
         n_dram = n_ssd = 0
         if self._slots is not None and len(arr):
-            n_dram, n_ssd = self._lookup_one(*self._prepare(arr, 0), per)
-        hit = n_dram + n_ssd
+            ids = arr.tolist()
+            n_dram, n_ssd, _ = self._walk(ids, self._products(arr, ids), per, None)
         total = len(arr) * self.block_tokens if tokens is None else int(tokens)
-        ht = self._count_lookup([hit], n_dram, n_ssd, len(arr), [total])
-        return LookupResult(hit, n_dram, n_ssd, ht[0], self._per_server(per))
+        ht = self._count_lookup(len(arr), n_dram, n_ssd, total)
+        return LookupResult(n_dram + n_ssd, n_dram, n_ssd, ht, self._per_server(per))
 
     def store(self, block_ids) -> StoreResult:
         """Insert the blocks not yet cached (new blocks go to DRAM); cached ones are left as they are."""
@@ -227,7 +196,8 @@ class EMS:
         per = [0] * len(self.servers)
         new = 0
         if self._slots is not None and len(arr):
-            new = self._store_one(*self._prepare(arr, len(arr)), per)
+            ids = arr.tolist()
+            new = self._walk(ids, self._products(arr, ids), None, per)[2]
         self._stored += new
         return StoreResult(new, self._per_server(per))
 
@@ -235,25 +205,27 @@ class EMS:
                      per_hit: list[int], per_new: list[int]) -> BatchResult:
         """A prefill batch: for each prompt in turn (blocks block_ids[ptr[i]:ptr[i+1]], `tokens[i]`
         tokens), look up its prefix and then store its blocks, exactly as lookup() then store() per
-        prompt, but with the owning servers of all the batch's blocks found in one vector step.
-        per_hit[s] / per_new[s] (one entry per server, `servers` order) are increased by the blocks
-        server s sends for hits / receives as new: the caller sums them over many batches."""
-        block_ids = np.asarray(block_ids, dtype=np.int64)
-        n = len(ptr) - 1
-        hits = [0] * n
-        n_dram = n_ssd = new = 0
-        if self._slots is not None and len(block_ids):
-            ids, srv, homes = self._prepare(block_ids, len(block_ids))
-            for i in range(n):
-                a, b = ptr[i], ptr[i + 1]
-                d, s = self._lookup_one(ids[a:b], srv[a:b], homes[a:b], per_hit)
-                n_dram, n_ssd, hits[i] = n_dram + d, n_ssd + s, d + s
-                # the hit prefix is still cached (a lookup drops nothing: each promotion frees the
-                # SSD slot its spill's demotion takes), so the store starts at the first miss
-                a += d + s
-                new += self._store_one(ids[a:b], srv[a:b], homes[a:b], per_new)
+        prompt. per_hit[s] / per_new[s] (one entry per server, `servers` order) are increased by
+        the blocks server s sends for hits / receives as new: the caller sums them over many batches."""
+        arr = np.asarray(block_ids, dtype=np.int64)
+        hits, hit_tokens, new = [], [], 0
+        for i in range(len(ptr) - 1):
+            h, ht, w = self.lookup_store_one(arr[int(ptr[i]):int(ptr[i + 1])], tokens[i], per_hit, per_new)
+            hits.append(h)
+            hit_tokens.append(ht)
+            new += w
+        return BatchResult(hits, hit_tokens, new)
+
+    def lookup_store_one(self, blocks: np.ndarray, tokens: int, per_hit: list[int],
+                         per_new: list[int]) -> tuple[int, int, int]:
+        """lookup_store() of one prompt (blocks: an int64 array) in plain Python numbers;
+        returns (prefix blocks, hit tokens, new blocks)."""
+        d = s = new = 0
+        ids = blocks.tolist()
+        if self._slots is not None and ids:
+            d, s, new = self._walk(ids, self._products(blocks, ids), per_hit, per_new)
         self._stored += new
-        return BatchResult(hits, self._count_lookup(hits, n_dram, n_ssd, ptr[-1], tokens), new)
+        return d + s, self._count_lookup(len(ids), d, s, tokens), new
 
     def _server(self, name: str) -> int:
         if name not in self._index:

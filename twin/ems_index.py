@@ -13,8 +13,12 @@ since was touched, moved or freed, and is skipped: every block touched after the
 newer than everything in it, so the first valid entry is always the true LRU block.
 
 Per-block operations (probe, touch, insert) run in Python over memoryviews of the arrays (about
-20 ns an access): a prefill batch holds a few to a few hundred blocks, where one numpy call costs
-as much as ten Python steps. Bulk work (queue building, a server's failure, resizing) is vectorised.
+30 ns an access): a prompt holds a few to a few hundred blocks, where one numpy call costs as much
+as ten Python steps, and a promotion can demote a block later in the same prompt. walk() is a
+prompt's lookup and store in one loop with find/move/put inlined: 5.8-6.5 us of CPU for a diurnal
+prompt of 8 blocks, hashing included, against 12.3-12.6 us through the methods (the 57,418 prompts
+of 200 simulated s replayed). Bulk work (queue building, a server's failure, resizing) is
+vectorised.
 """
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ import numpy as np
 _MIX = 0x9E3779B97F4A7C15        # Fibonacci hashing (the EMS ring's multiplier: one product serves both)
 _M64 = (1 << 64) - 1
 _MIX_U64 = np.uint64(_MIX)
+RING_BITS = 16                   # EMS ring slots: 2^16, indexed by a product's top bits
+RING_SHIFT = 64 - RING_BITS
 MAX_LOAD = 0.6                   # used slots (live + deleted) per slot before a resize
 REHASH_CHUNK = 1 << 18           # old slots moved per vector step of a resize
 QUEUE_MIN = 256                  # eviction queue: at least this many oldest slots per build
@@ -51,10 +57,6 @@ class BlockIndex:
     def _views(self) -> None:
         self.K, self.P, self.T = memoryview(self.keys), memoryview(self.place), memoryview(self.stamp)
         self._queues.clear()                     # slots moved
-
-    def homes(self, product: np.ndarray) -> list[int]:
-        """Home slot of each id, from its product `ids.view(np.uint64) * MIX` (as home())."""
-        return (product >> self._shift_u64).tolist()
 
     def home(self, key: int) -> int:
         return ((key & _M64) * _MIX & _M64) >> self.shift
@@ -104,7 +106,8 @@ class BlockIndex:
 
     # ---- per-block operations ---------------------------------------------------------------------
     def find(self, key: int, s1: int, h: int) -> tuple[int, int]:
-        """(slot of key on server s1 - 1 or -1, first free slot on its probe path)."""
+        """(slot of key on server s1 - 1 or -1, first free slot on its probe path). find() and put()
+        are the one-block forms of what walk() inlines (kept for direct use and its tests)."""
         K, P, mask, free = self.K, self.P, self.mask, -1
         while True:
             p = P[h]
@@ -137,6 +140,99 @@ class BlockIndex:
     def drop(self, slot: int) -> None:
         self.count[self.P[slot]] -= 1
         self.P[slot] = -1
+
+    def walk(self, ids: list, ps: list, ring: list, per_hit: list | None, per_new: list | None,
+             cap: int, spill) -> tuple[int, int, int]:
+        """One prompt's blocks in order (ids; ps = id * MIX mod 2^64, whose top RING_BITS bits
+        index `ring`, the owning server of each ring slot). Unless per_hit is None, its cached
+        prefix is looked up: each hit becomes the most recently used, an SSD hit moves to DRAM,
+        per_hit[server] counts them. Unless per_new is None, every block from the first miss on
+        (from the start without a lookup) that is not cached is put in its server's DRAM as the
+        most recently used (cached ones are left as they are), per_new[server] counts them.
+        spill(s1) runs whenever a DRAM holds more than cap blocks. Returns (DRAM hits, SSD hits,
+        new blocks). find(), move() and put() inlined: this loop is most of the EMS's cost."""
+        K, P, T, mask, shift, count, clock = self.K, self.P, self.T, self.mask, self.shift, self.count, self.clock
+        rs = RING_SHIFT
+        hits = ssd = new = used = 0
+        first = -1                     # free slot of the first miss, found by the lookup
+        todo = zip(ids, ps)
+        if per_hit is not None:
+            for k, p in todo:
+                s = ring[p >> rs]
+                s1, h = s + 1, p >> shift
+                q = P[h]
+                while q:               # 0: empty slot, the end of the probe path
+                    if q >> 1 == s1 and K[h] == k:
+                        break
+                    h = (h + 1) & mask
+                    q = P[h]
+                else:                  # a miss: its slot is the path's first deleted or empty one
+                    h = p >> shift
+                    while P[h] > 0:
+                        h = (h + 1) & mask
+                    first = h
+                    break
+                T[h] = clock
+                clock += 1
+                per_hit[s] += 1
+                hits += 1
+                if q & 1:              # tier bit: an SSD hit is promoted
+                    ssd += 1
+                    dram = q - 1
+                    P[h] = dram
+                    count[q] -= 1
+                    count[dram] += 1
+                    if count[dram] > cap:
+                        self.clock = clock
+                        spill(s1)
+                        clock = self.clock
+            if first < 0 or per_new is None:
+                self.clock = clock
+                return hits - ssd, ssd, 0
+            # the hit prefix is still cached (a lookup drops nothing: each promotion frees the SSD
+            # slot its spill's demotion takes), so the store starts at the first miss
+            todo = zip(ids[hits:], ps[hits:])
+        for k, p in todo:
+            s = ring[p >> rs]
+            if first >= 0:
+                h, first = first, -1
+                if P[h] == 0:
+                    used += 1
+            else:
+                h = p >> shift
+                q = P[h]
+                if q:
+                    s1, free = s + 1, -1
+                    while q:
+                        if q >> 1 == s1 and K[h] == k:
+                            break
+                        if q < 0 and free < 0:
+                            free = h
+                        h = (h + 1) & mask
+                        q = P[h]
+                    if q:              # cached: left as it is
+                        continue
+                    if free >= 0:
+                        h = free
+                    else:
+                        used += 1
+                else:
+                    used += 1
+            dram = 2 * s + 2
+            K[h] = k
+            P[h] = dram
+            T[h] = clock
+            clock += 1
+            count[dram] += 1
+            per_new[s] += 1
+            new += 1
+            if count[dram] > cap:
+                self.clock = clock
+                spill(s + 1)
+                clock = self.clock
+        self.clock = clock
+        self.used += used
+        return hits - ssd, ssd, new
 
     def lru(self, code: int) -> int:
         """Slot of the least recently used block in place `code` (which must hold one)."""

@@ -44,6 +44,8 @@ class Accounting:
         self.metrics, self.dep, self.model = metrics, dep, model
         self.moe_layers, self.kv_bytes, self.block_bytes = moe_layers, kv_bytes, block_bytes
         self.drafts = rules.draft_tokens(model.mtp_modules, dep.mtp)
+        self._ep = {pool: getattr(dep, pool).ep for pool in ("prefill", "decode")}
+        self._cache_plane = "ub" if dep.cache_plane == "ub" else "vpc"
         n_groups = len(instances) + n_nodes
         self._spread = np.zeros((n_groups, n_nodes))
         for inst in instances:
@@ -96,15 +98,19 @@ class Accounting:
     def a2a_bytes(self, pool: str, tokens_per_die: float, dies: int) -> float:
         """UB bytes of one step's MoE dispatch + combine over all MoE layers."""
         m = self.model
-        return rules.a2a_step_bytes(getattr(self.dep, pool).ep, m.top_k, tokens_per_die, dies,
+        return rules.a2a_step_bytes(self._ep[pool], m.top_k, tokens_per_die, dies,
                                     self.moe_layers, m.dispatch_bytes_per_token, m.combine_bytes_per_token)
 
     def prefill(self, inst, new_tokens: float, cached_tokens: float) -> None:
-        a2a = self.a2a_bytes("prefill", new_tokens / len(inst.dies), len(inst.dies))
+        dies = len(inst.dies)
+        a2a = self.a2a_bytes("prefill", new_tokens / dies, dies)
         loaded = cached_tokens * self.kv_bytes
         cur = self.metrics.cur
-        cur.plane_bytes["ub"] += a2a + (loaded if self.dep.cache_plane == "ub" else 0.0)
-        cur.plane_bytes["vpc"] += loaded if self.dep.cache_plane == "vpc" else 0.0
+        if self._cache_plane == "ub":
+            cur.plane_bytes["ub"] += a2a + loaded
+        else:
+            cur.plane_bytes["ub"] += a2a
+            cur.plane_bytes["vpc"] += loaded
         cur.cache_bytes += loaded
         self.node_traffic(inst.slot, inst.slot, a2a)
 
@@ -122,4 +128,4 @@ class Accounting:
         self.node_traffic(src.slot, dst.slot, nbytes, plane)
 
     def cache_writes(self, new_blocks: int) -> None:
-        self.metrics.cur.plane_bytes["ub" if self.dep.cache_plane == "ub" else "vpc"] += new_blocks * self.block_bytes
+        self.metrics.cur.plane_bytes[self._cache_plane] += new_blocks * self.block_bytes

@@ -34,46 +34,43 @@ def server_nodes(ems: EMS | None) -> dict[str, int]:
 
 def lookup(ems: EMS | None, req, ids: np.ndarray, cur, acct, slot: int) -> np.ndarray:
     """Prefix hits per request (tokens; at least one token is left to compute), stored in
-    `req.cached`; hit and write counts go to the interval `cur` and the accounting `acct`."""
+    `req.cached`; hit and write counts go to the interval `cur` and the accounting `acct`. The
+    batch's prompts are looked up and stored one after the other, in batch order."""
+    out = np.zeros(len(ids), dtype=np.int64)
     if ems is None:
-        return np.zeros(len(ids), dtype=np.int64)
-    rows = req.rows(ids)
-    out = np.array(_lookup(ems, req, req.block_lo.a[rows].tolist(), req.block_hi.a[rows].tolist(),
-                           req.input.a[rows].tolist(), cur, acct, slot), dtype=np.int64)
-    req.cached.a[rows] = out
+        return out
+    new = 0
+    per_hit, per_new = acct.ems_hit[slot], acct.ems_new[slot]
+    for i, rid in enumerate(ids.tolist()):
+        out[i], w = _lookup(ems, req, rid, cur, per_hit, per_new)
+        new += w
+    acct.cache_writes(new)             # once per batch: the same float sum as before
     return out
 
 
 def lookup_one(ems: EMS | None, req, rid: int, cur, acct, slot: int) -> int:
-    """lookup() of a one-request batch in plain Python numbers (no size-1 arrays)."""
+    """lookup() of a one-request batch in plain Python numbers (no arrays but its block ids)."""
     if ems is None:
         return 0
+    cached, new = _lookup(ems, req, rid, cur, acct.ems_hit[slot], acct.ems_new[slot])
+    acct.cache_writes(new)
+    return cached
+
+
+def _lookup(ems: EMS, req, rid: int, cur, per_hit: list, per_new: list) -> tuple[int, int]:
+    """One request's prompt looked up and stored: (cached tokens, new blocks)."""
     r = rid - req.base
-    cached = _lookup(ems, req, [int(req.block_lo.a[r])], [int(req.block_hi.a[r])],
-                     [int(req.input.a[r])], cur, acct, slot)[0]
-    req.cached.a[r] = cached
-    return cached
-
-
-def _lookup(ems: EMS, req, lo: list, hi: list, inp: list, cur, acct, slot: int) -> list:
-    """The batch's prompts (block positions [lo, hi), `inp` tokens) looked up and stored."""
-    sel = [j for j in range(len(lo)) if hi[j] > lo[j]]  # requests without blocks: no lookup
-    cached = [0] * len(lo)
-    if sel:
-        ptr = [0]
-        for j in sel:
-            ptr.append(ptr[-1] + hi[j] - lo[j])
-        bids, base = req.block_ids, req.block_base     # positions are absolute (window)
-        blocks = (bids[lo[sel[0]] - base:hi[sel[0]] - base] if len(sel) == 1
-                  else np.concatenate([bids[lo[j] - base:hi[j] - base] for j in sel]))
-        tokens = [inp[j] for j in sel]
-        r = ems.lookup_store(blocks, ptr, tokens, acct.ems_hit[slot], acct.ems_new[slot])
-        cur.lookups_blocks += ptr[-1]
-        cur.hit_blocks += sum(r.prefix_blocks)
-        cur.lookup_tokens += sum(tokens)
-        cur.hit_tokens += sum(r.hit_tokens)
-        cur.hit_requests += sum(1 for h in r.prefix_blocks if h)
-        for j, ht, t in zip(sel, r.hit_tokens, tokens):
-            cached[j] = min(ht, t - 1)
-        acct.cache_writes(r.new_blocks)
-    return cached
+    lo, hi, inp = req.block_lo.a.item(r), req.block_hi.a.item(r), req.input.a.item(r)
+    if hi <= lo:                                       # no blocks: no lookup
+        req.cached.a[r] = 0
+        return 0, 0
+    base = req.block_base                              # positions are absolute (window)
+    hit, ht, new = ems.lookup_store_one(req.block_ids[lo - base:hi - base], inp, per_hit, per_new)
+    cur.lookups_blocks += hi - lo
+    cur.hit_blocks += hit
+    cur.lookup_tokens += inp
+    cur.hit_tokens += ht
+    if hit:
+        cur.hit_requests += 1
+    cached = req.cached.a[r] = min(ht, inp - 1)
+    return cached, new

@@ -313,7 +313,7 @@ class Engine:
                 self.to_decode(ids)
             return
         touched: dict = {}
-        live = [p for p in self.prefill if p.alive] or self.prefill
+        live = [p for p in self.prefill if not p.down] or self.prefill    # alive (pools.py)
         choose, state, base = self.policies.placement.choose, req.state.a, req.base
         for rid in ids.tolist():          # schedule_prefill() of each, in arrival order
             inst = choose(live)

@@ -56,12 +56,14 @@ class FlowNet:
               on_finish: Callable[[float], None] | None = None) -> simpy.Event | None:
         """A transfer of `nbytes` over `links`; the event fires when the last byte lands. With
         `on_finish`, no event: it is called when the flow ends with the time the last byte lands."""
+        capacity = self.capacity
         for link in links:
-            if link not in self.capacity:
+            if link not in capacity:
                 raise KeyError(f"flow link {link!r}: unknown (known: {', '.join(sorted(self.capacity))})")
         done = self.env.event() if on_finish is None else None
         self._events += done is not None
-        self.settle()
+        if self._armed_at <= self.env._now:
+            self.settle()
         self._drain()
         self.flows[self._next] = Flow(float(nbytes), tuple(links), 0.0, done, latency_s, on_finish)
         self._next += 1

@@ -142,7 +142,7 @@ class SyntheticSource:
         p = self._pending
         if p is None:
             return None
-        j = int(np.searchsorted(p.arrival, t_end, side="left"))
+        j = int(p.arrival.searchsorted(t_end, "left"))
         if j <= self._pos:
             return None
         out, self._pos = p.slice(self._pos, j), j

@@ -66,9 +66,15 @@ class StepTimes:
 
     def prefill_seconds_one(self, inst, tokens: int, cached: int) -> float:
         """prefill_seconds() of a one-prompt batch, in plain Python floats (the same values: the
-        mean prompt t*t/t is exactly t while t*t < 2^53)."""
-        total = float(tokens)
-        return self._prefill_time(inst, total, total, float(cached))
+        mean prompt t*t/t is exactly t while t*t < 2^53). Memoised per exact (tokens, cached) too,
+        in the same memo (so both go when it is cleared): the third item -1 is no bucket's reuse."""
+        key = (tokens, cached, -1)
+        t = inst.memo.get(key)
+        if t is None:
+            total = float(tokens)
+            t = self._prefill_time(inst, total, total, float(cached))
+            inst.memo[key] = t
+        return t
 
     def _prefill_time(self, inst, total: float, prompt: float, cached: float) -> float:
         reuse = min(cached / total, MAX_REUSE)

@@ -16,9 +16,10 @@ class KvTransfers:
     def __init__(self, eng):
         self.eng = eng
         # a transfer's end waits for the decode instances' step boundaries while all of them step
-        self.flows = FlowNet(eng.env, defer=lambda: all(d.stepping for d in eng.decode))
+        self.flows = FlowNet(eng.env, defer=self._all_stepping)
         self.transfers: dict[int, np.ndarray] = {}   # KV transfers under way: key -> request ids
         self._seq = 0
+        self._cut: dict[tuple[int, int], tuple[int, bool]] = {}   # (src, dst) -> (topology version, partitioned)
         rdma = eng.dep.kv_transfer_plane == "rdma"
         self.plane = "rdma" if rdma else "ub"
         self.latency_s = (eng.system.rdma_latency_us if rdma else eng.system.ub_latency_us) * 1e-6
@@ -36,6 +37,13 @@ class KvTransfers:
                 bw = sum(topo.node_uplink_gbps(int(n)) for n in inst.nodes)
             self.flows.set_capacity(inst.name, bw * 1e9)
 
+    def _all_stepping(self) -> bool:
+        """Every decode instance is stepping (reads its inbox at step boundaries only)."""
+        for d in self.eng.decode:
+            if not d.stepping:
+                return False
+        return True
+
     def network_changed(self) -> None:
         """New capacities, and a wake-up for the transfers waiting for a path."""
         self.set_capacities()
@@ -50,12 +58,20 @@ class KvTransfers:
         self._seq += 1
         key = self._seq
         self.transfers[key] = ids
-        live = [d for d in eng.decode if d.alive]
+        live = [d for d in eng.decode if not d.down]      # alive (pools.py)
         dst = eng.policies.kv_placement.choose(live) if live else eng.decode[0]
-        if self._route(src, dst).partitioned:
+        if self._partitioned(src, dst):
             eng.env.process(self._when_routed(key, src, dst))
         else:
             self._start(key, src, dst, tokens)
+
+    def _partitioned(self, src, dst) -> bool:
+        """Whether src and dst have no path on the plane, cached per topology version."""
+        key, version = (src.slot, dst.slot), self.eng.topo.version
+        known = self._cut.get(key)
+        if known is None or known[0] != version:
+            known = self._cut[key] = (version, self._route(src, dst).partitioned)
+        return known[1]
 
     def _route(self, src, dst):
         topo = self.eng.topo

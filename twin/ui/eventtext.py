@@ -14,7 +14,8 @@ from .lang import N_, _
 # the event's kind, shown as a tag before the line
 KINDS = {"start": N_("start"), "schedule": N_("scheduled"), "fault": N_("fault"), "detect": N_("detected"),
          "recover": N_("recovered"), "partition": N_("partition"), "rate": N_("rate"), "policy": N_("policy"),
-         "error": N_("error"), "reject": N_("rejected"), "trace": N_("trace"), "note": N_("note")}
+         "error": N_("error"), "reject": N_("rejected"), "trace": N_("trace"), "note": N_("note"),
+         "copool": N_("co-pool")}
 
 # a refused command, by its name (twin.engine.commands)
 COMMANDS = {"rate": N_("arrival rate"), "load": N_("load"), "fault": N_("fault"), "policy": N_("fault policy"),

@@ -141,7 +141,7 @@ def element_stats(v: View, snap, kind: str, id_: str) -> list[tuple[str, str]]:
         du = die_util[dies]
         pool = majority(snap.die_pool, dies) if snap.die_pool else ""
         rows.append((N_("dies"), f"{len(dies)} " + (_("(%(pool)s pool)") % {"pool": _(pool)} if pool else _("(idle)"))))
-        peak = " (" + _("max") + f" {du.max() * 100:.0f} %)" if len(du) > 1 else ""
+        peak = " (" + _("max %(v)s") % {"v": f"{du.max() * 100:.0f} %"} + ")" if len(du) > 1 else ""
         rows.append((N_("die busy"), f"{du.mean() * 100:.1f} %{peak}"))
     by_plane: dict[str, list[int]] = {}
     for j, ends in enumerate(v.edge_ends):

@@ -1,6 +1,7 @@
 """Decode admission: the queue's head, in order, while the KV the admitted sequences reserve
 (prompt + all output tokens) stays within the instance's capacity; an empty instance always takes
-its first sequence. Needs are whole tokens, so the running sums are exact."""
+its first sequence. Needs are whole tokens, so the running sums are exact (and the last is the
+largest, so when it fits, all do)."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,6 +12,8 @@ from .base import DECODE_ADMISSION, DecodeAdmission, register
 @register(DECODE_ADMISSION, "fifo-kv-reserve")
 class FifoKvReserve(DecodeAdmission):
     def admit(self, need, reserved, kv_capacity, empty):
+        if reserved + np.add.reduce(need) <= kv_capacity:     # all fit (needs >= 0: the last
+            return len(need)                                  # running sum is the largest)
         fits = reserved + np.cumsum(need) <= kv_capacity
         if empty and len(fits):
             fits[0] = True
