@@ -61,7 +61,8 @@ def charts(t: Tick, panels: dict, changed) -> dict:
         for spec in FC.CHARTS.values():
             fig = F.strip_figure(spec, hist, height=FC.CHART_H)
             fig["layout"]["shapes"], fig["layout"]["annotations"] = shapes, notes
-            figs.append(fig)
+            fig["layout"]["margin"] = {**fig["layout"]["margin"], "t": 54}   # legend under the title: the
+            figs.append(fig)                                                   # charts are half a column wide
         return {"figs": figs}
     ext = [F.extend(spec, hist, t.since_t) for spec in FC.CHARTS.values()]
     new_marks = changed("marks", sig)
