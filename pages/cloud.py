@@ -64,6 +64,7 @@ KNOBS = (("lend_below", N_("lend below (share of capacity)"), 0.05,
          ("dedicated_decode_groups", N_("dedicated split: decode groups"), 1,
           N_("Under the dedicated policy, how many 32-NPU decode groups train all day (0 to 2: one always "
              "serves).")))
+POLICY_NAMES = {"copool": N_("co-pool"), "dedicated": N_("dedicated split"), "inference-only": N_("inference only")}
 POLICY_HELP = N_("copool: lend idle serving groups to training and take them back as load rises; dedicated: a "
                  "fixed split trains all day; inference-only: no training.")
 PRICES = (("capex_usd", N_("supernode price (USD)"), 100000,
@@ -112,7 +113,8 @@ def layout(**_kwargs):
                             title=_("Restart the viewed twin on scenario copool-day (the co-pool scheduler runs "
                                     "inside it)")),
                 html.Div([html.Label(_("Policy"), className="ctl-label", htmlFor=f"{P}-policy"),
-                          C.dropdown(id=f"{P}-policy", options=list(POLICIES), value="copool", clearable=False,
+                          C.dropdown(id=f"{P}-policy", options=[{"label": f"{_(POLICY_NAMES[k])} ({k})", "value": k} for k in POLICIES],
+                                     value="copool", clearable=False,
                                      className="dd")], className="field", title=_(POLICY_HELP)),
                 html.Div([_input(Params, *k) for k in KNOBS]),
                 html.Button(_("Apply to the twin"), id=f"{P}-apply", n_clicks=0, className="btn",
