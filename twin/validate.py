@@ -158,9 +158,9 @@ def predictions() -> list[dict]:
         label = ("prediction" if dep.prediction else "calibrated" if name == PAPER
                  else "validated" if name in (H800, H100) else "model")
         for phase, r, setting in (
-                ("prefill", pre, f"{dep.prefill.tokens_per_die * chips} tokens/chip, 4K prompt"),
-                ("decode", dec, f"batch {dep.decode.batch_per_die * chips}/chip, "
-                                f"{dep.context_tokens} KV")):
+                ("prefill", pre, said(N_("%(n)s tokens/chip, 4K prompt"), n=dep.prefill.tokens_per_die * chips)),
+                ("decode", dec, said(N_("batch %(b)s/chip, %(kv)s KV"), b=dep.decode.batch_per_die * chips,
+                                     kv=dep.context_tokens))):
             out.append({"deployment": name, "system": dep.system, "phase": phase, "label": label,
                         "tpot_ms": round(dec.tpot_ms, 2) if phase == "decode" else None,
                         "setting": setting, "tokens_per_s_per_gpu": round(r.tokens_per_s_per_npu, 1),
