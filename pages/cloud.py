@@ -26,6 +26,7 @@ from twin.ui import eventtext
 from twin.ui import guard as G
 from twin.ui import theme as T
 from twin.ui import lang as Lg
+from twin.ui.errors import explain
 from twin.ui.lang import N_, _
 from twin.ui.live import Tick, page_stores, page_tick, twin_for
 
@@ -263,7 +264,7 @@ def on_load(_n, choice, token, viewer, secret):
     try:
         msg = tw.control("reset", {"scenario": CL.SCENARIOS[0]}, **G.actor(viewer, token, secret))
     except S.ControlError as exc:
-        return _("Not loaded: %(why)s") % {"why": exc}, "ctl-msg msg-error"
+        return _("Not loaded: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
     return _say(tw, msg)
 
 
@@ -280,7 +281,7 @@ def on_apply(_n, policy, *rest):
             raise CatalogError(f"policy = {str(policy)[:40]!r}: allowed {', '.join(POLICIES)}")
         msg = tw.control("copool", {"policy": policy, **fields}, **G.actor(viewer, token, secret))
     except (S.ControlError, CatalogError) as exc:
-        return _("Not applied: %(why)s") % {"why": exc}, "ctl-msg msg-error"
+        return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
     return _say(tw, msg)
 
 
@@ -355,7 +356,7 @@ def on_run(_n, day, *knobs):
         finally:
             _LOCK.release()
     except (CatalogError, ValueError) as exc:
-        return no_update, _("Not run: %(why)s") % {"why": exc}, "ctl-msg msg-error"
+        return no_update, _("Not run: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
     return {"key": key}, _("Simulated a %(d)s s day under %(n)s policies.") % {"d": f"{d:g}", "n": len(POLICIES)}, "ctl-msg msg-ok"
 
 
@@ -374,7 +375,7 @@ def on_show(run, prices):
     try:
         pr = load_prices(**_values(PRICES, prices))
     except CatalogError as exc:
-        return no_update, _("Not re-priced: %(why)s") % {"why": exc}, "ctl-msg msg-error"
+        return no_update, _("Not re-priced: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
     reports = {name: day_report(pool, pr) for name, pool in pools.items()}
     priced = _trigger() in {f"{P}-{k[0]}" for k in PRICES}
     msg = (_("Re-priced the simulated day."), "ctl-msg msg-ok") if priced else (no_update, no_update)

@@ -9,6 +9,7 @@ from dash.development.base_component import Component
 
 from twin import i18n as I
 from twin.i18n import catalog
+from twin import session as S
 
 # Pages whose every user-visible string comes from the catalogs, with the layouts to render
 # (module, kwargs). Convert a page (see twin/i18n/catalog.py) and add it here.
@@ -434,3 +435,38 @@ def test_co_pool_scheduler_lines_read_in_chinese(dash_app):
     assert "prefill-16（16 个 NPU）→ 训练：策略 'dedicated'" in texts and "共池" in texts
     leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in _scenarios()])}
     assert leftovers == {}, f"co-pool lines outside the catalogs: {leftovers}"
+
+
+REFUSALS = (  # what a viewer can be refused from the pages (free-text fault targets, the Cloud form, lists)
+    ("fault", {"kind": "l2", "target": "nope"}), ("fault", {"kind": "npu_die", "target": "n99/npu3/d1"}),
+    ("fault", {"kind": "l2", "target": "n20/npu3"}), ("fault", {"kind": "l2", "target": "n20/l1-3--sp3/l2-6"}),
+    ("fault", {"kind": "optical_link", "target": "n20/l1-3--sp3/l2-999"}), ("fault", {"kind": "l2", "target": ""}),
+    ("fault", {"kind": "bogus", "target": "n20"}), ("reset", {"scenario": "nope"}),
+    ("reset", {"deployment": "nope"}), ("reset", {"trace": "nope"}), ("reset", {"faults": "nope"}),
+    ("copool", {"policy": "dedicated"}))
+
+
+def test_refusal_reasons_read_in_chinese(twin_registry):
+    """Every refusal a page can meet is a known form (`errors.FORMS`), shown in Chinese with its values;
+    part names and the topology's id hints in words too."""
+    import app as dash_app
+    from twin.cloud import live
+    from twin.engine import Engine
+    from twin.ui.errors import explain
+    tw = twin_registry.shared()
+    errors = []
+    for action, value in REFUSALS:
+        with pytest.raises(S.ControlError) as exc:
+            tw.control(action, value)
+        errors.append(exc.value)
+    cloud = live.attach(Engine("copool-day", seed=3)).snapshot().cloud
+    for knobs in ({"lend_below": 2}, {"lend_below": "x"}, {"dedicated_prefill_groups": 17},
+                  {"train_from_h": 3, "train_to_h": 3}):
+        with pytest.raises(ValueError) as exc:
+            live.check(knobs, cloud)
+        errors.append(exc.value)
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        texts = [explain(e) for e in errors]
+    assert texts[2] == "故障目标 'n20/npu3' 是NPU；故障类型 l2 作用于L2 UB 交换机（例如 'sp2/l2-5'）"
+    leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in _scenarios()])}
+    assert leftovers == {}, f"refusals outside the catalogs: {leftovers}"

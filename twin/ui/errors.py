@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from twin.engine.faults.spec import PART_LABEL
+
 from .lang import N_, _, request_lang
 
 _V = r"(?P<%s>.+?)"
@@ -57,6 +59,37 @@ FORMS = (
      r"stop\)", N_("random failures: rate = %(v)s: allowed 0 < x <= %(hi)s failure-clock hours per sim second "
                    "(switch off to stop)")),
     (r"{name}: allowed a number", N_("%(name)s: allowed a number")),
+    # a fault's target (twin.engine.faults.spec, twin.topology): {why} and the part names are translated too
+    (r"fault target = {t}: unknown topology element {e} in {sys} \({why}\); valid ids look like: {ids}",
+     N_("fault target = %(t)s: unknown topology element %(e)s in %(sys)s (%(why)s); valid ids look like: %(ids)s")),
+    (r"fault target = {t}: unknown topology element {e} in {sys}; valid ids look like: {ids}",
+     N_("fault target = %(t)s: unknown topology element %(e)s in %(sys)s; valid ids look like: %(ids)s")),
+    (r"not a well-formed id", N_("not a well-formed id")),
+    (r"{part} index {i} out of range {lo}\.\.{hi}", N_("%(part)s index %(i)s out of range %(lo)s..%(hi)s")),
+    (r"edge index out of range {lo}\.\.{hi}", N_("edge index out of range %(lo)s..%(hi)s")),
+    (r"these two elements are not directly linked", N_("these two elements are not directly linked")),
+    (r"no {part} with this id in a {where}", N_("no %(part)s with this id in a %(where)s")),
+    (r"fault target = {t} is {what}; fault kind {kind} breaks {wanted} \(e\.g\. {ex}\)",
+     N_("fault target = %(t)s is %(what)s; fault kind %(kind)s breaks %(wanted)s (e.g. %(ex)s)")),
+    (r"fault target = {t}: required, e\.g\. {ex}", N_("fault target = %(t)s: required, e.g. %(ex)s")),
+    (r"fault kind = {v}: allowed {kinds}", N_("fault kind = %(v)s: allowed %(kinds)s")),
+    # a reset's choices (normally picked from lists)
+    (r"{field} = {v}: unknown \(allowed: {names}\)", N_("%(field)s = %(v)s: unknown (allowed: %(names)s)")),
+    (r"trace = {v}: not a trace this dashboard offers \(allowed: {names}, empty for the scenario's own workload, "
+     r"or upload a trace file of at most {mb} MB\)",
+     N_("trace = %(v)s: not a trace this dashboard offers (allowed: %(names)s, empty for the scenario's own "
+        "workload, or upload a trace file of at most %(mb)s MB)")),
+    (r"faults = {v}: not a demo \(allowed: {names}\)", N_("faults = %(v)s: not a demo (allowed: %(names)s)")),
+    # the Cloud page (twin.cloud.live)
+    (r"copool: this twin does not run a co-pool day; load scenario copool-day first",
+     N_("copool: this twin does not run a co-pool day; load scenario copool-day first")),
+    (r"copool\.{knob} = {v}: allowed {lo}\.\.{hi} \({n} {kind} groups, {m} must serve\)",
+     N_("copool.%(knob)s = %(v)s: allowed %(lo)s..%(hi)s (%(n)s %(kind)s groups, %(m)s must serve)")),
+    (r"copool\.{knob} = {v}: must differ from {other} \(an empty training window; use policy inference-only\)",
+     N_("copool.%(knob)s = %(v)s: must differ from %(other)s (an empty training window; use policy inference-only)")),
+    (r"copool\.{knob} = {v}: Input should be {rule} \(allowed: {allowed}\)",
+     N_("copool.%(knob)s = %(v)s: not allowed (allowed: %(allowed)s)")),
+    (r"{name} = {v}: not a number", N_("%(name)s = %(v)s: not a number")),
     # sweeps (twin.explore: the Explorer page's values and limits)
     (r"values of {key}={v}: not allowed \(allowed: {allowed}\)",
      N_("values of %(key)s=%(v)s: not allowed (allowed: %(allowed)s)")),
@@ -86,6 +119,33 @@ FORMS = (
 _COMPILED = tuple((re.compile(re.sub(r"\{(\w+)\}", lambda m: _V % m.group(1), rx)), msg) for rx, msg in FORMS)
 
 
+# values that are words, by their name in the forms above
+WORDS = {"field": {"scenario": N_("scenario"), "deployment": N_("deployment")},
+         "kind": {"prefill": N_("prefill"), "decode": N_("decode")},
+         "part": {"node": N_("node"), "npu": N_("NPU"), "die": N_("NPU die"), "cpu": N_("Kunpeng CPU")},
+         "where": {"supernode": N_("supernode"), "cluster": N_("cluster")}, "t": {"None": N_("(none)")}}
+_ARTICLE = re.compile(r"^an? ")
+
+
+def _word(name: str, v: str) -> str:
+    """A value in the viewer's language: a known word, part names ("an NPU or a node"), a nested form."""
+    if v in WORDS.get(name, {}):
+        return _(WORDS[name][v])
+    if name in ("what", "wanted"):
+        labels = {lbl: lbl for lbl in PART_LABEL.values()}
+        parts = [_ARTICLE.sub("", x) for x in v.split(" or ")]
+        if all(p in labels for p in parts):
+            return _(" or ").join(_(p) for p in parts)
+    if name == "why":
+        return explain(v)
+    if name == "allowed":                       # a range such as "> 0 and <= 1"
+        return v.replace(" and ", _(" and "))
+    if name == "ids":                           # the topology's id examples (twin.topology.static)
+        return v.replace(" (group)", _(" (group)")).replace("a link as eid", _("a link as eid")).replace(
+            " or ", _(" or "))
+    return v
+
+
 def explain(exc) -> str:
     """The message of a refused control in the viewer's language (English forms pass through)."""
     text = str(exc)
@@ -94,5 +154,5 @@ def explain(exc) -> str:
     for rx, msg in _COMPILED:
         m = rx.fullmatch(text)
         if m:
-            return _(msg) % m.groupdict()
+            return _(msg) % {k: _word(k, v) for k, v in m.groupdict().items()}
     return text
