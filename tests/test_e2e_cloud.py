@@ -22,7 +22,7 @@ def test_cloud_day_live_policy_change_and_comparison(browser_page, artifacts):
     wait_text(pg, "#cl-msg", "Not applied: .*dedicated_prefill_groups = 17: allowed 0..16")
     pg.fill("#cl-dedicated_prefill_groups", "6")
     pg.click("#cl-policy")
-    pg.get_by_role("option", name="dedicated", exact=True).click()
+    pg.get_by_role("option", name="dedicated split (dedicated)", exact=True).click()
     pg.click("#cl-apply")
     wait_text(pg, "#cl-msg", "co-pool policy=dedicated")
     wait_text(pg, "#cl-live", "policy dedicated", timeout=20_000)
