@@ -187,6 +187,9 @@ def test_reset_swaps_in_a_new_engine(twin_registry):
 
 def test_load_on_a_trace_scenario_says_why_it_cannot(twin_registry):
     tw = twin_registry.shared()
+    run = tw.run
+    tw.control("reset", {"scenario": "mooncake-live"})
+    assert wait_until(lambda: tw.run == run + 1)
     assert tw.status()["workload"] == "trace"
     with pytest.raises(S.ControlError, match="trace replays its own arrival"):
         tw.control("load", 0.9)
@@ -425,7 +428,7 @@ def test_run_controls_callback(dash_app, twin_registry):
     msg, cls = call("ctl-speed-custom.value", speed_custom=5000)
     assert "msg-error" in cls and "allowed 1 to 1000" in msg
     msg, cls = call(pm_id("ctl-load-btn", "90"))
-    assert "msg-error" in cls and "trace" in msg                       # default scenario replays a trace
+    assert "msg-ok" in cls and tw.params.load == 0.9                   # the default is synthetic: load applies
     msg, cls = call("ctl-reset.n_clicks", trace="/no/such/file.jsonl")
     assert "msg-error" in cls and "Not applied" in msg and tw.run == 0
     msg, cls = call("ctl-reset.n_clicks", seed=None)

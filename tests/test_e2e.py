@@ -262,7 +262,9 @@ def test_failures_inject_l2_now_and_watch_it_detected_and_recovered(browser_page
     pg.wait_for_function(   # the charts grow and carry the marks (the 2 s band stays in view ~600 s)
         "() => { const gd = document.querySelector('#fl-tpot-chart .js-plotly-plot'); return gd && gd.data && "
         "gd.data[0].x.length > 20 && (gd.layout.shapes || []).some(s => s.type === 'rect'); }")
-    wait_text(pg, "#fl-table", r"540\.0 s", timeout=20_000)         # repaired: detect + 8 min
+    # repaired: detect + 8 min. The default serves 111 req/s (CPU-bound near 80x real time on one core),
+    # so under a loaded machine the 100x asked for can take ~40 s of wall time to reach 540 s.
+    wait_text(pg, "#fl-table", r"540\.0 s", timeout=60_000)
     assert pg.locator(f"{row} >> td.lost-ok").count() == 1
     wait_text(pg, "#fl-events", "recover")
     pg.screenshot(path=str(artifacts / "failures.png"), full_page=True)

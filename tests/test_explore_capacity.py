@@ -46,7 +46,7 @@ def test_search_ranks_configurations_and_skips_impossible_ones():
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--scenario", "default"], ["replays a trace", "synthetic"]),
+    (["--scenario", "mooncake-live"], ["replays a trace", "synthetic"]),
     (["--search", "--scenario", "paper-decode"], ["decode only", "paper-prefill"]),
     (["--search", "--decode-ep", "x"], ["--decode-ep", "positive integers"]),
     (["--set", "load=0.5,0.6"], ["--set", "one value"]),

@@ -23,7 +23,7 @@ GOOD = ("cloudmatrix-infer-paper", "paper-decode", "load", "0.4,0.8", "mtp", "tr
 
 
 @pytest.mark.parametrize("i, bad, words", [
-    (0, ["x"], "Deployment"), (1, "default", "Scenario: allowed"), (2, {"k": 1}, "Axis: allowed"),
+    (0, ["x"], "Deployment"), (1, "mooncake-live", "Scenario: allowed"), (2, {"k": 1}, "Axis: allowed"),
     (3, "x" * 5000, "values of load"), (3, "0.9:0.1:0.1", "inverted range"), (3, None, "values of load"),
     (4, "bogus", "Axis: allowed"), (6, "abc", "Seeds"), (6, 2.5, "Seeds"), (7, 1e9, "Simulated seconds"),
     (8, "gpu", "Source"), (3, "0.1:5:0.05", "at most 60 per sweep"),

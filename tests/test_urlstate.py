@@ -34,6 +34,8 @@ def test_a_link_sets_scenario_speed_and_load_through_the_control_path(dash_app, 
 
 def test_a_bad_link_value_gives_a_message_and_leaves_the_twin(dash_app, twin_registry):
     tw = twin_registry.shared()
+    tw.control("reset", {"scenario": "mooncake-live"})      # a trace scenario: a load in a link is refused
+    assert wait_until(lambda: tw.run == 1)
     for search, why in (("?scenario=no-such", "scenario = 'no-such': unknown (allowed: default,"),
                         ("?speed=9000", "speed = '9000': allowed 1 to 1000"),
                         ("?load=lots", "load = 'lots': allowed a number"),
@@ -41,7 +43,7 @@ def test_a_bad_link_value_gives_a_message_and_leaves_the_twin(dash_app, twin_reg
                         ("?load=90", "trace replays its own arrival times")):
         msg, cls, _ = _open(dash_app, search)
         assert "msg-error" in cls and msg.startswith("Link not fully applied: ") and why in msg, msg
-    assert tw.run == 0 and tw.speed == 1.0
+    assert tw.run == 1 and tw.speed == 1.0
 
 
 def test_copy_link_captures_the_current_run(dash_app, twin_registry):
