@@ -69,12 +69,18 @@ def _server_timing(resp):
         resp.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - t0) * 1e3:.2f}"
     return resp
 
+# pages reached from the "More" menu, so the top bar stays one row at 1440 px in English and Chinese
+MORE_PAGES = ("/validation", "/explorer", "/compare", "/cloud", "/glossary")
+
+
 def _nav() -> html.Nav:
-    links = [dcc.Link(_(p["name"]), href=p["relative_path"], className="nav-link",
-                      id={"type": "nav", "index": p["path"]})
-             for p in sorted(dash.page_registry.values(), key=lambda p: p.get("order", 99))
-             if p.get("nav", True)]
-    return html.Nav(links, className="nav")
+    pages = [p for p in sorted(dash.page_registry.values(), key=lambda p: p.get("order", 99)) if p.get("nav", True)]
+    link = lambda p: dcc.Link(_(p["name"]), href=p["relative_path"], className="nav-link",
+                              id={"type": "nav", "index": p["path"]})
+    more = [link(p) for p in pages if p["path"] in MORE_PAGES]
+    menu = html.Div([html.Span(_("More") + " ▾", className="nav-link nav-more-btn", tabIndex="0"),
+                     html.Div(more, className="nav-menu")], className="nav-more") if more else None
+    return html.Nav([link(p) for p in pages if p["path"] not in MORE_PAGES] + [menu], className="nav")
 
 
 def serve_layout():

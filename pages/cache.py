@@ -4,6 +4,7 @@ from __future__ import annotations
 import dash
 from dash import Output, html
 
+from twin.engine.metrics import HIT_MIN, HIT_WINDOW
 from twin.ui import components as C
 from twin.ui import figures as F
 from twin.ui import theme as T
@@ -17,20 +18,21 @@ P = "ca"
 
 CHARTS = {
     "hit": F.StripSpec(N_("EMS hit ratio (%)"), "%", (
-        F.Series("block_hit_ratio", N_("blocks"), T.YELLOW, scale=100),
-        F.Series("token_hit_ratio", N_("tokens"), T.ORANGE, scale=100, dash="dot")), y_range=(0, 100)),
+        F.Series("block_hit_ratio", N_("blocks"), T.YELLOW, scale=100, width=6),
+        F.Series("token_hit_ratio", N_("tokens"), T.RED, scale=100, width=1.6)), y_range=(0, 100)),
     "tier": F.StripSpec(N_("Tier occupancy (GB)"), "GB", (
         F.Series("ems_dram_gb", "DRAM", T.BLUE, fill=True), F.Series("ems_ssd_gb", "SSD", T.PURPLE))),
     "bytes": F.StripSpec(N_("Bytes moved per cache-hit request (MB)"), "MB", (
         F.Series("ub_bytes_per_hit_mb", N_("per hit"), T.TEAL),)),
-    "ttft": F.StripSpec(N_("TTFT p50 with vs without a cache hit (s)"), "s", (
+    "ttft": F.StripSpec(N_("TTFT p50 with vs without a cache hit, rolling (s)"), "s", (
         F.Series("ttft_hit_p50_ms", N_("with hit"), T.GREEN, scale=1e-3),
         F.Series("ttft_miss_p50_ms", N_("without"), T.RED, scale=1e-3, dash="dot"))),
 }
 
 KPIS = (
     ("block", N_("Block hit ratio"), "%", N_("interval: blocks of prompt KV found in EMS")),
-    ("token", N_("Token hit ratio"), "%", N_("interval: prompt tokens whose KV was found in EMS")),
+    ("token", N_("Token hit ratio"), "%", N_("interval: prompt tokens whose KV was found in EMS; equal to "
+                                            "blocks when every prompt is whole 512-token blocks (4K synthetic prompts)")),
     ("total", N_("Block hits, whole run"), "%", N_("hit blocks / looked-up blocks since the start")),
     ("dram", N_("DRAM tier"), "GB", N_("KV blocks held in the pooled CPU DRAM")),
     ("ssd", N_("SSD tier"), "GB", N_("KV blocks demoted to SSD")),
@@ -49,6 +51,12 @@ def layout(**_kwargs):
                  className="kpi-grid"),
         html.Div([html.Div(C.graph(f"{P}-{k}", F.empty_figure(spec.title), 250), className="chart")
                   for k, spec in CHARTS.items()], className="chart-grid grid-2"),
+        html.Div(id=f"{P}-ttft-note", className="hint"),
+        html.Div(_("Hit ratio: the wide yellow line counts blocks, the thin red one tokens; they differ only by the "
+                   "partial last block of a prompt, so they coincide when prompts are whole blocks. TTFT with vs "
+                   "without a hit (at least half the prompt from EMS): medians over the last %(window)s intervals (seconds by default), drawn "
+                   "once that window is full and holds at least %(n)s requests of the kind.") % {
+                       "window": HIT_WINDOW, "n": HIT_MIN}, className="hint"),
         C.panel(html.Div(id=f"{P}-totals", className="hint"), _("Since the start"), "sim"),
     ])
 
@@ -62,6 +70,21 @@ def _kpis(snap) -> list[str]:
             C.pct(k.get("total_block_hit_ratio", c.get("block_hit_ratio"))),
             C.fmt(k.get("ems_dram_gb")), C.fmt(k.get("ems_ssd_gb")),
             f"{live if live is not None else '–'} / {len(servers) or '–'}"]
+
+
+def ttft_note(hist: dict | None) -> str:
+    """Why a TTFT line is missing over the last HIT_WINDOW intervals, when one is: a scenario where
+    every prompt reuses the same share (paper-prefill-cache: 90%) has no request without a hit."""
+    hist = hist or {}
+    seen = lambda key: any(v == v for v in (hist.get(key) or [])[-HIT_WINDOW:] if v is not None)
+    hit, miss = seen("ttft_hit_p50_ms"), seen("ttft_miss_p50_ms")
+    if hit and not miss:
+        return _("No line without a hit: every request finished lately took at least half its prompt from EMS "
+                 "(each prompt reuses the same share here). The kv-cache lesson compares this scenario with "
+                 "paper-prefill, which has no reuse.")
+    if miss and not hit:
+        return _("No line with a hit: no request finished lately took half its prompt or more from EMS.")
+    return ""
 
 
 def _totals(snap) -> str:
@@ -83,9 +106,11 @@ def _totals(snap) -> str:
     "figs": [Output(f"{P}-{k}", "figure") for k in CHARTS],
     "exts": [Output(f"{P}-{k}", "extendData") for k in CHARTS],
     "totals": Output(f"{P}-totals", "children"),
+    "note": Output(f"{P}-ttft-note", "children"),
 })
 def tick(t: Tick) -> dict:
     if not t.changed:
         return {}
     figs, exts = zip(*(t.strip(spec, height=250) for spec in CHARTS.values()))
-    return {"kpis": _kpis(t.snap), "figs": list(figs), "exts": list(exts), "totals": _totals(t.snap)}
+    return {"kpis": _kpis(t.snap), "figs": list(figs), "exts": list(exts), "totals": _totals(t.snap),
+            "note": ttft_note(getattr(t.snap, "history", None))}

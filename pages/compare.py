@@ -101,29 +101,29 @@ def layout(**_kwargs):
                      "time: on UB it stays near a fifth, on Hopper clusters it is about half.") % slo, className="hint"),
         ], _("Why a supernode: the same model on five systems"), "model"),
         C.panel([
-            C.graph(f"{P}-curves", curves_figure(d), 360, info_text=_(
-                "Decode tokens/s per chip against TPOT, batch by batch, for each system, computed by the perf "
-                "model from hardware, kernel tables and deployment. CloudMatrix384 is calibrated on the paper's "
-                "decode rows; the GPU systems are predictions, checked against their published throughputs on "
-                "the Validation page (validation rows).")),
+            C.graph(f"{P}-curves", curves_figure(d), 360),
             html.P(_("The same decode, batch by batch, on the same axes: each curve climbs until its KV cache is "
                      "full; the dashed line is the %(slo)s ms TPOT SLO, where the table's operating points sit.") % slo,
                    className="hint"),
-        ], _("Decode throughput per chip against TPOT"), "model"),
+        ], _("Decode throughput per chip against TPOT"), "model", info_text=_(
+            "Decode tokens/s per chip against TPOT, batch by batch, for each system, computed by the perf "
+            "model from hardware, kernel tables and deployment. CloudMatrix384 is calibrated on the paper's "
+            "decode rows; the GPU systems are predictions, checked against their published throughputs on "
+            "the Validation page (validation rows).")),
         html.Div([
-            C.panel([C.graph(f"{P}-bars", bars_figure(d), 340, info_text=_(
+            C.panel([C.graph(f"{P}-bars", bars_figure(d), 340),
+                     html.P(_("Per dense TFLOPS of the serving precision, per kW and per dollar (power and price per "
+                              "chip from systems.toml, each with its source or marked as an assumption)."),
+                            className="hint")], _("Per TFLOPS, per kW, per dollar"), "model", info_text=_(
                 "Each system's decode throughput at its operating point (perf model) divided by dense TFLOPS, "
                 "by kW and turned into dollars per million output tokens; power and prices are per-chip figures "
                 "from systems.toml, each cited or marked as an assumption.")),
-                     html.P(_("Per dense TFLOPS of the serving precision, per kW and per dollar (power and price per "
-                              "chip from systems.toml, each with its source or marked as an assumption)."),
-                            className="hint")], _("Per TFLOPS, per kW, per dollar"), "model"),
-            C.panel([C.graph(f"{P}-ep", ep_figure(d), 340, info_text=_(
-                "Decode tokens/s per chip against the expert-parallel degree at each system's deployed batch, "
-                "computed by the perf model; the hover names the fabric the all-to-all crosses.")),
+            C.panel([C.graph(f"{P}-ep", ep_figure(d), 340),
                      html.P(_("Decode throughput per chip against EP degree at the deployed batch: where the "
                               "all-to-all leaves NVLink for RDMA the curve flattens or falls; on the supernode UB "
-                              "carries every degree."), className="hint")], _("The EP sweep"), "model"),
+                              "carries every degree."), className="hint")], _("The EP sweep"), "model", info_text=_(
+                "Decode tokens/s per chip against the expert-parallel degree at each system's deployed batch, "
+                "computed by the perf model; the hover names the fabric the all-to-all crosses.")),
         ], className="two-even"),
     ])
 

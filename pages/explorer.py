@@ -59,9 +59,9 @@ def layout(**_kwargs):
                                         "goodput per chip against the speed each user sees.")),
         C.panel(html.Div([
             html.Div([
-                _field(_("Deployment"), dcc.Dropdown(id=f"{P}-dep", options=deps, value="cloudmatrix-infer-paper",
+                _field(_("Deployment"), C.dropdown(id=f"{P}-dep", options=deps, value="cloudmatrix-infer-paper",
                                                   clearable=False, className="dd-wide")),
-                _field(_("Scenario"), dcc.Dropdown(id=f"{P}-sc", options=scs, value="paper-decode",
+                _field(_("Scenario"), C.dropdown(id=f"{P}-sc", options=scs, value="paper-decode",
                                                 clearable=False, className="dd")),
                 _field(_("Source"), dcc.RadioItems(id=f"{P}-source", value="engine", inline=True,
                                                    options=[{"label": _(v), "value": k} for k, v in SOURCES.items()]),
@@ -69,12 +69,12 @@ def layout(**_kwargs):
                          "calibrated operator-level model, one evaluation per point (fast, no queueing)")),
             ], className="ctl-row"),
             html.Div([
-                _field(_("Axis 1"), dcc.Dropdown(id=f"{P}-k1", options=axis, value="load", clearable=False,
+                _field(_("Axis 1"), C.dropdown(id=f"{P}-k1", options=axis, value="load", clearable=False,
                                               className="dd-wide")),
                 _field(_("values"), dcc.Input(id=f"{P}-v1", value="0.3:1.2:0.15", debounce=True, maxLength=200,
                                                     style={"width": "11em"}),
                        _("a list V1,V2,... or a range LO:HI:STEP")),
-                _field(_("Axis 2"), dcc.Dropdown(id=f"{P}-k2", options=[{"label": _("none"), "value": NONE}] + axis,
+                _field(_("Axis 2"), C.dropdown(id=f"{P}-k2", options=[{"label": _("none"), "value": NONE}] + axis,
                                               value="mtp", clearable=False, className="dd-wide")),
                 _field(_("values"), dcc.Input(id=f"{P}-v2", value="true,false", debounce=True, maxLength=200,
                                                     style={"width": "11em"}),
@@ -117,6 +117,12 @@ def layout(**_kwargs):
 X_AXES = {"tokens_per_s_per_user": N_("tokens/s per user (1000 / TPOT p50)"), "ttft_ms_p99": N_("TTFT p99, ms")}
 
 
+def setting(key: str, value) -> str:
+    """A point's setting as its legend and hover show it: "mtp = on", "load = 0.4"."""
+    shown = (_("on") if value else _("off")) if isinstance(value, bool) else value
+    return f"{key} = {shown}"
+
+
 def pareto_figure(points: list[dict], varied: list[str], x: str = "tokens_per_s_per_user") -> dict:
     y = "goodput_per_chip"
     second = varied[1] if len(varied) > 1 else None
@@ -125,11 +131,11 @@ def pareto_figure(points: list[dict], varied: list[str], x: str = "tokens_per_s_
         groups.setdefault(p.get(second) if second else "", []).append(p)
     data = []
     for i, (g, pts) in enumerate(groups.items()):
-        data.append({"type": "scatter", "mode": "markers", "name": f"{second}={g}" if second else _("points"),
+        data.append({"type": "scatter", "mode": "markers", "name": setting(second, g) if second else _("points"),
                      "x": [p[x] for p in pts], "y": [p[y] for p in pts],
                      "error_x": {"type": "data", "array": [p.get(f"{x}_ci95") or 0 for p in pts], "visible": True},
                      "error_y": {"type": "data", "array": [p.get(f"{y}_ci95") or 0 for p in pts], "visible": True},
-                     "text": [", ".join(f"{k}={p[k]}" for k in varied) for p in pts],
+                     "text": [", ".join(setting(k, p[k]) for k in varied) for p in pts],
                      "customdata": [points.index(p) for p in pts],       # the point a click opens
                      "hovertemplate": "%{text}<br>x %{x:.1f}, %{y:.0f} " + _("tok/s per chip") + "<extra></extra>",
                      "marker": {"size": 9, "color": PALETTE[i % len(PALETTE)]}})
@@ -259,6 +265,8 @@ def sandbox_params(job: dict | None, click) -> dict:
     prevent_initial_call=True,
 )
 def on_click(click, job_id, secret):
+    if click is None:                 # the chart drawn (page load, a new figure): nothing was clicked
+        return no_update, no_update, no_update
     who, addr = G.client(secret)
     try:
         params = sandbox_params(J.JOBS.get(G.ident(job_id), who), click)

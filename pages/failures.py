@@ -52,15 +52,15 @@ def layout(target: str | None = None, kind: str | None = None, **_kwargs):
                                        "it costs in latency and goodput. Compare policies, replay the demos."),
                       html.Div(id=f"{P}-demo-line", className="scenario-line")),
         html.Div(id=f"{P}-banner", className="banner", role="alert"),
-        html.Div([
+        html.Div([     # the console beside the charts: at 1440x900 both are in view without scrolling
             html.Div([FC.console(kind, target), FC.demos()], className="fl-stack"),
-            FC.picker(),
+            html.Div([html.Div(C.graph(f"{P}-{name}-chart", F.empty_figure(spec.title), FC.CHART_H), className="chart")
+                      for name, spec in CHARTS.items()], className="chart-grid grid-2"),
         ], className="two-even fl-block"),
-        C.panel([html.Div(id=f"{P}-table"), html.Button(_("Download CSV"), id=f"{P}-csv", className="btn-small"),
+        C.panel([html.Div(id=f"{P}-table"), html.Button(_("Download CSV"), id=f"{P}-csv", className="btn btn-small"),
                  dcc.Download(id=f"{P}-csv-dl")], _("Faults: detection, recovery and cost"), "sim",
                 extra=FC.legend(), className="fl-block"),
-        html.Div([html.Div(C.graph(f"{P}-{name}-chart", F.empty_figure(spec.title), FC.CHART_H), className="chart")
-                  for name, spec in CHARTS.items()], className="chart-grid grid-2 fl-block"),
+        html.Div(FC.picker(), className="fl-block"),
         html.Div([
             FC.policy(),
             FC.random_failures(),

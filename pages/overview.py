@@ -21,7 +21,7 @@ KPIS = (
     ("in-tps", N_("Input tokens/s"), "tok/s", "input_tps", C.fmt, N_("prompt tokens processed per second (whole supernode)")),
     ("out-tps", N_("Output tokens/s"), "tok/s", "output_tps", C.fmt, N_("generated tokens per second")),
     ("in-npu", N_("Input per prefill NPU"), "tok/s", "input_tps_per_npu", C.fmt, N_("prefill throughput per NPU of the prefill pool")),
-    ("out-npu", N_("Output per decode NPU"), "tok/s", "output_tps_per_npu", C.fmt, N_("decode throughput per NPU of the decode pool")),
+    ("out-npu", N_("Output per decode NPU"), "tok/s", "output_tps_per_npu", C.fmt, N_("simulated; the paper's 1,943 is at batch 96 per NPU")),
     ("ttft", N_("TTFT p50 / p99"), "s", None, None, N_("time to first token of recently finished requests")),
     ("tpot", N_("TPOT p50 / p99"), "ms", None, None, N_("time per output token of recently finished requests")),
     ("slo", N_("SLO attainment"), "%", "slo_attainment", C.pct, N_("completions meeting both TTFT and TPOT SLOs")),
@@ -29,7 +29,8 @@ KPIS = (
     ("inflight", N_("Requests in flight"), "", "in_flight", C.fmt, N_("arrived, not finished")),
     ("queue", N_("Queued prefill / decode"), "", None, None, N_("requests waiting for a prefill batch / a decode slot")),
     ("util-p", N_("Prefill NPU busy"), "%", "util_prefill", C.pct, N_("busy fraction of the prefill pool")),
-    ("util-d", N_("Decode NPU busy"), "%", "util_decode", C.pct, N_("busy fraction of the decode pool")),
+    ("util-d", N_("Decode NPU busy"), "%", "util_decode", C.pct, N_("share of time a decode step runs, whatever its batch")),
+    ("useful", N_("Decode useful work"), "%", "decode_useful", C.pct, None),
 )
 
 CHARTS = {
@@ -40,8 +41,10 @@ CHARTS = {
         F.Series("ttft_p50_ms", N_("p50"), T.TEAL, scale=1e-3), F.Series("ttft_p99_ms", N_("p99"), T.RED, scale=1e-3, dash="dot"))),
     "tpot": F.StripSpec(N_("Time per output token (ms)"), "ms", (
         F.Series("tpot_p50_ms", N_("p50"), T.PURPLE), F.Series("tpot_p99_ms", N_("p99"), T.PINK, dash="dot"))),
-    "util": F.StripSpec(N_("NPU busy by pool (%)"), "%", (
-        F.Series("util_prefill", N_("prefill"), T.TEAL, scale=100), F.Series("util_decode", N_("decode"), T.PURPLE, scale=100)),
+    "util": F.StripSpec(N_("Busy vs useful work (%)"), "%", (
+        F.Series("util_prefill", N_("prefill busy"), T.TEAL, scale=100),
+        F.Series("util_decode", N_("decode busy"), T.PURPLE, scale=100, dash="dot"),
+        F.Series("decode_useful", N_("decode useful work"), T.ORANGE, scale=100)),
         y_range=(0, 105)),
     "slo": F.StripSpec(N_("SLO attainment and cache hits (%)"), "%", (
         F.Series("slo_attainment", N_("SLO met"), T.GREEN, scale=100),
@@ -52,8 +55,30 @@ CHARTS = {
 }
 
 
+def _useful_card(label: str) -> html.Div:
+    """Decode useful work: simulated tokens/s per decode NPU against the model's capacity at the
+    deployment's operating point, so both tags show; its hint line is filled live."""
+    return html.Div([
+        html.Div([html.Span(label, className="kpi-label"), html.Span([C.tag("sim"), " / ", C.tag("model")], style={"whiteSpace": "nowrap"})],
+                 className="kpi-head"),
+        html.Div([html.Span("–", id=f"{P}-useful", className="kpi-value"), html.Span("%", className="kpi-unit")],
+                 className="kpi-body"),
+        html.Div("", id=f"{P}-useful-hint", className="kpi-hint"),
+    ], className="kpi", title=_("Decode useful work: simulated output tokens/s per decode NPU divided by the "
+                                "model's tokens/s per NPU at the deployment's operating point (its batch cap, "
+                                "4K context), a healthy fabric"))
+
+
+def useful_hint(k: dict) -> str:
+    """The useful-work card's hint: simulated vs model tok/s per NPU, and the batch now."""
+    return (_("%(sim)s of %(cap)s tok/s per NPU (model, operating point) · batch now %(batch)s per NPU, "
+              "model %(now)s tok/s") % {"sim": C.fmt(k.get("output_tps_per_npu")), "cap": C.fmt(k.get("decode_op_tps_per_npu")),
+                                       "batch": C.fmt(k.get("decode_batch_per_npu")), "now": C.fmt(k.get("decode_model_tps_per_npu"))})
+
+
 def layout(**_kwargs):
-    cards = [C.kpi(f"{P}-{sfx}", _(label), unit, source="sim", hint=_(hint)) for sfx, label, unit, *_r, hint in KPIS]
+    cards = [_useful_card(_(label)) if sfx == "useful" else C.kpi(f"{P}-{sfx}", _(label), unit, source="sim", hint=_(hint))
+             for sfx, label, unit, *_r, hint in KPIS]
     charts = [html.Div(C.graph(f"{P}-{name}-chart", F.empty_figure(spec.title), 230), className="chart")
               for name, spec in CHARTS.items()]
     return html.Div([
@@ -90,6 +115,7 @@ def _events(snap) -> list:
 
 @page_tick(P, {
     "kpis": [Output(f"{P}-{sfx}", "children") for sfx, *_ in KPIS],
+    "useful": Output(f"{P}-useful-hint", "children"),
     "figs": [Output(f"{P}-{name}-chart", "figure") for name in CHARTS],
     "exts": [Output(f"{P}-{name}-chart", "extendData") for name in CHARTS],
     "events": Output(f"{P}-events", "children"),
@@ -104,5 +130,6 @@ def tick(t: Tick) -> dict:
     scen = (_("%(scenario)s · %(deployment)s on %(system)s · seed %(seed)s") % {
         "scenario": snap.scenario, "deployment": snap.deployment, "system": Lg.system_title(snap.system), "seed": snap.seed}
             if t.mode == "full" else no_update)
-    return {"kpis": _kpi_values(getattr(snap, "kpis", {}) or {}), "figs": list(figs), "exts": list(exts),
+    k = getattr(snap, "kpis", {}) or {}
+    return {"kpis": _kpi_values(k), "useful": useful_hint(k), "figs": list(figs), "exts": list(exts),
             "events": _events(snap), "scenario": scen}

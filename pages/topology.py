@@ -88,7 +88,7 @@ def layout(view: str | None = None, **_kwargs):
         html.Div([
             html.Button(_("◀ Whole system"), id=f"{P}-back", className="btn", n_clicks=0),
             html.Span(id=f"{P}-crumbs", className="crumbs"),
-            html.Div(dcc.Dropdown(id=f"{P}-select", options=[], value=None, clearable=False,
+            html.Div(C.dropdown(id=f"{P}-select", options=[], value=None, clearable=False,
                                   className="dd dd-wide"), style={"marginLeft": "auto"}),
         ], className="topo-bar"),
         html.Div([

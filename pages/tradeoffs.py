@@ -9,7 +9,7 @@ from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import tradeoffs as TO
 from twin.ui import figures as F
-from twin.ui.live import Tick, page_stores, page_tick
+from twin.ui.live import Tick, page_stores, page_tick, twin_for
 from twin.ui import lang as Lg
 from twin.ui.lang import N_, _
 
@@ -31,7 +31,11 @@ def layout(**_kwargs):
                                                     "the pink dot is the running twin.")),
         html.Div([
             C.panel(C.graph(f"{P}-fig", F.empty_figure("", height=520), 520), _("Decode throughput vs TPOT"), "model",
-                    extra=html.Span([C.tag("paper"), C.tag("sim")])),
+                    extra=html.Span([C.tag("paper"), C.tag("sim"),
+                                     html.Button(_("Download CSV"), id=f"{P}-csv", className="btn btn-small",
+                                                 title=_("The curve, the largest batch within the SLO, the paper's "
+                                                         "points and the live points, as CSV")),
+                                     dcc.Download(id=f"{P}-csv-dl")])),
             html.Div([
                 C.panel(html.Div([
                     html.Label(_("TPOT SLO") + f" ({TO.SLO_MIN}–{TO.SLO_MAX} ms)", className="ctl-label",
@@ -97,6 +101,21 @@ def on_slo(slo, kv, dep):
     return TO.figure(dep, kv, slo), _answer(dep, slo, kv)
 
 
+@dash.callback(Output(f"{P}-csv-dl", "data"), Input(f"{P}-csv", "n_clicks"),
+               State(f"{P}-dep", "data"), State(f"{P}-slo", "value"), State(f"{P}-kv", "value"),
+               State("ctl-twin", "data"), prevent_initial_call=True)
+def download_csv(_clicks, dep, slo, kv, choice):
+    """What the chart shows for the viewed twin (curve, SLO point, paper, live points) as CSV."""
+    snap = twin_for(choice)[0].snapshot
+    dep = _dep(dep) or (snap.deployment if snap is not None else None)
+    if dep is None:
+        return no_update
+    slo = G.number(slo)
+    slo = slo if slo is not None and TO.SLO_MIN <= slo <= TO.SLO_MAX else TO.default_slo(dep)
+    trail = TO.trail_from(getattr(snap, "history", None)) if snap is not None and snap.deployment == dep else ([], [])
+    return dcc.send_string(TO.csv_text(dep, _kv(kv), slo, trail), f"tradeoffs-{dep}.csv")
+
+
 @page_tick(P, {
     "fig": Output(f"{P}-fig", "figure", allow_duplicate=True),
     "answer": Output(f"{P}-answer", "children", allow_duplicate=True),
@@ -117,7 +136,10 @@ def tick(t: Tick, dep, slo, kv) -> dict:
         (N_("TPOT p50 / p99"), f"{C.fmt(k.get('tpot_p50_ms'))} / {C.fmt(k.get('tpot_p99_ms'))} ms"),
         (N_("decode tokens/s per chip"), C.fmt(k.get("output_tps_per_npu"))),
         (N_("decode batch per chip"), C.fmt(k.get("decode_batch_per_npu"))),
-        (N_("decode pool busy"), f"{C.pct(k.get('util_decode'))} %"),
+        (N_("decode useful work"), _("%(pct)s %% of the model's %(cap)s tok/s at batch %(batch)s") % {
+            "pct": C.pct(k.get("decode_useful")), "cap": C.fmt(k.get("decode_op_tps_per_npu")),
+            "batch": C.fmt(TO.operating_batch(new_dep))}),
+        (N_("decode pool busy (a step runs, any batch)"), f"{C.pct(k.get('util_decode'))} %"),
         (N_("deployment"), new_dep),
         (N_("system"), Lg.system_title(snap.system)),
     )] + [html.Div(_("The live point mixes every request length of the workload, so it sits near, not on, "

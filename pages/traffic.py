@@ -106,7 +106,8 @@ def tick(t: Tick) -> dict:
         out["explain"], out["matrix_title"] = explain(info), matrix_title(info)
     else:
         out["matrix"] = Patch()
-        out["matrix"]["data"][0]["z"] = t.twin.memo("traffic:z", lambda s: F.heatmap_z(s.node_traffic))
+        z, text = t.twin.memo("traffic:z", lambda s: F.heatmap_z(s.node_traffic))
+        out["matrix"]["data"][0]["z"], out["matrix"]["data"][0]["text"] = z, text
     out["links"] = _links_table(t.twin.memo("traffic:top", lambda s: TL.busiest_links(s, 12)))
     out["now"] = " · ".join(f"{name} {C.fmt(gbps)} GB/s" for name, gbps in snap.fabric_gbps().items())
     return out

@@ -363,7 +363,8 @@ def test_traffic_and_cache_ticks(pages, twin_registry):
     assert size(tr) < 150_000
     tr2 = pages.traffic.tick(2, "shared", dict(tr["cursor"], v=-1))
     patch = tr2["matrix"].to_plotly_json()["operations"]
-    assert patch and patch[0]["location"] == ["data", 0, "z"]           # the matrix is patched, not resent
+    assert [op["location"] for op in patch] == [["data", 0, "z"], ["data", 0, "text"]]   # patched, not resent
+    assert len(patch[0]["params"]["value"]) == 48                        # log10 GB/s per node pair
     ca = pages.cache.tick(1, "shared", None)
     assert ca["kpis"][0] != "–" and size(ca) < 100_000
 
@@ -721,3 +722,19 @@ def test_validation_page_separates_calibration_validation_and_predictions(pages)
     assert "DeepSeek H800 prefill tok/s per GPU" in text and "DeepEP low-latency" in text
     assert "gb200-nvl72-r1" in text and '"prediction"' in text
     assert "5 of 5 validation rows within tolerance" in text
+
+
+def test_cache_page_says_why_a_ttft_line_is_missing(pages):
+    """paper-prefill-cache reuses 90% of every prompt: no request is without a hit, and the page
+    says so instead of leaving the line silently empty; with both kinds in the window, no note."""
+    from twin.engine import Engine
+    from twin.engine.metrics import HIT_WINDOW
+    h = Engine("paper-prefill-cache", seed=0).advance(HIT_WINDOW + 5).history
+    assert all(v != v for v in h["ttft_miss_p50_ms"]) and h["ttft_hit_p50_ms"][-1] > 0
+    assert pages.cache.ttft_note(h).startswith("No line without a hit")
+    nan = float("nan")
+    assert pages.cache.ttft_note({"ttft_hit_p50_ms": [nan] * HIT_WINDOW, "ttft_miss_p50_ms": [300.0]}).startswith(
+        "No line with a hit")
+    assert pages.cache.ttft_note({"ttft_hit_p50_ms": [80.0, nan], "ttft_miss_p50_ms": [nan, 300.0]}) == ""
+    assert pages.cache.ttft_note({"ttft_hit_p50_ms": [80.0] + [nan] * HIT_WINDOW, "ttft_miss_p50_ms": [300.0]}) \
+        .startswith("No line with a hit")                                 # the hit fell out of the window

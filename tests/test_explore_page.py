@@ -54,7 +54,7 @@ def test_a_model_sweep_runs_in_the_background_and_draws_the_frontier(E):
     value, mx, text, fig, disabled, msg, cls = E.progress_view(j)
     assert (value, mx, disabled) == ("4", "4", True) and "done" in text and cls == "ctl-msg msg-ok"
     names = [t["name"] for t in fig["data"]]
-    assert names == ["mtp=True", "mtp=False", "Pareto frontier", "paper (decode, per NPU)"]
+    assert names == ["mtp = on", "mtp = off", "Pareto frontier", "paper (decode, per NPU)"]
     # another browser cannot read this job
     assert J.JOBS.get(job, E._viewer("b" * 32)) is None
     assert E.on_tick(1, job, "tokens_per_s_per_user", "b" * 32)[4] is True
@@ -152,6 +152,7 @@ def test_click_a_point_gives_sandbox_settings(E):
 
 
 def test_click_opens_a_sandbox_or_says_why_not(E, twin_registry):
+    assert E.on_click(None, "j-none", "c" * 32) == (dash_no_update(),) * 3      # page load: no message
     key, msg, cls = E.on_click({"points": [{"customdata": 0}]}, "j-none", "c" * 32)
     assert "click a point of a finished sweep" in msg and cls == "ctl-msg msg-error"
     viewer = E._viewer("c" * 32)

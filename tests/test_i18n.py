@@ -38,7 +38,7 @@ CONVERTED = (
                          ("expert-parallel", 1), ("expert-parallel", 2), ("pipelining", 1), ("pipelining", 2),
                          ("faults", 1), ("faults", 3), ("supernode", 1), ("supernode", 2), ("cloud", 1), ("cloud", 3)))
 
-VISIBLE_PROPS = ("children", "title", "placeholder", "label", "options")
+VISIBLE_PROPS = ("children", "title", "placeholder", "label", "options", "labels")
 SKIP_CLASS = "i18n-skip"            # citations and shell commands: shown as they are in every language
 # Latin words that are names, not English text (products, units, acronyms spelled in lower case)
 NAMES = {"Gbps", "Ascend", "Kunpeng", "Qingtian", "Twin", "Mooncake", "Azure"}   # + the brand, trace formats
@@ -62,6 +62,8 @@ def visible_texts(c, out: list[str]) -> list[str]:
             v = getattr(c, prop, None)
             if prop == "options" and isinstance(v, (list, tuple)):
                 v = [o for o in v if isinstance(o, dict)]    # a plain option is a value, shown as typed
+            elif prop == "labels" and isinstance(v, dict):   # a dropdown's own words (search box, ...)
+                v = list(v.values())
             if v is not None:
                 visible_texts(v, out)
     return out
@@ -195,7 +197,7 @@ LIVE = (("overview", {}, ()), ("topology", {"view_name": "supernode", "sel": {"k
         ("traffic", {}, ()), ("cache", {}, ()), ("tradeoffs", {"dep": None, "slo": 50, "kv": 4096}, ("dep", "slo")),
         ("failures", {"view_name": "supernode"}, ("view", "select", "layout", "live", "detect", "redundant", "weights",
                                                    "random", "random_rate", "kind", "target",
-                                                   "factor_style", "period_style", "strips", "hint", "banner_cls")))
+                                                   "factor_style", "period_style", "strips", "banner_cls")))
 
 
 def test_live_updates_show_no_english_in_chinese(dash_app, twin_registry):
@@ -241,16 +243,17 @@ def test_explorer_callbacks_answer_in_chinese(dash_app):
     import pages.explorer as E
     good = ["cloudmatrix-infer-paper", "paper-decode", "load", "0.4,0.8", "mtp", "true,false", 1, 10, "model"]
     bad = {0: "x", 3: "0.9:0.1:0.1", 3.5: None, 6: 99, 7: 1e9, 8: "gpu"}
-    scenarios = _scenarios()
+    from twin.explore.points import KEYS
+    scenarios = _scenarios() | set(KEYS)      # sweep keys: CLI names, shown as typed (as scenario names)
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
         msgs = []
         for i, v in bad.items():
             args = list(good)
             args[int(i)] = v if i != 3.5 else "0.1:5:0.05"
             msgs.append(E.on_start(1, *args, None)[1])
-        job = {"state": "done", "done": 2, "total": 2, "varied": ["load"], "rows": [],
-               "points": [{"load": v, "tokens_per_s_per_user": 20.0 + v, "goodput_per_chip": 900.0 * v}
-                          for v in (0.4, 0.8)]}
+        job = {"state": "done", "done": 2, "total": 2, "varied": ["load", "mtp"], "rows": [],
+               "points": [{"load": v, "mtp": m, "tokens_per_s_per_user": 20.0 + v, "goodput_per_chip": 900.0 * v}
+                          for v in (0.4, 0.8) for m in (True, False)]}
         out = list(E.progress_view(job)) + [E.on_csv(1, None, None)[1], E.progress_view(dict(job, state="running"))[2]]
         texts = output_texts(msgs + out, [])
     assert "范围颠倒" in msgs[1] and "网格共" in msgs[2] and msgs[0] == "部署：请从列表中选择一个"
@@ -282,3 +285,53 @@ def test_engine_event_lines_read_in_chinese(dash_app):
     assert leftovers == {}, f"event lines outside the catalogs: {leftovers}"
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
         assert "#1 optical link flapping on n20/l1-3--sp3/l2-7 scheduled now" in visible_texts(C.events(evs, "-"), [])
+
+
+@pytest.mark.parametrize("system", ["cloudmatrix384", "gpu-cluster-h800"])
+def test_topology_drawing_labels_read_in_chinese(dash_app, system):
+    """The labels drawn on the topology (racks, UB planes, RDMA and VPC switches, storage) in Chinese;
+    part ids (n07, L2-5, NPU3·d1) stay as they are, and English stays the engine's wording."""
+    from twin.topology import static
+    from twin.ui import topoview as TV
+    t = static(system)
+    names = [TV.AGG, t.node_ids()[0]] + list(t.subplane_ids()[:1])
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        labels = [el["data"]["label"] for n in names for el in TV.view(t, n).elements if "label" in el["data"]]
+    leftovers = {x: w for x in labels if (w := english_words(x))}
+    assert labels and leftovers == {}, f"drawing labels outside the catalogs: {leftovers}"
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
+        en = {el["data"]["label"] for el in TV.view(t, TV.AGG).elements if "label" in el["data"]}
+    assert {"RDMA spine", "VPC switch", "OBS storage"} <= en
+
+
+@pytest.mark.parametrize("target", ["pages.explorer", "pages.topology", "pages.failures", "app:serve_layout"])
+def test_dropdowns_say_their_own_words_in_chinese(dash_app, target):
+    """Dash draws a dropdown's search box and 'no options' in English unless given `labels`."""
+    from dash import dcc
+    found = []
+
+    def walk(c):
+        if isinstance(c, (list, tuple)):
+            for x in c:
+                walk(x)
+        elif isinstance(c, Component):
+            if isinstance(c, dcc.Dropdown):
+                found.append((c.id, (getattr(c, "labels", None) or {}).get("search")))
+            walk(getattr(c, "children", None))
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        walk(render(target, {}))
+    assert found and all(search == "搜索" for _id, search in found), found
+
+
+def test_the_partition_banner_says_why_in_chinese(dash_app):
+    from types import SimpleNamespace
+
+    from twin.ui.failpanels import banner_of
+    evs = [{"t": 1.0, "kind": "partition", "message": "partitioned: decode-0 cut off from the UB fabric; their "
+            "requests wait until a path returns", "template": "partitioned: %(names)s cut off from the UB fabric; "
+            "their requests wait until a path returns", "args": {"names": "decode-0"}},
+           {"t": 2.0, "kind": "partition", "message": "KV transfer p0 -> d0: no rdma path; 3 request(s) wait"}]
+    snap = SimpleNamespace(partitioned=True, message=evs[0]["message"], events=evs)
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        (head, why), cls = banner_of(snap)
+    assert why == "网络分区：decode-0 与 UB 网络断开；其请求等待路径恢复" and cls == "banner banner-bad"

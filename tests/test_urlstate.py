@@ -58,6 +58,7 @@ def test_copy_link_captures_the_current_run(dash_app, twin_registry):
 
 def test_every_chart_exports_png_from_its_toolbar():
     from twin.ui import components as C
-    cfg = C.graph("tr-matrix", {}).config
+    wrap = C.graph("tr-matrix", {})                   # the chart and its (i)
+    cfg = wrap.children[0].config
     assert cfg["modeBarButtons"] == [["toImage"]] and cfg["displayModeBar"] == "hover"
     assert cfg["toImageButtonOptions"] == {"format": "png", "filename": "tr-matrix", "scale": 2}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .snapshot import Snapshot, topology_fields
+from .snapshot import DECODE_OP_CTX, Snapshot, topology_fields
 from .traffic import link_utilisation
 
 DRAIN_CAP_S = 600.0       # a drain stops after this many simulated seconds (stated bound)
@@ -22,7 +22,22 @@ def interval_context(eng) -> dict:
             "decode_npus": sum(d.npus for d in eng.decode),
             "ems_dram_bytes": st.get("dram_bytes", 0.0), "ems_ssd_bytes": st.get("ssd_bytes", 0.0),
             "queue_prefill": sum(len(p.queue) for p in eng.prefill),
-            "queue_decode": sum(len(d.queue) for d in eng.decode)}
+            "queue_decode": sum(len(d.queue) for d in eng.decode),
+            "decode_op_tps_per_npu": decode_op_tps(eng), "decode_model_tps": lambda b: decode_model_tps(eng, b)}
+
+
+def decode_model_tps(eng, batch_per_npu: float) -> float:
+    """Model tok/s per decode NPU at this batch per NPU and DECODE_OP_CTX, healthy fabric (memoised)."""
+    memo = eng.__dict__.setdefault("_decode_tps_memo", {})
+    key = round(batch_per_npu, 2)
+    if key not in memo:
+        memo[key] = eng.pm.decode_step(max(key, 0.01), DECODE_OP_CTX).tokens_per_s_per_npu
+    return memo[key]
+
+
+def decode_op_tps(eng) -> float:
+    """Model tok/s per decode NPU at the deployment's operating point (its batch cap)."""
+    return decode_model_tps(eng, eng.dep.decode.batch_per_die * eng.pm.dies_per_npu)
 
 
 def kpis(eng) -> dict:
@@ -39,6 +54,7 @@ def kpis(eng) -> dict:
     t = m.running_totals()
     k["total_block_hit_ratio"] = t["hit_blocks"] / t["lookup_blocks"] if t["lookup_blocks"] else float("nan")
     k["sim_time"] = eng.env.now
+    k["decode_op_tps_per_npu"] = decode_op_tps(eng)
     return k
 
 

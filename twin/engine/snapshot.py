@@ -63,20 +63,31 @@ def topology_fields(topo) -> dict:
     return {"system": system_info(topo.static), "link_capacity": topo.capacity,
             "failed": tuple(sorted(topo.failed)), "degraded": dict(sorted(topo.degraded.items()))}
 
+# Decode useful work is measured against the model's tok/s per NPU at the deployment's batch cap
+# (batch_per_die x dies per NPU: 96 per NPU in the paper's deployment) at the context of the paper's
+# decode row (reference row 4: batch 96 per NPU, 4K KV: 1,943 tok/s per NPU at 49.4 ms TPOT) and of
+# the Trade-offs curve, on a healthy fabric.
+DECODE_OP_CTX = 4096
+
+
 # Names of the per-interval series in Snapshot.history (one float per interval of sim time).
 HISTORY_KEYS = (
     "t",                      # interval end, sim seconds
     "input_tps", "output_tps",                  # tokens/s, whole deployment
     "input_tps_per_npu", "output_tps_per_npu",  # per NPU of the prefill / decode pool
     "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms",
-    "ttft_hit_p50_ms", "ttft_miss_p50_ms",      # TTFT with / without a cache hit (>= half the prompt from EMS)
+    "ttft_hit_p50_ms", "ttft_miss_p50_ms",      # TTFT with / without a cache hit (>= half the prompt from
+    #                                             EMS), rolling over metrics.HIT_WINDOW intervals, min HIT_MIN
     "slo_attainment",                           # fraction of completions meeting TTFT and TPOT SLOs
     "block_hit_ratio", "token_hit_ratio",       # EMS, over lookups in the interval
     "ems_dram_gb", "ems_ssd_gb",                # EMS occupancy per tier
     "ub_bytes_per_hit_mb",                      # bytes moved over UB (or VPC) per cache-hit request
     "queue_prefill", "queue_decode",            # requests waiting
-    "util_prefill", "util_decode",              # busy fraction of each pool
+    "util_prefill", "util_decode",              # busy fraction of each pool: a step runs, whatever its batch
     "decode_batch_per_npu",
+    "decode_model_tps_per_npu",                 # model: tok/s per NPU if steps of this batch ran back to back
+    "decode_useful",                            # useful work: output_tps_per_npu / decode_op_tps_per_npu
+
     "ub_gbps", "rdma_gbps", "vpc_gbps",         # plane traffic, GB/s
     "arrived", "completed", "in_flight", "rejected",   # cumulative counters at interval end
     "goodput_tps",                              # output tokens/s of requests meeting their SLOs
@@ -90,7 +101,8 @@ class Snapshot:
     scenario: str
     deployment: str
     seed: int
-    kpis: dict                    # latest values of HISTORY_KEYS (over the last window) plus totals
+    kpis: dict                    # latest values of HISTORY_KEYS (over the last window) plus totals and
+    #                               "decode_op_tps_per_npu" (model: the decode operating point, DECODE_OP_CTX)
     history: dict                 # key -> list[float], bounded to the last `history_len` intervals
     plane_gbps: dict              # {"ub": .., "rdma": .., "vpc": ..} over the last interval
     link_util: np.ndarray         # float32 by topology eid, 0..1 (can exceed 1 only if overloaded)

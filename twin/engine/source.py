@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import tracestore
-from ..workload import Workload, default_trace_path, load_trace, synthetic
+from ..workload import LapIds, Workload, default_trace_path, load_trace, synthetic
 from .. import settings
 
 CHUNK_S = 30.0     # synthetic generation window, sim seconds (a memory/speed trade-off only)
@@ -41,7 +41,8 @@ def _from_workload(w: Workload, offset: float) -> Batch:
 
 
 class TraceSource:
-    """Replays a trace at `speedup`; with `loop`, starts again after the last request."""
+    """Replays a trace at `speedup`; with `loop`, starts again after the last request, each lap a new
+    user population (`twin.workload.LapIds`: fresh block ids but the widely shared ones)."""
 
     def __init__(self, trace: str, speedup: float, loop: bool, fmt: str = "auto",
                  lenient: bool = False):
@@ -56,6 +57,7 @@ class TraceSource:
         self._batch = _from_workload(w, 0.0)
         self._i = 0
         self._lap = 0
+        self._lap_ids = LapIds(w) if loop else None
         self.block_size = w.block_size
         self.exhausted = False
 
@@ -72,9 +74,12 @@ class TraceSource:
             off = self._lap * self.span
             a = self._batch.arrival
             j = int(np.searchsorted(a + off, t_end, side="left"))
-            if j > self._i:   # a later lap replays the same conversations: same prefixes
+            if j > self._i:
                 part = self._batch.slice(self._i, j)
                 part.arrival = part.arrival + off
+                if self._lap:        # a later lap: new users, the same shared system prompt
+                    p = self._batch.ptr
+                    part.ids = self._lap_ids(int(p[self._i]), int(p[j]), self._lap)
                 parts.append(part)
                 self._i = j
             if self._i < len(a) or not self.loop:

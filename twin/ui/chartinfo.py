@@ -7,7 +7,7 @@ shows published figures, whether they are calibration rows (fitted) or validatio
 """
 from __future__ import annotations
 
-from .lang import N_, _
+from .lang import N_, _, request_lang
 
 _STRIP = N_("One point per sampling interval of the running twin's simulated time (the window keeps the "
             "last 600).")
@@ -22,7 +22,9 @@ INFO = {
     "ov-tpot-chart": (N_("Time per output token of requests finished in each interval (decode step time "
                          "divided by tokens per step with MTP), median and 99th percentile, simulated."), _STRIP),
     "ov-util-chart": (N_("Share of each NPU pool's time spent running a batch in the interval, simulated. Busy "
-                         "is not the same as useful: a small decode batch keeps a die busy at low throughput."),
+                         "is not the same as useful: a small decode batch keeps a die busy at low throughput. "
+                         "Decode useful work: simulated output tokens/s per decode NPU over the perf model's "
+                         "tokens/s per NPU at the deployment's operating point (batch 96 per NPU, 4K KV)."),
                       _STRIP),
     "ov-slo-chart": (N_("Completions meeting both the TTFT and the TPOT SLO of the deployment, and the share of "
                         "prompt tokens found in the EMS cache, per interval, simulated."), _STRIP),
@@ -31,13 +33,14 @@ INFO = {
                      _STRIP),
     # Cache
     "ca-hit": (N_("Share of looked-up prompt KV blocks (and tokens) found in EMS in each interval, simulated "
-                  "from the workload's prefix reuse."), _STRIP),
+                  "from the workload's prefix reuse. The two differ only by a prompt's partial last block."), _STRIP),
     "ca-tier": (N_("KV cache held in the pooled CPU DRAM and demoted to SSD, in GB, simulated (capacities from "
                    "the deployment in the catalog)."), _STRIP),
     "ca-bytes": (N_("KV bytes loaded from EMS over the cache plane per request with a hit, simulated (block size "
                     "and bytes per token from the model card)."), _STRIP),
-    "ca-ttft": (N_("Median time to first token of requests that hit the cache against those that missed, "
-                   "simulated: a hit skips the prefill of its cached prefix."), _STRIP),
+    "ca-ttft": (N_("Median time to first token of requests that hit the cache (at least half the prompt from "
+                   "EMS) against those that did not, over a rolling window, simulated: a hit skips the prefill "
+                   "of its cached prefix."), _STRIP),
     # Traffic
     "tr-scaleup": (N_("Bytes per second on the scale-up fabric (UB on the supernode; NVLink and RDMA for the "
                       "expert all-to-all on a GPU cluster), simulated from each step's dispatch and combine and "
@@ -46,7 +49,9 @@ INFO = {
                 _STRIP),
     "tr-vpc": (N_("Bytes per second on the VPC plane (datacenter network and storage), simulated."), _STRIP),
     "tr-matrix": (N_("Bytes per second between each pair of nodes over the last interval, simulated: the expert "
-                     "all-to-all between the dies of each instance, EMS loads to and from the cache servers."),),
+                     "all-to-all between the dies of each instance, EMS loads to and from the cache servers. "
+                     "Log colour scale: a decode instance's all-to-all over its 20 nodes and a prefill "
+                     "instance's inside its 2 nodes differ a thousandfold."),),
     # Trade-offs
     "to-fig": (N_("Curve: decode tokens/s per NPU against TPOT for each batch size, computed by the calibrated "
                   "perf model. Stars: the paper's two decode points (reference section 4), calibration rows the "
@@ -73,4 +78,5 @@ INFO = {
 def text(chart_id: str) -> str | None:
     """The (i) text of a chart in the viewer's language, or None for a chart not listed here."""
     parts = INFO.get(chart_id)
-    return " ".join(_(p) for p in parts) if parts else None
+    sep = "" if request_lang() == "zh" else " "        # Chinese sentences follow on without a space
+    return sep.join(_(p) for p in parts) if parts else None

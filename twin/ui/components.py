@@ -10,7 +10,7 @@ from twin import session as S
 from twin.settings import get as setting
 from twin.tracestore import UPLOAD_MAX_BYTES, names
 
-from . import chartinfo, eventtext
+from . import chartinfo, eventtext, teach
 from .lang import N_, _
 
 # How a number was obtained (design convention 4): shown as a small tag next to it.
@@ -30,7 +30,7 @@ def tag(kind: str) -> html.Span:
 def kpi(id_: str, label: str, unit: str = "", source: str = "sim", hint: str = "") -> html.Div:
     """A KPI card whose value lives in the element with id `id_` (updated by the page's tick)."""
     return html.Div([
-        html.Div([html.Span(label, className="kpi-label"), tag(source)], className="kpi-head"),
+        html.Div([html.Span(_gloss(label), className="kpi-label"), tag(source)], className="kpi-head"),
         html.Div([html.Span("–", id=id_, className="kpi-value"),
                   html.Span(unit, className="kpi-unit")], className="kpi-body"),
         html.Div(hint, className="kpi-hint") if hint else None,
@@ -48,13 +48,18 @@ def info(text: str, key: str) -> html.Span:
 
 def panel(children, title: str | None = None, source: str | None = None, className: str = "",
           extra=None, info_text: str | None = None) -> html.Div:
-    """A titled box; `info_text` puts the (i) of the chart it holds next to the title."""
+    """A titled box; `info_text` puts the (i) of the chart it holds next to the title. Glossary
+    acronyms in a text title get their hover definition."""
     head = None
     if title:
         key = hashlib.sha1((info_text or "").encode()).hexdigest()[:8]
-        head = html.Div([html.H3(title), info(info_text, key) if info_text else None,
+        head = html.Div([html.H3(_gloss(title)), info(info_text, key) if info_text else None,
                          tag(source) if source else None, extra], className="panel-head")
     return html.Div([head, html.Div(children, className="panel-body")], className=f"panel {className}")
+
+
+def _gloss(label):
+    return teach.glossed(label) if isinstance(label, str) else label
 
 
 def graph(id_: str, figure: dict, height: int = 230, info_text: str | None = None):
@@ -69,6 +74,15 @@ def graph(id_: str, figure: dict, height: int = 230, info_text: str | None = Non
     if not info_text:
         return g
     return html.Div([g, info(info_text, id_)], className="graph-wrap")
+
+
+def dropdown(**kw) -> dcc.Dropdown:
+    """A dcc.Dropdown whose own words (search box, 'no options found', ...) are in the viewer's
+    language; Dash draws them in English otherwise."""
+    return dcc.Dropdown(labels={
+        "search": _("Search"), "no_options_found": _("No options found"), "clear_search": _("Clear search"),
+        "clear_selection": _("Clear selection"), "select_all": _("Select all"), "deselect_all": _("Deselect all"),
+        "selected_count": _("{num_selected} selected")}, **kw)
 
 
 def badge(ok: bool, text_ok: str = N_("PASS"), text_bad: str = N_("FAIL")) -> html.Span:
@@ -196,18 +210,18 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
         html.Div([
             html.Div([
                 html.Label(_("Scenario"), htmlFor="ctl-scenario", className="ctl-label"),
-                dcc.Dropdown(id="ctl-scenario", options=scen_opts, value="default", clearable=False,
+                dropdown(id="ctl-scenario", options=scen_opts, value="default", clearable=False,
                              className="dd dd-wide"),
             ], className="field"),
             html.Div([
                 html.Label(_("Deployment"), htmlFor="ctl-deployment", className="ctl-label"),
-                dcc.Dropdown(id="ctl-deployment", options=dep_opts, value="", clearable=False,
+                dropdown(id="ctl-deployment", options=dep_opts, value="", clearable=False,
                              className="dd dd-wide"),
             ], className="field"),
             html.Div([
                 html.Label(_("Trace"), htmlFor="ctl-trace", className="ctl-label"),
                 html.Div([
-                    dcc.Dropdown(id="ctl-trace", options=trace_options(), value="", clearable=False,
+                    dropdown(id="ctl-trace", options=trace_options(), value="", clearable=False,
                                  className="dd dd-wide"),
                     dcc.Upload(html.Button(_("Upload…"), className="btn btn-small", n_clicks=0),
                                id="ctl-trace-upload", max_size=UPLOAD_MAX_BYTES, multiple=False,

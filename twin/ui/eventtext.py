@@ -14,7 +14,8 @@ from .lang import N_, _
 # the event's kind, shown as a tag before the line
 KINDS = {"start": N_("start"), "schedule": N_("scheduled"), "fault": N_("fault"), "detect": N_("detected"),
          "recover": N_("recovered"), "partition": N_("partition"), "rate": N_("rate"), "policy": N_("policy"),
-         "error": N_("error"), "reject": N_("rejected"), "trace": N_("trace"), "note": N_("note")}
+         "error": N_("error"), "reject": N_("rejected"), "trace": N_("trace"), "note": N_("note"),
+         "copool": N_("co-pool")}
 
 # a refused command, by its name (twin.engine.commands)
 COMMANDS = {"rate": N_("arrival rate"), "load": N_("load"), "fault": N_("fault"), "policy": N_("fault policy"),
@@ -47,3 +48,11 @@ def line(e: dict) -> str:
         return _(template) % {k: _value(k, v) for k, v in args.items()}
     except (KeyError, TypeError, ValueError):       # a catalog text that does not fit its values
         return str(e.get("message", ""))
+
+
+def latest(evs, kind_: str, arg: str) -> str | None:
+    """The newest event line of a kind naming `arg` among its values, in the viewer's language (the
+    UB partition's line names the cut-off instances; a KV transfer waiting for a path does not)."""
+    ev = next((e for e in reversed(list(evs or ())) if e.get("kind") == kind_ and arg in (e.get("args") or {})),
+              None)
+    return line(ev) if ev else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dash import html, no_update
 
+from . import eventtext
 from . import faultconsole as FC
 from . import faulttable as FT
 from . import faultview as FV
@@ -34,7 +35,8 @@ def cursor(cur) -> dict:
 
 def banner_of(snap) -> tuple:
     if getattr(snap, "partitioned", False):
-        return ([html.B(_("Partitioned.") + " "), getattr(snap, "message", "") or _("part of the system is cut off")],
+        why = eventtext.latest(getattr(snap, "events", ()), "partition", "names") or getattr(snap, "message", "")
+        return ([html.B(_("Partitioned.") + " "), why or _("part of the system is cut off")],
                 "banner banner-bad")
     return "", "banner"
 
@@ -59,7 +61,8 @@ def charts(t: Tick, panels: dict, changed) -> dict:
         for spec in FC.CHARTS.values():
             fig = F.strip_figure(spec, hist, height=FC.CHART_H)
             fig["layout"]["shapes"], fig["layout"]["annotations"] = shapes, notes
-            figs.append(fig)
+            fig["layout"]["margin"] = {**fig["layout"]["margin"], "t": 54}   # legend under the title: the
+            figs.append(fig)                                                   # charts are half a column wide
         return {"figs": figs}
     ext = [F.extend(spec, hist, t.since_t) for spec in FC.CHARTS.values()]
     new_marks = changed("marks", sig)

@@ -70,7 +70,7 @@ def console(kind: str, target: str) -> html.Div:
     fstyle, pstyle = extra_styles(kind)
     return C.panel([
         html.Div([
-            field(_("Fault"), dcc.Dropdown(id=f"{P}-kind", options=FV.kind_options(), value=kind, clearable=False,
+            field(_("Fault"), C.dropdown(id=f"{P}-kind", options=FV.kind_options(), value=kind, clearable=False,
                                          searchable=True, className="dd fl-kind")),
             field(_("Part (topology id)"), html.Div([
                 dcc.Input(id=f"{P}-target", type="text", value=target, list=f"{P}-target-list",
@@ -188,7 +188,7 @@ def picker() -> html.Div:
     about a second, which would otherwise hold back the page's first numbers)."""
     return C.panel([
         html.Div([
-            dcc.Dropdown(id=f"{P}-view-select", options=[], value=TV.AGG,
+            C.dropdown(id=f"{P}-view-select", options=[], value=TV.AGG,
                          clearable=False, className="dd dd-wide"),
             html.Span(id=f"{P}-picker-help", className="hint small"),
         ], className="fl-topo-bar"),

@@ -20,7 +20,7 @@ from twin.engine.faults.spec import PART_LABEL, part_label
 from twin.topology import (StaticTopology, UnknownElementError, l1_id, l2_id, link_id, node_label, npu_id,
                            parse, rdma_nic_id, subplane_id, vpc_nic_id, cpu_id, die_id)
 
-from .lang import N_, _
+from .lang import N_, _, request_lang
 
 
 # fault kind -> what the dropdown says
@@ -184,7 +184,9 @@ def element_label(t: StaticTopology, el: str | None, **form) -> str:
     part_label's article= or plural=."""
     if el in ("die", "npu") and t.dies_per_package() == 1:
         el = "GPU"
-    return _(part_label(el or "element", **form))
+    if request_lang() != "en":            # no articles or plurals to make: the part's name, translated
+        return _(PART_LABEL.get(el or "element", el or "element"))
+    return part_label(el or "element", **form)
 
 
 
@@ -203,16 +205,18 @@ def demo_message(title: str, msg: str) -> str:
 def target_hint(t: StaticTopology, kind: str, target: str | None) -> str:
     ids = ids_for(t, kind)
     n = len(ids)
-    what = " or ".join(element_label(t, e, plural=True) for e in KINDS.get(kind, ()))
+    what = _(" or ").join(element_label(t, e, plural=True) for e in KINDS.get(kind, ()))
     ex = EXAMPLES.get(kind, "") if EXAMPLES.get(kind, "") in ids else (ids[0] if ids else "")
     if not n:
-        return f"This system has no {what}: pick another fault kind."
+        return _("This system has no %(what)s: pick another fault kind.") % {"what": what}
     state = ""
     if target and not fits(t, kind, target):
         el = element_kind(t, target)
-        state = (f" · {target!r} is {element_label(t, el, article=True)}, not one of these" if el
-                 else f" · {target!r} is not an element of this system")
-    return f"{n:,} {what} (e.g. {ex}); type to filter, or click a part on the drawing{state}"
+        state = " · " + (_("%(target)s is %(what)s, not one of these") % {
+            "target": repr(target), "what": element_label(t, el, article=True)} if el
+            else _("%(target)s is not an element of this system") % {"target": repr(target)})
+    return _("%(n)s %(what)s (e.g. %(ex)s); type to filter, or click a part on the drawing") % {
+        "n": f"{n:,}", "what": what, "ex": ex} + state
 
 
 def parse_at(text, now: float) -> float:

@@ -10,6 +10,8 @@ import math
 from bisect import bisect_right
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import theme
 from .lang import _
 
@@ -41,6 +43,7 @@ class Series:
     dash: str = "solid"
     axis: str = "y"       # "y" or "y2"
     fill: bool = False
+    width: float = 1.6    # px; a wide pale line under a thin one keeps two equal series both visible
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ def strip_figure(spec: StripSpec, hist: dict | None, height: int = 230) -> dict:
     for s in spec.series:
         tr = {"type": "scatter", "mode": "lines", "name": _(s.label), "x": xs,
               "y": _values(hist, s.key, lo, s.scale),
-              "line": {"color": s.colour, "width": 1.6, "dash": s.dash},
+              "line": {"color": s.colour, "width": s.width, "dash": s.dash},
               "hovertemplate": "%{y:.4g}"}
         if s.axis == "y2":
             tr["yaxis"] = "y2"
@@ -158,13 +161,22 @@ def empty_figure(title: str = "", message: str | None = None, height: int = 230)
 
 # ---- heatmap --------------------------------------------------------------------------------
 
+LOG_DECADES = (-3, 3)    # the node matrix colours 0.001 to 1,000 GB/s (below: blank), assumption
+
+
 def heatmap_figure(matrix, labels: list[str], title: str, unit: str = "GB/s", height: int = 460) -> dict:
-    z = [[r4(v) or 0.0 for v in row] for row in matrix] if matrix is not None else []
-    return {"data": [{"type": "heatmap", "z": z, "x": labels, "y": labels,
-                      "colorscale": [[0, "#16202e"], [0.15, "#1c3d5a"], [0.4, "#1f77b4"],
-                                     [0.7, "#fab005"], [1.0, "#e03131"]],
-                      "zmin": 0, "colorbar": {"title": {"text": unit}, "thickness": 12},
-                      "hovertemplate": _("src %{y} → dst %{x}") + "<br>%{z:.3g} " + unit + "<extra></extra>"}],
+    """Node-to-node traffic on a log colour scale: the MoE all-to-all of a lightly loaded decode
+    instance spread over its 20 nodes (0.1 GB/s a pair) and a prefill instance's (tens of GB/s
+    inside its two nodes) both show. Hover gives the value in `unit`."""
+    z, text = heatmap_z(matrix)
+    lo, hi = LOG_DECADES
+    ticks = list(range(lo, hi + 1))
+    return {"data": [{"type": "heatmap", "z": z, "text": text, "x": labels, "y": labels,
+                      "colorscale": [[0, "#1c3d5a"], [0.3, "#1f77b4"], [0.6, "#fab005"], [1.0, "#e03131"]],
+                      "zmin": lo, "zmax": hi, "hoverongaps": False,
+                      "colorbar": {"title": {"text": unit + " (" + _("log") + ")"}, "thickness": 12,
+                                   "tickvals": ticks, "ticktext": [f"{10.0 ** k:g}" for k in ticks]},
+                      "hovertemplate": _("src %{y} → dst %{x}") + "<br>%{text} " + unit + "<extra></extra>"}],
             "layout": theme.base_layout(
                 title={"text": title}, height=height, hovermode="closest",
                 margin={"l": 48, "r": 10, "t": 34, "b": 40},
@@ -173,5 +185,10 @@ def heatmap_figure(matrix, labels: list[str], title: str, unit: str = "GB/s", he
                        "showgrid": False, "rangemode": "normal"})}
 
 
-def heatmap_z(matrix) -> list:
-    return [[r4(v) or 0.0 for v in row] for row in matrix]
+def heatmap_z(matrix) -> tuple[list, list]:
+    """log10 of each cell (None, drawn blank, at or below 10^LOG_DECADES[0]) and its value as text."""
+    m = np.asarray(matrix if matrix is not None else [], dtype=float)
+    floor = 10.0 ** LOG_DECADES[0]
+    z = np.where(m > floor, np.log10(np.maximum(m, floor)), np.nan).round(2)
+    return ([[None if v != v else float(v) for v in row] for row in z],
+            [[f"{v:.3g}" if v > floor else "" for v in row] for row in m])

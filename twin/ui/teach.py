@@ -10,6 +10,7 @@ live in local storage.
 """
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qs
 
 import dash
@@ -188,6 +189,21 @@ def term(key: str, label: str | None = None) -> html.Abbr:
         raise KeyError(f"glossary term {key!r}: allowed {', '.join(x.key for x in L.glossary())}")
     return html.Abbr(dcc.Link(label or _(t.term).split("（")[0].split(" (")[0], href=f"/glossary#gl-{key}"),
                      title=_(t.text), className="teach-term")
+
+
+GLOSSED = ("ttft", "tpot", "slo", "ems", "ub", "rdma", "vpc", "ep", "mtp")   # acronyms glossed in titles
+_ACRONYM = re.compile(r"(?<![\w-])(" + "|".join(k.upper() for k in GLOSSED) + r")(?![\w-])")
+
+
+def glossed(text: str) -> list:
+    """A translated title or label with each glossary acronym in it (TTFT, TPOT, SLO, EMS, UB, RDMA,
+    VPC, EP, MTP) turned into its hover definition (`term`). The acronyms are the same in every
+    language, so this works on the translated text; "EP320" or "UB-plane" are left as they are."""
+    out, at = [], 0
+    for m in _ACRONYM.finditer(text):
+        out += [text[at:m.start()], term(m.group(1).lower(), m.group(1))]
+        at = m.end()
+    return [x for x in out + [text[at:]] if x != ""]
 
 
 # ---- first screen ---------------------------------------------------------------------------

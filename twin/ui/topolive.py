@@ -112,10 +112,10 @@ def _edge_rows(v: View, j: int, util: np.ndarray, cap: np.ndarray) -> list[tuple
     a, b = v.edge_ends[j]
     rows = [(N_("link"), f"{a} ↔ {b}"), (N_("plane"), PLANE_LABEL.get(v.edge_plane[j], v.edge_plane[j])),
             (N_("physical links"), f"{len(m)} " + (_("(optical)") if la.optical[m].any() else _("(electrical)"))),
-            (N_("capacity"), f"{la.base_gbps[m].sum():,.1f} GB/s " + _("one way")),
-            (N_("live capacity"), f"{cap[m].sum():,.1f} GB/s"),
+            (N_("capacity"), _("%(v)s GB/s one way") % {"v": f"{la.base_gbps[m].sum():,.1f}"}),
+            (N_("live capacity"), _("%(v)s GB/s") % {"v": f"{cap[m].sum():,.1f}"}),
             (N_("utilisation mean / max"), f"{u.mean() * 100:.1f} % / {u.max() * 100:.1f} %"),
-            (N_("traffic"), f"{(u * la.base_gbps[m]).sum():,.2f} GB/s")]
+            (N_("traffic"), _("%(v)s GB/s") % {"v": f"{(u * la.base_gbps[m]).sum():,.2f}"})]
     down = int((cap[m] <= 0).sum())
     if down:
         rows.append((N_("links down"), f"{down} / {len(m)}"))
@@ -141,7 +141,7 @@ def element_stats(v: View, snap, kind: str, id_: str) -> list[tuple[str, str]]:
         du = die_util[dies]
         pool = majority(snap.die_pool, dies) if snap.die_pool else ""
         rows.append((N_("dies"), f"{len(dies)} " + (_("(%(pool)s pool)") % {"pool": _(pool)} if pool else _("(idle)"))))
-        peak = " (" + _("max") + f" {du.max() * 100:.0f} %)" if len(du) > 1 else ""
+        peak = " (" + _("max %(v)s") % {"v": f"{du.max() * 100:.0f} %"} + ")" if len(du) > 1 else ""
         rows.append((N_("die busy"), f"{du.mean() * 100:.1f} %{peak}"))
     by_plane: dict[str, list[int]] = {}
     for j, ends in enumerate(v.edge_ends):
@@ -151,7 +151,8 @@ def element_stats(v: View, snap, kind: str, id_: str) -> list[tuple[str, str]]:
     for plane, eids in sorted(by_plane.items()):
         m = np.array(eids)
         rows.append((_("%(plane)s links here") % {"plane": _(PLANE_LABEL.get(plane, plane))},
-                     f"{len(m)} · {(util[m] * base[m]).sum():,.1f} GB/s · {util[m].mean() * 100:.1f} % " + _("busy")))
+                     f"{len(m)} · " + _("%(v)s GB/s") % {"v": f"{(util[m] * base[m]).sum():,.1f}"}
+                     + f" · {util[m].mean() * 100:.1f} % " + _("busy")))
     dead = set(getattr(snap, "failed", ()) or ())
     mem = v.members.get(id_, [id_])
     n_dead = sum(1 for x in mem if x in dead)

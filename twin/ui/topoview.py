@@ -14,7 +14,7 @@ elements. Views are drawn from the failure-free topology a snapshot carries
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -22,7 +22,7 @@ import numpy as np
 from twin.topology import (StaticTopology, kind_of, node_label, node_of, parse, subplane_id, subplane_of,
                            vpc_nic_id)
 
-from .lang import _
+from .lang import N_, _, request_lang
 
 AGG = "supernode"       # the whole-system view (named for the supernode; a cluster uses it too)
 
@@ -41,7 +41,7 @@ class View:
     """One drawable view: elements plus the index arrays that aggregate live data onto them."""
     name: str
     topo: StaticTopology
-    elements: list                 # cytoscape elements (nodes first, then edges), util = 0
+    raw_elements: list             # cytoscape elements (nodes first, then edges), util = 0, English labels
     node_ids: list[str]            # view node ids, index = position in live["n"]
     node_kind: list[str]
     node_dies: list[np.ndarray]    # die indices (engine order) per view node, may be empty
@@ -52,10 +52,26 @@ class View:
     link_idx: np.ndarray            # concatenated member eids
     link_grp: np.ndarray            # view edge index for each entry of link_idx
     members: dict                  # view node id -> graph element ids it stands for
+    labels: dict = field(default_factory=dict)   # node id -> (msgid, values) of a label in words
+    _by_lang: dict = field(default_factory=dict, repr=False)
 
     @property
     def n_edges(self) -> int:
         return len(self.edge_ids)
+
+    @property
+    def elements(self) -> list:
+        """The elements with their labels in the viewer's language (ids stay as they are; built
+        once per language, since a view is cached for every viewer)."""
+        lang = request_lang()
+        if lang == "en" or not self.labels:
+            return self.raw_elements
+        if lang not in self._by_lang:
+            self._by_lang[lang] = [
+                dict(el, data=dict(el["data"], label=_(self.labels[el["data"]["id"]][0])
+                                   % self.labels[el["data"]["id"]][1]))
+                if el["data"].get("id") in self.labels else el for el in self.raw_elements]
+        return self._by_lang[lang]
 
 
 def _agg_key(nid: str, a: dict) -> str | None:
@@ -120,16 +136,20 @@ def view(t: StaticTopology, name: str = AGG) -> View:
     pos = _positions(name, t, g, used)
     die_index = {d: i for i, d in enumerate(t.die_ids)}
 
-    nodes, node_ids, node_kind, node_dies = [], [], [], []
+    nodes, node_ids, node_kind, node_dies, labels = [], [], [], [], {}
     if name == AGG:   # compound rack boxes
         racks = sorted({g.nodes[m]["rack"] for vid in used if kind_of(vid) == "node" for m in members[vid]})
         for r in racks:
-            nodes.append({"data": {"id": r, "label": f"rack {parse(r)['rack']}", "kind": "rack"},
+            labels[r] = (N_("rack %(n)s"), {"n": parse(r)["rack"]})
+            nodes.append({"data": {"id": r, "label": "rack %(n)s" % labels[r][1], "kind": "rack"},
                           "classes": "rack", "selectable": False})
     for vid in used:
         if vid not in pos:
             continue
         kind, label, parent = _describe(vid, g, name, t)
+        if isinstance(label, tuple):          # words: (msgid, values), shown translated (View.elements)
+            labels[vid] = label
+            label = label[0] % label[1]
         dies = np.array(sorted(die_index[m] for m in members.get(vid, []) if m in die_index), dtype=np.int64)
         data = {"id": vid, "label": label, "kind": kind, "k": len(node_ids), "util": 0.0}
         if parent:
@@ -163,16 +183,16 @@ def view(t: StaticTopology, name: str = AGG) -> View:
     else:
         link_idx = link_grp = np.zeros(0, dtype=np.int64)
     return View(name, t, nodes + edges, node_ids, node_kind, node_dies, edge_ids, edge_plane,
-                edge_members, edge_ends, link_idx, link_grp, {k: v for k, v in members.items()})
+                edge_members, edge_ends, link_idx, link_grp, {k: v for k, v in members.items()}, labels)
 
 
-def _describe(vid: str, g, view_name: str, t) -> tuple[str, str, str | None]:
-    """(kind, label, compound parent) of a view node."""
+def _describe(vid: str, g, view_name: str, t) -> tuple[str, str | tuple, str | None]:
+    """(kind, label, compound parent) of a view node; a label in words is (msgid, values)."""
     kind = kind_of(vid)
     if kind == "node":
         return "node", vid, (_rack_of(g, vid) if view_name == AGG else None)
     if kind == "subplane":
-        return "subplane", f"UB plane {subplane_of(vid)}", None
+        return "subplane", (N_("UB plane %(n)s"), {"n": subplane_of(vid)}), None
     a = g.nodes[vid]
     k = a["kind"]
     if k == "die":        # an Ascend package holds two dies; a GPU is one
@@ -186,15 +206,16 @@ def _describe(vid: str, g, view_name: str, t) -> tuple[str, str, str | None]:
     elif k == "rdma_nic":
         label = f"NIC{a['npu']}"
     elif k == "rdma_switch":
-        label = "RDMA spine" if a.get("role") == "spine" else f"RDMA leaf r{a.get('rack_index', 0):02d}"
+        label = (N_("RDMA spine"), {}) if a.get("role") == "spine" else (
+            N_("RDMA leaf r%(n)s"), {"n": f"{a.get('rack_index', 0):02d}"})
         if view_name == AGG and a.get("role") != "spine":
-            label = "leaf"
+            label = (N_("leaf"), {})
     elif k == "vpc_nic":
-        label = "VPC card"
+        label = (N_("VPC card"), {})
     elif k == "vpc_switch":
-        label = "VPC switch"
+        label = (N_("VPC switch"), {})
     elif k == "storage":
-        label = "OBS storage"
+        label = (N_("OBS storage"), {})
     elif k == "nvswitch":
         label = "NVSwitch"
     else:

@@ -1,6 +1,8 @@
 """Decode throughput vs TPOT from the perf model, with the paper's points and the live operating point."""
 from __future__ import annotations
 
+import csv
+import io
 from functools import lru_cache
 
 from twin.perf import PerfModel
@@ -30,6 +32,13 @@ def curve(deployment: str, kv_len: int) -> tuple:
 @lru_cache(maxsize=256)
 def best_for_slo(deployment: str, slo_ms: float, kv_len: int) -> dict:
     return PerfModel(deployment).max_batch_for_slo(slo_ms, kv_len)
+
+
+@lru_cache(maxsize=32)
+def operating_batch(deployment: str) -> float:
+    """The deployment's decode batch cap per NPU (its operating point: 96 in the paper's)."""
+    pm = PerfModel(deployment)
+    return pm.dep.decode.batch_per_die * pm.dies_per_npu
 
 
 def default_slo(deployment: str) -> float:
@@ -95,3 +104,27 @@ def trail_from(hist: dict | None) -> tuple[list, list]:
     ys = hist.get("output_tps_per_npu") or []
     pts = [(r4(x), r4(y)) for x, y in zip(xs[-TRAIL:], ys[-TRAIL:]) if r4(x) is not None and r4(y) is not None]
     return [p[0] for p in pts], [p[1] for p in pts]
+
+
+CSV_FIELDS = ("source", "what", "deployment", "kv_len", "batch_per_npu", "tpot_ms", "tokens_per_s_per_npu", "fits_kv")
+
+
+def csv_text(deployment: str, kv_len: int, slo_ms: float, trail: tuple[list, list] = ([], [])) -> str:
+    """What the chart shows, as CSV: the model curve (one row per batch), the largest batch within
+    the SLO (model), the paper's points (paper, ref 4, at 4K KV) and the running twin's recent
+    points (simulated, oldest first). Empty cells where a column does not apply."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_FIELDS)
+    for p in curve(deployment, kv_len):
+        w.writerow(("model", "curve", deployment, kv_len, p["batch_per_npu"], f"{p['tpot_ms']:.4f}",
+                    f"{p['tokens_per_s_per_npu']:.2f}", p["fits_kv"]))
+    best = best_for_slo(deployment, slo_ms, kv_len)
+    if best["tpot_ms"]:
+        w.writerow(("model", f"largest batch within {slo_ms:g} ms", deployment, kv_len, best["batch_per_npu"],
+                    f"{best['tpot_ms']:.4f}", f"{best['tokens_per_s_per_npu']:.2f}", True))
+    for tpot, tps, label in PAPER_POINTS:
+        w.writerow(("paper", f"ref 4, {label}", "", 4096, label.split()[-1], tpot, tps, ""))
+    for x, y in zip(*trail):
+        w.writerow(("simulated", "live (recent)", deployment, "", "", x, y, ""))
+    return buf.getvalue()

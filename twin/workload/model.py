@@ -108,6 +108,41 @@ class Workload:
         return out
 
 
+SHARED_MIN = 0.10   # assumption: a block id in >= 10% of a trace's requests is a shared system prompt
+
+
+class LapIds:
+    """Block ids of a looped trace: each replay (lap) is a new user population.
+
+    Replaying the same conversations would hit every prompt from the second lap on (the hit ratio
+    climbs to 100% and "no hit" disappears). So lap 0 keeps the trace's ids and every later lap
+    gets fresh ones, except the blocks shared by many users (an id in at least SHARED_MIN of the
+    requests: on the Mooncake conversation trace only id 0, its shared system prompt, 4.2% of the
+    blocks), which every lap shares. Each lap then reuses prefixes as the trace itself does (ideal
+    block hit ratio 0.366) plus the shared prompt. Fresh ids are dense and lie above the trace's
+    largest id (below its smallest if there is no room above), one disjoint range per lap."""
+
+    def __init__(self, w: Workload):
+        ids = w.block_ids
+        self.ids = ids
+        uniq, dense = np.unique(ids, return_inverse=True)
+        self.span = len(uniq)
+        pairs = np.unique(np.repeat(np.arange(len(w), dtype=np.int64), w.num_blocks) * max(self.span, 1) + dense)
+        users = np.bincount(pairs % max(self.span, 1), minlength=self.span)   # requests using each id
+        self.shared = (users >= SHARED_MIN * max(len(w), 1))[dense]
+        lo, hi = (int(uniq[0]), int(uniq[-1])) if len(uniq) else (0, 0)
+        if hi + self.span * 1_000_000 < _INT64[1]:
+            self.fresh, self.sign = dense.astype(np.int64) + hi + 1, 1
+        else:
+            self.fresh, self.sign = lo - 1 - dense.astype(np.int64), -1
+
+    def __call__(self, lo: int, hi: int, lap: int) -> np.ndarray:
+        """Ids of blocks lo:hi of the trace in replay `lap` (0 = the trace's own)."""
+        if lap == 0:
+            return self.ids[lo:hi]
+        return np.where(self.shared[lo:hi], self.ids[lo:hi], self.fresh[lo:hi] + self.sign * (lap - 1) * self.span)
+
+
 def ideal_hit_ratio(w: Workload, tokens: bool = False, prefix: bool = True) -> float:
     """Hit ratio of an infinite cache that sees the requests in order and stores each one's blocks.
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...config import CATALOG_DIR, CatalogError
+from ...i18n import N_
 from ...ems import ModelCache
 from ...topology import TopologyError, parse
 from ...workload import brief
@@ -30,11 +31,11 @@ EXAMPLES = {"npu_die": "n20/npu3/d1", "npu": "n20/npu3", "cpu": "n05/cpu2", "nod
             "subplane": "sp4", "rdma_nic": "n20/rdma3", "rdma_plane": "rdma/spine-0", "vpc": "n20/vpc"}
 
 # what each part kind is called in messages (the dashboard's labels too: twin.ui.faultview)
-PART_LABEL = {"die": "NPU die", "npu": "NPU", "cpu": "Kunpeng CPU", "node": "node",
-              "link:l1-l2": "optical L1-L2 link", "l1": "L1 UB switch", "l2": "L2 UB switch",
-              "subplane": "UB sub-plane", "rdma_nic": "RDMA NIC", "rdma_switch": "RDMA switch",
-              "vpc_nic": "VPC card", "vpc_switch": "VPC switch", "storage": "object storage", "rack": "rack",
-              "comm_rack": "communication rack", "nvswitch": "NVSwitch"}
+PART_LABEL = {"die": N_("NPU die"), "npu": N_("NPU"), "cpu": N_("Kunpeng CPU"), "node": N_("node"),
+              "link:l1-l2": N_("optical L1-L2 link"), "l1": N_("L1 UB switch"), "l2": N_("L2 UB switch"),
+              "subplane": N_("UB sub-plane"), "rdma_nic": N_("RDMA NIC"), "rdma_switch": N_("RDMA switch"),
+              "vpc_nic": N_("VPC card"), "vpc_switch": N_("VPC switch"), "storage": N_("object storage"),
+              "rack": N_("rack"), "comm_rack": N_("communication rack"), "nvswitch": N_("NVSwitch")}
 
 
 def part_label(kind: str, *, article: bool = False, plural: bool = False) -> str:
