@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-from scipy.optimize import minimize
 
 from .perf import PerfModel, constants
 from .validate import TARGETS, Target
@@ -46,6 +45,7 @@ def fit_group(base: dict, group: str) -> tuple[dict, float]:
     """Nelder-Mead on the largest error/tolerance, in units of each constant's range, from the
     current values and from the 8-norm optimum; the better of the two (never worse than perf.toml)."""
     free, targets = GROUPS[group], [t for t in TARGETS if t.group == group]
+    from scipy.optimize import minimize  # here, not at the top: `python -m twin bench` need not load it
     lo = np.array([f[2] for f in free])
     span = np.array([f[3] - f[2] for f in free])
     x0 = (np.array([base[s][k] for s, k, _, _ in free], dtype=float) - lo) / span

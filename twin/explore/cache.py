@@ -9,8 +9,6 @@ import os
 import tempfile
 from pathlib import Path
 
-import pandas as pd
-
 
 def default_dir() -> Path:
     return Path(os.environ.get("TWIN_SWEEP_CACHE") or Path.home() / ".cache" / "cloudmatrix-twin" / "sweep")
@@ -31,6 +29,7 @@ class Cache:
         return self.dir / f"{key}.parquet"
 
     def get(self, key: str) -> dict | None:
+        import pandas as pd            # here, not at the top: `python -m twin bench` need not load it
         p = self._path(key)
         try:
             df = pd.read_parquet(p)
@@ -39,6 +38,7 @@ class Cache:
         return {k: _plain(v) for k, v in df.iloc[0].items()} if len(df) == 1 else None
 
     def put(self, row: dict) -> None:
+        import pandas as pd
         self.dir.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.dir, suffix=".tmp")
         os.close(fd)

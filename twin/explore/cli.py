@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import argparse
 
-import pandas as pd
-
 from ..cli_args import add_setting, dumps, name, number, out_path
 from . import runner
 from .bench import bench
@@ -52,6 +50,7 @@ def cmd_sweep(a) -> int:
         if client is not None:
             client.close()
     if a.out:
+        import pandas as pd            # here, not at the top: `python -m twin bench` need not load it
         df = pd.DataFrame(rows)
         df.to_parquet(a.out, index=False) if a.out.endswith(".parquet") else df.to_csv(a.out, index=False)
     names = [n for n, _ in varies]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 
 from ..engine import Engine, load_scenario
 from ..perf import PerfModel
@@ -65,6 +64,7 @@ def engine_row(task: Task) -> dict:
         eng.advance(min(60.0, t_end - eng.sim_time))
     eng.drain(DRAIN_CAP_S)
     parts.append(eng.req.frame().loc[:, list(_COLS)])
+    import pandas as pd                # here, not at the top: `python -m twin bench` need not load it
     df = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
     t0 = WARMUP_FRACTION * t_end
     c = df[(df["arrival"] >= t0) & (df["arrival"] < t_end)]

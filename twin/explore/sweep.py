@@ -6,7 +6,6 @@ import math
 from collections import defaultdict
 
 import numpy as np
-from scipy import stats
 
 from . import runner
 from .cache import Cache
@@ -36,6 +35,7 @@ def ci95(values: list[float]) -> tuple[float | None, float | None]:
     mean = float(v.mean())
     if len(v) < 2:
         return mean, None
+    from scipy import stats            # here, not at the top: `python -m twin bench` need not load it
     half = float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)))
     return mean, half
 
