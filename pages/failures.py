@@ -15,6 +15,7 @@ from twin.ui import components as C
 from twin.ui import failpanels as FP
 from twin.ui import faultconsole as FC
 from twin.ui import faulttable as FT
+from twin.ui import eventtext as ET
 from twin.ui import faultview as FV
 from twin.ui import figures as F
 from twin.ui import guard as G
@@ -260,6 +261,12 @@ def _ok(tw, msg: str) -> tuple:
     return f"{msg} — {where}", "ctl-msg msg-ok"
 
 
+def _capital(msg) -> str:
+    """A control's confirmation in the viewer's language, as a sentence."""
+    text = ET.said(msg)
+    return text[:1].upper() + text[1:]
+
+
 def _err(exc) -> tuple:
     return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
 
@@ -302,7 +309,7 @@ def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, 
     trig = ctx.triggered_id
     if trig not in (f"{P}-inject", f"{P}-schedule") or not _clicked():
         return no_update, no_update
-    tw, _ = twin_for(choice)
+    tw = twin_for(choice)[0]
     actor = _actor(viewer, token, secret)
     try:
         tw.require(actor["token"], actor["client"])
@@ -342,7 +349,7 @@ def on_policy(_apply, detect, redundant, weights, choice, token, viewer, secret)
     """Send a "policy" command: detection time, redundant experts, where weights come from."""
     if not _clicked():
         return no_update, no_update
-    tw, _ = twin_for(choice)
+    tw = twin_for(choice)[0]
     try:
         if G.number(detect) is None:
             raise S.ControlError("detect after: allowed a number of seconds 0 to 86,400")
@@ -352,7 +359,7 @@ def on_policy(_apply, detect, redundant, weights, choice, token, viewer, secret)
         msg = tw.control("policy", pol, **_actor(viewer, token, secret))
     except S.ControlError as exc:
         return _err(exc)
-    return _ok(tw, msg[0].upper() + msg[1:] + " (applies to faults from now on)")
+    return _ok(tw, _("%(what)s (applies to faults from now on)") % {"what": _capital(msg)})
 
 
 @dash.callback(
@@ -366,7 +373,7 @@ def on_policy(_apply, detect, redundant, weights, choice, token, viewer, secret)
 def on_random(value, rate, choice, token, viewer, secret):
     """The random-failures switch: on starts failures at the given failure-clock rate, off stops
     them. The tick sets the switch to the twin's state, which lands here as a no-op."""
-    tw, _ = twin_for(choice)
+    tw = twin_for(choice)[0]
     on = isinstance(value, list) and "on" in value
     if on == (tw.random is not None):      # the switch follows the twin: nothing to do
         return no_update, no_update, no_update
@@ -378,7 +385,7 @@ def on_random(value, rate, choice, token, viewer, secret):
         msg = tw.control("random", {"hours_per_sim_s": h if on else 0}, **_actor(viewer, token, secret))
     except S.ControlError as exc:
         return (*_err(exc), [] if on else ["on"])
-    return (*_ok(tw, msg[0].upper() + msg[1:]), no_update)
+    return (*_ok(tw, _capital(msg)), no_update)
 
 
 @dash.callback(
@@ -393,7 +400,7 @@ def on_demo(clicks, choice, token, viewer, secret):
     trig = ctx.triggered_id
     if not isinstance(trig, dict) or not _clicked():
         return no_update, no_update
-    tw, _ = twin_for(choice)
+    tw = twin_for(choice)[0]
     try:
         if trig.get("index") not in {d["name"] for d in FV.demos()}:
             raise S.ControlError("demo: allowed one of the demo buttons")

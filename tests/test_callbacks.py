@@ -587,6 +587,18 @@ def test_failures_random_switch(failures, twin_registry):
     assert wait_until(lambda: tw.run == 1) and tw.random is None
 
 
+def test_failures_policy_and_random_confirmations_read_in_chinese(dash_app, failures, twin_registry):
+    """The Failures page's own confirmations go through the catalogs like every other control's."""
+    import re
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        on, _, _ = failures.on_random(["on"], 5, "shared", None, "vtest", None)
+        pol, _ = triggered(failures.on_policy, "fl-policy-apply.n_clicks", 1, 15, "off", "obs", "shared",
+                           None, "vtest", None)
+    for msg in (on, pol):
+        words = re.findall(r"[A-Za-z]{3,}", re.sub(r"'[^']*'", "", msg))   # settings are quoted as typed
+        assert re.search(r"[\u4e00-\u9fff]", msg) and not words, msg
+
+
 def test_failures_demo_load_replays_the_file(failures, twin_registry):
     tw = twin_registry.shared()
     tw.control("policy", {"detect_s": 5})
