@@ -40,13 +40,19 @@ class LogHistogram:
         self.n = 0
 
     def add(self, values) -> None:
+        self.add_bins(self.bins(values))
+
+    def bins(self, values) -> np.ndarray:
+        """The bin of each finite value (kept by a rolling window to take its values out again)."""
         x = np.asarray(values, dtype=float)
         x = x[np.isfinite(x)]
-        if not len(x):
-            return
         k = np.ceil(np.log(np.maximum(x, self.lo) / self.lo) / self._lg).astype(np.int64)
-        self.counts += np.bincount(np.minimum(k, len(self.counts) - 1), minlength=len(self.counts))
-        self.n += len(x)
+        return np.minimum(k, len(self.counts) - 1)
+
+    def add_bins(self, k: np.ndarray, sign: int = 1) -> None:
+        if len(k):
+            self.counts += sign * np.bincount(k, minlength=len(self.counts))
+            self.n += sign * len(k)
 
     def merged(self, values) -> "LogHistogram":
         out = LogHistogram.__new__(LogHistogram)
@@ -104,7 +110,8 @@ class Metrics:
         self.last_busy = np.zeros(n_prefill + n_decode)
         self.carry = np.zeros(n_prefill + n_decode)   # busy time that spills into the next interval
         self.recent: deque = deque(maxlen=KPI_WINDOW)   # (ttft ms, tpot ms) of the last intervals' finishes
-        self.recent_hit: deque = deque(maxlen=HIT_WINDOW)   # (ttft ms, with a hit) of the last intervals' finishes
+        self.recent_hit: deque = deque()   # (bins with a hit, bins without) of the last intervals' TTFTs
+        self.hit_ttft, self.miss_ttft = LogHistogram(), LogHistogram()   # ... summed over those intervals
         self.totals = {"input_tokens": 0.0, "output_tokens": 0.0, "hit_blocks": 0,
                        "lookup_blocks": 0, "hit_tokens": 0, "lookup_tokens": 0}
         self.ttft = LogHistogram()       # ms, every request finished in a closed interval
@@ -183,14 +190,21 @@ class Metrics:
     def _hit_medians(self, ttft: np.ndarray, hit: np.ndarray) -> dict:
         """TTFT p50 of finishes with / without a hit over the last HIT_WINDOW intervals, NaN until
         the window is full and with fewer than HIT_MIN of the kind: the cold start never draws a
-        crossing, and rare misses under high reuse still give a line."""
-        self.recent_hit.append((ttft, hit))
+        crossing, and rare misses under high reuse still give a line. Rolling log histograms (the
+        median of rank floor((n-1)/2), within LogHistogram's 0.5%): a window of ~10^5 finishes
+        costs a bincount per interval, not a sort."""
+        add = (self.hit_ttft.bins(ttft[hit]), self.miss_ttft.bins(ttft[~hit]))
+        self.recent_hit.append(add)
+        self.hit_ttft.add_bins(add[0])
+        self.miss_ttft.add_bins(add[1])
+        if len(self.recent_hit) > HIT_WINDOW:
+            gone = self.recent_hit.popleft()
+            self.hit_ttft.add_bins(gone[0], -1)
+            self.miss_ttft.add_bins(gone[1], -1)
         if len(self.recent_hit) < HIT_WINDOW:
             return {"ttft_hit_p50_ms": float("nan"), "ttft_miss_p50_ms": float("nan")}
-        t = np.concatenate([a for a, _h in self.recent_hit])
-        h = np.concatenate([b for _a, b in self.recent_hit])
-        med = lambda x: float(np.median(x)) if len(x) >= HIT_MIN else float("nan")
-        return {"ttft_hit_p50_ms": med(t[h]), "ttft_miss_p50_ms": med(t[~h])}
+        med = lambda h: h.quantile(0.5) if h.n >= HIT_MIN else float("nan")
+        return {"ttft_hit_p50_ms": med(self.hit_ttft), "ttft_miss_p50_ms": med(self.miss_ttft)}
 
     def running_totals(self) -> dict:
         """Totals of the closed intervals plus the one in progress."""
