@@ -293,3 +293,7 @@ def test_a_loaded_traces_notes_show_in_the_message_and_the_action_log(dash_app, 
     assert note in msg
     assert note in tw.actions(1)[0]["what"]
     assert str(tmp_path) not in msg                            # the server path stays server-side
+    from twin.ui import eventtext
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        zh = eventtext.action(tw.actions(1)[0])["what"]
+    assert "shuffled" in zh and "arrival order" not in zh and "note" not in zh, zh     # the note in Chinese too

@@ -294,9 +294,12 @@ class TwinActions:
         if spec.get("load") not in (None, "") and new.load is not None:
             bits.append(said(N_("load %(pct)s%% of capacity"), pct=f"{new.load * 100:.0f}"))
         notes = _trace_notes(engine, label(new.trace) if new.trace else None)
-        if notes:            # the loader's own words about the file, shown as it wrote them
-            return said(N_("reset: %(bits)s; note: %(notes)s"), bits=bits, notes="; note: ".join(notes))
+        if notes:
+            return said(N_("reset: %(bits)s; note: %(notes)s"), bits=bits, notes=notes)
         return said(N_("reset: %(bits)s"), bits=bits)
+
+
+_RESORTED = re.compile(r"rows were not in arrival order \((\d+) step\(s\) back in time\); sorted stably by timestamp")
 
 
 def _trace_notes(engine, shown: str | None) -> list[str]:
@@ -308,7 +311,13 @@ def _trace_notes(engine, shown: str | None) -> list[str]:
     out = []
     for n in getattr(wl, "notes", ()) or ():
         n = str(n)
-        out.append(f"trace {shown}: {n[len(name) + 2:]}" if name and n.startswith(name + ": ") else n)
+        if not (name and n.startswith(name + ": ")):
+            out.append(n)
+        elif m := _RESORTED.fullmatch(n[len(name) + 2:]):
+            out.append(said(N_("trace %(name)s: rows were not in arrival order (%(n)s step(s) back in time); "
+                               "sorted stably by timestamp"), name=shown, n=m[1]))
+        else:
+            out.append(f"trace {shown}: {n[len(name) + 2:]}")
     return out
 
 
