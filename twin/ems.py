@@ -21,12 +21,11 @@ from hashlib import blake2b
 
 import numpy as np
 
-from .ems_index import _MIX, RING_BITS, RING_SHIFT, BlockIndex
+from . import ems_index as ix_
+from .ems_index import _MIX, LOOKUP, RING_BITS, RING_SHIFT, STORE, BlockIndex
 
 _GOLDEN = _MIX   # Fibonacci hashing: spreads sequential ids evenly over the ring (and the index)
 _M64 = (1 << 64) - 1
-_GOLDEN_U64 = np.uint64(_GOLDEN)
-VECTOR_BLOCKS = 12   # from this many blocks a vector step hashes faster than Python (measured: 8, 16)
 
 
 class UnknownServerError(KeyError):
@@ -63,9 +62,9 @@ class BatchResult:
     new_blocks: int
 
 
-def _capacity_blocks(where: str, value, block_bytes: float) -> float:
+def _capacity_blocks(where: str, value, block_bytes: float) -> int | None:
     if value is None:
-        return float("inf")
+        return None
     if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value >= 0:
         raise ValueError(f"EMS: {where} = {value!r}: must be a number of bytes >= 0, or None for unlimited")
     return int(value // block_bytes)
@@ -92,10 +91,10 @@ class EMS:
         self.block_bytes = float(block_bytes)
         self.block_tokens = block_tokens
         self._index = {n: i for i, n in enumerate(names)}
-        self._dram_cap = _capacity_blocks("dram_bytes_per_server", dram_bytes_per_server, block_bytes)
-        self._ssd_cap = _capacity_blocks("ssd_bytes_per_server", ssd_bytes_per_server, block_bytes)
-        self._dram_cap_n = min(self._dram_cap, 1 << 62)      # an int: int-to-int compares are faster
-        self._blocks = BlockIndex(len(names))
+        self._blocks = BlockIndex(len(names), dram_cap=_capacity_blocks("dram_bytes_per_server",
+                                                                        dram_bytes_per_server, block_bytes),
+                                  ssd_cap=_capacity_blocks("ssd_bytes_per_server", ssd_bytes_per_server,
+                                                           block_bytes), block_tokens=block_tokens)
         self._live = [True] * len(names)
         points = [(int.from_bytes(blake2b(f"{n}#{v}".encode(), digest_size=8).digest(), "big"), i)
                   for i, n in enumerate(names) for v in range(vnodes)]
@@ -106,126 +105,79 @@ class EMS:
         self.reset_stats()
 
     def _rebuild_slots(self) -> None:
+        """The ring's owner per slot (int32; all -1 when every server is down)."""
         live = np.array(self._live)[self._ring_owner]
         pos, owner = self._ring_pos[live], self._ring_owner[live]
         if len(pos) == 0:
-            self._slots = None
+            self._ring = np.full(1 << RING_BITS, -1, dtype=np.int32)
             return
         slot_start = np.arange(1 << RING_BITS, dtype=np.uint64) << np.uint64(RING_SHIFT)
-        self._slots = owner[np.searchsorted(pos, slot_start, side="left") % len(pos)].tolist()
+        self._ring = owner[np.searchsorted(pos, slot_start, side="left") % len(pos)].astype(np.int32)
 
     def server_of(self, block_id: int) -> str | None:
         """The live server that owns a key (None when every server is down)."""
-        if self._slots is None:
-            return None
-        return self.servers[self._slots[((int(block_id) * _GOLDEN) & _M64) >> RING_SHIFT]]
+        s = int(self._ring[((int(block_id) * _GOLDEN) & _M64) >> RING_SHIFT])
+        return self.servers[s] if s >= 0 else None
 
     def reset_stats(self) -> None:
         """Zero the counters; cache contents stay."""
-        self._lookups = self._hit_blocks = self._miss_blocks = self._dram_hits = self._ssd_hits = 0
-        self._hit_tokens = self._miss_tokens = self._stored = 0
-        self._demoted = self._dropped = self._lost = 0
+        self._blocks.st[ix_.COUNTERS] = 0
+        self._lost = 0
 
-    def _spill(self, s1: int) -> None:
-        """DRAM over capacity: demote its LRU blocks to SSD, dropping SSD's LRU when that is full."""
-        ix, dram, ssd = self._blocks, 2 * s1, 2 * s1 + 1
-        count = ix.count
-        while count[dram] > self._dram_cap:
-            slot = ix.lru(dram)
-            if self._ssd_cap > 0:
-                ix.move(slot, ssd)
-                self._demoted += 1
-                if count[ssd] > self._ssd_cap:
-                    ix.drop(ix.lru(ssd))
-                    self._dropped += 1
-            else:
-                ix.drop(slot)
-                self._dropped += 1
-
-    @staticmethod
-    def _products(arr: np.ndarray, ids: list) -> list:
-        """id * MIX mod 2^64 of each id (arr, as the list ids): its ring slot and its index home
-        slot in one product. Plain Python below VECTOR_BLOCKS blocks, one vector step from there."""
-        if len(ids) < VECTOR_BLOCKS:
-            return [k * _GOLDEN & _M64 for k in ids]
-        return (arr.view(np.uint64) * _GOLDEN_U64).tolist()
-
-    def _walk(self, ids: list, ps: list, per_hit: list | None, per_new: list | None) -> tuple[int, int, int]:
-        """One prompt (BlockIndex.walk): room for its blocks first when storing, so the slots
-        found during the walk stay valid."""
-        ix = self._blocks
-        if per_new is not None:
-            ix.reserve(len(ids))
-        return ix.walk(ids, ps, self._slots, per_hit, per_new, self._dram_cap_n, self._spill)
-
-    def _count_lookup(self, blocks: int, d: int, s: int, tokens: int) -> int:
-        """Count a lookup of `blocks` blocks and `tokens` tokens with d DRAM and s SSD prefix
-        hits; returns its hit tokens."""
-        hit = d + s
-        ht = min(hit * self.block_tokens, tokens)
-        self._lookups += 1
-        self._hit_blocks += hit
-        self._miss_blocks += blocks - hit
-        self._dram_hits += d
-        self._ssd_hits += s
-        self._hit_tokens += ht
-        self._miss_tokens += tokens - ht
-        return ht
-
-    def _per_server(self, per: list) -> dict[str, float]:
+    def _per_server(self, per: np.ndarray) -> dict[str, float]:
         bb = self.block_bytes
-        return {self.servers[i]: c * bb for i, c in enumerate(per) if c}
+        return {self.servers[i]: c * bb for i, c in enumerate(per.tolist()) if c}
+
+    def _walk(self, block_ids, tokens: int, mode: int, per_hit, per_new) -> tuple[int, int, int]:
+        """BlockIndex.walk over this EMS's ring."""
+        return self._blocks.walk(np.asarray(block_ids, dtype=np.int64), tokens, mode, self._ring,
+                                 per_hit, per_new)
 
     def lookup(self, block_ids, tokens: int | None = None) -> LookupResult:
         """Longest prefix of the blocks that is cached (a KV block is usable only after all earlier
         ones). Hits move to the MRU end; SSD hits are promoted to DRAM. `tokens` is the prompt length
         (default: full blocks), used for token statistics and hit_tokens."""
         arr = np.asarray(block_ids, dtype=np.int64)
-        per = [0] * len(self.servers)
-        n_dram = n_ssd = 0
-        if self._slots is not None and len(arr):
-            ids = arr.tolist()
-            n_dram, n_ssd, _ = self._walk(ids, self._products(arr, ids), per, None)
+        per = np.zeros(len(self.servers), dtype=np.int64)
         total = len(arr) * self.block_tokens if tokens is None else int(tokens)
-        ht = self._count_lookup(len(arr), n_dram, n_ssd, total)
-        return LookupResult(n_dram + n_ssd, n_dram, n_ssd, ht, self._per_server(per))
+        ssd = self._blocks.st[ix_.SSD_HITS]
+        hit, ht, _ = self._walk(arr, total, LOOKUP, per, per)
+        ssd = int(self._blocks.st[ix_.SSD_HITS] - ssd)
+        return LookupResult(hit, hit - ssd, ssd, ht, self._per_server(per))
 
     def store(self, block_ids) -> StoreResult:
         """Insert the blocks not yet cached (new blocks go to DRAM); cached ones are left as they are."""
-        arr = np.asarray(block_ids, dtype=np.int64)
-        per = [0] * len(self.servers)
-        new = 0
-        if self._slots is not None and len(arr):
-            ids = arr.tolist()
-            new = self._walk(ids, self._products(arr, ids), None, per)[2]
-        self._stored += new
+        per = np.zeros(len(self.servers), dtype=np.int64)
+        new = self._walk(block_ids, 0, STORE, per, per)[2]
         return StoreResult(new, self._per_server(per))
 
     def lookup_store(self, block_ids: np.ndarray, ptr: list[int], tokens: list[int],
-                     per_hit: list[int], per_new: list[int]) -> BatchResult:
+                     per_hit, per_new) -> BatchResult:
         """A prefill batch: for each prompt in turn (blocks block_ids[ptr[i]:ptr[i+1]], `tokens[i]`
         tokens), look up its prefix and then store its blocks, exactly as lookup() then store() per
-        prompt. per_hit[s] / per_new[s] (one entry per server, `servers` order) are increased by
-        the blocks server s sends for hits / receives as new: the caller sums them over many batches."""
+        prompt. per_hit[s] / per_new[s] (one entry per server, `servers` order: int64 arrays, or
+        lists, updated at the end) are increased by the blocks server s sends for hits / receives
+        as new: the caller sums them over many batches."""
         arr = np.asarray(block_ids, dtype=np.int64)
+        ph, pn = np.asarray(per_hit, dtype=np.int64), np.asarray(per_new, dtype=np.int64)
         hits, hit_tokens, new = [], [], 0
         for i in range(len(ptr) - 1):
-            h, ht, w = self.lookup_store_one(arr[int(ptr[i]):int(ptr[i + 1])], tokens[i], per_hit, per_new)
+            h, ht, w = self._walk(arr[int(ptr[i]):int(ptr[i + 1])], int(tokens[i]), LOOKUP | STORE, ph, pn)
             hits.append(h)
             hit_tokens.append(ht)
             new += w
+        for given, got in ((per_hit, ph), (per_new, pn)):
+            if given is not got:       # a list: copied in and out
+                given[:] = got.tolist()
         return BatchResult(hits, hit_tokens, new)
 
-    def lookup_store_one(self, blocks: np.ndarray, tokens: int, per_hit: list[int],
-                         per_new: list[int]) -> tuple[int, int, int]:
-        """lookup_store() of one prompt (blocks: an int64 array) in plain Python numbers;
-        returns (prefix blocks, hit tokens, new blocks)."""
-        d = s = new = 0
-        ids = blocks.tolist()
-        if self._slots is not None and ids:
-            d, s, new = self._walk(ids, self._products(blocks, ids), per_hit, per_new)
-        self._stored += new
-        return d + s, self._count_lookup(len(ids), d, s, tokens), new
+    def lookup_store_one(self, blocks: np.ndarray, tokens: int, per_hit, per_new) -> tuple[int, int, int]:
+        """lookup_store() of one prompt (blocks: an int64 array; per_hit, per_new: int64 arrays,
+        or lists through lookup_store); returns (prefix blocks, hit tokens, new blocks)."""
+        if type(per_hit) is not np.ndarray:
+            r = self.lookup_store(blocks, [0, len(blocks)], [tokens], per_hit, per_new)
+            return r.prefix_blocks[0], r.hit_tokens[0], r.new_blocks
+        return self._blocks.walk(blocks, tokens, LOOKUP | STORE, self._ring, per_hit, per_new)
 
     def _server(self, name: str) -> int:
         if name not in self._index:
@@ -255,21 +207,23 @@ class EMS:
             self._rebuild_slots()
 
     def stats(self) -> dict:
-        bb, count = self.block_bytes, self._blocks.count
-        looked = self._hit_blocks + self._miss_blocks
-        tokens = self._hit_tokens + self._miss_tokens
+        bb, count = self.block_bytes, self._blocks.count.tolist()
+        (lookups, hit_blocks, miss_blocks, dram_hits, ssd_hits, hit_tokens, miss_tokens, stored,
+         demoted, dropped) = self._blocks.st[ix_.COUNTERS].tolist()
+        looked = hit_blocks + miss_blocks
+        tokens = hit_tokens + miss_tokens
         dram, ssd = count[2::2], count[3::2]
         per_server = {n: {"live": self._live[i], "dram_bytes": dram[i] * bb, "ssd_bytes": ssd[i] * bb}
                       for i, n in enumerate(self.servers)}
         return {
-            "lookups": self._lookups,
-            "hit_blocks": self._hit_blocks, "miss_blocks": self._miss_blocks,
-            "dram_hit_blocks": self._dram_hits, "ssd_hit_blocks": self._ssd_hits,
-            "hit_tokens": self._hit_tokens, "miss_tokens": self._miss_tokens,
-            "block_hit_ratio": self._hit_blocks / looked if looked else 0.0,
-            "token_hit_ratio": self._hit_tokens / tokens if tokens else 0.0,
-            "stored_blocks": self._stored,
-            "demoted_blocks": self._demoted, "evicted_blocks": self._dropped, "lost_blocks": self._lost,
+            "lookups": lookups,
+            "hit_blocks": hit_blocks, "miss_blocks": miss_blocks,
+            "dram_hit_blocks": dram_hits, "ssd_hit_blocks": ssd_hits,
+            "hit_tokens": hit_tokens, "miss_tokens": miss_tokens,
+            "block_hit_ratio": hit_blocks / looked if looked else 0.0,
+            "token_hit_ratio": hit_tokens / tokens if tokens else 0.0,
+            "stored_blocks": stored,
+            "demoted_blocks": demoted, "evicted_blocks": dropped, "lost_blocks": self._lost,
             "dram_bytes": sum(dram) * bb, "ssd_bytes": sum(ssd) * bb,
             "resident_blocks": sum(dram) + sum(ssd),
             "live_servers": sum(self._live),

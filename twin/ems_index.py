@@ -10,64 +10,92 @@ LRU stays exact without a linked list: within a (server, tier) the least recentl
 one with the smallest stamp. Eviction reads a queue of that place's oldest slots, built when needed
 by one vector step (the k smallest stamps, sorted); a queued slot whose stamp or place has changed
 since was touched, moved or freed, and is skipped: every block touched after the queue was built is
-newer than everything in it, so the first valid entry is always the true LRU block.
+newer than everything in it, so the first valid entry is always the true LRU block. The queues
+share one buffer (a segment per place, sized by its first queue).
 
-Per-block operations (probe, touch, insert) run in Python over memoryviews of the arrays (about
-30 ns an access): a prompt holds a few to a few hundred blocks, where one numpy call costs as much
-as ten Python steps, and a promotion can demote a block later in the same prompt. walk() is a
-prompt's lookup and store in one loop with find/move/put inlined: 5.8-6.5 us of CPU for a diurnal
-prompt of 8 blocks, hashing included, against 12.3-12.6 us through the methods (the 57,418 prompts
-of 200 simulated s replayed). Bulk work (queue building, a server's failure, resizing) is
-vectorised.
+A prompt's lookup and store, spills included (DRAM's LRU demoted to SSD, SSD's LRU dropped), is one
+call of the numba-compiled `_walk`: per-block steps cost a few nanoseconds compiled against about
+30 ns an array access in Python, and one call costs ~0.6 us (10 arrays). Replaying the 120,034
+prompts of 600 simulated diurnal seconds (8 blocks each) took 9.5 us of CPU a prompt in the Python
+loop this replaced and XX us here; the 717,629 of 3,600 s (DRAM full from ~700 s: a demotion per
+new block) 15.9 us and XX us. The walk returns to Python only for rare bulk steps, then resumes:
+a resize before a store, and building a place's eviction queue (the first build allocates its
+segment). Those, a server's failure and the tests' one-block operations (find/put/move/drop/lru,
+the same compiled steps the walk uses) stay in Python and numpy.
 """
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 _MIX = 0x9E3779B97F4A7C15        # Fibonacci hashing (the EMS ring's multiplier: one product serves both)
 _M64 = (1 << 64) - 1
 _MIX_U64 = np.uint64(_MIX)
 RING_BITS = 16                   # EMS ring slots: 2^16, indexed by a product's top bits
 RING_SHIFT = 64 - RING_BITS
+_RING_SHIFT_U64 = np.uint64(RING_SHIFT)
 MAX_LOAD = 0.6                   # used slots (live + deleted) per slot before a resize
 REHASH_CHUNK = 1 << 18           # old slots moved per vector step of a resize
 QUEUE_MIN = 256                  # eviction queue: at least this many oldest slots per build
+NO_LIMIT = 1 << 62               # a capacity of None (unlimited), as an int64
+
+# st, the index's scalars and its walks' counters (one int64 array: one argument to pass)
+(CLOCK, USED, MASK, SHIFT, DRAM_CAP, SSD_CAP, BLOCK_TOKENS,
+ LOOKUPS, HIT_BLOCKS, MISS_BLOCKS, DRAM_HITS, SSD_HITS, HIT_TOKENS, MISS_TOKENS, STORED, DEMOTED, DROPPED,
+ R_SPILL, R_I, R_PHASE, R_HITS, R_SSD, R_NEW, N_ST) = range(24)
+COUNTERS = slice(LOOKUPS, DROPPED + 1)
+# codes, one row per place code: its block count and its eviction queue (qbuf rows [head, end) of
+# the segment [base, base + cap))
+COUNT, QHEAD, QEND, QBASE, QCAP = range(5)
+LOOKUP, STORE = 1, 2             # walk modes (bits)
+NEED_RESIZE, NEED_QUEUE = -1, -2  # a walk's first result when it stops for Python
 
 
 class BlockIndex:
-    """Cached blocks of `n_servers` servers, two tiers each; counts per place in `count`."""
+    """Cached blocks of `n_servers` servers, two tiers each; counts per place in `count`.
+    dram_cap / ssd_cap: blocks per server and tier (None: unlimited) that walks keep to."""
 
-    def __init__(self, n_servers: int, bits: int = 12):
-        self.count = [0] * (2 * n_servers + 2)   # blocks per place code (index = code)
-        self.clock = 0                           # next stamp
-        self._queues: dict[int, list] = {}       # code -> [slots, stamps, position]
+    def __init__(self, n_servers: int, bits: int = 12, dram_cap: int | None = None,
+                 ssd_cap: int | None = None, block_tokens: int = 1):
+        self.codes = np.zeros((2 * n_servers + 2, 5), dtype=np.int64)
+        self.count = self.codes[:, COUNT]        # blocks per place code (index = code)
+        self.st = np.zeros(N_ST, dtype=np.int64)
+        self.st[DRAM_CAP] = NO_LIMIT if dram_cap is None else min(dram_cap, NO_LIMIT)
+        self.st[SSD_CAP] = NO_LIMIT if ssd_cap is None else min(ssd_cap, NO_LIMIT)
+        self.st[BLOCK_TOKENS] = block_tokens
+        self.qbuf = np.zeros((0, 2), dtype=np.int64)   # queued (slot, stamp) pairs, all places
+        self.qtop = 0                                  # qbuf rows allocated to segments
         self._alloc(bits)
 
     # ---- storage --------------------------------------------------------------------------------
     def _alloc(self, bits: int) -> None:
         self.bits, self.size = bits, 1 << bits
         self.mask, self.shift = self.size - 1, 64 - bits
-        self._shift_u64 = np.uint64(self.shift)
         self.keys = np.zeros(self.size, dtype=np.int64)
         self.place = np.zeros(self.size, dtype=np.int16)
         self.stamp = np.zeros(self.size, dtype=np.int64)
-        self.used = 0                            # live + deleted slots
-        self._views()
+        self.st[MASK], self.st[SHIFT], self.st[USED] = self.mask, self.shift, 0
+        self.codes[:, QHEAD] = self.codes[:, QEND]     # queued slots moved: every queue empty
+        self._arrays()
 
-    def _views(self) -> None:
-        self.K, self.P, self.T = memoryview(self.keys), memoryview(self.place), memoryview(self.stamp)
-        self._queues.clear()                     # slots moved
+    def _arrays(self) -> None:
+        """The state a walk takes, in its argument order (remade when an array is replaced)."""
+        self.args = (self.keys, self.place, self.stamp, self.codes, self.qbuf, self.st)
 
     def home(self, key: int) -> int:
         return ((key & _M64) * _MIX & _M64) >> self.shift
 
     @property
     def live(self) -> int:
-        return sum(self.count)
+        return int(self.count.sum())
+
+    @property
+    def clock(self) -> int:
+        return int(self.st[CLOCK])
 
     def reserve(self, n: int) -> bool:
         """Make room for n inserts without a resize in between; True if the slots moved."""
-        if self.used + n <= MAX_LOAD * self.size:
+        if self.st[USED] + n <= MAX_LOAD * self.size:
             return False
         bits = self.bits               # the smallest size at which the load is at most 0.45
         while self.live + n > 0.75 * MAX_LOAD * (1 << bits):
@@ -78,13 +106,13 @@ class BlockIndex:
     def _rehash(self, bits: int) -> None:
         """Move the live entries into a new table, a chunk of old slots at a time (so the
         moment's extra memory is the new table and one chunk, not a copy of the old)."""
-        keys, place, stamp, queues = self.keys, self.place, self.stamp, self._queues
-        self.K = self.P = self.T = None          # release the views of the old arrays
+        keys, place, stamp = self.keys, self.place, self.stamp
+        self.args = None                         # release the old arrays with these
         self._alloc(bits)
         for c in range(0, len(keys), REHASH_CHUNK):
             live = np.flatnonzero(place[c:c + REHASH_CHUNK] > 0) + c
             self._place_all(keys[live], place[live], stamp[live])
-        del keys, place, stamp, queues
+        del keys, place, stamp
 
     def _place_all(self, keys: np.ndarray, place: np.ndarray, stamp: np.ndarray) -> None:
         """Insert distinct (key, server) entries into a table that holds none of them: every
@@ -102,151 +130,72 @@ class BlockIndex:
             lost[np.flatnonzero(free)[first]] = False
             pend = pend[lost]
             h[pend] = (h[pend] + 1) & self.mask
-        self.used += len(keys)
+        self.st[USED] += len(keys)
 
-    # ---- per-block operations ---------------------------------------------------------------------
+    # ---- one-block operations (the walk's compiled steps, for direct use and tests) --------------
     def find(self, key: int, s1: int, h: int) -> tuple[int, int]:
-        """(slot of key on server s1 - 1 or -1, first free slot on its probe path). find() and put()
-        are the one-block forms of what walk() inlines (kept for direct use and its tests)."""
-        K, P, mask, free = self.K, self.P, self.mask, -1
-        while True:
-            p = P[h]
-            if p == 0:
-                return -1, (h if free < 0 else free)
-            if p >> 1 == s1 and K[h] == key:
-                return h, free
-            if p < 0 and free < 0:
-                free = h
-            h = (h + 1) & mask
+        """(slot of key on server s1 - 1 or -1, first free slot on its probe path from h)."""
+        return _find(self.keys, self.place, self.mask, h, key, s1)
 
     def put(self, slot: int, key: int, code: int) -> None:
         """A new block at a free slot (from find), most recently used in its place."""
-        if self.P[slot] == 0:
-            self.used += 1
-        self.K[slot], self.P[slot], self.T[slot] = key, code, self.clock
-        self.clock += 1
-        self.count[code] += 1
+        _put(self.keys, self.place, self.stamp, self.codes, self.st, slot, key, code)
 
     def move(self, slot: int, code: int) -> None:
         """Touch a block: most recently used, in place `code` (a promotion or demotion if new)."""
-        old = self.P[slot]
-        if old != code:
-            self.count[old] -= 1
-            self.count[code] += 1
-            self.P[slot] = code
-        self.T[slot] = self.clock
-        self.clock += 1
+        _move(self.place, self.stamp, self.codes, self.st, slot, code)
 
     def drop(self, slot: int) -> None:
-        self.count[self.P[slot]] -= 1
-        self.P[slot] = -1
-
-    def walk(self, ids: list, ps: list, ring: list, per_hit: list | None, per_new: list | None,
-             cap: int, spill) -> tuple[int, int, int]:
-        """One prompt's blocks in order (ids; ps = id * MIX mod 2^64, whose top RING_BITS bits
-        index `ring`, the owning server of each ring slot). Unless per_hit is None, its cached
-        prefix is looked up: each hit becomes the most recently used, an SSD hit moves to DRAM,
-        per_hit[server] counts them. Unless per_new is None, every block from the first miss on
-        (from the start without a lookup) that is not cached is put in its server's DRAM as the
-        most recently used (cached ones are left as they are), per_new[server] counts them.
-        spill(s1) runs whenever a DRAM holds more than cap blocks. Returns (DRAM hits, SSD hits,
-        new blocks). find(), move() and put() inlined: this loop is most of the EMS's cost."""
-        K, P, T, mask, shift, count, clock = self.K, self.P, self.T, self.mask, self.shift, self.count, self.clock
-        rs = RING_SHIFT
-        hits = ssd = new = used = 0
-        first = -1                     # free slot of the first miss, found by the lookup
-        todo = zip(ids, ps)
-        if per_hit is not None:
-            for k, p in todo:
-                s = ring[p >> rs]
-                s1, h = s + 1, p >> shift
-                q = P[h]
-                while q:               # 0: empty slot, the end of the probe path
-                    if q >> 1 == s1 and K[h] == k:
-                        break
-                    h = (h + 1) & mask
-                    q = P[h]
-                else:                  # a miss: its slot is the path's first deleted or empty one
-                    h = p >> shift
-                    while P[h] > 0:
-                        h = (h + 1) & mask
-                    first = h
-                    break
-                T[h] = clock
-                clock += 1
-                per_hit[s] += 1
-                hits += 1
-                if q & 1:              # tier bit: an SSD hit is promoted
-                    ssd += 1
-                    dram = q - 1
-                    P[h] = dram
-                    count[q] -= 1
-                    count[dram] += 1
-                    if count[dram] > cap:
-                        self.clock = clock
-                        spill(s1)
-                        clock = self.clock
-            if first < 0 or per_new is None:
-                self.clock = clock
-                return hits - ssd, ssd, 0
-            # the hit prefix is still cached (a lookup drops nothing: each promotion frees the SSD
-            # slot its spill's demotion takes), so the store starts at the first miss
-            todo = zip(ids[hits:], ps[hits:])
-        for k, p in todo:
-            s = ring[p >> rs]
-            if first >= 0:
-                h, first = first, -1
-                if P[h] == 0:
-                    used += 1
-            else:
-                h = p >> shift
-                q = P[h]
-                if q:
-                    s1, free = s + 1, -1
-                    while q:
-                        if q >> 1 == s1 and K[h] == k:
-                            break
-                        if q < 0 and free < 0:
-                            free = h
-                        h = (h + 1) & mask
-                        q = P[h]
-                    if q:              # cached: left as it is
-                        continue
-                    if free >= 0:
-                        h = free
-                    else:
-                        used += 1
-                else:
-                    used += 1
-            dram = 2 * s + 2
-            K[h] = k
-            P[h] = dram
-            T[h] = clock
-            clock += 1
-            count[dram] += 1
-            per_new[s] += 1
-            new += 1
-            if count[dram] > cap:
-                self.clock = clock
-                spill(s + 1)
-                clock = self.clock
-        self.clock = clock
-        self.used += used
-        return hits - ssd, ssd, new
+        _drop(self.place, self.codes, slot)
 
     def lru(self, code: int) -> int:
         """Slot of the least recently used block in place `code` (which must hold one)."""
-        q = self._queues.get(code)
-        P, T = self.P, self.T
         while True:
-            if q is None or q[2] >= len(q[0]):
-                q = self._queues[code] = self._oldest(code)
-            slot, st = q[0][q[2]], q[1][q[2]]
-            q[2] += 1
-            if P[slot] == code and T[slot] == st:
+            slot = _lru(self.codes, self.qbuf, self.place, self.stamp, code)
+            if slot >= 0:
                 return slot
+            self._queue(code)
 
-    def _oldest(self, code: int) -> list:
+    # ---- a prompt -------------------------------------------------------------------------------
+    def walk(self, ids: np.ndarray, tokens: int, mode: int, ring: np.ndarray, per_hit: np.ndarray,
+             per_new: np.ndarray) -> tuple[int, int, int]:
+        """One prompt's blocks (int64 ids) in order; ring[top RING_BITS bits of id * MIX] is the
+        owning server (-1: none live). With LOOKUP in mode its cached prefix is looked up: each
+        hit becomes the most recently used, an SSD hit moves to DRAM, per_hit[server] counts
+        them. With STORE every block from the first miss on (from the start without a lookup)
+        that is not cached is put in its server's DRAM as the most recently used (cached ones are
+        left as they are), per_new[server] counts them. A DRAM over capacity demotes its LRU
+        blocks to SSD, an SSD over capacity drops its LRU. Returns (prefix blocks, hit tokens
+        (at most `tokens`), new blocks); the counters in st add them up."""
+        while True:
+            r = _walk(ids, tokens, mode, ring, per_hit, per_new, *self.args)
+            if r[0] >= 0:
+                return r
+            if r[0] == NEED_RESIZE:
+                self.reserve(len(ids))
+            else:
+                self._queue(r[1])
+
+    def _queue(self, code: int) -> None:
+        """Rebuild place `code`'s eviction queue in its qbuf segment (allocated at its first
+        build, the buffer grown by a quarter or more; a later, longer queue is cut to it)."""
+        sl = self._oldest(code)
+        c = self.codes[code]
+        if c[QCAP] == 0:
+            if self.qtop + len(sl) > len(self.qbuf):
+                buf = np.zeros((max(self.qtop + len(sl), len(self.qbuf) * 5 // 4), 2), dtype=np.int64)
+                buf[:self.qtop] = self.qbuf[:self.qtop]
+                self.qbuf = buf
+                self._arrays()
+            c[QBASE], c[QCAP] = self.qtop, len(sl)
+            self.qtop += len(sl)
+        sl = sl[:c[QCAP]]
+        b = c[QBASE]
+        self.qbuf[b:b + len(sl), 0] = sl
+        self.qbuf[b:b + len(sl), 1] = self.stamp[sl]
+        c[QHEAD], c[QEND] = b, b + len(sl)
+
+    def _oldest(self, code: int) -> np.ndarray:
         """The place's oldest slots, oldest first: its k smallest stamps (k = half of it:
         each build scans the whole table, so fewer, longer queues cost less; an eighth cost 2-3x
         more CPU in the DRAM-full diurnal windows)."""
@@ -256,8 +205,7 @@ class BlockIndex:
         k = min(len(sl), max(QUEUE_MIN, len(sl) // 2))
         if k < len(sl):
             sl = sl[np.argpartition(self.stamp[sl], k - 1)[:k]]
-        sl = sl[np.argsort(self.stamp[sl])]
-        return [memoryview(sl), memoryview(self.stamp[sl]), 0]
+        return sl[np.argsort(self.stamp[sl])]
 
     def clear_server(self, s1: int) -> int:
         """Drop every block of server s1 - 1; returns how many."""
@@ -265,6 +213,161 @@ class BlockIndex:
         n = int(gone.sum())
         self.place[gone] = -1
         for code in (2 * s1, 2 * s1 + 1):
-            self.count[code] = 0
-            self._queues.pop(code, None)
+            self.codes[code, COUNT] = 0
+            self.codes[code, QHEAD] = self.codes[code, QEND]
         return n
+
+
+# ---- compiled steps -------------------------------------------------------------------------------
+@njit(cache=True)
+def _find(keys, place, mask, h, key, s1):
+    free = -1
+    while True:
+        p = place[h]
+        if p == 0:                     # an empty slot ends the probe path
+            return -1, (h if free < 0 else free)
+        if p >> 1 == s1 and keys[h] == key:
+            return h, free
+        if p < 0 and free < 0:
+            free = h
+        h = (h + 1) & mask
+
+
+@njit(cache=True)
+def _put(keys, place, stamp, codes, st, slot, key, code):
+    if place[slot] == 0:
+        st[USED] += 1
+    keys[slot], place[slot], stamp[slot] = key, code, st[CLOCK]
+    st[CLOCK] += 1
+    codes[code, COUNT] += 1
+
+
+@njit(cache=True)
+def _move(place, stamp, codes, st, slot, code):
+    old = place[slot]
+    if old != code:
+        codes[old, COUNT] -= 1
+        codes[code, COUNT] += 1
+        place[slot] = code
+    stamp[slot] = st[CLOCK]
+    st[CLOCK] += 1
+
+
+@njit(cache=True)
+def _drop(place, codes, slot):
+    codes[place[slot], COUNT] -= 1
+    place[slot] = -1
+
+
+@njit(cache=True)
+def _lru(codes, qbuf, place, stamp, code):
+    """The first still-valid queued slot of place `code`, or -1 when its queue is spent."""
+    i, end = codes[code, QHEAD], codes[code, QEND]
+    while i < end:
+        slot = qbuf[i, 0]
+        i += 1
+        if place[slot] == code and stamp[slot] == qbuf[i - 1, 1]:
+            codes[code, QHEAD] = i
+            return slot
+    codes[code, QHEAD] = i
+    return -1
+
+
+@njit(cache=True)
+def _spill(s1, place, stamp, codes, qbuf, st):
+    """Bring server s1 - 1 within capacity: demote DRAM's LRU to SSD (dropped when SSD has no
+    room), drop SSD's LRU. Returns -1, or the place whose queue is spent (nothing of that step
+    done: calling again after a rebuild carries on exactly)."""
+    dram, ssd = 2 * s1, 2 * s1 + 1
+    while True:
+        if codes[ssd, COUNT] > st[SSD_CAP]:
+            slot = _lru(codes, qbuf, place, stamp, ssd)
+            if slot < 0:
+                return ssd
+            _drop(place, codes, slot)
+            st[DROPPED] += 1
+        elif codes[dram, COUNT] > st[DRAM_CAP]:
+            slot = _lru(codes, qbuf, place, stamp, dram)
+            if slot < 0:
+                return dram
+            if st[SSD_CAP] > 0:
+                _move(place, stamp, codes, st, slot, ssd)
+                st[DEMOTED] += 1
+            else:
+                _drop(place, codes, slot)
+                st[DROPPED] += 1
+        else:
+            return -1
+
+
+@njit(cache=True)
+def _walk(ids, tokens, mode, ring, per_hit, per_new, keys, place, stamp, codes, qbuf, st):
+    """BlockIndex.walk. Returns (NEED_RESIZE, 0, 0) before changing anything when a store could
+    overfill the table, (NEED_QUEUE, code, 0) when a spill needs place code's queue rebuilt (the
+    walk's position saved in st: the next call resumes it)."""
+    n, mask, shift = len(ids), st[MASK], np.uint64(st[SHIFT])
+    if st[R_SPILL]:                    # resume: finish the spill, then go on from block i
+        i, phase, hits, ssd, new = st[R_I], st[R_PHASE], st[R_HITS], st[R_SSD], st[R_NEW]
+        need = _spill(st[R_SPILL], place, stamp, codes, qbuf, st)
+        if need >= 0:
+            return NEED_QUEUE, need, 0
+        st[R_SPILL] = 0
+    else:
+        if mode & STORE and st[USED] + n > MAX_LOAD * (mask + 1):
+            return NEED_RESIZE, 0, 0
+        i, hits, ssd, new = 0, 0, 0, 0
+        phase = LOOKUP if mode & LOOKUP else STORE
+    first = -1                         # free slot of the first miss, found by the lookup
+    while i < n:
+        k = ids[i]
+        p = np.uint64(k) * _MIX_U64
+        s = ring[np.int64(p >> _RING_SHIFT_U64)]
+        s1, h = s + 1, np.int64(p >> shift)
+        if phase == LOOKUP:
+            if s < 0:
+                phase = STORE
+                continue
+            slot, free = _find(keys, place, mask, h, k, s1)
+            if slot < 0:               # the first miss: the store starts here
+                first, phase = free, STORE
+                continue
+            tier = place[slot] & 1     # an SSD hit (tier 1) is promoted to DRAM
+            _move(place, stamp, codes, st, slot, 2 * s1)
+            per_hit[s] += 1
+            hits += 1
+            ssd += tier
+        else:
+            if not mode & STORE:
+                break
+            if s < 0:
+                i += 1
+                continue
+            if first >= 0:
+                slot, first = first, -1
+            else:
+                slot, free = _find(keys, place, mask, h, k, s1)
+                if slot >= 0:          # cached: left as it is
+                    i += 1
+                    continue
+                slot = free
+            _put(keys, place, stamp, codes, st, slot, k, 2 * s1)
+            per_new[s] += 1
+            new += 1
+        i += 1
+        if codes[2 * s1, COUNT] > st[DRAM_CAP]:
+            need = _spill(s1, place, stamp, codes, qbuf, st)
+            if need >= 0:
+                st[R_SPILL], st[R_I], st[R_PHASE], st[R_HITS], st[R_SSD], st[R_NEW] = s1, i, phase, hits, ssd, new
+                return NEED_QUEUE, need, 0
+    ht = 0
+    if mode & LOOKUP:
+        ht = min(hits * st[BLOCK_TOKENS], tokens)
+        st[LOOKUPS] += 1
+        st[HIT_BLOCKS] += hits
+        st[MISS_BLOCKS] += n - hits
+        st[DRAM_HITS] += hits - ssd
+        st[SSD_HITS] += ssd
+        st[HIT_TOKENS] += ht
+        st[MISS_TOKENS] += tokens - ht
+    st[STORED] += new
+    return hits, ht, new

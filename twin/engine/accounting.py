@@ -67,11 +67,11 @@ class Accounting:
         self._g_rdma = ([0.0] * n, [0.0] * n)       # bytes out of, into each group
 
     def reset_ems_blocks(self) -> None:
-        """Per instance slot and EMS server: blocks sent for hits, blocks written (plain lists,
-        added to in EMS.lookup_store's loop; turned into traffic once per interval)."""
-        n_srv = len(self._srv_group)
-        self.ems_hit = [[0] * n_srv for _ in range(self.n_slots)]
-        self.ems_new = [[0] * n_srv for _ in range(self.n_slots)]
+        """Per instance slot and EMS server: blocks sent for hits, blocks written (int64 arrays,
+        a slot's row added to by the EMS walk; turned into traffic once per interval)."""
+        shape = (self.n_slots, len(self._srv_group))
+        self.ems_hit = np.zeros(shape, dtype=np.int64)
+        self.ems_new = np.zeros(shape, dtype=np.int64)
 
     def flush(self) -> None:
         """Spread the group totals over node pairs into the interval's counters."""
@@ -79,8 +79,8 @@ class Accounting:
         g_ub, g_rdma = np.array(self._g_ub), np.array(self._g_rdma)
         if len(self._srv_group):
             n_slots, bb = len(self.ems_hit), self.block_bytes
-            g_ub[:, :n_slots] += self._srv_group.T @ (np.array(self.ems_hit).T * bb)
-            g_ub[:n_slots] += np.array(self.ems_new) * bb @ self._srv_group
+            g_ub[:, :n_slots] += self._srv_group.T @ (self.ems_hit.T * bb)
+            g_ub[:n_slots] += self.ems_new * bb @ self._srv_group
             self.reset_ems_blocks()
         cur.node_bytes += sp.T @ g_ub @ sp
         cur.rdma_out += g_rdma[0] @ sp
