@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from twin.ems import EMS
-from twin.ems_index import BlockIndex
+from twin.ems_index import STAMP_LIMIT, BlockIndex
 
 
 class Reference:
@@ -175,3 +175,24 @@ def test_one_prompt_walk_matches_lookup_then_store_in_the_reference(dram, ssd):
     assert (per_hit, per_new) == (want_hit, want_new)
     st = ems.stats()
     assert st["ssd_hit_blocks"] > 0 or not ssd
+
+
+@pytest.mark.parametrize("dram,ssd", [(5, 3), (12, 0)])
+def test_stamps_renumbered_near_their_limit_keep_every_block_and_its_order(dram, ssd):
+    """Stamps are int32, renumbered 0, 1, ... in order before the clock passes a limit (2^31 - 1;
+    500 here, so every ~40 prompts): the cached blocks, their LRU order, spills and counters are
+    exactly those of an index that never renumbers."""
+    servers = [f"s{i}" for i in range(4)]
+    a, b = (EMS(servers, dram, ssd, 1.0, block_tokens=4) for _ in range(2))
+    a._blocks.st[STAMP_LIMIT] = 500
+    per = [np.zeros(4, dtype=np.int64) for _ in range(4)]
+    rng = np.random.default_rng(7)
+    for step in range(2000):
+        ids = rng.integers(0, 120, int(rng.integers(1, 20))) * 7919 - 300_000
+        tokens = 4 * len(ids)
+        assert a.lookup_store_one(ids, tokens, per[0], per[1]) == b.lookup_store_one(ids, tokens, per[2], per[3])
+        if step % 97 == 0:
+            assert _resident(a) == _resident(b), step
+    assert _resident(a) == _resident(b) and a.stats() == b.stats()
+    assert np.array_equal(per[0], per[2]) and np.array_equal(per[1], per[3])
+    assert a._blocks.clock < 500 < b._blocks.clock and a.stats()["demoted_blocks" if ssd else "evicted_blocks"] > 1000

@@ -7,12 +7,14 @@ real state (which block is where), so hit ratios come from the workload, not fro
 
 Consistent hashing: each server owns `vnodes` points on a 64-bit ring (blake2b of "name#v"); a key
 sits at (key * golden ratio) mod 2**64 and belongs to the next live point clockwise. The ring is
-quantised to 2**16 slots, so finding a key's server is one multiply and one list index, which keeps
-per-block operations well under a microsecond. Failing a server changes only the slots it owned.
-Which block is cached where, and the LRU order of each server's tiers, live in one compact index
-(`ems_index.BlockIndex`, about 30-60 bytes a block). A prompt's ids are hashed once for its lookup
-and its store (one product gives the ring slot and the index slot) and walked in one Python loop; a
-batch is its prompts in turn (most diurnal batches hold one prompt of about 8 blocks).
+quantised to 2**16 slots (an int32 array; -1 when every server is down), so finding a key's server
+is one multiply and one index. Failing a server changes only the slots it owned. Which block is
+cached where, the LRU order of each server's tiers and the lookup counters live in one compact index
+(`ems_index.BlockIndex`, 23-47 bytes a block). A prompt's lookup and store is one compiled walk
+(one product per id gives the ring slot and the index slot): ~2 us of CPU for a diurnal prompt of
+8 blocks, against ~9.5 us in the Python loop it replaced. A batch is its prompts in turn (most
+diurnal batches hold one prompt). Per-server block counts go to int64 arrays (the engine's
+accounting rows); lists are accepted by lookup_store, copied in and out.
 """
 from __future__ import annotations
 

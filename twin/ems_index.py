@@ -2,26 +2,29 @@
 
 One open-addressing hash table (linear probing) over numpy arrays holds every cached block of
 every server: its id (int64), its place (int16: 2 * (server + 1) + tier, tier 0 = DRAM, 1 = SSD;
-0 = empty slot, -1 = deleted) and its last-touch stamp (int64, from one clock that only grows).
-That is 18 bytes a slot at a load of 0.3-0.6 (a resize doubles), 30-60 bytes a block, against 130-145 in
-per-server OrderedDicts (a Python int key, a list node, the dict's entry and index).
+0 = empty slot, -1 = deleted) and its last-touch stamp (int32, from one clock that only grows;
+renumbered 0, 1, ... in order before it passes 2^31 - 1). That is 14 bytes a slot at a load of
+0.3-0.6 (a resize doubles), 23-47 bytes a block, against 130-145 in per-server OrderedDicts (a
+Python int key, a list node, the dict's entry and index).
 
 LRU stays exact without a linked list: within a (server, tier) the least recently used block is the
-one with the smallest stamp. Eviction reads a queue of that place's oldest slots, built when needed
-by one vector step (the k smallest stamps, sorted); a queued slot whose stamp or place has changed
-since was touched, moved or freed, and is skipped: every block touched after the queue was built is
-newer than everything in it, so the first valid entry is always the true LRU block. The queues
-share one buffer (a segment per place, sized by its first queue).
+one with the smallest stamp. Eviction reads a queue of that place's oldest slots (its k smallest
+stamps, sorted); a queued slot whose stamp or place has changed since was touched, moved or freed,
+and is skipped: every block touched after the queue was built is newer than everything in it, so
+the first valid entry is always the true LRU block. A spent queue is refilled by one scan of the
+table that also refills every other nearly spent one (DRAM fills evenly over the servers, so their
+queues run out together). The queues share one int32 buffer, a segment per place.
 
 A prompt's lookup and store, spills included (DRAM's LRU demoted to SSD, SSD's LRU dropped), is one
-call of the numba-compiled `_walk`: per-block steps cost a few nanoseconds compiled against about
-30 ns an array access in Python, and one call costs ~0.6 us (10 arrays). Replaying the 120,034
-prompts of 600 simulated diurnal seconds (8 blocks each) took 9.5 us of CPU a prompt in the Python
-loop this replaced and XX us here; the 717,629 of 3,600 s (DRAM full from ~700 s: a demotion per
-new block) 15.9 us and XX us. The walk returns to Python only for rare bulk steps, then resumes:
-a resize before a store, and building a place's eviction queue (the first build allocates its
-segment). Those, a server's failure and the tests' one-block operations (find/put/move/drop/lru,
-the same compiled steps the walk uses) stay in Python and numpy.
+call of the numba-compiled `_walk`. Replaying the 120,034 prompts (8 blocks each) of 600 simulated
+diurnal seconds took 9.5 us of CPU a prompt in the Python loop this replaced and 2.1 us here; the
+717,629 of 3,600 s (DRAM full from ~700 s: ~3.7 demotions a prompt, a 2^23-slot table) 15.9 us and
+5.5 us. Of a call, ~0.85 us is numba's dispatch of 12 arguments and ~45 ns each hit block. The walk
+returns to Python only for rare steps, then resumes: a resize or a renumbering before it starts,
+and a place's first queue (its segment, with those of its tier). Resizes (compiled too), a server's
+failure and the tests' one-block operations (find/put/move/drop/lru: the compiled steps the walk
+uses) are called from Python. Costs of numba: the first compile ~2.6 s of CPU, cached on disk after
+(loading ~0.3 s); importing it and its LLVM adds ~115 MB of resident memory to the process.
 """
 from __future__ import annotations
 
@@ -106,8 +109,8 @@ class BlockIndex:
         return True
 
     def _rehash(self, bits: int) -> None:
-        """Move the live entries into a new table (compiled: 4M blocks in ~0.1 s, against
-        ~0.7 s for the vectorised form it replaced)."""
+        """Move the live entries into a new table (compiled: the 11 resizes of the 3,600-s
+        diurnal day took 0.43 s of CPU, 0.74 s in the vectorised form it replaced)."""
         keys, place, stamp = self.keys, self.place, self.stamp
         self.args = None                         # release the old arrays with these
         self._alloc(bits)
@@ -143,11 +146,13 @@ class BlockIndex:
         """Slot of the least recently used block in place `code` (which must hold one)."""
         if self.count[code] <= 0:
             raise ValueError(f"EMS index: place {code} holds no block")
-        while True:
-            slot = _lru(self.codes, self.qbuf, self.place, self.stamp, code)
-            if slot >= 0:
-                return slot
+        slot = _lru(self.codes, self.qbuf, self.place, self.stamp, code)
+        if slot < 0:
             self._queue(code)
+            slot = _lru(self.codes, self.qbuf, self.place, self.stamp, code)
+        if slot < 0:
+            raise RuntimeError(f"EMS index: place {code} is empty but counted {self.count[code]}")
+        return slot
 
     # ---- a prompt -------------------------------------------------------------------------------
     def walk(self, ids: np.ndarray, tokens: int, mode: int, ring: np.ndarray, per_hit: np.ndarray,
@@ -168,8 +173,10 @@ class BlockIndex:
                 self.reserve(len(ids))
             elif r[0] == NEED_RENUMBER:
                 self._renumber()
-            else:
+            elif self.codes[r[1], QCAP] == 0:
                 self._queue(r[1])
+            else:                      # a refill found nothing: the counts are wrong
+                raise RuntimeError(f"EMS index: place {r[1]} is empty but counted {self.count[r[1]]}")
 
     def _queue(self, code: int) -> None:
         """Fill place `code`'s eviction queue, first giving it its qbuf segment, and with it every
