@@ -16,6 +16,7 @@ import queue
 
 import numpy as np
 import simpy
+from simpy.events import URGENT
 
 from ..config import CatalogError, catalog
 from ..i18n import N_
@@ -26,7 +27,7 @@ from .accounting import Accounting
 from .commands import Command
 from .faults import FaultManager, Policy, load_fault_file
 from .metrics import Metrics
-from .pools import DecodeInstance, PrefillInstance
+from .pools import DecodeInstance, PrefillInstance, call_later
 from .requests import DONE, KEEP_ROWS, QUEUED, RequestTable
 from .scenario import Scenario, load_scenario
 from .scheduling import Policies
@@ -43,13 +44,14 @@ CAPACITY_PROMPT_CAP = 131072   # assumption: capacity estimates cap the mean pro
 
 
 class _Environment(simpy.Environment):
-    """A SimPy environment that counts the events it processes (for `bench`)."""
+    """A SimPy environment that reports the events it has processed (for `bench`)."""
 
-    processed = 0
-
-    def step(self) -> None:
-        self.processed += 1
-        super().step()
+    @property
+    def processed(self) -> int:
+        """Every scheduled event takes the next id from `_eid` (SimPy's and the engine's own
+        pushes alike); those not yet processed are still queued. (Counting in an overridden
+        step() cost a Python call per event.)"""
+        return int(repr(self._eid)[6:-1]) - len(self._queue)
 
 
 class Engine:
@@ -110,7 +112,9 @@ class Engine:
         self.lazy_decode = (self.decode[0] if sc.pipeline == "decode_only" and len(self.decode) == 1
                              else None)
         self._tick_k = 0                  # the next arrival tick not yet run
-        self._arrival_proc = self.env.process(self._arrivals())
+        self._arrival_gen = 0             # the arrival chain's generation (a rate change starts a new one)
+        self._arrivals_live = True        # False once the source is exhausted or arrivals are off
+        self._arrivals_now(URGENT)        # as a process would start
         self.env.process(self._monitor())
         self.log("start", N_("scenario %(name)s: %(about)s (seed %(seed)s)"), name=sc.name,
                  about=sc.description or sc.deployment, seed=sc.seed)
@@ -196,8 +200,9 @@ class Engine:
 
     def set_rate(self, rate: float) -> None:
         self.source.set_rate(self.env.now, rate)
-        if self._arrival_proc.is_alive:      # the next arrival moved
-            self._arrival_proc.interrupt()
+        if self._arrivals_live:              # the next arrival moved: a new chain from now
+            self._arrival_gen += 1
+            self._arrivals_now(URGENT)
 
     def network_changed(self) -> None:
         """The topology changed (a fault struck or recovered): instances and flows follow."""
@@ -252,24 +257,35 @@ class Engine:
             self.req.compact(self.keep_rows)
 
     # ---- arrivals and scheduling ---------------------------------------------------------------
-    def _arrivals(self):
+    def _arrivals_now(self, priority: int) -> None:
+        """Run the arrival chain's next step at the current time, with `priority` (an event)."""
+        gen = self._arrival_gen
+        ev = simpy.Event(self.env)
+        ev._ok, ev._value = True, None
+        ev.callbacks.append(lambda _: self._arrivals(gen))
+        self.env.schedule(ev, priority)
+
+    def _arrivals(self, gen: int) -> None:
         """Every ARRIVAL_TICK_S (tick k at k * ARRIVAL_TICK_S) the scheduler admits the requests
-        that arrived since the last tick; ticks with no arrival are skipped, not simulated."""
-        tick, lazy = ARRIVAL_TICK_S, self.lazy_decode
-        while True:
-            busy = lazy is not None and lazy.stepping
-            if not busy:
-                self.take_ticks(self.env.now)
-            if self.source.exhausted or not self.arrivals_on:
-                return
-            try:
-                if busy:                       # it takes the arrivals at its step boundaries
-                    yield lazy.until_idle()
-                else:
-                    k = max(self._tick_k, math.ceil((self.source.next_arrival() - ARRIVAL_EPS) / tick))
-                    yield self.env.timeout(max(0.0, k * tick - self.env.now))
-            except simpy.Interrupt:            # the rate changed: the next arrival moved
-                pass
+        that arrived since the last tick; ticks with no arrival are skipped, not simulated. A
+        chain of callbacks, one event per tick (a process's resume cost more than the tick's own
+        work when it holds one request); a step of an older generation (before a rate change
+        moved the next arrival) does nothing."""
+        if gen != self._arrival_gen:
+            return
+        lazy = self.lazy_decode
+        busy = lazy is not None and lazy.stepping
+        if not busy:
+            self.take_ticks(self.env.now)
+        if self.source.exhausted or not self.arrivals_on:
+            self._arrivals_live = False
+            return
+        if busy:                       # it takes the arrivals at its step boundaries
+            lazy.until_idle().callbacks.append(lambda _: self._arrivals(gen))
+        else:
+            tick = ARRIVAL_TICK_S
+            k = max(self._tick_k, math.ceil((self.source.next_arrival() - ARRIVAL_EPS) / tick))
+            call_later(self.env, max(0.0, k * tick - self.env.now), lambda _: self._arrivals(gen))
 
     def take_ticks(self, upto: float, inclusive: bool = True) -> None:
         """Run every arrival tick not yet run at or before `upto` (before it, if not inclusive):
