@@ -32,7 +32,7 @@ from .requests import DONE, KEEP_ROWS, QUEUED, RequestTable
 from .scenario import Scenario, load_scenario
 from .scheduling import Policies
 from .snapshot import Snapshot
-from .source import SyntheticSource, TraceSource
+from .source import Staged, SyntheticSource, TraceSource
 from .timing import MAX_REUSE, StepTimes
 from .transfer import KvTransfers
 
@@ -96,6 +96,7 @@ class Engine:
                                self.ems.block_bytes if self.ems else 0.0)
         self.kv = KvTransfers(self)
         self.source = self._make_source()
+        self.incoming = Staged(self.source, self.req, sc.pipeline != "decode_only")
         self.faults = FaultManager(self)
         if sc.faults:
             spec = load_fault_file(sc.faults)
@@ -199,7 +200,7 @@ class Engine:
             self.log("error", N_("%(cmd)s refused: %(msg)s"), cmd=cmd.name, msg=msg)
 
     def set_rate(self, rate: float) -> None:
-        self.source.set_rate(self.env.now, rate)
+        self.incoming.set_rate(self.env.now, rate)
         if self._arrivals_live:              # the next arrival moved: a new chain from now
             self._arrival_gen += 1
             self._arrivals_now(URGENT)
@@ -277,14 +278,14 @@ class Engine:
         busy = lazy is not None and lazy.stepping
         if not busy:
             self.take_ticks(self.env.now)
-        if self.source.exhausted or not self.arrivals_on:
+        if self.incoming.exhausted or not self.arrivals_on:
             self._arrivals_live = False
             return
         if busy:                       # it takes the arrivals at its step boundaries
             lazy.until_idle().callbacks.append(lambda _: self._arrivals(gen))
         else:
             tick = ARRIVAL_TICK_S
-            k = max(self._tick_k, math.ceil((self.source.next_arrival() - ARRIVAL_EPS) / tick))
+            k = max(self._tick_k, math.ceil((self.incoming.next_arrival() - ARRIVAL_EPS) / tick))
             call_later(self.env, max(0.0, k * tick - self.env.now), lambda _: self._arrivals(gen))
 
     def take_ticks(self, upto: float, inclusive: bool = True) -> None:
@@ -295,11 +296,8 @@ class Engine:
         if k < self._tick_k or not self.arrivals_on:
             return
         self._tick_k = k + 1
-        batch = self.source.take(k * tick + ARRIVAL_EPS)
-        if batch is not None:
-            decode_only = self.scenario.pipeline == "decode_only"
-            ids = self.req.add(batch.arrival, batch.input, batch.output,
-                               None if decode_only else batch.ptr, None if decode_only else batch.ids)
+        ids = self.incoming.take(k * tick + ARRIVAL_EPS)
+        if ids is not None:
             self._admit_new(ids)
 
     def catch_up(self) -> None:
