@@ -326,7 +326,7 @@ class DecodeInstance(Instance):
             n = len(self.ids)
             start = eng.env.now
             seconds = eng.timing.decode_seconds(self, n / self.npus, self.ctx_sum / n)
-            if not np.isfinite(seconds):       # cut off from its peers: wait for the network
+            if not math.isfinite(seconds):     # cut off from its peers: wait for the network
                 self._go_idle()
                 yield self.wait()
                 continue
