@@ -77,6 +77,8 @@ class Engine:
         self.kv_capacity_tokens = self.pm.kv_capacity_bytes_per_die() / self.kv_bytes
         self.partitioned, self.message = False, ""
         self.req = RequestTable()
+        self.health = 0                   # bumped whenever an instance is held down or released
+        self._live: tuple = (-1, [], [])  # (health, live prefill, live decode) when last computed
         self.keep_rows = KEEP_ROWS        # per-request rows kept in memory (the rest are terminal)
         self.arrivals_on = True
         self.drained: dict | None = None   # set by drain(): how it ended
@@ -209,10 +211,18 @@ class Engine:
         """The topology changed (a fault struck or recovered): instances and flows follow."""
         network.network_changed(self)
 
+    def live(self) -> tuple[list, list]:
+        """The prefill and the decode instances no hold keeps down (pools.py), recomputed only
+        when a hold changes (`health`): the scheduler asks at every tick and KV send."""
+        if self._live[0] != self.health:
+            self._live = (self.health, [p for p in self.prefill if not p.down],
+                          [d for d in self.decode if not d.down])
+        return self._live[1], self._live[2]
+
     def bring_online(self, inst, key: str) -> None:
         """Release the hold `key` (a fault's, or handover.hand_over's when the co-pool scheduler
         lends a group): the instance serves again unless another hold remains."""
-        inst.down.pop(key, None)
+        inst.release(key)
         inst.wake()
 
     # ---- the simulation ------------------------------------------------------------------------
@@ -327,7 +337,7 @@ class Engine:
                 self.to_decode(ids)
             return
         touched: dict = {}
-        live = [p for p in self.prefill if not p.down] or self.prefill    # alive (pools.py)
+        live = self.live()[0] or self.prefill
         choose, state, base = self.policies.placement.choose, req.state.a, req.base
         for rid in ids.tolist():          # schedule_prefill() of each, in arrival order
             inst = choose(live)
@@ -340,7 +350,7 @@ class Engine:
     def schedule_prefill(self, rid: int, wake: bool = True, live: list | None = None) -> PrefillInstance:
         """Place a request on a live prefill instance (any, if none is live) by the placement
         policy. `live`: the live instances, when the caller already has them."""
-        live = live if live is not None else [p for p in self.prefill if p.alive]
+        live = live if live is not None else self.live()[0]
         inst = self.policies.placement.choose(live or self.prefill)
         inst.enqueue(rid, wake)
         self.req.state[rid] = QUEUED
@@ -348,7 +358,7 @@ class Engine:
 
     def to_decode(self, ids: np.ndarray) -> None:
         """Requests whose KV comes from outside the run (decode-only) go straight to decode."""
-        live = [d for d in self.decode if d.alive]
+        live = self.live()[1]
         self.policies.kv_placement.choose(live or self.decode).enqueue(ids)
 
     def requeue(self, ids: np.ndarray) -> tuple[int, int]:

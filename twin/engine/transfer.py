@@ -61,7 +61,7 @@ class KvTransfers:
         self._seq += 1
         key = self._seq
         self.transfers[key] = ids
-        live = [d for d in eng.decode if not d.down]      # alive (pools.py)
+        live = eng.live()[1]
         dst = eng.policies.kv_placement.choose(live) if live else eng.decode[0]
         if self._partitioned(src, dst):
             eng.env.process(self._when_routed(key, src, dst))
