@@ -338,11 +338,10 @@ class Engine:
             return
         touched: dict = {}
         live = self.live()[0] or self.prefill
-        choose, state, base = self.policies.placement.choose, req.state.a, req.base
-        for rid in ids.tolist():          # schedule_prefill() of each, in arrival order
+        choose = self.policies.placement.choose
+        for rid in ids.tolist():          # schedule_prefill() of each, in arrival order (already QUEUED)
             inst = choose(live)
             inst.enqueue(rid, False)
-            state[rid - base] = QUEUED
             touched.setdefault(inst.idx, inst)
         for inst in touched.values():      # in the order they got work, as their wake-ups were
             inst.start()
