@@ -315,3 +315,66 @@ def test_vectorised_decode_admission_takes_what_the_loop_took(held, headroom):
     assert d.ids[held:].tolist() == want and list(d.queue)[:1] == ids[held + len(want):][:1].tolist()
     assert d.reserved == before + 60_256 * len(want)
     print(f"\nheld {held}, headroom {headroom:g}: admitted {len(want)}")
+
+
+def test_decode_model_tps_interpolation_error_is_small_and_printed():
+    """The interval's model tok/s per decode NPU comes from a 1/DECODE_TPS_GRID batch grid, linear
+    in between: exact at grid points (the operating point is one), within 0.1% elsewhere."""
+    from twin.engine.report import DECODE_TPS_GRID, decode_model_tps
+    from twin.engine.snapshot import DECODE_OP_CTX
+    eng = Engine("diurnal", seed=0)
+    cap = eng.dep.decode.batch_per_die * eng.pm.dies_per_npu
+    batches = np.linspace(0.5, cap, 997)
+    err = [abs(decode_model_tps(eng, b) / eng.pm.decode_step(b, DECODE_OP_CTX).tokens_per_s_per_npu - 1)
+           for b in batches]
+    print(f"\ndecode model tok/s (grid 1/{DECODE_TPS_GRID} batch per NPU, linear): relative error "
+          f"max {max(err):.2e}, median {np.median(err):.2e} over {len(batches)} batches")
+    assert max(err) < 1e-3
+    assert decode_model_tps(eng, cap) == eng.pm.decode_step(cap, DECODE_OP_CTX).tokens_per_s_per_npu
+    assert len(eng._decode_tps_memo) <= cap * DECODE_TPS_GRID + 1
+
+
+def _staged_run(monkeypatch, stage_s: float, keep_rows: int = 500) -> tuple:
+    """The default scenario for 40 s with a rate change at 29.7 s (0.3 s before a generation
+    chunk ends) and a small request window (compaction moves staged rows too): request rows,
+    metrics, counts and the block ids of the requests still in the window."""
+    from twin.engine import source
+    monkeypatch.setattr(source, "STAGE_S", stage_s)
+    eng = Engine("diurnal", seed=3, duration_s=40)
+    eng.keep_rows = keep_rows
+    rows = []
+    eng.req.sink = rows.append
+    eng.advance(29.7)
+    eng.submit(command("rate", {"rate": 150.0}))
+    eng.advance(10.3)
+    rows.append(eng.req.frame())
+    blocks = np.concatenate([eng.req.blocks(i) for i in range(eng.req.base, eng.req.n)])
+    return pd.concat(rows, ignore_index=True), eng.metrics.frame(), eng.req.counts(), blocks
+
+
+def test_staged_arrivals_change_nothing(monkeypatch):
+    """Arrivals staged a second ahead of their ticks (0 s: each tick takes its own, as before)
+    give the same requests, times and metrics, through a rate change and compaction."""
+    before = _staged_run(monkeypatch, 0.0)
+    after = _staged_run(monkeypatch, 1.0)
+    pd.testing.assert_frame_equal(before[0], after[0])
+    pd.testing.assert_frame_equal(before[1], after[1])
+    assert before[2] == after[2] and before[2]["arrived"] > 5000
+    np.testing.assert_array_equal(before[3], after[3])     # chunks generated at the same moments
+
+
+def test_staged_rows_are_not_arrivals():
+    """Staged requests hold rows but no ids until admitted; unstage() frees their rows and blocks."""
+    from twin.engine.requests import RequestTable
+    t = RequestTable(capacity=4)
+    t.stage(np.array([1.0, 2.0, 3.0]), np.array([10, 20, 30]), np.array([1, 2, 3]),
+            np.array([0, 2, 3, 5]), np.array([7, 8, 9, 10, 11]))
+    assert t.counts()["arrived"] == 0 and t.staged == 3 and len(t.in_flight_ids()) == 0
+    assert t.admit(2).tolist() == [0, 1]
+    assert t.counts()["arrived"] == 2 and t.blocks(1).tolist() == [9]
+    with pytest.raises(ValueError, match="k = 2: must be from 1 to the 1 staged"):
+        t.admit(2)
+    t.unstage()
+    assert t.staged == 0 and t.n_blocks == 3 and np.isnan(t.arrival.a[2])
+    assert t.add(np.array([4.0]), np.array([40]), np.array([4]), np.array([0, 1]), np.array([12])).tolist() == [2]
+    assert t.blocks(2).tolist() == [12]

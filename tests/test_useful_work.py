@@ -40,4 +40,4 @@ def test_half_load_is_busy_all_the_time_but_does_half_the_work():
     assert steady.util_decode.min() == 1.0
     assert steady.decode_useful.mean() == pytest.approx(0.5, abs=0.03)
     per_npu = steady.decode_batch_per_npu
-    np.testing.assert_allclose(steady.decode_model_tps_per_npu, np.round(per_npu, 2) / DECODE_S, rtol=1e-12)
+    np.testing.assert_allclose(steady.decode_model_tps_per_npu, per_npu / DECODE_S, rtol=1e-12)   # linear: exact

@@ -16,6 +16,7 @@ import queue
 
 import numpy as np
 import simpy
+from simpy.events import URGENT
 
 from ..config import CatalogError, catalog
 from ..i18n import N_
@@ -26,12 +27,12 @@ from .accounting import Accounting
 from .commands import Command
 from .faults import FaultManager, Policy, load_fault_file
 from .metrics import Metrics
-from .pools import DecodeInstance, PrefillInstance
+from .pools import DecodeInstance, PrefillInstance, call_later
 from .requests import DONE, KEEP_ROWS, QUEUED, RequestTable
 from .scenario import Scenario, load_scenario
 from .scheduling import Policies
 from .snapshot import Snapshot
-from .source import SyntheticSource, TraceSource
+from .source import Staged, SyntheticSource, TraceSource
 from .timing import MAX_REUSE, StepTimes
 from .transfer import KvTransfers
 
@@ -43,13 +44,14 @@ CAPACITY_PROMPT_CAP = 131072   # assumption: capacity estimates cap the mean pro
 
 
 class _Environment(simpy.Environment):
-    """A SimPy environment that counts the events it processes (for `bench`)."""
+    """A SimPy environment that reports the events it has processed (for `bench`)."""
 
-    processed = 0
-
-    def step(self) -> None:
-        self.processed += 1
-        super().step()
+    @property
+    def processed(self) -> int:
+        """Every scheduled event takes the next id from `_eid` (SimPy's and the engine's own
+        pushes alike); those not yet processed are still queued. (Counting in an overridden
+        step() cost a Python call per event.)"""
+        return int(repr(self._eid)[6:-1]) - len(self._queue)
 
 
 class Engine:
@@ -75,6 +77,8 @@ class Engine:
         self.kv_capacity_tokens = self.pm.kv_capacity_bytes_per_die() / self.kv_bytes
         self.partitioned, self.message = False, ""
         self.req = RequestTable()
+        self.health = 0                   # bumped whenever an instance is held down or released
+        self._live: tuple = (-1, [], [])  # (health, live prefill, live decode) when last computed
         self.keep_rows = KEEP_ROWS        # per-request rows kept in memory (the rest are terminal)
         self.arrivals_on = True
         self.drained: dict | None = None   # set by drain(): how it ended
@@ -94,6 +98,7 @@ class Engine:
                                self.ems.block_bytes if self.ems else 0.0)
         self.kv = KvTransfers(self)
         self.source = self._make_source()
+        self.incoming = Staged(self.source, self.req, sc.pipeline != "decode_only")
         self.faults = FaultManager(self)
         if sc.faults:
             spec = load_fault_file(sc.faults)
@@ -110,7 +115,9 @@ class Engine:
         self.lazy_decode = (self.decode[0] if sc.pipeline == "decode_only" and len(self.decode) == 1
                              else None)
         self._tick_k = 0                  # the next arrival tick not yet run
-        self._arrival_proc = self.env.process(self._arrivals())
+        self._arrival_gen = 0             # the arrival chain's generation (a rate change starts a new one)
+        self._arrivals_live = True        # False once the source is exhausted or arrivals are off
+        self._arrivals_now(URGENT)        # as a process would start
         self.env.process(self._monitor())
         self.log("start", N_("scenario %(name)s: %(about)s (seed %(seed)s)"), name=sc.name,
                  about=sc.description or sc.deployment, seed=sc.seed)
@@ -195,18 +202,27 @@ class Engine:
             self.log("error", N_("%(cmd)s refused: %(msg)s"), cmd=cmd.name, msg=msg)
 
     def set_rate(self, rate: float) -> None:
-        self.source.set_rate(self.env.now, rate)
-        if self._arrival_proc.is_alive:      # the next arrival moved
-            self._arrival_proc.interrupt()
+        self.incoming.set_rate(self.env.now, rate)
+        if self._arrivals_live:              # the next arrival moved: a new chain from now
+            self._arrival_gen += 1
+            self._arrivals_now(URGENT)
 
     def network_changed(self) -> None:
         """The topology changed (a fault struck or recovered): instances and flows follow."""
         network.network_changed(self)
 
+    def live(self) -> tuple[list, list]:
+        """The prefill and the decode instances no hold keeps down (pools.py), recomputed only
+        when a hold changes (`health`): the scheduler asks at every tick and KV send."""
+        if self._live[0] != self.health:
+            self._live = (self.health, [p for p in self.prefill if not p.down],
+                          [d for d in self.decode if not d.down])
+        return self._live[1], self._live[2]
+
     def bring_online(self, inst, key: str) -> None:
         """Release the hold `key` (a fault's, or handover.hand_over's when the co-pool scheduler
         lends a group): the instance serves again unless another hold remains."""
-        inst.down.pop(key, None)
+        inst.release(key)
         inst.wake()
 
     # ---- the simulation ------------------------------------------------------------------------
@@ -252,24 +268,35 @@ class Engine:
             self.req.compact(self.keep_rows)
 
     # ---- arrivals and scheduling ---------------------------------------------------------------
-    def _arrivals(self):
+    def _arrivals_now(self, priority: int) -> None:
+        """Run the arrival chain's next step at the current time, with `priority` (an event)."""
+        gen = self._arrival_gen
+        ev = simpy.Event(self.env)
+        ev._ok, ev._value = True, None
+        ev.callbacks.append(lambda _: self._arrivals(gen))
+        self.env.schedule(ev, priority)
+
+    def _arrivals(self, gen: int) -> None:
         """Every ARRIVAL_TICK_S (tick k at k * ARRIVAL_TICK_S) the scheduler admits the requests
-        that arrived since the last tick; ticks with no arrival are skipped, not simulated."""
-        tick, lazy = ARRIVAL_TICK_S, self.lazy_decode
-        while True:
-            busy = lazy is not None and lazy.stepping
-            if not busy:
-                self.take_ticks(self.env.now)
-            if self.source.exhausted or not self.arrivals_on:
-                return
-            try:
-                if busy:                       # it takes the arrivals at its step boundaries
-                    yield lazy.until_idle()
-                else:
-                    k = max(self._tick_k, math.ceil((self.source.next_arrival() - ARRIVAL_EPS) / tick))
-                    yield self.env.timeout(max(0.0, k * tick - self.env.now))
-            except simpy.Interrupt:            # the rate changed: the next arrival moved
-                pass
+        that arrived since the last tick; ticks with no arrival are skipped, not simulated. A
+        chain of callbacks, one event per tick (a process's resume cost more than the tick's own
+        work when it holds one request); a step of an older generation (before a rate change
+        moved the next arrival) does nothing."""
+        if gen != self._arrival_gen:
+            return
+        lazy = self.lazy_decode
+        busy = lazy is not None and lazy.stepping
+        if not busy:
+            self.take_ticks(self.env.now)
+        if self.incoming.exhausted or not self.arrivals_on:
+            self._arrivals_live = False
+            return
+        if busy:                       # it takes the arrivals at its step boundaries
+            lazy.until_idle().callbacks.append(lambda _: self._arrivals(gen))
+        else:
+            tick = ARRIVAL_TICK_S
+            k = max(self._tick_k, math.ceil((self.incoming.next_arrival() - ARRIVAL_EPS) / tick))
+            call_later(self.env, max(0.0, k * tick - self.env.now), lambda _: self._arrivals(gen))
 
     def take_ticks(self, upto: float, inclusive: bool = True) -> None:
         """Run every arrival tick not yet run at or before `upto` (before it, if not inclusive):
@@ -279,11 +306,8 @@ class Engine:
         if k < self._tick_k or not self.arrivals_on:
             return
         self._tick_k = k + 1
-        batch = self.source.take(k * tick + ARRIVAL_EPS)
-        if batch is not None:
-            decode_only = self.scenario.pipeline == "decode_only"
-            ids = self.req.add(batch.arrival, batch.input, batch.output,
-                               None if decode_only else batch.ptr, None if decode_only else batch.ids)
+        ids = self.incoming.take(k * tick + ARRIVAL_EPS)
+        if ids is not None:
             self._admit_new(ids)
 
     def catch_up(self) -> None:
@@ -313,12 +337,11 @@ class Engine:
                 self.to_decode(ids)
             return
         touched: dict = {}
-        live = [p for p in self.prefill if not p.down] or self.prefill    # alive (pools.py)
-        choose, state, base = self.policies.placement.choose, req.state.a, req.base
-        for rid in ids.tolist():          # schedule_prefill() of each, in arrival order
+        live = self.live()[0] or self.prefill
+        choose = self.policies.placement.choose
+        for rid in ids.tolist():          # schedule_prefill() of each, in arrival order (already QUEUED)
             inst = choose(live)
             inst.enqueue(rid, False)
-            state[rid - base] = QUEUED
             touched.setdefault(inst.idx, inst)
         for inst in touched.values():      # in the order they got work, as their wake-ups were
             inst.start()
@@ -326,7 +349,7 @@ class Engine:
     def schedule_prefill(self, rid: int, wake: bool = True, live: list | None = None) -> PrefillInstance:
         """Place a request on a live prefill instance (any, if none is live) by the placement
         policy. `live`: the live instances, when the caller already has them."""
-        live = live if live is not None else [p for p in self.prefill if p.alive]
+        live = live if live is not None else self.live()[0]
         inst = self.policies.placement.choose(live or self.prefill)
         inst.enqueue(rid, wake)
         self.req.state[rid] = QUEUED
@@ -334,7 +357,7 @@ class Engine:
 
     def to_decode(self, ids: np.ndarray) -> None:
         """Requests whose KV comes from outside the run (decode-only) go straight to decode."""
-        live = [d for d in self.decode if d.alive]
+        live = self.live()[1]
         self.policies.kv_placement.choose(live or self.decode).enqueue(ids)
 
     def requeue(self, ids: np.ndarray) -> tuple[int, int]:

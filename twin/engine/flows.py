@@ -64,7 +64,10 @@ class FlowNet:
         self._events += done is not None
         if self._armed_at <= self.env._now:
             self.settle()
-        self._drain()
+        if self.flows:
+            self._drain()
+        else:                               # nothing to drain (most KV transfers run alone)
+            self._last = self.env._now
         self.flows[self._next] = Flow(float(nbytes), tuple(links), 0.0, done, latency_s, on_finish)
         self._next += 1
         self._solve()
@@ -105,7 +108,8 @@ class FlowNet:
         so flows elsewhere keep their fair share; it resumes when the capacity returns."""
         now = self.env._now if now is None else now
         if len(self.flows) <= 1:            # alone: the rate is its narrowest live link
-            for f in self.flows.values():
+            if self.flows:
+                (f,) = self.flows.values()
                 narrowest = min(map(self.capacity.__getitem__, f.links))
                 f.rate = narrowest if narrowest > 0 else 0.0
                 self._arm(now)
@@ -136,9 +140,13 @@ class FlowNet:
         """One wake-up at the earliest finish. A pending wake-up that is not later is kept (if it
         comes early it finds nothing done and re-arms), so most flow changes schedule no event;
         none at all while completions are deferred."""
-        finish = [(f.remaining / f.rate) for f in self.flows.values() if f.rate > 0]
-        if finish:
-            at = now + max(0.0, min(finish))
+        if len(self.flows) == 1:            # most KV transfers run alone
+            (f,) = self.flows.values()
+            finish = f.remaining / f.rate if f.rate > 0 else None
+        else:
+            finish = min((f.remaining / f.rate for f in self.flows.values() if f.rate > 0), default=None)
+        if finish is not None:
+            at = now + max(0.0, finish)
             if at < self._armed_at:
                 self._gen += 1
                 self._armed_at = at

@@ -26,11 +26,11 @@ def hand_over(eng, inst, key: str, reason: str) -> dict:
     """Hold `inst` down under `key` and hand over what it holds; counts of what went where."""
     eng.catch_up()
     if inst.kind == "prefill":
-        inst.down[key] = reason                # no new batch; the running one finishes
+        inst.hold(key, reason)                 # no new batch; the running one finishes
         waiting = list(inst.queue)
         inst.queue.clear()
         inst.queued_tokens = 0
-        live = [p for p in eng.prefill if p.alive]
+        live = eng.live()[0]
         if not live:                           # nowhere else to go: keep them for its return
             inst.queue.extend(waiting)
             inst.queued_tokens = int(eng.req.input[np.array(waiting, dtype=np.int64)].sum()) if waiting else 0

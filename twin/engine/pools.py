@@ -64,10 +64,20 @@ class Instance:
         if not self._wake.triggered:
             self._wake.succeed()
 
+    def hold(self, key, reason: str) -> None:
+        """Hold the instance down under `key` (a fault id, or a handover's key) until release(key)."""
+        self.down[key] = reason
+        self.eng.health += 1
+
+    def release(self, key) -> None:
+        """Drop the hold `key`: the instance is up again unless another hold remains."""
+        self.down.pop(key, None)
+        self.eng.health += 1
+
     def fail(self, fault_id: int, reason: str) -> None:
         """A fault hangs this instance (collectives cannot finish with a dead rank) until recovery
-        pops `fault_id` from `down`; the batch or step in progress is lost at once (`interrupt`)."""
-        self.down[fault_id] = reason
+        releases `fault_id`; the batch or step in progress is lost at once (`interrupt`)."""
+        self.hold(fault_id, reason)
         self.interrupt(reason)
 
     def interrupt(self, reason: str) -> None:
@@ -326,7 +336,7 @@ class DecodeInstance(Instance):
             n = len(self.ids)
             start = eng.env.now
             seconds = eng.timing.decode_seconds(self, n / self.npus, self.ctx_sum / n)
-            if not np.isfinite(seconds):       # cut off from its peers: wait for the network
+            if not math.isfinite(seconds):     # cut off from its peers: wait for the network
                 self._go_idle()
                 yield self.wait()
                 continue

@@ -43,10 +43,12 @@ class Column:
 
 
 class RequestTable:
-    """Columns of the requests in the window [base, n); capacity doubles as requests arrive."""
+    """Columns of the requests in the window [base, n), then the `staged` rows of requests not
+    yet arrived; capacity doubles as requests arrive."""
 
     def __init__(self, capacity: int = 1 << 14):
         self.n = 0                  # ids handed out so far (= requests admitted)
+        self.staged = 0             # rows after those: requests taken from the source, not yet arrived
         self.base = 0               # smallest id still held in the columns
         self.block_ids = np.zeros(capacity * 8, dtype=np.int64)   # window's blocks, CSR
         self.block_base = 0         # absolute block position of block_ids[0]
@@ -97,12 +99,19 @@ class RequestTable:
             col.a = a
 
     def add(self, arrival, inp, out, ptr=None, block_ids=None) -> np.ndarray:
-        """Append requests (block ids in CSR form, or none); returns their ids."""
+        """Append requests that arrive now (block ids in CSR form, or none); returns their ids."""
+        self.stage(arrival, inp, out, ptr, block_ids)
+        return self.admit(len(arrival))
+
+    def stage(self, arrival, inp, out, ptr=None, block_ids=None) -> None:
+        """Write requests that have not arrived yet into the rows after the admitted ones (and
+        any staged before them): `admit()` hands out their ids in order as they arrive, and
+        `unstage()` drops those left. One vector step for many arrivals, not one per tick."""
         k = len(arrival)
-        self._grow(self.n - self.base + k)
-        ids = np.arange(self.n, self.n + k)
-        rows = slice(self.n - self.base, self.n - self.base + k)
-        self.n += k
+        end = self.n + self.staged
+        self._grow(end - self.base + k)
+        rows = slice(end - self.base, end - self.base + k)
+        self.staged += k
         self.arrival.a[rows] = arrival
         self.input.a[rows] = inp
         self.output.a[rows] = out
@@ -119,7 +128,27 @@ class RequestTable:
             self.block_lo.a[rows] = self.n_blocks + ptr[:-1]
             self.block_hi.a[rows] = self.n_blocks + ptr[1:]
             self.n_blocks += len(block_ids)
+
+    def admit(self, k: int) -> np.ndarray:
+        """The next k staged requests arrive: their ids (the table counts them from now on)."""
+        if not 0 < k <= self.staged:
+            raise ValueError(f"admit: k = {k}: must be from 1 to the {self.staged} staged requests")
+        ids = np.arange(self.n, self.n + k)
+        self.n += k
+        self.staged -= k
         return ids
+
+    def unstage(self) -> None:
+        """Drop the staged requests (their source was redrawn): fresh rows, their blocks freed."""
+        if not self.staged:
+            return
+        rows = slice(self.n - self.base, self.n + self.staged - self.base)
+        lo, hi = self.block_lo.a[rows], self.block_hi.a[rows]
+        if (hi > lo).any():
+            self.n_blocks = int(lo[hi > lo].min())
+        for c in _FLOAT_COLS + _INT_COLS:
+            getattr(self, c).a[rows] = np.nan if c in _FLOAT_COLS else 0
+        self.staged = 0
 
     def blocks(self, i: int) -> np.ndarray:
         lo, hi = int(self.block_lo[i]), int(self.block_hi[i])
@@ -209,13 +238,13 @@ class RequestTable:
             return 0
         if self.sink is not None:
             self.sink(self.frame(stop=cut))
-        m = self.n - cut
+        m = self.n + self.staged - cut                        # staged rows move with the rest
         for c in _FLOAT_COLS + _INT_COLS:
             a = getattr(self, c).a
             a[:m] = a[drop:drop + m]
             a[m:m + drop] = np.nan if c in _FLOAT_COLS else 0    # fresh rows start empty
         self.base = cut
-        lo, hi = self.block_lo[cut:], self.block_hi[cut:]
+        lo, hi = self.block_lo.a[:m], self.block_hi.a[:m]
         bb = int(lo[hi > lo].min()) if (hi > lo).any() else self.n_blocks
         shift = bb - self.block_base
         self.block_ids[:self.n_blocks - bb] = self.block_ids[shift:self.n_blocks - self.block_base]

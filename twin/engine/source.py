@@ -6,6 +6,7 @@ change (a command at sim time t) discards the pending arrivals after t and regen
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +16,7 @@ from ..workload import LapIds, Workload, default_trace_path, load_trace, synthet
 from .. import settings
 
 CHUNK_S = 30.0     # synthetic generation window, sim seconds (a memory/speed trade-off only)
+STAGE_S = 1.0      # arrivals written into the request table ahead of their ticks (speed only)
 
 
 @dataclass
@@ -63,6 +65,10 @@ class TraceSource:
 
     def mean_lengths(self) -> tuple[float, float]:
         return float(self.workload.input_tokens.mean()), float(self.workload.output_tokens.mean())
+
+    def horizon(self) -> float:
+        """Arrivals before this time can be taken without generating any (a trace: all)."""
+        return float("inf")
 
     def mean_rate(self) -> float:
         return len(self.workload) / max(self.span, 1e-9)
@@ -117,6 +123,9 @@ class SyntheticSource:
     def mean_rate(self) -> float:
         return self.rate
 
+    def horizon(self) -> float:
+        return self._gen_until
+
     def _chunk(self, t0: float) -> Batch:
         seed = int(np.random.SeedSequence([self.seed, int(t0 * 1000)]).generate_state(1)[0])
         w = synthetic(self.rate, CHUNK_S, seed, unique_base=self._unique, diurnal_phase_s=t0, **self.kw)
@@ -166,3 +175,51 @@ def _concat(parts: list) -> Batch | None:
     return Batch(np.concatenate([p.arrival for p in parts]), np.concatenate([p.input for p in parts]),
                  np.concatenate([p.output for p in parts]), ptr,
                  np.concatenate([p.ids for p in parts]))
+
+
+class Staged:
+    """A source's next arrivals, staged in the request table ahead of their ticks: one slice and
+    one vector write per STAGE_S of arrivals, where a tick of one or two requests cost a slice
+    and ten column writes. Arrivals beyond what the source has generated are never staged early,
+    so chunks are generated at the same moments (and a rate change redraws the same ones)."""
+
+    def __init__(self, source, req, blocks: bool):
+        self.source, self.req, self.blocks = source, req, blocks
+        self._t: list[float] = []      # arrival times of the staged requests (Python floats, for bisect)
+        self._pos = 0                  # of which this many have been admitted
+        self._until = -float("inf")    # the source has been staged up to here
+
+    @property
+    def exhausted(self) -> bool:
+        return self.source.exhausted and self._pos >= len(self._t)
+
+    def next_arrival(self) -> float:
+        return self._t[self._pos] if self._pos < len(self._t) else self.source.next_arrival()
+
+    def take(self, t_end: float) -> np.ndarray | None:
+        """Ids of the requests arriving before t_end not yet taken (now admitted), or None."""
+        if t_end > self._until:
+            self._stage(t_end)
+        j = bisect_left(self._t, t_end, self._pos)
+        if j == self._pos:
+            return None
+        k, self._pos = j - self._pos, j
+        return self.req.admit(k)
+
+    def _stage(self, t_end: float) -> None:
+        until = max(t_end, min(t_end + STAGE_S, self.source.horizon()))
+        batch = self.source.take(until)
+        self._until = until
+        if batch is not None:
+            self.req.stage(batch.arrival, batch.input, batch.output,
+                           batch.ptr if self.blocks else None, batch.ids if self.blocks else None)
+            del self._t[:self._pos]
+            self._pos = 0
+            self._t.extend(batch.arrival.tolist())
+
+    def set_rate(self, now: float, rate: float) -> None:
+        """The source redraws its arrivals from `now` on: the staged ones go."""
+        self.source.set_rate(now, rate)
+        self.req.unstage()
+        self._t, self._pos, self._until = [], 0, -float("inf")
+

@@ -53,12 +53,15 @@ class KvTransfers:
 
     def send(self, ids: np.ndarray, src, tokens: int | None = None) -> None:
         """Ship the KV of `ids` (`tokens`: their prompt tokens, when the caller has the sum)."""
-        eng = self.eng
-        eng.req.state.a[eng.req.rows(ids)] = TRANSFER
+        eng, req = self.eng, self.eng.req
+        if len(ids) == 1:                   # most batches: one id, no fancy index
+            req.state.a[int(ids[0]) - req.base] = TRANSFER
+        else:
+            req.state.a[req.rows(ids)] = TRANSFER
         self._seq += 1
         key = self._seq
         self.transfers[key] = ids
-        live = [d for d in eng.decode if not d.down]      # alive (pools.py)
+        live = eng.live()[1]
         dst = eng.policies.kv_placement.choose(live) if live else eng.decode[0]
         if self._partitioned(src, dst):
             eng.env.process(self._when_routed(key, src, dst))

@@ -188,7 +188,7 @@ class FaultManager:
             eng.log("recover", how, inst=inst.name, s=f"{secs:.0f}", **more)
         yield eng.env.timeout(max((w[1] for w in waits), default=0.0))
         for inst, *_rest in waits:
-            inst.down.pop(f.id, None)      # up again unless another open fault holds it
+            inst.release(f.id)             # up again unless another open fault holds it
             inst.wake()
         f.recover_s = eng.env.now - f.at_s
         # the hardware itself (and the EMS servers) come back after repair
