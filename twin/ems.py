@@ -103,10 +103,10 @@ class EMS:
         points.sort()
         self._ring_pos = np.array([p for p, _ in points], dtype=np.uint64)
         self._ring_owner = np.array([i for _, i in points], dtype=np.int64)
-        self._rebuild_slots()
+        self._rebuild_ring()
         self.reset_stats()
 
-    def _rebuild_slots(self) -> None:
+    def _rebuild_ring(self) -> None:
         """The ring's owner per slot (int32; all -1 when every server is down)."""
         live = np.array(self._live)[self._ring_owner]
         pos, owner = self._ring_pos[live], self._ring_owner[live]
@@ -197,7 +197,7 @@ class EMS:
         lost = self._blocks.clear_server(s + 1)
         self._live[s] = False
         self._lost += lost
-        self._rebuild_slots()
+        self._rebuild_ring()
         return lost
 
     def restore_server(self, name: str) -> None:
@@ -206,7 +206,7 @@ class EMS:
         s = self._server(name)
         if not self._live[s]:
             self._live[s] = True
-            self._rebuild_slots()
+            self._rebuild_ring()
 
     def stats(self) -> dict:
         bb, count = self.block_bytes, self._blocks.count.tolist()
