@@ -48,29 +48,41 @@ class FlowNet:
 
     def set_capacity(self, link: str, bytes_per_s: float) -> None:
         self.settle()
-        self._drain()
+        now = self.env._now
+        self._drain(now)
         self.capacity[link] = max(0.0, bytes_per_s)
-        self._solve()
+        self._solve(now)
 
     def start(self, nbytes: float, links: tuple, latency_s: float = 0.0,
               on_finish: Callable[[float], None] | None = None) -> simpy.Event | None:
         """A transfer of `nbytes` over `links`; the event fires when the last byte lands. With
-        `on_finish`, no event: it is called when the flow ends with the time the last byte lands."""
-        capacity = self.capacity
-        for link in links:
-            if link not in capacity:
-                raise KeyError(f"flow link {link!r}: unknown (known: {', '.join(sorted(self.capacity))})")
-        done = self.env.event() if on_finish is None else None
-        self._events += done is not None
-        if self._armed_at <= self.env._now:
-            self.settle()
+        `on_finish`, no event: it is called when the flow ends with the time the last byte lands.
+
+        A flow that starts alone (most KV transfers) takes its rate here, as `_solve` would set it."""
+        links = tuple(links)
+        try:
+            narrowest = min(map(self.capacity.__getitem__, links))
+        except KeyError as e:
+            raise KeyError(f"flow link {e.args[0]!r}: unknown (known: {', '.join(sorted(self.capacity))})") from None
+        now = self.env._now
+        done = None
+        if on_finish is None:
+            done = self.env.event()
+            self._events += 1
+        while self._armed_at <= now:        # settle(): the deferred wake-ups due by now
+            self._fire(self._armed_at)
+        flow = Flow(float(nbytes), links, 0.0, done, latency_s, on_finish)
         if self.flows:
-            self._drain()
-        else:                               # nothing to drain (most KV transfers run alone)
-            self._last = self.env._now
-        self.flows[self._next] = Flow(float(nbytes), tuple(links), 0.0, done, latency_s, on_finish)
-        self._next += 1
-        self._solve()
+            self._drain(now)
+            self.flows[self._next] = flow
+            self._next += 1
+            self._solve(now)
+        else:                               # alone: nothing to drain, nothing armed
+            self._last = now
+            self.flows[self._next] = flow
+            self._next += 1
+            rate = flow.rate = narrowest if narrowest > 0 else 0.0
+            self._arm(now, flow.remaining / rate if rate > 0 else None)
         return done
 
     def settle(self) -> None:
@@ -92,8 +104,7 @@ class FlowNet:
         heappush(self.env._queue, (at, simpy.events.NORMAL, next(self.env._eid), ev))
         self._timer_gen = gen
 
-    def _drain(self, now: float | None = None) -> None:
-        now = self.env._now if now is None else now
+    def _drain(self, now: float) -> None:
         dt = now - self._last
         self._last = now
         if dt <= 0:
@@ -101,18 +112,17 @@ class FlowNet:
         for f in self.flows.values():
             f.remaining -= min(f.remaining, f.rate * dt)
 
-    def _solve(self, now: float | None = None) -> None:
+    def _solve(self, now: float) -> None:
         """Progressive filling: raise all unfrozen flows equally until a link saturates.
 
         A flow crossing a dead link (capacity 0) waits at rate 0 and is left out of the filling,
         so flows elsewhere keep their fair share; it resumes when the capacity returns."""
-        now = self.env._now if now is None else now
         if len(self.flows) <= 1:            # alone: the rate is its narrowest live link
             if self.flows:
                 (f,) = self.flows.values()
                 narrowest = min(map(self.capacity.__getitem__, f.links))
                 f.rate = narrowest if narrowest > 0 else 0.0
-                self._arm(now)
+                self._arm(now, f.remaining / f.rate if f.rate > 0 else None)
             return                          # none: nothing to arm (_fire cleared the wake-up)
         capacity = self.capacity
         cap = {}                            # capacity left on the links in use
@@ -134,29 +144,25 @@ class FlowNet:
                     cap[link] -= share
             for i in frozen:
                 del active[i]
-        self._arm(now)
+        self._arm(now, min((f.remaining / f.rate for f in self.flows.values() if f.rate > 0), default=None))
 
-    def _arm(self, now: float) -> None:
-        """One wake-up at the earliest finish. A pending wake-up that is not later is kept (if it
-        comes early it finds nothing done and re-arms), so most flow changes schedule no event;
-        none at all while completions are deferred."""
-        if len(self.flows) == 1:            # most KV transfers run alone
-            (f,) = self.flows.values()
-            finish = f.remaining / f.rate if f.rate > 0 else None
-        else:
-            finish = min((f.remaining / f.rate for f in self.flows.values() if f.rate > 0), default=None)
+    def _arm(self, now: float, finish: float | None) -> None:
+        """One wake-up at the earliest finish (`finish` seconds from `now`; None: no flow moves).
+        A pending wake-up that is not later is kept (if it comes early it finds nothing done and
+        re-arms), so most flow changes schedule no event; none at all while completions are
+        deferred."""
         if finish is not None:
             at = now + max(0.0, finish)
             if at < self._armed_at:
                 self._gen += 1
                 self._armed_at = at
         if self._timer_gen != self._gen and self._armed_at < math.inf \
-                and (self._armed_at > self.env.now or now == self.env.now) \
+                and (self._armed_at > self.env._now or now == self.env._now) \
                 and (self._events or self.defer is None or not self.defer()):
             self._schedule(self._gen, self._armed_at)      # (a due one is run by settle())
 
     def _wake(self, gen: int) -> None:
-        if gen == self._gen and self._armed_at <= self.env.now:
+        if gen == self._gen and self._armed_at <= self.env._now:
             self._fire(self._armed_at)   # else replaced by an earlier wake-up, or settled already
 
     def _fire(self, now: float) -> None:
@@ -164,15 +170,17 @@ class FlowNet:
         self._armed_at = math.inf
         self._gen += 1
         self._drain(now)
-        done = [i for i, f in self.flows.items() if f.remaining <= DONE_BYTES * max(1.0, f.rate)]
-        for i in done:
-            f = self.flows.pop(i)
-            if f.on_finish is None:
-                self._events -= 1
-                _succeed_after(f.done, f.latency_s)
-            else:
-                f.on_finish(now + f.latency_s)
-        self._solve(now)
+        flows = self.flows
+        for i, f in list(flows.items()):
+            if f.remaining <= DONE_BYTES * max(1.0, f.rate):
+                del flows[i]
+                if f.on_finish is None:
+                    self._events -= 1
+                    _succeed_after(f.done, f.latency_s)
+                else:
+                    f.on_finish(now + f.latency_s)
+        if flows:
+            self._solve(now)
 
 
 def _succeed_after(ev: simpy.Event, delay: float) -> None:
