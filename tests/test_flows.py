@@ -50,3 +50,15 @@ def test_a_flow_over_a_dead_and_a_live_link_frees_its_share_of_the_live_one():
     rates = {f.links: f.rate for f in net.flows.values()}
     assert rates[("a", "b")] == 0.0 and rates[("b",)] == pytest.approx(45.0)
     assert _rate(net, "b") == pytest.approx(90.0)
+
+
+def test_a_flow_over_an_unknown_or_no_link_is_refused_and_changes_nothing():
+    env, net = _net(a=100.0)
+    with pytest.raises(KeyError, match="flow link 'b': unknown \\(known: a\\)"):
+        net.start(100, ("a", "b"))
+    with pytest.raises(ValueError, match="flow links: none"):
+        net.start(100, ())
+    assert not net.flows
+    ev = net.start(100, ("a",))
+    env.run(until=ev)
+    assert env.now == 1.0

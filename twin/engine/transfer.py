@@ -1,8 +1,8 @@
 """KV transfers from prefill to decode instances: one fluid flow per prefill batch over the
 deployment's KV plane (RDMA NICs, or UB uplinks), shared max-min fairly (flows.py). The flow's
 end hands the batch to the decode instance (a callback, not a process per transfer); until then
-the batch is held in `transfers` (the lifecycle audit sees it). Without a path the batch waits
-for the network to change."""
+the flow holds the batch. Without a path the batch waits for the network to change, held in
+`_waiting`; `transfers` shows both to the lifecycle audit."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,7 +17,7 @@ class KvTransfers:
         self.eng = eng
         # a transfer's end waits for the decode instances' step boundaries while all of them step
         self.flows = FlowNet(eng.env, defer=self._all_stepping)
-        self.transfers: dict[int, np.ndarray] = {}   # KV transfers under way: key -> request ids
+        self._waiting: dict[int, np.ndarray] = {}    # transfers waiting for a path: key -> request ids
         self._seq = 0
         self._cut: dict[tuple[int, int], tuple[int, bool]] = {}   # (src, dst) -> (topology version, partitioned)
         rdma = eng.dep.kv_transfer_plane == "rdma"
@@ -36,6 +36,12 @@ class KvTransfers:
             else:
                 bw = sum(topo.node_uplink_gbps(int(n)) for n in inst.nodes)
             self.flows.set_capacity(inst.name, bw * 1e9)
+
+    @property
+    def transfers(self) -> dict:
+        """KV transfers under way (flowing, or waiting for a path): key -> request ids."""
+        flowing = {("flow", k): f.args[0] for k, f in self.flows.flows.items()}
+        return flowing | {("wait", k): ids for k, ids in self._waiting.items()}
 
     def _all_stepping(self) -> bool:
         """Every decode instance is stepping (reads its inbox at step boundaries only)."""
@@ -58,15 +64,14 @@ class KvTransfers:
             req.state.a[int(ids[0]) - req.base] = TRANSFER
         else:
             req.state.a[req.rows(ids)] = TRANSFER
-        self._seq += 1
-        key = self._seq
-        self.transfers[key] = ids
         live = eng.live()[1]
         dst = eng.policies.kv_placement.choose(live) if live else eng.decode[0]
         if self._partitioned(src, dst):
-            eng.env.process(self._when_routed(key, src, dst))
+            self._seq += 1
+            self._waiting[self._seq] = ids
+            eng.env.process(self._when_routed(self._seq, src, dst))
         else:
-            self._start(key, src, dst, tokens)
+            self._start(ids, src, dst, tokens)
 
     def _partitioned(self, src, dst) -> bool:
         """Whether src and dst have no path on the plane, cached per topology version."""
@@ -83,16 +88,16 @@ class KvTransfers:
     def _when_routed(self, key: int, src, dst):
         self.eng.log("partition", N_("KV transfer %(src)s -> %(dst)s: no %(plane)s path; %(n)s request(s) wait "
                                      "for the network"), src=src.name, dst=dst.name,
-                     plane=self._route(src, dst).plane, n=len(self.transfers[key]))
+                     plane=self._route(src, dst).plane, n=len(self._waiting[key]))
         while self._route(src, dst).partitioned:
             yield self.net_event
-        self._start(key, src, dst)
+        self._start(self._waiting.pop(key), src, dst)
 
-    def _start(self, key: int, src, dst, tokens: int | None = None) -> None:
+    def _start(self, ids: np.ndarray, src, dst, tokens: int | None = None) -> None:
+        """The flow of `ids`' KV; its end calls `dst.deliver(ids, landing time)`."""
         eng = self.eng
         if tokens is None:
-            tokens = int(np.add.reduce(eng.req.input[self.transfers[key]]))
+            tokens = int(np.add.reduce(eng.req.input[ids]))
         nbytes = float(tokens) * eng.kv_bytes
         eng.acct.kv_transfer(src, dst, nbytes, self.plane)
-        self.flows.start(nbytes, (src.name, dst.name), self.latency_s,
-                         on_finish=lambda at: dst.deliver(self.transfers.pop(key), at))
+        self.flows.start(nbytes, (src.name, dst.name), self.latency_s, dst.deliver, ids)
