@@ -89,12 +89,17 @@ class FlowNet:
             self.flows[self._next] = flow
             self._next += 1
             self._solve(now)
-        else:                               # alone: nothing to drain, nothing armed
+        else:               # alone: nothing to drain, nothing armed; _solve's and _arm's work, shortened
             self._last = now
             self.flows[self._next] = flow
             self._next += 1
-            rate = flow.rate = narrowest if narrowest > 0 else 0.0
-            self._arm(now, flow.remaining / rate if rate > 0 else None)
+            if narrowest > 0:               # (over a dead link it waits at rate 0, unarmed)
+                flow.rate = narrowest
+                finish = flow.remaining / narrowest
+                self._gen += 1
+                at = self._armed_at = now + (finish if finish > 0.0 else 0.0)
+                if self._events or self.defer is None or not self.defer():
+                    self._schedule(self._gen, at)
         return done
 
     def settle(self) -> None:

@@ -61,7 +61,7 @@ class KvTransfers:
         """Ship the KV of `ids` (`tokens`: their prompt tokens, when the caller has the sum)."""
         eng, req = self.eng, self.eng.req
         if len(ids) == 1:                   # most batches: one id, no fancy index
-            req.state.a[int(ids[0]) - req.base] = TRANSFER
+            req.state.a[ids.item(0) - req.base] = TRANSFER
         else:
             req.state.a[req.rows(ids)] = TRANSFER
         live = eng.live()[1]
