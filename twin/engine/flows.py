@@ -144,25 +144,41 @@ class FlowNet:
             return                          # none: nothing to arm (_fire cleared the wake-up)
         capacity = self.capacity
         cap = {}                            # capacity left on the links in use
+        active = []                         # flows still rising, none over a dead link
         for f in self.flows.values():
             f.rate = 0.0
+            live = True
             for link in f.links:
-                cap[link] = capacity[link]
-        active = {i: f for i, f in self.flows.items() if min(map(cap.__getitem__, f.links)) > 0}
+                if not (cap.setdefault(link, capacity[link]) > 0):
+                    live = False
+            if live:
+                active.append(f)
         while active:
             users: dict[str, int] = {}
-            for f in active.values():
+            for f in active:
                 for link in f.links:
                     users[link] = users.get(link, 0) + 1
-            share, tight = min((max(cap[l], 0.0) / n, l) for l, n in users.items())
-            frozen = [i for i, f in active.items() if tight in f.links]
-            for f in active.values():
+            tight = None                    # min((max(cap, 0) / users, link)): ties go to the first name
+            for link, n in users.items():
+                left = cap[link]
+                s = (0.0 if left < 0.0 else left) / n
+                if tight is None or s < share or (s == share and link < tight):
+                    share, tight = s, link
+            for f in active:
                 f.rate += share
-                for link in f.links:
-                    cap[link] -= share
-            for i in frozen:
-                del active[i]
-        self._arm(now, min((f.remaining / f.rate for f in self.flows.values() if f.rate > 0), default=None))
+            for link, n in users.items():   # each user's share off in turn (the same rounding)
+                left = cap[link]
+                for _ in range(n):
+                    left -= share
+                cap[link] = left
+            active = [f for f in active if tight not in f.links]
+        finish = None                       # the earliest finish, as min() would find it
+        for f in self.flows.values():
+            if f.rate > 0:
+                t = f.remaining / f.rate
+                if finish is None or t < finish:
+                    finish = t
+        self._arm(now, finish)
 
     def _arm(self, now: float, finish: float | None) -> None:
         """One wake-up at the earliest finish (`finish` seconds from `now`; None: no flow moves).

@@ -61,15 +61,21 @@ class KvTransfers:
         """Ship the KV of `ids` (`tokens`: their prompt tokens, when the caller has the sum)."""
         eng, req = self.eng, self.eng.req
         if len(ids) == 1:                   # most batches: one id, no fancy index
-            req.state.a[ids.item(0) - req.base] = TRANSFER
+            row = ids.item(0) - req.base
+            req.state.a[row] = TRANSFER
+            if tokens is None:
+                tokens = int(req.input.a[row])
         else:
-            req.state.a[req.rows(ids)] = TRANSFER
+            rows = req.rows(ids)
+            req.state.a[rows] = TRANSFER
+            if tokens is None:
+                tokens = int(np.add.reduce(req.input.a[rows]))
         live = eng.live()[1]
         dst = eng.policies.kv_placement.choose(live) if live else eng.decode[0]
         if self._partitioned(src, dst):
             self._seq += 1
             self._waiting[self._seq] = ids
-            eng.env.process(self._when_routed(self._seq, src, dst))
+            eng.env.process(self._when_routed(self._seq, src, dst, tokens))
         else:
             self._start(ids, src, dst, tokens)
 
@@ -85,19 +91,17 @@ class KvTransfers:
         topo = self.eng.topo
         return topo.route(topo.die_ids[src.dies[0]], topo.die_ids[dst.dies[0]], self.plane)
 
-    def _when_routed(self, key: int, src, dst):
+    def _when_routed(self, key: int, src, dst, tokens: int):
         self.eng.log("partition", N_("KV transfer %(src)s -> %(dst)s: no %(plane)s path; %(n)s request(s) wait "
                                      "for the network"), src=src.name, dst=dst.name,
                      plane=self._route(src, dst).plane, n=len(self._waiting[key]))
         while self._route(src, dst).partitioned:
             yield self.net_event
-        self._start(self._waiting.pop(key), src, dst)
+        self._start(self._waiting.pop(key), src, dst, tokens)
 
-    def _start(self, ids: np.ndarray, src, dst, tokens: int | None = None) -> None:
-        """The flow of `ids`' KV; its end calls `dst.deliver(ids, landing time)`."""
+    def _start(self, ids: np.ndarray, src, dst, tokens: int) -> None:
+        """The flow of `ids`' KV (`tokens` prompt tokens); its end calls `dst.deliver(ids, landing time)`."""
         eng = self.eng
-        if tokens is None:
-            tokens = int(np.add.reduce(eng.req.input[ids]))
         nbytes = float(tokens) * eng.kv_bytes
         eng.acct.kv_transfer(src, dst, nbytes, self.plane)
         self.flows.start(nbytes, (src.name, dst.name), self.latency_s, dst.deliver, ids)
