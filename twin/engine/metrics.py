@@ -67,6 +67,27 @@ class LogHistogram:
         return self.lo if k == 0 else 2 * self.lo * self.gamma ** k / (self.gamma + 1)
 
 
+def percentiles(a: np.ndarray, qs: tuple) -> list:
+    """np.percentile(a, qs) (its default linear method) from one sort and numpy's own arithmetic
+    (index (n - 1) q, and its two-sided interpolation): the same floats in a fraction of the time
+    for an interval's few hundred values (np.percentile was ~40% of closing an interval). Arrays
+    with NaN or infinities, or none at all, go to np.percentile itself."""
+    if not len(a) or not np.isfinite(a).all():
+        return np.percentile(a, qs).tolist() if len(a) else [float("nan")] * len(qs)
+    s = np.sort(a).tolist()
+    n, out = len(s), []
+    for q in qs:
+        vi = (n - 1) * (q / 100)
+        if vi >= n - 1:
+            out.append(s[-1])
+            continue
+        lo = math.floor(vi)
+        t, prev, nxt = vi - lo, s[lo], s[lo + 1]
+        d = nxt - prev
+        out.append(nxt - d * (1 - t) if t >= 0.5 else prev + d * t)
+    return out
+
+
 def latency(req: RequestTable, fin: np.ndarray, ctx: dict) -> tuple:
     """TTFT and TPOT (ms) of finished requests, and whether each met both SLOs."""
     ttft = (req.first_token[fin] - req.arrival[fin]) * 1e3
@@ -91,7 +112,8 @@ class Interval:
         self.node_bytes = np.zeros((n_nodes, n_nodes))   # UB plane, row = source node
         self.rdma_out = np.zeros(n_nodes)
         self.rdma_in = np.zeros(n_nodes)
-        self.busy = np.zeros(n_instances)    # busy seconds per instance (prefill first, then decode)
+        self.busy = [0.0] * n_instances      # busy seconds per instance (prefill first, then decode;
+        #                                      a list: one Python float add per batch or step)
         self.finished: list[np.ndarray] = []
         self.batch_samples = 0.0
         self.batch_steps = 0
@@ -108,7 +130,7 @@ class Metrics:
         self.last_rdma_gbps = (np.zeros(n_nodes), np.zeros(n_nodes))
         self.last_plane_gbps = {"ub": 0.0, "rdma": 0.0, "vpc": 0.0}
         self.last_busy = np.zeros(n_prefill + n_decode)
-        self.carry = np.zeros(n_prefill + n_decode)   # busy time that spills into the next interval
+        self.carry = [0.0] * (n_prefill + n_decode)   # busy time that spills into the next interval
         self.recent: deque = deque(maxlen=KPI_WINDOW)   # (ttft ms, tpot ms) of the last intervals' finishes
         self.recent_hit: deque = deque()   # (bins with a hit, bins without) of the last intervals' TTFTs
         self.hit_ttft, self.miss_ttft = LogHistogram(), LogHistogram()   # ... summed over those intervals
@@ -142,10 +164,9 @@ class Metrics:
         self.tpot.add(multi)
         self.slo_met += int(ok.sum())
         hit = 2 * req.cached[fin] >= req.input[fin]     # "with a hit": at least half the prompt from EMS
-        pct = lambda a, q: np.percentile(a, q).tolist() if len(a) else [float("nan")] * len(q)
-        ttft_p50, ttft_p99 = pct(ttft, (50, 99))     # one call per array (the same values)
-        tpot_p50, tpot_p99 = pct(tpot, (50, 99))
-        util = np.minimum(1.0, c.busy / dt)
+        ttft_p50, ttft_p99 = percentiles(ttft, (50, 99))
+        tpot_p50, tpot_p99 = percentiles(tpot, (50, 99))
+        util = np.minimum(1.0, np.array(c.busy) / dt)
         counts = req.counts()
         batch = c.batch_samples / c.batch_steps if c.batch_steps else 0.0
         out_npu = c.output_tokens / dt / max(ctx["decode_npus"], 1)
@@ -182,8 +203,8 @@ class Metrics:
         self.last_busy = util
         self.last_plane_gbps = {k: v / dt / 1e9 for k, v in c.plane_bytes.items()}
         nxt = Interval(self.n_nodes, self.n_prefill + self.n_decode)
-        nxt.busy += np.minimum(self.carry, dt)
-        self.carry = np.maximum(0.0, self.carry - dt)
+        nxt.busy = [min(b, dt) for b in self.carry]
+        self.carry = [max(0.0, b - dt) for b in self.carry]
         self.cur = nxt
         return row
 
