@@ -66,16 +66,7 @@ class FlowNet:
 
         A flow that starts alone (most KV transfers) takes its rate here, as `_solve` would set it."""
         links = tuple(links)
-        if not links:
-            raise ValueError("flow links: none (a flow crosses at least one link)")
-        capacity = self.capacity
-        narrowest = math.inf                # the narrowest link (an unknown one is refused)
-        try:
-            for link in links:
-                if capacity[link] < narrowest:
-                    narrowest = capacity[link]
-        except KeyError:
-            raise KeyError(f"flow link {link!r}: unknown (known: {', '.join(sorted(capacity))})") from None
+        narrowest = self._narrowest(links)
         now = self.env._now
         done = None
         if on_finish is None:
@@ -101,6 +92,21 @@ class FlowNet:
                 if self._events or self.defer is None or not self.defer():
                     self._schedule(self._gen, at)
         return done
+
+    def _narrowest(self, links: tuple) -> float:
+        """The smallest capacity on `links` (min() without the builtin's cost); a flow over no
+        link or an unknown one is refused."""
+        if not links:
+            raise ValueError("flow links: none (a flow crosses at least one link)")
+        capacity = self.capacity
+        narrowest = math.inf
+        try:
+            for link in links:
+                if capacity[link] < narrowest:
+                    narrowest = capacity[link]
+        except KeyError:
+            raise KeyError(f"flow link {link!r}: unknown (known: {', '.join(sorted(capacity))})") from None
+        return narrowest
 
     def settle(self) -> None:
         """Run the deferred wake-ups due by now, in time order."""
@@ -138,7 +144,7 @@ class FlowNet:
         if len(self.flows) <= 1:            # alone: the rate is its narrowest live link
             if self.flows:
                 (f,) = self.flows.values()
-                narrowest = min(map(self.capacity.__getitem__, f.links))
+                narrowest = self._narrowest(f.links)
                 f.rate = narrowest if narrowest > 0 else 0.0
                 self._arm(now, f.remaining / f.rate if f.rate > 0 else None)
             return                          # none: nothing to arm (_fire cleared the wake-up)
