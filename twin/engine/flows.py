@@ -74,23 +74,22 @@ class FlowNet:
             self._events += 1
         while self._armed_at <= now:        # settle(): the deferred wake-ups due by now
             self._fire(self._armed_at)
-        flow = Flow(float(nbytes), links, 0.0, done, latency_s, on_finish, args)
-        if self.flows:
+        flows = self.flows
+        if flows:
             self._drain(now)
-            self.flows[self._next] = flow
-            self._next += 1
+        else:
+            self._last = now                # nothing to drain, nothing armed
+        flow = flows[self._next] = Flow(float(nbytes), links, 0.0, done, latency_s, on_finish, args)
+        self._next += 1
+        if len(flows) > 1:
             self._solve(now)
-        else:               # alone: nothing to drain, nothing armed; _solve's and _arm's work, shortened
-            self._last = now
-            self.flows[self._next] = flow
-            self._next += 1
-            if narrowest > 0:               # (over a dead link it waits at rate 0, unarmed)
-                flow.rate = narrowest
-                finish = flow.remaining / narrowest
-                self._gen += 1
-                at = self._armed_at = now + (finish if finish > 0.0 else 0.0)
-                if self._events or self.defer is None or not self.defer():
-                    self._schedule(self._gen, at)
+        elif narrowest > 0:     # alone: what _solve and _arm do for one flow, without the calls
+            flow.rate = narrowest           # (over a dead link it waits at rate 0, unarmed)
+            finish = flow.remaining / narrowest
+            self._gen += 1
+            at = self._armed_at = now + (finish if finish > 0.0 else 0.0)
+            if self._events or self.defer is None or not self.defer():
+                self._schedule(self._gen, at)
         return done
 
     def _narrowest(self, links: tuple) -> float:
@@ -164,7 +163,7 @@ class FlowNet:
             for f in active:
                 for link in f.links:
                     users[link] = users.get(link, 0) + 1
-            tight = None                    # min((max(cap, 0) / users, link)): ties go to the first name
+            share = tight = None            # min((max(cap, 0) / users, link)): ties go to the first name
             for link, n in users.items():
                 left = cap[link]
                 s = (0.0 if left < 0.0 else left) / n
