@@ -234,7 +234,7 @@ class DecodeInstance(Instance):
     def enqueue(self, rids: np.ndarray) -> None:
         req = self.eng.req
         rids = np.asarray(rids)
-        rows = req.rows(rids)
+        rows = rids - req.base                 # an id in flight is never below the window
         req.state.a[rows] = DECODE_QUEUE
         req.instance.a[rows] = self.idx
         self.queue.extend(rids.tolist())
@@ -294,30 +294,40 @@ class DecodeInstance(Instance):
         return len(self.ids) + len(self.queue)
 
     def _admit(self) -> None:
-        eng, req = self.eng, self.eng.req
-        cap = eng.timing.decode_cap(self)
-        kv_cap = eng.kv_capacity_tokens * len(self.dies)
-        room = cap - len(self.ids)
-        if room <= 0 or not self.queue:
+        """Take sequences from the queue's head, as many as the admission policy lets in within
+        the TPOT cap. Their context sum inp + gen is taken as need - left (one sum fewer)."""
+        eng, queue = self.eng, self.queue
+        held = len(self.ids)
+        room = (self.cap or eng.timing.decode_cap(self)) - held
+        if room <= 0 or not queue:
             return
-        # the admission policy takes k sequences from the queue's head
-        t = np.fromiter(islice(self.queue, room), dtype=np.int64, count=min(room, len(self.queue)))
-        rows = req.rows(t)                        # one id-to-row step for the columns below
-        inp, out, gen = req.input.a[rows], req.output.a[rows], req.generated.a[rows]
-        need = inp + out
-        k = eng.policies.decode_admission.admit(need, self.reserved, kv_cap, not len(self.ids))
-        if k:
-            t, rows, inp, out, gen = t[:k], rows[:k], inp[:k], out[:k], gen[:k]
+        m = min(room, len(queue))
+        t = np.fromiter(queue if m == len(queue) else islice(queue, m), dtype=np.int64, count=m)
+        req = eng.req
+        rows = t - req.base                       # an id in flight is never below the window
+        out, gen = req.output.a[rows], req.generated.a[rows]
+        need = req.input.a[rows] + out
+        k = eng.policies.decode_admission.admit(need, self.reserved, eng.kv_capacity_tokens * len(self.dies),
+                                                not held)
+        if not k:
+            return
+        if k < m:
+            t, rows, out, gen, need = t[:k], rows[:k], out[:k], gen[:k], need[:k]
+        if k == len(queue):
+            queue.clear()
+        else:
             for _ in range(k):
-                self.queue.popleft()
-            self.reserved += float(_sum(need[:k]))
-            req.state.a[rows] = DECODING
-            no_first = t[np.isnan(req.first_token.a[rows])]
-            if len(no_first):
-                self.no_first = np.concatenate([self.no_first, no_first])
-            self.ids = np.concatenate([self.ids, t])
-            self.ctx_sum += int(_sum(inp + gen))
-            self.left = np.concatenate([self.left, out - gen])
+                queue.popleft()
+        left = out - gen
+        need_sum = int(_sum(need))
+        self.reserved += float(need_sum)
+        self.ctx_sum += need_sum - int(_sum(left))
+        req.state.a[rows] = DECODING
+        first = req.first_token.a[rows]
+        if math.isnan(_sum(first)):               # any NaN: admitted without a first token
+            self.no_first = np.concatenate([self.no_first, t[np.isnan(first)]])
+        self.ids = np.concatenate([self.ids, t])
+        self.left = np.concatenate([self.left, left])
 
     def run(self):
         eng, req = self.eng, self.eng.req
@@ -354,19 +364,19 @@ class DecodeInstance(Instance):
             if len(self.no_first):               # decode-only runs: first token from decode
                 req.first_token[self.no_first] = eng.env.now
                 self.no_first = self.no_first[:0]
-            if _min(left) <= 0:
-                idx = (left <= 0).nonzero()[0]           # one pass; the rest touch only these
+            done = left <= 0
+            idx = done.nonzero()[0]                      # the rest touch only these
+            if len(idx):
                 made_sum += int(_sum(left[idx]))         # minus the tokens made past the end
                 fin = self.ids[idx]
-                rows = req.rows(fin)
-                inp, out = req.input.a[rows], req.output.a[rows]
-                req.generated.a[rows] = out
-                need = inp + out                         # each one's final context
-                need_sum = _sum(need)
-                self.ctx_sum -= int(need_sum)
-                self.reserved -= float(need_sum)
-                keep = left > 0
+                keep = ~done
                 self.ids, self.left = self.ids[keep], left[keep]
+                rows = fin - req.base                    # an id in flight is never below the window
+                out = req.output.a[rows]
+                req.generated.a[rows] = out
+                need_sum = int(_sum(req.input.a[rows] + out))   # their final contexts
+                self.ctx_sum -= need_sum
+                self.reserved -= float(need_sum)
                 eng.finish(fin)
             self.ctx_sum += made_sum
             eng.metrics.cur.output_tokens += made_sum
