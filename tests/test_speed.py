@@ -378,3 +378,20 @@ def test_staged_rows_are_not_arrivals():
     assert t.staged == 0 and t.n_blocks == 3 and np.isnan(t.arrival.a[2])
     assert t.add(np.array([4.0]), np.array([40]), np.array([4]), np.array([0, 1]), np.array([12])).tolist() == [2]
     assert t.blocks(2).tolist() == [12]
+
+
+@pytest.mark.parametrize("rate", [2.0, 2000.0])
+def test_requests_too_long_for_a_die_are_rejected_at_their_tick(rate):
+    """Requests needing more KV than a die holds are rejected when they arrive, one at a time
+    (a tick holds one request at 2 req/s) or among others (hundreds a second); the rest are
+    placed. The tick's one-request shortcut must not let one through."""
+    eng = Engine("diurnal", seed=0, rate=rate, duration_s=4,
+                 input={"kind": "uniform", "lo": 1000, "hi": 1_000_000})
+    eng.advance(4)
+    f = eng.req.frame()
+    need = f.input + f.output
+    long = need > eng.kv_capacity_tokens
+    assert long.sum() > 0 and (~long).sum() > 0
+    assert (f.state[long] == "rejected").all() and not (f.state[~long] == "rejected").any()
+    assert eng.req.counts()["rejected"] == long.sum()
+    assert any(e["kind"] == "reject" for e in eng.events)

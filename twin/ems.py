@@ -212,6 +212,12 @@ class EMS:
             self._live[s] = True
             self._rebuild_ring()
 
+    def resident_bytes(self) -> tuple[float, float]:
+        """(DRAM, SSD) bytes held over all servers: what every interval records (stats() builds
+        a dict per server as well)."""
+        count = self._blocks.count.tolist()
+        return sum(count[2::2]) * self.block_bytes, sum(count[3::2]) * self.block_bytes
+
     def stats(self) -> dict:
         bb, count = self.block_bytes, self._blocks.count.tolist()
         (lookups, hit_blocks, miss_blocks, dram_hits, ssd_hits, hit_tokens, miss_tokens, stored,

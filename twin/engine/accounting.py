@@ -13,6 +13,7 @@ import numpy as np
 from .. import rules
 
 BEFORE_S = 60.0   # "before" a fault = the minute before it (or the fault's length, if shorter)
+A2A_MEMO = 4096   # prefill all-to-all bytes memoised per (new tokens, dies), cleared when this full
 
 
 def fault_windows(at_s: float, end_s: float, interval_s: float,
@@ -58,6 +59,7 @@ class Accounting:
             self._srv_group[i, len(instances) + server_node[s]] = 1.0
         self.n_slots = len(instances)
         self.reset_ems_blocks()
+        self._prefill_a2a: dict[tuple[float, int], float] = {}   # (new tokens, dies) -> bytes
 
     def _reset_groups(self) -> None:
         """Bytes between groups: UB in a dict of the (src, dst) pairs that carried any (a few
@@ -109,7 +111,12 @@ class Accounting:
 
     def prefill(self, inst, new_tokens: float, cached_tokens: float) -> None:
         dies = len(inst.dies)
-        a2a = self.a2a_bytes("prefill", new_tokens / dies, dies)
+        key = (new_tokens, dies)           # memoised: most batches repeat a few shapes
+        a2a = self._prefill_a2a.get(key)
+        if a2a is None:
+            if len(self._prefill_a2a) >= A2A_MEMO:
+                self._prefill_a2a.clear()
+            a2a = self._prefill_a2a[key] = self.a2a_bytes("prefill", new_tokens / dies, dies)
         loaded = cached_tokens * self.kv_bytes
         cur = self.metrics.cur
         if self._cache_plane == "ub":

@@ -41,6 +41,7 @@ MAX_EVENTS = 200          # events kept for the UI
 TICK_EPS = 1e-9           # float slack when mapping times onto arrival ticks
 ARRIVAL_EPS = 1e-12       # float slack: an arrival at a tick's exact time belongs to that tick
 CAPACITY_PROMPT_CAP = 131072   # assumption: capacity estimates cap the mean prompt at 128 K tokens
+_max = np.maximum.reduce       # ndarray.max() without its Python wrapper
 
 
 class _Environment(simpy.Environment):
@@ -324,10 +325,13 @@ class Engine:
         KV, place the rest on prefill instances, then start the instances that got work."""
         req = self.req
         r0 = int(ids[0]) - req.base
-        rows = slice(r0, r0 + len(ids))
-        need = (req.input.a[rows] + req.output.a[rows]).tolist()
-        if max(need) > self.kv_capacity_tokens:
-            too_long = np.array(need) > self.kv_capacity_tokens
+        if len(ids) == 1:                 # most ticks: no arrays
+            most = req.input.a.item(r0) + req.output.a.item(r0)
+        else:
+            need = req.input.a[r0:r0 + len(ids)] + req.output.a[r0:r0 + len(ids)]
+            most = int(_max(need))
+        if most > self.kv_capacity_tokens:
+            too_long = req.input[ids] + req.output[ids] > self.kv_capacity_tokens
             bad = req.reject(ids[too_long], "kv_too_long")
             self.log("reject", N_("%(n)s request(s) need more KV than a die holds (> %(cap)s tokens); rejected"),
                      n=len(bad), cap=f"{self.kv_capacity_tokens:,.0f}")

@@ -91,7 +91,8 @@ class Interval:
         self.node_bytes = np.zeros((n_nodes, n_nodes))   # UB plane, row = source node
         self.rdma_out = np.zeros(n_nodes)
         self.rdma_in = np.zeros(n_nodes)
-        self.busy = np.zeros(n_instances)    # busy seconds per instance (prefill first, then decode)
+        self.busy = [0.0] * n_instances      # busy seconds per instance (prefill first, then decode;
+        #                                      a list: one Python float add per batch or step)
         self.finished: list[np.ndarray] = []
         self.batch_samples = 0.0
         self.batch_steps = 0
@@ -108,7 +109,7 @@ class Metrics:
         self.last_rdma_gbps = (np.zeros(n_nodes), np.zeros(n_nodes))
         self.last_plane_gbps = {"ub": 0.0, "rdma": 0.0, "vpc": 0.0}
         self.last_busy = np.zeros(n_prefill + n_decode)
-        self.carry = np.zeros(n_prefill + n_decode)   # busy time that spills into the next interval
+        self.carry = [0.0] * (n_prefill + n_decode)   # busy time that spills into the next interval
         self.recent: deque = deque(maxlen=KPI_WINDOW)   # (ttft ms, tpot ms) of the last intervals' finishes
         self.recent_hit: deque = deque()   # (bins with a hit, bins without) of the last intervals' TTFTs
         self.hit_ttft, self.miss_ttft = LogHistogram(), LogHistogram()   # ... summed over those intervals
@@ -145,7 +146,7 @@ class Metrics:
         pct = lambda a, q: np.percentile(a, q).tolist() if len(a) else [float("nan")] * len(q)
         ttft_p50, ttft_p99 = pct(ttft, (50, 99))     # one call per array (the same values)
         tpot_p50, tpot_p99 = pct(tpot, (50, 99))
-        util = np.minimum(1.0, c.busy / dt)
+        util = np.minimum(1.0, np.array(c.busy) / dt)
         counts = req.counts()
         batch = c.batch_samples / c.batch_steps if c.batch_steps else 0.0
         out_npu = c.output_tokens / dt / max(ctx["decode_npus"], 1)
@@ -182,8 +183,8 @@ class Metrics:
         self.last_busy = util
         self.last_plane_gbps = {k: v / dt / 1e9 for k, v in c.plane_bytes.items()}
         nxt = Interval(self.n_nodes, self.n_prefill + self.n_decode)
-        nxt.busy += np.minimum(self.carry, dt)
-        self.carry = np.maximum(0.0, self.carry - dt)
+        nxt.busy = [min(b, dt) for b in self.carry]
+        self.carry = [max(0.0, b - dt) for b in self.carry]
         self.cur = nxt
         return row
 

@@ -19,11 +19,11 @@ def interval_context(eng) -> dict:
     eng.catch_up()
     for d in eng.decode:
         d.flush_inbox()
-    st = eng.ems.stats() if eng.ems else {}
+    dram, ssd = eng.ems.resident_bytes() if eng.ems else (0.0, 0.0)
     return {"ttft_slo_ms": eng.dep.ttft_slo_ms, "tpot_slo_ms": eng.dep.tpot_slo_ms,
             "prefill_npus": sum(p.npus for p in eng.prefill),
             "decode_npus": sum(d.npus for d in eng.decode),
-            "ems_dram_bytes": st.get("dram_bytes", 0.0), "ems_ssd_bytes": st.get("ssd_bytes", 0.0),
+            "ems_dram_bytes": dram, "ems_ssd_bytes": ssd,
             "queue_prefill": sum(len(p.queue) for p in eng.prefill),
             "queue_decode": sum(len(d.queue) for d in eng.decode),
             "decode_op_tps_per_npu": decode_op_tps(eng), "decode_model_tps": lambda b: decode_model_tps(eng, b)}
