@@ -161,9 +161,10 @@ class RequestTable:
         """The ids sorted, each once (a repeated id in one call counts once), known ones only."""
         ids = np.array(ids, dtype=np.int64)       # a copy to sort in place (no np.sort wrapper)
         ids.sort()
-        if len(ids) > 1 and not _min(ids[1:] - ids[:-1]):     # sorted: a repeat is a zero step
+        listed = ids.tolist()                     # checked in Python: a few ids per call, mostly
+        if len(set(listed)) < len(listed):
             ids = np.unique(ids)
-        if len(ids) and (ids[0] < self.base or ids[-1] >= self.n):
+        if listed and (listed[0] < self.base or listed[-1] >= self.n):
             known = (ids >= self.base) & (ids < self.n)
             self.errors[err] += int((~known).sum())
             ids = ids[known]
