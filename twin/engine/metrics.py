@@ -67,6 +67,27 @@ class LogHistogram:
         return self.lo if k == 0 else 2 * self.lo * self.gamma ** k / (self.gamma + 1)
 
 
+def percentiles(a: np.ndarray, qs: tuple) -> list:
+    """np.percentile(a, qs) (its default linear method) from one sort and numpy's own arithmetic
+    (index (n - 1) q, and its two-sided interpolation): the same floats in a fraction of the time
+    for an interval's few hundred values (np.percentile was ~40% of closing an interval). Arrays
+    with NaN or infinities, or none at all, go to np.percentile itself."""
+    if not len(a) or not np.isfinite(a).all():
+        return np.percentile(a, qs).tolist() if len(a) else [float("nan")] * len(qs)
+    s = np.sort(a).tolist()
+    n, out = len(s), []
+    for q in qs:
+        vi = (n - 1) * (q / 100)
+        if vi >= n - 1:
+            out.append(s[-1])
+            continue
+        lo = math.floor(vi)
+        t, prev, nxt = vi - lo, s[lo], s[lo + 1]
+        d = nxt - prev
+        out.append(nxt - d * (1 - t) if t >= 0.5 else prev + d * t)
+    return out
+
+
 def latency(req: RequestTable, fin: np.ndarray, ctx: dict) -> tuple:
     """TTFT and TPOT (ms) of finished requests, and whether each met both SLOs."""
     ttft = (req.first_token[fin] - req.arrival[fin]) * 1e3
@@ -143,9 +164,8 @@ class Metrics:
         self.tpot.add(multi)
         self.slo_met += int(ok.sum())
         hit = 2 * req.cached[fin] >= req.input[fin]     # "with a hit": at least half the prompt from EMS
-        pct = lambda a, q: np.percentile(a, q).tolist() if len(a) else [float("nan")] * len(q)
-        ttft_p50, ttft_p99 = pct(ttft, (50, 99))     # one call per array (the same values)
-        tpot_p50, tpot_p99 = pct(tpot, (50, 99))
+        ttft_p50, ttft_p99 = percentiles(ttft, (50, 99))
+        tpot_p50, tpot_p99 = percentiles(tpot, (50, 99))
         util = np.minimum(1.0, np.array(c.busy) / dt)
         counts = req.counts()
         batch = c.batch_samples / c.batch_steps if c.batch_steps else 0.0

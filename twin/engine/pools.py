@@ -27,13 +27,19 @@ _sum = np.add.reduce
 _NO_IDS = np.zeros(0, dtype=np.int64)
 
 
+class _Call:
+    """A scheduled callback as SimPy's step() processes it (its `callbacks`, then `_ok`): what
+    an Event holds for that, without the rest of an Event."""
+    __slots__ = ("callbacks", "_ok")
+
+    def __init__(self, callback):
+        self.callbacks, self._ok = [callback], True
+
+
 def call_later(env: simpy.Environment, delay: float, callback) -> None:
     """`callback(event)` `delay` seconds from now: what `env.timeout(delay).callbacks.append`
     schedules (the same time, priority and order), without building a Timeout."""
-    ev = simpy.Event(env)
-    ev._ok, ev._value = True, None
-    ev.callbacks.append(callback)
-    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), ev))
+    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), _Call(callback)))
 
 
 class Instance:
