@@ -22,8 +22,7 @@ from .requests import DECODE_QUEUE, DECODING, PREFILL, QUEUED
 if TYPE_CHECKING:
     from .core import Engine
 
-_min = np.minimum.reduce   # ndarray.min() and .sum() without their Python wrappers
-_sum = np.add.reduce
+_sum = np.add.reduce   # ndarray.sum() without its Python wrapper
 _NO_IDS = np.zeros(0, dtype=np.int64)
 
 
