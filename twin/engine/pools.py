@@ -327,7 +327,8 @@ class DecodeInstance(Instance):
         if not queue:
             return
         m = min(len(queue), max(self._room(), 0))
-        k = self._admit_ids(np.fromiter(queue if m == len(queue) else islice(queue, m), dtype=np.int64, count=m))
+        head = queue if m == len(queue) else islice(queue, m)
+        k = self._admit_ids(np.fromiter(head, dtype=np.int64, count=m))
         if k == len(queue):
             queue.clear()
         else:
