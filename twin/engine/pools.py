@@ -370,6 +370,7 @@ class DecodeInstance(Instance):
 
     def run(self):
         eng, req, env, timing = self.eng, self.eng.req, self.eng.env, self.eng.timing
+        timeout = env.timeout      # bound once: a subclassed Environment binds it per access
         while True:
             if eng.lazy_decode is self:
                 eng.take_ticks(env._now)        # arrivals since the last step boundary
@@ -391,7 +392,7 @@ class DecodeInstance(Instance):
             eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
             eng.acct.decode(self, n)
             try:
-                yield env.timeout(seconds)
+                yield timeout(seconds)
             except simpy.Interrupt:             # a fault hit it mid-step: the step is lost
                 continue
             # each sequence gains its accepted tokens but never more than it has left: one that
