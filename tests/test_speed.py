@@ -18,7 +18,7 @@ from twin.bench import SCALING_DEPLOYMENTS, bench, scaling, table
 from twin.ems import EMS
 from twin.engine import Engine, command, timing
 from twin.engine.flows import FlowNet
-from twin.engine.requests import DONE
+from twin.engine.requests import DECODE_QUEUE, DECODING, DONE
 
 BEFORE = json.loads((Path(__file__).parent / "data" / "speed_before.json").read_text())
 
@@ -315,6 +315,32 @@ def test_vectorised_decode_admission_takes_what_the_loop_took(held, headroom):
     assert d.ids[held:].tolist() == want and list(d.queue)[:1] == ids[held + len(want):][:1].tolist()
     assert d.reserved == before + 60_256 * len(want)
     print(f"\nheld {held}, headroom {headroom:g}: admitted {len(want)}")
+
+
+@pytest.mark.parametrize("held,headroom,queued", [(0, -1.0, 0), (3, 2.5e5, 0), (3, 1e9, 0), (3, 1e9, 2)])
+def test_landed_kv_is_admitted_as_if_queued_first(held, headroom, queued):
+    """KV that lands on an instance with an empty queue is admitted straight from the inbox: the
+    sequences the queue would have given, the rest queued behind (DECODE_QUEUE, in order)."""
+    eng = Engine("paper-decode", seed=0, duration_s=1)
+    d, req = eng.decode[0], eng.req
+    kv_cap = eng.kv_capacity_tokens * len(d.dies)
+    n = eng.timing.decode_cap(d) + 50
+    ids = req.add(np.zeros(n), np.full(n, 60_000), np.full(n, 256))
+    d.enqueue(ids[:held])
+    d._admit()
+    d.enqueue(ids[held:held + queued])
+    d.reserved = kv_cap - headroom
+    d.deliver(ids[held + queued:n - 10], eng.env.now)
+    d.deliver(ids[n - 10:], eng.env.now + 1.0)              # lands later: stays in the inbox
+    d.queue.extend(ids[held + queued:n - 10].tolist())       # the reference sees them queued
+    want = _admit_reference(d)
+    for _ in range(n - 10 - held - queued):
+        d.queue.pop()
+    d._take(d._landed())
+    rest = ids[held + len(want):n - 10]
+    assert d.ids[held:].tolist() == want and list(d.queue) == rest.tolist()
+    assert (req.state[np.array(want)] == DECODING).all() and (req.state[rest] == DECODE_QUEUE).all()
+    assert (req.instance[ids[:n - 10]] == d.idx).all() and len(d.inbox) == 1
 
 
 def test_decode_model_tps_interpolation_error_is_small_and_printed():

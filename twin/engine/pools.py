@@ -22,8 +22,8 @@ from .requests import DECODE_QUEUE, DECODING, PREFILL, QUEUED
 if TYPE_CHECKING:
     from .core import Engine
 
-_min = np.minimum.reduce   # ndarray.min() and .sum() without their Python wrappers
-_sum = np.add.reduce
+_sum = np.add.reduce   # ndarray.sum() without its Python wrapper
+_NO_IDS = np.zeros(0, dtype=np.int64)
 
 
 class _Call:
@@ -240,7 +240,7 @@ class DecodeInstance(Instance):
     def enqueue(self, rids: np.ndarray) -> None:
         req = self.eng.req
         rids = np.asarray(rids)
-        rows = req.rows(rids)
+        rows = rids - req.base                 # an id in flight is never below the window
         req.state.a[rows] = DECODE_QUEUE
         req.instance.a[rows] = self.idx
         self.queue.extend(rids.tolist())
@@ -259,17 +259,24 @@ class DecodeInstance(Instance):
 
     def flush_inbox(self) -> None:
         """Queue the KV that has landed by now, in landing order (one enqueue for all of it)."""
+        landed = self._landed()
+        if len(landed):
+            self.enqueue(landed)
+
+    def _landed(self) -> np.ndarray:
+        """Take the ids whose KV has landed by now off the inbox, in landing order (not queued)."""
         self.eng.kv.flows.settle()              # KV transfers that have landed by now
         inbox = self.inbox
         if not inbox:
-            return
-        now = self.eng.env.now
-        k = 0
-        while k < len(inbox) and inbox[k][0] <= now:
+            return _NO_IDS
+        now, k, m = self.eng.env._now, 0, len(inbox)
+        while k < m and inbox[k][0] <= now:
             k += 1
-        if k:
-            self.enqueue(inbox[0][1] if k == 1 else np.concatenate([x[1] for x in inbox[:k]]))
-            del inbox[:k]
+        if not k:
+            return _NO_IDS
+        landed = inbox[0][1] if k == 1 else np.concatenate([x[1] for x in inbox[:k]])
+        del inbox[:k]
+        return landed
 
     def sync(self) -> None:
         """Write the held sequences' generated counts to the request table: a step only updates
@@ -299,40 +306,75 @@ class DecodeInstance(Instance):
         self.flush_inbox()
         return len(self.ids) + len(self.queue)
 
-    def _admit(self) -> None:
-        eng, req = self.eng, self.eng.req
-        cap = eng.timing.decode_cap(self)
-        kv_cap = eng.kv_capacity_tokens * len(self.dies)
-        room = cap - len(self.ids)
-        if room <= 0 or not self.queue:
+    def _take(self, landed: np.ndarray) -> None:
+        """Queue `landed` (ids whose KV just landed) and admit from the queue's head. With an
+        empty queue the landed ids are admitted without a trip through it (the same order and
+        end state: DECODING, or DECODE_QUEUE behind for those not admitted)."""
+        if len(landed) and not self.queue and self.ready:
+            self.wake()                          # as enqueue() would
+            k = self._admit_ids(landed[:max(self._room(), 0)])
+            if k < len(landed):
+                self.enqueue(landed[k:])
             return
-        # the admission policy takes k sequences from the queue's head
-        t = np.fromiter(islice(self.queue, room), dtype=np.int64, count=min(room, len(self.queue)))
-        rows = req.rows(t)                        # one id-to-row step for the columns below
-        inp, out, gen = req.input.a[rows], req.output.a[rows], req.generated.a[rows]
-        need = inp + out
-        k = eng.policies.decode_admission.admit(need, self.reserved, kv_cap, not len(self.ids))
-        if k:
-            t, rows, inp, out, gen = t[:k], rows[:k], inp[:k], out[:k], gen[:k]
+        if len(landed):
+            self.enqueue(landed)
+        if self.ready:
+            self._admit()
+
+    def _admit(self) -> None:
+        """Admit from the queue's head."""
+        queue = self.queue
+        if not queue:
+            return
+        m = min(len(queue), max(self._room(), 0))
+        head = queue if m == len(queue) else islice(queue, m)
+        k = self._admit_ids(np.fromiter(head, dtype=np.int64, count=m))
+        if k == len(queue):
+            queue.clear()
+        else:
             for _ in range(k):
-                self.queue.popleft()
-            self.reserved += float(_sum(need[:k]))
-            req.state.a[rows] = DECODING
-            no_first = t[np.isnan(req.first_token.a[rows])]
-            if len(no_first):
-                self.no_first = np.concatenate([self.no_first, no_first])
-            self.ids = np.concatenate([self.ids, t])
-            self.ctx_sum += int(_sum(inp + gen))
-            self.left = np.concatenate([self.left, out - gen])
+                queue.popleft()
+
+    def _room(self) -> int:
+        """Sequences it may still admit under its TPOT cap."""
+        return (self.cap or self.eng.timing.decode_cap(self)) - len(self.ids)
+
+    def _admit_ids(self, t: np.ndarray) -> int:
+        """Admit the head of the ids `t` (within the TPOT cap) that the admission policy lets in;
+        returns how many. Their context sum inp + gen is taken as need - left (one sum fewer)."""
+        if not len(t):
+            return 0
+        eng = self.eng
+        req = eng.req
+        rows = t - req.base                       # an id in flight is never below the window
+        out, gen = req.output.a[rows], req.generated.a[rows]
+        need = req.input.a[rows] + out
+        k = eng.policies.decode_admission.admit(need, self.reserved, eng.kv_capacity_tokens * len(self.dies),
+                                                not len(self.ids))
+        if not k:
+            return 0
+        if k < len(t):
+            t, rows, out, gen, need = t[:k], rows[:k], out[:k], gen[:k], need[:k]
+        left = out - gen
+        need_sum = int(_sum(need))
+        self.reserved += float(need_sum)
+        self.ctx_sum += need_sum - int(_sum(left))
+        req.state.a[rows] = DECODING
+        req.instance.a[rows] = self.idx
+        first = req.first_token.a[rows]
+        if math.isnan(_sum(first)):               # any NaN: admitted without a first token
+            self.no_first = np.concatenate([self.no_first, t[np.isnan(first)]])
+        self.ids = np.concatenate([self.ids, t])
+        self.left = np.concatenate([self.left, left])
+        return k
 
     def run(self):
-        eng, req = self.eng, self.eng.req
+        eng, req, env, timing = self.eng, self.eng.req, self.eng.env, self.eng.timing
+        timeout = env.timeout      # bound once: a subclassed Environment binds it per access
         while True:
             if eng.lazy_decode is self:
-                eng.take_ticks(eng.env.now)     # arrivals since the last step boundary
-            self.flush_inbox()
-            if self.ready:
-                self._admit()
+                eng.take_ticks(env._now)        # arrivals since the last step boundary
+            self._take(self._landed())
             if not len(self.ids) or not self.ready:
                 if self.inbox:
                     self._wake_at(self.inbox[0][0])
@@ -340,8 +382,8 @@ class DecodeInstance(Instance):
                 yield self.wait()
                 continue
             n = len(self.ids)
-            start = eng.env.now
-            seconds = eng.timing.decode_seconds(self, n / self.npus, self.ctx_sum / n)
+            start = env._now
+            seconds = timing.decode_seconds(self, n / self.npus, self.ctx_sum / n)
             if not math.isfinite(seconds):     # cut off from its peers: wait for the network
                 self._go_idle()
                 yield self.wait()
@@ -350,29 +392,29 @@ class DecodeInstance(Instance):
             eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
             eng.acct.decode(self, n)
             try:
-                yield eng.env.timeout(seconds)
+                yield timeout(seconds)
             except simpy.Interrupt:             # a fault hit it mid-step: the step is lost
                 continue
             # each sequence gains its accepted tokens but never more than it has left: one that
             # overshoots (left < 0) gives the excess back below (no clipping pass over all)
             left = self.left
-            made_sum = eng.timing.advance(left)
+            made_sum = timing.advance(left)
             if len(self.no_first):               # decode-only runs: first token from decode
-                req.first_token[self.no_first] = eng.env.now
+                req.first_token[self.no_first] = env._now
                 self.no_first = self.no_first[:0]
-            if _min(left) <= 0:
-                idx = (left <= 0).nonzero()[0]           # one pass; the rest touch only these
+            done = left <= 0
+            idx = done.nonzero()[0]                      # the rest touch only these
+            if len(idx):
                 made_sum += int(_sum(left[idx]))         # minus the tokens made past the end
                 fin = self.ids[idx]
-                rows = req.rows(fin)
-                inp, out = req.input.a[rows], req.output.a[rows]
-                req.generated.a[rows] = out
-                need = inp + out                         # each one's final context
-                need_sum = _sum(need)
-                self.ctx_sum -= int(need_sum)
-                self.reserved -= float(need_sum)
-                keep = left > 0
+                keep = ~done
                 self.ids, self.left = self.ids[keep], left[keep]
+                rows = fin - req.base                    # an id in flight is never below the window
+                out = req.output.a[rows]
+                req.generated.a[rows] = out
+                need_sum = int(_sum(req.input.a[rows] + out))   # their final contexts
+                self.ctx_sum -= need_sum
+                self.reserved -= float(need_sum)
                 eng.finish(fin)
             self.ctx_sum += made_sum
             eng.metrics.cur.output_tokens += made_sum

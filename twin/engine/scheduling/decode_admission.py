@@ -12,8 +12,9 @@ from .base import DECODE_ADMISSION, DecodeAdmission, register
 @register(DECODE_ADMISSION, "fifo-kv-reserve")
 class FifoKvReserve(DecodeAdmission):
     def admit(self, need, reserved, kv_capacity, empty):
-        if reserved + np.add.reduce(need) <= kv_capacity:     # all fit (needs >= 0: the last
-            return len(need)                                  # running sum is the largest)
+        total = reserved + int(np.add.reduce(need))     # Python numbers (numpy scalars are slow)
+        if total <= kv_capacity:          # all fit (needs >= 0: the last running sum is the largest)
+            return len(need)
         fits = reserved + np.cumsum(need) <= kv_capacity
         if empty and len(fits):
             fits[0] = True
