@@ -13,7 +13,7 @@ import numpy as np
 from .. import rules
 
 BEFORE_S = 60.0   # "before" a fault = the minute before it (or the fault's length, if shorter)
-A2A_MEMO = 4096   # prefill all-to-all bytes memoised per (new tokens, dies), cleared when this full
+A2A_MEMO = 4096   # all-to-all bytes memoised per step shape, cleared when this full (speed only)
 
 
 def fault_windows(at_s: float, end_s: float, interval_s: float,
@@ -59,7 +59,7 @@ class Accounting:
             self._srv_group[i, len(instances) + server_node[s]] = 1.0
         self.n_slots = len(instances)
         self.reset_ems_blocks()
-        self._prefill_a2a: dict[tuple[float, int], float] = {}   # (new tokens, dies) -> bytes
+        self._a2a: dict[tuple, float] = {}   # (pool, tokens, dies) -> bytes of a step
 
     def _reset_groups(self) -> None:
         """Bytes between groups: UB in a dict of the (src, dst) pairs that carried any (a few
@@ -109,14 +109,20 @@ class Accounting:
         return rules.a2a_step_bytes(self._ep[pool], m.top_k, tokens_per_die, dies,
                                     self.moe_layers, m.dispatch_bytes_per_token, m.combine_bytes_per_token)
 
+    def _step_a2a(self, pool: str, tokens: float, dies: int) -> float:
+        """a2a_bytes of a step of `tokens` over `dies`, memoised: most steps repeat a few shapes
+        (batch sizes, prompt lengths), and the rule costs four calls."""
+        key = (pool, tokens, dies)
+        a2a = self._a2a.get(key)
+        if a2a is None:
+            if len(self._a2a) >= A2A_MEMO:
+                self._a2a.clear()
+            a2a = self._a2a[key] = self.a2a_bytes(pool, tokens / dies, dies)
+        return a2a
+
     def prefill(self, inst, new_tokens: float, cached_tokens: float) -> None:
         dies = len(inst.dies)
-        key = (new_tokens, dies)           # memoised: most batches repeat a few shapes
-        a2a = self._prefill_a2a.get(key)
-        if a2a is None:
-            if len(self._prefill_a2a) >= A2A_MEMO:
-                self._prefill_a2a.clear()
-            a2a = self._prefill_a2a[key] = self.a2a_bytes("prefill", new_tokens / dies, dies)
+        a2a = self._step_a2a("prefill", new_tokens, dies)
         loaded = cached_tokens * self.kv_bytes
         cur = self.metrics.cur
         if self._cache_plane == "ub":
@@ -128,8 +134,7 @@ class Accounting:
         self.node_traffic(inst.slot, inst.slot, a2a)
 
     def decode(self, inst, n: int) -> None:
-        tok = (1 + self.drafts) * n / len(inst.dies)
-        a2a = self.a2a_bytes("decode", tok, len(inst.dies))
+        a2a = self._step_a2a("decode", (1 + self.drafts) * n, len(inst.dies))
         cur = self.metrics.cur
         cur.plane_bytes["ub"] += a2a
         cur.batch_samples += n / inst.npus

@@ -47,6 +47,14 @@ _max = np.maximum.reduce       # ndarray.max() without its Python wrapper
 class _Environment(simpy.Environment):
     """A SimPy environment that reports the events it has processed (for `bench`)."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        # SimPy binds timeout/event/process... to the instance once (bind_early), but only those
+        # in the instance's own class: a subclass would build a bound method on every access
+        for name, obj in vars(simpy.Environment).items():
+            if type(obj) is simpy.core.BoundClass:
+                setattr(self, name, getattr(self, name))
+
     @property
     def processed(self) -> int:
         """Every scheduled event takes the next id from `_eid` (SimPy's and the engine's own
