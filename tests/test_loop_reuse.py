@@ -49,8 +49,9 @@ def test_ttft_with_and_without_a_hit_roll_over_a_full_window_with_a_minimum_coun
     finishes of its kind in the window, so a rare miss per interval still gives a line."""
     from twin.engine.metrics import HIT_MIN, HIT_WINDOW, Metrics
     m = Metrics(2, 1, 1, 1.0)
-    rows = [m._hit_medians(np.array([900.0] * 5 + [100.0] * HIT_MIN), np.array([False] * 5 + [True] * HIT_MIN))]
-    rows += [m._hit_medians(np.array([1000.0 + k, 200.0]), np.array([False, True])) for k in range(2 * HIT_WINDOW)]
+    add = lambda ttft, hit: m._hit_medians(m.ttft.bins(ttft), np.array(hit))
+    rows = [add([900.0] * 5 + [100.0] * HIT_MIN, [False] * 5 + [True] * HIT_MIN)]
+    rows += [add([1000.0 + k, 200.0], [False, True]) for k in range(2 * HIT_WINDOW)]
     hits = [k for k, r in enumerate(rows) if not np.isnan(r["ttft_hit_p50_ms"])]
     misses = [k for k, r in enumerate(rows) if not np.isnan(r["ttft_miss_p50_ms"])]
     assert hits[0] == HIT_WINDOW - 1                     # the window is full at its HIT_WINDOW-th interval

@@ -50,9 +50,10 @@ class LogHistogram:
         return np.minimum(k, len(self.counts) - 1)
 
     def add_bins(self, k: np.ndarray, sign: int = 1) -> None:
-        if len(k):
-            self.counts += sign * np.bincount(k, minlength=len(self.counts))
-            self.n += sign * len(k)
+        """Count (or, with sign -1, uncount) values by bin: an unbuffered add of the few hundred
+        bins an interval brings, not a bincount and a sum over all of them."""
+        np.add.at(self.counts, k, sign)
+        self.n += sign * len(k)
 
     def merged(self, values) -> "LogHistogram":
         out = LogHistogram.__new__(LogHistogram)
@@ -63,7 +64,7 @@ class LogHistogram:
     def quantile(self, q: float) -> float | None:
         if not self.n:
             return None
-        k = int(np.searchsorted(np.cumsum(self.counts), math.floor(q * (self.n - 1)), side="right"))
+        k = int(self.counts.cumsum().searchsorted(math.floor(q * (self.n - 1)), side="right"))
         return self.lo if k == 0 else 2 * self.lo * self.gamma ** k / (self.gamma + 1)
 
 
@@ -88,12 +89,14 @@ def percentiles(a: np.ndarray, qs: tuple) -> list:
     return out
 
 
-def latency(req: RequestTable, fin: np.ndarray, ctx: dict) -> tuple:
-    """TTFT and TPOT (ms) of finished requests, and whether each met both SLOs."""
-    ttft = (req.first_token[fin] - req.arrival[fin]) * 1e3
-    tpot = (req.finish[fin] - req.first_token[fin]) / np.maximum(req.output[fin] - 1, 1) * 1e3
-    ok = slo_met(ttft, tpot, req.output[fin], ctx["ttft_slo_ms"], ctx["tpot_slo_ms"])
-    return ttft, tpot, ok
+def latency(req: RequestTable, rows: np.ndarray, ctx: dict) -> tuple:
+    """TTFT and TPOT (ms) of finished requests (their rows in the window: every column read
+    once), whether each met both SLOs, and their output tokens."""
+    first, out = req.first_token.a[rows], req.output.a[rows]
+    ttft = (first - req.arrival.a[rows]) * 1e3
+    tpot = (req.finish.a[rows] - first) / np.maximum(out - 1, 1) * 1e3
+    ok = slo_met(ttft, tpot, out, ctx["ttft_slo_ms"], ctx["tpot_slo_ms"])
+    return ttft, tpot, ok, out
 
 
 class Interval:
@@ -142,11 +145,15 @@ class Metrics:
 
     def run_latency(self, req: RequestTable, ctx: dict) -> dict:
         """Whole-run TTFT / TPOT sketches and SLO count, including the interval in progress."""
-        c = self.cur
-        fin = np.concatenate(c.finished) if c.finished else np.zeros(0, dtype=np.int64)
-        ttft, tpot, ok = latency(req, fin, ctx)
-        return {"ttft": self.ttft.merged(ttft), "tpot": self.tpot.merged(tpot[req.output[fin] > 1]),
+        ttft, tpot, ok, out = latency(req, self._finished_rows(req), ctx)
+        return {"ttft": self.ttft.merged(ttft), "tpot": self.tpot.merged(tpot[out > 1]),
                 "slo_met": self.slo_met + int(ok.sum())}
+
+    def _finished_rows(self, req: RequestTable) -> np.ndarray:
+        """Window rows of the requests finished in the interval in progress (compaction runs
+        after a close, so they are all in the window)."""
+        fin = self.cur.finished
+        return req.rows(np.concatenate(fin) if fin else np.zeros(0, dtype=np.int64))
 
     def add_busy(self, inst: int, start: float, duration: float, interval_end: float) -> None:
         """Credit busy time to this interval and carry what falls after its end."""
@@ -157,13 +164,17 @@ class Metrics:
     def close(self, now: float, req: RequestTable, ctx: dict) -> dict:
         """Finish the interval ending at `now`; returns the row appended to history."""
         c, dt = self.cur, self.interval_s
-        fin = np.concatenate(c.finished) if c.finished else np.zeros(0, dtype=np.int64)
-        ttft, tpot, ok = latency(req, fin, ctx)
-        multi = tpot[req.output[fin] > 1]
-        self.ttft.add(ttft)
+        rows = self._finished_rows(req)
+        ttft, tpot, ok, out = latency(req, rows, ctx)
+        multi = tpot[out > 1]
+        k = self.ttft.bins(ttft)        # hit_ttft and miss_ttft share its mapping: binned once
+        self.ttft.add_bins(k)
         self.tpot.add(multi)
-        self.slo_met += int(ok.sum())
-        hit = 2 * req.cached[fin] >= req.input[fin]     # "with a hit": at least half the prompt from EMS
+        n_ok = int(np.count_nonzero(ok))
+        self.slo_met += n_ok
+        hit = 2 * req.cached.a[rows] >= req.input.a[rows]   # "with a hit": at least half the prompt from EMS
+        if len(k) < len(hit):           # NaN or infinite TTFTs have no bin
+            hit = hit[np.isfinite(ttft)]
         ttft_p50, ttft_p99 = percentiles(ttft, (50, 99))
         tpot_p50, tpot_p99 = percentiles(tpot, (50, 99))
         util = np.minimum(1.0, np.array(c.busy) / dt)
@@ -177,8 +188,8 @@ class Metrics:
             "output_tps_per_npu": out_npu,
             "ttft_p50_ms": ttft_p50, "ttft_p99_ms": ttft_p99,
             "tpot_p50_ms": tpot_p50, "tpot_p99_ms": tpot_p99,
-            **self._hit_medians(ttft, hit),
-            "slo_attainment": float(ok.mean()) if len(ok) else float("nan"),
+            **self._hit_medians(k, hit),
+            "slo_attainment": n_ok / len(ok) if len(ok) else float("nan"),   # = ok.mean(), exactly
             "block_hit_ratio": c.hit_blocks / c.lookups_blocks if c.lookups_blocks else float("nan"),
             "token_hit_ratio": c.hit_tokens / c.lookup_tokens if c.lookup_tokens else float("nan"),
             "ems_dram_gb": ctx["ems_dram_bytes"] / 1e9, "ems_ssd_gb": ctx["ems_ssd_bytes"] / 1e9,
@@ -191,7 +202,7 @@ class Metrics:
             "decode_useful": out_npu / ctx["decode_op_tps_per_npu"] if ctx["decode_op_tps_per_npu"] else float("nan"),
             "ub_gbps": c.plane_bytes["ub"] / dt / 1e9, "rdma_gbps": c.plane_bytes["rdma"] / dt / 1e9,
             "vpc_gbps": c.plane_bytes["vpc"] / dt / 1e9,
-            "goodput_tps": float((req.output[fin][ok]).sum()) / dt,
+            "goodput_tps": float(out[ok].sum()) / dt,
             **counts,
         }
         for k in HISTORY_KEYS:
@@ -208,13 +219,13 @@ class Metrics:
         self.cur = nxt
         return row
 
-    def _hit_medians(self, ttft: np.ndarray, hit: np.ndarray) -> dict:
+    def _hit_medians(self, bins: np.ndarray, hit: np.ndarray) -> dict:
         """TTFT p50 of finishes with / without a hit over the last HIT_WINDOW intervals, NaN until
         the window is full and with fewer than HIT_MIN of the kind: the cold start never draws a
         crossing, and rare misses under high reuse still give a line. Rolling log histograms (the
         median of rank floor((n-1)/2), within LogHistogram's 0.5%): a window of ~10^5 finishes
-        costs a bincount per interval, not a sort."""
-        add = (self.hit_ttft.bins(ttft[hit]), self.miss_ttft.bins(ttft[~hit]))
+        costs a few bin adds per interval, not a sort. `bins`: the interval's TTFTs' bins."""
+        add = (bins[hit], bins[~hit])
         self.recent_hit.append(add)
         self.hit_ttft.add_bins(add[0])
         self.miss_ttft.add_bins(add[1])
