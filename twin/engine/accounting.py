@@ -54,9 +54,9 @@ class Accounting:
         self._spread[len(instances) + np.arange(n_nodes), np.arange(n_nodes)] = 1.0
         self._n_groups = n_groups
         self._reset_groups()
-        self._srv_group = np.zeros((len(servers), n_groups))     # server -> its node's group
+        self._srv_node = np.zeros((len(servers), n_nodes))       # server -> its node
         for i, s in enumerate(servers):
-            self._srv_group[i, len(instances) + server_node[s]] = 1.0
+            self._srv_node[i, server_node[s]] = 1.0
         self.n_slots = len(instances)
         self.reset_ems_blocks()
         self._a2a: dict[tuple, float] = {}   # (pool, tokens, dies) -> bytes of a step
@@ -72,26 +72,28 @@ class Accounting:
     def reset_ems_blocks(self) -> None:
         """Per instance slot and EMS server: blocks sent for hits, blocks written (int64 arrays,
         a slot's row added to by the EMS walk; turned into traffic once per interval)."""
-        shape = (self.n_slots, len(self._srv_group))
+        shape = (self.n_slots, len(self._srv_node))
         self.ems_hit = np.zeros(shape, dtype=np.int64)
         self.ems_new = np.zeros(shape, dtype=np.int64)
 
     def flush(self) -> None:
-        """Spread the group totals over node pairs into the interval's counters."""
+        """Spread the group totals over node pairs into the interval's counters. EMS blocks are
+        summed per (slot, node) as counts, then turned into bytes: the same floats as summing
+        each server's bytes (a block is a whole number of bytes, so every sum is exact)."""
         cur, sp = self.metrics.cur, self._spread
         g_ub = np.zeros((self._n_groups, self._n_groups))
-        if self._g_ub:
-            pairs = np.array(list(self._g_ub), dtype=np.int64)
-            g_ub[pairs[:, 0], pairs[:, 1]] = list(self._g_ub.values())
-        g_rdma = np.array(self._g_rdma)
-        if len(self._srv_group):
-            n_slots, bb = len(self.ems_hit), self.block_bytes
-            g_ub[:, :n_slots] += self._srv_group.T @ (self.ems_hit.T * bb)
-            g_ub[:n_slots] += self.ems_new * bb @ self._srv_group
+        for (src, dst), nbytes in self._g_ub.items():     # a few dozen pairs
+            g_ub[src, dst] = nbytes
+        if len(self._srv_node):
+            k, bb = self.n_slots, self.block_bytes
+            g_ub[k:, :k] += (self.ems_hit @ self._srv_node).T * bb     # node's servers -> slot
+            g_ub[:k, k:] += self.ems_new @ self._srv_node * bb         # slot -> node's servers
             self.reset_ems_blocks()
         cur.node_bytes += sp.T @ g_ub @ sp
-        cur.rdma_out += g_rdma[0] @ sp
-        cur.rdma_in += g_rdma[1] @ sp
+        out, into = self._g_rdma
+        if any(out):                # no RDMA bytes on most deployments (none out, none in): adding zeros is a no-op
+            cur.rdma_out += np.array(out) @ sp
+            cur.rdma_in += np.array(into) @ sp
         self._reset_groups()
 
     def node_traffic(self, src: int, dst: int, nbytes: float, plane: str = "ub") -> None:

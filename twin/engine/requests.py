@@ -230,13 +230,16 @@ class RequestTable:
     # ---- the rolling window --------------------------------------------------------------------
     def compact(self, keep: int = KEEP_ROWS) -> int:
         """Drop the oldest terminal rows beyond the last `keep` (stopping at the first request still
-        in flight); runs only when it frees at least half a window. Returns the rows dropped."""
-        live = self.in_flight_ids()
-        cut = self.n - keep
-        if len(live):
-            cut = min(cut, int(live[0]))
+        in flight); runs only when it frees at least half a window. Returns the rows dropped. Only
+        the rows it could drop are looked at, and only when they are enough (most intervals)."""
+        least, cut = max(keep // 2, 1), self.n - keep
+        if cut - self.base < least:
+            return 0
+        live = self.state.a[:cut - self.base] < DONE
+        if live.any():
+            cut = self.base + int(live.argmax())      # the oldest request in flight
         drop = cut - self.base
-        if drop < max(keep // 2, 1):
+        if drop < least:
             return 0
         if self.sink is not None:
             self.sink(self.frame(stop=cut))
