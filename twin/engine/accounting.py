@@ -58,7 +58,11 @@ class Accounting:
         for i, s in enumerate(servers):
             self._srv_node[i, server_node[s]] = 1.0
         self.n_slots = len(instances)
-        self.reset_ems_blocks()
+        # per instance slot and EMS server: blocks sent for hits, blocks written (a slot's row added
+        # to by the EMS walk, turned into traffic once per interval); views of one array, so a
+        # flush sums both per node in one product and zeroes them in place
+        self._ems_blocks = np.zeros((2 * self.n_slots, len(servers)), dtype=np.int64)
+        self.ems_hit, self.ems_new = self._ems_blocks[:self.n_slots], self._ems_blocks[self.n_slots:]
         self._a2a: dict[tuple, float] = {}   # (pool, tokens, dies) -> bytes of a step
 
     def _reset_groups(self) -> None:
@@ -68,13 +72,6 @@ class Accounting:
         self._g_ub: dict[tuple[int, int], float] = {}
         n = self._n_groups
         self._g_rdma = ([0.0] * n, [0.0] * n)       # bytes out of, into each group
-
-    def reset_ems_blocks(self) -> None:
-        """Per instance slot and EMS server: blocks sent for hits, blocks written (int64 arrays,
-        a slot's row added to by the EMS walk; turned into traffic once per interval)."""
-        shape = (self.n_slots, len(self._srv_node))
-        self.ems_hit = np.zeros(shape, dtype=np.int64)
-        self.ems_new = np.zeros(shape, dtype=np.int64)
 
     def flush(self) -> None:
         """Spread the group totals over node pairs into the interval's counters. EMS blocks are
@@ -86,9 +83,10 @@ class Accounting:
             g_ub[src, dst] = nbytes
         if len(self._srv_node):
             k, bb = self.n_slots, self.block_bytes
-            g_ub[k:, :k] += (self.ems_hit @ self._srv_node).T * bb     # node's servers -> slot
-            g_ub[:k, k:] += self.ems_new @ self._srv_node * bb         # slot -> node's servers
-            self.reset_ems_blocks()
+            by_node = self._ems_blocks @ self._srv_node * bb             # (hit, new) x slot x node
+            g_ub[k:, :k] += by_node[:k].T       # node's servers -> slot (hits)
+            g_ub[:k, k:] += by_node[k:]         # slot -> node's servers (writes)
+            self._ems_blocks.fill(0)
         cur.node_bytes += sp.T @ g_ub @ sp
         out, into = self._g_rdma
         if any(out):                # no RDMA bytes on most deployments (none out, none in): adding zeros is a no-op
