@@ -43,11 +43,20 @@ class LogHistogram:
         self.add_bins(self.bins(values))
 
     def bins(self, values) -> np.ndarray:
-        """The bin of each finite value (kept by a rolling window to take its values out again)."""
+        """The bin of each finite value (kept by a rolling window to take its values out again):
+        ceil(log(max(x, lo) / lo) / log(g)), worked in place in one temporary (every interval's
+        TTFTs and TPOTs go through it)."""
         x = np.asarray(values, dtype=float)
-        x = x[np.isfinite(x)]
-        k = np.ceil(np.log(np.maximum(x, self.lo) / self.lo) / self._lg).astype(np.int64)
-        return np.minimum(k, len(self.counts) - 1)
+        finite = np.isfinite(x)
+        if not finite.all():
+            x = x[finite]
+        k = np.maximum(x, self.lo)
+        k /= self.lo
+        np.log(k, out=k)
+        k /= self._lg
+        np.ceil(k, out=k)
+        k = k.astype(np.int64)
+        return np.minimum(k, len(self.counts) - 1, out=k)
 
     def add_bins(self, k: np.ndarray, sign: int = 1) -> None:
         """Count (or, with sign -1, uncount) values by bin: an unbuffered add of the few hundred
@@ -87,6 +96,11 @@ def percentiles(a: np.ndarray, qs: tuple) -> list:
         d = nxt - prev
         out.append(nxt - d * (1 - t) if t >= 0.5 else prev + d * t)
     return out
+
+
+def _mean(a: np.ndarray) -> float:
+    """a.mean() of a float array (numpy's own sum over the count) without its Python wrapper."""
+    return float(np.add.reduce(a) / len(a))
 
 
 def latency(req: RequestTable, rows: np.ndarray, ctx: dict) -> tuple:
@@ -129,6 +143,7 @@ class Metrics:
         self.n_nodes, self.n_prefill, self.n_decode = n_nodes, n_prefill, n_decode
         self.cur = Interval(n_nodes, n_prefill + n_decode)
         self.history = {k: deque(maxlen=history_len) for k in HISTORY_KEYS}
+        self._append = [(k, self.history[k].append) for k in HISTORY_KEYS]   # a close adds to each
         self.last_node_gbps = np.zeros((n_nodes, n_nodes))
         self.last_rdma_gbps = (np.zeros(n_nodes), np.zeros(n_nodes))
         self.last_plane_gbps = {"ub": 0.0, "rdma": 0.0, "vpc": 0.0}
@@ -195,8 +210,8 @@ class Metrics:
             "ems_dram_gb": ctx["ems_dram_bytes"] / 1e9, "ems_ssd_gb": ctx["ems_ssd_bytes"] / 1e9,
             "ub_bytes_per_hit_mb": c.cache_bytes / c.hit_requests / 1e6 if c.hit_requests else float("nan"),
             "queue_prefill": ctx["queue_prefill"], "queue_decode": ctx["queue_decode"],
-            "util_prefill": float(util[: self.n_prefill].mean()) if self.n_prefill else 0.0,
-            "util_decode": float(util[self.n_prefill:].mean()) if self.n_decode else 0.0,
+            "util_prefill": _mean(util[:self.n_prefill]) if self.n_prefill else 0.0,
+            "util_decode": _mean(util[self.n_prefill:]) if self.n_decode else 0.0,
             "decode_batch_per_npu": batch,
             "decode_model_tps_per_npu": ctx["decode_model_tps"](batch) if c.batch_steps else float("nan"),
             "decode_useful": out_npu / ctx["decode_op_tps_per_npu"] if ctx["decode_op_tps_per_npu"] else float("nan"),
@@ -205,8 +220,8 @@ class Metrics:
             "goodput_tps": float(out[ok].sum()) / dt,
             **counts,
         }
-        for k in HISTORY_KEYS:
-            self.history[k].append(row[k])
+        for k, append in self._append:
+            append(row[k])
         self.recent.append((ttft, multi))
         self.totals = self.running_totals()
         self.last_node_gbps = c.node_bytes / dt / 1e9

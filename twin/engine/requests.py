@@ -199,16 +199,20 @@ class RequestTable:
         return ids
 
     # ---- the audit -----------------------------------------------------------------------------
+    def _rejected(self) -> int:
+        return sum(self.rejected.tolist())      # a few reasons: a Python sum (every interval asks)
+
     @property
     def in_flight(self) -> int:
-        return int(self.n - self.completed - self.rejected.sum())
+        return int(self.n - self.completed - self._rejected())
 
     def in_flight_ids(self) -> np.ndarray:
         return self.base + np.flatnonzero(self.state.a[:self.n - self.base] < DONE)
 
     def counts(self) -> dict:
-        return {"arrived": int(self.n), "completed": int(self.completed),
-                "rejected": int(self.rejected.sum()), "in_flight": self.in_flight}
+        rejected = self._rejected()
+        return {"arrived": int(self.n), "completed": int(self.completed), "rejected": rejected,
+                "in_flight": int(self.n - self.completed - rejected)}
 
     def audit(self, held: np.ndarray | None = None) -> dict:
         """Run totals and their checks: admitted = completed + rejected + in flight, the in-flight
