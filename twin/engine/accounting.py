@@ -8,6 +8,8 @@ The fault table's goodput and SLO columns both use `fault_windows` (one definiti
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from .. import rules
@@ -38,7 +40,7 @@ def mean_in(t: np.ndarray, v: np.ndarray, window: tuple[float, float]) -> float 
 
 
 class Accounting:
-    """Per-interval traffic of one engine's instances, written into `metrics.cur`."""
+    """Per-interval traffic of one engine's instances, handed to `metrics.cur`."""
 
     def __init__(self, metrics, instances: list, n_nodes: int, dep, model, moe_layers: int,
                  kv_bytes: float, servers: list[str], server_node: dict[str, int], block_bytes: float):
@@ -53,46 +55,50 @@ class Accounting:
             self._spread[inst.slot, inst.nodes] = 1.0 / len(inst.nodes)
         self._spread[len(instances) + np.arange(n_nodes), np.arange(n_nodes)] = 1.0
         self._n_groups = n_groups
-        self._reset_groups()
         self._srv_node = np.zeros((len(servers), n_nodes))       # server -> its node
         for i, s in enumerate(servers):
             self._srv_node[i, server_node[s]] = 1.0
         self.n_slots = len(instances)
-        # per instance slot and EMS server: blocks sent for hits, blocks written (a slot's row added
-        # to by the EMS walk, turned into traffic once per interval); views of one array, so a
-        # flush sums both per node in one product and zeroes them in place
-        self._ems_blocks = np.zeros((2 * self.n_slots, len(servers)), dtype=np.int64)
-        self.ems_hit, self.ems_new = self._ems_blocks[:self.n_slots], self._ems_blocks[self.n_slots:]
+        self._reset_groups()
         self._a2a: dict[tuple, float] = {}   # (pool, tokens, dies) -> bytes of a step
 
     def _reset_groups(self) -> None:
         """Bytes between groups: UB in a dict of the (src, dst) pairs that carried any (a few
         dozen of the 63 x 63 on the 384-NPU deployment; the same float sums per pair as a
-        full matrix, without building one from Python lists each interval), RDMA in plain lists."""
+        full matrix, without building one from Python lists each interval), RDMA in plain lists.
+        EMS blocks per instance slot and server: sent for hits, written (int64 rows added to by
+        the EMS walk), views of one array summed per node in one product."""
         self._g_ub: dict[tuple[int, int], float] = {}
         n = self._n_groups
         self._g_rdma = ([0.0] * n, [0.0] * n)       # bytes out of, into each group
+        self._ems_blocks = np.zeros((2 * self.n_slots, len(self._srv_node)), dtype=np.int64)
+        self.ems_hit, self.ems_new = self._ems_blocks[:self.n_slots], self._ems_blocks[self.n_slots:]
 
     def flush(self) -> None:
-        """Spread the group totals over node pairs into the interval's counters. EMS blocks are
-        summed per (slot, node) as counts, then turned into bytes: the same floats as summing
-        each server's bytes (a block is a whole number of bytes, so every sum is exact)."""
-        cur, sp = self.metrics.cur, self._spread
+        """Hand the interval's totals between groups to `metrics.cur` and start the next
+        interval's: they are spread over node pairs (`spread`) only if that interval's traffic is
+        read (a bench never reads it; spreading every interval was a fifth of closing one)."""
+        self.metrics.cur.traffic = partial(self.spread, self._g_ub, self._ems_blocks, self._g_rdma)
+        self._reset_groups()
+
+    def spread(self, g_ub_pairs: dict, ems_blocks: np.ndarray, g_rdma: tuple) -> tuple:
+        """UB bytes between nodes, RDMA bytes out of and into each node: groups' totals spread
+        evenly over the groups' nodes. EMS blocks are summed per (slot, node) as counts, then
+        turned into bytes: the same floats as summing each server's bytes (a block is a whole
+        number of bytes, so every sum is exact)."""
+        sp = self._spread
         g_ub = np.zeros((self._n_groups, self._n_groups))
-        for (src, dst), nbytes in self._g_ub.items():     # a few dozen pairs
+        for (src, dst), nbytes in g_ub_pairs.items():      # a few dozen pairs
             g_ub[src, dst] = nbytes
         if len(self._srv_node):
-            k, bb = self.n_slots, self.block_bytes
-            by_node = self._ems_blocks @ self._srv_node * bb             # (hit, new) x slot x node
+            k = self.n_slots
+            by_node = ems_blocks @ self._srv_node * self.block_bytes     # (hit, new) x slot x node
             g_ub[k:, :k] += by_node[:k].T       # node's servers -> slot (hits)
             g_ub[:k, k:] += by_node[k:]         # slot -> node's servers (writes)
-            self._ems_blocks.fill(0)
-        cur.node_bytes += sp.T @ g_ub @ sp
-        out, into = self._g_rdma
-        if any(out):                # no RDMA bytes on most deployments (none out, none in): adding zeros is a no-op
-            cur.rdma_out += np.array(out) @ sp
-            cur.rdma_in += np.array(into) @ sp
-        self._reset_groups()
+        out, into = g_rdma
+        if not any(out):            # no RDMA bytes on most deployments (none out, none in)
+            return sp.T @ g_ub @ sp, np.zeros(sp.shape[1]), np.zeros(sp.shape[1])
+        return sp.T @ g_ub @ sp, np.array(out) @ sp, np.array(into) @ sp
 
     def node_traffic(self, src: int, dst: int, nbytes: float, plane: str = "ub") -> None:
         """Bytes between two traffic groups."""

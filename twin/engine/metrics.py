@@ -126,9 +126,8 @@ class Interval:
         self.hit_requests = 0
         self.cache_bytes = 0.0           # KV bytes loaded from EMS
         self.plane_bytes = {"ub": 0.0, "rdma": 0.0, "vpc": 0.0}
-        self.node_bytes = np.zeros((n_nodes, n_nodes))   # UB plane, row = source node
-        self.rdma_out = np.zeros(n_nodes)
-        self.rdma_in = np.zeros(n_nodes)
+        self.traffic = None              # () -> (UB bytes node x node, row = source; RDMA bytes out
+        #                                  of, into each node), from Accounting.flush; None: none
         self.busy = [0.0] * n_instances      # busy seconds per instance (prefill first, then decode;
         #                                      a list: one Python float add per batch or step)
         self.finished: list[np.ndarray] = []
@@ -144,8 +143,7 @@ class Metrics:
         self.cur = Interval(n_nodes, n_prefill + n_decode)
         self.history = {k: deque(maxlen=history_len) for k in HISTORY_KEYS}
         self._append = [(k, self.history[k].append) for k in HISTORY_KEYS]   # a close adds to each
-        self.last_node_gbps = np.zeros((n_nodes, n_nodes))
-        self.last_rdma_gbps = (np.zeros(n_nodes), np.zeros(n_nodes))
+        self._last_traffic = None         # the last closed interval's `traffic`, or its GB/s once read
         self.last_plane_gbps = {"ub": 0.0, "rdma": 0.0, "vpc": 0.0}
         self.last_busy = np.zeros(n_prefill + n_decode)
         self.carry = [0.0] * (n_prefill + n_decode)   # busy time that spills into the next interval
@@ -224,8 +222,7 @@ class Metrics:
             append(row[k])
         self.recent.append((ttft, multi))
         self.totals = self.running_totals()
-        self.last_node_gbps = c.node_bytes / dt / 1e9
-        self.last_rdma_gbps = (c.rdma_out / dt / 1e9, c.rdma_in / dt / 1e9)
+        self._last_traffic = c.traffic
         self.last_busy = util
         self.last_plane_gbps = {k: v / dt / 1e9 for k, v in c.plane_bytes.items()}
         nxt = Interval(self.n_nodes, self.n_prefill + self.n_decode)
@@ -233,6 +230,26 @@ class Metrics:
         self.carry = [max(0.0, b - dt) for b in self.carry]
         self.cur = nxt
         return row
+
+    @property
+    def last_node_gbps(self) -> np.ndarray:
+        """UB GB/s between nodes over the last closed interval (row = source node)."""
+        return self._traffic_gbps()[0]
+
+    @property
+    def last_rdma_gbps(self) -> tuple[np.ndarray, np.ndarray]:
+        """RDMA GB/s out of and into each node over the last closed interval."""
+        return self._traffic_gbps()[1]
+
+    def _traffic_gbps(self) -> tuple:
+        """The last closed interval's traffic in GB/s, computed on its first read (most intervals
+        are never drawn: a bench, those between two page updates)."""
+        t = self._last_traffic
+        if not isinstance(t, tuple):
+            n, dt = self.n_nodes, self.interval_s
+            node, out, into = t() if t else (np.zeros((n, n)), np.zeros(n), np.zeros(n))
+            t = self._last_traffic = (node / dt / 1e9, (out / dt / 1e9, into / dt / 1e9))
+        return t
 
     def _hit_medians(self, bins: np.ndarray, hit: np.ndarray) -> dict:
         """TTFT p50 of finishes with / without a hit over the last HIT_WINDOW intervals, NaN until
