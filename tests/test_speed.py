@@ -243,6 +243,20 @@ def test_traffic_per_group_equals_per_request_accounting(monkeypatch):
     assert m.last_plane_gbps == pytest.approx(want["plane_gbps"], rel=1e-12)
 
 
+def test_last_interval_traffic_read_late_is_that_of_the_last_close():
+    """The node traffic of a closed interval is spread only when read: read later, while the next
+    interval carries traffic of its own, it is bit for bit what it was at the close."""
+    now, late = Engine("peak-384", seed=0, duration_s=20), Engine("peak-384", seed=0, duration_s=20)
+    now.env.run(until=10.5)         # the SimPy clock itself: advance() reads traffic (a snapshot)
+    want = (now.metrics.last_node_gbps.copy(), *(a.copy() for a in now.metrics.last_rdma_gbps))
+    late.env.run(until=10.5)
+    late.env.run(until=10.8)
+    assert late.acct._g_ub and late.acct._ems_blocks.any() and any(late.acct._g_rdma[0])
+    got = (late.metrics.last_node_gbps, *late.metrics.last_rdma_gbps)
+    assert want[0].sum() > 0 and want[1].sum() > 0
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
 def _paper_decode(lazy: bool) -> Engine:
     """30 s of the paper's decode setting with a rate change at 10 s and a decode die lost at 12.5 s."""
     eng = Engine("paper-decode", seed=0, duration_s=30)
