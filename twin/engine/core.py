@@ -121,8 +121,8 @@ class Engine:
         # decode-only runs with one decode instance admit arrivals lazily: while it steps, it takes
         # them itself at each step boundary (where it would first look at them), so a busy
         # instance costs no event per arrival tick; anything else that looks catches up first
-        self.lazy_decode = (self.decode[0] if sc.pipeline == "decode_only" and len(self.decode) == 1
-                             else None)
+        self.decode_only = sc.pipeline == "decode_only"
+        self.lazy_decode = self.decode[0] if self.decode_only and len(self.decode) == 1 else None
         self._tick_k = 0                  # the next arrival tick not yet run
         self._arrival_gen = 0             # the arrival chain's generation (a rate change starts a new one)
         self._arrivals_live = True        # False once the source is exhausted or arrivals are off
@@ -344,7 +344,7 @@ class Engine:
             self.log("reject", N_("%(n)s request(s) need more KV than a die holds (> %(cap)s tokens); rejected"),
                      n=len(bad), cap=f"{self.kv_capacity_tokens:,.0f}")
             ids = ids[~too_long]
-        if self.scenario.pipeline == "decode_only":
+        if self.decode_only:
             if len(ids):
                 self.to_decode(ids)
             return

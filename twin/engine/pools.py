@@ -111,7 +111,7 @@ class PrefillInstance(Instance):
         req = self.eng.req
         r = rid - req.base                 # an id in flight is never below the window
         self.queue.append(rid)
-        self.queued_tokens += int(req.input.a[r])
+        self.queued_tokens += req.input.a.item(r)
         req.instance.a[r] = self.idx
         if wake:
             self.wake()
@@ -129,10 +129,10 @@ class PrefillInstance(Instance):
     def start(self) -> None:
         """Form a batch from the queue (up to the token budget) and run it, if free and ready."""
         eng, req = self.eng, self.eng.req
-        if self.busy or not self.queue or not self.ready:
+        if self.busy or not self.queue or self.down or self.blocked:     # (not ready)
             return
         inp, base = req.input.a, req.base      # rows: ids - base (queued: in window)
-        batch, tokens = eng.policies.prefill_batching.take(self.queue, lambda rid: inp[rid - base],
+        batch, tokens = eng.policies.prefill_batching.take(self.queue, lambda rid: inp.item(rid - base),
                                                            self.budget)
         self.queued_tokens -= tokens
         self.running = batch
@@ -143,8 +143,8 @@ class PrefillInstance(Instance):
             req.state.a[r] = PREFILL
             req.prefill_start.a[r] = start
             cached = lookup_one(eng.ems, req, rid, eng.metrics.cur, eng.acct, self.slot)
-            prompt = int(inp[r])
-            seconds = eng.timing.prefill_seconds_one(self, prompt + max(int(req.generated.a[r]) - 1, 0),
+            prompt = inp.item(r)
+            seconds = eng.timing.prefill_seconds_one(self, prompt + max(req.generated.a.item(r) - 1, 0),
                                                      cached)
             new, hit = float(prompt - cached), float(cached)
         else:
@@ -193,13 +193,13 @@ class PrefillInstance(Instance):
         eng, req = self.eng, self.eng.req
         now, r = eng.env._now, rid - req.base
         req.prefill_end.a[r] = now
-        if math.isnan(req.first_token.a[r]):      # a requeued request streamed its first token
+        if math.isnan(req.first_token.a.item(r)):   # a requeued request streamed its first token
             req.first_token.a[r] = now
-        if req.generated.a[r] < 1:                # recomputed tokens stay made
+        if req.generated.a.item(r) < 1:             # recomputed tokens stay made
             req.generated.a[r] = 1
-        prompt = int(req.input.a[r])
+        prompt = req.input.a.item(r)
         eng.metrics.cur.input_tokens += float(prompt)
-        if req.output.a[r] <= 1:
+        if req.output.a.item(r) <= 1:
             eng.finish(np.array([rid]))
         else:
             eng.kv.send(np.array([rid]), self, prompt)
