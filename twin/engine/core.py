@@ -41,7 +41,6 @@ MAX_EVENTS = 200          # events kept for the UI
 TICK_EPS = 1e-9           # float slack when mapping times onto arrival ticks
 ARRIVAL_EPS = 1e-12       # float slack: an arrival at a tick's exact time belongs to that tick
 CAPACITY_PROMPT_CAP = 131072   # assumption: capacity estimates cap the mean prompt at 128 K tokens
-_max = np.maximum.reduce       # ndarray.max() without its Python wrapper
 
 
 class _Environment(simpy.Environment):
@@ -107,7 +106,7 @@ class Engine:
                                self.ems.block_bytes if self.ems else 0.0)
         self.kv = KvTransfers(self)
         self.source = self._make_source()
-        self.incoming = Staged(self.source, self.req, sc.pipeline != "decode_only")
+        self.incoming = Staged(self.source, self.req, sc.pipeline != "decode_only", self.kv_capacity_tokens)
         self.faults = FaultManager(self)
         if sc.faults:
             spec = load_fault_file(sc.faults)
@@ -332,13 +331,7 @@ class Engine:
         """New requests (the tick's ids, consecutive): reject those that can never fit a die's
         KV, place the rest on prefill instances, then start the instances that got work."""
         req = self.req
-        r0 = int(ids[0]) - req.base
-        if len(ids) == 1:                 # most ticks: no arrays
-            most = req.input.a.item(r0) + req.output.a.item(r0)
-        else:
-            need = req.input.a[r0:r0 + len(ids)] + req.output.a[r0:r0 + len(ids)]
-            most = int(_max(need))
-        if most > self.kv_capacity_tokens:
+        if self.incoming.took_long:       # flagged when staged
             too_long = req.input[ids] + req.output[ids] > self.kv_capacity_tokens
             bad = req.reject(ids[too_long], "kv_too_long")
             self.log("reject", N_("%(n)s request(s) need more KV than a die holds (> %(cap)s tokens); rejected"),
