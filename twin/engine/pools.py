@@ -149,12 +149,13 @@ class PrefillInstance(Instance):
             new, hit = float(prompt - cached), float(cached)
         else:
             ids = np.array(batch)
-            rows = req.rows(ids)
+            rows = ids - base                   # queued ids are in flight: in the window
             req.state.a[rows] = PREFILL
             req.prefill_start.a[rows] = start
             cached = lookup(eng.ems, req, ids, eng.metrics.cur, eng.acct, self.slot)
-            seconds = eng.timing.prefill_seconds(self, eng.timing.prefill_tokens(ids), cached)
-            new, hit = float(_sum(req.input.a[rows] - cached)), float(_sum(cached))
+            prompts = req.input.a[rows]
+            seconds = eng.timing.prefill_seconds(self, eng.timing.prefill_tokens(prompts, rows), cached)
+            new, hit = float(_sum(prompts - cached)), float(_sum(cached))
         if not math.isfinite(seconds):       # cut off from its peers: wait for the network
             self.queue.extendleft(reversed(batch))
             self.queued_tokens += tokens
@@ -207,7 +208,7 @@ class PrefillInstance(Instance):
     def _done_many(self, ids: np.ndarray) -> None:
         eng, req = self.eng, self.eng.req
         now = eng.env.now
-        rows = req.rows(ids)                 # one id-to-row step for the columns below
+        rows = ids - req.base                # in flight: in the window
         req.prefill_end.a[rows] = now
         first = req.first_token.a[rows]
         first[np.isnan(first)] = now             # a requeued request streamed its first token
@@ -216,9 +217,10 @@ class PrefillInstance(Instance):
         gen[rows] = np.maximum(gen[rows], 1)      # recomputed tokens stay made
         eng.metrics.cur.input_tokens += float(_sum(req.input.a[rows]))
         single = req.output.a[rows] <= 1
-        if single.any():
+        n_single = np.count_nonzero(single)
+        if n_single:
             eng.finish(ids[single])
-        if (~single).any():
+        if n_single < len(ids):
             eng.kv.send(ids[~single], self)
 
 
