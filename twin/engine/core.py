@@ -41,7 +41,6 @@ MAX_EVENTS = 200          # events kept for the UI
 TICK_EPS = 1e-9           # float slack when mapping times onto arrival ticks
 ARRIVAL_EPS = 1e-12       # float slack: an arrival at a tick's exact time belongs to that tick
 CAPACITY_PROMPT_CAP = 131072   # assumption: capacity estimates cap the mean prompt at 128 K tokens
-_max = np.maximum.reduce       # ndarray.max() without its Python wrapper
 
 
 class _Environment(simpy.Environment):
@@ -107,7 +106,7 @@ class Engine:
                                self.ems.block_bytes if self.ems else 0.0)
         self.kv = KvTransfers(self)
         self.source = self._make_source()
-        self.incoming = Staged(self.source, self.req, sc.pipeline != "decode_only")
+        self.incoming = Staged(self.source, self.req, sc.pipeline != "decode_only", self.kv_capacity_tokens)
         self.faults = FaultManager(self)
         if sc.faults:
             spec = load_fault_file(sc.faults)
@@ -121,8 +120,8 @@ class Engine:
         # decode-only runs with one decode instance admit arrivals lazily: while it steps, it takes
         # them itself at each step boundary (where it would first look at them), so a busy
         # instance costs no event per arrival tick; anything else that looks catches up first
-        self.lazy_decode = (self.decode[0] if sc.pipeline == "decode_only" and len(self.decode) == 1
-                             else None)
+        self.decode_only = sc.pipeline == "decode_only"
+        self.lazy_decode = self.decode[0] if self.decode_only and len(self.decode) == 1 else None
         self._tick_k = 0                  # the next arrival tick not yet run
         self._arrival_gen = 0             # the arrival chain's generation (a rate change starts a new one)
         self._arrivals_live = True        # False once the source is exhausted or arrivals are off
@@ -332,19 +331,13 @@ class Engine:
         """New requests (the tick's ids, consecutive): reject those that can never fit a die's
         KV, place the rest on prefill instances, then start the instances that got work."""
         req = self.req
-        r0 = int(ids[0]) - req.base
-        if len(ids) == 1:                 # most ticks: no arrays
-            most = req.input.a.item(r0) + req.output.a.item(r0)
-        else:
-            need = req.input.a[r0:r0 + len(ids)] + req.output.a[r0:r0 + len(ids)]
-            most = int(_max(need))
-        if most > self.kv_capacity_tokens:
+        if self.incoming.took_long:       # flagged when staged
             too_long = req.input[ids] + req.output[ids] > self.kv_capacity_tokens
             bad = req.reject(ids[too_long], "kv_too_long")
             self.log("reject", N_("%(n)s request(s) need more KV than a die holds (> %(cap)s tokens); rejected"),
                      n=len(bad), cap=f"{self.kv_capacity_tokens:,.0f}")
             ids = ids[~too_long]
-        if self.scenario.pipeline == "decode_only":
+        if self.decode_only:
             if len(ids):
                 self.to_decode(ids)
             return

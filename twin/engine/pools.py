@@ -111,7 +111,7 @@ class PrefillInstance(Instance):
         req = self.eng.req
         r = rid - req.base                 # an id in flight is never below the window
         self.queue.append(rid)
-        self.queued_tokens += int(req.input.a[r])
+        self.queued_tokens += req.input.a.item(r)
         req.instance.a[r] = self.idx
         if wake:
             self.wake()
@@ -129,10 +129,10 @@ class PrefillInstance(Instance):
     def start(self) -> None:
         """Form a batch from the queue (up to the token budget) and run it, if free and ready."""
         eng, req = self.eng, self.eng.req
-        if self.busy or not self.queue or not self.ready:
+        if self.busy or not self.queue or self.down or self.blocked:     # (not ready)
             return
         inp, base = req.input.a, req.base      # rows: ids - base (queued: in window)
-        batch, tokens = eng.policies.prefill_batching.take(self.queue, lambda rid: inp[rid - base],
+        batch, tokens = eng.policies.prefill_batching.take(self.queue, lambda rid: inp.item(rid - base),
                                                            self.budget)
         self.queued_tokens -= tokens
         self.running = batch
@@ -143,18 +143,19 @@ class PrefillInstance(Instance):
             req.state.a[r] = PREFILL
             req.prefill_start.a[r] = start
             cached = lookup_one(eng.ems, req, rid, eng.metrics.cur, eng.acct, self.slot)
-            prompt = int(inp[r])
-            seconds = eng.timing.prefill_seconds_one(self, prompt + max(int(req.generated.a[r]) - 1, 0),
+            prompt = inp.item(r)
+            seconds = eng.timing.prefill_seconds_one(self, prompt + max(req.generated.a.item(r) - 1, 0),
                                                      cached)
             new, hit = float(prompt - cached), float(cached)
         else:
             ids = np.array(batch)
-            rows = req.rows(ids)
+            rows = ids - base                   # queued ids are in flight: in the window
             req.state.a[rows] = PREFILL
             req.prefill_start.a[rows] = start
             cached = lookup(eng.ems, req, ids, eng.metrics.cur, eng.acct, self.slot)
-            seconds = eng.timing.prefill_seconds(self, eng.timing.prefill_tokens(ids), cached)
-            new, hit = float(_sum(req.input.a[rows] - cached)), float(_sum(cached))
+            prompts = req.input.a[rows]
+            seconds = eng.timing.prefill_seconds(self, eng.timing.prefill_tokens(prompts, rows), cached)
+            new, hit = float(_sum(prompts - cached)), float(_sum(cached))
         if not math.isfinite(seconds):       # cut off from its peers: wait for the network
             self.queue.extendleft(reversed(batch))
             self.queued_tokens += tokens
@@ -193,13 +194,13 @@ class PrefillInstance(Instance):
         eng, req = self.eng, self.eng.req
         now, r = eng.env._now, rid - req.base
         req.prefill_end.a[r] = now
-        if math.isnan(req.first_token.a[r]):      # a requeued request streamed its first token
+        if math.isnan(req.first_token.a.item(r)):   # a requeued request streamed its first token
             req.first_token.a[r] = now
-        if req.generated.a[r] < 1:                # recomputed tokens stay made
+        if req.generated.a.item(r) < 1:             # recomputed tokens stay made
             req.generated.a[r] = 1
-        prompt = int(req.input.a[r])
+        prompt = req.input.a.item(r)
         eng.metrics.cur.input_tokens += float(prompt)
-        if req.output.a[r] <= 1:
+        if req.output.a.item(r) <= 1:
             eng.finish(np.array([rid]))
         else:
             eng.kv.send(np.array([rid]), self, prompt)
@@ -207,7 +208,7 @@ class PrefillInstance(Instance):
     def _done_many(self, ids: np.ndarray) -> None:
         eng, req = self.eng, self.eng.req
         now = eng.env.now
-        rows = req.rows(ids)                 # one id-to-row step for the columns below
+        rows = ids - req.base                # in flight: in the window
         req.prefill_end.a[rows] = now
         first = req.first_token.a[rows]
         first[np.isnan(first)] = now             # a requeued request streamed its first token
@@ -216,9 +217,10 @@ class PrefillInstance(Instance):
         gen[rows] = np.maximum(gen[rows], 1)      # recomputed tokens stay made
         eng.metrics.cur.input_tokens += float(_sum(req.input.a[rows]))
         single = req.output.a[rows] <= 1
-        if single.any():
+        n_single = np.count_nonzero(single)
+        if n_single:
             eng.finish(ids[single])
-        if (~single).any():
+        if n_single < len(ids):
             eng.kv.send(ids[~single], self)
 
 

@@ -180,14 +180,17 @@ def _concat(parts: list) -> Batch | None:
 class Staged:
     """A source's next arrivals, staged in the request table ahead of their ticks: one slice and
     one vector write per STAGE_S of arrivals, where a tick of one or two requests cost a slice
-    and ten column writes. Arrivals beyond what the source has generated are never staged early,
+    and ten column writes. Requests needing more KV than a die holds (kv_cap tokens) are found
+    when staged, so a tick checks for them only when it takes one (`took_long`). Arrivals beyond what the source has generated are never staged early,
     so chunks are generated at the same moments (and a rate change redraws the same ones)."""
 
-    def __init__(self, source, req, blocks: bool):
-        self.source, self.req, self.blocks = source, req, blocks
+    def __init__(self, source, req, blocks: bool, kv_cap: float):
+        self.source, self.req, self.blocks, self.kv_cap = source, req, blocks, kv_cap
         self._t: list[float] = []      # arrival times of the staged requests (Python floats, for bisect)
         self._pos = 0                  # of which this many have been admitted
         self._until = -float("inf")    # the source has been staged up to here
+        self._long: list[int] = []     # positions in _t of staged requests needing more than kv_cap
+        self.took_long = False         # whether the last take() holds such a request
 
     @property
     def exhausted(self) -> bool:
@@ -203,6 +206,10 @@ class Staged:
         j = bisect_left(self._t, t_end, self._pos)
         if j == self._pos:
             return None
+        n_long = bisect_left(self._long, j) if self._long else 0
+        self.took_long = n_long > 0
+        if n_long:
+            del self._long[:n_long]
         k, self._pos = j - self._pos, j
         return self.req.admit(k)
 
@@ -213,13 +220,16 @@ class Staged:
         if batch is not None:
             self.req.stage(batch.arrival, batch.input, batch.output,
                            batch.ptr if self.blocks else None, batch.ids if self.blocks else None)
-            del self._t[:self._pos]
+            shift = self._pos
+            del self._t[:shift]
+            self._long = [i - shift for i in self._long]
             self._pos = 0
+            self._long += (np.flatnonzero(batch.input + batch.output > self.kv_cap) + len(self._t)).tolist()
             self._t.extend(batch.arrival.tolist())
 
     def set_rate(self, now: float, rate: float) -> None:
         """The source redraws its arrivals from `now` on: the staged ones go."""
         self.source.set_rate(now, rate)
         self.req.unstage()
-        self._t, self._pos, self._until = [], 0, -float("inf")
+        self._t, self._pos, self._until, self._long = [], 0, -float("inf"), []
 

@@ -52,17 +52,16 @@ class StepTimes:
             inst.cap = max(1, int(per_npu * inst.npus))
         return inst.cap
 
-    def prefill_tokens(self, ids: np.ndarray) -> np.ndarray:
-        """Prompt tokens to prefill; a requeued request also recomputes the tokens it generated."""
-        req = self.req
-        rows = req.rows(ids)
-        return req.input.a[rows] + np.maximum(req.generated.a[rows] - 1, 0)
+    def prefill_tokens(self, prompts: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Tokens to prefill for the requests at `rows` (prompts: their prompt tokens); a requeued
+        request also recomputes the tokens it generated."""
+        return prompts + np.maximum(self.req.generated.a[rows] - 1, 0)
 
     def prefill_seconds(self, inst, inputs: np.ndarray, cached: np.ndarray) -> float:
         """Batch time from the predictor, memoised per shape bucket (see PREFILL_GRID)."""
-        total = float(inputs.sum())
+        total = float(np.add.reduce(inputs))
         return self._prefill_time(inst, total, float(inputs @ inputs.astype(float)) / total,
-                                  float(cached.sum()))
+                                  float(np.add.reduce(cached)))
 
     def prefill_seconds_one(self, inst, tokens: int, cached: int) -> float:
         """prefill_seconds() of a one-prompt batch, in plain Python floats (the same values: the

@@ -12,4 +12,7 @@ _QUEUED_TOKENS = operator.attrgetter("queued_tokens")
 @register(PLACEMENT, "least-queued-tokens")
 class LeastQueuedTokens(Placement):
     def choose(self, instances):
+        for p in instances:            # none queues fewer than 0 tokens: the first such is min's
+            if not p.queued_tokens:    # choice, found without a pass over all (most arrivals)
+                return p
         return min(instances, key=_QUEUED_TOKENS)
