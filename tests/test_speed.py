@@ -446,6 +446,7 @@ def test_interval_percentiles_equal_numpys_exactly():
         for a in (rng.lognormal(5, 1.5, n), rng.integers(0, 4, n).astype(float), np.full(n, 7.25)):
             assert percentiles(a, (50, 99)) == np.percentile(a, (50, 99)).tolist()
             assert percentiles(a, (0, 12.5, 100)) == np.percentile(a, (0, 12.5, 100)).tolist()
-    for bad in (np.array([1.0, np.nan, 3.0]), np.array([1.0, np.inf])):
-        np.testing.assert_equal(percentiles(bad, (50, 99)), np.percentile(bad, (50, 99)))
+    with np.errstate(invalid="ignore"):            # numpy's own inf - inf
+        for bad in (np.array([1.0, np.nan, 3.0]), np.array([1.0, np.inf])):
+            np.testing.assert_equal(percentiles(bad, (50, 99)), np.percentile(bad, (50, 99)))
     assert all(math.isnan(v) for v in percentiles(np.zeros(0), (50, 99)))
