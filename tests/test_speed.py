@@ -311,16 +311,22 @@ def _admit_reference(d) -> list[int]:
     return take
 
 
+def _decode_holding(held: int):
+    """A paper-decode engine whose decode instance holds `held` sequences, with 50 more requests
+    than its batch cap in the table (60,000-token prompts, 256-token replies)."""
+    eng = Engine("paper-decode", seed=0, duration_s=1)
+    d = eng.decode[0]
+    n = eng.timing.decode_cap(d) + 50
+    ids = eng.req.add(np.zeros(n), np.full(n, 60_000), np.full(n, 256))
+    d.enqueue(ids[:held])
+    d._admit()
+    return eng, d, eng.kv_capacity_tokens * len(d.dies), n, ids
+
+
 @pytest.mark.parametrize("held,headroom", [(0, -1.0), (0, 5e5), (3, 2.5e5), (3, 0.0), (3, 1e9)])
 def test_vectorised_decode_admission_takes_what_the_loop_took(held, headroom):
     """KV capacity binds (an empty instance still takes its first sequence) and the batch cap."""
-    eng = Engine("paper-decode", seed=0, duration_s=1)
-    d, req = eng.decode[0], eng.req
-    kv_cap = eng.kv_capacity_tokens * len(d.dies)
-    n = eng.timing.decode_cap(d) + 50
-    ids = req.add(np.zeros(n), np.full(n, 60_000), np.full(n, 256))
-    d.enqueue(ids[:held])
-    d._admit()
+    eng, d, kv_cap, n, ids = _decode_holding(held)
     d.enqueue(ids[held:])
     d.reserved = kv_cap - headroom
     want = _admit_reference(d)
@@ -335,13 +341,7 @@ def test_vectorised_decode_admission_takes_what_the_loop_took(held, headroom):
 def test_landed_kv_is_admitted_as_if_queued_first(held, headroom, queued):
     """KV that lands on an instance with an empty queue is admitted straight from the inbox: the
     sequences the queue would have given, the rest queued behind (DECODE_QUEUE, in order)."""
-    eng = Engine("paper-decode", seed=0, duration_s=1)
-    d, req = eng.decode[0], eng.req
-    kv_cap = eng.kv_capacity_tokens * len(d.dies)
-    n = eng.timing.decode_cap(d) + 50
-    ids = req.add(np.zeros(n), np.full(n, 60_000), np.full(n, 256))
-    d.enqueue(ids[:held])
-    d._admit()
+    eng, d, kv_cap, n, ids = _decode_holding(held)
     d.enqueue(ids[held:held + queued])
     d.reserved = kv_cap - headroom
     d.deliver(ids[held + queued:n - 10], eng.env.now)
@@ -353,8 +353,8 @@ def test_landed_kv_is_admitted_as_if_queued_first(held, headroom, queued):
     d._take(d._landed())
     rest = ids[held + len(want):n - 10]
     assert d.ids[held:].tolist() == want and list(d.queue) == rest.tolist()
-    assert (req.state[np.array(want)] == DECODING).all() and (req.state[rest] == DECODE_QUEUE).all()
-    assert (req.instance[ids[:n - 10]] == d.idx).all() and len(d.inbox) == 1
+    assert (eng.req.state[np.array(want)] == DECODING).all() and (eng.req.state[rest] == DECODE_QUEUE).all()
+    assert (eng.req.instance[ids[:n - 10]] == d.idx).all() and len(d.inbox) == 1
 
 
 def test_decode_model_tps_interpolation_error_is_small_and_printed():
