@@ -33,7 +33,7 @@ def test_each_terminal_transition_happens_once_and_a_second_is_an_error():
     assert list(t.complete([3, 99, -1], 7.0)) == []       # rejected, unknown, unknown
     a = t.audit()
     assert (a["arrived"], a["completed"], a["rejected"], a["in_flight"]) == (10, 3, 1, 6)
-    assert a["rejected_by_reason"] == {"kv_too_long": 1}
+    assert a["rejected_by_reason"] == {"kv_too_long": 1, "overloaded": 0}
     assert a["errors"] == {"finish_twice": 1, "finish_rejected": 1, "finish_unknown": 2,
                            "reject_terminal": 1}
     assert a["conserved"] is False and a["tokens_short"] == 0

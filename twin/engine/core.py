@@ -28,7 +28,7 @@ from .commands import Command
 from .faults import FaultManager, Policy, load_fault_file
 from .metrics import Metrics
 from .pools import DecodeInstance, PrefillInstance, call_later
-from .requests import DONE, KEEP_ROWS, QUEUED, RequestTable
+from .requests import DONE, KEEP_ROWS, MAX_WINDOW_ROWS, QUEUED, RequestTable
 from .scenario import Scenario, load_scenario
 from .scheduling import Policies
 from .snapshot import Snapshot
@@ -88,6 +88,7 @@ class Engine:
         self.health = 0                   # bumped whenever an instance is held down or released
         self._live: tuple = (-1, [], [])  # (health, live prefill, live decode) when last computed
         self.keep_rows = KEEP_ROWS        # per-request rows kept in memory (the rest are terminal)
+        self.shed = 0                     # arrivals refused as overloaded since shedding began (0: admitting)
         self.arrivals_on = True
         self.drained: dict | None = None   # set by drain(): how it ended
         self.commands: queue.Queue[Command] = queue.Queue()
@@ -314,7 +315,11 @@ class Engine:
         if k < self._tick_k or not self.arrivals_on:
             return
         self._tick_k = k + 1
-        ids = self.incoming.take(k * tick + ARRIVAL_EPS)
+        req = self.req
+        dropped = req.dropped
+        ids = self.incoming.take(k * tick + ARRIVAL_EPS, MAX_WINDOW_ROWS - (req.n - req.base))
+        if req.dropped > dropped:
+            self._overloaded(req.dropped - dropped)
         if ids is not None:
             self._admit_new(ids)
 
@@ -329,7 +334,8 @@ class Engine:
 
     def _admit_new(self, ids: np.ndarray) -> None:
         """New requests (the tick's ids, consecutive): reject those that can never fit a die's
-        KV, place the rest on prefill instances, then start the instances that got work."""
+        KV and, past the admission limit, the newest as overloaded; place the rest on prefill
+        instances, then start the instances that got work."""
         req = self.req
         if self.incoming.took_long:       # flagged when staged
             too_long = req.input[ids] + req.output[ids] > self.kv_capacity_tokens
@@ -337,6 +343,17 @@ class Engine:
             self.log("reject", N_("%(n)s request(s) need more KV than a die holds (> %(cap)s tokens); rejected"),
                      n=len(bad), cap=f"{self.kv_capacity_tokens:,.0f}")
             ids = ids[~too_long]
+        over = req.in_flight - self.scenario.max_in_flight
+        if over > 0:                      # the newest go
+            cut = max(len(ids) - over, 0)
+            req.reject(ids[cut:], "overloaded")
+            self._overloaded(len(ids) - cut)
+            ids = ids[:cut]
+        elif self.shed and req.in_flight < 0.9 * self.scenario.max_in_flight \
+                and req.n - req.base < 0.9 * MAX_WINDOW_ROWS:
+            self.log("reject", N_("Accepting arrivals again, after refusing %(n)s as overloaded"),
+                     n=f"{self.shed:,}")
+            self.shed = 0
         if self.decode_only:
             if len(ids):
                 self.to_decode(ids)
@@ -350,6 +367,18 @@ class Engine:
             touched.setdefault(inst.idx, inst)
         for inst in touched.values():      # in the order they got work, as their wake-ups were
             inst.start()
+
+    def _overloaded(self, n: int) -> None:
+        """`n` arrivals were refused as overloaded: the event log says when shedding starts (and
+        `_admit_new` when it has stopped, in flight and rows back under 90% of their limits), not
+        at every tick of a twin hovering at its limit."""
+        if n and not self.shed:
+            req = self.req
+            self.log("reject", N_("Overloaded: %(n)s requests in flight (limit %(limit)s), %(rows)s request "
+                                  "rows held (limit %(cap)s); refusing new arrivals"),
+                     n=f"{req.in_flight:,}", limit=f"{self.scenario.max_in_flight:,}",
+                     rows=f"{req.n - req.base:,}", cap=f"{MAX_WINDOW_ROWS:,}")
+        self.shed += n
 
     def schedule_prefill(self, rid: int, wake: bool = True, live: list | None = None) -> PrefillInstance:
         """Place a request on a live prefill instance (any, if none is live) by the placement

@@ -3,6 +3,8 @@
 A request is an id (a row), never an object. Rows live in a rolling window: `compact()` drops the
 oldest rows once they are terminal (never one still in flight), so memory stays bounded however long
 the twin runs while every in-flight id stays valid; `sink` (if set) receives the dropped rows first.
+An old request in flight holds the window open: past MAX_WINDOW_ROWS arrivals are refused without a
+row (`refuse_staged`), so even then memory is bounded.
 Terminal transitions go through `complete()` and `reject()` only: each request is counted once, and
 a second finish, a finish of a rejected or unknown request is counted as an error and ignored.
 The counters (not the window) carry the run totals that `audit()` checks for conservation.
@@ -14,9 +16,11 @@ import numpy as np
 # request states; everything below DONE is in flight
 QUEUED, PREFILL, TRANSFER, DECODE_QUEUE, DECODING, DONE, REJECTED = range(7)
 STATE_NAMES = ("queued", "prefill", "transfer", "decode_queue", "decoding", "done", "rejected")
-REJECT_REASONS = ("kv_too_long",)       # reason codes a rejection carries (column `reason` = index + 1)
+REJECT_REASONS = ("kv_too_long", "overloaded")   # reason codes a rejection carries (column `reason` = index + 1)
 KEEP_ROWS = 10_000    # assumption: rows kept beyond those in flight (~4.5 MB at ~450 B per request);
 #                       pages read snapshots, not rows, so the window only serves --out and debugging
+MAX_WINDOW_ROWS = 250_000   # assumption: the window's ceiling (50-100 MB at 200-400 B a row); it spans
+#                             every request since the oldest in flight, so arrivals past it are refused
 
 _min = np.minimum.reduce   # ndarray.min() without its Python wrapper (rows() runs per access)
 _max = np.maximum.reduce
@@ -54,6 +58,7 @@ class RequestTable:
         self.block_base = 0         # absolute block position of block_ids[0]
         self.n_blocks = 0           # absolute block positions handed out so far
         self.completed = 0
+        self.dropped = 0            # refused past the window's ceiling: counted, never given an id or a row
         self.rejected = np.zeros(len(REJECT_REASONS), dtype=np.int64)
         self.tokens_short = 0       # completed with fewer output tokens than asked for
         self.errors = {"finish_twice": 0, "finish_rejected": 0, "finish_unknown": 0,
@@ -138,6 +143,33 @@ class RequestTable:
         self.staged -= k
         return ids
 
+    def refuse_staged(self, k: int) -> None:
+        """The next k staged requests arrive while the window is at its ceiling: they are counted
+        (arrived, rejected as overloaded) but get no id and no row, and their blocks are freed, so
+        memory stays bounded while an old request in flight holds the window open."""
+        if not 0 < k <= self.staged:
+            raise ValueError(f"refuse_staged: k = {k}: must be from 1 to the {self.staged} staged requests")
+        lo, m = self.n - self.base, self.staged - k
+        b_lo = int(self.block_lo.a[lo:lo + k].min(initial=self.n_blocks))    # their blocks: one run
+        b_hi = int(self.block_hi.a[lo:lo + k].max(initial=b_lo))
+        b_lo = min(b_lo, b_hi)
+        for c in _FLOAT_COLS + _INT_COLS:
+            a = getattr(self, c).a
+            a[lo:lo + m] = a[lo + k:lo + k + m]
+            a[lo + m:lo + m + k] = np.nan if c in _FLOAT_COLS else 0
+        if b_hi > b_lo:                        # later staged blocks move down over the freed run
+            gap = b_hi - b_lo
+            have = self.n_blocks - self.block_base
+            self.block_ids[b_lo - self.block_base:have - gap] = self.block_ids[b_hi - self.block_base:have]
+            rows = slice(lo, lo + m)
+            moved = self.block_hi.a[rows] > self.block_lo.a[rows]
+            self.block_lo.a[rows] -= gap * moved
+            self.block_hi.a[rows] -= gap * moved
+            self.n_blocks -= gap
+        self.staged = m
+        self.dropped += k
+        self.rejected[REJECT_REASONS.index("overloaded")] += k
+
     def unstage(self) -> None:
         """Drop the staged requests (their source was redrawn): fresh rows, their blocks freed."""
         if not self.staged:
@@ -204,15 +236,16 @@ class RequestTable:
 
     @property
     def in_flight(self) -> int:
-        return int(self.n - self.completed - self._rejected())
+        return int(self.n + self.dropped - self.completed - self._rejected())
 
     def in_flight_ids(self) -> np.ndarray:
         return self.base + np.flatnonzero(self.state.a[:self.n - self.base] < DONE)
 
     def counts(self) -> dict:
         rejected = self._rejected()
-        return {"arrived": int(self.n), "completed": int(self.completed), "rejected": rejected,
-                "in_flight": int(self.n - self.completed - rejected)}
+        arrived = self.n + self.dropped
+        return {"arrived": int(arrived), "completed": int(self.completed), "rejected": rejected,
+                "in_flight": int(arrived - self.completed - rejected)}
 
     def audit(self, held: np.ndarray | None = None) -> dict:
         """Run totals and their checks: admitted = completed + rejected + in flight, the in-flight

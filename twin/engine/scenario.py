@@ -18,6 +18,7 @@ from ..config import CATALOG_DIR, CatalogError, _validate, catalog
 from ..settings import SETTINGS
 from ..workload import FORMATS, LengthDist
 from .scheduling import DEFAULTS, REGISTRY
+from .requests import MAX_WINDOW_ROWS
 
 
 MAX_CACHE_BYTES = 1e18    # 1 EB; 'unlimited' is the way to ask for no limit
@@ -87,6 +88,9 @@ class Scenario(BaseModel):
     # run
     duration_s: float = SETTINGS["duration_s"].field(600)
     interval_s: float = Field(1.0, ge=0.05, le=3600)
+    # admission limit: arrivals while this many requests are in flight are refused as overloaded
+    # (a serving frontend's queue limit; assumption), so an overloaded twin sheds load, not memory
+    max_in_flight: int = Field(100_000, ge=1, le=MAX_WINDOW_ROWS)
     cache_capacity: Annotated[float, Field(ge=1, le=MAX_CACHE_BYTES)] | Literal["default", "unlimited"] = "default"
     faults: str = ""     # path of a fault scenario file (TOML), replayed with the seed
     scheduling: Scheduling = Scheduling()

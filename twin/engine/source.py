@@ -199,8 +199,9 @@ class Staged:
     def next_arrival(self) -> float:
         return self._t[self._pos] if self._pos < len(self._t) else self.source.next_arrival()
 
-    def take(self, t_end: float) -> np.ndarray | None:
-        """Ids of the requests arriving before t_end not yet taken (now admitted), or None."""
+    def take(self, t_end: float, room: int) -> np.ndarray | None:
+        """Ids of the requests arriving before t_end not yet taken (now admitted), or None. Past
+        `room` (the rows the request window can still take) they are refused without a row."""
         if t_end > self._until:
             self._stage(t_end)
         j = bisect_left(self._t, t_end, self._pos)
@@ -211,6 +212,10 @@ class Staged:
         if n_long:
             del self._long[:n_long]
         k, self._pos = j - self._pos, j
+        if k > room:
+            ids = self.req.admit(room) if room > 0 else None
+            self.req.refuse_staged(k - max(room, 0))
+            return ids
         return self.req.admit(k)
 
     def _stage(self, t_end: float) -> None:
