@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import resource
 import time
+from functools import lru_cache
 
 from .engine import Engine
 
@@ -21,6 +22,36 @@ SCALING_SCENARIO = "peak-384"      # full pipeline: prefill, EMS, KV transfer, d
 def peak_rss_mb() -> float:
     """Peak resident set of this process so far (Linux reports ru_maxrss in KiB)."""
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+class _Probe:
+    __slots__ = ("x", "q")
+
+
+def _reference() -> float:
+    """A fixed piece of interpreted work of the engine's kind: attribute reads, float arithmetic,
+    small lists and calls."""
+    p = _Probe()
+    p.x, p.q = 0.0, []
+    for i in range(100_000):
+        p.x += i * 0.5
+        p.q.append(i)
+        if len(p.q) > 8:
+            p.q.pop(0)
+    return p.x
+
+
+@lru_cache(maxsize=1)
+def machine_ref_ms(repeat: int = 7) -> float:
+    """CPU ms of `_reference()`, best of `repeat`. The engine is single-threaded Python, so its
+    speed-up scales with this machine's single-core speed: figures from machines whose reference
+    differs compare by the ratio of their references."""
+    best = float("inf")
+    for _ in range(repeat):
+        c0 = time.process_time()
+        _reference()
+        best = min(best, time.process_time() - c0)
+    return round(best * 1e3, 2)
 
 
 def bench(scenario: str, duration: float | None = None, seed: int = 0, **overrides) -> dict:
@@ -42,7 +73,7 @@ def bench(scenario: str, duration: float | None = None, seed: int = 0, **overrid
             "events": eng.env.processed, "events_per_s": round(eng.env.processed / wall, 1),
             "events_per_request": round(eng.env.processed / max(counts["arrived"], 1), 3),
             "requests_arrived": counts["arrived"], "requests_completed": counts["completed"],
-            "peak_rss_mb": peak_rss_mb(),
+            "peak_rss_mb": peak_rss_mb(), "machine_ref_ms": machine_ref_ms(),
             "decode_tokens_per_s_per_npu": s["decode"]["tokens_per_s_per_npu"],
             "tpot_ms_p50": s["tpot_ms"]["p50"]}
 
