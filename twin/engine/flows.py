@@ -9,6 +9,12 @@ a time only, and `settle()` runs the wake-ups due by now, each at its own time, 
 events would have, before anything reads or changes the flows. `need_events()` turns the pending
 wake-up into an event when a consumer starts waiting.
 
+Flows over the same links (a prefill -> decode pair) form a group: max-min fairness gives them
+one rate, so the filling runs per group, and as they drain alike a heap per group keeps the next
+to finish. A partition that heals releases every KV transfer that waited for it at once (5,260 in
+`default` under full-rate random faults): each start and end then costs per group, not per flow,
+but for the draining itself.
+
 Every KV transfer passes here (one flow per prefill batch, most of them alone), so the hot path
 writes min()/max() of two floats as conditionals (the builtins cost ~0.1 us a call); each gives
 the builtin's result exactly.
@@ -16,26 +22,45 @@ the builtin's result exactly.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from heapq import heappush
+from dataclasses import dataclass, field
+from heapq import heappop, heappush
+from operator import attrgetter
 from typing import Callable
 
+import numpy as np
 import simpy
 
 DONE_BYTES = 1e-6   # a flow with at most this many bytes per byte/s of rate left is done (float slack)
 
 
 @dataclass(slots=True)
+class Group:
+    """The flows over the same links: max-min fairness gives each the same rate, so they drain
+    alike and keep their order by bytes left; a heap on it finds the next to finish."""
+    rate: float = 0.0
+    heap: list = field(default_factory=list)     # its flows, the least remaining first
+
+
+@dataclass(slots=True)
 class Flow:
-    """One transfer in progress: bytes left, the links it crosses, its current rate (bytes/s),
-    and how its end is reported (an event, or a callback with `args` and the landing time)."""
+    """One transfer in progress: bytes left, the links it crosses, its group (its rate, bytes/s),
+    and how its end is reported (an event, or a callback with `args` and the landing time);
+    `key` is its place in FlowNet.flows."""
     remaining: float
     links: tuple
-    rate: float = 0.0
+    group: Group
+    key: int
     done: simpy.Event | None = None
     latency_s: float = 0.0
     on_finish: Callable[..., None] | None = None
     args: tuple = ()
+
+    @property
+    def rate(self) -> float:
+        return self.group.rate
+
+    def __lt__(self, other: Flow) -> bool:      # the heap's order
+        return self.remaining < other.remaining
 
 
 class FlowNet:
@@ -44,6 +69,7 @@ class FlowNet:
         self.defer = defer                        # True while completions may wait for settle()
         self.capacity: dict[str, float] = {}      # link -> bytes/s
         self.flows: dict[int, Flow] = {}
+        self._groups: dict[tuple, Group] = {}     # links -> the flows over exactly them
         self._next = 0
         self._last = 0.0
         self._gen = 0
@@ -79,12 +105,17 @@ class FlowNet:
             self._drain(now)
         else:
             self._last = now                # nothing to drain, nothing armed
-        flow = flows[self._next] = Flow(float(nbytes), links, 0.0, done, latency_s, on_finish, args)
+        group = self._groups.get(links)
+        if group is None:
+            group = self._groups[links] = Group()
+        flow = flows[self._next] = Flow(float(nbytes), links, group, self._next, done, latency_s, on_finish,
+                                        args)
+        heappush(group.heap, flow)
         self._next += 1
         if len(flows) > 1:
             self._solve(now)
         elif narrowest > 0:     # alone: what _solve and _arm do for one flow, without the calls
-            flow.rate = narrowest           # (over a dead link it waits at rate 0, unarmed)
+            group.rate = narrowest          # (over a dead link it waits at rate 0, unarmed)
             finish = flow.remaining / narrowest
             self._gen += 1
             at = self._armed_at = now + (finish if finish > 0.0 else 0.0)
@@ -131,56 +162,58 @@ class FlowNet:
         self._last = now
         if dt <= 0:
             return
-        for f in self.flows.values():
-            moved = f.rate * dt
-            f.remaining -= moved if moved < f.remaining else f.remaining     # min(remaining, moved)
+        for group in self._groups.values():
+            moved = group.rate * dt         # the same bytes off each flow of a group
+            for f in group.heap:            # (the same loss, clamped at 0: the order holds, the heap stays)
+                left = f.remaining
+                f.remaining = left - moved if moved < left else 0.0     # less min(remaining, moved)
 
     def _solve(self, now: float) -> None:
         """Progressive filling: raise all unfrozen flows equally until a link saturates.
 
-        A flow crossing a dead link (capacity 0) waits at rate 0 and is left out of the filling,
-        so flows elsewhere keep their fair share; it resumes when the capacity returns."""
+        Flows over the same links rise and freeze together, so it runs over their groups (a count
+        each); every share and capacity left is the flow-by-flow filling's, to the bit. A flow
+        crossing a dead link (capacity 0) waits at rate 0 and is left out of the filling, so flows
+        elsewhere keep their fair share; it resumes when the capacity returns."""
         if len(self.flows) <= 1:            # alone: the rate is its narrowest live link
             if self.flows:
                 (f,) = self.flows.values()
                 narrowest = self._narrowest(f.links)
-                f.rate = narrowest if narrowest > 0 else 0.0
+                f.group.rate = narrowest if narrowest > 0 else 0.0
                 self._arm(now, f.remaining / f.rate if f.rate > 0 else None)
             return                          # none: nothing to arm (_fire cleared the wake-up)
-        capacity = self.capacity
+        capacity, groups = self.capacity, self._groups
         cap = {}                            # capacity left on the links in use
-        active = []                         # flows still rising, none over a dead link
-        for f in self.flows.values():
-            f.rate = 0.0
+        active = {}                         # links -> flows still rising over them, none over a dead link
+        for links, group in groups.items():
+            group.rate = 0.0
             live = True
-            for link in f.links:
+            for link in links:
                 if not (cap.setdefault(link, capacity[link]) > 0):
                     live = False
             if live:
-                active.append(f)
+                active[links] = len(group.heap)
         while active:
             users: dict[str, int] = {}
-            for f in active:
-                for link in f.links:
-                    users[link] = users.get(link, 0) + 1
+            for links, n in active.items():
+                for link in links:
+                    users[link] = users.get(link, 0) + n
             share = tight = None            # min((max(cap, 0) / users, link)): ties go to the first name
             for link, n in users.items():
                 left = cap[link]
                 s = (0.0 if left < 0.0 else left) / n
                 if tight is None or s < share or (s == share and link < tight):
                     share, tight = s, link
-            for f in active:
-                f.rate += share
-            for link, n in users.items():   # each user's share off in turn (the same rounding)
-                left = cap[link]
-                for _ in range(n):
-                    left -= share
-                cap[link] = left
-            active = [f for f in active if tight not in f.links]
+            for links in active:
+                groups[links].rate += share
+            active = {links: n for links, n in active.items() if tight not in links}
+            if active:                      # what is left matters only to a further round
+                for link, n in users.items():
+                    cap[link] = _minus(cap[link], share, n)
         finish = None                       # the earliest finish, as min() would find it
-        for f in self.flows.values():
-            if f.rate > 0:
-                t = f.remaining / f.rate
+        for group in groups.values():
+            if group.rate > 0:              # (its least remaining / rate: division keeps the order)
+                t = group.heap[0].remaining / group.rate
                 if finish is None or t < finish:
                     finish = t
         self._arm(now, finish)
@@ -209,17 +242,37 @@ class FlowNet:
         self._armed_at = math.inf
         self._gen += 1
         self._drain(now)
+        done = []                   # the finished flows: the least remaining ones of each group
+        for links, group in list(self._groups.items()):
+            slack = DONE_BYTES * (group.rate if group.rate > 1.0 else 1.0)    # max(1.0, rate)
+            heap = group.heap
+            while heap and heap[0].remaining <= slack:
+                done.append(heappop(heap))
+            if not heap:
+                del self._groups[links]
         flows = self.flows
-        for i, f in list(flows.items()):
-            if f.remaining <= DONE_BYTES * (f.rate if f.rate > 1.0 else 1.0):    # max(1.0, rate)
-                del flows[i]
-                if f.on_finish is None:
-                    self._events -= 1
-                    _succeed_after(f.done, f.latency_s)
-                else:
-                    f.on_finish(*f.args, now + f.latency_s)
+        done.sort(key=attrgetter("key"))
+        for f in done:              # in start order, as they sit in `flows`
+            del flows[f.key]
+            if f.on_finish is None:
+                self._events -= 1
+                _succeed_after(f.done, f.latency_s)
+            else:
+                f.on_finish(*f.args, now + f.latency_s)
         if flows:
             self._solve(now)
+
+
+def _minus(left: float, share: float, n: int) -> float:
+    """`left` less `share` n times, rounded after each subtraction as n flows taking their share in
+    turn would leave it (not left - n * share); numpy's accumulate adds in that order."""
+    if n < 100:                     # the loop is the quicker below ~100 (measured: 0.7 vs 1.6 us at 32)
+        for _ in range(n):
+            left -= share
+        return left
+    steps = np.full(n + 1, -share)
+    steps[0] = left
+    return float(np.add.accumulate(steps)[-1])
 
 
 def _succeed_after(ev: simpy.Event, delay: float) -> None:
