@@ -751,3 +751,14 @@ def test_demo_fault_file_loads_and_runs(path):
             assert r["recover_s"] is not None and r["recover_s"] >= r["detect_s"]
     if spec["scenario"] == "paper-decode":
         assert eng.req.counts()["completed"] > 0
+
+
+def test_kv_leaves_from_a_live_die_of_an_instance_beside_a_dead_npu():
+    """An instance restarted beside a dead NPU runs until the hardware repair: its KV goes out
+    from its live dies, not from the dead one (which has no path on any plane)."""
+    eng = Engine("default", seed=0)
+    src = next(p for p in eng.prefill if eng.topo.die_ids[p.dies[0]] == "n10/npu0/d0")
+    eng.topo.fail("n10/npu0")
+    assert eng.topo.route("n10/npu0/d0", eng.topo.die_ids[eng.decode[0].dies[0]], eng.kv.plane).partitioned
+    assert not eng.kv._partitioned(src, eng.decode[0])
+    assert eng.kv._route(src, eng.decode[0]).src == "n10/npu1/d0"

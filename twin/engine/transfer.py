@@ -89,14 +89,20 @@ class KvTransfers:
         return known[1]
 
     def _route(self, src, dst):
+        """The path from src's first live die to dst's: an instance restarted beside a dead NPU
+        (it runs until the hardware repair) sends its KV from the dies it has left."""
+        return self.eng.topo.route(self._end(src), self._end(dst), self.plane)
+
+    def _end(self, inst) -> str:
         topo = self.eng.topo
-        return topo.route(topo.die_ids[src.dies[0]], topo.die_ids[dst.dies[0]], self.plane)
+        ids = topo.die_ids
+        return next((ids[d] for d in inst.dies if topo.alive(ids[d])), ids[inst.dies[0]])
 
     def _when_routed(self, key: int, src, dst, tokens: int):
         self.eng.log("partition", N_("KV transfer %(src)s -> %(dst)s: no %(plane)s path; %(n)s request(s) wait "
                                      "for the network"), src=src.name, dst=dst.name,
                      plane=self._route(src, dst).plane, n=len(self._waiting[key]))
-        while self._route(src, dst).partitioned:
+        while self._partitioned(src, dst):
             yield self.net_event
         self._start(self._waiting.pop(key), src, dst, tokens)
 
