@@ -217,7 +217,7 @@ def test_deferred_flow_ends_run_at_their_own_times_and_become_events_on_demand()
 
 def test_bench_figures_and_scaling_table():
     d = bench("bursty-chat", 5)
-    for key in ("speedup", "events_per_s", "events_per_request", "requests_completed", "peak_rss_mb"):
+    for key in ("speedup", "events_per_s", "events_per_request", "requests_completed", "peak_rss_mb", "machine_ref_ms"):
         assert d[key] > 0, key
     rows = scaling(duration=2.0)
     assert [(r["deployment"], r["load"]) for r in rows] == [
