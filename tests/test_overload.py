@@ -70,3 +70,14 @@ def test_past_the_window_ceiling_arrivals_get_no_row_and_memory_is_bounded(monke
     assert a["arrived"] == eng.req.n + eng.req.dropped and a["conserved"] is True
     assert eng.req.n_blocks - eng.req.block_base < 600 * 64    # their blocks freed too
     assert len(_lines(eng, "Overloaded")) == 1
+
+
+def test_a_sweep_row_counts_arrivals_refused_without_a_row_as_misses(monkeypatch):
+    from twin.explore import points as P
+    from twin.explore.evaluate import evaluate
+    task = P.plan("cloudmatrix-infer-paper", "paper-decode", [("load", [0.9])], duration_s=20)[0]
+    full = evaluate(task)
+    monkeypatch.setattr(core, "MAX_WINDOW_ROWS", 2_000)      # the window fills: arrivals lose their rows
+    capped = evaluate(task)
+    assert capped["requests"] == full["requests"]            # every arrival of the cohort is counted
+    assert capped["slo_attainment"] < full["slo_attainment"]

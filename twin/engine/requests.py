@@ -145,11 +145,19 @@ class RequestTable:
 
     def refuse_staged(self, k: int) -> None:
         """The next k staged requests arrive while the window is at its ceiling: they are counted
-        (arrived, rejected as overloaded) but get no id and no row, and their blocks are freed, so
-        memory stays bounded while an old request in flight holds the window open."""
+        (arrived, rejected as overloaded) and go to the sink (if any), but get no id and keep no
+        row, and their blocks are freed, so memory stays bounded while an old request in flight
+        holds the window open."""
         if not 0 < k <= self.staged:
             raise ValueError(f"refuse_staged: k = {k}: must be from 1 to the {self.staged} staged requests")
         lo, m = self.n - self.base, self.staged - k
+        code = REJECT_REASONS.index("overloaded")
+        if self.sink is not None:             # --out and sweeps still see them, with no id (-1)
+            self.state.a[lo:lo + k] = REJECTED
+            self.reason.a[lo:lo + k] = code + 1
+            df = self.frame(self.n, self.n + k)
+            df["id"] = -1
+            self.sink(df)
         b_lo = int(self.block_lo.a[lo:lo + k].min(initial=self.n_blocks))    # their blocks: one run
         b_hi = int(self.block_hi.a[lo:lo + k].max(initial=b_lo))
         b_lo = min(b_lo, b_hi)
@@ -168,7 +176,7 @@ class RequestTable:
             self.n_blocks -= gap
         self.staged = m
         self.dropped += k
-        self.rejected[REJECT_REASONS.index("overloaded")] += k
+        self.rejected[code] += k
 
     def unstage(self) -> None:
         """Drop the staged requests (their source was redrawn): fresh rows, their blocks freed."""

@@ -3,7 +3,8 @@
 Engine rows measure one cohort: the requests arriving after a warm-up (queues and batches fill
 first) until the end of the run; arrivals then stop and the engine drains, so every request of
 the cohort is followed to its end (one still unfinished at the drain cap counts as missing its
-SLO). Model rows are the steady state of the perf model with no queueing: the decode batch that
+SLO; one refused as overloaded misses it too: the table's sink gets even those refused without
+a row). Model rows are the steady state of the perf model with no queueing: the decode batch that
 carries the offered rate (Little's law), its TPOT, and one prefill batch as TTFT.
 """
 from __future__ import annotations
