@@ -42,7 +42,7 @@ def _reference() -> float:
     return p.x
 
 
-def machine_ref_ms(repeat: int = 15) -> float:
+def machine_ref_ms(repeat: int = 9) -> float:
     """CPU ms of `_reference()`, the median of `repeat`. The engine is single-threaded Python, so
     its speed-up scales with the machine's single-core speed: figures from machines (or moments:
     a shared virtual machine's speed varies) whose reference differs compare by the ratio of
