@@ -18,6 +18,7 @@ from simpy.events import NORMAL
 
 from .cache import lookup, lookup_one
 from .requests import DECODE_QUEUE, DECODING, PREFILL, QUEUED
+from .scheduling.prefill_batching import FifoTokenBudget
 
 if TYPE_CHECKING:
     from .core import Engine
@@ -28,17 +29,18 @@ _NO_IDS = np.zeros(0, dtype=np.int64)
 
 class _Call:
     """A scheduled callback as SimPy's step() processes it (its `callbacks`, then `_ok`): what
-    an Event holds for that, without the rest of an Event."""
-    __slots__ = ("callbacks", "_ok")
+    an Event holds for that, without the rest of an Event; `_value` is the callback's payload."""
+    __slots__ = ("callbacks", "_ok", "_value")
 
-    def __init__(self, callback):
-        self.callbacks, self._ok = [callback], True
+    def __init__(self, callback, value):
+        self.callbacks, self._ok, self._value = [callback], True, value
 
 
-def call_later(env: simpy.Environment, delay: float, callback) -> None:
-    """`callback(event)` `delay` seconds from now: what `env.timeout(delay).callbacks.append`
-    schedules (the same time, priority and order), without building a Timeout."""
-    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), _Call(callback)))
+def call_later(env: simpy.Environment, delay: float, callback, value=None) -> None:
+    """`callback(event)` `delay` seconds from now, `event._value` being `value`: what
+    `env.timeout(delay, value).callbacks.append` schedules (the same time, priority and order),
+    without building a Timeout (nor a closure per call: the payload rides in the event)."""
+    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), _Call(callback, value)))
 
 
 class Instance:
@@ -128,12 +130,17 @@ class PrefillInstance(Instance):
 
     def start(self) -> None:
         """Form a batch from the queue (up to the token budget) and run it, if free and ready."""
-        eng, req = self.eng, self.eng.req
         if self.busy or not self.queue or self.down or self.blocked:     # (not ready)
             return
-        inp, base = req.input.a, req.base      # rows: ids - base (queued: in window)
-        batch, tokens = eng.policies.prefill_batching.take(self.queue, lambda rid: inp.item(rid - base),
-                                                           self.budget)
+        eng = self.eng
+        req = eng.req
+        inp, base, queue = req.input.a, req.base, self.queue      # rows: ids - base (queued: in window)
+        policy = eng.policies.prefill_batching
+        if len(queue) == 1 and type(policy) is FifoTokenBudget:  # its batch of a lone prompt, without the call
+            batch = [queue.popleft()]
+            tokens = inp.item(batch[0] - base)
+        else:
+            batch, tokens = policy.take(queue, lambda rid: inp.item(rid - base), self.budget)
         self.queued_tokens -= tokens
         self.running = batch
         start = eng.env._now
@@ -144,8 +151,8 @@ class PrefillInstance(Instance):
             req.prefill_start.a[r] = start
             cached = lookup_one(eng.ems, req, rid, eng.metrics.cur, eng.acct, self.slot)
             prompt = inp.item(r)
-            seconds = eng.timing.prefill_seconds_one(self, prompt + max(req.generated.a.item(r) - 1, 0),
-                                                     cached)
+            redo = req.generated.a.item(r) - 1           # a requeued request's tokens, made again
+            seconds = eng.timing.prefill_seconds_one(self, prompt + redo if redo > 0 else prompt, cached)
             new, hit = float(prompt - cached), float(cached)
         else:
             ids = np.array(batch)
@@ -167,7 +174,7 @@ class PrefillInstance(Instance):
         self.busy = True
         self._batch += 1
         batch_no = self._batch
-        call_later(eng.env, seconds, lambda _: self._done(ids, batch_no))
+        call_later(eng.env, seconds, self._done, (ids, batch_no))
 
     def interrupt(self, reason: str) -> None:
         """The batch in progress is lost (its requests stay in `running` until detection
@@ -176,8 +183,9 @@ class PrefillInstance(Instance):
             self.busy = False
             self._batch += 1
 
-    def _done(self, ids: np.ndarray | int, batch_no: int) -> None:
-        """The batch's prefill ended (`ids`: one request id, or an array of them)."""
+    def _done(self, ev) -> None:
+        """The batch's prefill ended (`ev._value`: (one request id, or an array of them; its batch number))."""
+        ids, batch_no = ev._value
         if batch_no != self._batch:          # lost to a fault (interrupt)
             return
         self.busy = False
@@ -187,7 +195,8 @@ class PrefillInstance(Instance):
                 self._done_one(ids)
             else:
                 self._done_many(ids)
-        self.start()
+        if self.queue:                       # (start() would find nothing to do)
+            self.start()
 
     def _done_one(self, rid: int) -> None:
         """_done_many() of a one-request batch in plain Python numbers."""
