@@ -42,10 +42,10 @@ def _exact_prefill(self, inst, inputs, cached):
 
 
 def _bypass_memo(monkeypatch) -> None:
-    """Prefill step times at the exact shape, for batches of many prompts and of one."""
+    """Prefill step times at the exact shape, for batches of many prompts and of a few."""
     monkeypatch.setattr(timing.StepTimes, "prefill_seconds", _exact_prefill)
-    monkeypatch.setattr(timing.StepTimes, "prefill_seconds_one", lambda self, inst, tokens, cached:
-                        _exact_prefill(self, inst, np.array([tokens]), np.array([cached])))
+    monkeypatch.setattr(timing.StepTimes, "prefill_seconds_few", lambda self, inst, tokens, cached:
+                        _exact_prefill(self, inst, np.array(tokens), np.array(cached)))
 
 
 # ---- same seed, same figures -------------------------------------------------------------------
@@ -116,15 +116,17 @@ def test_prefill_memo_error_is_small_and_printed():
     assert eng.timing.prefill_seconds(inst, four_k, half) == _exact_prefill(eng, inst, four_k, half)
 
 
-def test_one_prompt_step_time_in_python_numbers_equals_the_array_path():
-    """The scalar path of one-request batches keys the memo exactly as the array path does."""
+def test_small_batch_step_time_in_python_numbers_equals_the_array_path():
+    """The scalar path of small batches (one prompt, or a few) gives the array path's step time."""
     eng = Engine("diurnal", seed=0)
     inst, rng = eng.prefill[0], np.random.default_rng(3)
-    for tokens in rng.integers(1, 200_000, 300).tolist() + [1, 2, 4096, 131072]:
-        cached = int(tokens * rng.uniform(0, 1))
-        want = eng.timing.prefill_seconds(inst, np.array([tokens]), np.array([cached]))
+    shapes = [[t] for t in rng.integers(1, 200_000, 300).tolist() + [1, 2, 4096, 131072]]
+    shapes += [rng.integers(1, 200_000, k).tolist() for k in rng.integers(2, 9, 300)] + [[4096, 4096]]
+    for tokens in shapes:
+        cached = [int(t * rng.uniform(0, 1)) for t in tokens]
+        want = eng.timing.prefill_seconds(inst, np.array(tokens), np.array(cached))
         inst.memo = {}
-        assert eng.timing.prefill_seconds_one(inst, tokens, cached) == want
+        assert eng.timing.prefill_seconds_few(inst, tokens, cached) == want
         inst.memo = {}
 
 

@@ -137,7 +137,8 @@ class Accounting:
             cur.plane_bytes["ub"] += a2a
             cur.plane_bytes["vpc"] += loaded
         cur.cache_bytes += loaded
-        self.node_traffic(inst.slot, inst.slot, a2a)
+        g, key = self._g_ub, (inst.slot, inst.slot)          # node_traffic(), once per batch
+        g[key] = g.get(key, 0.0) + a2a
 
     def decode(self, inst, n: int) -> None:
         a2a = self._step_a2a("decode", (1 + self.drafts) * n, len(inst.dies))

@@ -32,28 +32,19 @@ def server_nodes(ems: EMS | None) -> dict[str, int]:
     return {s: parse(s)["node"] for s in ems.servers} if ems is not None else {}
 
 
-def lookup(ems: EMS | None, req, ids: np.ndarray, cur, acct, slot: int) -> np.ndarray:
+def lookup(ems: EMS | None, req, ids: list[int], cur, acct, slot: int) -> list[int]:
     """Prefix hits per request (tokens; at least one token is left to compute), stored in
     `req.cached`; hit and write counts go to the interval `cur` and the accounting `acct`. The
     batch's prompts are looked up and stored one after the other, in batch order."""
-    out = np.zeros(len(ids), dtype=np.int64)
     if ems is None:
-        return out
-    new = 0
+        return [0] * len(ids)
     per_hit, per_new = acct.ems_hit[slot], acct.ems_new[slot]
-    for i, rid in enumerate(ids.tolist()):
-        out[i], w = _lookup(ems, req, rid, cur, per_hit, per_new)
+    cached, new = [], 0
+    for rid in ids:
+        c, w = _lookup(ems, req, rid, cur, per_hit, per_new)
+        cached.append(c)
         new += w
     acct.cache_writes(new)             # once per batch: the same float sum as before
-    return out
-
-
-def lookup_one(ems: EMS | None, req, rid: int, cur, acct, slot: int) -> int:
-    """lookup() of a one-request batch in plain Python numbers (no arrays but its block ids)."""
-    if ems is None:
-        return 0
-    cached, new = _lookup(ems, req, rid, cur, acct.ems_hit[slot], acct.ems_new[slot])
-    acct.cache_writes(new)
     return cached
 
 

@@ -169,8 +169,11 @@ class Metrics:
         return req.rows(np.concatenate(fin) if fin else np.zeros(0, dtype=np.int64))
 
     def add_busy(self, inst: int, start: float, duration: float, interval_end: float) -> None:
-        """Credit busy time to this interval and carry what falls after its end."""
-        inside = max(0.0, min(duration, interval_end - start))
+        """Credit busy time to this interval and carry what falls after its end (once per batch
+        and step: max(0.0, min(duration, left)) as conditionals, the builtins' results exactly)."""
+        left = interval_end - start
+        inside = left if left < duration else duration
+        inside = inside if inside > 0.0 else 0.0
         self.cur.busy[inst] += inside
         self.carry[inst] += duration - inside
 

@@ -16,29 +16,33 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL
 
-from .cache import lookup, lookup_one
+from .cache import lookup
 from .requests import DECODE_QUEUE, DECODING, PREFILL, QUEUED
+from .scheduling.prefill_batching import FifoTokenBudget
 
 if TYPE_CHECKING:
     from .core import Engine
 
 _sum = np.add.reduce   # ndarray.sum() without its Python wrapper
 _NO_IDS = np.zeros(0, dtype=np.int64)
+FEW = 8     # assumption: batches up to this size run in Python numbers (the array path's fixed cost,
+#             ~25 us of numpy calls, is a dozen prompts' worth of the Python loop)
 
 
 class _Call:
     """A scheduled callback as SimPy's step() processes it (its `callbacks`, then `_ok`): what
-    an Event holds for that, without the rest of an Event."""
-    __slots__ = ("callbacks", "_ok")
+    an Event holds for that, without the rest of an Event; `_value` is the callback's payload."""
+    __slots__ = ("callbacks", "_ok", "_value")
 
-    def __init__(self, callback):
-        self.callbacks, self._ok = [callback], True
+    def __init__(self, callback, value):
+        self.callbacks, self._ok, self._value = [callback], True, value
 
 
-def call_later(env: simpy.Environment, delay: float, callback) -> None:
-    """`callback(event)` `delay` seconds from now: what `env.timeout(delay).callbacks.append`
-    schedules (the same time, priority and order), without building a Timeout."""
-    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), _Call(callback)))
+def call_later(env: simpy.Environment, delay: float, callback, value=None) -> None:
+    """`callback(event)` `delay` seconds from now, `event._value` being `value`: what
+    `env.timeout(delay, value).callbacks.append` schedules (the same time, priority and order),
+    without building a Timeout (nor a closure per call: the payload rides in the event)."""
+    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), _Call(callback, value)))
 
 
 class Instance:
@@ -128,31 +132,42 @@ class PrefillInstance(Instance):
 
     def start(self) -> None:
         """Form a batch from the queue (up to the token budget) and run it, if free and ready."""
-        eng, req = self.eng, self.eng.req
         if self.busy or not self.queue or self.down or self.blocked:     # (not ready)
             return
-        inp, base = req.input.a, req.base      # rows: ids - base (queued: in window)
-        batch, tokens = eng.policies.prefill_batching.take(self.queue, lambda rid: inp.item(rid - base),
-                                                           self.budget)
+        eng = self.eng
+        req = eng.req
+        inp, base, queue = req.input.a, req.base, self.queue      # rows: ids - base (queued: in window)
+        policy = eng.policies.prefill_batching
+        if len(queue) == 1 and type(policy) is FifoTokenBudget:  # its batch of a lone prompt, without the call
+            batch = [queue.popleft()]
+            tokens = inp.item(batch[0] - base)
+        else:
+            batch, tokens = policy.take(queue, lambda rid: inp.item(rid - base), self.budget)
         self.queued_tokens -= tokens
         self.running = batch
         start = eng.env._now
-        if len(batch) == 1:            # most batches at low load: plain Python numbers, no arrays
-            ids = rid = int(batch[0])
-            r = rid - base
-            req.state.a[r] = PREFILL
-            req.prefill_start.a[r] = start
-            cached = lookup_one(eng.ems, req, rid, eng.metrics.cur, eng.acct, self.slot)
-            prompt = inp.item(r)
-            seconds = eng.timing.prefill_seconds_one(self, prompt + max(req.generated.a.item(r) - 1, 0),
-                                                     cached)
-            new, hit = float(prompt - cached), float(cached)
+        if len(batch) <= FEW:          # most batches (1-2 prompts at diurnal's load): plain Python numbers
+            ids = [int(rid) for rid in batch]
+            state, began, gen = req.state.a, req.prefill_start.a, req.generated.a
+            prompts = tokens_in = 0
+            sizes = []                 # tokens to prefill: a requeued request's made tokens again
+            for rid in ids:
+                r = rid - base
+                state[r] = PREFILL
+                began[r] = start
+                prompt, redo = inp.item(r), gen.item(r) - 1
+                prompts += prompt
+                sizes.append(prompt + redo if redo > 0 else prompt)
+            cached = lookup(eng.ems, req, ids, eng.metrics.cur, eng.acct, self.slot)
+            seconds = eng.timing.prefill_seconds_few(self, sizes, cached)
+            hit_tokens = sum(cached)
+            new, hit = float(prompts - hit_tokens), float(hit_tokens)
         else:
             ids = np.array(batch)
             rows = ids - base                   # queued ids are in flight: in the window
             req.state.a[rows] = PREFILL
             req.prefill_start.a[rows] = start
-            cached = lookup(eng.ems, req, ids, eng.metrics.cur, eng.acct, self.slot)
+            cached = np.array(lookup(eng.ems, req, ids.tolist(), eng.metrics.cur, eng.acct, self.slot), dtype=np.int64)
             prompts = req.input.a[rows]
             seconds = eng.timing.prefill_seconds(self, eng.timing.prefill_tokens(prompts, rows), cached)
             new, hit = float(_sum(prompts - cached)), float(_sum(cached))
@@ -167,7 +182,7 @@ class PrefillInstance(Instance):
         self.busy = True
         self._batch += 1
         batch_no = self._batch
-        call_later(eng.env, seconds, lambda _: self._done(ids, batch_no))
+        call_later(eng.env, seconds, self._done, (ids, batch_no))
 
     def interrupt(self, reason: str) -> None:
         """The batch in progress is lost (its requests stay in `running` until detection
@@ -176,34 +191,47 @@ class PrefillInstance(Instance):
             self.busy = False
             self._batch += 1
 
-    def _done(self, ids: np.ndarray | int, batch_no: int) -> None:
-        """The batch's prefill ended (`ids`: one request id, or an array of them)."""
+    def _done(self, ev) -> None:
+        """The batch's prefill ended (`ev._value`: its request ids, a list or an array, and its number)."""
+        ids, batch_no = ev._value
         if batch_no != self._batch:          # lost to a fault (interrupt)
             return
         self.busy = False
         if self.running:
             self.running = []
-            if type(ids) is int:
-                self._done_one(ids)
+            if type(ids) is list:
+                self._done_few(ids)
             else:
                 self._done_many(ids)
-        self.start()
+        if self.queue:                       # (start() would find nothing to do)
+            self.start()
 
-    def _done_one(self, rid: int) -> None:
-        """_done_many() of a one-request batch in plain Python numbers."""
+    def _done_few(self, ids: list[int]) -> None:
+        """_done_many() of a small batch in plain Python numbers (the same writes and sums)."""
         eng, req = self.eng, self.eng.req
-        now, r = eng.env._now, rid - req.base
-        req.prefill_end.a[r] = now
-        if math.isnan(req.first_token.a.item(r)):   # a requeued request streamed its first token
-            req.first_token.a[r] = now
-        if req.generated.a.item(r) < 1:             # recomputed tokens stay made
-            req.generated.a[r] = 1
-        prompt = req.input.a.item(r)
-        eng.metrics.cur.input_tokens += float(prompt)
-        if req.output.a.item(r) <= 1:
-            eng.finish(np.array([rid]))
-        else:
-            eng.kv.send(np.array([rid]), self, prompt)
+        now, base = eng.env._now, req.base
+        end, first, gen, out, inp = req.prefill_end.a, req.first_token.a, req.generated.a, req.output.a, req.input.a
+        prompts = sent = 0
+        done, send = [], []
+        for rid in ids:
+            r = rid - base
+            end[r] = now
+            if math.isnan(first.item(r)):     # a requeued request streamed its first token
+                first[r] = now
+            if gen.item(r) < 1:               # recomputed tokens stay made
+                gen[r] = 1
+            prompt = inp.item(r)
+            prompts += prompt
+            if out.item(r) <= 1:
+                done.append(rid)
+            else:
+                send.append(rid)
+                sent += prompt
+        eng.metrics.cur.input_tokens += float(prompts)
+        if done:
+            eng.finish(np.array(done))
+        if send:
+            eng.kv.send(np.array(send), self, sent)
 
     def _done_many(self, ids: np.ndarray) -> None:
         eng, req = self.eng, self.eng.req

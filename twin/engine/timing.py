@@ -63,15 +63,19 @@ class StepTimes:
         return self._prefill_time(inst, total, float(inputs @ inputs.astype(float)) / total,
                                   float(np.add.reduce(cached)))
 
-    def prefill_seconds_one(self, inst, tokens: int, cached: int) -> float:
-        """prefill_seconds() of a one-prompt batch, in plain Python floats (the same values: the
-        mean prompt t*t/t is exactly t while t*t < 2^53). Memoised per exact (tokens, cached) too,
-        in the same memo (so both go when it is cleared): the third item -1 is no bucket's reuse."""
-        key = (tokens, cached, -1)
+    def prefill_seconds_few(self, inst, tokens: list[int], cached: list[int]) -> float:
+        """prefill_seconds() of a small batch in plain Python numbers, the same values: its sums
+        of squares are exact integers below 2^53 (where the array path's float dot product is exact
+        in any order; a batch would need prompts of ~95M tokens to pass it). Memoised per exact
+        shape too, in the same memo (so both go when it is cleared): a 4-tuple is no bucket's key."""
+        total, square = sum(tokens), sum([t * t for t in tokens])
+        if square >= 1 << 53:
+            return self.prefill_seconds(inst, np.array(tokens), np.array(cached))
+        c = sum(cached)
+        key = (total, square, c, -1)
         t = inst.memo.get(key)
         if t is None:
-            total = float(tokens)
-            t = self._prefill_time(inst, total, total, float(cached))
+            t = self._prefill_time(inst, float(total), float(square) / float(total), float(c))
             inst.memo[key] = t
         return t
 
