@@ -9,8 +9,8 @@ around the run) to compare figures across machines.
 from __future__ import annotations
 
 import resource
-import time
 import statistics
+import time
 
 from .engine import Engine
 

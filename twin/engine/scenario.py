@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..config import CATALOG_DIR, CatalogError, _validate, catalog
 from ..settings import SETTINGS
 from ..workload import FORMATS, LengthDist
-from .scheduling import DEFAULTS, REGISTRY
 from .requests import MAX_WINDOW_ROWS
+from .scheduling import DEFAULTS, REGISTRY
 
 
 MAX_CACHE_BYTES = 1e18    # 1 EB; 'unlimited' is the way to ask for no limit
