@@ -243,15 +243,20 @@ class RequestTable:
         return sum(self.rejected.tolist())      # a few reasons: a Python sum (every interval asks)
 
     @property
+    def arrived(self) -> int:
+        """Admitted (ids handed out) and refused without a row."""
+        return self.n + self.dropped
+
+    @property
     def in_flight(self) -> int:
-        return int(self.n + self.dropped - self.completed - self._rejected())
+        return int(self.arrived - self.completed - self._rejected())
 
     def in_flight_ids(self) -> np.ndarray:
         return self.base + np.flatnonzero(self.state.a[:self.n - self.base] < DONE)
 
     def counts(self) -> dict:
         rejected = self._rejected()
-        arrived = self.n + self.dropped
+        arrived = self.arrived
         return {"arrived": int(arrived), "completed": int(self.completed), "rejected": rejected,
                 "in_flight": int(arrived - self.completed - rejected)}
 
