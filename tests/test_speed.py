@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import simpy
 
+from twin import rules
 from twin.bench import SCALING_DEPLOYMENTS, bench, scaling, table
 from twin.ems import EMS
 from twin.engine import Engine, command, timing
@@ -129,6 +130,32 @@ def test_small_batch_step_time_in_python_numbers_equals_the_array_path():
         assert eng.timing.prefill_seconds_few(inst, tokens, cached) == want
         inst.memo = {}
 
+
+
+@pytest.mark.parametrize("drafts", [0, 1, 2])
+def test_fused_decode_step_equals_the_array_operations(drafts):
+    """StepTimes.step (one compiled pass) against the numpy steps it replaced, on the same draws:
+    the same survivors in order, the same finished ids in order, the same tokens made."""
+    eng = Engine("diurnal", seed=0)
+    timing = eng.timing
+    timing.drafts = drafts
+    rng = np.random.default_rng(5)
+    for n in [0, 1, 2, 7, 450, 6000]:
+        ids = rng.permutation(10 * n + 1)[:n].astype(np.int64)
+        left = rng.integers(-1, 5, n).astype(np.int64)       # some finish, some overshoot
+        seed = int(rng.integers(1 << 30))
+        timing.rng = np.random.default_rng(seed)
+        k, fin, made = timing.step(ids_new := ids.copy(), left_new := left.copy())
+        draws = np.random.default_rng(seed)                   # the reference, on the same draws
+        got = np.ones(n, dtype=np.int64) if drafts == 0 else \
+            rules.accepted_tokens(draws.random(n) if drafts == 1 else draws.random((n, drafts)), eng.dep.mtp_acceptance)
+        after = left - got
+        done = after <= 0
+        assert k == int((~done).sum())
+        assert ids_new[:k].tolist() == ids[~done].tolist()
+        assert left_new[:k].tolist() == after[~done].tolist()
+        assert fin.tolist() == ids[done].tolist()
+        assert made == int(got.sum()) + int(after[done].sum())
 
 # ---- EMS over a batch --------------------------------------------------------------------------
 def test_lookup_store_equals_lookup_then_store_per_prompt():

@@ -425,20 +425,12 @@ class DecodeInstance(Instance):
                 yield timeout(seconds)
             except simpy.Interrupt:             # a fault hit it mid-step: the step is lost
                 continue
-            # each sequence gains its accepted tokens but never more than it has left: one that
-            # overshoots (left < 0) gives the excess back below (no clipping pass over all)
-            left = self.left
-            made_sum = timing.advance(left)
+            k, fin, made_sum = timing.step(self.ids, self.left)     # in place: the first k go on
             if len(self.no_first):               # decode-only runs: first token from decode
                 req.first_token[self.no_first] = env._now
                 self.no_first = self.no_first[:0]
-            done = left <= 0
-            idx = done.nonzero()[0]                      # the rest touch only these
-            if len(idx):
-                made_sum += int(_sum(left[idx]))         # minus the tokens made past the end
-                fin = self.ids[idx]
-                keep = ~done
-                self.ids, self.left = self.ids[keep], left[keep]
+            if len(fin):
+                self.ids, self.left = self.ids[:k], self.left[:k]
                 rows = fin - req.base                    # an id in flight is never below the window
                 out = req.output.a[rows]
                 req.generated.a[rows] = out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import njit
 
 from .. import rules
 
@@ -30,8 +31,8 @@ class StepTimes:
     def __init__(self, pm, dep, scenario, req, rng):
         self.pm, self.dep, self.scenario, self.req, self.rng = pm, dep, scenario, req, rng
         self.drafts = rules.draft_tokens(pm.model.mtp_modules, dep.mtp)
-        self._uniform = np.empty(0)        # reused buffers for the MTP acceptance draws
-        self._accepted = np.empty(0, dtype=bool)
+        self._uniform = np.empty(0)        # reused buffers: MTP acceptance draws, finished ids
+        self._fin = np.empty(0, dtype=np.int64)
 
     def decode_seconds(self, inst, batch_per_npu: float, ctx: float) -> float:
         """Step time memoised per (batch per NPU, context) bucket."""
@@ -92,24 +93,56 @@ class StepTimes:
             inst.memo[key] = t
         return t
 
-    def advance(self, left: np.ndarray) -> int:
-        """One decode step: take each sequence's accepted tokens (twin.rules.accepted_tokens)
-        off `left` in place; returns the tokens made. With one draft token the draws stay a
-        boolean mask (1 + accepted, never built as an integer array)."""
+    def step(self, ids: np.ndarray, left: np.ndarray) -> tuple[int, np.ndarray, int]:
+        """One decode step over the sequences `ids` with `left` tokens still to produce: each takes
+        its accepted tokens (twin.rules.accepted_tokens); the finished ones (left <= 0) leave.
+        In place: the k still decoding move to the front of `ids` and `left`, in order. Returns
+        (k, the finished ids in order, tokens made), a finished sequence making no more than it
+        had left."""
         n = len(left)
-        if not self.drafts:
-            left -= 1
-            return n
-        if self.drafts > 1:
-            got = rules.accepted_tokens(self.rng.random((n, self.drafts)), self.dep.mtp_acceptance)
+        if len(self._fin) < n:              # reused buffers: the same draws as rng.random(n)
+            self._uniform = np.empty(max(n, 2 * len(self._fin)))
+            self._fin = np.empty(len(self._uniform), dtype=np.int64)
+        fin = self._fin
+        if self.drafts == 1:                # the draws decide one extra token each
+            u = self._uniform[:n]
+            self.rng.random(out=u)
+            k, m, made = _step(ids, left, u, self.dep.mtp_acceptance, fin)
+            return k, fin[:m].copy(), made
+        extra = 0
+        if self.drafts > 1:                 # tokens beyond the first, taken off before the step
+            got = rules.accepted_tokens(self.rng.random((n, self.drafts)), self.dep.mtp_acceptance) - 1
             left -= got
-            return int(got.sum())
-        if len(self._uniform) < n:          # reused buffers: the same draws as rng.random(n)
-            self._uniform = np.empty(max(n, 2 * len(self._uniform)))
-            self._accepted = np.empty(len(self._uniform), dtype=bool)
-        u, acc = self._uniform[:n], self._accepted[:n]
-        self.rng.random(out=u)
-        np.less(u, self.dep.mtp_acceptance, out=acc)     # rules.accepted_tokens, minus the 1
-        left -= acc
-        left -= 1
-        return n + int(np.count_nonzero(acc))
+            extra = int(got.sum())
+        k, m, made = _step(ids, left, _NO_DRAWS, 0.0, fin)
+        return k, fin[:m].copy(), made + extra
+
+
+_NO_DRAWS = np.zeros(0)
+
+
+@njit(cache=True)
+def _step(ids, left, u, p, fin):
+    """StepTimes.step's pass over the batch: one token each, one more where u[i] < p (no draws:
+    none more), then the finished ids to `fin` and the rest compacted in order. Returns (kept,
+    finished, tokens made, less the overshoot of the finished); the numpy operations it fuses
+    (less, subtract, count, compare, nonzero, two masks) give the same integers."""
+    n = len(left)
+    draws = len(u) > 0
+    k = m = 0
+    made = 0
+    for i in range(n):
+        x = left[i] - 1
+        made += 1
+        if draws and u[i] < p:
+            x -= 1
+            made += 1
+        if x > 0:
+            ids[k] = ids[i]
+            left[k] = x
+            k += 1
+        else:
+            fin[m] = ids[i]
+            m += 1
+            made += x
+    return k, m, made
