@@ -39,29 +39,25 @@ def lookup(ems: EMS | None, req, ids: list[int], cur, acct, slot: int) -> list[i
     if ems is None:
         return [0] * len(ids)
     per_hit, per_new = acct.ems_hit[slot], acct.ems_new[slot]
+    base, block_base, blocks = req.base, req.block_base, req.block_ids     # positions are absolute (window)
+    lo_at, hi_at, inputs, hits = req.block_lo.a, req.block_hi.a, req.input.a, req.cached.a
     cached, new = [], 0
     for rid in ids:
-        c, w = _lookup(ems, req, rid, cur, per_hit, per_new)
+        r = rid - base
+        lo, hi, inp = lo_at.item(r), hi_at.item(r), inputs.item(r)
+        if hi <= lo:                                   # no blocks: no lookup
+            hits[r] = 0
+            cached.append(0)
+            continue
+        hit, ht, w = ems.lookup_store_one(blocks[lo - block_base:hi - block_base], inp, per_hit, per_new)
+        cur.lookups_blocks += hi - lo
+        cur.hit_blocks += hit
+        cur.lookup_tokens += inp
+        cur.hit_tokens += ht
+        if hit:
+            cur.hit_requests += 1
+        c = hits[r] = min(ht, inp - 1)
         cached.append(c)
         new += w
     acct.cache_writes(new)             # once per batch: the same float sum as before
     return cached
-
-
-def _lookup(ems: EMS, req, rid: int, cur, per_hit: list, per_new: list) -> tuple[int, int]:
-    """One request's prompt looked up and stored: (cached tokens, new blocks)."""
-    r = rid - req.base
-    lo, hi, inp = req.block_lo.a.item(r), req.block_hi.a.item(r), req.input.a.item(r)
-    if hi <= lo:                                       # no blocks: no lookup
-        req.cached.a[r] = 0
-        return 0, 0
-    base = req.block_base                              # positions are absolute (window)
-    hit, ht, new = ems.lookup_store_one(req.block_ids[lo - base:hi - base], inp, per_hit, per_new)
-    cur.lookups_blocks += hi - lo
-    cur.hit_blocks += hit
-    cur.lookup_tokens += inp
-    cur.hit_tokens += ht
-    if hit:
-        cur.hit_requests += 1
-    cached = req.cached.a[r] = min(ht, inp - 1)
-    return cached, new

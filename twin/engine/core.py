@@ -305,7 +305,10 @@ class Engine:
         else:
             tick = ARRIVAL_TICK_S
             k = max(self._tick_k, math.ceil((self.incoming.next_arrival() - ARRIVAL_EPS) / tick))
-            call_later(self.env, max(0.0, k * tick - self.env.now), lambda _: self._arrivals(gen))
+            call_later(self.env, max(0.0, k * tick - self.env.now), self._tick, gen)
+
+    def _tick(self, ev) -> None:
+        self._arrivals(ev._value)          # (the generation rides in the event: no closure per tick)
 
     def take_ticks(self, upto: float, inclusive: bool = True) -> None:
         """Run every arrival tick not yet run at or before `upto` (before it, if not inclusive):

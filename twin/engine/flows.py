@@ -251,7 +251,8 @@ class FlowNet:
             if not heap:
                 del self._groups[links]
         flows = self.flows
-        done.sort(key=attrgetter("key"))
+        if len(done) > 1:
+            done.sort(key=attrgetter("key"))
         for f in done:              # in start order, as they sit in `flows`
             del flows[f.key]
             if f.on_finish is None:
