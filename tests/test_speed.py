@@ -17,7 +17,7 @@ import simpy
 from twin import rules
 from twin.bench import SCALING_DEPLOYMENTS, bench, scaling, table
 from twin.ems import EMS
-from twin.engine import Engine, command, timing
+from twin.engine import Engine, command, decode_rows, timing
 from twin.engine.flows import FlowNet
 from twin.engine.requests import DECODE_QUEUE, DECODING, DONE
 
@@ -156,6 +156,31 @@ def test_fused_decode_step_equals_the_array_operations(drafts):
         assert left_new[:k].tolist() == after[~done].tolist()
         assert fin.tolist() == ids[done].tolist()
         assert made == int(got.sum()) + int(after[done].sum())
+
+
+def test_compiled_decode_row_passes_equal_the_array_operations():
+    """decode_rows.admit and .finish against the numpy gathers, scatters and sums they replaced."""
+    rng = np.random.default_rng(9)
+    m, base = 500, 1000
+    inputs, output = rng.integers(1, 9000, m), rng.integers(1, 5000, m)
+    generated = (output * rng.uniform(0, 1, m)).astype(np.int64)
+    first = np.where(rng.uniform(size=m) < 0.3, np.nan, 1.0)
+    state, instance = np.zeros(m, dtype=np.int64), np.full(m, -1)
+    ids = base + rng.permutation(m)[:40]
+    rows = ids - base
+    left = np.empty(len(ids), dtype=np.int64)
+    got = decode_rows.admit(ids, base, inputs, output, generated.copy(), state, instance, first, 3, left)
+    want_left = output[rows] - generated[rows]
+    need = inputs[rows] + output[rows]
+    assert got == (int(need.sum()), int(need.sum() - want_left.sum()), int(np.isnan(first[rows]).sum()))
+    assert left.tolist() == want_left.tolist()
+    assert (state[rows] == DECODING).all() and (instance[rows] == 3).all()
+    assert np.count_nonzero(state) == len(ids) and np.count_nonzero(instance != -1) == len(ids)
+    gen = generated.copy()
+    assert decode_rows.finish(ids, base, inputs, output, gen) == int(need.sum())
+    want = generated.copy()
+    want[rows] = output[rows]
+    assert gen.tolist() == want.tolist()
 
 # ---- EMS over a batch --------------------------------------------------------------------------
 def test_lookup_store_equals_lookup_then_store_per_prompt():

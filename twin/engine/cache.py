@@ -6,8 +6,6 @@ capacity is unlimited; the write traffic is counted with it.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..ems import EMS
 from ..topology import parse
 

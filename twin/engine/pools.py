@@ -16,8 +16,9 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL
 
+from . import decode_rows
 from .cache import lookup
-from .requests import DECODE_QUEUE, DECODING, PREFILL, QUEUED
+from .requests import DECODE_QUEUE, PREFILL, QUEUED
 from .scheduling.prefill_batching import FifoTokenBudget
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ class PrefillInstance(Instance):
         if len(batch) <= FEW:          # most batches (1-2 prompts at diurnal's load): plain Python numbers
             ids = [int(rid) for rid in batch]
             state, began, gen = req.state.a, req.prefill_start.a, req.generated.a
-            prompts = tokens_in = 0
+            prompts = 0
             sizes = []                 # tokens to prefill: a requeued request's made tokens again
             for rid in ids:
                 r = rid - base
@@ -371,29 +372,27 @@ class DecodeInstance(Instance):
 
     def _admit_ids(self, t: np.ndarray) -> int:
         """Admit the head of the ids `t` (within the TPOT cap) that the admission policy lets in;
-        returns how many. Their context sum inp + gen is taken as need - left (one sum fewer)."""
+        returns how many."""
         if not len(t):
             return 0
         eng = self.eng
         req = eng.req
-        rows = t - req.base                       # an id in flight is never below the window
-        out, gen = req.output.a[rows], req.generated.a[rows]
-        need = req.input.a[rows] + out
+        base = req.base
+        rows = t - base                           # an id in flight is never below the window
+        need = req.input.a[rows] + req.output.a[rows]
         k = eng.policies.decode_admission.admit(need, self.reserved, eng.kv_capacity_tokens * len(self.dies),
                                                 not len(self.ids))
         if not k:
             return 0
         if k < len(t):
-            t, rows, out, gen, need = t[:k], rows[:k], out[:k], gen[:k], need[:k]
-        left = out - gen
-        need_sum = int(_sum(need))
+            t = t[:k]
+        left = np.empty(k, dtype=np.int64)
+        need_sum, ctx, no_first = decode_rows.admit(t, base, req.input.a, req.output.a, req.generated.a,
+                                                    req.state.a, req.instance.a, req.first_token.a, self.idx, left)
         self.reserved += float(need_sum)
-        self.ctx_sum += need_sum - int(_sum(left))
-        req.state.a[rows] = DECODING
-        req.instance.a[rows] = self.idx
-        first = req.first_token.a[rows]
-        if math.isnan(_sum(first)):               # any NaN: admitted without a first token
-            self.no_first = np.concatenate([self.no_first, t[np.isnan(first)]])
+        self.ctx_sum += ctx
+        if no_first:                              # admitted without a first token
+            self.no_first = np.concatenate([self.no_first, t[np.isnan(req.first_token.a[rows[:k]])]])
         self.ids = np.concatenate([self.ids, t])
         self.left = np.concatenate([self.left, left])
         return k
@@ -431,10 +430,7 @@ class DecodeInstance(Instance):
                 self.no_first = self.no_first[:0]
             if len(fin):
                 self.ids, self.left = self.ids[:k], self.left[:k]
-                rows = fin - req.base                    # an id in flight is never below the window
-                out = req.output.a[rows]
-                req.generated.a[rows] = out
-                need_sum = int(_sum(req.input.a[rows] + out))   # their final contexts
+                need_sum = decode_rows.finish(fin, req.base, req.input.a, req.output.a, req.generated.a)
                 self.ctx_sum -= need_sum
                 self.reserved -= float(need_sum)
                 eng.finish(fin)
