@@ -40,6 +40,17 @@ def test_each_terminal_transition_happens_once_and_a_second_is_an_error():
     assert t.state[3] == REJECTED and t.reason[3] == 1
 
 
+def test_a_finish_with_a_repeated_or_bad_id_finishes_the_others_once():
+    """complete()'s compiled common case hands anything unusual to the checked path whole (spare
+    rows past the last id: an unknown id must not pass for one of them)."""
+    t = RequestTable(capacity=64)
+    t.add(np.arange(10, dtype=float), np.full(10, 100), np.full(10, 10))
+    assert list(t.complete([4, 2, 4], 1.0)) == [2, 4]     # repeated in one call: once, no error
+    assert list(t.complete([5, 10], 2.0)) == [5]          # an unknown id: counted
+    assert list(t.complete([6, 4], 3.0)) == [6]           # 4 again: counted
+    assert (t.completed, t.errors["finish_twice"], t.errors["finish_unknown"]) == (4, 1, 1)
+    assert t.finish[4] == 1.0 and t.finish[6] == 3.0 and np.isnan(t.finish[7])
+
 def test_tokens_short_counts_completions_with_fewer_tokens_than_asked():
     t = _table()
     t.generated[[0, 1]] = [10, 9]
