@@ -17,7 +17,7 @@ import simpy
 from twin import rules
 from twin.bench import SCALING_DEPLOYMENTS, bench, scaling, table
 from twin.ems import EMS
-from twin.engine import Engine, command, decode_rows, timing
+from twin.engine import Engine, command, batch_rows, timing
 from twin.engine.flows import FlowNet
 from twin.engine.requests import DECODE_QUEUE, DECODING, DONE
 
@@ -159,7 +159,7 @@ def test_fused_decode_step_equals_the_array_operations(drafts):
 
 
 def test_compiled_decode_row_passes_equal_the_array_operations():
-    """decode_rows.admit and .finish against the numpy gathers, scatters and sums they replaced."""
+    """batch_rows.admit and .finish against the numpy gathers, scatters and sums they replaced."""
     rng = np.random.default_rng(9)
     m, base = 500, 1000
     inputs, output = rng.integers(1, 9000, m), rng.integers(1, 5000, m)
@@ -169,7 +169,7 @@ def test_compiled_decode_row_passes_equal_the_array_operations():
     ids = base + rng.permutation(m)[:40]
     rows = ids - base
     left = np.empty(len(ids), dtype=np.int64)
-    got = decode_rows.admit(ids, base, inputs, output, generated.copy(), state, instance, first, 3, left)
+    got = batch_rows.admit(ids, base, inputs, output, generated.copy(), state, instance, first, 3, left)
     want_left = output[rows] - generated[rows]
     need = inputs[rows] + output[rows]
     assert got == (int(need.sum()), int(need.sum() - want_left.sum()), int(np.isnan(first[rows]).sum()))
@@ -177,10 +177,27 @@ def test_compiled_decode_row_passes_equal_the_array_operations():
     assert (state[rows] == DECODING).all() and (instance[rows] == 3).all()
     assert np.count_nonzero(state) == len(ids) and np.count_nonzero(instance != -1) == len(ids)
     gen = generated.copy()
-    assert decode_rows.finish(ids, base, inputs, output, gen) == int(need.sum())
+    assert batch_rows.finish(ids, base, inputs, output, gen) == int(need.sum())
     want = generated.copy()
     want[rows] = output[rows]
     assert gen.tolist() == want.tolist()
+
+
+def test_compiled_prefill_end_pass_keeps_what_a_requeued_request_made():
+    """batch_rows.prefilled: prefill end written, a streamed first token and made tokens kept,
+    ids to send then ids done, each in batch order."""
+    base, now = 100, 7.5
+    inputs, output = np.array([10, 20, 30, 40, 50]), np.array([1, 5, 1, 9, 3])
+    first = np.array([np.nan, 2.0, np.nan, np.nan, 3.0])
+    generated = np.array([0, 4, 0, 0, 2])
+    end, order = np.full(5, np.nan), np.empty(4, dtype=np.int64)
+    ids = np.array([104, 102, 101, 100])
+    got = batch_rows.prefilled(ids, base, now, end, first, generated, inputs, output, order)
+    assert got == (50 + 30 + 20 + 10, 2, 50 + 20)
+    assert order.tolist() == [104, 101, 102, 100]
+    assert np.isnan(end[3]) and (end[[0, 1, 2, 4]] == now).all()
+    assert first.tolist()[:3] == [now, 2.0, now] and first[4] == 3.0
+    assert generated.tolist() == [1, 4, 1, 0, 2]
 
 # ---- EMS over a batch --------------------------------------------------------------------------
 def test_lookup_store_equals_lookup_then_store_per_prompt():

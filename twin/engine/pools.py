@@ -16,7 +16,7 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL
 
-from . import decode_rows
+from . import batch_rows
 from .cache import lookup
 from .requests import DECODE_QUEUE, PREFILL, QUEUED
 from .scheduling.prefill_batching import FifoTokenBudget
@@ -200,57 +200,22 @@ class PrefillInstance(Instance):
         self.busy = False
         if self.running:
             self.running = []
-            if type(ids) is list:
-                self._done_few(ids)
-            else:
-                self._done_many(ids)
+            self._prefilled(np.array(ids, dtype=np.int64))
         if self.queue:                       # (start() would find nothing to do)
             self.start()
 
-    def _done_few(self, ids: list[int]) -> None:
-        """_done_many() of a small batch in plain Python numbers (the same writes and sums)."""
+    def _prefilled(self, ids: np.ndarray) -> None:
+        """The batch's prompts are done: single-token replies finish, the rest ship their KV."""
         eng, req = self.eng, self.eng.req
-        now, base = eng.env._now, req.base
-        end, first, gen, out, inp = req.prefill_end.a, req.first_token.a, req.generated.a, req.output.a, req.input.a
-        prompts = sent = 0
-        done, send = [], []
-        for rid in ids:
-            r = rid - base
-            end[r] = now
-            if math.isnan(first.item(r)):     # a requeued request streamed its first token
-                first[r] = now
-            if gen.item(r) < 1:               # recomputed tokens stay made
-                gen[r] = 1
-            prompt = inp.item(r)
-            prompts += prompt
-            if out.item(r) <= 1:
-                done.append(rid)
-            else:
-                send.append(rid)
-                sent += prompt
+        order = np.empty(len(ids), dtype=np.int64)
+        prompts, n_send, sent = batch_rows.prefilled(ids, req.base, eng.env._now, req.prefill_end.a,
+                                                     req.first_token.a, req.generated.a, req.input.a,
+                                                     req.output.a, order)
         eng.metrics.cur.input_tokens += float(prompts)
-        if done:
-            eng.finish(np.array(done))
-        if send:
-            eng.kv.send(np.array(send), self, sent)
-
-    def _done_many(self, ids: np.ndarray) -> None:
-        eng, req = self.eng, self.eng.req
-        now = eng.env.now
-        rows = ids - req.base                # in flight: in the window
-        req.prefill_end.a[rows] = now
-        first = req.first_token.a[rows]
-        first[np.isnan(first)] = now             # a requeued request streamed its first token
-        req.first_token.a[rows] = first
-        gen = req.generated.a
-        gen[rows] = np.maximum(gen[rows], 1)      # recomputed tokens stay made
-        eng.metrics.cur.input_tokens += float(_sum(req.input.a[rows]))
-        single = req.output.a[rows] <= 1
-        n_single = np.count_nonzero(single)
-        if n_single:
-            eng.finish(ids[single])
-        if n_single < len(ids):
-            eng.kv.send(ids[~single], self)
+        if n_send < len(ids):
+            eng.finish(order[n_send:])
+        if n_send:
+            eng.kv.send(order[:n_send], self, sent)
 
 
 class DecodeInstance(Instance):
@@ -387,7 +352,7 @@ class DecodeInstance(Instance):
         if k < len(t):
             t = t[:k]
         left = np.empty(k, dtype=np.int64)
-        need_sum, ctx, no_first = decode_rows.admit(t, base, req.input.a, req.output.a, req.generated.a,
+        need_sum, ctx, no_first = batch_rows.admit(t, base, req.input.a, req.output.a, req.generated.a,
                                                     req.state.a, req.instance.a, req.first_token.a, self.idx, left)
         self.reserved += float(need_sum)
         self.ctx_sum += ctx
@@ -430,7 +395,7 @@ class DecodeInstance(Instance):
                 self.no_first = self.no_first[:0]
             if len(fin):
                 self.ids, self.left = self.ids[:k], self.left[:k]
-                need_sum = decode_rows.finish(fin, req.base, req.input.a, req.output.a, req.generated.a)
+                need_sum = batch_rows.finish(fin, req.base, req.input.a, req.output.a, req.generated.a)
                 self.ctx_sum -= need_sum
                 self.reserved -= float(need_sum)
                 eng.finish(fin)
