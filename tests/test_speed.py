@@ -19,7 +19,7 @@ from twin.bench import SCALING_DEPLOYMENTS, bench, scaling, table
 from twin.ems import EMS
 from twin.engine import Engine, command, batch_rows, timing
 from twin.engine.flows import FlowNet
-from twin.engine.requests import DECODE_QUEUE, DECODING, DONE
+from twin.engine.requests import DECODE_QUEUE, DECODING, DONE, PREFILL
 
 BEFORE = json.loads((Path(__file__).parent / "data" / "speed_before.json").read_text())
 
@@ -33,20 +33,24 @@ def _run(name: str, **kw) -> Engine:
     return eng
 
 
-def _exact_prefill(self, inst, inputs, cached):
+def _exact_prefill(self, inst, sizes, cached):
     """The perf model called at the batch's exact shape (the engine before the memo)."""
-    total = float(inputs.sum())
-    prompt = float((inputs.astype(float) ** 2).sum() / total)
-    reuse = min(float(cached.sum()) / total, 0.99)
+    total = float(sizes.sum())
+    prompt = float((sizes.astype(float) ** 2).sum() / total)
+    reuse = min(float(cached) / total, 0.99)
     return inst.pm.prefill_batch(prompt, total / (len(inst.dies) / self.pm.dies_per_npu),
                                  reuse=reuse).step_ms / 1e3
 
 
+def _seconds(eng, inst, sizes, cached) -> float:
+    """StepTimes.prefill_seconds of a batch given as arrays."""
+    return eng.timing.prefill_seconds(inst, sizes, int(sizes.sum()), int((sizes * sizes).sum()), int(cached.sum()))
+
+
 def _bypass_memo(monkeypatch) -> None:
-    """Prefill step times at the exact shape, for batches of many prompts and of a few."""
-    monkeypatch.setattr(timing.StepTimes, "prefill_seconds", _exact_prefill)
-    monkeypatch.setattr(timing.StepTimes, "prefill_seconds_few", lambda self, inst, tokens, cached:
-                        _exact_prefill(self, inst, np.array(tokens), np.array(cached)))
+    """Prefill step times at the exact shape."""
+    monkeypatch.setattr(timing.StepTimes, "prefill_seconds", lambda self, inst, sizes, total, square, cached:
+                        _exact_prefill(self, inst, sizes, cached))
 
 
 # ---- same seed, same figures -------------------------------------------------------------------
@@ -103,8 +107,8 @@ def test_prefill_memo_error_is_small_and_printed():
         inputs = np.minimum(rng.lognormal(math.log(6000), 0.9, n).astype(np.int64) + 1, 65536)
         cached = (inputs * rng.uniform(0, 0.95, n)).astype(np.int64)
         inst.memo = {}
-        got = eng.timing.prefill_seconds(inst, inputs, cached)
-        want = _exact_prefill(eng, inst, inputs, cached)
+        got = _seconds(eng, inst, inputs, cached)
+        want = _exact_prefill(eng, inst, inputs, int(cached.sum()))
         errs.append(abs(got - want) / want)
     errs = np.array(errs)
     print(f"\nprefill memo (grid 2^(1/{timing.PREFILL_GRID}), reuse 1/{timing.REUSE_GRID}): relative "
@@ -114,22 +118,26 @@ def test_prefill_memo_error_is_small_and_printed():
     four_k = np.array([4096, 4096])
     half = np.array([2048, 2048])
     inst.memo = {}
-    assert eng.timing.prefill_seconds(inst, four_k, half) == _exact_prefill(eng, inst, four_k, half)
+    assert _seconds(eng, inst, four_k, half) == _exact_prefill(eng, inst, four_k, int(half.sum()))
 
 
-def test_small_batch_step_time_in_python_numbers_equals_the_array_path():
-    """The scalar path of small batches (one prompt, or a few) gives the array path's step time."""
+def test_prefill_step_time_from_integer_sums_equals_the_float_array_arithmetic():
+    """Exact integer sums (and the exact-shape memo) give what the array path gave: the float sum,
+    float dot product and float cached sum, bucketed (one prompt, a few, many)."""
     eng = Engine("diurnal", seed=0)
     inst, rng = eng.prefill[0], np.random.default_rng(3)
     shapes = [[t] for t in rng.integers(1, 200_000, 300).tolist() + [1, 2, 4096, 131072]]
-    shapes += [rng.integers(1, 200_000, k).tolist() for k in rng.integers(2, 9, 300)] + [[4096, 4096]]
+    shapes += [rng.integers(1, 200_000, k).tolist() for k in rng.integers(2, 40, 300)] + [[4096, 4096]]
     for tokens in shapes:
-        cached = [int(t * rng.uniform(0, 1)) for t in tokens]
-        want = eng.timing.prefill_seconds(inst, np.array(tokens), np.array(cached))
+        sizes = np.array(tokens)
+        cached = np.array([int(t * rng.uniform(0, 1)) for t in tokens])
+        total = float(np.add.reduce(sizes))
+        want = eng.timing._prefill_time(inst, total, float(sizes @ sizes.astype(float)) / total,
+                                        float(np.add.reduce(cached)))
         inst.memo = {}
-        assert eng.timing.prefill_seconds_few(inst, tokens, cached) == want
+        assert _seconds(eng, inst, sizes, cached) == want
+        assert _seconds(eng, inst, sizes, cached) == want      # from the exact-shape memo
         inst.memo = {}
-
 
 
 @pytest.mark.parametrize("drafts", [0, 1, 2])
@@ -182,6 +190,17 @@ def test_compiled_decode_row_passes_equal_the_array_operations():
     want[rows] = output[rows]
     assert gen.tolist() == want.tolist()
 
+
+def test_compiled_prefill_start_pass_recomputes_what_a_requeued_request_made():
+    """batch_rows.started: PREFILL from `now`; a requeued request prefills its made tokens but the
+    first again; exact integer sums."""
+    state, began = np.zeros(4, dtype=np.int64), np.full(4, np.nan)
+    inputs, generated = np.array([100, 200, 300, 400]), np.array([0, 1, 51, 7])
+    sizes = np.empty(3, dtype=np.int64)
+    got = batch_rows.started(np.array([12, 10, 11]), 10, 2.5, state, began, inputs, generated, sizes)
+    assert sizes.tolist() == [350, 100, 200]
+    assert got == (600, 650, 350 ** 2 + 100 ** 2 + 200 ** 2)
+    assert state.tolist() == [PREFILL] * 3 + [0] and began.tolist()[:3] == [2.5] * 3 and np.isnan(began[3])
 
 def test_compiled_prefill_end_pass_keeps_what_a_requeued_request_made():
     """batch_rows.prefilled: prefill end written, a streamed first token and made tokens kept,

@@ -1,5 +1,5 @@
-"""Compiled passes over the request rows of a batch: a prefill batch's end, the sequences a decode
-instance admits or finishes.
+"""Compiled passes over the request rows of a batch: a prefill batch's start and end, the sequences
+a decode instance admits or finishes.
 
 Each touches a few rows of several request columns; as numpy operations that is a dozen calls of
 ~0.5 us each on a handful of ids (or a Python loop per id), as one compiled loop it is one call.
@@ -11,7 +11,26 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .requests import DECODING
+from .requests import DECODING, PREFILL
+
+
+@njit(cache=True)
+def started(ids, base, now, state, prefill_start, inputs, generated, sizes):
+    """A prefill batch starts at `now`: its prompts go PREFILL, and `sizes` gets the tokens each
+    prefills (a requeued request's prompt and the tokens it made but the first, again). Returns
+    (prompt tokens, tokens to prefill, their sum of squares), exact integers."""
+    prompts = total = square = 0
+    for i in range(len(ids)):
+        r = ids[i] - base
+        state[r] = PREFILL
+        prefill_start[r] = now
+        prompt, redo = inputs[r], generated[r] - 1
+        size = prompt + redo if redo > 0 else prompt
+        sizes[i] = size
+        prompts += prompt
+        total += size
+        square += size * size
+    return prompts, total, square
 
 
 @njit(cache=True)

@@ -30,22 +30,21 @@ def server_nodes(ems: EMS | None) -> dict[str, int]:
     return {s: parse(s)["node"] for s in ems.servers} if ems is not None else {}
 
 
-def lookup(ems: EMS | None, req, ids: list[int], cur, acct, slot: int) -> list[int]:
-    """Prefix hits per request (tokens; at least one token is left to compute), stored in
-    `req.cached`; hit and write counts go to the interval `cur` and the accounting `acct`. The
-    batch's prompts are looked up and stored one after the other, in batch order."""
+def lookup(ems: EMS | None, req, ids: list[int], cur, acct, slot: int) -> int:
+    """The batch's prefix hits in tokens (each request's, at least one token short of its prompt,
+    stored in `req.cached`); hit and write counts go to the interval `cur` and the accounting
+    `acct`. The batch's prompts are looked up and stored one after the other, in batch order."""
     if ems is None:
-        return [0] * len(ids)
+        return 0
     per_hit, per_new = acct.ems_hit[slot], acct.ems_new[slot]
     base, block_base, blocks = req.base, req.block_base, req.block_ids     # positions are absolute (window)
     lo_at, hi_at, inputs, hits = req.block_lo.a, req.block_hi.a, req.input.a, req.cached.a
-    cached, new = [], 0
+    cached = new = 0
     for rid in ids:
         r = rid - base
         lo, hi, inp = lo_at.item(r), hi_at.item(r), inputs.item(r)
         if hi <= lo:                                   # no blocks: no lookup
             hits[r] = 0
-            cached.append(0)
             continue
         hit, ht, w = ems.lookup_store_one(blocks[lo - block_base:hi - block_base], inp, per_hit, per_new)
         cur.lookups_blocks += hi - lo
@@ -55,7 +54,7 @@ def lookup(ems: EMS | None, req, ids: list[int], cur, acct, slot: int) -> list[i
         if hit:
             cur.hit_requests += 1
         c = hits[r] = min(ht, inp - 1)
-        cached.append(c)
+        cached += c
         new += w
     acct.cache_writes(new)             # once per batch: the same float sum as before
     return cached

@@ -18,16 +18,13 @@ from simpy.events import NORMAL
 
 from . import batch_rows
 from .cache import lookup
-from .requests import DECODE_QUEUE, PREFILL, QUEUED
+from .requests import DECODE_QUEUE, QUEUED
 from .scheduling.prefill_batching import FifoTokenBudget
 
 if TYPE_CHECKING:
     from .core import Engine
 
-_sum = np.add.reduce   # ndarray.sum() without its Python wrapper
 _NO_IDS = np.zeros(0, dtype=np.int64)
-FEW = 8     # assumption: batches up to this size run in Python numbers (the array path's fixed cost,
-#             ~25 us of numpy calls, is a dozen prompts' worth of the Python loop)
 
 
 class _Call:
@@ -147,31 +144,13 @@ class PrefillInstance(Instance):
         self.queued_tokens -= tokens
         self.running = batch
         start = eng.env._now
-        if len(batch) <= FEW:          # most batches (1-2 prompts at diurnal's load): plain Python numbers
-            ids = [int(rid) for rid in batch]
-            state, began, gen = req.state.a, req.prefill_start.a, req.generated.a
-            prompts = 0
-            sizes = []                 # tokens to prefill: a requeued request's made tokens again
-            for rid in ids:
-                r = rid - base
-                state[r] = PREFILL
-                began[r] = start
-                prompt, redo = inp.item(r), gen.item(r) - 1
-                prompts += prompt
-                sizes.append(prompt + redo if redo > 0 else prompt)
-            cached = lookup(eng.ems, req, ids, eng.metrics.cur, eng.acct, self.slot)
-            seconds = eng.timing.prefill_seconds_few(self, sizes, cached)
-            hit_tokens = sum(cached)
-            new, hit = float(prompts - hit_tokens), float(hit_tokens)
-        else:
-            ids = np.array(batch)
-            rows = ids - base                   # queued ids are in flight: in the window
-            req.state.a[rows] = PREFILL
-            req.prefill_start.a[rows] = start
-            cached = np.array(lookup(eng.ems, req, ids.tolist(), eng.metrics.cur, eng.acct, self.slot), dtype=np.int64)
-            prompts = req.input.a[rows]
-            seconds = eng.timing.prefill_seconds(self, eng.timing.prefill_tokens(prompts, rows), cached)
-            new, hit = float(_sum(prompts - cached)), float(_sum(cached))
+        ids = np.array(batch, dtype=np.int64)
+        sizes = np.empty(len(ids), dtype=np.int64)
+        prompts, total, square = batch_rows.started(ids, base, start, req.state.a, req.prefill_start.a, inp,
+                                                    req.generated.a, sizes)
+        cached = lookup(eng.ems, req, batch, eng.metrics.cur, eng.acct, self.slot)
+        seconds = eng.timing.prefill_seconds(self, sizes, total, square, cached)
+        new, hit = float(prompts - cached), float(cached)
         if not math.isfinite(seconds):       # cut off from its peers: wait for the network
             self.queue.extendleft(reversed(batch))
             self.queued_tokens += tokens
@@ -193,14 +172,14 @@ class PrefillInstance(Instance):
             self._batch += 1
 
     def _done(self, ev) -> None:
-        """The batch's prefill ended (`ev._value`: its request ids, a list or an array, and its number)."""
+        """The batch's prefill ended (`ev._value`: its request ids, an array, and its number)."""
         ids, batch_no = ev._value
         if batch_no != self._batch:          # lost to a fault (interrupt)
             return
         self.busy = False
         if self.running:
             self.running = []
-            self._prefilled(np.array(ids, dtype=np.int64))
+            self._prefilled(ids)
         if self.queue:                       # (start() would find nothing to do)
             self.start()
 

@@ -53,30 +53,20 @@ class StepTimes:
             inst.cap = max(1, int(per_npu * inst.npus))
         return inst.cap
 
-    def prefill_tokens(self, prompts: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Tokens to prefill for the requests at `rows` (prompts: their prompt tokens); a requeued
-        request also recomputes the tokens it generated."""
-        return prompts + np.maximum(self.req.generated.a[rows] - 1, 0)
-
-    def prefill_seconds(self, inst, inputs: np.ndarray, cached: np.ndarray) -> float:
-        """Batch time from the predictor, memoised per shape bucket (see PREFILL_GRID)."""
-        total = float(np.add.reduce(inputs))
-        return self._prefill_time(inst, total, float(inputs @ inputs.astype(float)) / total,
-                                  float(np.add.reduce(cached)))
-
-    def prefill_seconds_few(self, inst, tokens: list[int], cached: list[int]) -> float:
-        """prefill_seconds() of a small batch in plain Python numbers, the same values: its sums
-        of squares are exact integers below 2^53 (where the array path's float dot product is exact
-        in any order; a batch would need prompts of ~95M tokens to pass it). Memoised per exact
-        shape too, in the same memo (so both go when it is cleared): a 4-tuple is no bucket's key."""
-        total, square = sum(tokens), sum([t * t for t in tokens])
+    def prefill_seconds(self, inst, sizes: np.ndarray, total: int, square: int, cached: int) -> float:
+        """A prefill batch's time from the predictor: `sizes` the tokens each prompt prefills,
+        `total` and `square` their sum and sum of squares (exact integers), `cached` the tokens
+        EMS served. Memoised per exact shape, then per shape bucket (see PREFILL_GRID); a 4-tuple
+        is no bucket's key, and both go when the memo is cleared. Below 2^53 the sum of squares is
+        exact as a float too (a batch would need prompts of ~95M tokens to pass it); past it,
+        the float dot product of the sizes."""
         if square >= 1 << 53:
-            return self.prefill_seconds(inst, np.array(tokens), np.array(cached))
-        c = sum(cached)
-        key = (total, square, c, -1)
+            return self._prefill_time(inst, float(total), float(sizes @ sizes.astype(float)) / total,
+                                      float(cached))
+        key = (total, square, cached, -1)
         t = inst.memo.get(key)
         if t is None:
-            t = self._prefill_time(inst, float(total), float(square) / float(total), float(c))
+            t = self._prefill_time(inst, float(total), float(square) / float(total), float(cached))
             inst.memo[key] = t
         return t
 
