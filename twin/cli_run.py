@@ -6,7 +6,9 @@ import sys
 import time
 
 from .bench import bench, scaling, table
-from .cli_args import add_setting, dumps, name, out_path
+from .bench_turns import in_turns
+from .fingerprint import fingerprints
+from .cli_args import add_setting, dumps, name, number, out_path
 from .engine import Engine, report
 from .engine.faults import load_fault_file
 from .engine.scenario import load_scenario
@@ -166,6 +168,16 @@ def _write(eng, path: str) -> None:
 
 def cmd_bench(a) -> int:
     """Engine speed on one scenario, or (--scaling) against load and deployment size."""
+    if a.fingerprint:
+        rows = fingerprints(a.seed)
+        print(dumps(rows) if a.json else "\n".join(
+            f"{r['run']:<58}{r['rows']:>14}{r['summary']:>14}{r['events']:>14}{r['simpy_events']:>10}"
+            for r in rows))
+        return 0
+    if a.against:
+        out = in_turns(a.against, a.scenario, a.duration or 600.0, a.slice, a.seed, a.runs)
+        print(dumps(out) if a.json else "\n".join(f"{k:<30}{v}" for k, v in out.items()))
+        return 0
     if a.scaling:
         rows = scaling(a.duration or 60.0, a.seed)
         print(dumps(rows) if a.json else table(rows))
@@ -216,6 +228,15 @@ def add_run_commands(sub) -> None:
     bench.add_argument("--cache-capacity", help="EMS DRAM bytes in total (1..1e18), 'default' or 'unlimited'")
     bench.add_argument("--scaling", action="store_true",
                        help="table of wall time against load (0.3, 0.6, 0.9) and deployment size")
+    bench.add_argument("--fingerprint", action="store_true",
+                       help="hashes of request rows, summary and event log of 7 fixed-seed runs (a speed "
+                            "change should leave them alone)")
+    bench.add_argument("--against", metavar="CHECKOUT", type=name("a folder"),
+                       help="time this checkout and another (e.g. a git worktree of an older commit) in "
+                            "turns on the same run: the CPU each takes on the same machine")
+    bench.add_argument("--slice", type=number(0.1, 3600.0), default=10.0,
+                       help="--against: simulated seconds per turn (0.1..3600, default 10)")
+    bench.add_argument("--runs", type=number(1, 20, integer=True), default=1, help="--against: runs each (1..20)")
     add_setting(bench, "seed", default=0)
     bench.add_argument("--json", action="store_true")
     bench.set_defaults(fn=cmd_bench)
