@@ -159,7 +159,11 @@ def test_bench_json():
     (("perf", "prefill", "--reuse", "1.0"), "--reuse: '1.0': allowed a number >= 0 and < 1"),
     (("run", "--scenario", "nope", "--duration", "1"), "scenario = 'nope'"),
     (("run", "--trace", "/nonexistent.jsonl", "--duration", "1"), "/nonexistent.jsonl"),
-], ids=["deployment", "system", "precision", "reuse", "scenario", "trace"])
+    (("bench", "--slice", "2"), "--slice and --runs go with --against"),
+    (("bench", "--against", "/", "--scaling"), "not allowed with argument"),
+    (("bench", "--against", "/"), "not a checkout of the twin"),
+], ids=["deployment", "system", "precision", "reuse", "scenario", "trace", "bench-slice", "bench-modes",
+        "bench-against"])
 def test_errors_are_one_line(args, needle):
     p = subprocess_cli(*args)
     lines = p.stderr.splitlines()

@@ -7,11 +7,11 @@ import time
 
 from .bench import bench, scaling, table
 from .bench_turns import in_turns
-from .fingerprint import fingerprints
 from .cli_args import add_setting, dumps, name, number, out_path
 from .engine import Engine, report
 from .engine.faults import load_fault_file
 from .engine.scenario import load_scenario
+from .fingerprint import fingerprints
 from .workload import FORMATS
 
 
@@ -168,6 +168,8 @@ def _write(eng, path: str) -> None:
 
 def cmd_bench(a) -> int:
     """Engine speed on one scenario, or (--scaling) against load and deployment size."""
+    if not a.against and (a.slice is not None or a.runs is not None):
+        raise ValueError("bench: --slice and --runs go with --against CHECKOUT (they time two checkouts in turns)")
     if a.fingerprint:
         rows = fingerprints(a.seed)
         print(dumps(rows) if a.json else "\n".join(
@@ -175,7 +177,7 @@ def cmd_bench(a) -> int:
             for r in rows))
         return 0
     if a.against:
-        out = in_turns(a.against, a.scenario, a.duration or 600.0, a.slice, a.seed, a.runs)
+        out = in_turns(a.against, a.scenario, a.duration or 600.0, a.slice or 10.0, a.seed, a.runs or 1)
         print(dumps(out) if a.json else "\n".join(f"{k:<30}{v}" for k, v in out.items()))
         return 0
     if a.scaling:
@@ -226,17 +228,18 @@ def add_run_commands(sub) -> None:
     add_setting(bench, "load")
     bench.add_argument("--deployment", type=name("a deployment name"))
     bench.add_argument("--cache-capacity", help="EMS DRAM bytes in total (1..1e18), 'default' or 'unlimited'")
-    bench.add_argument("--scaling", action="store_true",
-                       help="table of wall time against load (0.3, 0.6, 0.9) and deployment size")
-    bench.add_argument("--fingerprint", action="store_true",
-                       help="hashes of request rows, summary and event log of 7 fixed-seed runs (a speed "
-                            "change should leave them alone)")
-    bench.add_argument("--against", metavar="CHECKOUT", type=name("a folder"),
-                       help="time this checkout and another (e.g. a git worktree of an older commit) in "
-                            "turns on the same run: the CPU each takes on the same machine")
-    bench.add_argument("--slice", type=number(0.1, 3600.0), default=10.0,
+    mode = bench.add_mutually_exclusive_group()
+    mode.add_argument("--scaling", action="store_true",
+                      help="table of wall time against load (0.3, 0.6, 0.9) and deployment size")
+    mode.add_argument("--fingerprint", action="store_true",
+                      help="hashes of request rows, summary and event log of 7 fixed-seed runs (a speed "
+                           "change should leave them alone)")
+    mode.add_argument("--against", metavar="CHECKOUT", type=name("a folder"),
+                      help="time this checkout and another (e.g. a git worktree of an older commit) in "
+                           "turns on the same run: the CPU each takes on the same machine")
+    bench.add_argument("--slice", type=number(0.1, 3600.0),
                        help="--against: simulated seconds per turn (0.1..3600, default 10)")
-    bench.add_argument("--runs", type=number(1, 20, integer=True), default=1, help="--against: runs each (1..20)")
+    bench.add_argument("--runs", type=number(1, 20, integer=True), help="--against: runs each (1..20)")
     add_setting(bench, "seed", default=0)
     bench.add_argument("--json", action="store_true")
     bench.set_defaults(fn=cmd_bench)

@@ -95,7 +95,7 @@ class Engine:
         self.command_log: list[tuple[float, Command]] = []
         self.events: list[dict] = []
         self.version = 0
-        self.timing = StepTimes(self.pm, self.dep, sc, self.req, self.rng)
+        self.timing = StepTimes(self.pm, self.dep, sc, self.rng)
         self._place_instances()
         cpu = self.cat.chip(self.system.cpu) if self.system.cpu else None
         self.ems = cache.build_ems(sc, self.dep, self.system, cpu, self.topo.cpu_ids, self.kv_bytes)

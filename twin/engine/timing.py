@@ -28,8 +28,8 @@ DECODE_CTX_BUCKET = 128
 class StepTimes:
     """Timing look-ups of one engine: step seconds per instance, decode caps, MTP draws."""
 
-    def __init__(self, pm, dep, scenario, req, rng):
-        self.pm, self.dep, self.scenario, self.req, self.rng = pm, dep, scenario, req, rng
+    def __init__(self, pm, dep, scenario, rng):
+        self.pm, self.dep, self.scenario, self.rng = pm, dep, scenario, rng
         self.drafts = rules.draft_tokens(pm.model.mtp_modules, dep.mtp)
         self._uniform = np.empty(0)        # reused buffers: MTP acceptance draws, finished ids
         self._fin = np.empty(0, dtype=np.int64)
