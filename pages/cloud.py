@@ -4,21 +4,20 @@ twin's engine; this page draws the day from the twin's snapshot on the shell's b
 nothing when the version is unchanged) and sends the policy knobs through the twin's action path
 (`copool`: checked, rate-limited, logged on the shared twin).
 
-The three-policy comparison comes from background days run in the callback (one at a time, a
-short day, the last few kept server-side, so changing a price only re-prices them).
+The three-policy comparison is a job of the web process's job pool (twin.jobs: its own low-priority
+process, queued, cancellable); its result is the days' usage, which this page prices again whenever
+a price changes. The job's id is kept in the tab's session, so the table is there when you return.
 """
 from __future__ import annotations
-
-import threading
-from collections import OrderedDict
 
 import dash
 from dash import Input, Output, State, dcc, html, no_update
 
+from twin import jobs as JP
 from twin import session as S
 from twin.cloud import live as CL
-from twin.cloud.copool import POLICIES, Params, load_params, run_day
-from twin.cloud.cost import Prices, day_report, load_prices
+from twin.cloud.copool import POLICIES, Params, load_params
+from twin.cloud.cost import Prices, comparison, comparison_cost_s, load_prices, priced
 from twin.cloud.training import compare
 from twin.config import CatalogError
 from twin.ui import components as C
@@ -36,9 +35,7 @@ P = "cl"
 DAY_MIN_S, DAY_MAX_S, DAY_DEFAULT_S = 30, 600, 60   # simulated seconds standing for 24 h (input bounds)
 MSG = (Output(f"{P}-msg", "children", allow_duplicate=True),      # the page's message line, written by
        Output(f"{P}-msg", "className", allow_duplicate=True))     # both the run and the re-pricing
-KEEP_RUNS = 3                                        # days kept for re-pricing (memory bound)
-_RUNS: OrderedDict = OrderedDict()
-_LOCK = threading.Lock()
+JOB_TICK_MS = 1000                                   # how often a queued or running comparison is read
 POLICY_COLOURS = {"copool": T.GREEN, "dedicated": T.ORANGE, "inference-only": T.BLUE}
 ACTOR = (State("ctl-twin", "data"), State("ctl-token", "data"), State("ctl-viewer", "data"),
          State("ctl-secret", "data"))
@@ -100,7 +97,8 @@ def _input(model, name: str, label: str, step: float, hint: str) -> html.Div:
 def layout(**_kwargs):
     return html.Div([
         *page_stores(P),
-        dcc.Store(id=f"{P}-run"),
+        dcc.Store(id=f"{P}-run", storage_type="session"),          # {"job": id} of this tab's comparison
+        dcc.Interval(id=f"{P}-job-tick", interval=JOB_TICK_MS, disabled=True),
         C.page_header(_("Serve by day, train by night"),
                       _("A day of diurnal chat traffic on the 384 NPUs, compressed as the diurnal scenario is, live "
                         "on the twin you view. Under the co-pool policy serving groups move to a training job when "
@@ -128,7 +126,9 @@ def layout(**_kwargs):
                                     max=DAY_MAX_S, step=10, className="num-input")],
                          className="field", title=_(DAY_HELP)),
                 html.Button(_("Run the comparison"), id=f"{P}-go", n_clicks=0, className="btn",
-                            title=_("A short day under each policy in the background, with the knobs above")),
+                            title=_("A short day under each policy in a background job, with the knobs above")),
+                html.Button(_("Cancel"), id=f"{P}-cancel", n_clicks=0, className="btn"),
+                html.Div(id=f"{P}-job-msg", className="hint", role="status"),
                 html.H4(_("Price and power (assumptions)")),
                 html.Div([_input(Prices, *k) for k in PRICES]),
             ]), _("Policy and assumptions"), "config"),
@@ -319,64 +319,97 @@ def _values(fields, raw) -> dict:
     return out
 
 
-def run_days(day_s: float, knobs: dict) -> str:
-    """Run the day under every policy; returns the key its pools are kept under."""
-    key = repr((day_s, sorted(knobs.items())))
-    if key not in _RUNS:
-        pools = {}
-        for name in POLICIES:
-            _, pools[name] = run_day("copool-day", load_params(**knobs, policy=name),
-                                     duration_s=day_s, diurnal_period_s=day_s)
-        _RUNS[key] = pools
-        while len(_RUNS) > KEEP_RUNS:
-            _RUNS.popitem(last=False)
-    _RUNS.move_to_end(key)
-    return key
-
-
 @dash.callback(
     Output(f"{P}-run", "data"),
     *MSG,
     Input(f"{P}-go", "n_clicks"),
     State(f"{P}-day", "value"),
     *[State(f"{P}-{k[0]}", "value") for k in KNOBS],
+    State("ctl-secret", "data"),
     prevent_initial_call=True,
 )
-def on_run(_n, day, *knobs):
+def on_run(_n, day, *rest):
+    knobs, secret = rest[:-1], rest[-1]
     try:
         d = G.number(day)
         if d is None or not DAY_MIN_S <= d <= DAY_MAX_S:
             raise CatalogError(f"day length = {str(day)[:40]!r}: allowed {DAY_MIN_S} to {DAY_MAX_S} simulated seconds")
         values = {k: v for k, v in _values(KNOBS, knobs).items() if v is not None}
         load_params(**values)
-        if not _LOCK.acquire(blocking=False):
-            return no_update, _("Another day is being simulated; try again in a few seconds."), "ctl-msg msg-error"
-        try:
-            key = run_days(d, values)
-        finally:
-            _LOCK.release()
-    except (CatalogError, ValueError) as exc:
+        who, addr = G.client(secret)
+        job = JP.pool().submit("cloud", comparison, (d, values), total=len(POLICIES), cost_s=comparison_cost_s(d),
+                               client=who, addr=addr)
+    except (CatalogError, ValueError) as exc:         # JP.JobRefused is a ValueError
         return no_update, _("Not run: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
-    return {"key": key}, _("Simulated a %(d)s s day under %(n)s policies.") % {"d": f"{d:g}", "n": len(POLICIES)}, "ctl-msg msg-ok"
+    return {"job": job, "day": d}, _("A %(d)s s day under %(n)s policies is queued as a background job.") % {
+        "d": f"{d:g}", "n": len(POLICIES)}, "ctl-msg msg-ok"
+
+
+def _job(run, secret) -> dict | None:
+    return JP.pool().view(G.store(run).get("job"), G.client(secret)[0])
+
+
+def job_text(job: dict | None) -> str:
+    """One line on the comparison job: its place in the queue, its progress, or how it ended."""
+    if job is None:
+        return ""
+    if job["state"] == "queued":
+        return _("Comparison queued: %(pos)s in line, about %(s)s s of work ahead.") % {
+            "pos": job["position"], "s": f"{job['wait_s']:,.0f}"}
+    if job["state"] == "running":
+        return _("Comparison running: %(done)s of %(total)s policies (%(used)s of at most %(cap)s CPU-s).") % {
+            "done": job["done"], "total": job["total"], "used": f"{job['cpu_s']:,.0f}", "cap": f"{job['ceiling_s']:,.0f}"}
+    if job["state"] == "cancelled":
+        return _("Comparison cancelled.")
+    if job["state"] == "error":
+        return _("Comparison failed: %(why)s") % {"why": explain(job["message"])}
+    return ""
+
+
+@dash.callback(
+    Output(f"{P}-job-msg", "children"), Output(f"{P}-job-tick", "disabled"), Output(f"{P}-run", "data", allow_duplicate=True),
+    Input(f"{P}-job-tick", "n_intervals"), Input(f"{P}-run", "data"), State("ctl-secret", "data"),
+    prevent_initial_call="initial_duplicate",
+)
+def on_job_tick(_n, run, secret):
+    """Follow the comparison job; when it is done, touch the run store so the table is priced."""
+    job = _job(run, secret)
+    if job is None:
+        return "", True, no_update
+    active = job["state"] in ("queued", "running")
+    done_now = job["state"] == "done" and not G.store(run).get("shown")
+    return job_text(job), not active, {**G.store(run), "shown": True} if done_now else no_update
+
+
+@dash.callback(
+    Output(f"{P}-job-msg", "children", allow_duplicate=True),
+    Input(f"{P}-cancel", "n_clicks"), State(f"{P}-run", "data"), State("ctl-secret", "data"),
+    prevent_initial_call=True,
+)
+def on_cancel(_n, run, secret):
+    if JP.pool().cancel(G.store(run).get("job"), G.client(secret)[0]):
+        return _("Comparison cancelled.")
+    return _("Cancel: no comparison of yours is queued or running.")
 
 
 @dash.callback(
     output=[Output(f"{P}-table", "children"), *MSG],
-    inputs={"run": Input(f"{P}-run", "data"), "prices": [Input(f"{P}-{k[0]}", "value") for k in PRICES]},
-    prevent_initial_call=True,
+    inputs={"run": Input(f"{P}-run", "data"), "prices": [Input(f"{P}-{k[0]}", "value") for k in PRICES],
+            "secret": State("ctl-secret", "data")},
+    prevent_initial_call="initial_duplicate",
 )
-def on_show(run, prices):
-    """Price every policy of the kept comparison (again when a price changes)."""
-    key = G.store(run).get("key")
-    pools = _RUNS.get(key) if isinstance(key, str) else None
-    if pools is None:
+def on_show(run, prices, secret):
+    """Price every policy of this tab's finished comparison (again when a price changes)."""
+    job = _job(run, secret)
+    usage = job["result"] if job and job["state"] == "done" else None
+    if usage is None:
         return html.P(_("Run the comparison to see the three policies side by side."), className="hint"), \
             no_update, no_update
     try:
         pr = load_prices(**_values(PRICES, prices))
     except CatalogError as exc:
         return no_update, _("Not re-priced: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
-    reports = {name: day_report(pool, pr) for name, pool in pools.items()}
-    priced = _trigger() in {f"{P}-{k[0]}" for k in PRICES}
-    msg = (_("Re-priced the simulated day."), "ctl-msg msg-ok") if priced else (no_update, no_update)
+    reports = {name: priced(u, pr) for name, u in usage.items()}
+    repriced = _trigger() in {f"{P}-{k[0]}" for k in PRICES}
+    msg = (_("Re-priced the simulated day."), "ctl-msg msg-ok") if repriced else (no_update, no_update)
     return comparison_table(reports), *msg

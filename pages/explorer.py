@@ -8,6 +8,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, dcc, html, no_update
 
+from twin import jobs as JP
 from twin import session as S
 from twin.config import CatalogError, catalog
 from twin.engine.scenario import synthetic_scenarios
@@ -86,11 +87,14 @@ def layout(**_kwargs):
                 _field(_("Simulated s per run (5–%(n)s)") % {"n": f"{J.MAX_DURATION_S:g}"},
                        dcc.Input(id=f"{P}-dur", type="number", value=20, min=5, max=J.MAX_DURATION_S, step=5)),
                 html.Button(_("Run sweep"), id=f"{P}-start", className="btn btn-primary", n_clicks=0),
+                html.Button(_("Cancel"), id=f"{P}-cancel", className="btn", n_clicks=0),
                 html.Button(_("Download CSV"), id=f"{P}-csv", className="btn", n_clicks=0),
             ], className="ctl-row"),
             html.Div(_("Bounded: at most %(points)s points, %(runs)s runs and %(sim)s simulated seconds per "
-                       "sweep; one sweep per viewer. Repeated points come from the cache.") % {
-                "points": lim["points"], "runs": lim["runs"], "sim": f"{lim['sim_seconds']:,}"}, className="hint"),
+                       "sweep, and %(cpu)s CPU-seconds estimated from its size (rate x duration x runs); one job "
+                       "per viewer, run in turn in a low-priority process. Repeated points come from the cache.") % {
+                "points": lim["points"], "runs": lim["runs"], "sim": f"{lim['sim_seconds']:,}",
+                "cpu": f"{JP.MAX_JOB_CPU_S:,.0f}"}, className="hint"),
             html.Div(id=f"{P}-msg", className="ctl-msg", role="status"),
             html.Div([html.Progress(id=f"{P}-progress", value="0", max="1"),
                       html.Span(id=f"{P}-progress-text", className="hint")], className="ctl-row"),
@@ -160,7 +164,12 @@ def _viewer(secret) -> str:
     return G.client(secret)[0]
 
 
-def start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, viewer: str) -> str:
+def _job(job_id, secret) -> dict | None:
+    """This browser's sweep (another browser's id reads as absent)."""
+    return JP.pool().view(G.ident(job_id), _viewer(secret))
+
+
+def start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, viewer: str, addr: str | None = None) -> str:
     """Validate the form and start a sweep; ValueError with a one-line message if anything is off."""
     deps, scs = catalog().deployments, synthetic_scenarios()
     dep, sc, k1, k2 = G.ident(dep), G.ident(sc), G.ident(k1), G.ident(k2)
@@ -186,7 +195,9 @@ def start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, viewer: str) -> str
                                "characters)") % {"key": k, "n": G.MAX_TEXT})
         varies.append(parse_vary(f"{k}={text}", flag="values of"))
     tasks = plan(dep, sc, varies, int(seeds), float(dur), source, limits=J.LIMITS)
-    return J.JOBS.start(viewer, tasks, [k for k, _ in varies])
+    varied = [k for k, _ in varies]
+    return JP.pool().submit("sweep", J.sweep_job, (tasks, varied), total=len(tasks), cost_s=J.cost_s(tasks),
+                            client=viewer, addr=addr)
 
 
 @dash.callback(
@@ -200,10 +211,22 @@ def start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, viewer: str) -> str
 )
 def on_start(_n, dep, sc, k1, v1, k2, v2, seeds, dur, source, secret):
     try:
-        job = start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, _viewer(secret))
-    except (ValueError, CatalogError) as exc:
+        job = start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, *G.client(secret))
+    except (ValueError, CatalogError) as exc:       # JP.JobRefused is a ValueError
         return no_update, " ".join(explain(exc).split())[:300], "ctl-msg msg-error", no_update
-    return job, _("Sweep started; the live twin keeps running."), "ctl-msg msg-ok", False
+    return job, _("Sweep queued; it runs in a process of its own, and the live twin keeps its pace."), \
+        "ctl-msg msg-ok", False
+
+
+@dash.callback(
+    Output(f"{P}-msg", "children", allow_duplicate=True), Output(f"{P}-msg", "className", allow_duplicate=True),
+    Input(f"{P}-cancel", "n_clicks"), State(f"{P}-job", "data"), State("ctl-secret", "data"),
+    prevent_initial_call=True,
+)
+def on_cancel(_n, job_id, secret):
+    if JP.pool().cancel(G.ident(job_id), _viewer(secret)):
+        return _("Sweep cancelled."), "ctl-msg msg-ok"
+    return _("Cancel: no sweep of yours is queued or running."), "ctl-msg msg-error"
 
 
 def _x(v) -> str:
@@ -215,15 +238,23 @@ def progress_view(job: dict | None, x: str = "tokens_per_s_per_user"):
     if job is None:
         return "0", "1", "", no_update, True, no_update, no_update
     text = _("%(done)s of %(total)s runs") % {"done": job["done"], "total": job["total"]}
+    if job["state"] == "queued":
+        text = _("queued: %(pos)s in line, about %(s)s s of work ahead; estimated %(cost)s CPU-s") % {
+            "pos": job["position"], "s": f"{job['wait_s']:,.0f}", "cost": f"{job['cost_s']:,.0f}"}
+        return "0", str(job["total"]), text, no_update, False, no_update, no_update
     if job["state"] == "running":
+        text += " · " + _("%(used)s of at most %(cap)s CPU-s") % {"used": f"{job['cpu_s']:,.0f}",
+                                                                 "cap": f"{job['ceiling_s']:,.0f}"}
         return str(job["done"]), str(job["total"]), text, no_update, False, no_update, no_update
-    if job["state"] == "error":
-        return str(job["done"]), str(job["total"]), text, no_update, True, \
-            _("Sweep failed: %(why)s") % {"why": explain(job["message"])}, \
-            "ctl-msg msg-error"
+    if job["state"] in ("error", "cancelled"):
+        why = _("Sweep cancelled.") if job["state"] == "cancelled" else \
+            _("Sweep failed: %(why)s") % {"why": explain(job["message"])}
+        return str(job["done"]), str(job["total"]), text, no_update, True, why, \
+            "ctl-msg msg-ok" if job["state"] == "cancelled" else "ctl-msg msg-error"
+    res = job["result"]
     return str(job["total"]), str(job["total"]), text + " — " + _("done"), \
-        pareto_figure(job["points"], job["varied"], x), True, \
-        _("Sweep done: %(n)s points.") % {"n": len(job["points"])}, "ctl-msg msg-ok"
+        pareto_figure(res["points"], res["varied"], x), True, \
+        _("Sweep done: %(n)s points.") % {"n": len(res["points"])}, "ctl-msg msg-ok"
 
 
 @dash.callback(
@@ -235,7 +266,7 @@ def progress_view(job: dict | None, x: str = "tokens_per_s_per_user"):
     prevent_initial_call=True,
 )
 def on_tick(_n, job_id, x, secret):
-    return progress_view(J.JOBS.get(G.ident(job_id), _viewer(secret)), _x(x))
+    return progress_view(_job(job_id, secret), _x(x))
 
 
 SANDBOX_KEYS = {"deployment", "load", "rate"}     # what a live twin's settings can take today
@@ -245,13 +276,14 @@ def sandbox_params(job: dict | None, click) -> dict:
     """The live twin settings of the clicked point; ValueError if the click or the point cannot be."""
     pts = click.get("points") if isinstance(click, dict) else None
     idx = pts[0].get("customdata") if isinstance(pts, list) and pts and isinstance(pts[0], dict) else None
-    if not job or job["state"] != "done" or type(idx) is not int or not 0 <= idx < len(job["points"]):
+    res = job["result"] if job and job["state"] == "done" else None
+    if not res or type(idx) is not int or not 0 <= idx < len(res["points"]):
         raise ValueError(_("Open in a sandbox: click a point of a finished sweep"))
-    other = [k for k in job["varied"] if k not in SANDBOX_KEYS]
+    other = [k for k in res["varied"] if k not in SANDBOX_KEYS]
     if other:
         raise ValueError(_("Open in a sandbox: the live twin cannot take %(keys)s yet (allowed: points varying "
                            "%(allowed)s)") % {"keys": ", ".join(other), "allowed": ", ".join(sorted(SANDBOX_KEYS))})
-    p = job["points"][idx]
+    p = res["points"][idx]
     rate = p.get("rate")
     if rate is None:
         rate = point_rate(p["scenario"], p["deployment"], p.get("load"))
@@ -269,7 +301,7 @@ def on_click(click, job_id, secret):
         return no_update, no_update, no_update
     who, addr = G.client(secret)
     try:
-        params = sandbox_params(J.JOBS.get(G.ident(job_id), who), click)
+        params = sandbox_params(JP.pool().view(G.ident(job_id), who), click)
         tw = S.sessions().open_sandbox(params, client=who, addr=addr)
     except (ValueError, CatalogError) as exc:       # S.ControlError is a ValueError
         return no_update, " ".join(explain(exc).split())[:300], "ctl-msg msg-error"
@@ -286,8 +318,8 @@ def on_click(click, job_id, secret):
     prevent_initial_call=True,
 )
 def on_csv(_n, job_id, secret):
-    job = J.JOBS.get(G.ident(job_id), _viewer(secret))
+    job = _job(job_id, secret)
     if not job or job["state"] != "done":
         return no_update, _("Download CSV: run a sweep first (its rows are what is downloaded)"), \
             "ctl-msg msg-error"
-    return dcc.send_data_frame(pd.DataFrame(job["rows"]).to_csv, "sweep.csv", index=False), no_update, no_update
+    return dcc.send_data_frame(pd.DataFrame(job["result"]["rows"]).to_csv, "sweep.csv", index=False), no_update, no_update

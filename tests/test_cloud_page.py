@@ -18,11 +18,27 @@ def cloud(dash_app):
     return importlib.import_module("pages.cloud")      # after the app exists (register_page)
 
 
+SECRET = "s" * 32
+
+
 @pytest.fixture(scope="module")
 def run(cloud):
-    data, msg, cls = cloud.on_run(1, 30, *KNOBS)
-    assert cls == "ctl-msg msg-ok" and msg == "Simulated a 30 s day under 3 policies."
+    t0 = time.monotonic()
+    data, msg, cls = cloud.on_run(1, 30, *KNOBS, SECRET)
+    assert time.monotonic() - t0 < 1.0                # queued, not simulated inside the request
+    assert cls == "ctl-msg msg-ok" and msg == "A 30 s day under 3 policies is queued as a background job."
+    _wait(lambda: cloud._job(data, SECRET)["state"] == "done", timeout=120)
     return data
+
+
+def test_the_comparison_ran_in_a_job_process_and_is_kept_for_this_browser_only(cloud, run):
+    from twin import jobs as JP
+    job = cloud._job(run, SECRET)
+    assert job["kind"] == "cloud" and job["done"] == 3 and set(job["result"]) == {"copool", "dedicated", "inference-only"}
+    assert cloud.job_text(job) == "" and cloud.on_job_tick(1, run, SECRET)[1] is True
+    assert JP.pool().view(run["job"], "s-someone-else") is None
+    assert cloud.on_show(run, list(PRICES), "t" * 32)[0].children == \
+        "Run the comparison to see the three policies side by side."
 
 
 def _cells(table) -> dict:
@@ -83,14 +99,14 @@ def test_knobs_on_a_twin_without_a_co_pool_day_are_refused(cloud, twin_registry)
 
 
 def test_a_comparison_runs_and_is_priced(cloud, run):
-    table, *_ = cloud.on_show(run, list(PRICES))
+    table, *_ = cloud.on_show(run, list(PRICES), SECRET)
     assert set(_cells(table)) == {"copool", "dedicated", "inference-only"}
     assert _cells(table)["inference-only"][4] == "0"         # no training steps
 
 
 def test_prices_reprice_without_a_rerun(cloud, run):
-    cheap = _cells(cloud.on_show(run, [4e6, 4, 0.1, 1.3, 0.5])[0])
-    dear = _cells(cloud.on_show(run, [8e6, 4, 0.1, 1.3, 0.5])[0])
+    cheap = _cells(cloud.on_show(run, [4e6, 4, 0.1, 1.3, 0.5], SECRET)[0])
+    dear = _cells(cloud.on_show(run, [8e6, 4, 0.1, 1.3, 0.5], SECRET)[0])
     assert float(dear["inference-only"][8]) > float(cheap["inference-only"][8])
 
 
@@ -100,13 +116,13 @@ def test_prices_reprice_without_a_rerun(cloud, run):
     (30, (0.6, 0.8, 0.99, 3, 3, 2, 6, 1), "train_to_h = 3.0: must differ from train_from_h"),
     (30, (0.6, 9.0) + KNOBS[2:], "copool.reclaim_above = 9.0"), (30, ([1],) + KNOBS[1:], "lend_below")])
 def test_bad_run_inputs_get_a_message(cloud, day, knobs, message):
-    data, msg, cls = cloud.on_run(1, day, *knobs)
+    data, msg, cls = cloud.on_run(1, day, *knobs, SECRET)
     assert data is no_update and cls == "ctl-msg msg-error" and message in msg
 
 
 def test_bad_prices_and_forged_stores(cloud, run):
-    out = cloud.on_show(run, [8e6, 4, 0.1, 0.5, 0.5])
+    out = cloud.on_show(run, [8e6, 4, 0.1, 0.5, 0.5], SECRET)
     assert out[2] == "ctl-msg msg-error" and "prices.pue = 0.5" in out[1]
-    for forged in (None, "junk", {"key": 5}, {"key": "nope"}):
-        assert cloud.on_show(forged, list(PRICES))[0].children == \
+    for forged in (None, "junk", {"job": 5}, {"job": "nope"}, {"job": ["x"]}):
+        assert cloud.on_show(forged, list(PRICES), SECRET)[0].children == \
             "Run the comparison to see the three policies side by side."

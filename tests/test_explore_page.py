@@ -1,10 +1,9 @@
 """Explorer page: callbacks called as functions (forged payloads, limits, progress, figures)."""
-import threading
 import time
 
 import pytest
 
-from twin.budget import RateLimit
+from twin import jobs as JP
 from twin.explore import jobs as J
 
 
@@ -45,18 +44,18 @@ def test_a_model_sweep_runs_in_the_background_and_draws_the_frontier(E):
     job, msg, cls, tick = E.on_start(1, *GOOD, "a" * 32)
     assert cls == "ctl-msg msg-ok" and tick is False
     viewer = E._viewer("a" * 32)
-    for _ in range(200):
-        j = J.JOBS.get(job, viewer)
-        if j["state"] != "running":
+    for _ in range(600):
+        j = JP.pool().view(job, viewer)
+        if j["state"] not in ("queued", "running"):
             break
         time.sleep(0.05)
-    assert j["state"] == "done" and j["total"] == 4 and len(j["rows"]) == 4
+    assert j["state"] == "done" and j["total"] == 4 and len(j["result"]["rows"]) == 4
     value, mx, text, fig, disabled, msg, cls = E.progress_view(j)
     assert (value, mx, disabled) == ("4", "4", True) and "done" in text and cls == "ctl-msg msg-ok"
     names = [t["name"] for t in fig["data"]]
     assert names == ["mtp = on", "mtp = off", "Pareto frontier", "paper (decode, per NPU)"]
     # another browser cannot read this job
-    assert J.JOBS.get(job, E._viewer("b" * 32)) is None
+    assert JP.pool().view(job, E._viewer("b" * 32)) is None
     assert E.on_tick(1, job, "tokens_per_s_per_user", "b" * 32)[4] is True
     # against TTFT p99 (lower is better), from a forged axis value back to the default
     ttft = E.on_tick(1, job, "ttft_ms_p99", "a" * 32)[3]
@@ -90,56 +89,51 @@ def test_csv_needs_a_finished_sweep(E):
     assert "run a sweep first" in msg and cls == "ctl-msg msg-error"
 
 
-# ---- limits of the job registry -----------------------------------------------------------------
-def _blocking():
-    gate = threading.Event()
+# ---- a sweep is a job of the pool: its own process, its cost from its size ---------------------------
+def test_an_engine_sweep_is_costed_by_rate_duration_and_runs_and_runs_outside_the_web_process(E, monkeypatch):
+    args = ("cloudmatrix-infer-paper", "paper-decode", "rate", "1000,99000", "none", "", 2, 10, "engine")
+    from twin.explore.points import plan, parse_vary
+    small = plan("cloudmatrix-infer-paper", "paper-decode", [parse_vary("rate=1000")], 1, 10.0)
+    big = plan("cloudmatrix-infer-paper", "paper-decode", [parse_vary("rate=99000")], 1, 10.0)
+    assert J.cost_s(big) > 10 * J.cost_s(small)          # the rate counts, not only simulated seconds
+    seen = {}
 
-    def run(tasks, cache, workers, client, progress):
-        gate.wait(10)
-        return [], {}
-    return gate, run
-
-
-def test_one_sweep_per_viewer_and_a_global_cap():
-    gate, run = _blocking()
-    jobs = J.Jobs(run=run, limiter=RateLimit(100, 60))
-    jobs.start("v1", [], [])
-    with pytest.raises(ValueError, match="still running"):
-        jobs.start("v1", [], [])
-    jobs.start("v2", [], [])
-    with pytest.raises(ValueError, match=f"allowed: {J.MAX_RUNNING} at once"):
-        jobs.start("v3", [], [])
-    gate.set()
+    def submit(kind, fn, fargs, **kw):
+        seen.update(kw, kind=kind, fn=fn, n=len(fargs[0]))
+        return "sw-test"
+    monkeypatch.setattr(JP.pool(), "submit", submit)
+    job, msg, cls, tick = E.on_start(1, *args, "d" * 32)
+    assert job == "sw-test" and seen["fn"] is J.sweep_job and seen["n"] == 4 and seen["total"] == 4
+    assert seen["cost_s"] == pytest.approx(J.cost_s(plan("cloudmatrix-infer-paper", "paper-decode",
+                                                          [parse_vary("rate=1000,99000")], 2, 10.0)))
+    assert seen["client"] == E._viewer("d" * 32)
 
 
-def test_start_rate_per_viewer():
-    now = [0.0]
-    jobs = J.Jobs(run=lambda *a: ([], {}), limiter=RateLimit(2, 60, clock=lambda: now[0]))
-    for _ in range(2):
-        jobs.start("v", [], [])
-        time.sleep(0.05)           # the stub finishes at once
-    with pytest.raises(ValueError, match="at most 2 starts per minute"):
-        jobs.start("v", [], [])
-    now[0] = 61.0
-    assert jobs.start("v", [], [])
+def test_a_sweep_too_large_for_its_cpu_budget_is_refused_before_it_starts(E):
+    args = ("cloudmatrix-infer-paper", "paper-decode", "rate", "90000:99000:1000", "mtp", "true,false", 4, 60,
+            "engine")
+    job, msg, cls, tick = E.on_start(1, *args, "e" * 32)
+    assert cls == "ctl-msg msg-error" and "CPU-seconds (allowed at most 600)" in msg, msg
 
 
-def test_a_failing_sweep_reports_one_line():
-    def boom(*a):
-        raise RuntimeError("disk full\n  at somewhere")
-    jobs = J.Jobs(run=boom, limiter=RateLimit(10, 60))
-    jid = jobs.start("v", [], [])
-    for _ in range(100):
-        if jobs.get(jid, "v")["state"] != "running":
-            break
-        time.sleep(0.02)
-    j = jobs.get(jid, "v")
-    assert j["state"] == "error" and j["message"] == "disk full at somewhere"
+def test_cancel_stops_this_browsers_sweep_only(E):
+    args = ("cloudmatrix-infer-paper", "paper-decode", "load", "0.3:1.2:0.15", "none", "", 2, 30, "engine")
+    job, msg, cls, tick = E.on_start(1, *args, "f" * 32)
+    assert cls == "ctl-msg msg-ok", msg
+    assert E.on_cancel(1, job, "g" * 32)[1] == "ctl-msg msg-error"       # not that browser's job
+    assert E.on_cancel(1, job, "f" * 32) == ("Sweep cancelled.", "ctl-msg msg-ok")
+    assert JP.pool().view(job, E._viewer("f" * 32))["state"] == "cancelled"
+
+
+def test_a_queued_sweep_shows_its_place_in_line(E):
+    view = {"state": "queued", "position": 2, "wait_s": 40, "cost_s": 12.0, "done": 0, "total": 8}
+    value, mx, text, fig, disabled, msg, cls = E.progress_view(view)
+    assert text == "queued: 2 in line, about 40 s of work ahead; estimated 12 CPU-s" and disabled is False
 
 
 def test_click_a_point_gives_sandbox_settings(E):
-    job = {"state": "done", "varied": ["load"], "points": [
-        {"deployment": "cloudmatrix-infer-paper", "scenario": "paper-decode", "load": 0.5}]}
+    job = {"state": "done", "result": {"varied": ["load"], "points": [
+        {"deployment": "cloudmatrix-infer-paper", "scenario": "paper-decode", "load": 0.5}]}}
     p = E.sandbox_params(job, {"points": [{"customdata": 0}]})
     from twin.engine import Engine, load_scenario
     cap = Engine(load_scenario("paper-decode")).capacity_rps()
@@ -148,7 +142,7 @@ def test_click_a_point_gives_sandbox_settings(E):
         with pytest.raises(ValueError, match="click a point of a finished sweep"):
             E.sandbox_params(job, bad)
     with pytest.raises(ValueError, match="cannot take mtp"):
-        E.sandbox_params({**job, "varied": ["load", "mtp"]}, {"points": [{"customdata": 0}]})
+        E.sandbox_params({**job, "result": {**job["result"], "varied": ["load", "mtp"]}}, {"points": [{"customdata": 0}]})
 
 
 def test_click_opens_a_sandbox_or_says_why_not(E, twin_registry):
@@ -156,13 +150,13 @@ def test_click_opens_a_sandbox_or_says_why_not(E, twin_registry):
     key, msg, cls = E.on_click({"points": [{"customdata": 0}]}, "j-none", "c" * 32)
     assert "click a point of a finished sweep" in msg and cls == "ctl-msg msg-error"
     viewer = E._viewer("c" * 32)
-    job = J.Job("j-click", viewer, ["load"], 1, 1, "done", [], [
-        {"deployment": "cloudmatrix-infer-paper", "scenario": "paper-decode", "load": 0.5, "rate": None}])
-    J.JOBS._jobs[job.id] = job
+    job = JP.Job("j-click", "sweep", viewer, None, 1, 1.0, 1.0, state="done", result={"rows": [], "varied": ["load"], "points": [
+        {"deployment": "cloudmatrix-infer-paper", "scenario": "paper-decode", "load": 0.5, "rate": None}]})
+    JP.pool()._jobs[job.id] = job
     try:
         key, msg, cls = E.on_click({"points": [{"customdata": 0}]}, job.id, "c" * 32)
     finally:
-        del J.JOBS._jobs[job.id]
+        del JP.pool()._jobs[job.id]
     assert cls == "ctl-msg msg-ok" and key in twin_registry.sandboxes(), msg
     tw = twin_registry.get(key)
     assert tw.owner == viewer and tw.params.scenario == "paper-decode" and tw.params.rate > 0

@@ -18,9 +18,13 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..config import _validate, catalog
-from .copool import DAY_S, HELD, CoPool
+from .copool import DAY_S, HELD, POLICIES, CoPool, load_params, run_day
 
 
+# Cost of a comparison in CPU seconds of one core (assumptions for budgeting a job, measured here: a
+# 30/60/120 s copool-day took 1.7/1.6/2.5 s per policy)
+DAY_BUILD_S = 0.5
+DAY_PER_SIM_S = 0.025
 SWITCH_LOG = 100     # switches listed in a report (the count is always complete)
 PEAK_WINDOW = 10     # intervals the peak serving load is averaged over (10 s = 24 min of a 600 s day)
 
@@ -75,25 +79,22 @@ def _share(a: float, b: float) -> float | None:
 
 def day_report(pool: CoPool, prices: Prices | None = None) -> dict:
     """Utilisation, training, inference, energy and cost of the run, scaled to one day."""
-    prices = prices or Prices()
+    return priced(day_usage(pool), prices)
+
+
+def day_usage(pool: CoPool) -> dict:
+    """Everything of a day that does not depend on prices, as plain data (a job process sends it
+    back to the dashboard, which prices it again whenever a price changes)."""
     eng = pool.eng
     s = npu_seconds(pool)
-    total_npus = sum(g.npus for g in pool.groups)
     span = len(pool.timeline) * eng.scenario.interval_s * pool.compression   # day-clock seconds run
     days = span / DAY_S if span else 0.0
     useful = s["useful_prefill"] + s["useful_decode"] + s["useful_training"]
     lent = s["training"] + s["switching"]
-    power = prices.power_kw_per_npu or catalog().system(eng.dep.system).chip_power_kw
-    idle = prices.idle_power_share
-    kwh = power * prices.pue * (idle * total_npus * span + (1 - idle) * useful) / 3600
-    capex = prices.capex_usd / (prices.amortisation_years * 365 * DAY_S) * span
-    energy_usd = kwh * prices.usd_per_kwh
-    total_usd = capex + energy_usd
-    train_share = lent / (total_npus * span) if span else 0.0
+    total_npus = sum(g.npus for g in pool.groups)
     tokens = sum(r["output_tokens"] for r in pool.timeline) * pool.compression
     summary = eng.summary()
     good = eng.metrics.history["goodput_tps"]
-    steps = pool.steps
     peak_npus = int(max((r["training_npus"] for r in pool.timeline), default=0))
     return {
         "policy": pool.params.policy,
@@ -103,7 +104,7 @@ def day_report(pool: CoPool, prices: Prices | None = None) -> dict:
                         "training": _share(s["useful_training"], lent),
                         "supernode": _share(useful, total_npus * span)},
         "npu_hours": {k: round(v / 3600, 1) for k, v in s.items()},
-        "training_steps": round(steps, 1),
+        "training_steps": round(pool.steps, 1),
         "training": {"min_npus": pool.min_npus, "deployment": pool.job.deployment,
                      "tokens_per_step": pool.job.global_batch_tokens,
                      "step_at_peak_npus": pool.job.step(peak_npus) if peak_npus else None},
@@ -119,6 +120,26 @@ def day_report(pool: CoPool, prices: Prices | None = None) -> dict:
                       "goodput_tokens_per_s": round(sum(good) / len(good), 1) if good else 0.0,
                       "ttft_ms": summary["ttft_ms"], "tpot_ms": summary["tpot_ms"],
                       "requests": {k: summary["requests"][k] for k in ("arrived", "completed", "in_flight", "lost")}},
+        "basis": {"span_s": span, "npus": total_npus, "useful_npu_s": useful, "lent_npu_s": lent,
+                  "tokens": tokens, "steps": pool.steps, "chip_power_kw": catalog().system(eng.dep.system).chip_power_kw},
+    }
+
+
+def priced(usage: dict, prices: Prices | None = None) -> dict:
+    """A day's usage (day_usage) with its energy and cost under `prices`."""
+    prices = prices or Prices()
+    b = usage["basis"]
+    span, days = b["span_s"], b["span_s"] / DAY_S
+    power = prices.power_kw_per_npu or b["chip_power_kw"]
+    idle = prices.idle_power_share
+    kwh = power * prices.pue * (idle * b["npus"] * span + (1 - idle) * b["useful_npu_s"]) / 3600
+    capex = prices.capex_usd / (prices.amortisation_years * 365 * DAY_S) * span
+    energy_usd = kwh * prices.usd_per_kwh
+    total_usd = capex + energy_usd
+    train_share = b["lent_npu_s"] / (b["npus"] * span) if span else 0.0
+    tokens, steps = b["tokens"], b["steps"]
+    return {
+        **{k: v for k, v in usage.items() if k != "basis"},
         "energy_kwh_per_day": round(kwh / days, 1) if days else 0.0,
         "cost_usd_per_day": {"capex": round(capex / days, 2) if days else 0.0,
                              "energy": round(energy_usd / days, 2) if days else 0.0},
@@ -126,3 +147,19 @@ def day_report(pool: CoPool, prices: Prices | None = None) -> dict:
         "cost_per_training_step": round(total_usd * train_share / steps, 2) if steps else None,
         "assumptions": {**prices.model_dump(), "power_kw_per_npu": power},
     }
+
+
+def comparison_cost_s(day_s: float) -> float:
+    """Estimated CPU seconds of `comparison` for a day of `day_s` simulated seconds."""
+    return len(POLICIES) * (DAY_BUILD_S + DAY_PER_SIM_S * day_s)
+
+
+def comparison(day_s: float, knobs: dict, progress=lambda done: None) -> dict:
+    """The day under every policy, as usage to price (run in a job process: twin.jobs)."""
+    out = {}
+    for i, name in enumerate(POLICIES):
+        _, pool = run_day("copool-day", load_params(**knobs, policy=name), duration_s=day_s,
+                          diurnal_period_s=day_s)
+        out[name] = day_usage(pool)
+        progress(i + 1)
+    return out

@@ -1,90 +1,56 @@
-"""Background sweeps for the dashboard: bounded, one per viewer, never in the engine's thread.
+"""A dashboard sweep as a job of the web process's job pool (twin.jobs): its size limits, its cost
+estimate from its size, and the function its job process runs.
 
-A sweep runs on a worker thread that drives the local process pool (or Dask), so the live twin
-keeps running. Limits: one running sweep per viewer, MAX_RUNNING in all, START_RATE starts per
-minute per viewer, and the page's own size limits (LIMITS) checked by points.plan before a start.
-Finished jobs are kept for the page to read (the newest KEEP_DONE).
+Cost (CPU seconds of one core) = runs x (build + duration x per-sim-second + requests x per-request),
+requests = rate x duration. The three constants are upper ends measured on this machine's kind
+(`python -m twin bench`-style runs of paper-decode, bursty-chat, diurnal and default at 10 simulated
+seconds, rates 80 to 99,000 req/s: 1-20 us a request at high rates, 0.01-0.02 s per simulated second
+at low rates); they are assumptions for budgeting, not model constants.
 """
 from __future__ import annotations
 
-import itertools
-import threading
-from collections import OrderedDict
-from dataclasses import dataclass, field
+from functools import lru_cache
 
-from ..budget import RateLimit
-from .cache import Cache
 from .points import Task
 from .sweep import run_sweep, summarize
+from .cache import Cache
 
-# Page limits (assumptions: a sweep a viewer waits for, ~1 min on two cores at ~0.25 s a run).
+# Page limits (assumptions: a sweep a viewer waits for, ~1 min on one core at ~0.25 s a run).
 LIMITS = {"points": 60, "seeds": 4, "runs": 120, "sim_seconds": 120 * 60}
 MAX_DURATION_S = 60.0
-MAX_RUNNING = 2           # sweeps running at once, all viewers
-KEEP_DONE = 64            # finished jobs kept for their pages
-START_RATE = RateLimit(6, 60.0)   # sweep starts per viewer per minute
-WORKERS = 2               # pool processes per sweep
+BUILD_S = 0.3             # assumption: building an engine and reading its summary
+PER_SIM_S = 0.02          # assumption: CPU s per simulated second at a low rate
+PER_REQUEST_S = 20e-6     # assumption: CPU s per arriving request at a high rate
+MODEL_RUN_S = 0.05        # assumption: one perf-model evaluation
 
 
-@dataclass
-class Job:
-    id: str
-    viewer: str
-    varied: list
-    total: int
-    done: int = 0
-    state: str = "running"            # running | done | error
-    rows: list = field(default_factory=list)
-    points: list = field(default_factory=list)
-    message: str = ""
-
-    def view(self) -> dict:
-        return {"id": self.id, "state": self.state, "done": self.done, "total": self.total,
-                "varied": self.varied, "points": self.points, "rows": self.rows, "message": self.message}
+@lru_cache(maxsize=32)
+def _capacity(scenario: str, deployment: str) -> float:
+    from .evaluate import point_rate
+    return point_rate(scenario, deployment, 1.0)
 
 
-class Jobs:
-    def __init__(self, run=run_sweep, cache: Cache | None = None, limiter: RateLimit = START_RATE):
-        self._run, self._cache, self._limiter = run, cache, limiter
-        self._jobs: OrderedDict[str, Job] = OrderedDict()
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-
-    def start(self, viewer: str, tasks: list[Task], varied: list[str]) -> str:
-        """Start a sweep for `viewer`; ValueError (a message for the page) if a limit says no."""
-        with self._lock:
-            running = [j for j in self._jobs.values() if j.state == "running"]
-            if any(j.viewer == viewer for j in running):
-                raise ValueError("a sweep of yours is still running (allowed: one at a time per viewer)")
-            if len(running) >= MAX_RUNNING:
-                raise ValueError(f"{len(running)} sweeps are running (allowed: {MAX_RUNNING} at once); "
-                                 f"try again when one ends")
-            wait = self._limiter.wait_s(viewer)
-            if wait:
-                raise ValueError(f"sweeps: at most {self._limiter.n} starts per minute; try again in "
-                                 f"{int(wait) + 1} s")
-            job = Job(f"j{next(self._ids)}", viewer, varied, len(tasks))
-            self._jobs[job.id] = job
-            done = [k for k, j in self._jobs.items() if j.state != "running"]
-            for k in done[:max(0, len(done) - KEEP_DONE)]:
-                del self._jobs[k]
-        threading.Thread(target=self._work, args=(job, tasks), daemon=True, name=f"sweep-{job.id}").start()
-        return job.id
-
-    def _work(self, job: Job, tasks: list[Task]) -> None:
-        def progress(n: int, _total: int) -> None:
-            job.done = n
-        try:
-            rows, _ = self._run(tasks, self._cache or Cache(), WORKERS, None, progress)
-            job.rows, job.points = rows, summarize(rows, job.varied)
-            job.done, job.state = job.total, "done"
-        except Exception as exc:     # noqa: BLE001 - the page shows one line; the web process lives on
-            job.state, job.message = "error", " ".join(str(exc).split())[:200] or type(exc).__name__
-
-    def get(self, job_id, viewer: str) -> dict | None:
-        """A job of this viewer (another viewer's id reads as absent)."""
-        j = self._jobs.get(job_id) if isinstance(job_id, str) else None
-        return j.view() if j is not None and j.viewer == viewer else None
+def task_rate(task: Task) -> float:
+    """The arrival rate (req/s) a task offers: its scenario's rate, else its load x the base
+    deployment's capacity (overrides change capacity a little; the estimate is for budgeting)."""
+    sc = task.scenario
+    if sc.get("rate"):
+        return float(sc["rate"])
+    return float(sc.get("load") or 1.0) * _capacity(sc["name"], task.deployment)
 
 
-JOBS = Jobs()
+def cost_s(tasks: list[Task]) -> float:
+    """Estimated CPU seconds of a sweep (cached points included: the estimate is an upper bound)."""
+    total = 0.0
+    for t in tasks:
+        if t.source == "model":
+            total += MODEL_RUN_S
+        else:
+            total += BUILD_S + t.duration_s * (PER_SIM_S + task_rate(t) * PER_REQUEST_S)
+    return total
+
+
+def sweep_job(tasks: list[Task], varied: list[str], progress) -> dict:
+    """Run in a job process: the sweep's rows (one process, so progress counts runs) and points."""
+    rows, _ = run_sweep(tasks, Cache(), 1, None, lambda done, _total: progress(done))
+    return {"rows": rows, "points": summarize(rows, varied), "varied": varied}
