@@ -40,3 +40,32 @@ class RateLimit:
             while len(self._hits) > self.max_keys:
                 self._hits.popitem(last=False)
         return 0.0
+
+
+class CpuShare:
+    """A share of one core's time, spent by several threads together (the sandboxes' engines): at
+    most `share` CPU seconds per wall second, with bursts up to `burst_s` of that. A thread asks
+    `wait_s()` before it works and reports what it used with `spend()`; what the share leaves is
+    the web process's own (the shared twin and every viewer's polls), whatever the sandboxes do."""
+
+    def __init__(self, share: float, burst_s: float = 1.0, clock: Callable[[], float] = time.monotonic):
+        self.share, self._cap = float(share), float(share) * float(burst_s)
+        self._clock = clock
+        self._level, self._t = self._cap, clock()
+        self._lock = threading.Lock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._level = min(self._cap, self._level + (now - self._t) * self.share)
+        self._t = now
+
+    def wait_s(self) -> float:
+        """0 if the share has CPU time left now, else the wall seconds until it has."""
+        with self._lock:
+            self._refill()
+            return 0.0 if self._level > 0 else -self._level / self.share + 1e-3
+
+    def spend(self, cpu_s: float) -> None:
+        with self._lock:
+            self._refill()
+            self._level -= max(float(cpu_s), 0.0)

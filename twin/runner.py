@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .actions import FAULTS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
-from .budget import RateLimit
+from .budget import CpuShare, RateLimit
 from .controls import parse_speed
 from .cloud import live as live_cloud
 from .engine import Engine
@@ -31,6 +31,9 @@ WALL_DT = 0.2                 # s of wall time per loop iteration
 MIN_SLEEP = 0.03              # s the thread always yields per iteration (keeps callbacks responsive)
 MAX_DUTY = 0.8                # at most this share of wall time in advance(): viewers share the GIL
 MAX_CONSECUTIVE_ERRORS = 5    # then the twin pauses itself and says why
+SANDBOX_CPU_SHARE = 0.3       # all sandboxes' engines together: at most 30% of one core (assumption: the
+                              # rest keeps the shared twin at pace and polls fast, whatever sandboxes run)
+SANDBOXES = CpuShare(SANDBOX_CPU_SHARE)
 LOG_LEN = 200
 
 
@@ -145,14 +148,15 @@ class Twin(TwinActions):
         last_wall = time.monotonic()
         last_adv: float | None = None       # wall time of the previous advance (None after a pause)
         while not self._stop.is_set():
-            t0 = time.monotonic()
+            t0, wait = time.monotonic(), 0.0
             try:
                 self._drain()
                 if self._ttl is not None and self.idle_s() > self._ttl:
                     self._note("system", f"stopped after {self._ttl:.0f} s idle")
                     break
                 advanced = 0.0
-                if self.paused:
+                wait = 0.0 if self.shared else SANDBOXES.wait_s()
+                if self.paused or wait:         # wait: the sandboxes' share is spent, this one falls behind
                     last_adv = None
                 else:
                     # sim time follows the wall time that really passed (sleeps overshoot a little),
@@ -168,7 +172,7 @@ class Twin(TwinActions):
                 self._fail_step(exc)
                 now = last_wall = time.monotonic()
             busy = now - t0
-            floor = max(MIN_SLEEP, busy * (1 - MAX_DUTY) / MAX_DUTY)
+            floor = max(MIN_SLEEP, busy * (1 - MAX_DUTY) / MAX_DUTY, min(wait, self.wall_dt))
             pause = max(floor, self.wall_dt - busy) if self.speed != "max" else floor
             self._wake.wait(pause)
             self._wake.clear()
@@ -179,12 +183,15 @@ class Twin(TwinActions):
             sim = self._max_chunk
         else:
             sim = float(self.speed) * max(elapsed, 0.0)
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), time.thread_time()
         try:
             eng.advance(sim)
         except Exception as exc:   # never let the thread die; say what happened
             self._fail_step(exc)
             return 0.0
+        finally:
+            if not self.shared:    # a sandbox's CPU, counted against the sandboxes' share
+                SANDBOXES.spend(time.thread_time() - cpu0)
         dt = time.monotonic() - t0
         st = self._stats
         st.step_ms = 0.8 * st.step_ms + 0.2 * dt * 1e3 if st.step_ms else dt * 1e3
