@@ -274,10 +274,12 @@ def test_explorer_callbacks_answer_in_chinese(dash_app):
             args = list(good)
             args[int(i)] = v if i != 3.5 else "0.1:5:0.05"
             msgs.append(E.on_start(1, *args, None)[1])
-        job = {"state": "done", "done": 2, "total": 2, "varied": ["load", "mtp"], "rows": [],
-               "points": [{"load": v, "mtp": m, "tokens_per_s_per_user": 20.0 + v, "goodput_per_chip": 900.0 * v}
-                          for v in (0.4, 0.8) for m in (True, False)]}
-        out = list(E.progress_view(job)) + [E.on_csv(1, None, None)[1], E.progress_view(dict(job, state="running"))[2]]
+        job = {"state": "done", "done": 2, "total": 2, "cpu_s": 3.0, "ceiling_s": 36.0, "position": 2, "wait_s": 9,
+               "cost_s": 3.0, "result": {"varied": ["load", "mtp"], "rows": [], "points": [
+                   {"load": v, "mtp": m, "tokens_per_s_per_user": 20.0 + v, "goodput_per_chip": 900.0 * v}
+                   for v in (0.4, 0.8) for m in (True, False)]}}
+        out = list(E.progress_view(job)) + [E.on_csv(1, None, None)[1], E.progress_view(dict(job, state="running"))[2],
+                                            E.progress_view(dict(job, state="queued"))[2]]
         texts = output_texts(msgs + out, [])
     assert "范围颠倒" in msgs[1] and "网格共" in msgs[2] and msgs[0] == "部署：请从列表中选择一个"
     leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in scenarios])}

@@ -111,10 +111,25 @@ FORMS = (
     (r"sweep: {r} runs x {d} s = {t} simulated seconds \(allowed at most {max}; shorter --duration or fewer "
      r"points\)", N_("sweep: %(r)s runs x %(d)s s = %(t)s simulated seconds (allowed at most %(max)s; shorter "
                      "--duration or fewer points)")),
-    (r"a sweep of yours is still running \(allowed: one at a time per viewer\)",
-     N_("a sweep of yours is still running (allowed: one at a time per viewer)")),
-    (r"{n} sweeps are running \(allowed: {max} at once\); try again when one ends",
-     N_("%(n)s sweeps are running (allowed: %(max)s at once); try again when one ends")),
+    # heavy jobs (twin.jobs: sweeps, Cloud comparisons)
+    (r"this job would take about {cost} CPU-seconds \(allowed at most {max}\): fewer points, seeds or simulated "
+     r"seconds, or a lower rate", N_("this job would take about %(cost)s CPU-seconds (allowed at most %(max)s): fewer "
+                                     "points, seeds or simulated seconds, or a lower rate")),
+    (r"a job of yours is still queued or running \(allowed: {n} at a time per browser\); wait for it or cancel it",
+     N_("a job of yours is still queued or running (allowed: %(n)s at a time per browser); wait for it or cancel it")),
+    (r"{n} jobs are already queued or running from your network address \(the most allowed\); wait for one to end",
+     N_("%(n)s jobs are already queued or running from your network address (the most allowed); wait for one to "
+        "end")),
+    (r"{n} jobs are waiting \(the most allowed\); try again in a few minutes",
+     N_("%(n)s jobs are waiting (the most allowed); try again in a few minutes")),
+    (r"your network address asked for {used} CPU-seconds of jobs this hour; this one needs about {cost} \(allowed "
+     r"{max} an hour\)", N_("your network address asked for %(used)s CPU-seconds of jobs this hour; this one needs "
+                            "about %(cost)s (allowed %(max)s an hour)")),
+    (r"stopped after {cpu} CPU-seconds, its ceiling \(estimated {cost}\); make it smaller",
+     N_("stopped after %(cpu)s CPU-seconds, its ceiling (estimated %(cost)s); make it smaller")),
+    (r"stopped at {rss} MB of memory, more than the {max} MB a job may hold; make it smaller",
+     N_("stopped at %(rss)s MB of memory, more than the %(max)s MB a job may hold; make it smaller")),
+    (r"the job's process ended without a result", N_("the job's process ended without a result")),
 )
 _COMPILED = tuple((re.compile(re.sub(r"\{(\w+)\}", lambda m: _V % m.group(1), rx)), msg) for rx, msg in FORMS)
 
