@@ -208,6 +208,9 @@ def test_twins_pin_the_upload_they_replay_until_they_drop_it(reg, monkeypatch):
     tw = reg.shared()
     tw.control("reset", {"trace": k0})
     assert wait_until(lambda: tw.run == 1)
+    for i in range(1, 4):
+        _one_row(i)
+    assert tracestore.workload(k0) is not None           # the shared twin replays it
     sb = reg.open_sandbox(client="c1", addr="a")        # copies the shared twin's trace
     assert sb.params.trace == k0
     tw.control("reset", {"trace": None})

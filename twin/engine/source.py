@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import tracestore
-from ..workload import LapIds, TraceError, Workload, default_trace_path, load_trace, synthetic
+from ..workload import LapIds, Workload, default_trace_path, load_trace, synthetic
 from .. import settings
 
 CHUNK_S = 30.0     # synthetic generation window, sim seconds (a memory/speed trade-off only)
@@ -49,8 +49,6 @@ class TraceSource:
     def __init__(self, trace: str, speedup: float, loop: bool, fmt: str = "auto",
                  lenient: bool = False):
         w = tracestore.workload(trace)        # a dashboard upload, parsed when it arrived
-        if w is None and trace.startswith(tracestore.UPLOAD_PREFIX):    # never looked for as a file
-            raise TraceError(f"trace: {tracestore.GONE}")
         if w is None:
             path = trace if "/" in trace or trace.endswith((".jsonl", ".csv")) else default_trace_path(trace)
             w = load_trace(path, None if fmt == "auto" else fmt, lenient=lenient)
