@@ -293,7 +293,7 @@ def on_upload(contents, filename, options, secret):
     if contents is None:
         return no_update, no_update, no_update, no_update, no_update
     try:
-        S.sessions().allow_upload(G.client(secret)[0])
+        S.sessions().allow_upload(*G.client(secret))
         key, w = tracestore.upload(contents, G.text(filename))
     except (S.ControlError, ValueError) as exc:
         return no_update, no_update, None, _("Trace not accepted: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"

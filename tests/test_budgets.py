@@ -114,8 +114,9 @@ def test_an_oversized_upload_is_refused_before_it_is_decoded(dash_app, reg, monk
 
 
 def test_uploads_are_kept_in_bounded_memory_and_throttled(dash_app, reg, monkeypatch):
-    monkeypatch.setattr(tracestore, "UPLOAD_SLOTS", 2)
     row = '{"timestamp": %d, "input_length": 10, "output_length": 5, "hash_ids": [1]}\n'
+    one = tracestore.cost(tracestore.parse_trace_text(row % 0, "t"))
+    monkeypatch.setattr(tracestore, "UPLOAD_STORE_BYTES", 2 * one)
     keys = [tracestore.upload(_data_url(row % i), f"t{i}.jsonl")[0] for i in range(3)]
     assert tracestore.workload(keys[0]) is None and tracestore.workload(keys[2]) is not None
     with pytest.raises(tracestore.TraceChoiceError, match="no longer kept"):

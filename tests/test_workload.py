@@ -299,7 +299,7 @@ def test_azure_timestamps_are_parsed_strictly(stamp):
     with pytest.raises(TraceError) as exc:
         parse_trace_text(text, "a.csv")
     assert str(exc.value) == (f"a.csv line 3: TIMESTAMP = {stamp!r}: must be a date-time like "
-                              f"2023-11-16 18:15:46.6805900 (years 1700-2199)")
+                              f"2023-11-16 18:15:46.6805900 (years 1970-2100)")
 
 
 def test_non_regular_files_are_refused_before_reading(tmp_path):

@@ -17,7 +17,8 @@ from .cloud import live as copool_live
 from .engine import commands
 from .engine.faults import Policy, load_fault_file
 from .i18n import N_, said
-from .tracestore import TraceChoiceError, check, label, registered, resolve
+from .tracestore import TraceChoiceError, check, label, pin, registered, resolve, unpin
+from .workload import TraceNotFound
 
 log = logging.getLogger("twin.session")
 
@@ -262,24 +263,17 @@ class TwinActions:
             new.load = None
         if spec.get("load") not in (None, ""):      # a load for the new run (e.g. from a link)
             new.load = parse_load(spec["load"])
-        if "trace" in spec:
-            try:
-                new.trace = check(spec["trace"])
-            except TraceChoiceError as exc:
-                raise ControlError(str(exc)) from None
         try:
-            engine = self._factory(**new.engine_kwargs())
-        except ControlError:
+            if "trace" in spec:
+                new.trace = check(spec["trace"])
+            pin(new.trace, self)         # kept from here; the swap unpins the old run's trace
+        except TraceChoiceError as exc:
+            raise ControlError(str(exc)) from None
+        try:
+            engine = self._build(new, spec.get("load") not in (None, ""))
+        except BaseException:
+            unpin(new.trace, self)
             raise
-        except (ValueError, KeyError, OSError, TypeError) as exc:
-            if new.trace in registered():         # the operator's file: say which name, never its text
-                log.warning("twin %s: operator trace %s unusable: %s", self.key, new.trace, exc)
-                raise ControlError(f"trace {new.trace}: the server's file for it cannot be used (the "
-                                   "server log says why)") from None
-            raise ControlError(str(exc).strip("'\"") or type(exc).__name__) from None
-        if spec.get("load") not in (None, ""):
-            self._synthetic_only("load", engine)
-        apply_load(engine, new, self.key)
         random = (demo.get("random") or {}).get("hours_per_sim_s")
         self._q.put(_Swap(engine, new, policy_of(engine), random))
         with self._lock:
@@ -297,6 +291,27 @@ class TwinActions:
         if notes:
             return said(N_("reset: %(bits)s; note: %(notes)s"), bits=bits, notes=notes)
         return said(N_("reset: %(bits)s"), bits=bits)
+
+
+    def _build(self, new: _Params, load_given: bool):
+        """The engine for a reset, with its load applied; a ControlError that names no server path."""
+        try:
+            engine = self._factory(**new.engine_kwargs())
+        except ControlError:
+            raise
+        except (ValueError, KeyError, OSError, TypeError) as exc:
+            if new.trace in registered():         # the operator's file: say which name, never its text
+                log.warning("twin %s: operator trace %s unusable: %s", self.key, new.trace, exc)
+                raise ControlError(f"trace {new.trace}: the server's file for it cannot be used (the "
+                                   "server log says why)") from None
+            if isinstance(exc, TraceNotFound):    # its message lists the server's trace folders
+                log.warning("twin %s: %s", self.key, exc)
+                raise ControlError(f"trace {exc.name}: not available on this server") from None
+            raise ControlError(str(exc).strip("'\"") or type(exc).__name__) from None
+        if load_given:
+            self._synthetic_only("load", engine)
+        apply_load(engine, new, self.key)
+        return engine
 
 
 _RESORTED = re.compile(r"rows were not in arrival order \((\d+) step\(s\) back in time\); sorted stably by timestamp")

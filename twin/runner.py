@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from . import tracestore
 from .actions import FAULTS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
 from .budget import CpuShare, RateLimit
 from .controls import parse_speed
@@ -107,7 +108,12 @@ class Twin(TwinActions):
         self._pending: list[float] = []           # at_s of scheduled faults not yet struck
         self._fault_rate = RateLimit(FAULTS_PER_MIN)
         self._copool_rate = RateLimit(live_cloud.CHANGES_PER_MIN)
-        self._engine = self._factory(**self.params.engine_kwargs())   # raises ValueError on bad input
+        tracestore.pin(self.params.trace, self)    # an upload is kept while this twin may re-open it
+        try:
+            self._engine = self._factory(**self.params.engine_kwargs())   # raises ValueError on bad input
+        except BaseException:
+            tracestore.release(self)
+            raise
         apply_load(self._engine, self.params, key)
         self.snapshot = self._engine.snapshot()
         self.policy: dict = policy_of(self._engine)   # fault policy as last set (read by the UI)
@@ -126,11 +132,13 @@ class Twin(TwinActions):
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop the thread and drop this twin's pins on uploads (a reset's too, if still queued)."""
         self._stop.set()
         self._wake.set()
         t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout)
+        tracestore.release(self)
 
     @property
     def alive(self) -> bool:
@@ -237,7 +245,8 @@ class Twin(TwinActions):
                     engine = msg.engine
                     self._engine = engine
                     with self._lock:
-                        self.params = msg.params
+                        old, self.params = self.params, msg.params
+                    tracestore.unpin(old.trace, self)       # _reset pinned the new run's trace
                     self.policy = msg.policy
                     self.random = msg.random
                     self.snapshot = engine.snapshot()   # before run: a reader of the new run sees its snapshot
@@ -266,7 +275,7 @@ class Twin(TwinActions):
             "paused": self.paused, "alive": self.alive,
             "speed": self.speed, "achieved": round(st.achieved, 2), "step_ms": round(st.step_ms, 1),
             "scenario": p.scenario, "seed": p.seed, "deployment": getattr(snap, "deployment", p.deployment),
-            "trace": p.trace, "rate": p.rate, "load": p.load,
+            "trace": tracestore.label(p.trace), "rate": p.rate, "load": p.load,   # never an upload's key
             "workload": self.workload,
             "locked": self.locked, "message": self.message or getattr(snap, "message", ""),
             "errors": st.errors,

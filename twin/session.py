@@ -44,6 +44,7 @@ SANDBOX_TTL_S = 600.0                 # sandboxes with no action for this long a
 UNLOCK_PER_MIN = 5                    # instructor-token attempts per client per minute
 UNLOCK_PER_MIN_ADDRESS = 20           # ... and per remote address (a classroom behind one NAT)
 UPLOADS_PER_MIN = 6                   # trace uploads per client per minute (each is parsed here)
+UPLOADS_PER_MIN_ADDRESS = 12          # ... and per remote address (a browser can mint secrets, not addresses)
 
 
 class SandboxLimit(ControlError):
@@ -64,6 +65,7 @@ class Sessions:
         self._unlock_client = RateLimit(UNLOCK_PER_MIN)
         self._unlock_addr = RateLimit(UNLOCK_PER_MIN_ADDRESS)
         self._uploads = RateLimit(UPLOADS_PER_MIN)
+        self._uploads_addr = RateLimit(UPLOADS_PER_MIN_ADDRESS)
         self.ttl_s = ttl_s
         self.wall_dt = wall_dt
         self.speed = speed
@@ -106,8 +108,11 @@ class Sessions:
         _throttled(self._unlock_addr, "unlock attempts from this address", f"addr:{addr}")
         return self.shared().authorized(token if isinstance(token, str) else None)
 
-    def allow_upload(self, client: str) -> None:
+    def allow_upload(self, client: str, addr: str | None = None) -> None:
+        """At most UPLOADS_PER_MIN uploads per client and UPLOADS_PER_MIN_ADDRESS per address a
+        minute (fresh secrets from one address share its budget); ControlError when over."""
         _throttled(self._uploads, "trace uploads", client)
+        _throttled(self._uploads_addr, "trace uploads from this address", f"addr:{addr}")
 
     def open_sandbox(self, params: dict | None = None, *, client: str | None = None,
                      addr: str | None = None) -> Twin:

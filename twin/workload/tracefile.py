@@ -9,6 +9,7 @@ import json
 import os
 import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,12 +29,41 @@ MAX_LINE_CHARS = 1 << 20      # a Mooncake row this long holds ~50,000 hash ids 
 MAX_TRACE_LINES = 4_000_000   # 16 bytes per line at the size limit; keeps the line list under 32 MB
 MAX_TRACE_SPAN_S = 1e9        # timestamps (after conversion to seconds) within about 31 years
 
+
+@dataclass(frozen=True)
+class TraceLimits:
+    """What one trace may cost once parsed, counted row by row before its arrays exist: the byte
+    limits above bound the text, these bound what the text expands to (a 40-byte CSV row may ask
+    for 2**31 tokens, i.e. 4 million 8-byte block ids)."""
+    rows: int          # requests in the trace
+    row_tokens: int    # input tokens, and output tokens, of one request
+    block_ids: int     # block ids in total: hash_ids, or ceil(input tokens / block size) made up per row
+    tokens: int        # input + output tokens in total (what the engine will simulate)
+
+
+# Assumptions, not model constants. Shipped traces: Mooncake conversation 12,031 rows, largest
+# prompt 126,195 tokens, 288,500 hash ids, 148.9M tokens; Azure conv 19,366 rows, 52,913 ids made up.
+# A trace file (CLI, operator): int32 tokens per row as stored; 2**25 ids are 256 MiB, 116x Mooncake.
+FILE_LIMITS = TraceLimits(rows=MAX_TRACE_LINES, row_tokens=_INT32_MAX, block_ids=1 << 25, tokens=1 << 34)
+# An upload (2 MB from a stranger): 2x the largest shipped prompt per row; 2**19 ids are 4 MiB, 2.6x
+# the 205,520 in the first 2 MB of Mooncake; 2**29 tokens are 5.1x its 106M; 2**17 rows, 6.8x Azure conv.
+UPLOAD_LIMITS = TraceLimits(rows=1 << 17, row_tokens=1 << 18, block_ids=1 << 19, tokens=1 << 29)
+
 # Short names for the shared traces (traces/README.md); any relative path under a trace root also works.
 TRACES = {
     "mooncake_conversation": "mooncake/conversation_trace.jsonl",
     "azure_conv": "azure_llm_2023/AzureLLMInferenceTrace_conv.csv",
 }
 
+
+
+class TraceNotFound(TraceError):
+    """A trace name with no file under the trace roots. The message lists the roots (for a CLI user);
+    `name` alone is what a dashboard viewer may be told."""
+
+    def __init__(self, message: str, name: str):
+        super().__init__(message)
+        self.name = name
 
 
 def default_trace_path(name: str) -> Path:
@@ -46,8 +76,29 @@ def default_trace_path(name: str) -> Path:
     for root in roots:
         if (root / rel).is_file():
             return root / rel
-    raise TraceError(f"trace {name!r} not found as {rel} under any of: {', '.join(map(str, roots))} "
-                     f"(known names: {', '.join(TRACES)}; set TWIN_TRACES to the folder holding it)")
+    raise TraceNotFound(f"trace {name!r} not found as {rel} under any of: {', '.join(map(str, roots))} "
+                        f"(known names: {', '.join(TRACES)}; set TWIN_TRACES to the folder holding it)", name)
+
+
+class _Budget:
+    """The running totals of a trace's accepted rows: a row that takes one past its limit stops the
+    whole trace (a budget is not a bad row to skip), before the row's data is kept."""
+
+    def __init__(self, name: str, limits: TraceLimits, block_size: int):
+        self.name, self.limits, self.block_size = name, limits, block_size
+        self.rows = self.block_ids = self.tokens = 0
+
+    def take(self, lineno: int, blocks: int, tokens: int, blocks_are: str, tokens_are: str) -> None:
+        """Count one row; `blocks_are` and `tokens_are` say which fields the totals come from."""
+        self.rows += 1
+        self.block_ids += blocks
+        self.tokens += tokens
+        lim = self.limits
+        for what, total, most in (("rows", self.rows, lim.rows), (f"block ids ({blocks_are})", self.block_ids,
+                                  lim.block_ids), (f"tokens ({tokens_are})", self.tokens, lim.tokens)):
+            if total > most:
+                raise TraceError(f"{self.name} line {lineno}: {what} in total reach {total:,} with this row: "
+                                 f"allowed at most {most:,} per trace")
 
 
 class _Rejects:
@@ -66,13 +117,13 @@ class _Rejects:
 
 
 def load_trace(path: str | os.PathLike, fmt: str | None = None, lenient: bool = False,
-               block_size: int | None = None) -> Workload:
+               block_size: int | None = None, limits: TraceLimits = FILE_LIMITS) -> Workload:
     """Load a Mooncake, Azure or BurstGPT trace; the format is detected from the content unless named.
 
     Only a regular file of at most MAX_TRACE_BYTES is read (a FIFO, device or directory is refused,
     so no path can make the loader wait or read without end); parsing is `parse_trace_text`'s."""
     data = read_regular_file(path, MAX_TRACE_BYTES, "trace file", TraceError)
-    return parse_trace_text(data, str(path), fmt, lenient, block_size)
+    return parse_trace_text(data, str(path), fmt, lenient, block_size, limits)
 
 
 def read_regular_file(path: str | os.PathLike, limit: int, what: str, error: type = ValueError) -> bytes:
@@ -105,14 +156,15 @@ def read_regular_file(path: str | os.PathLike, limit: int, what: str, error: typ
 
 
 def parse_trace_text(text: str | bytes, name: str, fmt: str | None = None, lenient: bool = False,
-                     block_size: int | None = None) -> Workload:
+                     block_size: int | None = None, limits: TraceLimits = FILE_LIMITS) -> Workload:
     """Parse a trace held in memory (an upload, or a file `load_trace` read) with the same checks.
 
     `name` labels messages ("NAME line N: field = value: what is allowed"). Bytes are decoded as
     UTF-8 line by line, so a line of binary garbage is one bad row. Traces without prefix
     information get fresh block ids for every request (no reuse). lenient=True skips bad rows and
     records how many and why on the Workload; rows out of arrival order are sorted and the
-    Workload's `notes` say so."""
+    Workload's `notes` say so. `limits` (a dashboard upload gets UPLOAD_LIMITS) stops the trace,
+    lenient or not, at the first row that takes it past a total."""
     if fmt is not None and fmt not in FORMATS:
         raise TraceError(f"{name}: fmt = {brief(fmt)}: unknown format (allowed: {_FORMAT_HELP})")
     if block_size is None:
@@ -136,15 +188,16 @@ def parse_trace_text(text: str | bytes, name: str, fmt: str | None = None, lenie
     fmt = fmt or _detect(name, first)
     rejects = _Rejects(name, lenient)
     rows = _good_lines(lines, rejects, _UNDECODABLE.search(text) is not None)
+    budget = _Budget(name, limits, int(block_size))
     if fmt == "mooncake":
-        cols = _parse_mooncake(rows, int(block_size), rejects)
+        cols = _parse_mooncake(rows, int(block_size), rejects, budget)
     else:
-        cols = _parse_csv(name, rows, fmt, rejects)
+        cols = _parse_csv(name, rows, fmt, rejects, budget)
     ts, inp, out, ptr, ids = cols
     if len(ts) == 0:
         why = f"; all {rejects.count} rows were bad, first: {rejects.reasons[0]}" if rejects.count else ""
         raise TraceError(f"{name}: no requests in the file{why}")
-    if ids is None:  # no prefix info: unique, never-reused blocks per request
+    if ids is None:  # no prefix info: unique, never-reused blocks per request (counted by `budget`)
         nblk = -(-inp.astype(np.int64) // block_size)
         ptr = np.concatenate(([0], np.cumsum(nblk)))
         ids = np.arange(ptr[-1], dtype=np.int64)
@@ -200,10 +253,11 @@ def _is_int(v) -> bool:
     return type(v) is int
 
 
-def _parse_mooncake(rows, block_size: int, bad: _Rejects):
+def _parse_mooncake(rows, block_size: int, bad: _Rejects, budget: _Budget):
     ts, inp, out, lens, ids = [], [], [], [], []
     fields = ("timestamp", "input_length", "output_length", "hash_ids")
     max_ms = MAX_TRACE_SPAN_S * 1000
+    most = budget.limits.row_tokens
     for lineno, line in rows:
         try:
             r = json.loads(line)
@@ -228,10 +282,10 @@ def _parse_mooncake(rows, block_size: int, bad: _Rejects):
         t, i, o, h = r["timestamp"], r["input_length"], r["output_length"], r["hash_ids"]
         if type(t) not in (int, float) or not 0 <= t <= max_ms:
             bad(lineno, f"timestamp = {brief(t)}: must be a number of milliseconds 0..{max_ms:.0e}")
-        elif not _is_int(i) or not 1 <= i <= _INT32_MAX:
-            bad(lineno, f"input_length = {brief(i)}: must be an integer >= 1 (and <= {_INT32_MAX})")
-        elif not _is_int(o) or not 1 <= o <= _INT32_MAX:
-            bad(lineno, f"output_length = {brief(o)}: must be an integer >= 1 (and <= {_INT32_MAX})")
+        elif not _is_int(i) or not 1 <= i <= most:
+            bad(lineno, f"input_length = {brief(i)}: must be an integer >= 1 (and <= {most})")
+        elif not _is_int(o) or not 1 <= o <= most:
+            bad(lineno, f"output_length = {brief(o)}: must be an integer >= 1 (and <= {most})")
         elif type(h) is not list or not all(type(x) is int for x in h):
             bad(lineno, f"hash_ids = {brief(h)}: must be a list of integers")
         elif len(h) != -(-i // block_size):
@@ -240,6 +294,7 @@ def _parse_mooncake(rows, block_size: int, bad: _Rejects):
         elif min(h) < _INT64[0] or max(h) > _INT64[1]:
             bad(lineno, "hash_ids: every id must fit in a signed 64-bit integer")
         else:
+            budget.take(lineno, len(h), i + o, "hash_ids", "input_length + output_length")
             ts.append(t)
             inp.append(i)
             out.append(o)
@@ -251,8 +306,10 @@ def _parse_mooncake(rows, block_size: int, bad: _Rejects):
             np.asarray(out, dtype=np.int32), ptr, np.asarray(ids, dtype=np.int64))
 
 
-def _parse_csv(name: str, rows, fmt: str, bad: _Rejects):
-    """One CSV record per line (trace fields never hold a newline), so every error has its line."""
+def _parse_csv(name: str, rows, fmt: str, bad: _Rejects, budget: _Budget):
+    """One CSV record per line (trace fields never hold a newline), so every error has its line.
+    A row is counted in `budget` before its timestamp is checked (an Azure one is parsed after the
+    loop), so a lenient load may count a row it later skips: the budget errs on the safe side."""
     expected = _AZURE_HEADER if fmt == "azure" else _BURST_HEADER
     rows = iter(rows)
     head_line, header = next(rows, (1, ""))
@@ -265,6 +322,7 @@ def _parse_csv(name: str, rows, fmt: str, bad: _Rejects):
     else:
         t_field, i_field, o_field, cols = "Timestamp", "Request tokens", "Response tokens", (0, 2, 3)
     ts, inp, out, where = [], [], [], []
+    most, bs = budget.limits.row_tokens, budget.block_size
     for lineno, line in rows:
         row = _csv_row(line)
         if row is None:
@@ -274,12 +332,12 @@ def _parse_csv(name: str, rows, fmt: str, bad: _Rejects):
             bad(lineno, f"has {len(row)} fields, expected {len(expected)} ({','.join(expected)})")
             continue
         t, i, o = (row[c].strip() for c in cols)
-        i, o = _positive_int(i), _positive_int(o)
+        i, o = _positive_int(i, most), _positive_int(o, most)
         if i is None:
-            bad(lineno, f"{i_field} = {brief(row[cols[1]])}: must be an integer >= 1 (and <= {_INT32_MAX})")
+            bad(lineno, f"{i_field} = {brief(row[cols[1]])}: must be an integer >= 1 (and <= {most})")
             continue
         if o is None:
-            bad(lineno, f"{o_field} = {brief(row[cols[2]])}: must be an integer >= 1 (and <= {_INT32_MAX})")
+            bad(lineno, f"{o_field} = {brief(row[cols[2]])}: must be an integer >= 1 (and <= {most})")
             continue
         if fmt == "burstgpt":
             try:
@@ -289,6 +347,7 @@ def _parse_csv(name: str, rows, fmt: str, bad: _Rejects):
             if not 0 <= t <= MAX_TRACE_SPAN_S:
                 bad(lineno, f"{t_field} = {brief(row[0])}: must be a number of seconds 0..{MAX_TRACE_SPAN_S:.0e}")
                 continue
+        budget.take(lineno, -(-i // bs), i + o, f"{i_field} / {bs}, rounded up", f"{i_field} + {o_field}")
         ts.append(t)
         inp.append(i)
         out.append(o)
@@ -313,23 +372,26 @@ def _csv_row(line: str) -> list[str] | None:
         return None
 
 
-def _positive_int(text: str) -> int | None:
+def _positive_int(text: str, most: int) -> int | None:
+    """An integer 1..most (most <= 2**31 - 1), else None; long text is refused before int() reads it."""
     if not 0 < len(text) <= 10:       # > 10 digits cannot be <= 2**31 - 1
         return None
     try:
         v = int(text)
     except ValueError:
         return None
-    return v if 1 <= v <= _INT32_MAX else None
+    return v if 1 <= v <= most else None
 
 
-# strict: numpy alone also takes 'today', 'now', time zones, and wraps years past 2262
-_WALLCLOCK = re.compile(r"(1[7-9]|2[01])\d\d-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d{1,9})?")
+# strict: numpy alone also takes 'today', 'now', time zones, and wraps years past 2262. Assumption:
+# years 1970..2100, so any two stamps differ by less than 2**63 ns (292 years) and the span check
+# after it sees the true span (1700 and 2199 wrapped to a negative arrival).
+_WALLCLOCK = re.compile(r"(19[7-9]\d|20\d\d|2100)-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d{1,9})?")
 
 
 def _parse_wallclock(texts: list[str], where: list[int], field_name: str, bad: _Rejects) -> np.ndarray:
-    """Parse 'YYYY-MM-DD HH:MM:SS.fffffff' (years 1700-2199); bad lines are reported by number."""
-    allowed = "must be a date-time like 2023-11-16 18:15:46.6805900 (years 1700-2199)"
+    """Parse 'YYYY-MM-DD HH:MM:SS.fffffff' (years 1970-2100); bad lines are reported by number."""
+    allowed = "must be a date-time like 2023-11-16 18:15:46.6805900 (years 1970-2100)"
     valid = [bool(_WALLCLOCK.fullmatch(t)) for t in texts]
     try:
         stamps = np.array([t if v else "NaT" for t, v in zip(texts, valid)], dtype="datetime64[ns]")
