@@ -88,7 +88,7 @@ def serve_layout():
     return html.Div([
         dcc.Location(id="url", refresh=False),
         dcc.Store(id="ctl-twin", storage_type="session", data=S.SHARED),   # which twin this tab views
-        dcc.Store(id="ctl-token", storage_type="session"),                 # {"token", "ok"}
+        dcc.Store(id="ctl-token", storage_type="session"),                 # {"credential", "ok"} (twin.gate)
         dcc.Store(id="ctl-viewer", storage_type="local"),                  # anonymous viewer id (shown)
         dcc.Store(id="ctl-secret", storage_type="local"),                  # this browser's secret (never shown)
         *shell_stores(),                       # the app's one clock, the twin status and the pages' beat
@@ -118,11 +118,6 @@ app.layout = serve_layout
 
 # ---- run controls -----------------------------------------------------------------------------
 
-def _who(viewer: str | None, token: dict | None) -> str:
-    name = f"viewer {viewer}" if viewer else "viewer"
-    return f"instructor ({name})" if token and token.get("ok") else name
-
-
 @dash.callback(
     Output("ctl-msg", "children"),
     Output("ctl-msg", "className"),
@@ -149,8 +144,7 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
     if trig is None:
         return no_update, no_update
     tw, _note = twin_for(choice)
-    token = G.token(token)
-    kw = dict(who=_who(G.viewer(viewer), token), token=G.tok(token), client=G.client(secret)[0])
+    kw = G.actor(viewer, token, secret)
     try:
         if trig == "ctl-play":
             msg = tw.control("pause" if not tw.paused else "play", **kw)
@@ -197,10 +191,8 @@ def on_url(search, done, choice, token, viewer, secret):
     if not fields or search == G.text(done):
         return no_update, no_update, no_update
     tw, _note = twin_for(choice)
-    token = G.token(token)
     try:
-        done_msgs = urlstate.apply(tw, fields, who=_who(G.viewer(viewer), token), token=G.tok(token),
-                                   client=G.client(secret)[0])
+        done_msgs = urlstate.apply(tw, fields, **G.actor(viewer, token, secret))
     except S.ControlError as exc:
         return _("Link not fully applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", search
     where = _("applied to the shared twin") if tw.shared else _("applied to your sandbox")
@@ -261,18 +253,18 @@ def on_twin_choice(_open, _back, choice, secret):
     "_clicks": Input("ctl-unlock", "n_clicks"), "_submit": Input("ctl-token-input", "n_submit"),
     "value": State("ctl-token-input", "value"), "secret": State("ctl-secret", "data")})
 def on_unlock(_clicks, _submit, value, secret):
-    """Check an instructor token against the shared twin (throttled per browser and per address);
-    keep it for this tab if it is right."""
+    """Check an instructor token at the gate (twin.gate: throttled, logged); if it is right, this tab
+    keeps the random credential the gate hands out, never the token."""
     reg = S.sessions()
     if not reg.locked:
         return no_update, _("The shared twin is not locked: anyone can use the controls."), "ctl-msg msg-ok"
     value = G.text(value)
     try:
-        ok = reg.unlock(value, *G.client(secret))
+        credential = reg.unlock(value, *G.client(secret))
     except S.ControlError as exc:
         return no_update, _("Not checked: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
-    if ok:
-        return {"token": value, "ok": True}, _("Instructor controls unlocked for this tab."), "ctl-msg msg-ok"
+    if credential:
+        return {"credential": credential, "ok": True}, _("Instructor controls unlocked for this tab."), "ctl-msg msg-ok"
     return None, _("Wrong instructor token: shared controls stay locked."), "ctl-msg msg-error"
 
 
@@ -321,7 +313,7 @@ def on_tick(_n, choice, _msg, token, last):
     and the beat every page's live callback runs on (sent only when the twin has news) to the page
     shown. A control's message refreshes the status at once."""
     status, beat = shell_tick(choice, G.store(last) or None, action=ctx.triggered_id == "ctl-msg",
-                              unlocked=G.token(token) is not None and bool(G.token(token).get("ok")))
+                              unlocked=G.unlocked(token))
     shown = len(ctx.outputs_list[2]) if ctx.outputs_list else 0     # the page's beat store, if any
     return status, beat, [beat] * shown
 

@@ -219,7 +219,7 @@ def test_private_sandbox_and_instructor_lock(browser_page, live_server):
     wait_text(pg, "#ctl-status-twin", "Shared twin")
     wait_live(pg)
 
-    shared._token, reg.token = "tok-e2e", "tok-e2e"                # lock the shared controls
+    reg.gate.token = "tok-e2e"                                     # lock the shared controls
     try:
         pg.reload()
         wait_text(pg, "#ctl-status-twin", "locked")
@@ -234,7 +234,7 @@ def test_private_sandbox_and_instructor_lock(browser_page, live_server):
         wait_text(pg, "#ctl-status-twin", "instructor")
         assert not pg.is_disabled("#ctl-play")
     finally:
-        shared._token, reg.token = None, None
+        reg.gate.token = None
     assert pg.errors == []
 
 
