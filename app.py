@@ -10,15 +10,21 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+import traceback
+from functools import cache
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import dash
 import flask
 from dash import ALL, Dash, Input, Output, State, clientside_callback, ctx, dcc, html, no_update
-from werkzeug.exceptions import BadRequest, HTTPException, InternalServerError
+from dash.exceptions import DependencyException
+from werkzeug.exceptions import BadRequest, HTTPException, InternalServerError, NotFound
+from werkzeug.serving import WSGIRequestHandler
 
 from twin import session as S
 from twin import tracestore
+from twin.budget import LogBudget
 from twin.config import catalog
 from twin.engine import list_scenarios
 from twin.ui import components as C
@@ -31,12 +37,15 @@ from twin.ui.lang import _
 from twin.ui.live import shell_stores, shell_tick, twin_for
 
 MAX_BODY_BYTES = 4 * 1024 * 1024     # a request body; the largest is a trace upload (2 MB, base64)
+ERROR_LINES_PER_MIN = 20             # log lines a minute for requests refused or failed; the rest are counted
+SERVER_NAME = "CloudMatrix Twin"     # the `Server` header: no framework or Python versions
 
 app = Dash(__name__, use_pages=True, title="CloudMatrix Twin", update_title=None, on_error=G.on_error)
 server = app.server
 teach.install(app)                    # <html lang> and the ?lang= cookie (issue 12)
 server.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
 log = logging.getLogger(__name__)
+log_refusal = LogBudget(log, ERROR_LINES_PER_MIN)
 MSG = (Output("ctl-msg", "children", allow_duplicate=True),      # the control bar's message line
        Output("ctl-msg", "className", allow_duplicate=True))
 
@@ -49,26 +58,66 @@ def _start_timer():
         flask.abort(413)
 
 
+def _one_line(exc: BaseException) -> str:
+    """An exception as one short line: its type, the first line of its message and where it was
+    raised (file name and line, no directories), so a flood of them stays readable and bounded."""
+    where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    at = f" at {Path(where[0].filename).name}:{where[0].lineno}" if where else ""
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}{at}"
+
+
 @server.errorhandler(Exception)
 def _refuse(exc):
-    """A request Dash cannot even dispatch (a malformed callback body) gets 400 and one log line;
-    HTTP errors (413, 404, ...) pass through."""
+    """Framework error paths answer with a bare status and write one rate-limited log line, never a
+    traceback (to the viewer or the log): a malformed callback body is 400, an asset path Dash does
+    not serve is 404, anything else 500. HTTP errors (413, 404, ...) pass through."""
     if isinstance(exc, HTTPException):
         return exc
-    if flask.request.path.endswith("_dash-update-component"):
-        log.warning("malformed callback request refused: %s: %s", type(exc).__name__, str(exc)[:200])
+    path = flask.request.path[:120]
+    if path.endswith("_dash-update-component"):
+        log_refusal(logging.WARNING, "malformed callback request refused: %s", _one_line(exc))
         return BadRequest("malformed callback request")
-    log.error("request %s failed", flask.request.path, exc_info=exc)
+    if isinstance(exc, DependencyException):
+        log_refusal(logging.WARNING, "asset not served: %s: %s", path, _one_line(exc))
+        return NotFound()
+    log_refusal(logging.ERROR, "request %s failed: %s", path, _one_line(exc))
     return InternalServerError()
 
 
+@cache
+def _csp() -> str:
+    """The Content-Security-Policy: scripts only from this server plus the hashes of Dash's own
+    inline scripts (the renderer start and clientside callbacks given as strings); no eval. Styles
+    allow 'unsafe-inline' because React, plotly and cytoscape set style attributes. Computed on the
+    first request, when every page has registered its callbacks."""
+    return "; ".join((
+        "default-src 'self'", f"script-src 'self' {' '.join(app.csp_hashes())}",
+        "style-src 'self' 'unsafe-inline'", "img-src 'self' data: blob:", "font-src 'self' data:",
+        "connect-src 'self'", "worker-src 'self' blob:", "object-src 'none'", "base-uri 'self'",
+        "form-action 'self'", "frame-ancestors 'self'"))
+
+
+SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"}
+
+
 @server.after_request
-def _server_timing(resp):
-    """Server-side time of every request (seen in browser dev tools; read by twin.ui.loadtest)."""
+def _headers(resp):
+    """Server-side time of every request (seen in browser dev tools; read by twin.ui.loadtest), and
+    the security headers."""
     t0 = getattr(flask.g, "t0", None)
     if t0 is not None:
         resp.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - t0) * 1e3:.2f}"
+    resp.headers["Content-Security-Policy"] = _csp()
+    resp.headers.update(SECURITY_HEADERS)
     return resp
+
+
+class QuietHandler(WSGIRequestHandler):
+    """The development server's request handler, naming no versions in `Server` (werkzeug's says
+    "Werkzeug/x Python/y"); gunicorn already sends a bare "gunicorn"."""
+
+    def version_string(self) -> str:
+        return SERVER_NAME
 
 # pages reached from the "More" menu, so the top bar stays one row at 1440 px in English and Chinese
 MORE_PAGES = ("/validation", "/explorer", "/compare", "/cloud", "/glossary")
@@ -88,7 +137,7 @@ def serve_layout():
     return html.Div([
         dcc.Location(id="url", refresh=False),
         dcc.Store(id="ctl-twin", storage_type="session", data=S.SHARED),   # which twin this tab views
-        dcc.Store(id="ctl-token", storage_type="session"),                 # {"token", "ok"}
+        dcc.Store(id="ctl-token", storage_type="session"),                 # {"credential", "ok"} (twin.gate)
         dcc.Store(id="ctl-viewer", storage_type="local"),                  # anonymous viewer id (shown)
         dcc.Store(id="ctl-secret", storage_type="local"),                  # this browser's secret (never shown)
         *shell_stores(),                       # the app's one clock, the twin status and the pages' beat
@@ -118,11 +167,6 @@ app.layout = serve_layout
 
 # ---- run controls -----------------------------------------------------------------------------
 
-def _who(viewer: str | None, token: dict | None) -> str:
-    name = f"viewer {viewer}" if viewer else "viewer"
-    return f"instructor ({name})" if token and token.get("ok") else name
-
-
 @dash.callback(
     Output("ctl-msg", "children"),
     Output("ctl-msg", "className"),
@@ -149,8 +193,7 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
     if trig is None:
         return no_update, no_update
     tw, _note = twin_for(choice)
-    token = G.token(token)
-    kw = dict(who=_who(G.viewer(viewer), token), token=G.tok(token), client=G.client(secret)[0])
+    kw = G.actor(viewer, token, secret)
     try:
         if trig == "ctl-play":
             msg = tw.control("pause" if not tw.paused else "play", **kw)
@@ -197,10 +240,8 @@ def on_url(search, done, choice, token, viewer, secret):
     if not fields or search == G.text(done):
         return no_update, no_update, no_update
     tw, _note = twin_for(choice)
-    token = G.token(token)
     try:
-        done_msgs = urlstate.apply(tw, fields, who=_who(G.viewer(viewer), token), token=G.tok(token),
-                                   client=G.client(secret)[0])
+        done_msgs = urlstate.apply(tw, fields, **G.actor(viewer, token, secret))
     except S.ControlError as exc:
         return _("Link not fully applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", search
     where = _("applied to the shared twin") if tw.shared else _("applied to your sandbox")
@@ -261,18 +302,18 @@ def on_twin_choice(_open, _back, choice, secret):
     "_clicks": Input("ctl-unlock", "n_clicks"), "_submit": Input("ctl-token-input", "n_submit"),
     "value": State("ctl-token-input", "value"), "secret": State("ctl-secret", "data")})
 def on_unlock(_clicks, _submit, value, secret):
-    """Check an instructor token against the shared twin (throttled per browser and per address);
-    keep it for this tab if it is right."""
+    """Check an instructor token at the gate (twin.gate: throttled, logged); if it is right, this tab
+    keeps the random credential the gate hands out, never the token."""
     reg = S.sessions()
     if not reg.locked:
         return no_update, _("The shared twin is not locked: anyone can use the controls."), "ctl-msg msg-ok"
     value = G.text(value)
     try:
-        ok = reg.unlock(value, *G.client(secret))
+        credential = reg.unlock(value, *G.client(secret))
     except S.ControlError as exc:
         return no_update, _("Not checked: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
-    if ok:
-        return {"token": value, "ok": True}, _("Instructor controls unlocked for this tab."), "ctl-msg msg-ok"
+    if credential:
+        return {"credential": credential, "ok": True}, _("Instructor controls unlocked for this tab."), "ctl-msg msg-ok"
     return None, _("Wrong instructor token: shared controls stay locked."), "ctl-msg msg-error"
 
 
@@ -321,7 +362,7 @@ def on_tick(_n, choice, _msg, token, last):
     and the beat every page's live callback runs on (sent only when the twin has news) to the page
     shown. A control's message refreshes the status at once."""
     status, beat = shell_tick(choice, G.store(last) or None, action=ctx.triggered_id == "ctl-msg",
-                              unlocked=G.token(token) is not None and bool(G.token(token).get("ok")))
+                              unlocked=G.unlocked(token))
     shown = len(ctx.outputs_list[2]) if ctx.outputs_list else 0     # the page's beat store, if any
     return status, beat, [beat] * shown
 
@@ -378,7 +419,7 @@ def main(argv=None) -> None:
         S.sessions().shared()   # start the default scenario now so the first page is already live
     print(f"CloudMatrix Twin on http://{a.host}:{a.port}/  (instructor lock: "
           f"{'on' if S.sessions().locked else 'off'}; set {S.TOKEN_ENV} to lock shared controls)")
-    app.run(host=a.host, port=a.port, debug=a.debug, threaded=True)
+    app.run(host=a.host, port=a.port, debug=a.debug, threaded=True, request_handler=QuietHandler)
 
 
 if __name__ == "__main__":

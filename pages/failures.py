@@ -285,12 +285,6 @@ def _opt_num(text, name: str):
     return v
 
 
-def _actor(viewer, token, secret) -> dict:
-    """who / token / client of an action, from checked browser values."""
-    token = G.token(token)
-    return dict(who=FV.who(G.viewer(viewer), token), token=G.tok(token), client=G.client(secret)[0])
-
-
 @dash.callback(
     *FL_MSG,
     Input(f"{P}-inject", "n_clicks"),
@@ -310,9 +304,9 @@ def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, 
     if trig not in (f"{P}-inject", f"{P}-schedule") or not _clicked():
         return no_update, no_update
     tw = twin_for(choice)[0]
-    actor = _actor(viewer, token, secret)
+    actor = G.actor(viewer, token, secret)
     try:
-        tw.require(actor["token"], actor["client"])
+        tw.require(actor["credential"], actor["client"])
         if not isinstance(kind, str) or kind not in KINDS:
             raise S.ControlError(f"fault kind: allowed {', '.join(KINDS)}")
         spec = {"kind": kind, "target": (G.text(target) or "").strip()}
@@ -356,7 +350,7 @@ def on_policy(_apply, detect, redundant, weights, choice, token, viewer, secret)
         if redundant not in ("on", "off") or weights not in ("ems", "obs"):
             raise S.ControlError("policy: redundant experts on or off; weights from ems or obs")
         pol = {"detect_s": G.number(detect), "redundant_experts": redundant != "off", "weights_from": weights}
-        msg = tw.control("policy", pol, **_actor(viewer, token, secret))
+        msg = tw.control("policy", pol, **G.actor(viewer, token, secret))
     except S.ControlError as exc:
         return _err(exc)
     return _ok(tw, _("%(what)s (applies to faults from now on)") % {"what": _capital(msg)})
@@ -382,7 +376,7 @@ def on_random(value, rate, choice, token, viewer, secret):
         if on and not (h is not None and 0 < h <= RANDOM_MAX):
             raise S.ControlError(f"random failures: rate = {str(rate)[:40]}: allowed 0 < x <= {RANDOM_MAX:g} "
                                  f"failure-clock hours per sim second (switch off to stop)")
-        msg = tw.control("random", {"hours_per_sim_s": h if on else 0}, **_actor(viewer, token, secret))
+        msg = tw.control("random", {"hours_per_sim_s": h if on else 0}, **G.actor(viewer, token, secret))
     except S.ControlError as exc:
         return (*_err(exc), [] if on else ["on"])
     return (*_ok(tw, _capital(msg)), no_update)
@@ -404,7 +398,7 @@ def on_demo(clicks, choice, token, viewer, secret):
     try:
         if trig.get("index") not in {d["name"] for d in FV.demos()}:
             raise S.ControlError("demo: allowed one of the demo buttons")
-        msg = tw.control("reset", {"faults": trig["index"]}, **_actor(viewer, token, secret))
+        msg = tw.control("reset", {"faults": trig["index"]}, **G.actor(viewer, token, secret))
     except S.ControlError as exc:
         return _err(exc)
     title = next((d["title"] for d in FV.demos() if d["name"] == trig["index"]), trig["index"])

@@ -214,12 +214,9 @@ def act(clicks, progress, choice, token, viewer, secret):
     les, n = found
     action = les.steps[n - 1].action
     tw, _note = twin_for(choice)
-    tok = G.token(token)
-    who = f"viewer {G.viewer(viewer)}" if G.viewer(viewer) else "viewer"
-    who = f"instructor ({who})" if tok and tok.get("ok") else who
+    actor = G.actor(viewer, token, secret)
     try:
-        msg = tw.control(action.control, action.value, who=f"{who} · lesson {les.id}",
-                         token=G.tok(tok), client=G.client(secret)[0])
+        msg = tw.control(action.control, action.value, **{**actor, "who": f"{actor['who']} · lesson {les.id}"})
     except S.ControlError as exc:
         text = _("Not applied: %(reason)s") % {"reason": str(exc)}
         return ([text] * n_msgs, ["ctl-msg msg-error"] * n_msgs, text, "ctl-msg msg-error") + (no_update,) * 3

@@ -227,7 +227,7 @@ def test_unlock_attempts_are_throttled_per_browser_and_per_address(dash_app):
             assert "Wrong instructor token" in unlock("guess", SECRET_A)[1]
         tok, msg, cls = unlock("s3cret", SECRET_A)                   # even the right one waits
         assert tok is no_update and "at most 5 per minute" in msg and "msg-error" in cls
-        assert unlock("s3cret", SECRET_B)[0] == {"token": "s3cret", "ok": True}
+        assert unlock("s3cret", SECRET_B)[0]["ok"] is True
         for i in range(S.UNLOCK_PER_MIN_ADDRESS - S.UNLOCK_PER_MIN - 1):   # fresh secrets, same address
             unlock("guess", f"{i:032d}")
         assert "from this address" in unlock("s3cret", "Z" * 32)[1]

@@ -220,8 +220,8 @@ def test_instructor_token_locks_shared_controls_and_actions_are_logged(dash_app)
         with pytest.raises(S.ControlError, match="locked by the instructor"):
             tw.control("pause", who="viewer v1")
         with pytest.raises(S.ControlError, match="locked"):
-            tw.control("pause", who="viewer v1", token="wrong")
-        tw.control("pause", who="instructor (viewer v2)", token="s3cret")
+            tw.control("pause", who="viewer v1", credential="s3cret")      # the token is not a credential
+        tw.control("pause", who="instructor (viewer v2)", credential=reg.unlock("s3cret", "c2", "10.0.0.2"))
         top = tw.actions(1)[0]
         assert top["who"] == "instructor (viewer v2)" and top["what"] == "pause" and top["when"]
         sb = reg.open_sandbox()                           # sandboxes are never locked
@@ -629,7 +629,7 @@ def test_failures_locked_twin_refuses_and_says_why(failures, dash_app):
         msg, cls = fault_click(failures, "fl-inject.n_clicks", "l2", "sp2/l2-5")
         assert "msg-error" in cls and "locked by the instructor" in msg
         msg, cls = fault_click(failures, "fl-inject.n_clicks", "l2", "sp2/l2-5",
-                                  token={"token": "s3cret", "ok": True})
+                               token={"credential": reg.unlock("s3cret", "c1", None), "ok": True})
         assert "msg-ok" in cls and tw.actions(1)[0]["who"] == "instructor (viewer vtest)"
     finally:
         reg.shutdown()

@@ -87,6 +87,21 @@ def test_every_page_renders_live_without_console_errors(browser_page, artifacts)
     assert "PASS" in pg.inner_text("#va-table")
 
 
+def test_every_page_renders_under_the_content_security_policy(browser_page):
+    """Dash's renderer, plotly, cytoscape and the clientside callbacks run under app.py's CSP (no
+    'unsafe-eval', inline scripts by hash): a violation is reported as a console error."""
+    import dash
+    pg = browser_page
+    pg.add_init_script("document.addEventListener('securitypolicyviolation', e => console.error("
+                       "'CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI))")
+    for path in [p["path"] for p in dash.page_registry.values()]:
+        resp = pg.goto(pg.base_url + path)
+        assert "frame-ancestors 'self'" in resp.headers["content-security-policy"]
+        wait_live(pg)
+        wait_update(pg)
+        assert pg.errors == [], f"{path}: {pg.errors}"
+
+
 def test_play_pause_speed_and_the_numbers_move(browser_page, live_server, artifacts):
     pg = browser_page
     _, reg = live_server
@@ -219,7 +234,7 @@ def test_private_sandbox_and_instructor_lock(browser_page, live_server):
     wait_text(pg, "#ctl-status-twin", "Shared twin")
     wait_live(pg)
 
-    shared._token, reg.token = "tok-e2e", "tok-e2e"                # lock the shared controls
+    reg.gate.token = "tok-e2e"                                     # lock the shared controls
     try:
         pg.reload()
         wait_text(pg, "#ctl-status-twin", "locked")
@@ -234,7 +249,7 @@ def test_private_sandbox_and_instructor_lock(browser_page, live_server):
         wait_text(pg, "#ctl-status-twin", "instructor")
         assert not pg.is_disabled("#ctl-play")
     finally:
-        shared._token, reg.token = None, None
+        reg.gate.token = None
     assert pg.errors == []
 
 

@@ -85,7 +85,7 @@ class TwinActions:
     """User actions on a twin (mixed into twin.runner.Twin, which owns the state they change)."""
 
     def control(self, action: str, value: Any = None, *, who: str = "viewer",
-                token: str | None = None, client: str | None = None) -> str:
+                credential: str | None = None, client: str | None = None) -> str:
         """Apply a user action; returns a short confirmation, raises ControlError with the reason.
 
         Actions: play, pause, speed (1..1000 or "max"), load (fraction of capacity), rate (req/s),
@@ -93,9 +93,10 @@ class TwinActions:
         "redundant_experts", "weights_from", ...}), random ({"hours_per_sim_s"}), copool (co-pool
         knobs on a co-pool day: {"policy", "lend_below", "dedicated_prefill_groups", ...}),
         reset ({"scenario", "seed", "deployment", "trace": a name `twin.tracestore` offers, "rate",
-        "load": a fraction of capacity, "faults": a demo name}). `client` must be the sandbox's owner (see `client_id`).
+        "load": a fraction of capacity, "faults": a demo name}). `client` must be the sandbox's owner (see `client_id`);
+        `credential` is what an instructor unlock returned (twin.gate), needed on a locked shared twin.
         """
-        self.require(token, client)
+        self.require(credential, client)
         self.touch()
         act = ACTIONS.get(action) if isinstance(action, str) else None
         if act is None:
@@ -186,13 +187,13 @@ class TwinActions:
     def _reset_action(self, value, _client) -> str:
         return self._reset(value or {})
 
-    def require(self, token: str | None, client: str | None = None) -> None:
-        """Raise ControlError unless `token` may control this twin (instructor lock) and `client`
-        owns it (a sandbox)."""
+    def require(self, credential: str | None, client: str | None = None) -> None:
+        """Raise ControlError unless `credential` may control this twin (instructor lock, checked by
+        twin.gate) and `client` owns it (a sandbox)."""
         if self.owner is not None and client != self.owner:
             raise ControlError(f"sandbox {self.key} belongs to another browser: only the browser that "
                                "opened it can control or close it (open your own sandbox)")
-        if not self.authorized(token):
+        if not self.authorized(credential):
             raise ControlError("the shared twin is locked by the instructor: enter the instructor "
                                "token, or open a private sandbox to experiment")
 

@@ -69,3 +69,26 @@ class CpuShare:
         with self._lock:
             self._refill()
             self._level -= max(float(cpu_s), 0.0)
+
+
+class LogBudget:
+    """At most `n` lines a minute to `logger`: a flood of refusals or broken requests costs the log a
+    few lines, not one per request. The last line allowed in a minute says that more are held back;
+    the first line of the next minute says how many were."""
+
+    def __init__(self, logger, n: int, per_s: float = 60.0, *, clock: Callable[[], float] = time.monotonic):
+        self.log, self._limit, self._suppressed = logger, RateLimit(n, per_s, clock=clock), 0
+        self._lock = threading.Lock()
+
+    def __call__(self, level: int, msg: str, *args) -> None:
+        with self._lock:
+            if self._limit.wait_s("log"):
+                self._suppressed += 1
+                return
+            held, self._suppressed = self._suppressed, 0
+            last = len(self._limit._hits["log"]) == self._limit.n
+        if held:
+            msg += f" ({held} similar lines suppressed before this one)"
+        if last:
+            msg += f" (at most {self._limit.n} such lines a minute: the next are suppressed and counted)"
+        self.log.log(level, msg, *args)

@@ -10,7 +10,6 @@ they never touch SimPy objects. The module never imports dash.
 """
 from __future__ import annotations
 
-import hmac
 import logging
 import queue
 import threading
@@ -78,7 +77,7 @@ class Twin(TwinActions):
 
     def __init__(self, key: str, *, shared: bool = False, params: dict | None = None,
                  factory: Callable[..., Any] = default_factory, wall_dt: float = WALL_DT,
-                 speed: float | str = 1.0, token: str | None = None, ttl_s: float | None = None,
+                 speed: float | str = 1.0, gate=None, ttl_s: float | None = None,
                  owner: str | None = None, addr: str | None = None):
         self.key = key
         self.shared = shared
@@ -86,7 +85,7 @@ class Twin(TwinActions):
         self.created = time.time()
         self.last_seen = time.monotonic()
         self._factory = factory
-        self._token = token or None
+        self._gate = gate                         # twin.gate.Gate of a lockable (shared) twin
         self._ttl = ttl_s
         self.wall_dt = float(wall_dt)
         self.params = _Params(**(params or {}))
@@ -283,17 +282,16 @@ class Twin(TwinActions):
 
     @property
     def locked(self) -> bool:
-        return self.shared and bool(self._token)
+        return self.shared and self._gate is not None and self._gate.locked
 
     @property
     def workload(self) -> str | None:
         """"trace" or "synthetic" (from the engine's scenario), None if unknown."""
         return getattr(getattr(self._engine, "scenario", None), "workload", None)
 
-    def authorized(self, token: str | None) -> bool:
-        if not self.locked:
-            return True
-        return bool(token) and hmac.compare_digest(str(token).encode(), self._token.encode())
+    def authorized(self, credential: str | None) -> bool:
+        """Whether `credential` (from an instructor unlock, twin.gate) may use this twin's controls."""
+        return not self.locked or self._gate.check(credential)
 
     def actions(self, n: int = 20) -> list[dict]:
         with self._lock:

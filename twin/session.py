@@ -12,7 +12,9 @@ viewer-controlled resource is bounded server-side. A *client* is a browser's sec
 string kept in its local storage, sent with each action, stored only as a hash), or its remote
 address when it sends none. A sandbox belongs to the client that opened it: its id alone neither
 controls nor closes it. Because a browser can mint new secrets but not new addresses, sandboxes and
-unlock attempts are also capped per remote address. The module never imports dash.
+unlock attempts are also capped per remote address. Instructor authority is checked in one place,
+`twin.gate.Gate` (throttled, logged; controls present a random credential, never the token). The
+module never imports dash.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import logging
 import os
 import secrets
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from .actions import FAULT_HORIZON_S, FAULTS_PER_MIN, MAX_PENDING_FAULTS
@@ -27,10 +30,11 @@ from .budget import RateLimit
 from .i18n import N_, said
 from .controls import (ControlError, _throttled, check_fault, client_id, parse_load, parse_random, parse_rate,
                        parse_seed, parse_speed)
+from .gate import UNLOCK_PER_MIN, UNLOCK_PER_MIN_ADDRESS, UNLOCK_PER_MIN_TOTAL, Gate
 from .runner import WALL_DT, Twin, default_factory
 
-__all__ = ["FAULT_HORIZON_S", "FAULTS_PER_MIN", "MAX_PENDING_FAULTS", "ControlError", "SandboxLimit", "Sessions",
-           "Twin", "check_fault", "client_id", "configure", "parse_load", "parse_random", "parse_rate",
+__all__ = ["FAULT_HORIZON_S", "FAULTS_PER_MIN", "MAX_PENDING_FAULTS", "UNLOCK_PER_MIN", "UNLOCK_PER_MIN_ADDRESS",
+           "UNLOCK_PER_MIN_TOTAL", "ControlError", "Gate", "SandboxLimit", "Sessions", "Twin", "check_fault", "client_id", "configure", "parse_load", "parse_random", "parse_rate",
            "parse_seed", "parse_speed", "sessions"]
 
 log = logging.getLogger(__name__)
@@ -41,14 +45,20 @@ MAX_SANDBOXES = 4                     # private sandboxes in total (each is an e
 MAX_SANDBOXES_PER_CLIENT = 1
 MAX_SANDBOXES_PER_ADDRESS = 2         # a browser can mint secrets, not addresses
 SANDBOX_TTL_S = 600.0                 # sandboxes with no action for this long are stopped and freed
-UNLOCK_PER_MIN = 5                    # instructor-token attempts per client per minute
-UNLOCK_PER_MIN_ADDRESS = 20           # ... and per remote address (a classroom behind one NAT)
 UPLOADS_PER_MIN = 6                   # trace uploads per client per minute (each is parsed here)
 UPLOADS_PER_MIN_ADDRESS = 12          # ... and per remote address (a browser can mint secrets, not addresses)
 
 
 class SandboxLimit(ControlError):
     pass
+
+
+@dataclass(frozen=True)
+class _Reservation:
+    """A sandbox slot taken while its engine builds (outside the registry lock): it already counts
+    against the browser and address that asked, so simultaneous opens cannot all pass the caps."""
+    owner: str | None
+    addr: str | None
 
 
 class Sessions:
@@ -62,21 +72,19 @@ class Sessions:
         self.params = dict(params or {})
         self.max_sandboxes = max_sandboxes
         self.per_client, self.per_address = per_client, per_address
-        self._unlock_client = RateLimit(UNLOCK_PER_MIN)
-        self._unlock_addr = RateLimit(UNLOCK_PER_MIN_ADDRESS)
         self._uploads = RateLimit(UPLOADS_PER_MIN)
         self._uploads_addr = RateLimit(UPLOADS_PER_MIN_ADDRESS)
         self.ttl_s = ttl_s
         self.wall_dt = wall_dt
         self.speed = speed
-        self.token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
+        self.gate = Gate(token if token is not None else os.environ.get(TOKEN_ENV))
         self._lock = threading.Lock()
         self._shared: Twin | None = None
-        self._sandboxes: dict[str, Twin] = {}
+        self._sandboxes: dict[str, Twin | _Reservation] = {}
 
     @property
     def locked(self) -> bool:
-        return bool(self.token)
+        return self.gate.locked
 
     def shared(self) -> Twin:
         """The shared default twin, created and started on first use (idempotent, thread-safe)."""
@@ -86,7 +94,7 @@ class Sessions:
         with self._lock:
             if self._shared is None:
                 tw = Twin(SHARED, shared=True, params=self.params, factory=self.factory,
-                          wall_dt=self.wall_dt, speed=self.speed, token=self.token)
+                          wall_dt=self.wall_dt, speed=self.speed, gate=self.gate)
                 tw._note("system", said(N_("shared twin started: scenario %(name)s"), name=tw.params.scenario))
                 self._shared = tw.start()
             return self._shared
@@ -99,14 +107,13 @@ class Sessions:
         if not isinstance(key, str):
             return None
         with self._lock:
-            return self._sandboxes.get(key)      # viewing is not an action: no touch
+            tw = self._sandboxes.get(key)        # viewing is not an action: no touch
+        return tw if isinstance(tw, Twin) else None
 
-    def unlock(self, token, client: str, addr: str | None) -> bool:
-        """Check an instructor token (constant-time), at most UNLOCK_PER_MIN tries per client and
-        UNLOCK_PER_MIN_ADDRESS per address a minute; ControlError when over."""
-        _throttled(self._unlock_client, "unlock attempts", client)
-        _throttled(self._unlock_addr, "unlock attempts from this address", f"addr:{addr}")
-        return self.shared().authorized(token if isinstance(token, str) else None)
+    def unlock(self, token, client: str, addr: str | None) -> str | None:
+        """A credential for the shared twin's controls if `token` is the instructor's, else None;
+        ControlError when over the unlock budgets (twin.gate)."""
+        return self.gate.unlock(token, client, addr)
 
     def allow_upload(self, client: str, addr: str | None = None) -> None:
         """At most UPLOADS_PER_MIN uploads per client and UPLOADS_PER_MIN_ADDRESS per address a
@@ -119,7 +126,7 @@ class Sessions:
         """Start a private twin (same settings as the shared one unless given), owned by `client`."""
         self.reap()
         with self._lock:
-            live = [t for t in self._sandboxes.values() if t is not None]
+            live = list(self._sandboxes.values())          # reservations count too
             if client is not None and sum(t.owner == client for t in live) >= self.per_client:
                 raise SandboxLimit(f"this browser already has {self.per_client} private sandbox(es), the "
                                    "most allowed: go back to it, or close it first")
@@ -131,7 +138,7 @@ class Sessions:
                                    f"are freed after {self.ttl_s / 60:.0f} min. Watch the shared twin "
                                    "meanwhile.")
             key = "sb-" + secrets.token_hex(8)
-            self._sandboxes[key] = None   # reserve the slot while the engine builds
+            self._sandboxes[key] = _Reservation(client, addr)
         base, speed = params, self.speed
         if base is None:          # a copy of the shared twin: scenario, deployment, seed, trace, load, speed
             shared = self._shared
@@ -156,20 +163,21 @@ class Sessions:
         """Stop a sandbox; ControlError if `client` is not its owner."""
         with self._lock:
             tw = self._sandboxes.get(key) if isinstance(key, str) else None
-            if tw is not None and tw.owner is not None and client != tw.owner:
+            if not isinstance(tw, Twin):      # gone, or still starting (its opener keeps it)
+                return False
+            if tw.owner is not None and client != tw.owner:
                 raise ControlError(f"sandbox {key} belongs to another browser: only the browser that "
                                    "opened it can close it")
-            tw = self._sandboxes.pop(key, None) if isinstance(key, str) else None
-        if tw is not None:
-            tw.stop(timeout=2.0)
-        return tw is not None
+            del self._sandboxes[key]
+        tw.stop(timeout=2.0)
+        return True
 
     def reap(self) -> list[str]:
         """Stop and free sandboxes idle for longer than the TTL (or whose thread has ended)."""
         gone = []
         with self._lock:
             for key, tw in list(self._sandboxes.items()):
-                if tw is None:
+                if not isinstance(tw, Twin):
                     continue
                 if tw.idle_s() > self.ttl_s or (tw._thread is not None and not tw.alive):
                     gone.append(self._sandboxes.pop(key))
@@ -179,11 +187,11 @@ class Sessions:
 
     def sandboxes(self) -> list[str]:
         with self._lock:
-            return [k for k, v in self._sandboxes.items() if v is not None]
+            return [k for k, v in self._sandboxes.items() if isinstance(v, Twin)]
 
     def shutdown(self) -> None:
         with self._lock:
-            twins = [t for t in self._sandboxes.values() if t is not None]
+            twins = [t for t in self._sandboxes.values() if isinstance(t, Twin)]
             if self._shared is not None:
                 twins.append(self._shared)
             self._sandboxes.clear()

@@ -54,12 +54,6 @@ def kind_options() -> list[dict]:
     return [{"label": f"{_(KIND_LABEL.get(k, k))} ({k})", "value": k} for k in KINDS]
 
 
-def who(viewer: str | None, token: dict | None) -> str:
-    """The name shared actions are logged under (same form as the run controls)."""
-    name = f"viewer {viewer}" if viewer else "viewer"
-    return f"instructor ({name})" if token and token.get("ok") else name
-
-
 def crc(obj) -> int:
     """A cheap, stable signature of JSON-like data (to send a part only when it changed)."""
     return zlib.crc32(json.dumps(obj, sort_keys=True, default=str).encode())

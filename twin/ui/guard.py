@@ -7,9 +7,12 @@ raises is answered with a message in the page and one log line (no HTTP 500, no 
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
+import os
 import re
+from functools import lru_cache
 
 import dash
 import flask
@@ -20,11 +23,56 @@ log = logging.getLogger(__name__)
 
 MAX_TEXT = 200                 # longest free-text field accepted (ids, times, tokens)
 _ID = re.compile(r"^[A-Za-z0-9_.:/=+-]{1,200}$")
+PROXIES_ENV = "TWIN_TRUSTED_PROXIES"     # e.g. "127.0.0.1,10.0.0.0/8": the reverse proxies in front
+MAX_FORWARDED = 1024                     # characters of X-Forwarded-For read (a chain of a few hops)
+
+
+@lru_cache(maxsize=4)
+def _trusted(setting: str) -> tuple:
+    """The networks named in TWIN_TRUSTED_PROXIES (entries that are not addresses are skipped)."""
+    nets = []
+    for part in setting.split(","):
+        try:
+            nets.append(ipaddress.ip_network(part.strip(), strict=False))
+        except ValueError:
+            if part.strip():
+                log.warning("%s: %r is not an address or network; ignored", PROXIES_ENV, part.strip()[:60])
+    return tuple(nets)
+
+
+def _is_trusted(addr: str | None, nets: tuple) -> bool:
+    try:
+        ip = ipaddress.ip_address(addr or "")
+    except ValueError:
+        return False
+    return any(ip in n for n in nets)
+
+
+def remote_address() -> str | None:
+    """The viewer's address: the direct peer, or, when that peer is a trusted proxy, the right-most
+    X-Forwarded-For entry that is not itself a trusted proxy (entries left of it were written by the
+    viewer and prove nothing). A malformed entry there means the peer's own address."""
+    if not flask.has_request_context():
+        return None
+    peer = flask.request.remote_addr
+    nets = _trusted(os.environ.get(PROXIES_ENV, ""))
+    if not nets or not _is_trusted(peer, nets):
+        return peer
+    hops = [h.strip() for h in flask.request.headers.get("X-Forwarded-For", "")[:MAX_FORWARDED].split(",")]
+    hops = [h for h in hops if h]
+    for hop in reversed(hops):
+        if not _is_trusted(hop, nets):
+            try:
+                return str(ipaddress.ip_address(hop))
+            except ValueError:
+                return peer
+    return hops[0] if hops else peer
 
 
 def client(secret) -> tuple[str, str | None]:
-    """(client id, remote address) of the browser behind this callback (see session.client_id)."""
-    addr = flask.request.remote_addr if flask.has_request_context() else None
+    """(client id, remote address) of the browser behind this callback (see session.client_id):
+    the one place the address is read."""
+    addr = remote_address()
     return S.client_id(secret, addr), addr
 
 
@@ -33,16 +81,16 @@ def choice(v) -> str | None:
     return v if isinstance(v, str) and (v == S.SHARED or re.match(r"^sb-[0-9a-f]{1,32}$", v)) else None
 
 
-def token(v) -> dict | None:
-    """The unlocked-token store: {"token": str, "ok": bool} or nothing."""
-    if isinstance(v, dict) and isinstance(v.get("token"), str) and len(v["token"]) <= MAX_TEXT:
-        return {"token": v["token"], "ok": v.get("ok") is True}
-    return None
+def credential(v) -> str | None:
+    """The credential in this tab's ctl-token store ({"credential": str, "ok": true}, written by a
+    successful unlock: twin.gate), or None. The instructor token itself is never kept in a browser."""
+    c = v.get("credential") if isinstance(v, dict) else None
+    return c if isinstance(c, str) and len(c) <= MAX_TEXT else None
 
 
-def tok(v) -> str | None:
-    t = token(v)
-    return t["token"] if t else None
+def unlocked(v) -> bool:
+    """Whether this tab holds a credential the gate accepts (the instructor's controls are open)."""
+    return S.sessions().locked and S.sessions().gate.check(credential(v))
 
 
 def viewer(v) -> str | None:
@@ -51,10 +99,11 @@ def viewer(v) -> str | None:
 
 
 def actor(viewer_v, token_v, secret) -> dict:
-    """who / token / client of a shared action, from the browser's stores (each checked)."""
-    t, name = token(token_v), viewer(viewer_v)
+    """who / credential / client of an action, from the browser's stores (each checked): the
+    keyword arguments of Twin.control. "instructor" only with a credential the gate accepts."""
+    name = viewer(viewer_v)
     who = f"viewer {name}" if name else "viewer"
-    return {"who": f"instructor ({who})" if t and t["ok"] else who, "token": tok(token_v),
+    return {"who": f"instructor ({who})" if unlocked(token_v) else who, "credential": credential(token_v),
             "client": client(secret)[0]}
 
 
