@@ -17,6 +17,7 @@ from twin.ui import components as C
 from twin.ui import eventtext
 from twin.ui import guard as G
 from twin.ui import teach as T
+from twin.ui.errors import explain
 from twin.ui.live import twin_for
 from twin.ui import lang as Lg
 from twin.ui.lang import N_
@@ -221,8 +222,12 @@ def act(clicks, progress, choice, token, viewer, secret):
         msg = tw.control(action.control, action.value, who=f"{who} · lesson {les.id}",
                          token=G.tok(tok), client=G.client(secret)[0])
     except S.ControlError as exc:
-        text = _("Not applied: %(reason)s") % {"reason": str(exc)}
-        return ([text] * n_msgs, ["ctl-msg msg-error"] * n_msgs, text, "ctl-msg msg-error") + (no_update,) * 3
+        # refused (a locked shared twin, another browser's sandbox, a rate limit): the reason in the
+        # viewer's language, and the page still opens with the step narrated, so a student can watch
+        text = _("Not applied: %(why)s — the page opens so you can watch; this step's action needs the "
+                 "instructor or a private sandbox of your own.") % {"why": explain(exc)}
+        return ([text] * n_msgs, ["ctl-msg msg-error"] * n_msgs, text, "ctl-msg msg-error",
+                {"lesson": les.id, "step": n}, no_update, target_page(action))
     prog = _progress(progress)
     prog[les.id] = sorted(set(prog.get(les.id, [])) | {n})
     text = _("Applied: %(what)s") % {"what": eventtext.said(msg)}

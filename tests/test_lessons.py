@@ -169,13 +169,22 @@ def test_action_callback_ignores_a_page_load(lessons_page, twin_registry):
             [no_update], [no_update]) + (no_update,) * 5
 
 
-def test_action_on_a_locked_twin_says_why(lessons_page, dash_app):
+@pytest.mark.parametrize("lang,said", [("en", "locked by the instructor"), ("zh", "共享孪生已被讲师锁定")])
+def test_action_on_a_locked_twin_says_why_in_the_viewers_language_and_still_opens_the_page(
+        lessons_page, dash_app, lang, said):
+    """Issue 23 bug 7: the refusal is wholly in the viewer's language and the student still gets
+    the step's page, narrated, to watch (nothing is marked done)."""
     reg = S.configure(wall_dt=0.05, token="s3cret")
     try:
         reg.shared()
-        with dash_app.server.test_request_context("/"):
+        with dash_app.server.test_request_context("/", headers={"Cookie": f"twin_lang={lang}"}):
             out = click(lessons_page.act, act_id("kv-cache/1"), [1], None, "shared", None, None, None)
-        assert out[3] == "ctl-msg msg-error" and "locked by the instructor" in out[2]
+        msgs, classes, msg, cls, step, progress, href = out
+        assert cls == "ctl-msg msg-error" and said in msg and msgs == [msg]
+        if lang == "zh":
+            assert "locked" not in msg and "instructor" not in msg and "讲师" in msg
+        assert step == {"lesson": "kv-cache", "step": 1} and href == "/cache" and progress is no_update
+        assert reg.shared().run == 0                      # nothing was applied
     finally:
         reg.shutdown()
 
