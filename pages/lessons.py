@@ -107,8 +107,10 @@ def _step_view(les: L.Lesson, n: int, lang: str) -> list:
             html.Button(describe(s.action, _), id={"type": f"{P}-act", "index": f"{les.id}/{n}"},
                         className="btn btn-primary lesson-act", n_clicks=0),
             html.Div(id={"type": f"{P}-msg", "index": f"{les.id}/{n}"}, className="ctl-msg", role="status"),
-            html.Div(_("The twin keeps the speed set in the bar above; raise it (for example to 20×) to reach "
-                       "the interesting moment sooner."), className="muted lesson-hint"),
+            html.Div(_("The action also sets the speed to %(speed)s×: the answer's on-screen figures are there "
+                       "after %(warm)s simulated seconds, about %(wall)s s of wall time.") % {
+                "speed": f"{s.screen.speed:g}", "warm": f"{s.screen.warmup_s:g}",
+                "wall": f"{s.screen.warmup_s / s.screen.speed:.0f}"}, className="muted lesson-hint"),
         ])),
         block("lesson-notice", _("What to notice"), html.P(_(s.notice))),
         html.Details([
@@ -219,8 +221,9 @@ def act(clicks, progress, choice, token, viewer, secret):
     who = f"viewer {G.viewer(viewer)}" if G.viewer(viewer) else "viewer"
     who = f"instructor ({who})" if tok and tok.get("ok") else who
     try:
-        msg = tw.control(action.control, action.value, who=f"{who} · lesson {les.id}",
-                         token=G.tok(tok), client=G.client(secret)[0])
+        kw = dict(who=f"{who} · lesson {les.id}", token=G.tok(tok), client=G.client(secret)[0])
+        msg = tw.control(action.control, action.value, **kw)
+        tw.control("speed", les.steps[n - 1].screen.speed, **kw)    # the pace the step's figures assume
     except S.ControlError as exc:
         # refused (a locked shared twin, another browser's sandbox, a rate limit): the reason in the
         # viewer's language, and the page still opens with the step narrated, so a student can watch

@@ -195,6 +195,7 @@ def test_action_callback_resets_the_viewed_twin_narrates_and_opens_the_page(less
     while tw.run < 1 and time.monotonic() < end:
         time.sleep(0.05)
     assert tw.snapshot.scenario == "peak-384" and tw.params.faults.endswith("decode-die-redundant.toml")
+    assert tw.speed == L.get("faults").steps[1].screen.speed         # the pace the step's figures assume
     assert "lesson faults" in tw.actions(1)[0]["who"]
 
 
