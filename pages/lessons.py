@@ -222,8 +222,8 @@ def act(clicks, progress, choice, token, viewer, secret):
     who = f"instructor ({who})" if tok and tok.get("ok") else who
     try:
         kw = dict(who=f"{who} · lesson {les.id}", token=G.tok(tok), client=G.client(secret)[0])
-        msg = tw.control(action.control, action.value, **kw)
-        tw.control("speed", les.steps[n - 1].screen.speed, **kw)    # the pace the step's figures assume
+        tw.control("speed", les.steps[n - 1].screen.speed, **kw)    # the pace the step's figures assume;
+        msg = tw.control(action.control, action.value, **kw)       # the action last, as the log's newest line
     except S.ControlError as exc:
         # refused (a locked shared twin, another browser's sandbox, a rate limit): the reason in the
         # viewer's language, and the page still opens with the step narrated, so a student can watch
