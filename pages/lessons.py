@@ -17,6 +17,7 @@ from twin.ui import components as C
 from twin.ui import eventtext
 from twin.ui import guard as G
 from twin.ui import teach as T
+from twin.ui.errors import explain
 from twin.ui.live import twin_for
 from twin.ui import lang as Lg
 from twin.ui.lang import N_
@@ -106,8 +107,10 @@ def _step_view(les: L.Lesson, n: int, lang: str) -> list:
             html.Button(describe(s.action, _), id={"type": f"{P}-act", "index": f"{les.id}/{n}"},
                         className="btn btn-primary lesson-act", n_clicks=0),
             html.Div(id={"type": f"{P}-msg", "index": f"{les.id}/{n}"}, className="ctl-msg", role="status"),
-            html.Div(_("The twin keeps the speed set in the bar above; raise it (for example to 20×) to reach "
-                       "the interesting moment sooner."), className="muted lesson-hint"),
+            html.Div(_("The action also sets the speed to %(speed)s×: the answer's on-screen figures are there "
+                       "after %(warm)s simulated seconds, about %(wall)s s of wall time.") % {
+                "speed": f"{s.screen.speed:g}", "warm": f"{s.screen.warmup_s:g}",
+                "wall": f"{s.screen.warmup_s / s.screen.speed:.0f}"}, className="muted lesson-hint"),
         ])),
         block("lesson-notice", _("What to notice"), html.P(_(s.notice))),
         html.Details([
@@ -216,10 +219,16 @@ def act(clicks, progress, choice, token, viewer, secret):
     tw, _note = twin_for(choice)
     actor = G.actor(viewer, token, secret)
     try:
-        msg = tw.control(action.control, action.value, **{**actor, "who": f"{actor['who']} · lesson {les.id}"})
+        kw = {**actor, "who": f"{actor['who']} · lesson {les.id}"}
+        tw.control("speed", les.steps[n - 1].screen.speed, **kw)    # the pace the step's figures assume;
+        msg = tw.control(action.control, action.value, **kw)       # the action last, as the log's newest line
     except S.ControlError as exc:
-        text = _("Not applied: %(reason)s") % {"reason": str(exc)}
-        return ([text] * n_msgs, ["ctl-msg msg-error"] * n_msgs, text, "ctl-msg msg-error") + (no_update,) * 3
+        # refused (a locked shared twin, another browser's sandbox, a rate limit): the reason in the
+        # viewer's language, and the page still opens with the step narrated, so a student can watch
+        text = _("Not applied: %(why)s — the page opens so you can watch; this step's action needs the "
+                 "instructor or a private sandbox of your own.") % {"why": explain(exc)}
+        return ([text] * n_msgs, ["ctl-msg msg-error"] * n_msgs, text, "ctl-msg msg-error",
+                {"lesson": les.id, "step": n}, no_update, target_page(action))
     prog = _progress(progress)
     prog[les.id] = sorted(set(prog.get(les.id, [])) | {n})
     text = _("Applied: %(what)s") % {"what": eventtext.said(msg)}

@@ -1,6 +1,7 @@
 """Lessons: the data is well formed and covers issue 12's topics, every action passes the twin's own
-validation, the written answers match what the commands print now, and the page callbacks act
-through the control path and refuse bad payloads with a message."""
+validation, the written answers match what the pages show on a live twin after each step's action
+(issue 23: `python -m twin.lessons check`) and what the commands print now, and the page callbacks
+act through the control path and refuse bad payloads with a message."""
 from __future__ import annotations
 
 import time
@@ -14,7 +15,9 @@ from dash._utils import AttributeDict
 
 from twin import lessons as L
 from twin import session as S
-from twin.lessons import measure
+from twin.lessons import check, measure
+from twin.lessons import __main__ as lessons_cli
+from twin.lessons.screen import READERS
 
 TOPICS = ("prefill-decode", "kv-cache", "expert-parallel", "pipelining", "faults", "supernode", "cloud")
 
@@ -38,12 +41,47 @@ def test_seven_lessons_cover_the_topics_with_steps_and_measured_answers():
     for les in L.lessons():
         assert len(les.steps) >= 2, les.id
         for s in les.steps:
-            assert s.measures and all(m.command.startswith(L.COMMAND_PREFIXES) for m in s.measures)
+            assert all(m.command.startswith(L.COMMAND_PREFIXES) for m in s.measures)
             assert set(L._PLACEHOLDER.findall(s.answer)) == set(s.figures), les.id   # every figure shown
+            assert s.screen.figures and {READERS[f.read.split("@")[0]].page for f in s.screen.figures} == {
+                s.action.page}, les.id                           # what the answer cites is on the opened page
     faults = L.get("faults")
     demos = [s.action.value.get("faults") for s in faults.steps]
     assert demos == ["optical-flap", "decode-die-redundant", "decode-die-no-redundancy"]
-    assert L.get("supernode").steps[0].action.page == "/explorer"
+    assert L.get("supernode").steps[0].action.page == "/validation"
+
+
+def test_check_quick_every_fast_step_shows_its_answer_on_its_page():
+    """Issue 23: every step not marked slow, driven on a live twin through Twin.control, shows on its
+    page the figures its answer states (about 15 s on one core)."""
+    lines = []
+    rows = check.check(quick=True, out=lines.append)
+    fast = sum(not s.screen.slow for les in L.lessons() for s in les.steps)
+    assert fast >= 11 and len({r.where for r in rows}) == fast
+    assert [(r.where, r.figure.name, r.figure.value, r.shown) for r in rows if not r.ok] == []
+    assert any("PASS" in x for x in lines) and not any("FAIL" in x for x in lines)
+
+
+def test_check_fails_when_an_answer_figure_is_edited(monkeypatch, capsys):
+    """Break one written figure: the check reports FAIL for it and exits 1 (the test above can fail)."""
+    les = L.get("supernode")
+    fig = les.steps[0].screen.figures[0]
+    monkeypatch.setattr(check, "lessons", lambda: (les,))
+    object.__setattr__(fig, "value", fig.value * 1.2)
+    try:
+        assert check.main(quick=True) == 1
+    finally:
+        object.__setattr__(fig, "value", fig.value / 1.2)
+    out = capsys.readouterr().out
+    assert f"{fig.name}" in out and "FAIL" in out and "1 FAIL" in out
+
+
+def test_check_command_line(capsys):
+    assert lessons_cli.main(["check", "--lesson", "supernode", "--quick"]) == 0
+    assert "PASS, 0 FAIL" in capsys.readouterr().out
+    assert lessons_cli.main(["check", "--lesson", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: lesson = 'nope': no such lesson; allowed prefill-decode") and err.count("\n") == 1
 
 
 def test_every_action_passes_the_twins_validation_and_opens_a_page(dash_app, twin_registry, lessons_page):
@@ -61,7 +99,7 @@ def test_every_action_passes_the_twins_validation_and_opens_a_page(dash_app, twi
 def test_quick_measure_matches_the_written_figures():
     """The answers' numbers are what the commands print now (engine runs are seeded: exact)."""
     rows = measure.check(quick=True)
-    assert len(rows) >= 40
+    assert len(rows) >= 30            # the rest are screen figures (check)
     off = [(w, f.name, f.value, v) for w, f, v in rows if measure.off(f, v) > 1e-6]
     assert off == []
 
@@ -93,15 +131,20 @@ def test_a_changed_result_is_reported(monkeypatch):
     ('page = "failures"', "action.page = 'failures': allowed a path"),
     ('answer = "%(nothing)s"', "placeholder\\(s\\) nothing have no measured figure"),
     ('command = "rm -rf /"', "allowed a twin command"),
+    ('read = "overview.tpot_p50_ms"', "read = 'overview.tpot_p50_ms' is on page /, not on the page the step opens"),
+    ('read = "nope"', "read = 'nope': allowed one of cache.token_hit_ratio"),
+    ('screen = { speed = 0, warmup_s = 1, tolerance = 0.1', "allowed 0 < speed <= 1000"),
 ])
 def test_bad_lesson_files_name_the_file_and_field(tmp_path: Path, text, match):
-    good = {"control": 'control = "reset"', "page": 'page = "/failures"', "answer": 'answer = "x %(a)s"',
-            "command": 'command = "python -m twin perf decode --json"'}
+    good = {"control": 'control = "reset"', "page": 'page = "/failures"', "answer": 'answer = "x %(a)s %(b)s"',
+            "command": 'command = "python -m twin perf decode --json"', "read": 'read = "failures.lost"',
+            "screen": 'screen = { speed = 20, warmup_s = 1, tolerance = 0.1'}
     key = text.split(" =")[0]
     parts = {**good, key: text}
     body = f"""id = "t"\ntitle = "T"\nsummary = "S"\n[[step]]\ngoal = "g"\npredict = "p"\nnotice = "n"
 {parts['answer']}
 action = {{ {parts['control']}, {parts['page']} }}
+{parts['screen']}, figures = {{ b = {{ {parts['read']}, value = 0 }} }} }}
 [[step.measure]]
 {parts['command']}
 figures = {{ a = {{ path = "tpot_ms", value = 1 }} }}
@@ -152,6 +195,7 @@ def test_action_callback_resets_the_viewed_twin_narrates_and_opens_the_page(less
     while tw.run < 1 and time.monotonic() < end:
         time.sleep(0.05)
     assert tw.snapshot.scenario == "peak-384" and tw.params.faults.endswith("decode-die-redundant.toml")
+    assert tw.speed == L.get("faults").steps[1].screen.speed         # the pace the step's figures assume
     assert "lesson faults" in tw.actions(1)[0]["who"]
 
 
@@ -169,13 +213,22 @@ def test_action_callback_ignores_a_page_load(lessons_page, twin_registry):
             [no_update], [no_update]) + (no_update,) * 5
 
 
-def test_action_on_a_locked_twin_says_why(lessons_page, dash_app):
+@pytest.mark.parametrize("lang,said", [("en", "locked by the instructor"), ("zh", "共享孪生已被讲师锁定")])
+def test_action_on_a_locked_twin_says_why_in_the_viewers_language_and_still_opens_the_page(
+        lessons_page, dash_app, lang, said):
+    """Issue 23 bug 7: the refusal is wholly in the viewer's language and the student still gets
+    the step's page, narrated, to watch (nothing is marked done)."""
     reg = S.configure(wall_dt=0.05, token="s3cret")
     try:
         reg.shared()
-        with dash_app.server.test_request_context("/"):
+        with dash_app.server.test_request_context("/", headers={"Cookie": f"twin_lang={lang}"}):
             out = click(lessons_page.act, act_id("kv-cache/1"), [1], None, "shared", None, None, None)
-        assert out[3] == "ctl-msg msg-error" and "locked by the instructor" in out[2]
+        msgs, classes, msg, cls, step, progress, href = out
+        assert cls == "ctl-msg msg-error" and said in msg and msgs == [msg]
+        if lang == "zh":
+            assert "locked" not in msg and "instructor" not in msg and "讲师" in msg
+        assert step == {"lesson": "kv-cache", "step": 1} and href == "/cache" and progress is no_update
+        assert reg.shared().run == 0                      # nothing was applied
     finally:
         reg.shutdown()
 

@@ -209,6 +209,17 @@ class Twin(TwinActions):
         self.snapshot = eng.snapshot()
         return sim
 
+    def advance_to(self, sim_s: float, chunk_s: float = 10.0) -> None:
+        """Drive a twin that is not started, in the caller's thread, to `sim_s` simulated seconds:
+        the queued commands (a reset's engine swap) are applied and the engine advanced as the thread
+        would, so `python -m twin.lessons check` reads the pages' numbers at a known time."""
+        if self.alive:
+            raise RuntimeError(f"twin {self.key} runs its own thread; advance_to is for a twin not started")
+        self._drain()
+        while self._engine.sim_time < sim_s - 1e-9:
+            self._engine.advance(min(chunk_s, sim_s - self._engine.sim_time))
+        self.snapshot = self._engine.snapshot()
+
     def _fail_step(self, exc: Exception) -> None:
         st = self._stats
         st.errors += 1

@@ -3,9 +3,12 @@
 A lesson is a sequence of steps; each step has a goal, a question for the class to predict, ONE
 action on the twin (a control the run-control bar also sends: reset to a scenario or a fault demo,
 load, speed, policy, fault) and the page to open, what to notice, and the measured answer. The
-answer's numbers are figures read from the JSON that a named command printed (`measures`); the text
-holds only `%(name)s` placeholders, so re-measuring never touches a translation. `python -m
-twin.lessons measure` re-runs the commands and compares (see measure.py).
+answer's numbers are either figures the step's page shows on a live twin after the action (`screen`:
+the speed the step sets, the simulated seconds to wait, a tolerance, and which number of the page
+each figure is, see screen.py) or figures read from the JSON a named command printed (`measures`,
+for what the paper's setting gives). The text holds only `%(name)s` placeholders, so re-measuring
+never touches a translation. `python -m twin.lessons check` drives every step on a live twin and
+compares its page with the answer (check.py); `python -m twin.lessons measure` re-runs the commands.
 
 Text fields are English msgids; `twin.i18n` translates them. Nothing here imports dash.
 """
@@ -48,6 +51,27 @@ class Measure:
 
 
 @dataclass(frozen=True)
+class ScreenFigure:
+    """One number the step's page shows after its action: `read` names it (screen.READERS)."""
+    name: str
+    read: str
+    value: float
+    digits: int = 0
+    percent: bool = False
+
+
+@dataclass(frozen=True)
+class Screen:
+    """What the page must show once the twin has run `warmup_s` simulated seconds after the action,
+    each figure within `tolerance` (relative) of its written value; `speed` is set with the action."""
+    speed: float
+    warmup_s: float
+    tolerance: float
+    figures: tuple[ScreenFigure, ...]
+    slow: bool = False            # more than a few seconds to drive: skipped by `check --quick`
+
+
+@dataclass(frozen=True)
 class Action:
     control: str
     value: object
@@ -63,10 +87,12 @@ class Step:
     notice: str
     answer: str
     measures: tuple[Measure, ...]
+    screen: Screen
 
     @property
-    def figures(self) -> dict[str, Figure]:
-        return {f.name: f for m in self.measures for f in m.figures}
+    def figures(self) -> dict[str, Figure | ScreenFigure]:
+        """Every figure of the answer by name: the page's, then the commands'."""
+        return {f.name: f for f in (*self.screen.figures, *(f for m in self.measures for f in m.figures))}
 
 
 @dataclass(frozen=True)
@@ -93,6 +119,29 @@ def _figure(name: str, spec, where: str) -> Figure:
                   int(spec.get("digits", 0)), bool(spec.get("percent", False)))
 
 
+def _screen(d: dict, action: Action, where: str) -> Screen:
+    """The step's `[step.screen]`: every figure read from the page the step opens (or its fallback)."""
+    from .screen import reader
+    sc = _need(d, "screen", dict, where)
+    w = f"{where}.screen"
+    speed, warm, tol = (_need(sc, k, (int, float), w) for k in ("speed", "warmup_s", "tolerance"))
+    if not (0 < speed <= 1000 and 0 <= warm <= 3600 and 0 < tol < 1):
+        raise LessonError(f"{w}: allowed 0 < speed <= 1000, 0 <= warmup_s <= 3600, 0 < tolerance < 1")
+    figs = []
+    for name, spec in _need(sc, "figures", dict, w).items():
+        read = _need(spec, "read", str, f"{w}.figures.{name}") if isinstance(spec, dict) else None
+        try:
+            page = reader(read)[0].page if read else None
+        except KeyError as exc:
+            raise LessonError(f"{w}.figures.{name}: {exc.args[0]}") from None
+        if page not in (action.page, action.fallback):
+            raise LessonError(f"{w}.figures.{name}: read = {read!r} is on page {page}, not on the page the step "
+                              f"opens ({action.page}); allowed a reader of that page")
+        f = _figure(name, {**spec, "path": read}, f"{w}.figures")
+        figs.append(ScreenFigure(name, read, f.value, f.digits, f.percent))
+    return Screen(float(speed), float(warm), float(tol), tuple(figs), bool(sc.get("slow", False)))
+
+
 def _step(d: dict, where: str) -> Step:
     a = _need(d, "action", dict, where)
     control = _need(a, "control", str, f"{where}.action")
@@ -109,12 +158,18 @@ def _step(d: dict, where: str) -> Step:
             raise LessonError(f"{w}.command = {cmd!r}: allowed a twin command ({' | '.join(COMMAND_PREFIXES)})")
         figs = tuple(_figure(n, s, f"{w}.figures") for n, s in _need(m, "figures", dict, w).items())
         measures.append(Measure(cmd, figs, bool(m.get("slow", False))))
-    step = Step(*(_need(d, f, str, where) for f in ("goal", "predict")),
-                Action(control, a.get("value"), page, a.get("fallback")),
-                *(_need(d, f, str, where) for f in ("notice", "answer")), tuple(measures))
+    action = Action(control, a.get("value"), page, a.get("fallback"))
+    screen = _screen(d, action, where)
+    twice = {f.name for f in screen.figures} & {f.name for m in measures for f in m.figures}
+    if twice:
+        raise LessonError(f"{where}: figure(s) {', '.join(sorted(twice))} both on screen and measured; allowed one")
+    step = Step(*(_need(d, f, str, where) for f in ("goal", "predict")), action,
+                *(_need(d, f, str, where) for f in ("notice", "answer")), tuple(measures), screen)
     missing = set(_PLACEHOLDER.findall(step.answer)) - set(step.figures)
     if missing:
         raise LessonError(f"{where}.answer: placeholder(s) {', '.join(sorted(missing))} have no measured figure")
+    if not step.screen.figures:
+        raise LessonError(f"{where}.screen: no figures; allowed at least one number the page shows")
     return step
 
 

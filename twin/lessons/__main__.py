@@ -1,4 +1,5 @@
-"""`python -m twin.lessons measure [--quick]` | `probe NAME` (JSON): see measure.py and probes.py."""
+"""`python -m twin.lessons check [--quick] [--lesson ID]` | `measure [--quick]` | `probe NAME` (JSON):
+see check.py, measure.py and probes.py."""
 from __future__ import annotations
 
 import argparse
@@ -6,6 +7,7 @@ import json
 import sys
 
 from . import LessonError
+from .check import main as check
 from .measure import main as measure
 from .probes import PROBES
 
@@ -13,6 +15,9 @@ from .probes import PROBES
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m twin.lessons", description="lesson measurements")
     sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("check", help="drive every step on a live twin and compare its page with the answer")
+    c.add_argument("--quick", action="store_true", help="skip the steps marked slow")
+    c.add_argument("--lesson", help="only this lesson (an id)")
     m = sub.add_parser("measure", help="re-run every lesson's commands and compare the figures")
     m.add_argument("--quick", action="store_true", help="skip full engine runs")
     p = sub.add_parser("probe", help="print one probe's measurement as JSON")
@@ -22,6 +27,8 @@ def main(argv=None) -> int:
         if a.cmd == "probe":
             print(json.dumps(PROBES[a.name](), indent=2))
             return 0
+        if a.cmd == "check":
+            return check(a.quick, a.lesson)
         return measure(a.quick)
     except LessonError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,0 +1,111 @@
+"""What a lesson's page shows, read from a live twin the way the page reads it.
+
+Each reader names one number a page draws and the page it is on; it takes the `twin.runner.Twin`
+and returns the value from the same snapshot fields and figure functions that page calls (the
+Overview's `snap.kpis`, the Trade-offs curve `twin.ui.tradeoffs.curve`, the Failures table
+`twin.ui.faulttable.rows`, ...), never a re-computation. A lesson figure names its reader as
+`name` or `name@arg` (e.g. `tradeoffs.curve_tpot_ms@96`); the loader refuses a reader of another
+page than the one the step opens, so what the class is asked to predict is on the screen.
+The twin.ui modules are imported when a figure is read (they import dash; loading lessons does not).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Reader:
+    page: str
+    read: Callable                # (twin, arg or None) -> float
+    what: str                     # where on the page, for the check's report
+
+
+def _kpi(key: str, scale: float = 1.0):
+    """A KPI card: `snap.kpis[key]` (the page formats it; TTFT is shown in seconds, hence `scale`)."""
+    return lambda tw, _arg: tw.snapshot.kpis[key] * scale
+
+
+def _last(key: str, scale: float = 1.0):
+    """The newest point of a strip chart (`snap.history[key]`, what its right end shows)."""
+    return lambda tw, _arg: [v for v in tw.snapshot.history[key] if v is not None][-1] * scale
+
+
+def _curve(field: str):
+    """The Trade-offs model curve at the 4K context the page opens with, at batch `arg` per NPU."""
+    def read(tw, arg):
+        from twin.ui import tradeoffs as TO
+        pts = {p["batch_per_npu"]: p for p in TO.curve(tw.snapshot.deployment, 4096)}
+        return pts[int(arg)][field]
+    return read
+
+
+def _fault(field: str):
+    """A cell of the Failures page's table: fault number `arg` (1 if none), `twin.ui.faulttable.rows`."""
+    def read(tw, arg):
+        from twin.ui import faulttable as FT
+        snap = tw.snapshot
+        row = next(r for r in FT.rows(snap.faults, snap.sim_time) if int(r["id"]) == int(arg or 1))
+        return row[field]
+    return read
+
+
+def _prediction(field: str):
+    """A cell of the Validation page's predictions table (`twin.validate.predictions`), row `deployment/phase`."""
+    def read(_tw, arg):
+        from twin.validate import predictions
+        dep, phase = arg.split("/")
+        return next(p for p in predictions() if p["deployment"] == dep and p["phase"] == phase)[field]
+    return read
+
+
+def _day(field: str):
+    """The Cloud page's live line: `twin.cloud.live.day_figures` of the snapshot's co-pool day."""
+    def read(tw, _arg):
+        from twin.cloud import live as CL
+        return CL.day_figures(tw.snapshot.cloud)[field]
+    return read
+
+
+def _training(field: str):
+    """A cell of the Cloud page's training table (`twin.cloud.training.compare`), system `arg`."""
+    def read(_tw, arg):
+        from twin.cloud.training import compare
+        row = compare()["systems"][arg]
+        return row["breakdown_s"]["all_to_all_exposed"] if field == "all_to_all_exposed" else row[field]
+    return read
+
+
+READERS = {
+    "overview.input_tps_per_npu": Reader("/", _kpi("input_tps_per_npu"), "Input per prefill NPU"),
+    "overview.output_tps_per_npu": Reader("/", _kpi("output_tps_per_npu"), "Output per decode NPU"),
+    "overview.ttft_p50_s": Reader("/", _kpi("ttft_p50_ms", 1e-3), "TTFT p50 (s)"),
+    "overview.tpot_p50_ms": Reader("/", _kpi("tpot_p50_ms"), "TPOT p50 (ms)"),
+    "overview.decode_batch_per_npu": Reader("/", _kpi("decode_batch_per_npu"), "Decode useful work: batch now"),
+    "tradeoffs.curve_tpot_ms": Reader("/tradeoffs", _curve("tpot_ms"), "model curve: TPOT at batch"),
+    "tradeoffs.curve_tps_per_npu": Reader("/tradeoffs", _curve("tokens_per_s_per_npu"), "model curve: tok/s at batch"),
+    "tradeoffs.live_tpot_ms": Reader("/tradeoffs", _kpi("tpot_p50_ms"), "Running twin now: TPOT p50"),
+    "tradeoffs.live_tps_per_npu": Reader("/tradeoffs", _kpi("output_tps_per_npu"), "Running twin now: tok/s per chip"),
+    "tradeoffs.live_batch_per_npu": Reader("/tradeoffs", _kpi("decode_batch_per_npu"), "Running twin now: batch per chip"),
+    "cache.token_hit_ratio": Reader("/cache", _kpi("token_hit_ratio"), "Token hit ratio"),
+    "cache.ttft_hit_p50_s": Reader("/cache", _last("ttft_hit_p50_ms", 1e-3), "TTFT p50 with a hit (chart)"),
+    "traffic.ub_gbps": Reader("/traffic", _last("ub_gbps"), "UB plane / all-to-all chart (GB/s)"),
+    "traffic.rdma_gbps": Reader("/traffic", _last("rdma_gbps"), "RDMA chart (GB/s)"),
+    "traffic.vpc_gbps": Reader("/traffic", _last("vpc_gbps"), "VPC chart (GB/s)"),
+    **{f"failures.{f}": Reader("/failures", _fault(f), f"fault table: {f}")
+       for f in ("requests_affected", "requeued", "recomputed", "lost", "detect_s", "recover_s", "goodput_before",
+                 "goodput_during", "slo_before", "slo_during")},
+    **{f"validation.{f}": Reader("/validation", _prediction(f), f"predictions table: {f}")
+       for f in ("tokens_per_s_per_tflops", "tokens_per_s_per_kw", "usd_per_million_tokens")},
+    **{f"cloud.{f}": Reader("/cloud", _day(f), f"live line: {f}") for f in ("steps", "moves", "supernode_util")},
+    **{f"cloud.training_{f}": Reader("/cloud", _training(f), f"training table: {f}")
+       for f in ("mfu", "mfu_compute_only", "all_to_all_exposed")},
+}
+
+
+def reader(spec: str) -> tuple[Reader, str | None]:
+    """(reader, argument) for `name` or `name@arg`; KeyError naming the readers if unknown."""
+    name, _, arg = spec.partition("@")
+    if name not in READERS:
+        raise KeyError(f"read = {spec!r}: allowed one of {', '.join(sorted(READERS))} (with @arg where needed)")
+    return READERS[name], arg or None
