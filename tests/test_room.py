@@ -41,3 +41,13 @@ def test_sandboxes_at_max_speed_get_a_bounded_share_of_the_cpu(dash_app):
     # the sandboxes' 30% of a core plus the shared twin at 1x and this loop; unbounded it is a whole core
     assert cpu / 5.0 < 0.55, cpu
     assert pace > 0.9, pace
+
+
+def test_resets_are_rate_limited_per_browser(twin_registry):
+    """A reset builds an engine in the web process: a browser may not send a stream of them."""
+    from twin.actions import RESETS_PER_MIN
+    tw = twin_registry.open_sandbox(client="c1", addr="a")
+    for _ in range(RESETS_PER_MIN):
+        tw.control("reset", {"scenario": "paper-decode"}, client="c1")
+    with pytest.raises(S.ControlError, match=f"resets: at most {RESETS_PER_MIN} per minute; try again in"):
+        tw.control("reset", {"scenario": "paper-decode"}, client="c1")

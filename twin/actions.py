@@ -23,6 +23,8 @@ from .workload import TraceNotFound
 log = logging.getLogger("twin.session")
 
 FAULTS_PER_MIN = 30                   # faults a client may send one twin per minute
+RESETS_PER_MIN = 10                   # resets a client may send one twin per minute (each builds an engine
+                                      # in the web process: up to ~1 s of CPU)
 MAX_PENDING_FAULTS = 20               # scheduled faults not yet struck, per twin
 FAULT_HORIZON_S = 86_400.0            # a fault may be scheduled at most one sim day ahead
 
@@ -184,7 +186,9 @@ class TwinActions:
         self._q.put(cmd)
         return said(N_("co-pool %(fields)s"), fields=", ".join(f"{k}={v}" for k, v in cmd.fields.items()))
 
-    def _reset_action(self, value, _client) -> str:
+    def _reset_action(self, value, client) -> str:
+        if client is not None:         # a browser (in-process callers, such as the lesson check, pass none)
+            _throttled(self._reset_rate, "resets", client)
         return self._reset(value or {})
 
     def require(self, credential: str | None, client: str | None = None) -> None:

@@ -1,4 +1,5 @@
-"""Per-client rate limits for the live dashboard (unlock attempts, uploads, faults).
+"""Budgets of the live dashboard: per-client rate limits (unlock attempts, uploads, faults), a
+shared CPU share (the sandboxes' engines), a log-line budget, and giving freed memory back.
 
 A sliding window per key: at most `n` events in any `per_s` seconds. Memory is bounded: at most
 `max_keys` keys are tracked (the least recently used is forgotten first), and each key holds at
@@ -6,6 +7,8 @@ most `n` timestamps. Refusals cost the refused client a message, nobody else any
 """
 from __future__ import annotations
 
+import ctypes
+import gc
 import threading
 import time
 from collections import OrderedDict, deque
@@ -92,3 +95,13 @@ class LogBudget:
         if last:
             msg += f" (at most {self._limit.n} such lines a minute: the next are suppressed and counted)"
         self.log.log(level, msg, *args)
+
+
+def give_back_memory() -> None:
+    """Collect, then hand the heap's free pages back to the OS (glibc keeps them otherwise), so the
+    web process's RSS falls back after a sandbox's engine is dropped."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):      # not glibc: nothing to trim
+        pass

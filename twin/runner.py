@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import tracestore
-from .actions import FAULTS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
-from .budget import CpuShare, RateLimit
+from .actions import FAULTS_PER_MIN, RESETS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
+from .budget import CpuShare, RateLimit, give_back_memory
 from .controls import parse_speed
 from .cloud import live as live_cloud
 from .engine import Engine
@@ -106,6 +106,7 @@ class Twin(TwinActions):
         self._window_reset = False                # set by control(); the thread clears its window
         self._pending: list[float] = []           # at_s of scheduled faults not yet struck
         self._fault_rate = RateLimit(FAULTS_PER_MIN)
+        self._reset_rate = RateLimit(RESETS_PER_MIN)
         self._copool_rate = RateLimit(live_cloud.CHANGES_PER_MIN)
         tracestore.pin(self.params.trace, self)    # an upload is kept while this twin may re-open it
         try:
@@ -183,6 +184,9 @@ class Twin(TwinActions):
             pause = max(floor, self.wall_dt - busy) if self.speed != "max" else floor
             self._wake.wait(pause)
             self._wake.clear()
+        if not self.shared:          # a sandbox's engine goes with its thread: its memory back to the OS
+            self._engine = None
+            give_back_memory()
 
     def _advance_once(self, elapsed: float) -> float:
         eng = self._engine
