@@ -23,6 +23,7 @@ from werkzeug.exceptions import BadRequest, HTTPException, InternalServerError, 
 from werkzeug.serving import WSGIRequestHandler
 
 from twin import session as S
+from twin.budget import REQUESTS
 from twin import tracestore
 from twin.budget import LogBudget
 from twin.config import catalog
@@ -52,10 +53,19 @@ MSG = (Output("ctl-msg", "children", allow_duplicate=True),      # the control b
 
 @server.before_request
 def _start_timer():
-    """Time the request; refuse an oversized body from its declared length, before reading it."""
+    """Time the request and count it in flight (sandboxes yield to it); refuse an oversized body from
+    its declared length, before reading it."""
     flask.g.t0 = time.perf_counter()
+    REQUESTS.enter()
+    flask.g.counted = True
     if (flask.request.content_length or 0) > MAX_BODY_BYTES:
         flask.abort(413)
+
+
+@server.teardown_request
+def _done(_exc):
+    if flask.g.pop("counted", False):
+        REQUESTS.leave()
 
 
 def _one_line(exc: BaseException) -> str:

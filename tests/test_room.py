@@ -51,3 +51,37 @@ def test_resets_are_rate_limited_per_browser(twin_registry):
         tw.control("reset", {"scenario": "paper-decode"}, client="c1")
     with pytest.raises(S.ControlError, match=f"resets: at most {RESETS_PER_MIN} per minute; try again in"):
         tw.control("reset", {"scenario": "paper-decode"}, client="c1")
+
+
+def test_a_sandbox_waits_for_the_viewers_requests_in_flight(dash_app, monkeypatch):
+    """Viewers first: while a request is being served, a sandbox at max only moves a slice each
+    SANDBOX_YIELD_S; when none is, it runs its share."""
+    from twin import runner
+    from twin.budget import CpuShare, REQUESTS
+    monkeypatch.setattr(runner, "SANDBOXES", CpuShare(1.0))     # only the yielding is measured here
+    reg = S.configure(wall_dt=0.2, max_sandboxes=1, ttl_s=600, token=None)
+    try:
+        tw = reg.open_sandbox(client="c1", addr="a")
+        tw.control("speed", "max", client="c1")
+        time.sleep(1.0)
+
+        def slices_in(seconds: float) -> int:
+            n, calls = 0, []
+            real = tw._engine.advance
+
+            def counted(t):
+                calls.append(t)
+                return real(t)
+            tw._engine.advance = counted
+            time.sleep(seconds)
+            tw._engine.advance = real
+            return len(calls)
+        free = slices_in(1.0)
+        REQUESTS.enter()
+        try:
+            busy = slices_in(1.0)
+        finally:
+            REQUESTS.leave()
+    finally:
+        reg.shutdown()
+    assert busy <= 1.0 / runner.SANDBOX_YIELD_S + 2 and free > 5 * busy, (free, busy)

@@ -105,3 +105,29 @@ def give_back_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):      # not glibc: nothing to trim
         pass
+
+
+class InFlight:
+    """How many web requests are being served now. Sandboxes' engines wait (briefly) while any are,
+    so viewers' polls do not queue for the interpreter lock behind a private twin at max speed."""
+
+    def __init__(self):
+        self._n = 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> None:
+        with self._lock:
+            self._n += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._n = max(self._n - 1, 0)
+
+    def wait_idle(self, max_s: float, step_s: float = 0.002) -> None:
+        """Sleep until no request is in flight, at most `max_s` (so a sandbox still moves in a busy room)."""
+        end = time.monotonic() + max_s
+        while self._n and time.monotonic() < end:
+            time.sleep(step_s)
+
+
+REQUESTS = InFlight()

@@ -5,7 +5,8 @@ Why a process per job (not Dash background callbacks, not the Explorer's Dask cl
 twin and every viewer's polls live in the web process and share its GIL, so no multi-second job
 may run there at all; a child at `nice 19` gets only the CPU the web process leaves idle (the
 Linux scheduler gives a nice-0 process ~70x its weight), so the shared twin's pace is protected by
-design, not by luck. A fresh process per job also gives its memory back to the OS when it ends,
+design, not by luck (on Linux the job is also in the SCHED_IDLE class: it runs only on CPU time
+nothing else wants). A fresh process per job also gives its memory back to the OS when it ends,
 and Cancel or a ceiling is a plain `kill` with nothing to clean up. Dash's background callbacks
 would need a disk cache and a second server process for no gain here; Dask stays the choice for
 command-line sweeps on a cluster (twin.explore.runner).
@@ -44,7 +45,7 @@ CEILING_MARGIN_S = 30.0        # a job may use 2 x its estimate + this before it
 MAX_JOB_RSS_MB = 1024          # memory of one job process
 KEEP_DONE = 64                 # finished jobs kept for their pages (results are small)
 POLL_S = 0.2                   # how often the supervisor reads progress and checks ceilings
-NICE = 19                      # a job's CPU priority: the lowest
+NICE = 19                      # a job's CPU priority: the lowest (and the idle scheduling class, on Linux)
 
 
 class JobRefused(ValueError):
@@ -80,7 +81,8 @@ def _child(conn, fn, args) -> None:
     """A job process: lowest priority, fn(*args, progress=...), its result or one line back."""
     try:
         os.nice(NICE)
-    except OSError:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))   # only CPU nothing else wants
+    except (OSError, AttributeError):     # not Linux: nice alone
         pass
     try:
         result = fn(*args, progress=lambda done: conn.send(("progress", int(done))))

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from . import tracestore
 from .actions import FAULTS_PER_MIN, RESETS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
-from .budget import CpuShare, RateLimit, give_back_memory
+from .budget import REQUESTS, CpuShare, RateLimit, give_back_memory
 from .controls import parse_speed
 from .cloud import live as live_cloud
 from .engine import Engine
@@ -31,9 +31,11 @@ WALL_DT = 0.2                 # s of wall time per loop iteration
 MIN_SLEEP = 0.03              # s the thread always yields per iteration (keeps callbacks responsive)
 MAX_DUTY = 0.8                # at most this share of wall time in advance(): viewers share the GIL
 MAX_CONSECUTIVE_ERRORS = 5    # then the twin pauses itself and says why
-SANDBOX_CPU_SHARE = 0.3       # all sandboxes' engines together: at most 30% of one core (assumption: the
+SANDBOX_CPU_SHARE = 0.25      # all sandboxes' engines together: at most 25% of one core (assumption: the
                               # rest keeps the shared twin at pace and polls fast, whatever sandboxes run)
 SANDBOXES = CpuShare(SANDBOX_CPU_SHARE)
+SANDBOX_SLICE_S = 0.005       # a sandbox works in slices of about this much compute, and before each
+SANDBOX_YIELD_S = 0.25        # waits up to this long for the viewers' requests in flight (viewers first)
 LOG_LEN = 200
 
 
@@ -103,6 +105,7 @@ class Twin(TwinActions):
         self._memo_version: tuple = ()
         self._stats = _Stats()
         self._max_chunk = 1.0                     # sim s per advance at speed "max" (adapted)
+        self._slice = 0.1                         # sim s per slice of a sandbox's advance (adapted)
         self._window_reset = False                # set by control(); the thread clears its window
         self._pending: list[float] = []           # at_s of scheduled faults not yet struck
         self._fault_rate = RateLimit(FAULTS_PER_MIN)
@@ -196,7 +199,10 @@ class Twin(TwinActions):
             sim = float(self.speed) * max(elapsed, 0.0)
         t0, cpu0 = time.monotonic(), time.thread_time()
         try:
-            eng.advance(sim)
+            if self.shared:
+                eng.advance(sim)
+            else:
+                self._advance_politely(eng, sim)
         except Exception as exc:   # never let the thread die; say what happened
             self._fail_step(exc)
             return 0.0
@@ -208,10 +214,22 @@ class Twin(TwinActions):
         st.step_ms = 0.8 * st.step_ms + 0.2 * dt * 1e3 if st.step_ms else dt * 1e3
         st.consecutive_errors = 0
         if self.speed == "max":   # size the next chunk to take about wall_dt of compute
-            rate = sim / max(dt, 1e-4)
+            rate = sim / max(dt if self.shared else time.thread_time() - cpu0, 1e-4)
             self._max_chunk = min(max(0.2 * self._max_chunk + 0.8 * rate * self.wall_dt, 0.05), 3600.0)
         self.snapshot = eng.snapshot()
         return sim
+
+    def _advance_politely(self, eng, sim: float) -> None:
+        """A sandbox advances in slices of about SANDBOX_SLICE_S of compute, each after the viewers'
+        requests in flight (viewers first): a request never waits behind more than one slice."""
+        end = eng.sim_time + sim
+        while eng.sim_time < end - 1e-9:
+            REQUESTS.wait_idle(SANDBOX_YIELD_S)
+            piece = min(end - eng.sim_time, self._slice)
+            cpu0 = time.thread_time()
+            eng.advance(piece)
+            used = time.thread_time() - cpu0
+            self._slice = min(max(piece * SANDBOX_SLICE_S / max(used, 1e-5), 1e-3), 3600.0)
 
     def advance_to(self, sim_s: float, chunk_s: float = 10.0) -> None:
         """Drive a twin that is not started, in the caller's thread, to `sim_s` simulated seconds:
