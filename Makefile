@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8050
 
-.PHONY: run test unit bench bench-ui screenshots validate chromium clean
+.PHONY: run test unit bench bench-ui bench-room screenshots validate chromium clean
 
 $(BIN)/python:
 	command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python 3.11)"; exit 2; }
@@ -39,6 +39,9 @@ bench: $(STAMP)
 
 bench-ui: $(STAMP) chromium
 	$(BIN)/python -m twin.ui.loadtest
+
+bench-room: $(STAMP)
+	$(BIN)/python -m twin.ui.attack --minutes 3
 
 screenshots: $(STAMP) chromium
 	$(BIN)/python -m twin.ui.screenshots
