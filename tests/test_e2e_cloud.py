@@ -28,11 +28,15 @@ def test_cloud_day_live_policy_change_and_comparison(browser_page, artifacts):
     wait_text(pg, "#cl-live", "policy dedicated", timeout=20_000)
     pg.fill("#cl-day", "30")
     pg.click("#cl-go")
-    wait_text(pg, "#cl-msg", "Simulated a 30 s day", timeout=90_000)
-    wait_text(pg, "#cl-table", "inference-only", timeout=20_000)
+    wait_text(pg, "#cl-msg", "A 30 s day under 3 policies is queued as a background job")
+    wait_text(pg, "#cl-table", "inference-only", timeout=90_000)
     pg.fill("#cl-pue", "1.1")                        # re-prices the kept day
     pg.press("#cl-pue", "Enter")
     wait_text(pg, "#cl-msg", "Re-priced the simulated day")
+    pg.click("a.nav-link[href='/']")                 # away and back: the comparison is still there
+    pg.wait_for_selector("#ov-out-tps")
+    pg.goto(pg.base_url + "/cloud")
+    wait_text(pg, "#cl-table", "inference-only", timeout=20_000)
     pg.wait_for_timeout(1000)
     pg.screenshot(path=str(artifacts / "cloud.png"), full_page=True)
     assert pg.errors == [], pg.errors

@@ -27,7 +27,7 @@ def test_explorer_sweep_in_the_background(browser_page, artifacts, monkeypatch, 
     _fill(pg, "#ex-seeds", "2")
     _fill(pg, "#ex-dur", "10")
     pg.click("#ex-start")
-    wait_text(pg, "#ex-msg", "started")
+    wait_text(pg, "#ex-msg", "queued")
     wait_text(pg, "#ex-progress-text", "16 of 16 runs — done", timeout=120_000)
     wait_text(pg, "#ex-msg", "8 points")
     n = pg.evaluate("() => document.getElementById('ex-pareto').querySelectorAll('.scatterlayer .trace').length")
