@@ -41,10 +41,11 @@ ACTOR = (State("ctl-twin", "data"), State("ctl-token", "data"), State("ctl-viewe
 def layout(target: str | None = None, kind: str | None = None, **_kwargs):
     """System-free: the first tick fills in what depends on the viewer's system, and checks a part
     given in the URL against it."""
-    kind, target = FC.initial(None, G.ident(target), kind)
+    url = {"target": G.ident(target), "kind": kind if kind in KINDS else None}    # as given: the tick checks it
+    kind, target = FC.initial(None, url["target"], url["kind"])
     return html.Div([
         *page_stores(P),
-        dcc.Store(id=f"{P}-url", data={"target": target, "kind": kind}),
+        dcc.Store(id=f"{P}-url", data=url),
         dcc.Store(id=f"{P}-view", data=TV.AGG),
         dcc.Store(id=f"{P}-live"),
         dcc.Store(id=f"{P}-strips"),

@@ -6,7 +6,7 @@ the first tick draws whichever system the viewer's twin runs (a CloudMatrix supe
 cluster) and redraws it if a reset changes the system."""
 from __future__ import annotations
 
-from urllib.parse import quote
+from urllib.parse import urlencode
 
 import dash
 from dash import Input, Output, State, ctx, dcc, html, no_update
@@ -238,4 +238,5 @@ def break_link(sel, choice):
     picked = FV.pick(info.topology, sel["id"]) if sel else None
     if not picked:
         return no_update, {"display": "none"}
-    return f"/failures?target={quote(picked[1], safe='/')}", {}
+    kind, target = picked
+    return f"/failures?{urlencode({'target': target, 'kind': kind}, safe='/')}", {}

@@ -117,16 +117,17 @@ def twin_settings(tw, info, changed) -> dict:
 
 
 def url_pick(info, url) -> dict:
-    """The part named in the URL, checked against the system on screen (first draw only)."""
+    """The part named in the URL, checked against the system on screen (first draw only). Only a URL
+    without a part falls back to one: the kind's example, or the first part of a kind this system has."""
     url, t = G.store(url), info.topology
-    kind, target = FC.initial(t, G.ident(url.get("target")), url.get("kind"))
-    if not FV.ids_for(t, kind):           # e.g. an L2 switch on a GPU cluster: a part it has
+    given, url_kind = G.ident(url.get("target")), url.get("kind")
+    kind, target = FC.initial(t, given, url_kind)
+    if not given and not FV.ids_for(t, kind):     # e.g. an L2 switch on a GPU cluster: a part it has
         kind = "npu_die"
-    if not FV.fits(t, kind, target):
-        target = FV.related(t, kind, target)
-        target = target if FV.fits(t, kind, target) else FV.ids_for(t, kind)[0]
+    if not given and not FV.fits(t, kind, target):
+        target = FV.ids_for(t, kind)[0]
     fs, ps = FC.extra_styles(kind)
-    same = (kind, target) == (url.get("kind"), url.get("target"))     # as the layout drew them
+    same = (kind, target) == FC.initial(None, given, url_kind)       # as the layout drew them
     return {"kind": no_update if same else kind, "target": no_update if same else target,
             "hint": FV.target_hint(t, kind, target),
             "factor_style": fs, "period_style": ps}

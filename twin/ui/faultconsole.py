@@ -45,16 +45,16 @@ def picker_help(info) -> str:
 
 def initial(t: StaticTopology | None, target: str | None, kind: str | None) -> tuple[str, str]:
     """Kind and target from the URL (?target=<id>&kind=<kind>), checked against the system on screen
-    (`t`; None before the first tick: the kind, if valid, and the target as given)."""
+    (`t`; None before the first tick: the part read from its id). A target wins over the kind: the
+    kind becomes the one that breaks it; a target that cannot be broken is kept as given (the hint
+    says why), never swapped for another part."""
     target = (target or "").strip()
-    if kind not in KINDS:
-        picked = FV.pick(t, target) if target and t is not None else None
-        kind = picked[0] if picked else DEFAULT_KIND
-        if picked:
-            target = picked[1]
+    kind = kind if kind in KINDS else None
     if not target:
-        target = EXAMPLES.get(kind, "")
-    return kind, target
+        kind = kind or DEFAULT_KIND
+        return kind, EXAMPLES.get(kind, "")
+    picked = FV.pick(t, target, kind)
+    return picked if picked else (kind or DEFAULT_KIND, target)
 
 
 def extra_styles(kind: str) -> tuple[dict, dict]:

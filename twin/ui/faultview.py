@@ -85,13 +85,27 @@ def fits(t: StaticTopology, kind: str, target: str | None) -> bool:
     return kind in KINDS and element_kind(t, target) in KINDS[kind]
 
 
-def pick(t: StaticTopology, target: str, current: str | None = None) -> tuple[str, str] | None:
-    """(fault kind, target) for a clicked part: the current kind if it applies, else the part's
-    natural kind; None if the part cannot be broken (a rack, the VPC switch, storage)."""
-    el = element_kind(t, target)
+def id_kind(target: str) -> str | None:
+    """The element kind an id names by its form alone ("n20" a node, "n20/l1-3--sp3/l2-7" an optical
+    L1-L2 link), for the page's layout, drawn before the viewer's system is known."""
+    try:
+        p = parse(target.strip())
+    except (UnknownElementError, ValueError):
+        return None
+    if p["kind"] == "link":
+        ends = sorted(parse(e)["kind"] for e in (p["u"], p["v"]))
+        return "link:l1-l2" if ends == ["l1", "l2"] else None
+    return p["kind"]
+
+
+def pick(t: StaticTopology | None, target: str, current: str | None = None) -> tuple[str, str] | None:
+    """(fault kind, target) for a clicked or linked part: the current kind if it applies, else the
+    part's natural kind; None if the part cannot be broken (a rack, the VPC switch, storage). With
+    no topology (`t` None) the part is read from its id's form, unchecked."""
+    el = element_kind(t, target) if t is not None else id_kind(target)
     if el is None:
         return None
-    target = canonical(t, target)
+    target = canonical(t, target) if t is not None else target.strip()
     if current in KINDS and el in KINDS[current]:
         return current, target
     if current == "npu" and el == "die":
@@ -197,6 +211,10 @@ def demo_message(title: str, msg: str) -> str:
 
 
 def target_hint(t: StaticTopology, kind: str, target: str | None) -> str:
+    """How many parts the kind can break, an example, and what is wrong with the target typed."""
+    if element_kind(t, target) and pick(t, target) is None:      # a rack, the VPC switch, storage
+        return _("%(target)s cannot be broken: pick a node, die, CPU, switch, NIC or optical link") % {
+            "target": repr(target)}
     ids = ids_for(t, kind)
     n = len(ids)
     what = _(" or ").join(element_label(t, e, plural=True) for e in KINDS.get(kind, ()))

@@ -1,0 +1,41 @@
+"""Issue 23, "every screen true to the system it shows": the Failures page breaks the part the viewer
+picked, labels each recovery for what it is, keeps each fault's report, and draws goodput and all
+output on one time basis; the Traffic matrix keeps one orientation; Topology tells busy from failed."""
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from dash import dcc, no_update
+
+from test_callbacks import _components, failures, pages  # noqa: F401 (fixtures)
+
+
+def _console_after_first_tick(failures, target: str) -> tuple[str, str, str]:
+    """(kind, target, hint) the console shows once the first tick checked `?target=` (no kind)."""
+    layout = failures.layout(target=target)
+    comps = {c.id: c for c in _components(layout) if isinstance(getattr(c, "id", None), str)}
+    first = failures.tick(1, "shared", None, view_name="supernode", url=comps["fl-url"].data)
+    kind = comps["fl-kind"].value if first["kind"] is no_update else first["kind"]
+    shown = comps["fl-target"].value if first["target"] is no_update else first["target"]
+    return kind, shown, first["hint"]
+
+
+@pytest.mark.parametrize("target, kind", [("n20", "node"), ("n20/npu3/d1", "npu_die"), ("n05/cpu2", "cpu"),
+                                          ("n20/l1-3--sp3/l2-7", "optical_link"), ("rdma/spine-0", "rdma_plane"),
+                                          ("sp2/l2-5", "l2")])
+def test_a_target_without_a_kind_opens_the_console_on_that_part(failures, twin_registry, target, kind):
+    """/failures?target=n20 (no kind): the console keeps n20 and picks the kind that breaks it,
+    never the default L2 switch."""
+    assert _console_after_first_tick(failures, target)[:2] == (kind, target)
+
+
+def test_a_target_that_cannot_be_broken_is_kept_and_the_hint_says_so(failures, twin_registry):
+    kind, target, hint = _console_after_first_tick(failures, "vpc/switch")
+    assert target == "vpc/switch" and "cannot be broken" in hint
+
+
+def test_break_this_part_carries_the_part_and_its_kind(pages, twin_registry):
+    href, style = pages.topology.break_link({"kind": "node", "id": "n20", "view": "supernode"}, "shared")
+    q = parse_qs(urlsplit(href).query)
+    assert style == {} and q == {"target": ["n20"], "kind": ["node"]}
