@@ -39,3 +39,23 @@ def test_break_this_part_carries_the_part_and_its_kind(pages, twin_registry):
     href, style = pages.topology.break_link({"kind": "node", "id": "n20", "view": "supernode"}, "shared")
     q = parse_qs(urlsplit(href).query)
     assert style == {} and q == {"target": ["n20"], "kind": ["node"]}
+
+
+# ---- 5: service recovery and hardware repair are two events -------------------------------------------
+
+def test_a_dies_service_recovery_and_its_hardware_repair_are_logged_as_what_they_are():
+    """A die lost at t=2 s (detect 5 s, redundant expert 1 s, hardware repair 30 s): the timeline says
+    service recovered after 6 s at t=8, and at t=38 that the die was repaired, not "recovered after 6 s"."""
+    from twin.engine import Engine
+    from twin.engine.commands import InjectFault
+    from twin.engine.faults import Policy
+    eng = Engine(scenario="paper-decode")
+    eng.faults.policy = Policy.load(detect_s=5.0, hardware_repair_s=30.0)
+    eng.advance(2.0)
+    die = f"{eng.topo.die_ids[int(eng.decode[0].dies[0])]}"
+    eng.submit(InjectFault({"kind": "npu_die", "target": die}))
+    eng.advance(40.0)
+    lines = [(round(e["t"]), e["kind"], e["message"]) for e in eng.snapshot().events
+             if (e.get("args") or {}).get("id") == 1 and e["kind"] in ("recover", "repair")]
+    assert lines == [(8, "recover", f"#1 npu_die on {die}: service recovered after 6.0 s"),
+                     (38, "repair", f"#1 npu_die on {die}: hardware repaired after 36.0 s, back in service")]

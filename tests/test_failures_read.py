@@ -52,7 +52,10 @@ def test_each_fault_appears_once_in_the_timeline():
     eng.submit(InjectFault({"kind": "l1", "target": "n20/l1-3", "at_s": 5.0, "duration_s": 1}))
     eng.advance(8.0)
     lines = [e["message"] for e in FT_events(eng.snapshot().events)]
-    assert sum(m.startswith("#1 ") for m in lines) == 2 and sum(m.startswith("#2 ") for m in lines) == 2
+    assert [m for m in lines if m.startswith("#1 ")] == [      # struck, rerouted, back up: each once
+        "#1 l2 on sp2/l2-5: back up after 3.0 s", "#1 l2 on sp2/l2-5: traffic rerouted after 2.0 s",
+        "#1 l2 on sp2/l2-5"]
+    assert sum(m.startswith("#2 ") for m in lines) == 2
 
 
 def FT_events(evs) -> list[dict]:

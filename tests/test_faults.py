@@ -132,7 +132,7 @@ def test_each_kind_is_detected_recovers_and_loses_nothing(kind):
     assert all(i.alive for i in eng.prefill + eng.decode)
     assert not eng.partitioned and eng.message == ""
     kinds = [e["kind"] for e in eng.events]
-    assert "detect" in kinds and "recover" in kinds and "error" not in kinds
+    assert "detect" in kinds and "repair" in kinds and "error" not in kinds     # the part is back
     done = eng.req.counts()["completed"]
     run_checked(eng, 2.0)
     assert eng.req.counts()["completed"] > done

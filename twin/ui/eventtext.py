@@ -15,7 +15,8 @@ from .lang import N_, _
 
 # the event's kind, shown as a tag before the line
 KINDS = {"start": N_("start"), "schedule": N_("scheduled"), "fault": N_("fault"), "detect": N_("detected"),
-         "recover": N_("recovered"), "partition": N_("partition"), "rate": N_("rate"), "policy": N_("policy"),
+         "recover": N_("recovered"), "repair": N_("repaired"),
+         "partition": N_("partition"), "rate": N_("rate"), "policy": N_("policy"),
          "error": N_("error"), "reject": N_("rejected"), "trace": N_("trace"), "note": N_("note"),
          "copool": N_("co-pool")}
 

@@ -236,7 +236,7 @@ def failed_list(t: StaticTopology, failed, reports) -> list:
     return [html.Ul(items, className="failed-list")]
 
 
-TIMELINE_KINDS = ("fault", "detect", "recover", "partition", "error", "policy")
+TIMELINE_KINDS = ("fault", "detect", "recover", "repair", "partition", "error", "policy")
 
 
 def timeline(events, n: int = 14) -> list:

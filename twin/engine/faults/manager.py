@@ -74,8 +74,6 @@ class FaultManager:
         else:
             yield from self._compute(f, pol)
         f.active = False
-        eng.log("recover", N_("#%(id)s %(kind)s on %(target)s recovered after %(s)s s"), **_who(f),
-                s=f"{f.recover_s:.1f}")
 
     def _network(self, f: Fault, pol: Policy):
         """Capacity drops at once; retransmissions until the fabric reroutes; detection (if the
@@ -97,6 +95,9 @@ class FaultManager:
             f.rerouted = True
             if f.kind != "optical_degrade":   # a slow link stays slow until it is repaired
                 f.served_s = eng.env.now - f.at_s
+                if pol.reroute_s < end:       # else the part came back before the reroute
+                    eng.log("recover", N_("#%(id)s %(kind)s on %(target)s: traffic rerouted after %(s)s s"),
+                            **_who(f), s=f"{f.served_s:.1f}")
             eng.network_changed()
             if end >= pol.detect_s:
                 yield from self._until(f, pol.detect_s)
@@ -105,6 +106,8 @@ class FaultManager:
         topo.restore(f.target)
         f.recover_s = eng.env.now - f.at_s
         eng.network_changed()
+        eng.log("repair", N_("#%(id)s %(kind)s on %(target)s: back up after %(s)s s"), **_who(f),
+                s=f"{f.recover_s:.1f}")
 
     def _until(self, f: Fault, t: float):
         """Wait until `t` seconds after the fault."""
@@ -191,12 +194,17 @@ class FaultManager:
             inst.release(f.id)             # up again unless another open fault holds it
             inst.wake()
         f.recover_s = eng.env.now - f.at_s
-        # the hardware itself (and the EMS servers) come back after repair
+        eng.log("recover", N_("#%(id)s %(kind)s on %(target)s: service recovered after %(s)s s"), **_who(f),
+                s=f"{f.recover_s:.1f}")
+        # the hardware itself (and the EMS servers) come back after repair: minutes, not the
+        # seconds of detection and restart above, so it is an event of its own
         yield eng.env.timeout(self._remaining(f, pol.hardware_repair_s))
         eng.topo.restore(f.target)
         for s in servers:
             eng.ems.restore_server(s)
         eng.network_changed()
+        eng.log("repair", N_("#%(id)s %(kind)s on %(target)s: hardware repaired after %(s)s s, back in service"),
+                **_who(f), s=f"{eng.env.now - f.at_s:.1f}")
 
     # ---- random failures -----------------------------------------------------------------------
     def set_random(self, hours_per_sim_s: float) -> None:
