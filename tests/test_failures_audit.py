@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
+import numpy as np
 import pytest
 from dash import dcc, no_update
 
@@ -59,3 +60,23 @@ def test_a_dies_service_recovery_and_its_hardware_repair_are_logged_as_what_they
              if (e.get("args") or {}).get("id") == 1 and e["kind"] in ("recover", "repair")]
     assert lines == [(8, "recover", f"#1 npu_die on {die}: service recovered after 6.0 s"),
                      (38, "repair", f"#1 npu_die on {die}: hardware repaired after 36.0 s, back in service")]
+
+
+# ---- 6: goodput and all output on one time basis -----------------------------------------------------
+
+def test_goodput_never_rises_above_all_output_through_an_optical_flap():
+    """The optical-flap demo (paper-decode at peak load, a link flapping from 120 s): the Failures
+    goodput chart's two lines count output tokens on the same basis, so goodput <= all output at
+    every point (goodput counted at completion drawn over output counted per token reached 2.4x)."""
+    from twin.engine import Engine
+    from twin.engine.commands import InjectFault
+    from twin.ui import faultconsole as FC
+    eng = Engine(scenario="paper-decode", seed=1)
+    eng.submit(InjectFault({"kind": "optical_flap", "target": "n20/l1-3--sp3/l2-7", "at_s": 20.0,
+                            "period_s": 10, "duration_s": 200}))
+    hist = eng.advance(120.0).history
+    good, out = (s.key for s in FC.CHARTS["good"].series)
+    assert good == "goodput_tps"
+    g, o = np.array(hist[good]), np.array(hist[out])
+    assert len(g) >= 119 and g.max() > 0
+    assert (g <= o + 1e-9).all(), f"goodput above all output at t = {np.array(hist['t'])[g > o + 1e-9]}"

@@ -219,6 +219,7 @@ class Metrics:
             "ub_gbps": c.plane_bytes["ub"] / dt / 1e9, "rdma_gbps": c.plane_bytes["rdma"] / dt / 1e9,
             "vpc_gbps": c.plane_bytes["vpc"] / dt / 1e9,
             "goodput_tps": float(out[ok].sum()) / dt,
+            "finished_output_tps": float(out.sum()) / dt,
             **counts,
         }
         for k, append in self._append:

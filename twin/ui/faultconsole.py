@@ -26,9 +26,11 @@ CHARTS = {
         robust=True),
     "ttft": F.StripSpec(N_("Time to first token p50 (s)"), "s", (
         F.Series("ttft_p50_ms", "p50", T.TEAL, scale=1e-3),), robust=True),
+    # both counted when a request finishes (its output tokens, meeting the SLOs or not): one basis, so
+    # goodput <= all output; tokens counted as generated ("output_tps") run ahead in a stall's backlog
     "good": F.StripSpec(N_("Goodput (output tokens/s meeting the SLOs)"), "tok/s", (
         F.Series("goodput_tps", N_("goodput"), T.GREEN, fill=True),
-        F.Series("output_tps", N_("all output"), T.ORANGE, dash="dot"))),
+        F.Series("finished_output_tps", N_("all finished output"), T.ORANGE, dash="dot"))),
     "slo": F.StripSpec(N_("SLO attainment (%)"), "%", (
         F.Series("slo_attainment", N_("TTFT and TPOT met"), T.BLUE, scale=100),), y_range=(0, 105)),
 }
