@@ -59,7 +59,7 @@ def layout(**_kwargs):
         html.Div([html.Div(C.graph(f"{P}-{k}", F.empty_figure(""), 210), className="chart") for k in STRIPS],
                  className="chart-grid"),
         html.Div([
-            C.panel(C.graph(f"{P}-matrix", F.empty_figure("", height=470), 470),
+            C.panel(C.graph(f"{P}-matrix", F.empty_matrix(470), 470),
                     html.Span(_("Node-to-node traffic (GB/s)"), id=f"{P}-matrix-title"), "sim"),
             C.panel(html.Div(id=f"{P}-links"), _("Busiest links now"), "sim"),
         ], className="two-col"),
@@ -108,6 +108,7 @@ def tick(t: Tick) -> dict:
         out["matrix"] = Patch()
         z, text = t.twin.memo("traffic:z", lambda s: F.heatmap_z(s.node_traffic))
         out["matrix"]["data"][0]["z"], out["matrix"]["data"][0]["text"] = z, text
+        out["matrix"]["layout"]["yaxis"]["autorange"] = F.MATRIX_Y_AUTORANGE
     out["links"] = _links_table(t.twin.memo("traffic:top", lambda s: TL.busiest_links(s, 12)))
     out["now"] = " · ".join(f"{name} {C.fmt(gbps)} GB/s" for name, gbps in snap.fabric_gbps().items())
     return out

@@ -80,3 +80,23 @@ def test_goodput_never_rises_above_all_output_through_an_optical_flap():
     g, o = np.array(hist[good]), np.array(hist[out])
     assert len(g) >= 119 and g.max() > 0
     assert (g <= o + 1e-9).all(), f"goodput above all output at t = {np.array(hist['t'])[g > o + 1e-9]}"
+
+
+# ---- 9: the node matrix keeps n00 at the top -----------------------------------------------------------
+
+def _matrix_orientation(fig) -> str | None:
+    """The matrix's y-axis autorange as a figure or a Patch of one sets it."""
+    if hasattr(fig, "to_plotly_json"):
+        ops = fig.to_plotly_json()["operations"]
+        return next((op["params"]["value"] for op in ops if op["location"] == ["layout", "yaxis", "autorange"]), None)
+    return fig["layout"]["yaxis"].get("autorange")
+
+
+def test_the_node_matrix_has_n00_at_the_top_however_the_page_was_reached(pages, twin_registry):
+    """A direct load draws the matrix whole; arriving by the nav bar the first figure Plotly sees is
+    the layout's, and later ticks patch it: each of them sets n00 at the top (y reversed)."""
+    layout = pages.traffic.layout()
+    placeholder = next(c for c in _components(layout) if getattr(c, "id", None) == "tr-matrix").figure
+    full = pages.traffic.tick(1, "shared", None)
+    patched = pages.traffic.tick(2, "shared", dict(full["cursor"], v=-1))       # a later tick: a Patch
+    assert [_matrix_orientation(f) for f in (placeholder, full["matrix"], patched["matrix"])] == ["reversed"] * 3

@@ -162,6 +162,16 @@ def empty_figure(title: str = "", message: str | None = None, height: int = 230)
 # ---- heatmap --------------------------------------------------------------------------------
 
 LOG_DECADES = (-3, 3)    # the node matrix colours 0.001 to 1,000 GB/s (below: blank), assumption
+# n00 at the top, set explicitly in every figure and update of a node matrix: Plotly keeps an axis's
+# state across updates (uirevision), so one path leaving it out drew n00 at the bottom
+MATRIX_Y_AUTORANGE = "reversed"
+
+
+def empty_matrix(height: int = 460) -> dict:
+    """A node matrix's placeholder (waiting for the twin), already in the matrix's orientation."""
+    fig = empty_figure("", height=height)
+    fig["layout"]["yaxis"]["autorange"] = MATRIX_Y_AUTORANGE
+    return fig
 
 
 def heatmap_figure(matrix, labels: list[str], title: str, unit: str = "GB/s", height: int = 460) -> dict:
@@ -181,7 +191,7 @@ def heatmap_figure(matrix, labels: list[str], title: str, unit: str = "GB/s", he
                 title={"text": title}, height=height, hovermode="closest",
                 margin={"l": 48, "r": 10, "t": 34, "b": 40},
                 xaxis={"title": {"text": _("destination node")}, "tickfont": {"size": 9}, "showgrid": False},
-                yaxis={"title": {"text": _("source node")}, "tickfont": {"size": 9}, "autorange": "reversed",
+                yaxis={"title": {"text": _("source node")}, "tickfont": {"size": 9}, "autorange": MATRIX_Y_AUTORANGE,
                        "showgrid": False, "rangemode": "normal"})}
 
 
