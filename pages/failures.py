@@ -60,6 +60,7 @@ def layout(target: str | None = None, kind: str | None = None, **_kwargs):
                       for name, spec in CHARTS.items()], className="chart-grid grid-2"),
         ], className="two-even fl-block"),
         C.panel([html.Div(id=f"{P}-table"), html.Button(_("Download CSV"), id=f"{P}-csv", className="btn btn-small"),
+                 html.Button(_("Download JSON"), id=f"{P}-json", className="btn btn-small"),
                  dcc.Download(id=f"{P}-csv-dl")], _("Faults: detection, recovery and cost"), "sim",
                 extra=FC.legend(), className="fl-block"),
         html.Div(FC.picker(), className="fl-block"),
@@ -425,9 +426,14 @@ clientside_callback(
 )
 
 
-@dash.callback(Output(f"{P}-csv-dl", "data"), Input(f"{P}-csv", "n_clicks"), State("ctl-twin", "data"),
-               prevent_initial_call=True)
-def download_csv(_clicks, choice):
-    """The fault table of the viewed twin as a CSV file."""
+@dash.callback(Output(f"{P}-csv-dl", "data"), Input(f"{P}-csv", "n_clicks"), Input(f"{P}-json", "n_clicks"),
+               State("ctl-twin", "data"), prevent_initial_call=True)
+def download_csv(_csv, _json, choice):
+    """The viewed twin's fault reports (each frozen when service was restored) as CSV or JSON."""
+    if not _clicked():
+        return no_update
     snap = twin_for(choice)[0].snapshot
-    return dcc.send_string(FT.csv_text(FT.rows(snap.faults, snap.sim_time)), "faults.csv")
+    rows = FT.rows(snap.faults, snap.sim_time)
+    if ctx.triggered_id == f"{P}-json":
+        return dcc.send_string(FT.json_text(rows), "faults.json")
+    return dcc.send_string(FT.csv_text(rows), "faults.csv")

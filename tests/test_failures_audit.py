@@ -100,3 +100,28 @@ def test_the_node_matrix_has_n00_at_the_top_however_the_page_was_reached(pages, 
     full = pages.traffic.tick(1, "shared", None)
     patched = pages.traffic.tick(2, "shared", dict(full["cursor"], v=-1))       # a later tick: a Patch
     assert [_matrix_orientation(f) for f in (placeholder, full["matrix"], patched["matrix"])] == ["reversed"] * 3
+
+
+# ---- 4: a fault's report is frozen when service is restored -----------------------------------------
+
+def test_a_faults_report_is_frozen_at_restoration_and_outlives_the_rolling_history():
+    """Goodput 100 before a fault at 100 s, 40 while it lasts (to 160 s), 90 after: the report frozen
+    at restoration (and its "after" once that window has passed) still reads 100 → 40 → 90 when the
+    rolling history has long scrolled past the fault."""
+    from test_failures_read import _manager
+    from twin.engine.faults import Fault
+    t = list(range(1, 301))
+    good = [100.0 if x <= 100 else 40.0 if x <= 160 else 90.0 for x in t]
+    hist = {"t": t, "goodput_tps": good, "slo_attainment": [1.0] * 300}
+    fm = _manager(hist, now=160.0)
+    f = Fault(1, "npu_die", "n36/npu3/d1", 100.0, detect_s=60.0, recover_s=60.0)
+    fm.faults = [f]
+    fm.freeze(f)                      # service restored at 160 s
+    fm.eng.env.now = 300.0
+    fm.freeze(f)                      # the "after" window (as long as "before", 60 s) has passed
+    late = list(range(1200, 2100))    # 18 simulated minutes on: the history holds none of it
+    fm.eng.metrics.history = {"t": late, "goodput_tps": [70.0] * 900, "slo_attainment": [0.5] * 900}
+    fm.eng.env.now = 2100.0
+    r = fm.report()[0]
+    assert (r["goodput_before"], r["goodput_during"], r["goodput_after"]) == (100.0, 40.0, 90.0)
+    assert (r["slo_before"], r["slo_during"], r["slo_after"]) == (1.0, 1.0, 1.0)

@@ -2,6 +2,7 @@
 next fault struck (one definition, the engine's), and a window without completions says so."""
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -105,11 +106,16 @@ def test_the_fault_table_downloads_as_csv():
                     {"id": 1, "kind": "cpu", "target": "n05/cpu0", "at_s": 10.0, "active": True}], 40.0)
     assert FT.csv_text(rows).splitlines() == [
         "id,kind,target,at_s,detect_s,recover_s,requests_affected,requeued,recomputed,lost,goodput_before,"
-        "goodput_during,slo_before,slo_during,state",
-        "1,cpu,n05/cpu0,10.0,,,,,,,,,,,active",
-        "2,l2,sp2/l2-5,30.0,,2.5,5,0,0,0,100.0,90.0,1.0,,recovered"]
+        "goodput_during,goodput_after,slo_before,slo_during,slo_after,state,impact",
+        "1,cpu,n05/cpu0,10.0,,,,,,,,,,,,,active,not measured yet",
+        "2,l2,sp2/l2-5,30.0,,2.5,5,0,0,0,100.0,90.0,,1.0,,,recovered,\"goodput fell 10 % until service was "
+        "restored; 5 requests affected, 0 requeued, 0 recomputed, none lost\""]
+    assert json.loads(FT.json_text(rows))[1]["impact"].startswith("goodput fell 10 %")
 
 
 def test_the_csv_button_sends_the_viewed_twins_table(failures, twin_registry):   # noqa: F811
-    out = failures.download_csv(1, "shared")
+    from test_callbacks import triggered
+    out = triggered(failures.download_csv, "fl-csv.n_clicks", 1, None, "shared")
     assert out["filename"] == "faults.csv" and out["content"].startswith("id,kind,target,at_s,")
+    out = triggered(failures.download_csv, "fl-json.n_clicks", None, 1, "shared")
+    assert out["filename"] == "faults.json" and json.loads(out["content"]) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 
 from dash import html
@@ -94,23 +95,44 @@ def marks(reports, now: float, t_from: float | None = None) -> tuple[list, list]
 
 # ---- the fault table --------------------------------------------------------------------------------
 
+MEASURED = ("goodput_before", "goodput_during", "goodput_after", "slo_before", "slo_during", "slo_after")
+
+
 def rows(reports, now: float) -> list[dict]:
-    """One dict per fault: the engine's report (goodput and SLO attainment before and during it,
-    over the engine's windows, `accounting.fault_windows`: one definition) and its state."""
+    """One dict per fault: the engine's report (goodput and SLO attainment before, during and after
+    it, over the engine's windows, `accounting.fault_windows`, frozen once service was restored),
+    its state and its impact in words."""
     out = []
     for r in reports or ():
         row = {k: r.get(k) for k in ("id", "kind", "target", "at_s", "detect_s", "recover_s", "requests_affected",
-                                     "requeued", "recomputed", "lost", "goodput_before", "goodput_during",
-                                     "slo_before", "slo_during", "active", "note")}
-        for k in ("goodput_before", "goodput_during", "slo_before", "slo_during"):
+                                     "requeued", "recomputed", "lost", *MEASURED, "active", "note")}
+        for k in MEASURED:
             row[k] = _num(row[k])
         row["state"] = state(r, now)
+        row["impact"] = impact(row)
         out.append(row)
     return out
 
 
+def impact(r: dict) -> str:
+    """What the fault cost, in plain words (English: the reports' export), from its frozen numbers."""
+    b, d = r.get("goodput_before"), r.get("goodput_during")
+    drop = (d - b) / b if b and d is not None else None
+    lost, affected = int(r.get("lost") or 0), int(r.get("requests_affected") or 0)
+    if lost:
+        return f"{lost} requests lost"
+    if drop is None:
+        return "not measured yet"
+    if drop >= -0.05:
+        why = ("no request was on the part" if not affected else
+               f"its {affected} requests were requeued and served (none lost)")
+        return f"no impact, because {why}"
+    return (f"goodput fell {-drop * 100:.0f} % until service was restored; {affected} requests affected, "
+            f"{int(r.get('requeued') or 0)} requeued, {int(r.get('recomputed') or 0)} recomputed, none lost")
+
+
 CSV_FIELDS = ("id", "kind", "target", "at_s", "detect_s", "recover_s", "requests_affected", "requeued",
-              "recomputed", "lost", "goodput_before", "goodput_during", "slo_before", "slo_during", "state")
+              "recomputed", "lost", *MEASURED, "state", "impact")
 
 
 def csv_text(rows_: list[dict]) -> str:
@@ -121,6 +143,12 @@ def csv_text(rows_: list[dict]) -> str:
     for r in sorted(rows_, key=lambda x: int(x.get("id") or 0)):
         w.writerow(["" if r.get(k) is None else r.get(k) for k in CSV_FIELDS])
     return out.getvalue()
+
+
+def json_text(rows_: list[dict]) -> str:
+    """The fault reports as JSON (oldest first; null for "not measured")."""
+    return json.dumps([{k: r.get(k) for k in CSV_FIELDS} for r in sorted(rows_, key=lambda x: int(x.get("id") or 0))],
+                      indent=1)
 
 
 def _secs(v, pending: str = "…") -> str:

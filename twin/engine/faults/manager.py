@@ -16,6 +16,7 @@ from ...i18n import N_
 from ...topology import parse
 from . import recovery
 from .random import random_failures
+from ..accounting import BEFORE_S
 from .spec import MAX_RECORDS, NETWORK, Fault, Policy, check_spec
 
 
@@ -105,6 +106,7 @@ class FaultManager:
         yield from self._until(f, end)
         topo.restore(f.target)
         f.recover_s = eng.env.now - f.at_s
+        eng.env.process(self._restored(f))
         eng.network_changed()
         eng.log("repair", N_("#%(id)s %(kind)s on %(target)s: back up after %(s)s s"), **_who(f),
                 s=f"{f.recover_s:.1f}")
@@ -194,6 +196,7 @@ class FaultManager:
             inst.release(f.id)             # up again unless another open fault holds it
             inst.wake()
         f.recover_s = eng.env.now - f.at_s
+        eng.env.process(self._restored(f))
         eng.log("recover", N_("#%(id)s %(kind)s on %(target)s: service recovered after %(s)s s"), **_who(f),
                 s=f"{f.recover_s:.1f}")
         # the hardware itself (and the EMS servers) come back after repair: minutes, not the
@@ -217,8 +220,9 @@ class FaultManager:
     def report(self, limit: int | None = None) -> list[dict]:
         """Reports of the recorded faults (the newest `limit` of them, if given)."""
         faults = self.faults[-limit:] if limit else self.faults
-        if not faults:
-            return []
+        return self._reports(faults) if faults else []
+
+    def _reports(self, faults: list) -> list[dict]:
         eng = self.eng
         h = eng.metrics.history
         hist = {k: np.array(h[k], dtype=float) for k in ("t", "goodput_tps", "slo_attainment")}
@@ -227,6 +231,17 @@ class FaultManager:
         struck = sorted(f.at_s for f in self.faults if f.at_s <= now + 1e-9)
         later = lambda at: next((x for x in struck if x > at + 1e-9), None)   # noqa: E731
         return [f.report(now, eng.scenario.interval_s, lost, hist, later(f.at_s)) for f in faults]
+
+    def freeze(self, f: Fault) -> None:
+        """Freeze a fault's numbers measured so far (`Fault.freeze`): called when service is
+        restored (before and during), and once the "after" window has passed."""
+        f.freeze(self._reports([f])[0])
+
+    def _restored(self, f: Fault):
+        """Service is back: freeze the report now, and its "after" once that window has passed."""
+        self.freeze(f)
+        yield self.eng.env.timeout(BEFORE_S + self.eng.scenario.interval_s)    # "after" <= BEFORE_S
+        self.freeze(f)
 
     def summary(self) -> dict:
         """Counts over every fault of the run (records dropped from the history included)."""

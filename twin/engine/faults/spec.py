@@ -49,7 +49,8 @@ def part_label(kind: str, *, article: bool = False, plural: bool = False) -> str
 
 
 FAULT_KEYS = ("kind", "target", "at_s", "duration_s", "factor", "period_s")
-MAX_RECORDS = 100  # closed faults kept with full records (assumption: a screenful of history)
+MAX_RECORDS = 200  # closed faults kept with full, frozen reports (assumption: a long demo's worth)
+MEASURES = ("goodput", "goodput_tps"), ("slo", "slo_attainment")   # report key, history series
 
 
 def defaults() -> dict:
@@ -110,6 +111,7 @@ class Fault:
     recomputed: int = 0
     nodes: tuple = ()
     note: str = ""
+    frozen: dict = field(default_factory=dict)   # before / during / after numbers once measured for good
 
     def report(self, now: float, interval_s: float, lost_ids: np.ndarray, history: dict,
                next_at: float | None = None) -> dict:
@@ -120,16 +122,26 @@ class Fault:
         lost = int(np.isin(self.affected, lost_ids).sum()) if len(lost_ids) else 0
         end = self.at_s + (self.recover_s if self.recover_s is not None else max(now - self.at_s, 0))
         before, during = fault_windows(self.at_s, end, interval_s, next_at)
+        after = (end, end + (before[1] - before[0]))          # as long as "before", from restoration
         t = history["t"]
         out = {"id": self.id, "target": self.target, "kind": self.kind, "at_s": self.at_s,
                "detect_s": self.detect_s, "recover_s": self.recover_s,
                "served_s": self.served_s if self.served_s is not None else self.recover_s,
                "requests_affected": len(self.affected), "requeued": self.requeued,
                "recomputed": self.recomputed, "lost": lost}
-        for key, series in (("goodput", "goodput_tps"), ("slo", "slo_attainment")):
-            out[f"{key}_before"] = mean_in(t, history[series], before)
-            out[f"{key}_during"] = mean_in(t, history[series], during)
-        return {**out, "active": self.active, "note": self.note}
+        for key, series in MEASURES:
+            for name, window in (("before", before), ("during", during), ("after", after)):
+                out[f"{key}_{name}"] = mean_in(t, history[series], window) if window[1] <= now + 1e-9 else None
+        return {**out, **self.frozen, "active": self.active, "note": self.note}
+
+    def freeze(self, report: dict) -> None:
+        """Keep the before / during / after numbers of `report` measured so far, for good: the
+        metrics history is a rolling window, and a fault's report must outlive it."""
+        for key, _series in MEASURES:
+            for name in ("before", "during", "after"):
+                k = f"{key}_{name}"
+                if report.get(k) is not None:
+                    self.frozen.setdefault(k, report[k])
 
 
 def check_spec(spec: dict, topo, now: float, fault_id: int = 1) -> Fault:
