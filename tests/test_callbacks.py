@@ -366,7 +366,8 @@ def test_traffic_and_cache_ticks(pages, twin_registry):
     assert size(tr) < 150_000
     tr2 = pages.traffic.tick(2, "shared", dict(tr["cursor"], v=-1))
     patch = tr2["matrix"].to_plotly_json()["operations"]
-    assert [op["location"] for op in patch] == [["data", 0, "z"], ["data", 0, "text"]]   # patched, not resent
+    assert [op["location"] for op in patch] == [["data", 0, "z"], ["data", 0, "text"],          # patched, not
+                                                ["layout", "yaxis", "autorange"]]             # resent; n00 on top
     assert len(patch[0]["params"]["value"]) == 48                        # log10 GB/s per node pair
     ca = pages.cache.tick(1, "shared", None)
     assert ca["kpis"][0] != "–" and size(ca) < 100_000
@@ -754,7 +755,8 @@ def test_overview_events_show_an_injected_fault_once(pages, dash_app):
     snap = SimpleNamespace(events=eng.snapshot().events)
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
         lines = [d.children[2].children for d in pages.overview._events(snap)]
-    assert [x for x in lines if x.startswith("#1 ")] == ["#1 L2 UB switch lost on sp2/l2-5"]
+    assert [x for x in lines if x.startswith("#1 ")] == ["#1 L2 UB switch lost on sp2/l2-5: traffic rerouted after 2.0 s",
+                                                         "#1 L2 UB switch lost on sp2/l2-5"]
     assert [x for x in lines if x.startswith("#2 ")] == ["#2 L1 UB switch lost on n20/l1-3 scheduled at 30 s"]
 
 
