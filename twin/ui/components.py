@@ -260,6 +260,10 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
         setup_row,
         html.Div([
             html.Div(id="ctl-msg", className="ctl-msg", role="status"),
+            html.Span(html.Button(_("Apply this link to the shared twin"), id="ctl-url-apply", n_clicks=0,
+                                  className="btn btn-small", title=_(
+                                      "Restart the shared twin, for everyone watching it, with the settings of "
+                                      "the link you opened")), id="ctl-url-confirm", style={"display": "none"}),
             html.Div(id="ctl-lock-note", className="lock-note"),
         ], className="ctl-feedback"),
         html.Details([
