@@ -31,6 +31,7 @@ from twin.engine import list_scenarios
 from twin.ui import components as C
 from twin.ui import eventtext
 from twin.ui import guard as G
+from twin.ui import runnable
 from twin.ui import teach
 from twin.ui import urlstate
 from twin.ui.errors import explain
@@ -226,8 +227,12 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
                 raise S.ControlError(f"seed: allowed a whole number {C.allowed('seed')}")
             if G.ident(scenario) is None or deployment not in ("", None) and G.ident(deployment) is None:
                 raise S.ControlError("scenario and deployment: allowed one of the names in their lists")
+            scenario, moved = runnable.fit(scenario, deployment)
             msg = tw.control("reset", {"scenario": scenario, "deployment": deployment or None,
                                        "trace": trace or None, "seed": seed}, **kw)
+            if moved:
+                dash.set_props("ctl-scenario", {"value": scenario})
+                msg = f"{moved}; {eventtext.said(msg)}"
         else:
             return no_update, no_update
     except S.ControlError as exc:
