@@ -30,10 +30,10 @@ def tag(kind: str) -> html.Span:
 def kpi(id_: str, label: str, unit: str = "", source: str = "sim", hint: str = "") -> html.Div:
     """A KPI card whose value lives in the element with id `id_` (updated by the page's tick)."""
     return html.Div([
-        html.Div([html.Span(_gloss(label), className="kpi-label"), tag(source)], className="kpi-head"),
+        html.Div([html.Span(_gloss(label), id=f"{id_}-label", className="kpi-label"), tag(source)], className="kpi-head"),
         html.Div([html.Span("–", id=id_, className="kpi-value"),
                   html.Span(unit, className="kpi-unit")], className="kpi-body"),
-        html.Div(hint, className="kpi-hint") if hint else None,
+        html.Div(hint, id=f"{id_}-hint", className="kpi-hint") if hint else None,
     ], className="kpi", title=hint or label)
 
 
