@@ -31,6 +31,7 @@ from twin.engine import list_scenarios
 from twin.ui import components as C
 from twin.ui import eventtext
 from twin.ui import guard as G
+from twin.ui import runnable
 from twin.ui import teach
 from twin.ui import urlstate
 from twin.ui.errors import explain
@@ -157,6 +158,7 @@ def serve_layout():
             _nav(),
             html.Div(id="ctl-status-twin", className="twin-badge"),
             dcc.Store(id="ctl-url-done", storage_type="session"),   # the query string last applied
+            dcc.Store(id="ctl-url-pending"),         # a link waiting for the instructor's confirm
             html.Span(dcc.Clipboard(id="ctl-link", title=_(
                 "Copy a link to this run: page, scenario, deployment, seed, speed, load, demo and language")), className="copy-link"),
             teach.tools(),
@@ -225,8 +227,12 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
                 raise S.ControlError(f"seed: allowed a whole number {C.allowed('seed')}")
             if G.ident(scenario) is None or deployment not in ("", None) and G.ident(deployment) is None:
                 raise S.ControlError("scenario and deployment: allowed one of the names in their lists")
+            scenario, moved = runnable.fit(scenario, deployment)
             msg = tw.control("reset", {"scenario": scenario, "deployment": deployment or None,
                                        "trace": trace or None, "seed": seed}, **kw)
+            if moved:
+                dash.set_props("ctl-scenario", {"value": scenario})
+                msg = f"{moved}; {eventtext.said(msg)}"
         else:
             return no_update, no_update
     except S.ControlError as exc:
@@ -235,29 +241,81 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
     return f"{eventtext.said(msg)} — {where}", "ctl-msg msg-ok"
 
 
+HIDDEN = {"display": "none"}
+
+
 @dash.callback(
-    *MSG, Output("ctl-url-done", "data"),
+    *MSG, Output("ctl-url-done", "data"), Output("ctl-twin", "data", allow_duplicate=True),
+    Output("ctl-url-confirm", "style"), Output("ctl-url-pending", "data"),
     inputs={"search": Input("url", "search"), "done": State("ctl-url-done", "data"),
             "choice": State("ctl-twin", "data"), "token": State("ctl-token", "data"),
             "viewer": State("ctl-viewer", "data"), "secret": State("ctl-secret", "data")},
     prevent_initial_call="initial_duplicate",
 )
 def on_url(search, done, choice, token, viewer, secret):
-    """A shared link: bring the viewed twin to the state its query names (twin.ui.urlstate), once
-    per query string, through the same commands as the control bar."""
+    """A shared link (twin.ui.urlstate), once per query string. A link must not reset the shared
+    twin under a whole room: it runs in this browser's own sandbox (the one this tab views, else a
+    new one with the link's settings, which the tab then views). The instructor's tab is asked first
+    (on_url_confirm) instead. A link naming what the shared twin already runs changes nothing."""
     search = G.text(search) or ""
     fields = urlstate.parse(search)
     if not fields or search == G.text(done):
-        return no_update, no_update, no_update
+        return (no_update,) * 6
+    reg = S.sessions()
     tw, _note = twin_for(choice)
+    who, addr = G.client(secret)
+    opened = None
+    if tw.owner is None or tw.owner != who:            # the shared twin, or someone else's sandbox
+        if tw.shared and not urlstate.differs(tw, fields):
+            return no_update, no_update, search, no_update, no_update, no_update
+        if tw.shared and G.unlocked(token):
+            return (_("This link would change the shared twin for everyone (%(what)s): apply it with the "
+                      "button, or ignore it to keep the shared twin as it runs.") % {"what": urlstate.summary(fields)},
+                    "ctl-msg msg-ok", search, no_update, {}, search)
+        try:
+            tw = opened = reg.open_sandbox(dict(vars(reg.shared().params)), client=who, addr=addr)
+        except S.ControlError as exc:
+            return (_("Link not applied: no private sandbox could open for it, and it would change the shared "
+                      "twin for everyone: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", search,
+                    no_update, no_update, no_update)
     try:
         done_msgs = urlstate.apply(tw, fields, **G.actor(viewer, token, secret))
     except S.ControlError as exc:
-        return _("Link not fully applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", search
-    where = _("applied to the shared twin") if tw.shared else _("applied to your sandbox")
+        if opened is not None:
+            reg.close(opened.key, who)
+        return (_("Link not fully applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", search,
+                no_update, no_update, no_update)
+    key = opened.key if opened is not None else no_update
     if not done_msgs:
-        return no_update, no_update, search
-    return _("From the link: %(what)s") % {"what": "; ".join(map(eventtext.said, done_msgs))} + f" — {where}", "ctl-msg msg-ok", search
+        return no_update, no_update, search, key, no_update, no_update
+    return _from_link(done_msgs, tw) + (search, key, no_update, no_update)
+
+
+def _from_link(done_msgs: list, tw) -> tuple[str, str]:
+    """The message line after a link was applied, naming the twin it changed."""
+    where = _("applied to the shared twin") if tw.shared else _("applied to your sandbox")
+    what = "; ".join(map(eventtext.said, done_msgs))
+    return _("From the link: %(what)s") % {"what": what} + f" — {where}", "ctl-msg msg-ok"
+
+
+@dash.callback(
+    *MSG, Output("ctl-url-confirm", "style", allow_duplicate=True),
+    Output("ctl-url-pending", "data", allow_duplicate=True),
+    inputs={"_click": Input("ctl-url-apply", "n_clicks"), "pending": State("ctl-url-pending", "data"),
+            "token": State("ctl-token", "data"), "viewer": State("ctl-viewer", "data"),
+            "secret": State("ctl-secret", "data")},
+    prevent_initial_call=True,
+)
+def on_url_confirm(_click, pending, token, viewer, secret):
+    """The instructor confirmed: apply the pending link to the shared twin (the lock still decides)."""
+    fields = urlstate.parse(G.text(pending) or "")
+    if not fields:
+        return no_update, no_update, HIDDEN, None
+    try:
+        done_msgs = urlstate.apply(S.sessions().shared(), fields, **G.actor(viewer, token, secret))
+    except S.ControlError as exc:
+        return _("Link not fully applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", HIDDEN, None
+    return _from_link(done_msgs, S.sessions().shared()) + (HIDDEN, None)
 
 
 @dash.callback(

@@ -9,6 +9,7 @@ from twin.ui import eventtext
 from twin.ui import figures as F
 from twin.ui import teach
 from twin.ui import theme as T
+from twin.ui import words as W
 from twin.ui.live import Tick, page_stores, page_tick
 from twin.ui import lang as Lg
 from twin.ui.lang import N_, _
@@ -19,18 +20,18 @@ P = "ov"
 
 # (element id suffix, label, unit, kpi key, formatter, hint)
 KPIS = (
-    ("in-tps", N_("Input tokens/s"), "tok/s", "input_tps", C.fmt, N_("prompt tokens processed per second (whole supernode)")),
+    ("in-tps", N_("Input tokens/s"), "tok/s", "input_tps", C.fmt, N_("prompt tokens processed per second (%(whole)s)")),
     ("out-tps", N_("Output tokens/s"), "tok/s", "output_tps", C.fmt, N_("generated tokens per second")),
-    ("in-npu", N_("Input per prefill NPU"), "tok/s", "input_tps_per_npu", C.fmt, N_("prefill throughput per NPU of the prefill pool")),
-    ("out-npu", N_("Output per decode NPU"), "tok/s", "output_tps_per_npu", C.fmt, N_("simulated; the paper's 1,943 is at batch 96 per NPU")),
+    ("in-npu", N_("Input per prefill %(chip)s"), "tok/s", "input_tps_per_npu", C.fmt, N_("prefill throughput per %(chip)s of the prefill pool")),
+    ("out-npu", N_("Output per decode %(chip)s"), "tok/s", "output_tps_per_npu", C.fmt, N_("generated tokens per second per %(chip)s of the decode pool")),
     ("ttft", N_("TTFT p50 / p99"), "s", None, None, N_("time to first token of recently finished requests")),
     ("tpot", N_("TPOT p50 / p99"), "ms", None, None, N_("time per output token of recently finished requests")),
     ("slo", N_("SLO attainment"), "%", "slo_attainment", C.pct, N_("completions meeting both TTFT and TPOT SLOs")),
     ("hit", N_("Cache hit ratio"), "%", "token_hit_ratio", C.pct, N_("EMS context cache: prompt tokens found in cache")),
     ("inflight", N_("Requests in flight"), "", "in_flight", C.fmt, N_("arrived, not finished")),
     ("queue", N_("Queued prefill / decode"), "", None, None, N_("requests waiting for a prefill batch / a decode slot")),
-    ("util-p", N_("Prefill NPU busy"), "%", "util_prefill", C.pct, N_("busy fraction of the prefill pool")),
-    ("util-d", N_("Decode NPU busy"), "%", "util_decode", C.pct, N_("share of time a decode step runs, whatever its batch")),
+    ("util-p", N_("Prefill %(chip)s busy"), "%", "util_prefill", C.pct, N_("busy fraction of the prefill pool")),
+    ("util-d", N_("Decode %(chip)s busy"), "%", "util_decode", C.pct, N_("share of time a decode step runs, whatever its batch")),
     ("useful", N_("Decode useful work"), "%", "decode_useful", C.pct, None),
 )
 
@@ -60,32 +61,39 @@ def _useful_card(label: str) -> html.Div:
     """Decode useful work: simulated tokens/s per decode NPU against the model's capacity at the
     deployment's operating point, so both tags show; its hint line is filled live."""
     return html.Div([
-        html.Div([html.Span(label, className="kpi-label"), html.Span([C.tag("sim"), " / ", C.tag("model")], style={"whiteSpace": "nowrap"})],
+        html.Div([html.Span(label, id=f"{P}-useful-label", className="kpi-label"), html.Span([C.tag("sim"), " / ", C.tag("model")], style={"whiteSpace": "nowrap"})],
                  className="kpi-head"),
         html.Div([html.Span("–", id=f"{P}-useful", className="kpi-value"), html.Span("%", className="kpi-unit")],
                  className="kpi-body"),
         html.Div("", id=f"{P}-useful-hint", className="kpi-hint"),
-    ], className="kpi", title=_("Decode useful work: simulated output tokens/s per decode NPU divided by the "
+    ], className="kpi", title=_("Decode useful work: simulated output tokens/s per decode chip divided by the "
                                 "model's tokens/s per NPU at the deployment's operating point (its batch cap, "
                                 "4K context), a healthy fabric"))
 
 
-def useful_hint(k: dict) -> str:
-    """The useful-work card's hint: simulated vs model tok/s per NPU, and the batch now."""
-    return (_("%(sim)s of %(cap)s tok/s per NPU (model, operating point) · batch now %(batch)s per NPU, "
+def useful_hint(k: dict, w: dict) -> str:
+    """The useful-work card's hint: simulated vs model tok/s per chip, and the batch now."""
+    return (_("%(sim)s of %(cap)s tok/s per %(chip)s (model, operating point) · batch now %(batch)s per %(chip)s, "
               "model %(now)s tok/s") % {"sim": C.fmt(k.get("output_tps_per_npu")), "cap": C.fmt(k.get("decode_op_tps_per_npu")),
-                                       "batch": C.fmt(k.get("decode_batch_per_npu")), "now": C.fmt(k.get("decode_model_tps_per_npu"))})
+                                       "batch": C.fmt(k.get("decode_batch_per_npu")),
+                                       "now": C.fmt(k.get("decode_model_tps_per_npu")), "chip": w["chip"]})
+
+
+def _labels(w: dict) -> tuple[list, list]:
+    """Every card's label and hint in the words of the system shown (twin.ui.words)."""
+    return ([teach.glossed(_(label) % w) for _sfx, label, *_r in KPIS],
+            [_(hint) % w if hint else "" for *_r, hint in KPIS])
 
 
 def layout(**_kwargs):
-    cards = [_useful_card(_(label)) if sfx == "useful" else C.kpi(f"{P}-{sfx}", _(label), unit, source="sim", hint=_(hint))
-             for sfx, label, unit, *_r, hint in KPIS]
+    labels, hints = _labels(W.words(None))      # neutral words until the first tick names the system
+    cards = [_useful_card(label) if sfx == "useful" else C.kpi(f"{P}-{sfx}", label, unit, source="sim", hint=hint)
+             for (sfx, _l, unit, *_r), label, hint in zip(KPIS, labels, hints)]
     charts = [html.Div(C.graph(f"{P}-{name}-chart", F.empty_figure(spec.title), 230), className="chart")
               for name, spec in CHARTS.items()]
     return html.Div([
         *page_stores(P),
-        C.page_header(_("Overview"), _("The twin serving DeepSeek-R1 live: throughput, latency, cache and load. "
-                                        "Every number here is simulated by the running engine."),
+        C.page_header(_("Overview"), html.Span(_lede(W.words(None)), id=f"{P}-lede"),
                       html.Div(id=f"{P}-scenario", className="scenario-line")),
         teach.intro(**_kwargs),
         html.Div(cards, className="kpi-grid"),
@@ -117,6 +125,10 @@ def _events(snap) -> list:
 @page_tick(P, {
     "kpis": [Output(f"{P}-{sfx}", "children") for sfx, *_ in KPIS],
     "useful": Output(f"{P}-useful-hint", "children"),
+    "labels": [Output(f"{P}-{sfx}-label" if sfx != "useful" else f"{P}-useful-label", "children") for sfx, *_ in KPIS],
+    "hints": [Output(f"{P}-{sfx}-hint", "children") for sfx, *_ in KPIS if sfx != "useful"],
+    "intro": [Output(f"teach-intro-{part}", "children") for part in teach.INTRO_SYSTEM],
+    "lede": Output(f"{P}-lede", "children"),
     "figs": [Output(f"{P}-{name}-chart", "figure") for name in CHARTS],
     "exts": [Output(f"{P}-{name}-chart", "extendData") for name in CHARTS],
     "events": Output(f"{P}-events", "children"),
@@ -132,5 +144,16 @@ def tick(t: Tick) -> dict:
         "scenario": snap.scenario, "deployment": snap.deployment, "system": Lg.system_title(snap.system), "seed": snap.seed}
             if t.mode == "full" else no_update)
     k = getattr(snap, "kpis", {}) or {}
-    return {"kpis": _kpi_values(k), "useful": useful_hint(k), "figs": list(figs), "exts": list(exts),
-            "events": _events(snap), "scenario": scen}
+    w = W.words(snap.system)
+    out = {"kpis": _kpi_values(k), "useful": useful_hint(k, w), "figs": list(figs), "exts": list(exts),
+           "events": _events(snap), "scenario": scen}
+    if t.mode == "full":              # the system may have changed: every word that names it
+        labels, hints = _labels(w)
+        out.update(labels=labels, hints=[h for (sfx, *_r), h in zip(KPIS, hints) if sfx != "useful"],
+                   intro=teach.intro_system(snap.system, snap.deployment), lede=_lede(w))
+    return out
+
+
+def _lede(w: dict) -> str:
+    return _("The twin serving DeepSeek-R1 live on a %(system)s: throughput, latency, cache and load. Every "
+             "number here is simulated by the running engine.") % w

@@ -9,6 +9,7 @@ from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import tradeoffs as TO
 from twin.ui import figures as F
+from twin.ui import words as W
 from twin.ui.live import Tick, page_stores, page_tick, twin_for
 from twin.ui import lang as Lg
 from twin.ui.lang import N_, _
@@ -25,10 +26,10 @@ def layout(**_kwargs):
     return html.Div([
         *page_stores(P),
         dcc.Store(id=f"{P}-dep"),
-        C.page_header(_("Throughput vs latency"), _("A bigger decode batch gives more tokens per second per NPU "
+        C.page_header(_("Throughput vs latency"), _("A bigger decode batch gives more tokens per second per chip "
                                                     "but a slower token for each user. The curve comes from the "
-                                                    "calibrated perf model; the stars are the paper's measurements; "
-                                                    "the pink dot is the running twin.")),
+                                                    "calibrated perf model; the stars, where drawn, are published "
+                                                    "measurements of the system shown; the pink dot is the running twin.")),
         html.Div([
             C.panel(C.graph(f"{P}-fig", F.empty_figure("", height=520), 520), _("Decode throughput vs TPOT"), "model",
                     extra=html.Span([C.tag("paper"), C.tag("sim"),
@@ -58,18 +59,18 @@ def layout(**_kwargs):
 
 
 def _answer(dep: str, slo: float, kv: int) -> list:
-    best = TO.best_for_slo(dep, float(slo), int(kv))
+    best, w = TO.best_for_slo(dep, float(slo), int(kv)), W.words(dep)
     if not best["batch_per_npu"]:
         return [html.Div(_("No batch meets %(slo)s ms at %(kv)sK context on %(dep)s.") % {
             "slo": f"{slo:g}", "kv": kv // 1024, "dep": dep}, className="msg-error")]
     return [
-        html.Div([html.Span(_("largest batch per NPU"), className="k"),
+        html.Div([html.Span(_("largest batch per %(chip)s") % w, className="k"),
                   html.Div(f"{best['batch_per_npu']}", className="big")]),
         html.Div([html.Span(_("throughput"), className="k"),
-                  html.Div(_("%(tps)s tok/s per NPU") % {"tps": f"{best['tokens_per_s_per_npu']:,.0f}"},
+                  html.Div(_("%(tps)s tok/s per %(chip)s") % {"tps": f"{best['tokens_per_s_per_npu']:,.0f}", **w},
                            className="big")]),
-        html.Div(_("TPOT at that batch: %(tpot)s ms · KV cache fits up to %(kv)s per NPU · deployment %(dep)s") % {
-            "tpot": f"{best['tpot_ms']:.1f}", "kv": best["kv_limit_batch_per_npu"], "dep": dep}, className="hint"),
+        html.Div(_("TPOT at that batch: %(tpot)s ms · KV cache fits up to %(kv)s per %(chip)s · deployment %(dep)s") % {
+            "tpot": f"{best['tpot_ms']:.1f}", "kv": best["kv_limit_batch_per_npu"], "dep": dep, **w}, className="hint"),
     ]
 
 

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from dash import no_update
 
+from twin import session as S
 from twin.ui import urlstate as U
 
 from test_callbacks import triggered, wait_until
 
+SECRET = "A" * 32
 
-def _open(dash_app, search, done=None):
-    return triggered(dash_app.on_url, "url.search", search, done, "shared", None, "v1", "A" * 32)
+
+def _open(dash_app, search, done=None, choice="shared", token=None):
+    """on_url as Dash calls it: (message, class, query applied, twin viewed, confirm style, pending link)."""
+    return triggered(dash_app.on_url, "url.search", search, done, choice, token, "v1", SECRET)
 
 
 def test_parse_keeps_the_run_fields_only():
@@ -19,17 +23,60 @@ def test_parse_keeps_the_run_fields_only():
     assert U.parse("") == {} and U.parse(None) == {} and U.parse(["?seed=1"]) == {}
 
 
-def test_a_link_sets_scenario_speed_and_load_through_the_control_path(dash_app, twin_registry):
-    tw = twin_registry.shared()
-    msg, cls, done = _open(dash_app, "?scenario=bursty-chat&seed=7&speed=50&load=120&lang=zh")
-    assert "msg-ok" in cls and done == "?scenario=bursty-chat&seed=7&speed=50&load=120&lang=zh", msg
-    assert msg.startswith("From the link: reset: scenario bursty-chat, seed 7, load 120% of capacity; speed 50x")
-    assert wait_until(lambda: tw.run == 1)
+def test_a_link_opens_in_a_private_sandbox_and_leaves_the_shared_twin(dash_app, twin_registry):
+    shared = twin_registry.shared()
+    search = "?scenario=bursty-chat&seed=7&speed=50&load=120&lang=zh"
+    msg, cls, done, key, _style, _pending = _open(dash_app, search)
+    assert "msg-ok" in cls and done == search and key.startswith("sb-"), msg
+    assert "From the link: " in msg and "scenario bursty-chat, seed 7, load 120% of capacity" in msg
+    assert msg.endswith("— applied to your sandbox")
+    tw = twin_registry.get(key)
+    assert tw.owner == S.client_id(SECRET, None)
+    assert wait_until(lambda: tw.params.scenario == "bursty-chat")
     assert (tw.params.scenario, tw.params.seed, tw.params.load, tw.speed) == ("bursty-chat", 7, 1.2, 50.0)
     assert wait_until(lambda: abs(tw._engine.source.rate - 1.2 * tw._engine.capacity_rps()) < 1e-9)
-    assert _open(dash_app, "?scenario=bursty-chat&seed=7&speed=50&load=120&lang=zh", done) == (no_update,) * 3
-    msg, _, _ = _open(dash_app, "?scenario=bursty-chat&seed=7&speed=20")      # same run: no restart
-    assert msg.startswith("From the link: speed 20x") and tw.run == 1
+    assert (shared.run, shared.params.scenario, shared.speed) == (0, "default", 1.0)      # nobody else moved
+    assert _open(dash_app, search, done, choice=key) == (no_update,) * 6
+    run = tw.run
+    msg, *_ = _open(dash_app, "?scenario=bursty-chat&seed=7&speed=20", choice=key)   # in its sandbox: no new one
+    assert msg.startswith("From the link: speed 20x") and tw.run == run and twin_registry.sandboxes() == [key]
+
+
+def test_a_link_to_what_the_shared_twin_runs_opens_nothing(dash_app, twin_registry):
+    twin_registry.shared()
+    assert _open(dash_app, "?scenario=default&seed=0&speed=1")[1:] == (no_update, "?scenario=default&seed=0&speed=1",
+                                                                       no_update, no_update, no_update)
+    assert twin_registry.sandboxes() == []
+
+
+def test_a_link_with_no_sandbox_free_applies_nothing(dash_app, twin_registry):
+    shared = twin_registry.shared()
+    for who in ("other-1", "other-2"):                 # the fixture allows 2 sandboxes in all
+        twin_registry.open_sandbox(client=who)
+    msg, cls, done, key, _style, _pending = _open(dash_app, "?scenario=bursty-chat&seed=7")
+    assert "msg-error" in cls and key is no_update and done == "?scenario=bursty-chat&seed=7"
+    assert msg.startswith("Link not applied: no private sandbox could open for it") and "private sandboxes are in use" in msg
+    assert (shared.run, shared.params.scenario) == (0, "default") and len(twin_registry.sandboxes()) == 2
+
+
+def test_a_link_changes_the_shared_twin_only_when_the_instructor_confirms(dash_app):
+    reg = S.configure(wall_dt=0.05, max_sandboxes=2, token="s3cret")
+    try:
+        shared = reg.shared()
+        token = {"credential": reg.unlock("s3cret", "c1", None), "ok": True}
+        search = "?scenario=bursty-chat&seed=7&speed=50"
+        msg, cls, done, key, style, pending = _open(dash_app, search, token=token)
+        assert key is no_update and pending == search and style == {} and done == search
+        assert "change the shared twin for everyone" in msg and "scenario bursty-chat" in msg
+        assert reg.sandboxes() == [] and shared.run == 0 and shared.speed == 1.0
+        msg, cls, style, pending = triggered(dash_app.on_url_confirm, "ctl-url-apply.n_clicks", 1, search, token,
+                                             "v1", SECRET)
+        assert "msg-ok" in cls and msg.endswith("— applied to the shared twin") and style == {"display": "none"}
+        assert wait_until(lambda: shared.run == 1) and shared.params.scenario == "bursty-chat" and shared.speed == 50.0
+        msg, cls, *_ = triggered(dash_app.on_url_confirm, "ctl-url-apply.n_clicks", 2, search, None, "v1", SECRET)
+        assert "msg-error" in cls and "locked by the instructor" in msg          # no credential: refused
+    finally:
+        reg.shutdown()
 
 
 def test_a_bad_link_value_gives_a_message_and_leaves_the_twin(dash_app, twin_registry):
@@ -41,9 +88,9 @@ def test_a_bad_link_value_gives_a_message_and_leaves_the_twin(dash_app, twin_reg
                         ("?load=lots", "load = 'lots': allowed a number"),
                         ("?demo=/etc/passwd", "not a demo"),
                         ("?load=90", "trace replays its own arrival times")):
-        msg, cls, _ = _open(dash_app, search)
+        msg, cls, *_ = _open(dash_app, search)
         assert "msg-error" in cls and msg.startswith("Link not fully applied: ") and why in msg, msg
-    assert tw.run == 1 and tw.speed == 1.0
+    assert tw.run == 1 and tw.speed == 1.0 and twin_registry.sandboxes() == []   # a refused link keeps no sandbox
 
 
 def test_copy_link_captures_the_current_run(dash_app, twin_registry):

@@ -30,10 +30,10 @@ def tag(kind: str) -> html.Span:
 def kpi(id_: str, label: str, unit: str = "", source: str = "sim", hint: str = "") -> html.Div:
     """A KPI card whose value lives in the element with id `id_` (updated by the page's tick)."""
     return html.Div([
-        html.Div([html.Span(_gloss(label), className="kpi-label"), tag(source)], className="kpi-head"),
+        html.Div([html.Span(_gloss(label), id=f"{id_}-label", className="kpi-label"), tag(source)], className="kpi-head"),
         html.Div([html.Span("–", id=id_, className="kpi-value"),
                   html.Span(unit, className="kpi-unit")], className="kpi-body"),
-        html.Div(hint, className="kpi-hint") if hint else None,
+        html.Div(hint, id=f"{id_}-hint", className="kpi-hint") if hint else None,
     ], className="kpi", title=hint or label)
 
 
@@ -260,6 +260,10 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
         setup_row,
         html.Div([
             html.Div(id="ctl-msg", className="ctl-msg", role="status"),
+            html.Span(html.Button(_("Apply this link to the shared twin"), id="ctl-url-apply", n_clicks=0,
+                                  className="btn btn-small", title=_(
+                                      "Restart the shared twin, for everyone watching it, with the settings of "
+                                      "the link you opened")), id="ctl-url-confirm", style={"display": "none"}),
             html.Div(id="ctl-lock-note", className="lock-note"),
         ], className="ctl-feedback"),
         html.Details([

@@ -18,6 +18,7 @@ import flask
 from dash import Input, Output, State, clientside_callback, dcc, html
 
 from twin import i18n as I
+from twin.i18n import N_
 from twin import lessons as L
 
 from . import guard as G
@@ -208,6 +209,27 @@ def glossed(text: str) -> list:
 
 # ---- first screen ---------------------------------------------------------------------------
 
+# The intro's two sentences about the machine (ids teach-intro-system, -serving): drawn for the
+# CloudMatrix384 the shared twin runs; the Overview's tick rewrites them for the system the viewed
+# twin runs (`intro_system`), so a GPU cluster is not introduced as Huawei's supernode.
+INTRO_SYSTEM = ("system", "serving")
+INTRO_SUPERNODE = (
+    N_("CloudMatrix384 is Huawei's AI supernode: 384 Ascend NPUs and 192 CPUs joined by one flat, fast network "
+       "(UB), so they work like one large computer."),
+    N_("It is serving DeepSeek-R1, a 671-billion-parameter mixture-of-experts model, the way the CloudMatrix-Infer "
+       "paper does: prompts on prefill NPUs, answers on decode NPUs, a shared cache (EMS) in CPU memory."))
+
+
+def intro_system(info, deployment: str) -> list[str]:
+    """The intro's sentences about the machine for system `info` (a snapshot's SystemInfo)."""
+    from .lang import _, system_title       # here: lang imports this module
+    if info.supernode:
+        return [_(t) for t in INTRO_SUPERNODE]
+    return [_("This twin runs a GPU cluster: %(title)s.") % {"title": system_title(info)},
+            _("It is serving DeepSeek-R1 as deployment %(dep)s describes: answers on decode GPUs; requests "
+              "travel between servers over RDMA, not over one flat network.") % {"dep": deployment}]
+
+
 def intro(**kwargs) -> html.Details:
     """A short 'what is this' for the Overview page: the supernode, the model, what runs, what to try."""
     lang, _msg = page_lang(kwargs.get("lang"))
@@ -221,11 +243,8 @@ def intro(**kwargs) -> html.Details:
         html.Summary(_("What am I looking at?"), className="summary-title"),
         html.Div([
             html.Div([
-                html.P(_("CloudMatrix384 is Huawei's AI supernode: 384 Ascend NPUs and 192 CPUs joined by one "
-                         "flat, fast network (UB), so they work like one large computer.")),
-                html.P(_("It is serving DeepSeek-R1, a 671-billion-parameter mixture-of-experts model, the way "
-                         "the CloudMatrix-Infer paper does: prompts on prefill NPUs, answers on decode NPUs, "
-                         "a shared cache (EMS) in CPU memory.")),
+                html.P(_(INTRO_SUPERNODE[0]), id="teach-intro-system"),
+                html.P(_(INTRO_SUPERNODE[1]), id="teach-intro-serving"),
                 html.P(_("What runs here is a simulation of that machine, far faster than real time: every number "
                          "below is measured in the running twin. The bar at the top shows the scenario and lets "
                          "you pause, speed up or change it.")),

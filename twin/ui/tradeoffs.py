@@ -5,14 +5,17 @@ import csv
 import io
 from functools import lru_cache
 
+from twin.config import catalog
 from twin.perf import PerfModel
 
 from . import theme
 from .figures import r4
 from .lang import N_, _
+from .words import words
 
-# ref 4 (CloudMatrix-Infer) decode rows: (TPOT ms, tokens/s per NPU, label)
+# ref 4 (CloudMatrix-Infer) decode rows: (TPOT ms, tokens/s per NPU, label), measured on PAPER_SYSTEM only
 PAPER_POINTS = ((49.4, 1943.0, N_("batch 96")), (14.9, 538.0, N_("batch 8")))
+PAPER_SYSTEM = "cloudmatrix384"
 BATCHES = (1, 2, 4, 6, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 128, 144, 160,
            192, 224, 256)
 KV_CHOICES = (1024, 2048, 4096, 8192, 16384, 32768)
@@ -41,6 +44,12 @@ def operating_batch(deployment: str) -> float:
     return pm.dep.decode.batch_per_die * pm.dies_per_npu
 
 
+def paper_points(deployment: str) -> tuple:
+    """The published points measured on the deployment's own system (none for another system: the
+    paper's stars on an H800 curve would compare two machines as if they were one)."""
+    return PAPER_POINTS if catalog().deployments[deployment].system == PAPER_SYSTEM else ()
+
+
 def default_slo(deployment: str) -> float:
     return float(PerfModel(deployment).dep.tpot_slo_ms or 50)
 
@@ -53,46 +62,50 @@ def figure(deployment: str, kv_len: int, slo_ms: float, trail: tuple[list, list]
     if fit and over:
         over = [fit[-1]] + over
     best = best_for_slo(deployment, slo_ms, kv_len)
+    w, paper = words(deployment), paper_points(deployment)
+    per = _("tok/s per %(chip)s") % w
     data = [
-        {"type": "scatter", "mode": "lines+markers", "name": _("model: batch per NPU"),
+        {"type": "scatter", "mode": "lines+markers", "name": _("model: batch per %(chip)s") % w,
          "x": [r4(p["tpot_ms"]) for p in fit], "y": [r4(p["tokens_per_s_per_npu"]) for p in fit],
          "text": [f"batch {p['batch_per_npu']}" for p in fit],
          "line": {"color": theme.BLUE, "width": 3}, "marker": {"size": 6},
-         "hovertemplate": "%{text}<br>TPOT %{x:.1f} ms<br>%{y:.0f} tok/s/NPU<extra>model</extra>"},
+         "hovertemplate": f"%{{text}}<br>TPOT %{{x:.1f}} ms<br>%{{y:.0f}} {per}<extra>model</extra>"},
         {"type": "scatter", "mode": "lines+markers", "name": _("model: exceeds KV cache"),
          "x": [r4(p["tpot_ms"]) for p in over], "y": [r4(p["tokens_per_s_per_npu"]) for p in over],
          "text": [f"batch {p['batch_per_npu']}" for p in over],
          "line": {"color": theme.MUTED, "width": 2, "dash": "dot"}, "marker": {"size": 5},
-         "hovertemplate": "%{text} (KV does not fit)<br>TPOT %{x:.1f} ms<br>%{y:.0f} tok/s/NPU<extra></extra>"},
-        {"type": "scatter", "mode": "markers+text", "name": _("paper (ref 4)"),
-         "x": [p[0] for p in PAPER_POINTS], "y": [p[1] for p in PAPER_POINTS],
+         "hovertemplate": f"%{{text}} (KV does not fit)<br>TPOT %{{x:.1f}} ms<br>%{{y:.0f}} {per}<extra></extra>"},
+        {"type": "scatter", "mode": "markers", "name": _("paper (ref 4)"),    # labels on hover: none covers the live point
+         "x": [p[0] for p in paper], "y": [p[1] for p in paper],
          "text": [_("paper, %(label)s: %(ms)s ms, %(tps)s") % {"label": _(p[2]), "ms": p[0], "tps": f"{p[1]:,.0f}"}
-                  for p in PAPER_POINTS],
-         "textposition": ["top left", "bottom right"], "textfont": {"color": theme.ORANGE, "size": 12},
+                  for p in paper], "showlegend": bool(paper),
          "marker": {"symbol": "star", "size": 18, "color": theme.ORANGE, "line": {"color": "#fff", "width": 1}},
          "hovertemplate": "%{text}<extra>paper</extra>"},
         {"type": "scatter", "mode": "markers", "name": _("largest batch within %(slo)s ms") % {"slo": f"{slo_ms:g}"},
          "x": [r4(best["tpot_ms"])] if best["tpot_ms"] else [],
          "y": [r4(best["tokens_per_s_per_npu"])] if best["tpot_ms"] else [],
          "marker": {"symbol": "diamond", "size": 16, "color": theme.GREEN, "line": {"color": "#fff", "width": 1}},
-         "hovertemplate": f"batch {best['batch_per_npu']}<br>TPOT %{{x:.1f}} ms<br>%{{y:.0f}} tok/s/NPU<extra>model</extra>"},
+         "hovertemplate": f"batch {best['batch_per_npu']}<br>TPOT %{{x:.1f}} ms<br>%{{y:.0f}} {per}<extra>model</extra>"},
         {"type": "scatter", "mode": "lines", "name": _("live (recent)"), "x": trail[0], "y": trail[1],
          "line": {"color": theme.PINK, "width": 1.5}, "opacity": 0.6, "hoverinfo": "skip"},
         {"type": "scatter", "mode": "markers", "name": _("live operating point"),
          "x": trail[0][-1:], "y": trail[1][-1:],
          "marker": {"size": 16, "color": theme.PINK, "line": {"color": "#fff", "width": 2}},
-         "hovertemplate": "now: TPOT %{x:.1f} ms<br>%{y:.0f} tok/s/NPU<extra>simulated</extra>"},
+         "hovertemplate": f"now: TPOT %{{x:.1f}} ms<br>%{{y:.0f}} {per}<extra>simulated</extra>"},
     ]
     layout = theme.base_layout(
         height=height, hovermode="closest",
         xaxis={"title": {"text": _("TPOT (ms per output token)")}, "rangemode": "tozero"},
-        yaxis={"title": {"text": _("decode throughput (tokens/s per NPU)")}},
+        yaxis={"title": {"text": _("decode throughput (tokens/s per %(chip)s)") % w}},
         legend={"orientation": "v", "x": 0.99, "xanchor": "right", "y": 0.02, "yanchor": "bottom",
                 "bgcolor": "rgba(22,32,46,0.85)"},
         shapes=[{"type": "line", "x0": slo_ms, "x1": slo_ms, "yref": "paper", "y0": 0, "y1": 1,
                  "line": {"color": theme.GREEN, "dash": "dash", "width": 2}}],
         annotations=[{"x": slo_ms, "yref": "paper", "y": 1.0, "text": f"SLO {slo_ms:g} ms", "showarrow": False,
-                      "xanchor": "left", "yanchor": "top", "font": {"color": theme.GREEN}}],
+                      "xanchor": "left", "yanchor": "top", "font": {"color": theme.GREEN}}] + ([] if paper else [
+            {"xref": "paper", "x": 0.0, "yref": "paper", "y": 1.06, "showarrow": False, "xanchor": "left",
+             "font": {"color": theme.MUTED}, "text": _("No published reference points for %(system)s: the paper's "
+                                                       "are CloudMatrix384's") % {"system": catalog().deployments[deployment].system}}]),
     )
     return {"data": data, "layout": layout}
 
@@ -123,7 +136,7 @@ def csv_text(deployment: str, kv_len: int, slo_ms: float, trail: tuple[list, lis
     if best["tpot_ms"]:
         w.writerow(("model", f"largest batch within {slo_ms:g} ms", deployment, kv_len, best["batch_per_npu"],
                     f"{best['tpot_ms']:.4f}", f"{best['tokens_per_s_per_npu']:.2f}", True))
-    for tpot, tps, label in PAPER_POINTS:
+    for tpot, tps, label in paper_points(deployment):
         w.writerow(("paper", f"ref 4, {label}", "", 4096, label.split()[-1], tpot, tps, ""))
     for x, y in zip(*trail):
         w.writerow(("simulated", "live (recent)", deployment, "", "", x, y, ""))

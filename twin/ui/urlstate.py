@@ -50,6 +50,21 @@ def apply(tw, fields: dict, **who) -> list[str]:
     return done
 
 
+def differs(tw, fields: dict) -> bool:
+    """Whether `apply` would change twin `tw`: a link copied from the run it shows changes nothing,
+    so it needs neither a sandbox nor a confirm."""
+    p, speed = tw.params, tw.speed
+    now = {"scenario": p.scenario, "deployment": p.deployment or "", "seed": str(p.seed), "demo": demo_name(p.faults),
+           "speed": speed if speed == "max" else f"{float(speed):g}",
+           "load": "" if p.load is None else f"{p.load * 100:g}"}
+    return any(str(v) != str(now[k] or "") for k, v in fields.items())
+
+
+def summary(fields: dict) -> str:
+    """A link's fields as one line ("scenario bursty-chat, seed 7, speed 50"), in KEYS order."""
+    return ", ".join(f"{k} {fields[k]}" for k in KEYS if k in fields)
+
+
 def link(base: str, path: str, tw, lang: str | None = None) -> str:
     """A URL that reproduces twin `tw`'s run on page `path` (base: scheme and host)."""
     p, st = tw.params, tw.status()

@@ -1,0 +1,31 @@
+"""Which scenario a deployment can run on. A scenario with the full pipeline needs a prefill pool;
+some catalog deployments have none (DeepSeek's H800 rows model the decode unit, prefill is
+predicted on its own), so choosing one on the default scenario would only earn a refusal. The
+control bar moves such a choice to a scenario that runs it, and says so."""
+from __future__ import annotations
+
+from twin.config import catalog
+from twin.engine import list_scenarios
+from twin.engine.scenario import load_scenario
+
+from .lang import _
+
+
+def fit(scenario: str, deployment: str | None) -> tuple[str, str | None]:
+    """(the scenario to run, a note saying why it changed, or None when `scenario` runs as chosen).
+    Unknown names pass through unchanged: the reset names what is wrong with them."""
+    dep = catalog().deployments.get(deployment or "")
+    if dep is None or dep.prefill.instances > 0 or _pipeline(scenario) != "full":
+        return scenario, None
+    other = next((s["name"] for s in list_scenarios() if _pipeline(s["name"]) == "decode_only"), None)
+    if other is None:
+        return scenario, None
+    return other, _("%(dep)s has no prefill pool: switched to scenario %(scenario)s") % {
+        "dep": deployment, "scenario": other}
+
+
+def _pipeline(scenario: str) -> str | None:
+    try:
+        return load_scenario(scenario).pipeline
+    except ValueError:
+        return None
