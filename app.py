@@ -249,7 +249,7 @@ HIDDEN = {"display": "none"}
     Output("ctl-url-confirm", "style"), Output("ctl-url-pending", "data"),
     inputs={"search": Input("url", "search"), "done": State("ctl-url-done", "data"),
             "choice": State("ctl-twin", "data"), "token": State("ctl-token", "data"),
-            "viewer": State("ctl-viewer", "data"), "secret": State("ctl-secret", "data")},
+            "viewer": State("ctl-viewer", "data"), "secret": Input("ctl-secret", "data")},
     prevent_initial_call="initial_duplicate",
 )
 def on_url(search, done, choice, token, viewer, secret):
@@ -264,6 +264,8 @@ def on_url(search, done, choice, token, viewer, secret):
     reg = S.sessions()
     tw, _note = twin_for(choice)
     who, addr = G.client(secret)
+    if not who.startswith("s-"):          # the browser's secret is not in its store yet: wait for it
+        return (no_update,) * 6           # (a sandbox must belong to the secret its later clicks send)
     opened = None
     if tw.owner is None or tw.owner != who:            # the shared twin, or someone else's sandbox
         if tw.shared and not urlstate.differs(tw, fields):

@@ -62,7 +62,7 @@ def live_server(dash_app):
 
     from twin import session as S
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    reg = S.configure(max_sandboxes=2, token=None)
+    reg = S.configure(max_sandboxes=4, per_address=4, token=None)     # every browser here is 127.0.0.1
     reg.shared()
     srv = make_server("127.0.0.1", _free_port(), dash_app.server, threaded=True)
     th = threading.Thread(target=srv.serve_forever, name="e2e-server", daemon=True)
@@ -100,6 +100,8 @@ def browser_page(chromium, live_server):
     pg.set_default_timeout(15_000)
     yield pg
     ctx.close()
+    for key in reg.sandboxes():     # a test's sandboxes (links open one) end with it
+        reg.close(key, reg.get(key).owner)
 
 
 @pytest.fixture(scope="session")
