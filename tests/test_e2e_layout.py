@@ -21,7 +21,7 @@ SLACK_PX = 2        # line boxes of adjacent lines may share a pixel or two (fon
 # where no scroll container holds it, plus the body's scroll width.
 MEASURE = """(slack) => {
   const vw = document.documentElement.clientWidth;
-  const drawnElsewhere = el => el.closest('svg, canvas, .js-plotly-plot, #topo-cy, #fl-topo-cy, .info-tip, .nav-menu');
+  const drawnElsewhere = el => el.closest('svg, canvas, .js-plotly-plot, #topo-cy, #fl-topo-cy, .info-tip');
   const shown = el => { for (let e = el, prev = null; e; prev = e, e = e.parentElement) { const s = getComputedStyle(e);
       if (s.display === 'none' || s.visibility === 'hidden' || s.opacity === '0') return false;
       if (e.tagName === 'DETAILS' && !e.open && prev && prev.tagName !== 'SUMMARY') return false; } return true; };
