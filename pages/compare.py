@@ -116,8 +116,10 @@ def workload_line(d: dict) -> str:
 def inputs_table(d: dict) -> html.Div:
     """The power and price per chip behind the per-kW and $ figures, each with its source."""
     rows = [html.Tr([html.Td(s["deployment"]), html.Td(s["chip"]), html.Td(s["precision"]),
-                     html.Td(f"{s['chip_power_kw']:g}", className="num"), html.Td(s["chip_power_source"]),
-                     html.Td(f"{s['usd_per_chip_hour']:.2f}", className="num"), html.Td(s["usd_per_chip_hour_source"])])
+                     html.Td(f"{s['chip_power_kw']:g}", className="num"),
+                     html.Td(s["chip_power_source"], className="i18n-skip"),      # citations, as written
+                     html.Td(f"{s['usd_per_chip_hour']:.2f}", className="num"),
+                     html.Td(s["usd_per_chip_hour_source"], className="i18n-skip")])
             for s in d["systems"]]
     head = [_("system"), _("chip"), _("precision"), _("kW per chip"), _("source"), _("$ per chip-hour"), _("source")]
     return html.Div(html.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)], className="tbl",
