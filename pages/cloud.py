@@ -17,7 +17,7 @@ from twin import jobs as JP
 from twin import session as S
 from twin.cloud import live as CL
 from twin.cloud.copool import POLICIES, Params, load_params
-from twin.cloud.cost import Prices, comparison, comparison_cost_s, load_prices, priced
+from twin.cloud.cost import SEEDS, Prices, comparison, comparison_cost_s, interval, load_prices, priced, verdict
 from twin.cloud.training import compare
 from twin.config import CatalogError
 from twin.ui import components as C
@@ -32,7 +32,9 @@ from twin.ui.live import Tick, page_stores, page_tick, twin_for
 dash.register_page(__name__, path="/cloud", name=N_("Cloud"), title=Lg.title("Cloud"), order=9)
 
 P = "cl"
-DAY_MIN_S, DAY_MAX_S, DAY_DEFAULT_S = 30, 600, 60   # simulated seconds standing for 24 h (input bounds)
+DAY_MIN_S, DAY_MAX_S, DAY_DEFAULT_S = 30, 600, 600  # simulated seconds standing for 24 h; the default is
+# the shortest day whose co-pool vs dedicated verdict is settled on both figures over 3 seeds (README,
+# "Does the verdict hold?": shorter days favour the dedicated split, 180-420 s are not settled)
 MSG = (Output(f"{P}-msg", "children", allow_duplicate=True),      # the page's message line, written by
        Output(f"{P}-msg", "className", allow_duplicate=True))     # both the run and the re-pricing
 JOB_TICK_MS = 1000                                   # how often a queued or running comparison is read
@@ -141,7 +143,7 @@ def layout(**_kwargs):
                 C.panel(html.Div(_training()), _("Why communication caps training utilisation"), "model",
                         extra=C.tag("paper")),
             ]),
-        ], style={"display": "grid", "gridTemplateColumns": "300px minmax(0, 1fr)", "gap": "12px"}),
+        ], className="cloud-grid"),
     ])
 
 
@@ -175,8 +177,10 @@ def _training() -> list:
 
 
 def timeline_figure(view: dict) -> dict:
-    """Stacked pool sizes (NPUs), the load against serving capacity, switch markers, utilisation and
-    training steps, over the day clock (`view`: a snapshot's `cloud`, or CoPool.view())."""
+    """The day in two panels over the day clock (`view`: a snapshot's `cloud`, or CoPool.view()).
+    Top: stacked pool sizes (NPUs) with every switch as one marker (one trace, not a line each, so
+    dozens of moves stay readable). Bottom: the load against serving capacity (req/s, left) and the
+    supernode's utilisation (right): two axes per panel at most."""
     tl, day, h0 = view["timeline"], view["period_s"], view["params"]["day_start_h"]
     clock = lambda t: h0 + 24 * t / day
     x = [clock(r["t"]) for r in tl]
@@ -186,34 +190,37 @@ def timeline_figure(view: dict) -> dict:
               for k, name, col in (("prefill_npus", N_("prefill NPUs"), T.TEAL), ("decode_npus", N_("decode NPUs"), T.PURPLE),
                                    ("training_npus", N_("training NPUs"), T.GREEN),
                                    ("switching_npus", N_("switching"), T.RED))]
+    moves = [w for w in view["switches"] if not x or w["t"] >= tl[0]["t"]]
+    to_training = [w["to"] == "training" for w in moves]
+    traces.append({"type": "scatter", "mode": "markers", "name": _("switches (▼ to training, ▲ back)"),
+                   "x": [clock(w["t"]) for w in moves], "y": [npus * 1.04] * len(moves), "yaxis": "y",
+                   "marker": {"symbol": ["triangle-down" if t else "triangle-up" for t in to_training], "size": 9,
+                              "color": [T.GREEN if t else T.RED for t in to_training]},
+                   "text": [f"{w['group']} → {w['to']}: {w['reason']}" for w in moves],
+                   "hovertemplate": "%{text}<extra></extra>"})
     traces += [{"type": "scatter", "x": x, "y": [r["arrival_rps"] for r in tl], "name": _("load (req/s)"),
-                "line": {"color": T.YELLOW, "width": 2}, "yaxis": "y2"},
+                "line": {"color": T.YELLOW, "width": 2}, "xaxis": "x2", "yaxis": "y2"},
                {"type": "scatter", "x": x, "y": [r["serving_capacity_rps"] for r in tl],
-                "name": _("serving capacity (req/s)"), "line": {"color": T.YELLOW, "dash": "dot"}, "yaxis": "y2"},
+                "name": _("serving capacity (req/s)"), "line": {"color": T.YELLOW, "dash": "dot"},
+                "xaxis": "x2", "yaxis": "y2"},
                {"type": "scatter", "x": x, "y": [(r["useful_prefill_npus"] + r["useful_decode_npus"]
                                                   + (r["training_npus"] if r["training_running"] else 0)) / npus
                                                  for r in tl],
-                "name": _("supernode utilisation"), "line": {"color": T.PINK, "width": 1.5}, "yaxis": "y3"},
-               {"type": "scatter", "x": x, "y": [r["steps"] for r in tl], "name": _("training steps (day clock)"),
-                "line": {"color": T.GREEN, "width": 1.5, "dash": "dash"}, "yaxis": "y4"}]
-    shapes = [{"type": "line", "x0": clock(w["t"]), "x1": clock(w["t"]), "y0": 0, "y1": 1, "yref": "paper",
-               "line": {"color": T.GREEN if w["to"] == "training" else T.RED, "width": 1, "dash": "dot"}}
-              for w in view["switches"] if not x or w["t"] >= tl[0]["t"]]
+                "name": _("supernode utilisation"), "line": {"color": T.PINK, "width": 1.5}, "xaxis": "x2",
+                "yaxis": "y3"}]
     lo, hi = (int(x[0]) // 3 * 3, int(x[-1]) + 3) if x else (6, 30)
     ticks = list(range(lo, hi + 1, 3))
+    hours = {"tickvals": ticks, "ticktext": [f"{h % 24:02d}:00" for h in ticks], "range": [lo, hi]}
     return {"data": traces, "layout": T.base_layout(
-        shapes=shapes, margin={"r": 150, "b": 90},
-        legend={"orientation": "h", "y": -0.2, "yanchor": "top", "x": 0, "xanchor": "left"},
-        xaxis={"tickvals": ticks, "ticktext": [f"{h % 24:02d}:00" for h in ticks], "domain": [0, 0.8]},
-        yaxis={"title": {"text": "NPUs"}, "range": [0, npus * 1.02]},
-        yaxis2={"title": {"text": "req/s"}, "overlaying": "y", "side": "right", "anchor": "x", "showgrid": False,
-                "rangemode": "tozero"},
-        yaxis3={"title": {"text": _("utilisation")}, "overlaying": "y", "side": "right", "position": 0.9, "anchor": "free",
-                "range": [0, 1], "showgrid": False},
-        yaxis4={"title": {"text": _("steps")}, "overlaying": "y", "side": "right", "position": 1.0, "anchor": "free",
-                "rangemode": "tozero", "showgrid": False},
-        title={"text": _("%(policy)s: %(n)s switches (green: to training, red: back to serving)") % {
-            "policy": view["params"]["policy"], "n": view["moves"]}})}
+        margin={"l": 56, "r": 56, "t": 40, "b": 40}, hovermode="closest",
+        legend={"orientation": "h", "y": -0.12, "yanchor": "top", "x": 0, "xanchor": "left"},
+        xaxis={**hours, "anchor": "y", "showticklabels": False, "matches": "x2"},
+        xaxis2={**hours, "anchor": "y2"},
+        yaxis={"title": {"text": "NPUs"}, "range": [0, npus * 1.1], "domain": [0.5, 1]},
+        yaxis2={"title": {"text": "req/s"}, "rangemode": "tozero", "domain": [0, 0.42], "anchor": "x2"},
+        yaxis3={"title": {"text": _("utilisation")}, "overlaying": "y2", "side": "right", "anchor": "x2",
+                "range": [0, 1], "tickformat": ".0%", "showgrid": False},
+        title={"text": _("%(policy)s: %(n)s switches") % {"policy": view["params"]["policy"], "n": view["moves"]}})}
 
 
 def live_line(view: dict | None, scenario: str) -> str:
@@ -285,20 +292,60 @@ def on_apply(_n, policy, *rest):
     return _say(tw, msg)
 
 
+def _cell(values: list, fmt) -> str:
+    """A figure across seeds: its mean and the half-width of its 95% interval ("68.2% ± 0.9")."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return "–"
+    i = interval(values)
+    half = (i["hi"] - i["mean"]) if i["hi"] is not None else 0.0
+    return fmt(i["mean"]) + (f" ± {fmt(half)}" if fmt(half) != fmt(0.0) else "")
+
+
 def comparison_table(reports: dict) -> html.Table:
+    """One row per policy; each cell is the mean over the seeds ± the half-width of its 95% interval
+    (`reports`: {policy: [priced day per seed]})."""
     head = (N_("policy"), N_("supernode util"), N_("prefill"), N_("decode"), N_("training"), N_("training steps"),
             N_("switches"), N_("SLO attainment"), "TTFT p99 ms", N_("$ per M tokens"), N_("$ per step"), N_("kWh per day"))
+    pct = lambda v: _pct(v)
+    num = lambda v: f"{v:,.0f}"
+    usd = lambda v: C.fmt(round(v, 3))
+    cols = [(lambda r, k=k: r["utilisation"][k], pct) for k in ("supernode", "prefill", "decode", "training")] + [
+        (lambda r: r["training_steps"], num), (lambda r: r["switches"], num),
+        (lambda r: r["inference"]["slo_attainment"], pct), (lambda r: r["inference"]["ttft_ms"]["p99"], num),
+        (lambda r: r["cost_per_million_tokens"], usd), (lambda r: r["cost_per_training_step"], usd),
+        (lambda r: r["energy_kwh_per_day"], num)]
     rows = [html.Tr([html.Th(_(h)) for h in head])]
-    for name, r in reports.items():
-        u = r["utilisation"]
+    for name, rs in reports.items():
         rows.append(html.Tr([html.Td(name, style={"color": POLICY_COLOURS[name]}),
-                             *[html.Td(_pct(u[k])) for k in ("supernode", "prefill", "decode", "training")],
-                             html.Td(f"{r['training_steps']:,.0f}"), html.Td(r["switches"]),
-                             html.Td(_pct(r["inference"]["slo_attainment"])),
-                             html.Td(C.fmt(r["inference"]["ttft_ms"]["p99"])),
-                             html.Td(C.fmt(r["cost_per_million_tokens"])), html.Td(C.fmt(r["cost_per_training_step"])),
-                             html.Td(f"{r['energy_kwh_per_day']:,.0f}")]))
+                             *[html.Td(_cell([get(r) for r in rs], fmt)) for get, fmt in cols]]))
     return html.Table(rows, className="tbl")
+
+
+def verdict_line(reports: dict) -> html.P:
+    """What the seeds support: co-pool against the dedicated split on utilisation and on $ per M
+    tokens, or that the verdict is not settled at this day length (the 95% interval of the
+    difference spans zero)."""
+    n = len(reports["copool"])
+    v = verdict(reports)
+    says = {"supernode_util": (N_("utilisation"), lambda x: f"{x * 100:+.1f} " + _("points")),
+            "usd_per_m_tokens": (N_("$ per M tokens"), lambda x: f"{x:+.3f} $")}
+    parts, unsettled = [], []
+    for fig, (label, fmt) in says.items():
+        d, ahead = v[fig]["diff"], v[fig]["ahead"]
+        if d is None:
+            continue
+        span = f"[{fmt(d['lo'])}, {fmt(d['hi'])}]" if d["lo"] is not None else fmt(d["mean"])
+        if ahead:
+            parts.append(_("%(who)s is ahead on %(what)s (co-pool minus dedicated %(span)s)") % {
+                "who": _(POLICY_NAMES[ahead]), "what": _(label), "span": span})
+        else:
+            unsettled.append(_(label))
+            parts.append(_("%(what)s: co-pool minus dedicated %(span)s spans zero") % {"what": _(label), "span": span})
+    head = _("Over %(n)s seeds (95%% intervals):") % {"n": n}
+    tail = (" " + _("Not settled at this day length: run a longer day.")) if unsettled else ""
+    return html.P(f"{head} {'; '.join(parts)}.{tail}", id=f"{P}-verdict",
+                  className="hint" + (" verdict-open" if unsettled else ""))
 
 
 def _trigger():
@@ -337,12 +384,12 @@ def on_run(_n, day, *rest):
         values = {k: v for k, v in _values(KNOBS, knobs).items() if v is not None}
         load_params(**values)
         who, addr = G.client(secret)
-        job = JP.pool().submit("cloud", comparison, (d, values), total=len(POLICIES), cost_s=comparison_cost_s(d),
-                               client=who, addr=addr)
+        job = JP.pool().submit("cloud", comparison, (d, values), total=SEEDS * len(POLICIES),
+                               cost_s=comparison_cost_s(d), client=who, addr=addr)
     except (CatalogError, ValueError) as exc:         # JP.JobRefused is a ValueError
         return no_update, _("Not run: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
-    return {"job": job, "day": d}, _("A %(d)s s day under %(n)s policies is queued as a background job.") % {
-        "d": f"{d:g}", "n": len(POLICIES)}, "ctl-msg msg-ok"
+    return {"job": job, "day": d}, _("A %(d)s s day under %(n)s policies and %(s)s seeds is queued as a background "
+                                     "job.") % {"d": f"{d:g}", "n": len(POLICIES), "s": SEEDS}, "ctl-msg msg-ok"
 
 
 def _job(run, secret) -> dict | None:
@@ -357,7 +404,7 @@ def job_text(job: dict | None) -> str:
         return _("Comparison queued: %(pos)s in line, about %(s)s s of work ahead.") % {
             "pos": job["position"], "s": f"{job['wait_s']:,.0f}"}
     if job["state"] == "running":
-        return _("Comparison running: %(done)s of %(total)s policies (%(used)s of at most %(cap)s CPU-s).") % {
+        return _("Comparison running: %(done)s of %(total)s runs (%(used)s of at most %(cap)s CPU-s).") % {
             "done": job["done"], "total": job["total"], "used": f"{job['cpu_s']:,.0f}", "cap": f"{job['ceiling_s']:,.0f}"}
     if job["state"] == "cancelled":
         return _("Comparison cancelled.")
@@ -409,7 +456,7 @@ def on_show(run, prices, secret):
         pr = load_prices(**_values(PRICES, prices))
     except CatalogError as exc:
         return no_update, _("Not re-priced: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
-    reports = {name: priced(u, pr) for name, u in usage.items()}
+    reports = {name: [priced(u, pr) for u in days] for name, days in usage.items()}
     repriced = _trigger() in {f"{P}-{k[0]}" for k in PRICES}
     msg = (_("Re-priced the simulated day."), "ctl-msg msg-ok") if repriced else (no_update, no_update)
-    return comparison_table(reports), *msg
+    return html.Div([comparison_table(reports), verdict_line(reports)]), *msg

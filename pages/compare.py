@@ -20,8 +20,10 @@ dash.register_page(__name__, path="/compare", name=N_("Compare"), title=Lg.title
 P = "cmp"
 TPOT_SLO_MS = 50.0      # the paper's decode SLO (reference section 4)
 PALETTE = (T.BLUE, T.ORANGE, T.GREEN, T.PURPLE, T.TEAL, T.YELLOW, T.PINK, T.RED)
-METRICS = (("tokens_per_s_per_tflops", N_("tokens/s per TFLOPS")), ("tokens_per_s_per_kw", N_("tokens/s per kW")),
-           ("usd_per_million_tokens", N_("$ per million output tokens")))
+# (field, label, which way is better) of the three bar panels
+METRICS = (("tokens_per_s_per_tflops", N_("tokens/s per TFLOPS"), N_("higher is better")),
+           ("tokens_per_s_per_kw", N_("tokens/s per kW"), N_("higher is better")),
+           ("usd_per_million_tokens", N_("$ per million output tokens"), N_("lower is better")))
 
 
 @lru_cache(maxsize=1)
@@ -59,19 +61,69 @@ def ep_figure(d: dict) -> dict:
 
 
 def bars_figure(d: dict) -> dict:
-    """Per-TFLOPS, per-kW and $ per million tokens, one subplot each."""
+    """Per-TFLOPS, per-kW and $ per million tokens: three stacked panels of horizontal bars, each
+    titled with its figure and which way is better; system names sit on the y axes, which grow
+    to fit them (automargin), so no name is cut and no axis title runs into the next panel."""
     names = [s["deployment"] for s in d["systems"]]
-    bars = []
-    lay = T.base_layout(hovermode="closest", showlegend=False, margin={"l": 50, "r": 10, "t": 40, "b": 110})
-    for i, (m, label) in enumerate(METRICS, 1):
+    bars, notes = [], []
+    lay = T.base_layout(hovermode="closest", showlegend=False, margin={"l": 10, "r": 16, "t": 24, "b": 24})
+    gap, rows = 0.12, len(METRICS)
+    height = (1 - gap * (rows - 1)) / rows
+    for i, (m, label, better) in enumerate(METRICS, 1):
         n = "" if i == 1 else str(i)             # Plotly names the first axes x and y
-        bars.append({"type": "bar", "name": _(label), "x": names, "y": [s[m] for s in d["systems"]],
-                     "xaxis": f"x{n}", "yaxis": f"y{n}", "marker": {"color": PALETTE[i - 1]}})
-        lay[f"xaxis{n}"] = {"domain": [(i - 1) / 3 + 0.04, i / 3 - 0.02], "anchor": f"y{n}", "tickangle": -35,
-                            "gridcolor": T.GRID}
-        lay[f"yaxis{n}"] = {"anchor": f"x{n}", "gridcolor": T.GRID, "rangemode": "tozero",
-                            "title": {"text": _(label), "font": {"size": 11}}}
+        top = 1 - (i - 1) * (height + gap)
+        bars.append({"type": "bar", "orientation": "h", "name": _(label), "y": names, "x": [s[m] for s in d["systems"]],
+                     "xaxis": f"x{n}", "yaxis": f"y{n}", "marker": {"color": PALETTE[i - 1]},
+                     "text": [C.fmt(s[m]) for s in d["systems"]], "textposition": "auto",
+                     "hovertemplate": "%{y}: %{x}<extra>" + _(label) + "</extra>"})
+        lay[f"xaxis{n}"] = {"anchor": f"y{n}", "gridcolor": T.GRID, "rangemode": "tozero", "automargin": True}
+        lay[f"yaxis{n}"] = {"anchor": f"x{n}", "domain": [top - height, top], "automargin": True,
+                            "autorange": "reversed", "gridcolor": T.GRID}
+        notes.append({"text": f"<b>{_(label)}</b> ({_(better)})", "x": 0, "xref": "paper", "xanchor": "left",
+                      "y": top, "yref": "paper", "yanchor": "bottom", "showarrow": False, "font": {"size": 12}})
+    lay["annotations"] = notes
     return {"data": bars, "layout": lay}
+
+
+def what_it_supports(d: dict) -> str:
+    """One sentence on what the numbers support and which inputs decide it, from the data: the
+    cheapest system per million tokens against the runner-up, the price per chip-hour each rests on
+    (with its kind of source) and the runner-up's price that would tie, and who leads per chip and
+    per kW (a lead in $ that throughput does not explain is a lead of the price inputs)."""
+    rows = d["systems"]
+    a, b = sorted(rows, key=lambda s: s["usd_per_million_tokens"])[:2]
+    kind = lambda s: _("an assumption") if "assumption" in s["usd_per_chip_hour_source"].lower() else _("cited")
+    return _("On these inputs %(a)s costs least per million output tokens ($%(va)s against $%(vb)s on %(b)s); "
+             "$ per M tokens is the price per chip-hour over the tokens a chip delivers in an hour, so it rests on "
+             "the prices per chip-hour (%(a)s $%(pa)s, %(ka)s; %(b)s $%(pb)s, %(kb)s: at $%(tie)s %(b)s would "
+             "tie) as much as on throughput, where %(fast)s leads per chip and %(kw)s per kW.") % {
+        "a": a["deployment"], "b": b["deployment"], "va": C.fmt(a["usd_per_million_tokens"]),
+        "vb": C.fmt(b["usd_per_million_tokens"]), "pa": f"{a['usd_per_chip_hour']:.2f}", "ka": kind(a),
+        "pb": f"{b['usd_per_chip_hour']:.2f}", "kb": kind(b),
+        "tie": f"{b['usd_per_chip_hour'] * a['usd_per_million_tokens'] / b['usd_per_million_tokens']:.2f}",
+        "fast": max(rows, key=lambda s: s["tokens_per_s_per_chip"])["deployment"],
+        "kw": max(rows, key=lambda s: s["tokens_per_s_per_kw"])["deployment"]}
+
+
+def workload_line(d: dict) -> str:
+    """The workload every figure is for, from the comparison's own record of it."""
+    w = d["workload"]
+    return _("Workload: %(model)s decode, %(p)s-token prompt + %(o)s output tokens (mean KV %(kv)s tokens), TPOT "
+             "SLO %(slo)s ms.") % {"model": w["model"], "p": f"{w['prompt']:,}", "o": f"{w['output']:,}",
+                                   "kv": f"{w['kv_len']:,.0f}", "slo": f"{d['tpot_slo_ms']:g}"}
+
+
+def inputs_table(d: dict) -> html.Div:
+    """The power and price per chip behind the per-kW and $ figures, each with its source."""
+    rows = [html.Tr([html.Td(s["deployment"]), html.Td(s["chip"]), html.Td(s["precision"]),
+                     html.Td(f"{s['chip_power_kw']:g}", className="num"),
+                     html.Td(s["chip_power_source"], className="i18n-skip"),      # citations, as written
+                     html.Td(f"{s['usd_per_chip_hour']:.2f}", className="num"),
+                     html.Td(s["usd_per_chip_hour_source"], className="i18n-skip")])
+            for s in d["systems"]]
+    head = [_("system"), _("chip"), _("precision"), _("kW per chip"), _("source"), _("$ per chip-hour"), _("source")]
+    return html.Div(html.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)], className="tbl",
+                               id=f"{P}-inputs"), className="tbl-wrap")
 
 
 def table(d: dict) -> html.Table:
@@ -81,8 +133,8 @@ def table(d: dict) -> html.Table:
                      html.Td(C.fmt(s["tpot_ms"]), className="num"),
                      html.Td(f"{s['alltoall_share']:.0%}", className="num"),
                      html.Td(C.fmt(s["usd_per_million_tokens"]), className="num")]) for s in d["systems"]]
-    return html.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)], className="tbl",
-                      id=f"{P}-table")
+    return html.Div(html.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)], className="tbl",
+                               id=f"{P}-table"), className="tbl-wrap")
 
 
 def layout(**_kwargs):
@@ -94,6 +146,8 @@ def layout(**_kwargs):
                         "the perf model: what each chip, TFLOPS, kW and dollar delivers, and where the all-to-all "
                         "hits the inter-node bandwidth wall. Sweeps and capacity searches: Explorer.")),
         C.panel([
+            html.P(workload_line(d), id=f"{P}-workload"),
+            html.P(what_it_supports(d), id=f"{P}-supports", className="supports"),
             table(d),
             html.Button(_("Download CSV"), id=f"{P}-csv", className="btn-small"), dcc.Download(id=f"{P}-csv-dl"),
             html.P(_("DeepSeek-R1 decode at each system's operating point: the largest batch per chip whose TPOT "
@@ -111,10 +165,11 @@ def layout(**_kwargs):
             "decode rows; the GPU systems are predictions, checked against their published throughputs on "
             "the Validation page (validation rows).")),
         html.Div([
-            C.panel([C.graph(f"{P}-bars", bars_figure(d), 340),
-                     html.P(_("Per dense TFLOPS of the serving precision, per kW and per dollar (power and price per "
-                              "chip from systems.toml, each with its source or marked as an assumption)."),
-                            className="hint")], _("Per TFLOPS, per kW, per dollar"), "model", info_text=_(
+            C.panel([C.graph(f"{P}-bars", bars_figure(d), 520),
+                     html.P(_("Per dense TFLOPS of the serving precision, per kW and per dollar, from the power and "
+                              "price per chip below (systems.toml, each with its source or marked as an "
+                              "assumption)."), className="hint"),
+                     inputs_table(d)], _("Per TFLOPS, per kW, per dollar"), "model", info_text=_(
                 "Each system's decode throughput at its operating point (perf model) divided by dense TFLOPS, "
                 "by kW and turned into dollars per million output tokens; power and prices are per-chip figures "
                 "from systems.toml, each cited or marked as an assumption.")),

@@ -395,3 +395,54 @@ def test_a_live_day_keeps_a_bounded_timeline(const):
     eng.advance(8.5)
     rows = eng.snapshot().cloud["timeline"]
     assert [r["t"] for r in rows] == [4.0, 5.0, 6.0, 7.0, 8.0]
+
+
+# ---- comparisons whose verdict holds (issue 23 A) ---------------------------------------------
+
+def _report(util, usd):
+    return {"utilisation": {"supernode": util}, "cost_per_million_tokens": usd}
+
+
+def test_a_comparison_runs_every_policy_under_every_seed_and_reports_each_run(monkeypatch):
+    from twin.cloud import cost
+    runs, ticks = [], []
+    monkeypatch.setattr(cost, "run_day", lambda sc, p, seed, **kw: runs.append((p.policy, seed, kw)) or (None, p))
+    monkeypatch.setattr(cost, "day_usage", lambda p: {"policy": p.policy})
+    out = cost.comparison(40, {}, ticks.append, seeds=3)
+    assert [(p, s) for p, s, _ in runs] == [(p, s) for s in range(3) for p in ("copool", "dedicated", "inference-only")]
+    assert all(kw == {"duration_s": 40, "diurnal_period_s": 40} for *_, kw in runs)
+    assert ticks == list(range(1, 10)) and out["dedicated"] == [{"policy": "dedicated"}] * 3
+    assert cost.comparison_cost_s(40, seeds=3) == pytest.approx(3 * cost.comparison_cost_s(40, seeds=1))
+
+
+def test_interval_is_a_student_t_95_percent_interval():
+    from twin.cloud.cost import interval
+    i = interval([1.0, 2.0, 3.0])
+    assert i["mean"] == 2.0 and i["hi"] - 2.0 == pytest.approx(4.303 / 3 ** 0.5)
+    assert interval([5.0]) == {"mean": 5.0, "lo": None, "hi": None, "n": 1}
+
+
+def test_the_verdict_is_settled_only_when_the_paired_difference_excludes_zero():
+    from twin.cloud.cost import verdict
+    clear = {"copool": [_report(0.80, 1.00), _report(0.81, 1.02), _report(0.79, 0.99)],
+             "dedicated": [_report(0.70, 1.10), _report(0.71, 1.12), _report(0.70, 1.08)]}
+    v = verdict(clear)
+    assert v["supernode_util"]["ahead"] == "copool" and v["usd_per_m_tokens"]["ahead"] == "copool"  # lower $ wins
+    assert v["supernode_util"]["diff"]["mean"] == pytest.approx(0.0967, abs=1e-4)
+    noisy = {"copool": [_report(0.80, 1.0), _report(0.60, 1.2), _report(0.72, 1.1)],
+             "dedicated": [_report(0.70, 1.1), _report(0.70, 1.1), _report(0.70, 1.1)]}
+    assert verdict(noisy)["supernode_util"]["ahead"] is None and verdict(noisy)["usd_per_m_tokens"]["ahead"] is None
+    one = {"copool": [_report(0.9, 1.0)], "dedicated": [_report(0.7, 1.1)]}
+    assert verdict(one)["supernode_util"]["ahead"] is None          # one seed settles nothing
+
+
+def test_cli_day_lengths_prints_intervals_and_the_verdict(capsys, monkeypatch):
+    from twin.cloud import cost
+    monkeypatch.setattr(cost, "run_day", lambda sc, p, seed, **kw: (None, (p.policy, seed)))
+    base = {"copool": 0.8, "dedicated": 0.7}
+    monkeypatch.setattr(cost, "day_usage", lambda ps: {"u": base[ps[0]] + 0.01 * ps[1], "usd": 2 - base[ps[0]]})
+    monkeypatch.setattr("twin.cloud.cli.priced", lambda u, pr: _report(u["u"], u["usd"]))
+    assert main(["cloud", "--day-lengths", "60,120", "--seeds", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split()[0] == "60" and "81.0% [78.5%, 83.5%]" in out[1]
+    assert out[1].endswith("util: copool; $/M: copool") and len(out) == 3

@@ -26,23 +26,25 @@ def run(cloud):
     t0 = time.monotonic()
     data, msg, cls = cloud.on_run(1, 30, *KNOBS, SECRET)
     assert time.monotonic() - t0 < 1.0                # queued, not simulated inside the request
-    assert cls == "ctl-msg msg-ok" and msg == "A 30 s day under 3 policies is queued as a background job."
-    _wait(lambda: cloud._job(data, SECRET)["state"] == "done", timeout=120)
+    assert cls == "ctl-msg msg-ok" and msg == "A 30 s day under 3 policies and 3 seeds is queued as a background job."
+    _wait(lambda: cloud._job(data, SECRET)["state"] not in ("queued", "running"), timeout=300)
+    assert cloud._job(data, SECRET)["state"] == "done", cloud._job(data, SECRET)
     return data
 
 
 def test_the_comparison_ran_in_a_job_process_and_is_kept_for_this_browser_only(cloud, run):
     from twin import jobs as JP
     job = cloud._job(run, SECRET)
-    assert job["kind"] == "cloud" and job["done"] == 3 and set(job["result"]) == {"copool", "dedicated", "inference-only"}
+    assert job["kind"] == "cloud" and job["done"] == 9 and set(job["result"]) == {"copool", "dedicated", "inference-only"}
+    assert job["total"] == 9 and all(len(days) == 3 for days in job["result"].values())       # 3 seeds each
     assert cloud.job_text(job) == "" and cloud.on_job_tick(1, run, SECRET)[1] is True
     assert JP.pool().view(run["job"], "s-someone-else") is None
     assert cloud.on_show(run, list(PRICES), "t" * 32)[0].children == \
         "Run the comparison to see the three policies side by side."
 
 
-def _cells(table) -> dict:
-    rows = table.children[1:]
+def _cells(shown) -> dict:
+    rows = shown.children[0].children[1:]
     return {r.children[0].children: [c.children for c in r.children[1:]] for r in rows}
 
 
@@ -104,10 +106,54 @@ def test_a_comparison_runs_and_is_priced(cloud, run):
     assert _cells(table)["inference-only"][4] == "0"         # no training steps
 
 
+def test_each_figure_shows_its_interval_across_seeds_and_a_verdict(cloud, run):
+    shown = cloud.on_show(run, list(PRICES), SECRET)[0]
+    cells = _cells(shown)
+    assert " ± " in cells["copool"][0] and cells["copool"][0].endswith("%")   # supernode util varies by seed
+    line = shown.children[1]
+    assert line.id == "cl-verdict" and line.children.startswith("Over 3 seeds (95% intervals):")
+
+
+def _day(util, usd):
+    return {"utilisation": {"supernode": util}, "cost_per_million_tokens": usd}
+
+
+def test_the_page_says_when_the_verdict_is_not_settled(cloud):
+    settled = {"copool": [_day(0.80, 1.0), _day(0.81, 1.01), _day(0.79, 0.99)],
+               "dedicated": [_day(0.70, 1.1), _day(0.71, 1.12), _day(0.70, 1.09)]}
+    text = cloud.verdict_line(settled).children
+    assert "co-pool is ahead on utilisation" in text and "co-pool is ahead on $ per M tokens" in text
+    assert "Not settled" not in text
+    open_ = {"copool": [_day(0.80, 1.0), _day(0.62, 1.2), _day(0.72, 1.1)], "dedicated": settled["dedicated"]}
+    text = cloud.verdict_line(open_).children
+    assert "utilisation: co-pool minus dedicated [" in text and "spans zero" in text
+    assert text.endswith("Not settled at this day length: run a longer day.")
+
+
+def test_the_timeline_has_two_panels_and_its_switches_are_one_marker_trace(cloud):
+    rows = [{"t": t, "prefill_npus": 128, "decode_npus": 192, "training_npus": 64, "switching_npus": 0,
+             "arrival_rps": 10 + t, "serving_capacity_rps": 40, "useful_prefill_npus": 60, "useful_decode_npus": 90,
+             "training_running": True, "steps": t} for t in range(0, 60, 2)]
+    moves = [{"t": t, "to": "training" if i % 2 else "serving", "group": f"p{i}", "reason": "load"}
+             for i, t in enumerate(range(4, 56, 2))]
+    view = {"timeline": rows, "period_s": 60, "params": {"day_start_h": 6, "policy": "copool"},
+            "npus": {"prefill": 128, "decode": 192, "training": 64}, "switches": moves, "moves": len(moves)}
+    fig = cloud.timeline_figure(view)
+    lay = fig["layout"]
+    assert not lay.get("shapes")                                          # no line per switch
+    marks = [t for t in fig["data"] if t.get("mode") == "markers"]
+    assert len(marks) == 1 and len(marks[0]["x"]) == len(moves) == 26
+    panels = {}
+    for k, ax in lay.items():
+        if k.startswith("yaxis"):
+            panels.setdefault(ax.get("overlaying", "y" + k[5:]), []).append(k)
+    assert len(panels) == 2 and all(len(axes) <= 2 for axes in panels.values()), panels
+
+
 def test_prices_reprice_without_a_rerun(cloud, run):
     cheap = _cells(cloud.on_show(run, [4e6, 4, 0.1, 1.3, 0.5], SECRET)[0])
     dear = _cells(cloud.on_show(run, [8e6, 4, 0.1, 1.3, 0.5], SECRET)[0])
-    assert float(dear["inference-only"][8]) > float(cheap["inference-only"][8])
+    assert float(dear["inference-only"][8].split()[0]) > float(cheap["inference-only"][8].split()[0])
 
 
 @pytest.mark.parametrize("day,knobs,message", [

@@ -28,8 +28,9 @@ def test_cloud_day_live_policy_change_and_comparison(browser_page, artifacts):
     wait_text(pg, "#cl-live", "policy dedicated", timeout=20_000)
     pg.fill("#cl-day", "30")
     pg.click("#cl-go")
-    wait_text(pg, "#cl-msg", "A 30 s day under 3 policies is queued as a background job")
-    wait_text(pg, "#cl-table", "inference-only", timeout=90_000)
+    wait_text(pg, "#cl-msg", "A 30 s day under 3 policies and 3 seeds is queued as a background job")
+    wait_text(pg, "#cl-table", "inference-only", timeout=180_000)
+    wait_text(pg, "#cl-verdict", "Over 3 seeds")
     pg.fill("#cl-pue", "1.1")                        # re-prices the kept day
     pg.press("#cl-pue", "Enter")
     wait_text(pg, "#cl-msg", "Re-priced the simulated day")

@@ -9,7 +9,7 @@ import argparse
 
 from ..cli_args import add_setting, dumps
 from .copool import POLICIES, Params, load_params, run_day
-from .cost import Prices, day_report, load_prices
+from .cost import SEEDS, Prices, comparison, day_report, interval, load_prices, priced, verdict
 from .training import compare
 
 SCENARIOS = ("copool-day",)
@@ -68,10 +68,42 @@ def cmd_run_day(a) -> int:
     return 0
 
 
+def day_lengths(lengths, seeds: int, params: dict, prices: Prices) -> list[dict]:
+    """Co-pool against the dedicated split with the whole day compressed into each of `lengths`
+    simulated seconds (as the Cloud page runs it), over `seeds` seeds: each figure's mean and 95%
+    interval, and the verdict per figure (None: the interval of the difference spans zero)."""
+    rows = []
+    for d in lengths:
+        usage = comparison(d, params, seeds=seeds, policies=("copool", "dedicated"))
+        reports = {k: [priced(u, prices) for u in v] for k, v in usage.items()}
+        row = {"day_s": d, "seeds": seeds, "verdict": verdict(reports)}
+        for name, rs in reports.items():
+            row[name] = {"supernode_util": interval([r["utilisation"]["supernode"] for r in rs]),
+                         "usd_per_m_tokens": interval([r["cost_per_million_tokens"] for r in rs])}
+        rows.append(row)
+    return rows
+
+
+def _verdict_text(rows: list[dict]) -> None:
+    ci = lambda i, f: f"{f(i['mean'])} [{f(i['lo'])}, {f(i['hi'])}]" if i["lo"] is not None else f(i["mean"])
+    pct, usd = (lambda x: f"{x:.1%}"), (lambda x: f"{x:.3f}")
+    print(f"{'day s':>6}  {'co-pool util':<24}{'dedicated util':<24}{'co-pool $/M':<22}{'dedicated $/M':<22}verdict")
+    for r in rows:
+        v = r["verdict"]
+        say = lambda fig: v[fig]["ahead"] or "not settled"
+        print(f"{r['day_s']:>6g}  {ci(r['copool']['supernode_util'], pct):<24}{ci(r['dedicated']['supernode_util'], pct):<24}"
+              f"{ci(r['copool']['usd_per_m_tokens'], usd):<22}{ci(r['dedicated']['usd_per_m_tokens'], usd):<22}"
+              f"util: {say('supernode_util')}; $/M: {say('usd_per_m_tokens')}")
+
+
 def cmd_cloud(a) -> int:
     params = {k: getattr(a, k) for k in Params.model_fields if k != "policy" and getattr(a, k, None) is not None}
     prices = load_prices(**{k: getattr(a, k) for k in Prices.model_fields})
     load_params(**params)                      # refuse a bad knob before the first run
+    if a.day_lengths:
+        rows = day_lengths(a.day_lengths, a.seeds, params, prices)
+        print(dumps(rows)) if a.json else _verdict_text(rows)
+        return 0
     d = days(a.policy or POLICIES, seed=a.seed, duration=a.duration, load=a.load,
              params=params, prices=prices)
     print(dumps(d)) if a.json else _text(d)
@@ -93,8 +125,23 @@ def add_cloud_command(sub) -> None:
             typ = _bounded(model, name) if kind is float else str
             c.add_argument(f"--{name.replace('_', '-')}", type=typ, default=None,
                            help=f"{f.description or name} (default {f.default})")
+    c.add_argument("--day-lengths", type=_lengths, metavar="D,D,...",
+                   help="compare co-pool and the dedicated split with the whole day compressed into each of "
+                        "these simulated seconds (as the Cloud page does), over --seeds seeds, with 95%% intervals")
+    c.add_argument("--seeds", type=int, default=SEEDS, choices=range(1, 11), metavar="N",
+                   help=f"seeds per day length with --day-lengths (1 to 10, default {SEEDS})")
     c.add_argument("--json", action="store_true")
     c.set_defaults(fn=cmd_cloud)
+
+
+def _lengths(text: str) -> list[float]:
+    try:
+        out = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"day lengths = {text!r}: comma-separated seconds, e.g. 60,120,300") from None
+    if not all(10 <= x <= 3600 for x in out):
+        raise argparse.ArgumentTypeError(f"day lengths = {text!r}: each 10 to 3600 simulated seconds")
+    return out
 
 
 def _bounded(model, name: str):

@@ -149,17 +149,60 @@ def priced(usage: dict, prices: Prices | None = None) -> dict:
     }
 
 
-def comparison_cost_s(day_s: float) -> float:
+SEEDS = 3                # seeds a comparison runs (one seed can flip a close verdict: README, "Verdict")
+T95 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306, 10: 2.262}
+VERDICT = (("supernode_util", "higher"), ("usd_per_m_tokens", "lower"))   # (figure, which way is better)
+
+
+def comparison_cost_s(day_s: float, seeds: int = SEEDS, policies=POLICIES) -> float:
     """Estimated CPU seconds of `comparison` for a day of `day_s` simulated seconds."""
-    return len(POLICIES) * (DAY_BUILD_S + DAY_PER_SIM_S * day_s)
+    return seeds * len(policies) * (DAY_BUILD_S + DAY_PER_SIM_S * day_s)
 
 
-def comparison(day_s: float, knobs: dict, progress=lambda done: None) -> dict:
-    """The day under every policy, as usage to price (run in a job process: twin.jobs)."""
+def comparison(day_s: float, knobs: dict, progress=lambda done: None, seeds: int = SEEDS,
+               policies=POLICIES) -> dict:
+    """The whole day compressed into `day_s` under every policy and each of `seeds` seeds (0, 1, ...;
+    the policies of one seed see the same arrivals), as usage to price: {policy: [usage per seed]}.
+    Run in a job process (twin.jobs); `progress` gets the runs done so far."""
+    out = {name: [] for name in policies}
+    for seed in range(seeds):
+        for name in policies:
+            _, pool = run_day("copool-day", load_params(**knobs, policy=name), seed=seed, duration_s=day_s,
+                              diurnal_period_s=day_s)
+            out[name].append(day_usage(pool))
+            progress(sum(len(v) for v in out.values()))
+    return out
+
+
+def figures(report: dict) -> dict:
+    """The two figures a verdict compares, from one priced day."""
+    return {"supernode_util": report["utilisation"]["supernode"], "usd_per_m_tokens": report["cost_per_million_tokens"]}
+
+
+def interval(xs: list[float]) -> dict:
+    """Mean and 95% interval (Student t) of values across seeds; one value has no interval."""
+    n = len(xs)
+    mean = sum(xs) / n
+    if n < 2:
+        return {"mean": mean, "lo": None, "hi": None, "n": n}
+    sd = (sum((x - mean) ** 2 for x in xs) / (n - 1)) ** 0.5
+    half = T95.get(n, 1.96) * sd / n ** 0.5
+    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": n}
+
+
+def verdict(reports: dict, a: str = "copool", b: str = "dedicated") -> dict:
+    """Policy `a` against `b`, figure by figure: the 95% interval of the per-seed difference a - b
+    (paired: both policies of a seed see the same arrivals), and who is ahead, or None when the
+    interval spans zero (the day is too short or too noisy to settle it)."""
     out = {}
-    for i, name in enumerate(POLICIES):
-        _, pool = run_day("copool-day", load_params(**knobs, policy=name), duration_s=day_s,
-                          diurnal_period_s=day_s)
-        out[name] = day_usage(pool)
-        progress(i + 1)
+    for fig, better in VERDICT:
+        diffs = [figures(ra)[fig] - figures(rb)[fig] for ra, rb in zip(reports[a], reports[b])
+                 if figures(ra)[fig] is not None and figures(rb)[fig] is not None]
+        if not diffs:
+            out[fig] = {"diff": None, "ahead": None}
+            continue
+        d = interval(diffs)
+        settled = d["lo"] is not None and (d["lo"] > 0 or d["hi"] < 0)
+        a_better = (d["mean"] > 0) == (better == "higher")
+        out[fig] = {"diff": d, "ahead": (a if a_better else b) if settled else None}
     return out

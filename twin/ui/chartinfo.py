@@ -66,12 +66,12 @@ INFO = {
     "fl-slo-chart": (N_("Share of completions in each interval meeting both the TTFT and TPOT SLOs, simulated. An "
                         "interval with no completions (a hang) draws no point."), _STRIP),
     # Cloud
-    "cl-timeline": (N_("The co-pool day on the twin you view, simulated by the engine: NPUs per pool (stacked; a "
-                       "draining group still counts in its serving pool), the arrival rate against the serving "
-                       "capacity at the perf model's operating point, the supernode's useful share, and training "
-                       "steps on the day clock (step time from the perf and communication models)."),
-                    N_("Dotted lines are switches (green: to training, red: back to serving). The day is "
-                       "compressed: 600 simulated seconds stand for 24 hours; the last two days are kept.")),
+    "cl-timeline": (N_("The co-pool day on the twin you view, simulated by the engine. Top: NPUs per pool (stacked; "
+                       "a draining group still counts in its serving pool) and each switch as a marker (▼ green: "
+                       "to training, ▲ red: back to serving). Bottom: the arrival rate against the serving capacity "
+                       "at the perf model's operating point, and the supernode's useful share (right axis)."),
+                    N_("The day is compressed: 600 simulated seconds stand for 24 hours; the last two days are "
+                       "kept. Training steps so far are in the line above the chart.")),
 }
 
 

@@ -3,6 +3,9 @@
     python -m twin.ui.screenshots                    # starts the app, runs it a while, writes docs/screenshots/
     python -m twin.ui.screenshots --url http://127.0.0.1:8050 --out /tmp/shots
     python -m twin.ui.screenshots --only failures --warmup 0   # one page (the failures shot replays a demo)
+
+Every page is shot at the laptop size (--width x --height) and again at a phone's 390x844 as
+<name>-phone.png, so the README shows, and a reviewer can check, both layouts.
 """
 from __future__ import annotations
 
@@ -16,8 +19,10 @@ from .loadtest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, set_speed, start
 
 SHOTS = (("overview", "/", None), ("topology", "/topology", None), ("topology-node", "/topology?view=n05", None),
          ("traffic", "/traffic", None), ("cache", "/cache", None), ("tradeoffs", "/tradeoffs", None),
-         ("validation", "/validation", None),
+         ("lessons", "/lessons", None), ("validation", "/validation", None), ("explorer", "/explorer", None),
+         ("compare", "/compare", None), ("cloud", "/cloud?scenario=copool-day", None), ("glossary", "/glossary", None),
          ("failures", "/failures", "node-power-loss"))   # a demo replayed past its recovery
+PHONE = (390, 844)       # a phone's viewport in CSS pixels (assets/60_phone.css applies below 700)
 
 DEMO_SHOT_AT_S = 300.0   # sim time of the failures shot: the demos strike at 120 s and recover by ~190 s
 
@@ -72,15 +77,17 @@ def main(argv=None) -> int:
             pg.wait_for_timeout(1500)
             set_speed(base, a.speed)
             time.sleep(a.warmup)
-            for name, path, demo in SHOTS:
-                if only and name not in only:
-                    continue
-                pg.goto(base + path)
-                pg.wait_for_timeout(3500)
-                if demo:
-                    _replay_demo(pg, base, demo)
-                pg.screenshot(path=str(out / f"{name}.png"), full_page=bool(demo))
-                print(out / f"{name}.png")
+            for (w, h), suffix in (((a.width, a.height), ""), (PHONE, "-phone")):
+                pg.set_viewport_size({"width": w, "height": h})
+                for name, path, demo in SHOTS:
+                    if only and name not in only:
+                        continue
+                    pg.goto(base + path)
+                    pg.wait_for_timeout(3500)
+                    if demo and not suffix:          # the demo is replayed once; the phone shot shows its table
+                        _replay_demo(pg, base, demo)
+                    pg.screenshot(path=str(out / f"{name}{suffix}.png"), full_page=bool(demo))
+                    print(out / f"{name}{suffix}.png")
             set_speed(base, "1")
             browser.close()
     finally:
