@@ -38,8 +38,14 @@ def test_failures_charts_above_the_fold(browser_page, artifacts):
     assert pg.errors == [], pg.errors[:2]
 
 
-def test_tradeoffs_exports_csv_and_overview_shows_useful_work(browser_page, tmp_path):
+def test_tradeoffs_exports_csv_and_overview_shows_useful_work(browser_page, live_server, tmp_path):
     pg = browser_page
+    tw = live_server[1].shared()            # the page follows the shared twin's deployment: the paper's
+    tw.control("reset", {"scenario": "default", "deployment": None})
+    for _ in range(50):
+        if tw.snapshot.deployment == "cloudmatrix-infer-paper":
+            break
+        pg.wait_for_timeout(100)
     pg.goto(pg.base_url + "/tradeoffs")
     wait_text(pg, "#to-answer", "96")
     with pg.expect_download() as dl:

@@ -79,7 +79,7 @@ def test_pareto_figure_frontier_and_bands(E):
 def test_compare_page_lists_the_five_systems_and_downloads_them(dash_app):
     import pages.compare as cmp
     d = cmp._compare()
-    assert len(cmp.table(d).children[1].children) == 5
+    assert len(cmp.table(d).children.children[1].children) == 5      # a scrolling wrapper around the table
     assert [t["name"] for t in cmp.ep_figure(d)["data"]] == list(d["ep_sweep"])
     assert cmp.on_csv(1)["filename"] == "compare.csv"
 
