@@ -24,7 +24,6 @@ import multiprocessing
 import os
 import secrets
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -32,7 +31,7 @@ from collections import Counter
 import psutil
 import requests
 
-from .loadtest import ROOT, Callback, Viewer, free_port, pct, tick_callbacks
+from .loadtest import ROOT, Callback, Viewer, free_port, pct, start_gunicorn, tick_callbacks
 
 TOKEN = "attack-bench-" + "k" * 24
 HONEST_SANDBOXES = 2   # the attacker may take the other two (its address's cap): four run at max
@@ -40,22 +39,10 @@ INTERNAL = (str(ROOT), "Traceback", "/usr/lib/python", "site-packages")
 
 
 def start_server(port: int, threads: int) -> subprocess.Popen:
-    """gunicorn with the instructor lock on and loopback as the trusted proxy."""
-    env = dict(os.environ, TWIN_INSTRUCTOR_TOKEN=TOKEN, TWIN_TRUSTED_PROXIES="127.0.0.1")
-    cmd = [sys.executable, "-m", "gunicorn", "-w", "1", "-k", "gthread", "--threads", str(threads),
-           "-b", f"127.0.0.1:{port}", "--log-level", "info" if os.environ.get("TWIN_ATTACK_LOG") else "warning", "app:server"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=open(os.environ.get("TWIN_ATTACK_LOG", os.devnull), "w"))
-    for _ in range(240):
-        try:
-            if requests.get(f"http://127.0.0.1:{port}/_dash-layout", timeout=2).ok:
-                return proc
-        except requests.RequestException:
-            pass
-        if proc.poll() is not None:
-            raise SystemExit("gunicorn exited early")
-        time.sleep(0.25)
-    proc.terminate()
-    raise SystemExit("gunicorn did not come up")
+    """gunicorn with the instructor lock on and loopback as the trusted proxy (its log to
+    TWIN_ATTACK_LOG, if set)."""
+    log = open(os.environ.get("TWIN_ATTACK_LOG", os.devnull), "w")
+    return start_gunicorn(port, threads, {"TWIN_INSTRUCTOR_TOKEN": TOKEN, "TWIN_TRUSTED_PROXIES": "127.0.0.1"}, log)
 
 
 class Browser:

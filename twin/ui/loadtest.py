@@ -70,11 +70,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_gunicorn(port: int, threads: int) -> subprocess.Popen:
+def start_gunicorn(port: int, threads: int, env: dict | None = None, stderr=None) -> subprocess.Popen:
+    """gunicorn (one worker, `threads` threads) on `port`, once it answers; `env` adds settings."""
     cmd = [sys.executable, "-m", "gunicorn", "-w", "1", "-k", "gthread", "--threads", str(threads),
            "-b", f"127.0.0.1:{port}", "--log-level", "warning", "app:server"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ))
-    for _ in range(120):
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stderr=stderr)
+    for _ in range(240):
         try:
             if requests.get(f"http://127.0.0.1:{port}/_dash-layout", timeout=2).ok:
                 return proc
