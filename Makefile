@@ -1,4 +1,4 @@
-# Two entry points a newcomer needs: `make run` and `make test`. Both are idempotent.
+# Two entry points a newcomer needs: `make run` and `make test`. Both are idempotent. `make docs` builds the site.
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8050
 
-.PHONY: run test unit bench bench-ui bench-room screenshots validate chromium clean
+.PHONY: run test docs unit bench bench-ui bench-room screenshots validate chromium clean
 
 $(BIN)/python:
 	command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python 3.11)"; exit 2; }
@@ -28,6 +28,9 @@ run: $(STAMP)
 test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q
 
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not e2e"
 
@@ -47,4 +50,4 @@ screenshots: $(STAMP) chromium
 	$(BIN)/python -m twin.ui.screenshots
 
 clean:
-	rm -rf $(VENV) test-artifacts .pytest_cache
+	rm -rf $(VENV) test-artifacts .pytest_cache site

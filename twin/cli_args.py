@@ -37,6 +37,7 @@ def setting_type(s: Setting):
             raise argparse.ArgumentTypeError(f"{brief(text, 200)}: allowed {allowed}")
         return value
     parse.__name__ = kind     # argparse names the type in some messages
+    parse.setting = s         # the bounds, for the generated CLI reference (docs/hooks/cli_reference.py)
     return parse
 
 
