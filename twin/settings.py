@@ -7,7 +7,7 @@ placeholders, titles, preset buttons). Consumers look a setting up in `SETTINGS`
 so one change here (or a test's monkeypatch) moves every place at once.
 
 Every bound is an input limit (an assumption, far beyond any catalog deployment), not a model
-constant; the README's "Command-line input" table lists them.
+constant; the generated CLI reference (docs/hooks/cli_reference.py, `make docs`) lists them.
 """
 from __future__ import annotations
 
