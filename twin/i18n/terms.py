@@ -111,8 +111,8 @@ def unit(symbol: str, lang: str) -> str:
 def find(text: str, lang: str, where: str, table: dict[str, Term] | None = None) -> list[Hit]:
     """Forbidden variants in one text of `lang` (placeholders and code spans left out)."""
     text = _NOT_TEXT.sub(lambda m: " " * len(m.group(0)), text)      # same length: offsets hold
-    return [Hit(where, lang, m.group(0), t, m.start()) for t in (table or terms()).values()
-            for p in t.forbidden[lang] for m in p.finditer(text)]
+    return sorted((Hit(where, lang, m.group(0), t, m.start()) for t in (table or terms()).values()
+                   for p in t.forbidden[lang] for m in p.finditer(text)), key=lambda h: h.at)
 
 
 def po_strings(path: Path):
@@ -154,10 +154,10 @@ def scan_po(path: Path, lang: str, table=None) -> list[Hit]:
     return out
 
 
-def scan_lessons(directory: Path = LESSON_DIR, table=None) -> list[Hit]:
+def scan_lessons(directory: Path | None = None, table=None) -> list[Hit]:
     """English variants in the text lines of the lesson and glossary files."""
     out = []
-    for p in sorted(directory.glob("*.toml")):
+    for p in sorted((directory or LESSON_DIR).glob("*.toml")):
         for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
             if LESSON_TEXT.match(line):
                 out += find(line.split("=", 1)[1], "en", f"{_rel(p)}:{n}", table)
