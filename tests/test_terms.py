@@ -130,3 +130,10 @@ def test_overview_in_chinese_shows_units_in_chinese_words(dash_app):
     assert units[:6] == ["词元/秒"] * 4 + ["秒", "毫秒"]
     assert axes[:3] == ["词元/秒", "秒", "毫秒"]
     assert not [u for u in units + axes if re.search(r"tok/s|\bms\b|^s$", u)]
+
+
+def test_docs_show_every_term_of_the_termbase():
+    doc = (terms.ROOT / "docs" / "terms.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): line for line in doc.splitlines() if line.startswith("| ")}
+    missing = [t.id for t in terms.terms().values() if t.id not in rows or t.zh not in rows[t.id]]
+    assert missing == [], f"docs/terms.md lacks rows for {missing}"
