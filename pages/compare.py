@@ -46,7 +46,8 @@ def _lines(series: dict, x: str, text, hover: str, x_title: str, **xaxis) -> dic
 def curves_figure(d: dict) -> dict:
     """Every system's decode curve (tokens/s per chip vs TPOT) on the same axes, with the SLO."""
     fig = _lines(d["curves"], "tpot_ms", lambda r: _("batch %(b)s per chip") % {"b": r["batch_per_chip"]},
-                 "%{text}: TPOT %{x:.1f} ms, %{y:.0f} " + _("tok/s per chip"), _("TPOT, ms"), range=[0, 2 * d["tpot_slo_ms"]])
+                 "%{text}: TPOT %{x:.1f} " + Lg.unit("ms") + ", %{y:.0f} " + _("tok/s per chip"), _("TPOT, ms"),
+                 range=[0, 2 * d["tpot_slo_ms"]])
     fig["layout"]["shapes"] = [{"type": "line", "x0": d["tpot_slo_ms"], "x1": d["tpot_slo_ms"], "y0": 0, "y1": 1,
                                 "yref": "paper", "line": {"color": T.RED, "dash": "dash"}}]
     return fig
@@ -56,7 +57,7 @@ def ep_figure(d: dict) -> dict:
     """Decode throughput per chip against EP degree, per system."""
     return _lines(d["ep_sweep"], "decode_ep",
                   lambda r: f"{r['fabric']}, " + _("batch %(b)s per chip") % {"b": r["batch_per_chip"]}
-                  + f", TPOT {r['tpot_ms']:.1f} ms",
+                  + f", TPOT {r['tpot_ms']:.1f} {Lg.unit('ms')}",
                   "%{text}<br>EP%{x}: %{y:.0f} " + _("tok/s per chip"), _("decode EP degree"), type="log")
 
 

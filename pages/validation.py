@@ -62,7 +62,7 @@ def predictions_table(preds: list[dict]) -> html.Table:
                      html.Td(_num(p["tokens_per_s_per_tflops"], 3), className="num"),
                      html.Td(f"{p['tokens_per_s_per_kw']:,.0f}", className="num"),
                      html.Td(_num(p["usd_per_million_tokens"], 3), className="num"),
-                     html.Td(f"{p['tpot_ms']} ms" if p["tpot_ms"] else "–", className="num"),
+                     html.Td(f"{p['tpot_ms']} {Lg.unit('ms')}" if p["tpot_ms"] else "–", className="num"),
                      html.Td(eventtext.said(p["setting"]), className="muted")]) for p in preds]
     return html.Table([html.Thead(head), html.Tbody(body)], className="tbl", id=f"{P}-predictions")
 

@@ -451,6 +451,6 @@ def test_refusal_reasons_read_in_chinese(twin_registry):
         errors.append(exc.value)
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
         texts = [explain(e) for e in errors]
-    assert texts[2] == "故障目标 'n20/npu3' 是NPU；故障类型 l2 作用于L2 UB 交换机（例如 'sp2/l2-5'）"
+    assert texts[2] == "故障目标 'n20/npu3' 是NPU；故障类型 l2 作用于L2 UB 交换芯片（例如 'sp2/l2-5'）"
     leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in _scenarios()])}
     assert leftovers == {}, f"refusals outside the catalogs: {leftovers}"

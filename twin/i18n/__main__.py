@@ -1,9 +1,10 @@
-"""`python -m twin.i18n update | check` (see catalog.py)."""
+"""`python -m twin.i18n update | check | terms` (see catalog.py and terms.py)."""
 from __future__ import annotations
 
 import sys
 
-from .catalog import problems, update
+from . import terms
+from .catalog import extract, problems, update
 
 
 def main(argv=None) -> int:
@@ -12,11 +13,12 @@ def main(argv=None) -> int:
         for lang, n in update().items():
             print(f"{lang}: {n} untranslated")
         return 0
-    if argv == ["check"]:
-        found = problems()
-        print("\n".join(found) or "catalogs complete")
+    if argv in (["check"], ["terms"]):
+        tmpl = extract()
+        found = (problems(tmpl) if argv == ["check"] else []) + [str(h) for h in terms.problems(tmpl)]
+        print("\n".join(found) or ("catalogs complete, " if argv == ["check"] else "") + "one term per concept")
         return 1 if found else 0
-    print("usage: python -m twin.i18n update | check", file=sys.stderr)
+    print("usage: python -m twin.i18n update | check | terms", file=sys.stderr)
     return 2
 
 

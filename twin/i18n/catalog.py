@@ -6,7 +6,9 @@ template `messages.pot` holds them all; each language's `messages.po` keeps its 
 across updates (no fuzzy matching: a changed English text needs a fresh translation).
 
     python -m twin.i18n update    # rewrite the template and merge it into en and zh
-    python -m twin.i18n check     # exit 1 listing msgids missing from a catalog or untranslated in zh
+    python -m twin.i18n check     # exit 1 listing msgids missing from a catalog or untranslated in zh,
+                                  # and every second rendering of a term (terms.py)
+    python -m twin.i18n terms     # only the terms
 
 To convert another page: wrap its user-visible strings in `_()`, add the file to SOURCES, run
 `update`, translate the new entries in zh, and add the page to the rendered-text test.
@@ -98,10 +100,10 @@ def update() -> dict[str, int]:
     return counts
 
 
-def problems() -> list[str]:
+def problems(tmpl: Catalog | None = None) -> list[str]:
     """What is wrong with the catalogs now: msgids in the code or data but not in a catalog, zh
     entries without a translation, and placeholder mismatches (Babel's python-format checker)."""
-    tmpl = extract()
+    tmpl = extract() if tmpl is None else tmpl
     out = []
     for lang in LANGS:
         cat = read(lang)

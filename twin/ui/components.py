@@ -11,7 +11,7 @@ from twin.settings import get as setting
 from twin.tracestore import UPLOAD_MAX_BYTES, names
 
 from . import chartinfo, eventtext, teach
-from .lang import N_, _
+from .lang import N_, _, unit, unit_or_text
 
 # How a number was obtained (design convention 4): shown as a small tag next to it.
 PROVENANCE = {
@@ -32,7 +32,7 @@ def kpi(id_: str, label: str, unit: str = "", source: str = "sim", hint: str = "
     return html.Div([
         html.Div([html.Span(_gloss(label), id=f"{id_}-label", className="kpi-label"), tag(source)], className="kpi-head"),
         html.Div([html.Span("–", id=id_, className="kpi-value"),
-                  html.Span(unit, className="kpi-unit")], className="kpi-body"),
+                  html.Span(unit_or_text(unit), className="kpi-unit")], className="kpi-body"),
         html.Div(hint, id=f"{id_}-hint", className="kpi-hint") if hint else None,
     ], className="kpi", title=hint or label)
 
@@ -279,7 +279,8 @@ def events(evs, empty: str, t_format: str = ".1f") -> list:
     language (`eventtext`)."""
     if not evs:
         return [html.Div(empty, className="muted")]
-    return [html.Div([html.Span(f"t={e.get('t', 0):{t_format}} s", className="ev-t"),
+    s = unit("s")
+    return [html.Div([html.Span(f"t={e.get('t', 0):{t_format}} {s}", className="ev-t"),
                       html.Span(eventtext.kind(e), className=f"ev-kind ev-{e.get('kind', '')}"),
                       html.Span(eventtext.line(e), className="ev-msg")], className="ev")
             for e in evs]

@@ -14,7 +14,7 @@ from . import figures as F
 from . import theme as T
 from . import topostyle as TS
 from . import topoview as TV
-from .lang import N_, _
+from .lang import N_, _, unit
 
 P = "fl"
 CHART_H = 230
@@ -159,7 +159,7 @@ def demos() -> html.Div:
         story = _(d["description"])          # a catalog msgid (twin.i18n.catalog.data_texts)
         items.append(html.Div([
             html.Button(_(d["title"]), id={"type": f"{P}-demo", "index": d["name"]}, className="btn demo-btn",
-                        n_clicks=0, title=f"{story} ({d['name']}: {meta}, {d['duration_s']:g} s)".strip()),
+                        n_clicks=0, title=f"{story} ({d['name']}: {meta}, {d['duration_s']:g} {unit('s')})".strip()),
             html.Div(meta, className="demo-meta"),
         ], className="demo"))
     return C.panel([

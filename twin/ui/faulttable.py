@@ -16,7 +16,7 @@ from twin.topology import StaticTopology
 from . import components as C
 from . import theme
 from .faultview import ELEMENT_LABEL, KIND_LABEL, element_kind
-from .lang import N_, _
+from .lang import N_, _, unit
 
 
 # ---- chart marks -------------------------------------------------------------------------------------
@@ -153,7 +153,7 @@ def json_text(rows_: list[dict]) -> str:
 
 def _secs(v, pending: str = "…") -> str:
     f = _num(v)
-    return pending if f is None else f"{f:,.1f} s"
+    return pending if f is None else f"{f:,.1f} {unit('s')}"
 
 
 def _change(before, during, fmt, unit: str = "", missing: str = "…") -> html.Td:
@@ -194,14 +194,14 @@ def _cells(r: dict) -> list:
     det = r.get("detect_s")
     det_txt = _secs(det) if det is not None else (
         _("not needed") if r.get("recover_s") is not None else "…" if started else "–")
-    st = _(r["state"]) + (f" t={r['at_s']:,.1f} s" if r["state"] == "scheduled" else "")
+    st = _(r["state"]) + (f" t={r['at_s']:,.1f} {unit('s')}" if r["state"] == "scheduled" else "")
     kind_cls = {"served": "recovered"}.get(r["state"].split(" ")[0], r["state"].split(" ")[0])
     dash = "–"
     return [
         html.Td(f"#{r['id']}"),
         html.Td(_(KIND_LABEL.get(r["kind"], r["kind"]))),
         html.Td(r["target"], className="code"),
-        html.Td(f"{r['at_s']:,.1f} s"),
+        html.Td(_secs(r["at_s"])),
         html.Td(det_txt),
         html.Td(_secs(r.get("recover_s")) if started else dash),
         html.Td(C.fmt(r.get("requests_affected")) if started else dash),

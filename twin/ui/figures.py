@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import theme
-from .lang import _
+from .lang import _, unit_or_text
+from .lang import unit as in_lang
 
 HISTORY_POINTS = 600    # points kept on a strip chart (the snapshot history is bounded too)
 OUTLIER_X = 4.0         # assumption: on a `robust` chart, a point above 4x the window's 90th percentile
@@ -87,14 +88,14 @@ def strip_figure(spec: StripSpec, hist: dict | None, height: int = 230) -> dict:
         data.append(tr)
     over = {"title": {"text": _(spec.title)}, "height": height,
             "xaxis": {"title": {"text": _("sim time (s)"), "font": {"size": 11, "color": theme.MUTED}}},
-            "yaxis": {"title": {"text": _(spec.y_title), "font": {"size": 11, "color": theme.MUTED}}}}
+            "yaxis": {"title": {"text": unit_or_text(spec.y_title), "font": {"size": 11, "color": theme.MUTED}}}}
     if spec.y_range:
         over["yaxis"]["range"] = list(spec.y_range)
         over["yaxis"]["rangemode"] = "normal"
     if spec.robust:
         over["yaxis"].update(robust_axis(spec, hist))
     if spec.y2_title:
-        over["yaxis2"] = {"title": {"text": _(spec.y2_title), "font": {"size": 11, "color": theme.MUTED}},
+        over["yaxis2"] = {"title": {"text": unit_or_text(spec.y2_title), "font": {"size": 11, "color": theme.MUTED}},
                           "overlaying": "y", "side": "right", "gridcolor": "rgba(0,0,0,0)",
                           "rangemode": "tozero"}
         over["margin"] = {"l": 56, "r": 56, "t": 34, "b": 40}
@@ -110,7 +111,7 @@ def robust_axis(spec: StripSpec, hist: dict | None) -> dict:
     lo = max(0, n - HISTORY_POINTS)
     xs = _times(hist, lo)
     pts = [(y, x) for s in spec.series for x, y in zip(xs, _values(hist, s.key, lo, s.scale)) if y is not None]
-    title = {"text": _(spec.y_title), "font": {"size": 11, "color": theme.MUTED}}
+    title = {"text": unit_or_text(spec.y_title), "font": {"size": 11, "color": theme.MUTED}}
     ys = sorted(y for y, _ in pts)
     ref = ys[int(0.9 * (len(ys) - 1))] if ys else 0.0
     top = max(pts) if pts else None
@@ -177,7 +178,8 @@ def empty_matrix(height: int = 460) -> dict:
 def heatmap_figure(matrix, labels: list[str], title: str, unit: str = "GB/s", height: int = 460) -> dict:
     """Node-to-node traffic on a log colour scale: the MoE all-to-all of a lightly loaded decode
     instance spread over its 20 nodes (0.1 GB/s a pair) and a prefill instance's (tens of GB/s
-    inside its two nodes) both show. Hover gives the value in `unit`."""
+    inside its two nodes) both show. Hover gives the value in `unit` (a termbase unit)."""
+    unit = in_lang(unit)
     z, text = heatmap_z(matrix)
     lo, hi = LOG_DECADES
     ticks = list(range(lo, hi + 1))

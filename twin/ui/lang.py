@@ -8,7 +8,7 @@ from twin import i18n as I
 
 from .teach import request_lang
 
-__all__ = ["N_", "_", "num", "title", "system_title", "request_lang"]
+__all__ = ["N_", "_", "num", "unit", "unit_or_text", "title", "system_title", "request_lang"]
 
 
 def _(msgid: str) -> str:
@@ -23,6 +23,16 @@ def N_(msgid: str) -> str:
 def num(value, digits: int = 0) -> str:
     """A number in the viewer's locale format (see `twin.i18n.number`)."""
     return I.number(value, request_lang(), digits)
+
+
+def unit(symbol: str) -> str:
+    """A unit in the viewer's language by the termbase's rule (`twin.i18n.terms`): "ms" -> "毫秒"."""
+    return I.unit(symbol, request_lang())
+
+
+def unit_or_text(text: str) -> str:
+    """An axis or card label that is either a unit ("tok/s") or a catalog message ("requests")."""
+    return unit(text) if I.terms.is_unit(text) else _(text)
 
 
 def title(name: str):

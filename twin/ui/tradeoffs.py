@@ -10,7 +10,7 @@ from twin.perf import PerfModel
 
 from . import theme
 from .figures import r4
-from .lang import N_, _
+from .lang import N_, _, unit
 from .words import words
 
 # ref 4 (CloudMatrix-Infer) decode rows: (TPOT ms, tokens/s per NPU, label), measured on PAPER_SYSTEM only
@@ -101,7 +101,7 @@ def figure(deployment: str, kv_len: int, slo_ms: float, trail: tuple[list, list]
                 "bgcolor": "rgba(22,32,46,0.85)"},
         shapes=[{"type": "line", "x0": slo_ms, "x1": slo_ms, "yref": "paper", "y0": 0, "y1": 1,
                  "line": {"color": theme.GREEN, "dash": "dash", "width": 2}}],
-        annotations=[{"x": slo_ms, "yref": "paper", "y": 1.0, "text": f"SLO {slo_ms:g} ms", "showarrow": False,
+        annotations=[{"x": slo_ms, "yref": "paper", "y": 1.0, "text": f"SLO {slo_ms:g} {unit('ms')}", "showarrow": False,
                       "xanchor": "left", "yanchor": "top", "font": {"color": theme.GREEN}}] + ([] if paper else [
             {"xref": "paper", "x": 0.0, "yref": "paper", "y": 1.06, "showarrow": False, "xanchor": "left",
              "font": {"color": theme.MUTED}, "text": _("No published reference points for %(system)s: the paper's "
