@@ -765,7 +765,9 @@ def test_cache_page_says_why_a_ttft_line_is_missing(pages):
     says so instead of leaving the line silently empty; with both kinds in the window, no note."""
     from twin.engine import Engine
     from twin.engine.metrics import HIT_WINDOW
-    h = Engine("paper-prefill-cache", seed=0).advance(HIT_WINDOW + 5).history
+    eng = Engine("paper-prefill-cache", seed=0)
+    eng.advance(HIT_WINDOW + 5)
+    h = eng.snapshot().history
     assert all(v != v for v in h["ttft_miss_p50_ms"]) and h["ttft_hit_p50_ms"][-1] > 0
     assert pages.cache.ttft_note(h).startswith("No line without a hit")
     nan = float("nan")

@@ -51,7 +51,8 @@ def test_finite_cache_hits_less_and_more_capacity_never_less():
 def test_conservation_at_every_snapshot():
     eng = Engine("bursty-chat", seed=3, duration_s=60)
     for _ in range(30):
-        snap = eng.advance(2.0)
+        eng.advance(2.0)
+        snap = eng.snapshot()
         k = snap.kpis
         assert k["arrived"] == k["completed"] + k["in_flight"] + k["rejected"]
         assert k["arrived"] > 0
@@ -115,12 +116,14 @@ def test_command_the_engine_refuses_is_logged_and_engine_runs_on():
     """A fault target only the engine's topology can judge: refused at apply time, logged."""
     eng = Engine("paper-decode", seed=0)
     eng.submit(command("fault", {"kind": "npu_die", "target": "n99/npu0/d0"}))
-    snap = eng.advance(5)
+    eng.advance(5)
+    snap = eng.snapshot()
     errors = [e["message"] for e in snap.events if e["kind"] == "error"]
     assert len(errors) == 1 and errors[0].startswith("fault refused: fault target = 'n99/npu0/d0'")
     assert eng.command_log == []
     assert snap.sim_time == pytest.approx(5)
-    assert eng.advance(5).kpis["completed"] > 0
+    eng.advance(5)
+    assert eng.snapshot().kpis["completed"] > 0
 
 
 def test_bad_options_give_clear_errors(tmp_path):
@@ -141,7 +144,8 @@ def test_bad_options_give_clear_errors(tmp_path):
 
 def test_requests_flow_through_every_stage_and_kv_goes_over_rdma():
     eng = Engine("paper-prefill", seed=0, load=0.5)
-    snap = eng.advance(30)
+    eng.advance(30)
+    snap = eng.snapshot()
     df = eng.req.frame()
     done = df[df.state == "done"]
     assert len(done) > 100
@@ -171,6 +175,22 @@ def test_scenarios_listed_and_all_start():
     names = [s["name"] for s in list_scenarios()]
     assert {"default", "paper-decode", "paper-prefill", "mooncake-replay"} <= set(names)
     for name in names:
-        snap = Engine(name, seed=0).advance(3)
+        eng = Engine(name, seed=0)
+        eng.advance(3)
+        snap = eng.snapshot()
         assert snap.version == 1 and snap.sim_time == pytest.approx(3)
         assert np.isfinite(snap.link_util).all()
+
+
+def test_run_reaches_until_in_slices_and_builds_no_snapshot(monkeypatch):
+    """`run` is the one "advance until the end" loop: it stops exactly at `until`, one advance per
+    slice, and no snapshot is built on the way (a caller that shows one asks for it)."""
+    eng = Engine("paper-decode", seed=0)
+    built = []
+    monkeypatch.setattr(type(eng), "snapshot", lambda self: built.append(1))
+    eng.run(25.0, step=10.0)
+    assert eng.sim_time == pytest.approx(25.0) and eng.version == 3 and built == []
+    eng.run(25.0)
+    assert eng.version == 3
+    with pytest.raises(ValueError, match=r"run: step = 0: must be a finite number > 0"):
+        eng.run(30.0, step=0)

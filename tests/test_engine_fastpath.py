@@ -3,18 +3,18 @@ import numpy as np
 import simpy
 
 from twin.engine import Engine
-from twin.engine.pools import call_later
+from twin.engine.clock import SIMPY_VERSIONS, Clock
 
 
 def test_call_later_fires_where_a_timeout_would():
     """call_later() takes the place of env.timeout(d).callbacks.append(f): interleaved with
     timeouts and with equal times, callbacks run in scheduling order at the same times."""
     def order(use_call_later: bool) -> list:
-        env, seen = simpy.Environment(), []
+        env, seen = Clock(), []
         for i, d in enumerate([0.1, 0.1, 0.3, 0.0, 0.3, 0.3, 0.1]):
             cb = (lambda i: lambda _: seen.append((env.now, i)))(i)
             if use_call_later and i % 2:
-                call_later(env, d, cb)
+                env.call_later(d, cb)
             else:
                 env.timeout(d).callbacks.append(cb)
         env.run()
@@ -22,6 +22,22 @@ def test_call_later_fires_where_a_timeout_would():
 
     assert order(True) == order(False)
     assert [i for _, i in order(True)] == [3, 0, 1, 6, 2, 4, 5]
+
+
+def test_the_clock_adapter_matches_the_installed_simpy():
+    """SimPy's private API is used only in twin.engine.clock, read against these releases: a new
+    SimPy must be checked there first. `push` and `processed` behave as SimPy's own events do."""
+    assert simpy.__version__ in SIMPY_VERSIONS
+    env, seen = Clock(), []
+    env.timeout(0.5).callbacks.append(lambda _: seen.append(("timeout", env.now)))
+    env.push(0.5, lambda _: seen.append(("push", env.now)))
+    ev = env.event()
+    ev.callbacks.append(lambda e: seen.append(("succeeded", env.now, e.value)))
+    env.succeed_after(ev, 0.25)
+    assert env.processed == 0
+    env.run()
+    assert seen == [("succeeded", 0.25, None), ("timeout", 0.5), ("push", 0.5)]
+    assert env.processed == 3
 
 
 def test_kv_partition_check_follows_the_topology_version():

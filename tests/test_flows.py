@@ -2,13 +2,13 @@
 import random
 
 import pytest
-import simpy
 
+from twin.engine.clock import Clock
 from twin.engine.flows import FlowNet
 
 
 def _net(**caps):
-    env = simpy.Environment()
+    env = Clock()
     net = FlowNet(env)
     for link, c in caps.items():
         net.set_capacity(link, c)

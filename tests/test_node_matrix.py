@@ -12,7 +12,8 @@ def test_log_matrix_draws_every_decode_node_pair_and_the_prefill_blocks():
     text gives the GB/s. (The Mooncake loop this default replaced kept decode near batch 0.4, ~0.1 GB/s
     a pair: the block was invisible on a linear scale.)"""
     eng = Engine("default", seed=0)
-    snap = eng.advance(30)
+    eng.advance(30)
+    snap = eng.snapshot()
     z, text = F.heatmap_z(snap.node_traffic)
     dec = np.asarray(eng.decode[0].nodes)
     assert len(dec) == 20

@@ -1,11 +1,11 @@
 """Property tests (hypothesis, derandomized so CI is repeatable) of the flow solver's max-min
 fairness and of the EMS cache."""
 import numpy as np
-import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twin.ems import EMS
+from twin.engine.clock import Clock
 from twin.engine.flows import FlowNet
 
 LINKS = "abcde"
@@ -30,7 +30,7 @@ def networks(draw):
 
 
 def _start(caps, flows):
-    env = simpy.Environment()
+    env = Clock()
     net = FlowNet(env)
     for link, c in caps.items():
         net.set_capacity(link, c)

@@ -12,7 +12,8 @@ from twin.topology import static
 @pytest.fixture(scope="module")
 def h800():
     eng = Engine(scenario="paper-decode", deployment="deepseek-h800", seed=0)
-    return eng, eng.advance(20.0)
+    eng.advance(20.0)
+    return eng, eng.snapshot()
 
 
 def test_a_gpu_cluster_snapshot_names_its_system_and_fabrics(h800):
@@ -44,7 +45,8 @@ def test_live_capacities_show_failures_and_degradations():
     link = "n20/l1-3--sp3/l2-7"
     eng.topo.degrade(link, 0.5)
     eng.topo.fail("sp2/l2-5")
-    snap = eng.advance(1.0)
+    eng.advance(1.0)
+    snap = eng.snapshot()
     la = eng.topo.link_arrays()
     e = eng.topo.edge(link)
     assert snap.link_capacity[e] == la.base_gbps[e] * 0.5 == 14.0                   # ref 1: 28 GB/s links
@@ -61,7 +63,8 @@ def test_topology_views_draw_degraded_and_failed_links_from_the_snapshot():
     eng = Engine(scenario="default", seed=0)
     link = "n20/l1-3--sp3/l2-7"
     eng.topo.degrade(link, 0.5)
-    snap = eng.advance(1.0)
+    eng.advance(1.0)
+    snap = eng.snapshot()
     v = TV.view(snap.system.topology, "sp3")
     j = v.edge_ids.index(link)
     live = TL.live(v, snap)
@@ -69,5 +72,6 @@ def test_topology_views_draw_degraded_and_failed_links_from_the_snapshot():
     rows = dict(TL.element_stats(v, snap, "edge", link))
     assert rows["capacity"] == "28.0 GB/s one way" and rows["live capacity"] == "14.0 GB/s"
     eng.topo.fail(link)
-    live = TL.live(v, eng.advance(1.0))
+    eng.advance(1.0)
+    live = TL.live(v, eng.snapshot())
     assert live["down"] == [j] and live["part"] == []

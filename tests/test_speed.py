@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import simpy
 
 from twin import rules
 from twin.bench import SCALING_DEPLOYMENTS, bench, scaling, table
 from twin.ems import EMS
 from twin.engine import Engine, command, batch_rows, timing
+from twin.engine.clock import Clock
 from twin.engine.flows import FlowNet
 from twin.engine.requests import DECODE_QUEUE, DECODING, DONE, PREFILL
 
@@ -286,7 +286,7 @@ def test_deferred_kv_completions_change_nothing_but_the_event_count(load):
 
 
 def test_deferred_flow_ends_run_at_their_own_times_and_become_events_on_demand():
-    env, deferring = simpy.Environment(), [True]
+    env, deferring = Clock(), [True]
     net = FlowNet(env, defer=lambda: deferring[0])
     net.set_capacity("a", 100.0)
     ends = []

@@ -30,7 +30,8 @@ for line in sys.stdin:
         print("end", flush=True)
         continue
     t = time.process_time()
-    eng.advance(min(step, duration - eng.sim_time))
+    snap = eng.advance(min(step, duration - eng.sim_time))
+    snap is None and eng.snapshot()      # a live turn publishes one snapshot, in every version
     print(f"{time.process_time() - t:.6f}", flush=True)
 """
 HERE = Path(__file__).resolve().parent.parent

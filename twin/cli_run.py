@@ -73,9 +73,7 @@ def cmd_run(a) -> int:
         eng.req.sink = sink.write            # rows leaving the engine's window go to disk
     duration = eng.scenario.duration_s
     t0 = time.perf_counter()
-    step = max(eng.scenario.interval_s, min(60.0, duration / 20))
-    while eng.sim_time < duration - 1e-9:
-        eng.advance(min(step, duration - eng.sim_time))
+    eng.run(duration, step=max(eng.scenario.interval_s, min(60.0, duration / 20)))
     if drain == "default":
         eng.drain()
     elif drain is not None:

@@ -29,7 +29,8 @@ uses) are called from Python. Costs of numba: the first compile ~2.6 s of CPU, c
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .kernels import kernel
 
 _MIX = 0x9E3779B97F4A7C15        # Fibonacci hashing (the EMS ring's multiplier: one product serves both)
 _M64 = (1 << 64) - 1
@@ -218,7 +219,7 @@ class BlockIndex:
 
 
 # ---- compiled steps -------------------------------------------------------------------------------
-@njit(cache=True)
+@kernel
 def _insert_all(keys, place, stamp, okeys, oplace, ostamp, shift, mask):
     """Insert the live entries of an old table into an empty one; returns how many."""
     n, sh = 0, np.uint64(shift)
@@ -232,7 +233,7 @@ def _insert_all(keys, place, stamp, okeys, oplace, ostamp, shift, mask):
     return n
 
 
-@njit(cache=True)
+@kernel
 def _find(keys, place, mask, h, key, s1):
     free = -1
     while True:
@@ -246,7 +247,7 @@ def _find(keys, place, mask, h, key, s1):
         h = (h + 1) & mask
 
 
-@njit(cache=True)
+@kernel
 def _put(keys, place, stamp, codes, st, slot, key, code):
     if place[slot] == 0:
         st[USED] += 1
@@ -255,7 +256,7 @@ def _put(keys, place, stamp, codes, st, slot, key, code):
     codes[code, COUNT] += 1
 
 
-@njit(cache=True)
+@kernel
 def _move(place, stamp, codes, st, slot, code):
     old = place[slot]
     if old != code:
@@ -266,13 +267,13 @@ def _move(place, stamp, codes, st, slot, code):
     st[CLOCK] += 1
 
 
-@njit(cache=True)
+@kernel
 def _drop(place, codes, slot):
     codes[place[slot], COUNT] -= 1
     place[slot] = -1
 
 
-@njit(cache=True)
+@kernel
 def _lru(codes, qbuf, place, stamp, code):
     """The first still-valid queued slot of place `code`, or -1 when its queue is spent."""
     i, end = codes[code, QHEAD], codes[code, QEND]
@@ -286,7 +287,7 @@ def _lru(codes, qbuf, place, stamp, code):
     return -1
 
 
-@njit(cache=True)
+@kernel
 def _refill(place, stamp, codes, qbuf, code):
     """Rebuild the eviction queue of place `code` (which has its segment) and, in the same scan
     of the table, of every place whose queue is nearly spent (under a quarter of its segment
@@ -322,7 +323,7 @@ def _refill(place, stamp, codes, qbuf, code):
         codes[c, QHEAD], codes[c, QEND] = b, b + k
 
 
-@njit(cache=True)
+@kernel
 def _smallest(a, k):
     """Sort the k smallest values of `a` into a[:k], ascending, with a max-heap (np.partition and
     np.sort would add 5 s of CPU to the walk's first compile; this adds little)."""
@@ -337,7 +338,7 @@ def _smallest(a, k):
         _sift(a, 0, end)
 
 
-@njit(cache=True)
+@kernel
 def _sift(a, i, n):
     """Restore the max-heap a[:n] below position i."""
     x = a[i]
@@ -354,7 +355,7 @@ def _sift(a, i, n):
     a[i] = x
 
 
-@njit(cache=True)
+@kernel
 def _lru_or_refill(codes, qbuf, place, stamp, code):
     """_lru, refilling the queue once when it is spent; -1 when the place has no segment yet."""
     slot = _lru(codes, qbuf, place, stamp, code)
@@ -364,7 +365,7 @@ def _lru_or_refill(codes, qbuf, place, stamp, code):
     return slot
 
 
-@njit(cache=True)
+@kernel
 def _spill(s1, place, stamp, codes, qbuf, st):
     """Bring server s1 - 1 within capacity: demote DRAM's LRU to SSD (dropped when SSD has no
     room), drop SSD's LRU. Returns -1, or the place whose queue needs its first segment (nothing
@@ -391,7 +392,7 @@ def _spill(s1, place, stamp, codes, qbuf, st):
             return -1
 
 
-@njit(cache=True)
+@kernel
 def _walk(ids, tokens, mode, ring, per_hit, per_new, keys, place, stamp, codes, qbuf, st):
     """BlockIndex.walk. Returns (NEED_RESIZE, 0, 0) before changing anything when a store could
     overfill the table, (NEED_QUEUE, code, 0) when a spill needs place code's queue rebuilt (the

@@ -1,8 +1,8 @@
 """Live runner: one daemon thread per twin advances an Engine in chunks and publishes snapshots.
 
 A `Twin` owns one `twin.engine.Engine`. Its thread loops every ``wall_dt`` (0.2 s): drain the
-message queue (typed engine commands, an engine swap), ``eng.advance(speed * wall_dt)``, publish
-the engine's snapshot by rebinding one reference (atomic in CPython), sleep the remainder. The
+message queue (typed engine commands, an engine swap), ``eng.advance(speed * wall_dt)``, build and
+publish the engine's snapshot by rebinding one reference (atomic in CPython), sleep the remainder. The
 thread never dies from a bad command or a failing step: it logs an event and carries on, and after
 repeated failures it pauses itself with a message. User actions: twin.actions.TwinActions.
 Callers (Dash callbacks) only read `Twin.snapshot` / `Twin.status()` and call `Twin.control()`;
@@ -238,8 +238,7 @@ class Twin(TwinActions):
         if self.alive:
             raise RuntimeError(f"twin {self.key} runs its own thread; advance_to is for a twin not started")
         self._drain()
-        while self._engine.sim_time < sim_s - 1e-9:
-            self._engine.advance(min(chunk_s, sim_s - self._engine.sim_time))
+        self._engine.run(sim_s, step=chunk_s)
         self.snapshot = self._engine.snapshot()
 
     def _fail_step(self, exc: Exception) -> None:

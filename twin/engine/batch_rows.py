@@ -9,12 +9,13 @@ id - base).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ..kernels import kernel
 
 from .requests import DECODING, PREFILL
 
 
-@njit(cache=True)
+@kernel
 def started(ids, base, now, state, prefill_start, inputs, generated, sizes):
     """A prefill batch starts at `now`: its prompts go PREFILL, and `sizes` gets the tokens each
     prefills (a requeued request's prompt and the tokens it made but the first, again). Returns
@@ -33,7 +34,7 @@ def started(ids, base, now, state, prefill_start, inputs, generated, sizes):
     return prompts, total, square
 
 
-@njit(cache=True)
+@kernel
 def prefilled(ids, base, now, prefill_end, first_token, generated, inputs, output, order):
     """A prefill batch's prompts ended at `now`: a requeued request keeps the first token it
     streamed and the tokens it made (at least the first). `order` gets the ids to send to decode,
@@ -60,7 +61,7 @@ def prefilled(ids, base, now, prefill_end, first_token, generated, inputs, outpu
     return prompts, n_send, sent
 
 
-@njit(cache=True)
+@kernel
 def admit(ids, base, inputs, output, generated, state, instance, first_token, idx, left):
     """Mark `ids` DECODING on instance `idx` and write the tokens each has still to make into
     `left`. Returns (their KV need, input + output, summed; their context, input + generated,
@@ -79,7 +80,7 @@ def admit(ids, base, inputs, output, generated, state, instance, first_token, id
     return need, ctx, no_first
 
 
-@njit(cache=True)
+@kernel
 def finish(ids, base, inputs, output, generated):
     """Finished sequences have made all their output (generated = output); returns their final
     contexts (input + output) summed."""

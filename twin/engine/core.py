@@ -24,10 +24,11 @@ from ..predict.roofline import PerfModel
 from ..topology import topology
 from . import cache, network, report
 from .accounting import Accounting
+from .clock import Clock
 from .commands import Command
 from .faults import FaultManager, Policy, load_fault_file
 from .metrics import Metrics
-from .pools import DecodeInstance, PrefillInstance, call_later
+from .pools import DecodeInstance, PrefillInstance
 from .requests import DONE, KEEP_ROWS, MAX_WINDOW_ROWS, QUEUED, RequestTable
 from .scenario import Scenario, load_scenario
 from .scheduling import Policies
@@ -43,25 +44,6 @@ ARRIVAL_EPS = 1e-12       # float slack: an arrival at a tick's exact time belon
 CAPACITY_PROMPT_CAP = 131072   # assumption: capacity estimates cap the mean prompt at 128 K tokens
 
 
-class _Environment(simpy.Environment):
-    """A SimPy environment that reports the events it has processed (for `bench`)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        # SimPy binds timeout/event/process... to the instance once (bind_early), but only those
-        # in the instance's own class: a subclass would build a bound method on every access
-        for name, obj in vars(simpy.Environment).items():
-            if type(obj) is simpy.core.BoundClass:
-                setattr(self, name, getattr(self, name))
-
-    @property
-    def processed(self) -> int:
-        """Every scheduled event takes the next id from `_eid` (SimPy's and the engine's own
-        pushes alike); those not yet processed are still queued. (Counting in an overridden
-        step() cost a Python call per event.)"""
-        return int(repr(self._eid)[6:-1]) - len(self._queue)
-
-
 class Engine:
     def __init__(self, scenario: str | Scenario | None = "default", seed: int | None = None,
                  predictor=None, policies: dict | None = None, **overrides):
@@ -72,7 +54,7 @@ class Engine:
                          else load_scenario(scenario, seed=seed, **overrides))
         sc = self.scenario
         self.seed = sc.seed
-        self.env = _Environment()
+        self.env = Clock()
         self.rng = np.random.default_rng(sc.seed)
         self.cat = catalog()
         self.dep = self.cat.deployment(sc.deployment)
@@ -235,8 +217,9 @@ class Engine:
         inst.wake()
 
     # ---- the simulation ------------------------------------------------------------------------
-    def advance(self, sim_seconds: float) -> Snapshot:
-        """Apply queued commands at the current sim time, then run `sim_seconds` forward."""
+    def advance(self, sim_seconds: float) -> None:
+        """Apply queued commands at the current sim time, then run `sim_seconds` forward. It builds
+        no snapshot: a caller that shows one asks `snapshot()`."""
         if not sim_seconds >= 0 or math.isinf(sim_seconds):
             raise ValueError(f"advance: sim_seconds = {sim_seconds}: must be a finite number >= 0")
         self.catch_up()
@@ -250,8 +233,16 @@ class Engine:
         else:                       # process what is due now (e.g. a fault injected "now")
             while self.env.peek() <= self.env.now:
                 self.env.step()
+        self.catch_up()             # the request table is exact for whoever reads it next
         self.version += 1
-        return self.snapshot()
+
+    def run(self, until: float, step: float = 60.0) -> None:
+        """Advance to `until` simulated seconds in slices of at most `step` (commands land at slice
+        edges, so the slice is part of a run's identity: keep it fixed for a fingerprint)."""
+        if not step > 0 or math.isinf(step):
+            raise ValueError(f"run: step = {step}: must be a finite number > 0")
+        while self.sim_time < until - 1e-9:
+            self.advance(min(step, until - self.sim_time))
 
     @classmethod
     def replay(cls, scenario: Scenario, command_log: list, until: float, **kw) -> "Engine":
@@ -305,7 +296,7 @@ class Engine:
         else:
             tick = ARRIVAL_TICK_S
             k = max(self._tick_k, math.ceil((self.incoming.next_arrival() - ARRIVAL_EPS) / tick))
-            call_later(self.env, max(0.0, k * tick - self.env.now), self._tick, gen)
+            self.env.call_later(max(0.0, k * tick - self.env.now), self._tick, gen)
 
     def _tick(self, ev) -> None:
         self._arrivals(ev._value)          # (the generation rides in the event: no closure per tick)

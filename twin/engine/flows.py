@@ -79,7 +79,7 @@ class FlowNet:
 
     def set_capacity(self, link: str, bytes_per_s: float) -> None:
         self.settle()
-        now = self.env._now
+        now = self.env.now
         self._drain(now)
         self.capacity[link] = max(0.0, bytes_per_s)
         self._solve(now)
@@ -93,7 +93,7 @@ class FlowNet:
         A flow that starts alone (most KV transfers) takes its rate here, as `_solve` would set it."""
         links = tuple(links)
         narrowest = self._narrowest(links)
-        now = self.env._now
+        now = self.env.now
         done = None
         if on_finish is None:
             done = self.env.event()
@@ -140,7 +140,7 @@ class FlowNet:
 
     def settle(self) -> None:
         """Run the deferred wake-ups due by now, in time order."""
-        while self._armed_at <= self.env._now:
+        while self._armed_at <= self.env.now:
             self._fire(self._armed_at)
 
     def need_events(self) -> None:
@@ -151,10 +151,7 @@ class FlowNet:
 
     def _schedule(self, gen: int, at: float) -> None:
         """An event at exactly `at` (>= now) that fires wake-up `gen` (simpy.Timeout's own push)."""
-        ev = simpy.Event(self.env)
-        ev._ok, ev._value = True, None
-        ev.callbacks.append(lambda _: self._wake(gen))
-        heappush(self.env._queue, (at, simpy.events.NORMAL, next(self.env._eid), ev))
+        self.env.push(at, lambda _: self._wake(gen))
         self._timer_gen = gen
 
     def _drain(self, now: float) -> None:
@@ -229,12 +226,12 @@ class FlowNet:
                 self._gen += 1
                 self._armed_at = at
         if self._timer_gen != self._gen and self._armed_at < math.inf \
-                and (self._armed_at > self.env._now or now == self.env._now) \
+                and (self._armed_at > self.env.now or now == self.env.now) \
                 and (self._events or self.defer is None or not self.defer()):
             self._schedule(self._gen, self._armed_at)      # (a due one is run by settle())
 
     def _wake(self, gen: int) -> None:
-        if gen == self._gen and self._armed_at <= self.env._now:
+        if gen == self._gen and self._armed_at <= self.env.now:
             self._fire(self._armed_at)   # else replaced by an earlier wake-up, or settled already
 
     def _fire(self, now: float) -> None:
@@ -257,7 +254,7 @@ class FlowNet:
             del flows[f.key]
             if f.on_finish is None:
                 self._events -= 1
-                _succeed_after(f.done, f.latency_s)
+                self.env.succeed_after(f.done, f.latency_s)
             else:
                 f.on_finish(*f.args, now + f.latency_s)
         if flows:
@@ -274,9 +271,3 @@ def _minus(left: float, share: float, n: int) -> float:
     steps = np.full(n + 1, -share)
     steps[0] = left
     return float(np.add.accumulate(steps)[-1])
-
-
-def _succeed_after(ev: simpy.Event, delay: float) -> None:
-    """ev.succeed() `delay` seconds from now as one scheduled event (what simpy.Timeout does)."""
-    ev._ok, ev._value = True, None
-    ev.env.schedule(ev, delay=delay)

@@ -8,39 +8,20 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from heapq import heappush
 from itertools import islice
 from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL
 
 from . import batch_rows
 from .cache import lookup
 from .requests import DECODE_QUEUE, QUEUED
-from .scheduling.prefill_batching import FifoTokenBudget
 
 if TYPE_CHECKING:
     from .core import Engine
 
 _NO_IDS = np.zeros(0, dtype=np.int64)
-
-
-class _Call:
-    """A scheduled callback as SimPy's step() processes it (its `callbacks`, then `_ok`): what
-    an Event holds for that, without the rest of an Event; `_value` is the callback's payload."""
-    __slots__ = ("callbacks", "_ok", "_value")
-
-    def __init__(self, callback, value):
-        self.callbacks, self._ok, self._value = [callback], True, value
-
-
-def call_later(env: simpy.Environment, delay: float, callback, value=None) -> None:
-    """`callback(event)` `delay` seconds from now, `event._value` being `value`: what
-    `env.timeout(delay, value).callbacks.append` schedules (the same time, priority and order),
-    without building a Timeout (nor a closure per call: the payload rides in the event)."""
-    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), _Call(callback, value)))
 
 
 class Instance:
@@ -136,14 +117,10 @@ class PrefillInstance(Instance):
         req = eng.req
         inp, base, queue = req.input.a, req.base, self.queue      # rows: ids - base (queued: in window)
         policy = eng.policies.prefill_batching
-        if len(queue) == 1 and type(policy) is FifoTokenBudget:  # its batch of a lone prompt, without the call
-            batch = [queue.popleft()]
-            tokens = inp.item(batch[0] - base)
-        else:
-            batch, tokens = policy.take(queue, lambda rid: inp.item(rid - base), self.budget)
+        batch, tokens = policy.take(queue, lambda rid: inp.item(rid - base), self.budget)
         self.queued_tokens -= tokens
         self.running = batch
-        start = eng.env._now
+        start = eng.env.now
         ids = np.array(batch, dtype=np.int64)
         sizes = np.empty(len(ids), dtype=np.int64)
         prompts, total, square = batch_rows.started(ids, base, start, req.state.a, req.prefill_start.a, inp,
@@ -162,7 +139,7 @@ class PrefillInstance(Instance):
         self.busy = True
         self._batch += 1
         batch_no = self._batch
-        call_later(eng.env, seconds, self._done, (ids, batch_no))
+        eng.env.call_later(seconds, self._done, (ids, batch_no))
 
     def interrupt(self, reason: str) -> None:
         """The batch in progress is lost (its requests stay in `running` until detection
@@ -187,7 +164,7 @@ class PrefillInstance(Instance):
         """The batch's prompts are done: single-token replies finish, the rest ship their KV."""
         eng, req = self.eng, self.eng.req
         order = np.empty(len(ids), dtype=np.int64)
-        prompts, n_send, sent = batch_rows.prefilled(ids, req.base, eng.env._now, req.prefill_end.a,
+        prompts, n_send, sent = batch_rows.prefilled(ids, req.base, eng.env.now, req.prefill_end.a,
                                                      req.first_token.a, req.generated.a, req.input.a,
                                                      req.output.a, order)
         eng.metrics.cur.input_tokens += float(prompts)
@@ -244,7 +221,7 @@ class DecodeInstance(Instance):
         inbox = self.inbox
         if not inbox:
             return _NO_IDS
-        now, k, m = self.eng.env._now, 0, len(inbox)
+        now, k, m = self.eng.env.now, 0, len(inbox)
         while k < m and inbox[k][0] <= now:
             k += 1
         if not k:
@@ -346,7 +323,7 @@ class DecodeInstance(Instance):
         timeout = env.timeout      # bound once: a subclassed Environment binds it per access
         while True:
             if eng.lazy_decode is self:
-                eng.take_ticks(env._now)        # arrivals since the last step boundary
+                eng.take_ticks(env.now)        # arrivals since the last step boundary
             self._take(self._landed())
             if not len(self.ids) or not self.ready:
                 if self.inbox:
@@ -355,7 +332,7 @@ class DecodeInstance(Instance):
                 yield self.wait()
                 continue
             n = len(self.ids)
-            start = env._now
+            start = env.now
             seconds = timing.decode_seconds(self, n / self.npus, self.ctx_sum / n)
             if not math.isfinite(seconds):     # cut off from its peers: wait for the network
                 self._go_idle()
@@ -370,7 +347,7 @@ class DecodeInstance(Instance):
                 continue
             k, fin, made_sum = timing.step(self.ids, self.left)     # in place: the first k go on
             if len(self.no_first):               # decode-only runs: first token from decode
-                req.first_token[self.no_first] = env._now
+                req.first_token[self.no_first] = env.now
                 self.no_first = self.no_first[:0]
             if len(fin):
                 self.ids, self.left = self.ids[:k], self.left[:k]

@@ -12,7 +12,8 @@ The counters (not the window) carry the run totals that `audit()` checks for con
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ..kernels import kernel
 
 # request states; everything below DONE is in flight
 QUEUED, PREFILL, TRANSFER, DECODE_QUEUE, DECODING, DONE, REJECTED = range(7)
@@ -336,7 +337,7 @@ class RequestTable:
         return df
 
 
-@njit(cache=True)
+@kernel
 def _complete_rows(ids, base, n, state, finish, generated, output, now):
     """complete()'s common case in one compiled pass: the sorted ids are each there once, in the
     window and in flight; they are marked DONE at `now`, and it returns how many made fewer tokens

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+
+from ..kernels import kernel
 
 from .. import rules
 
@@ -111,7 +112,7 @@ class StepTimes:
 _NO_DRAWS = np.zeros(0)
 
 
-@njit(cache=True)
+@kernel
 def _step(ids, left, u, p, fin):
     """StepTimes.step's pass over the batch: one token each, one more where u[i] < p (no draws:
     none more), then the finished ids to `fin` and the rest compacted in order. Returns (kept,

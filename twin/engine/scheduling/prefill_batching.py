@@ -8,6 +8,9 @@ from .base import PREFILL_BATCHING, PrefillBatching, register
 @register(PREFILL_BATCHING, "fifo-token-budget")
 class FifoTokenBudget(PrefillBatching):
     def take(self, queue, tokens_of, budget):
+        if len(queue) == 1:                   # the common case at low load: a lone prompt
+            rid = queue.popleft()
+            return [rid], int(tokens_of(rid))
         batch, tokens = [], 0
         while queue and (not batch or tokens + tokens_of(queue[0]) <= budget):
             rid = queue.popleft()

@@ -1,0 +1,43 @@
+"""The compiled kernels' plain-Python mode (NUMBA_DISABLE_JIT=1) gives the same runs bit for bit."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from twin.fingerprint import fingerprint
+from twin.kernels import KERNELS, PLAIN
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = (("default", 60, {}), ("diurnal", 40, {"random_faults": True}))   # EMS, KV transfer, faults
+
+
+def _plain(code: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
+    cmd = [sys.executable, *args] if args else [sys.executable, "-c", code]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_every_kernel_is_compiled_here_and_listed():
+    import twin.engine  # noqa: F401  (imports every module that declares a kernel)
+    import twin.ems_index  # noqa: F401
+    assert not PLAIN and len(KERNELS) == 18
+    assert all(type(k).__name__ == "CPUDispatcher" for k in KERNELS)
+
+
+def test_plain_python_mode_fingerprints_equal_the_compiled_ones():
+    code = ("import json; from twin.fingerprint import fingerprint; from twin.kernels import PLAIN, KERNELS; "
+            f"print(json.dumps([PLAIN, len(KERNELS)] + [fingerprint(n, d, **kw) for n, d, kw in {RUNS!r}]))")
+    out = _plain(code)
+    assert out.returncode == 0, out.stderr[-2000:]
+    plain, n, *prints = json.loads(out.stdout.strip().splitlines()[-1])
+    assert plain is True and n == 18
+    assert prints == [fingerprint(n, d, **kw) for n, d, kw in RUNS]
+
+
+def test_kernel_equivalence_tests_pass_in_plain_mode():
+    """The kernels' own reference tests (EMS index against a dict model, compiled passes against
+    their Python references) run again with every kernel as Python."""
+    out = _plain("", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_ems_index.py",
+                 "tests/test_engine_fastpath.py")
+    assert out.returncode == 0, out.stdout[-3000:]
