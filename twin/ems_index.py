@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels import kernel
+from .compiled import kernel
 
 _MIX = 0x9E3779B97F4A7C15        # Fibonacci hashing (the EMS ring's multiplier: one product serves both)
 _M64 = (1 << 64) - 1

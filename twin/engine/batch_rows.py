@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import kernel
+from ..compiled import kernel
 
 from .requests import DECODING, PREFILL
 

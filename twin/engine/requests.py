@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels import kernel
+from ..compiled import kernel
 
 # request states; everything below DONE is in flight
 QUEUED, PREFILL, TRANSFER, DECODE_QUEUE, DECODING, DONE, REJECTED = range(7)

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..kernels import kernel
+from ..compiled import kernel
 
 from .. import rules
 

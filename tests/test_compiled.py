@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from twin.fingerprint import fingerprint
-from twin.kernels import KERNELS, PLAIN
+from twin.compiled import KERNELS, PLAIN
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = (("default", 60, {}), ("diurnal", 40, {"random_faults": True}))   # EMS, KV transfer, faults
@@ -26,7 +26,7 @@ def test_every_kernel_is_compiled_here_and_listed():
 
 
 def test_plain_python_mode_fingerprints_equal_the_compiled_ones():
-    code = ("import json; from twin.fingerprint import fingerprint; from twin.kernels import PLAIN, KERNELS; "
+    code = ("import json; from twin.fingerprint import fingerprint; from twin.compiled import PLAIN, KERNELS; "
             f"print(json.dumps([PLAIN, len(KERNELS)] + [fingerprint(n, d, **kw) for n, d, kw in {RUNS!r}]))")
     out = _plain(code)
     assert out.returncode == 0, out.stderr[-2000:]

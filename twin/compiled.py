@@ -5,7 +5,7 @@ so a new process loads it in ~0.3 s instead of compiling for ~2.6 s). The kernel
 arrays they walk (the request table, batch rows, step timing, the EMS index); `KERNELS` lists them.
 
 Plain-Python mode: `NUMBA_DISABLE_JIT=1` runs every kernel as the Python it is written in, 2-3x
-slower and with the same results bit for bit; `tests/test_kernels.py` checks that with
+slower and with the same results bit for bit; `tests/test_compiled.py` checks that with
 `bench --fingerprint`. Use it to step through a kernel in a debugger or to profile it line by line.
 """
 from __future__ import annotations
