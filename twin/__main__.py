@@ -44,6 +44,11 @@ def cmd_perf(a) -> int:
         return 0
     if a.phase == "decode":
         kv = a.kv if a.kv is not None else a.prompt + a.output / 2
+        cap = pm.max_batch_per_die(kv) * pm.dies_per_npu
+        if a.batch > cap:
+            raise ValueError(f"batch = {a.batch:g}: the KV cache of {kv:g} tokens per sequence fits at "
+                             f"most {cap} sequences per chip on {a.deployment} (allowed: --batch <= "
+                             f"{cap}, or a shorter --kv)")
         r = pm.decode_step(a.batch, kv, mtp=False if a.no_mtp else None, microbatch=not a.no_microbatch,
                            precision=a.precision, balance=a.eplb)
         out = r.as_dict()
@@ -139,8 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--precision", choices=["int8", "bf16", "fp8"], default=None)
     perf.add_argument("--ep", type=int, default=None, help="alltoall: expert-parallel ranks")
     perf.add_argument("--tokens", type=float, default=None, help="alltoall: tokens per rank")
-    perf.add_argument("--kernel", choices=["normal", "low-latency"], default="normal",
-                      help="alltoall: DeepEP kernel on a GPU fabric (ignored on UB)")
+    perf.add_argument("--kernel", choices=["normal", "low-latency", "ub"], default="normal",
+                      help="alltoall: DeepEP's kernel (DeepEP-Ascend's on a supernode, one rank per "
+                           "die), or ub: the paper's kernels (supernode only, one rank per NPU)")
     perf.add_argument("--json", action="store_true")
     perf.set_defaults(fn=cmd_perf)
 
