@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-from . import calibrate
+from . import calibrate, crossval
 from .cli_args import dumps, number
 from .cli_run import add_run_commands
 from .cloud.cli import SCENARIOS, add_cloud_command, cmd_run_day
@@ -40,6 +40,9 @@ def cmd_perf(a) -> int:
             raise ValueError("perf alltoall needs --ep N and --tokens T (tokens per rank)")
         out = pm.alltoall(a.ep, a.tokens, a.kernel)
         out["deployment"] = a.deployment
+        for op in ("dispatch", "combine"):
+            b = crossval.band("alltoall", a.deployment, out[f"{op}_source"])
+            out.update({f"{op}_{k}": v for k, v in b.items()})
         _print(out, a.json, lambda d: print("  ".join(f"{k}={v}" for k, v in d.items())))
         return 0
     if a.phase == "decode":
@@ -65,6 +68,7 @@ def cmd_perf(a) -> int:
         out = r.as_dict()
         out.update(deployment=a.deployment, prompt=a.prompt, reuse=a.reuse)
     out.update(economics(pm, r.tokens_per_s_per_npu))
+    out.update(crossval.band(a.phase, a.deployment, a.phase))   # every figure above shares this band
     _print(out, a.json, _text_step)
     return 0
 
@@ -83,6 +87,8 @@ def cmd_validate(a) -> int:
             print(f"  {r['name']:<64}{r['target']:>10g}{r['twin']:>11.2f}{r['error_pct']:>8.2f}"
                   f"{r['tolerance_pct']:>7g}  {'PASS' if r['pass'] else 'FAIL'}")
         print()
+    crossval.print_table(crossval.stored())
+    print()
     print("Every deployment at its operating point (label: calibrated / validated / model / prediction):")
     print(f"  {'deployment':<26}{'phase':<9}{'label':<12}{'tok/s/chip':>11}{'/TFLOPS':>9}{'/kW':>9}"
           f"{'$/M tok':>9}  setting")
@@ -95,7 +101,7 @@ def cmd_validate(a) -> int:
 
 
 def cmd_calibrate(a) -> int:
-    return calibrate.main()
+    return calibrate.main(crossval=a.crossval)
 
 
 def cmd_topology(a) -> int:
@@ -155,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     val.set_defaults(fn=cmd_validate)
 
     cal = sub.add_parser("calibrate", help="refit the calibrated constants of perf.toml")
+    cal.add_argument("--crossval", action="store_true",
+                     help="leave-one-source-out cross-validation; writes twin/catalog/crossval.json")
     cal.set_defaults(fn=cmd_calibrate)
 
     top = sub.add_parser("topology", help="component and link counts of a system")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from .. import crossval
 from ..config import CATALOG_DIR, Deployment, catalog
 from ..perf import PerfModel, economics
 from .points import configure
@@ -66,7 +67,19 @@ def system_row(name: str, slo_ms: float) -> dict:
             "chip_power_kw": pm.system.chip_power_kw,
             "chip_power_source": src.get((dep.system, "chip_power_kw"), "assumption"),
             "usd_per_chip_hour": pm.system.usd_per_chip_hour,
-            "usd_per_chip_hour_source": src.get((dep.system, "usd_per_chip_hour"), "assumption")}
+            "usd_per_chip_hour_source": src.get((dep.system, "usd_per_chip_hour"), "assumption"),
+            "bands": bands(name)}
+
+
+DECODE_FIGURES = ("tokens_per_s_per_chip", "tpot_ms", "tokens_per_s_per_tflops", "tokens_per_s_per_kw",
+                  "usd_per_million_tokens")
+
+
+def bands(name: str) -> dict[str, dict]:
+    """Each model figure's label and +-% band (twin/crossval.py); ratios to a throughput (per TFLOPS,
+    per kW, per dollar) carry that throughput's relative band."""
+    dec, pre = crossval.band("decode", name, "decode"), crossval.band("prefill", name, "prefill")
+    return {**{f: dec for f in DECODE_FIGURES}, "prefill_tokens_per_s_per_chip": pre}
 
 
 def ep_sweep(name: str, degrees=EP_DEGREES) -> list[dict]:
