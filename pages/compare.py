@@ -88,22 +88,25 @@ def bars_figure(d: dict) -> dict:
 
 def what_it_supports(d: dict) -> str:
     """One sentence on what the numbers support and which inputs decide it, from the data: the
-    cheapest system per million tokens against the runner-up, the price per chip-hour each rests on
-    (with its kind of source) and the runner-up's price that would tie, and who leads per chip and
-    per kW (a lead in $ that throughput does not explain is a lead of the price inputs)."""
+    cheapest system per million tokens on the TCO basis against the runner-up, the cost per
+    chip-hour each rests on (with the kind of source of its capex) and the runner-up's cost that
+    would tie, the cheapest on the rental basis, and who leads per chip and per kW."""
     rows = d["systems"]
     a, b = sorted(rows, key=lambda s: s["usd_per_million_tokens"])[:2]
-    kind = lambda s: _("an assumption") if "assumption" in s["usd_per_chip_hour_source"].lower() else _("cited")
-    return _("On these inputs %(a)s costs least per million output tokens ($%(va)s against $%(vb)s on %(b)s); "
-             "$ per M tokens is the price per chip-hour over the tokens a chip delivers in an hour, so it rests on "
-             "the prices per chip-hour (%(a)s $%(pa)s, %(ka)s; %(b)s $%(pb)s, %(kb)s: at $%(tie)s %(b)s would "
-             "tie) as much as on throughput, where %(fast)s leads per chip and %(kw)s per kW.") % {
+    rent = min(rows, key=lambda s: s["usd_per_million_tokens_rental"])
+    kind = lambda s: (_("an assumption") if "assumption" in s["tco_sources"]["capex_usd_per_chip"].lower()
+                      else _("cited"))
+    return _("On one cost basis (TCO: capex over the service life plus power at one boundary x PUE) %(a)s costs "
+             "least per million output tokens ($%(va)s against $%(vb)s on %(b)s); that rests on the capex and life "
+             "behind each chip-hour (%(a)s $%(pa)s, capex %(ka)s; %(b)s $%(pb)s, capex %(kb)s: at $%(tie)s %(b)s "
+             "would tie) as much as on throughput, where %(fast)s leads per chip and %(kw)s per kW; on rental "
+             "prices %(r)s is cheapest.") % {
         "a": a["deployment"], "b": b["deployment"], "va": C.fmt(a["usd_per_million_tokens"]),
         "vb": C.fmt(b["usd_per_million_tokens"]), "pa": f"{a['usd_per_chip_hour']:.2f}", "ka": kind(a),
         "pb": f"{b['usd_per_chip_hour']:.2f}", "kb": kind(b),
         "tie": f"{b['usd_per_chip_hour'] * a['usd_per_million_tokens'] / b['usd_per_million_tokens']:.2f}",
         "fast": max(rows, key=lambda s: s["tokens_per_s_per_chip"])["deployment"],
-        "kw": max(rows, key=lambda s: s["tokens_per_s_per_kw"])["deployment"]}
+        "kw": max(rows, key=lambda s: s["tokens_per_s_per_kw"])["deployment"], "r": rent["deployment"]}
 
 
 def workload_line(d: dict) -> str:

@@ -69,13 +69,24 @@ def test_compare_rows_follow_the_perf_model_and_the_catalog():
         best = pm.max_batch_for_slo(50.0, kv_len=4096 + 128)
         assert r["batch_per_chip"] == best["batch_per_npu"] and r["tpot_ms"] <= 50.0
         tps = r["tokens_per_s_per_chip"]
-        assert r["tokens_per_s_per_kw"] == pytest.approx(tps / pm.system.chip_power_kw, abs=0.1)
-        assert r["usd_per_million_tokens"] == pytest.approx(pm.system.usd_per_chip_hour / (tps * 3600) * 1e6,
+        # one basis for every system: TCO per chip-hour and power at one boundary x PUE (tco.toml)
+        p = r["tco_parts"]
+        assert r["chip_power_kw"] == pytest.approx((p["it_kw_per_chip"] + p["network_kw_per_chip"]) * p["pue"])
+        assert r["tco_usd_per_chip_hour"] == pytest.approx(
+            p["capex_usd_per_chip"] / (p["life_years"] * 8760) + r["chip_power_kw"] * p["usd_per_kwh"], abs=1e-4)
+        assert r["tokens_per_s_per_kw"] == pytest.approx(tps / r["chip_power_kw"], abs=0.1)
+        assert r["usd_per_million_tokens"] == pytest.approx(r["tco_usd_per_chip_hour"] / (tps * 3600) * 1e6,
                                                             abs=1e-4)
+        assert r["usd_per_million_tokens_rental"] == pytest.approx(
+            r["rental_usd_per_chip_hour"] / (tps * 3600) * 1e6, abs=1e-4)
+        s = r["tco_sensitivities"]
+        assert s["life_3y"] > r["tco_usd_per_chip_hour"] > s["life_5y"]
+        assert r["bands"]["tokens_per_s_per_chip"]["label"] in ("calibration", "validation", "prediction")
         assert 0 < r["alltoall_share"] < 1 and r["source"] == "model"
     by = {r["deployment"]: r for r in d["systems"]}
-    assert by[DEP]["chip_power_source"].startswith("ref 1 Supernode")
-    assert by["hgx-b200-r1"]["usd_per_chip_hour_source"].startswith("assumption")
+    assert by[DEP]["tco_parts"]["capex_usd_per_chip"] == 20833     # ref 6: ~US$8M / 384
+    assert by[DEP]["tco_sources"]["capex_usd_per_chip"].startswith("ref 6")
+    assert by["hgx-b200-r1"]["tco_sources"]["capex_usd_per_chip"].startswith("assumption")
     # the supernode spends a smaller share of operator time in all-to-all than the Hopper clusters
     assert by[DEP]["alltoall_share"] < by["deepseek-h800"]["alltoall_share"]
 

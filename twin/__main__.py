@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-from . import calibrate
+from . import calibrate, crossval
 from .cli_args import dumps, number
 from .cli_run import add_run_commands
 from .cloud.cli import SCENARIOS, add_cloud_command, cmd_run_day
@@ -40,10 +40,18 @@ def cmd_perf(a) -> int:
             raise ValueError("perf alltoall needs --ep N and --tokens T (tokens per rank)")
         out = pm.alltoall(a.ep, a.tokens, a.kernel)
         out["deployment"] = a.deployment
+        for op in ("dispatch", "combine"):
+            b = crossval.band("alltoall", a.deployment, out[f"{op}_source"])
+            out.update({f"{op}_{k}": v for k, v in b.items()})
         _print(out, a.json, lambda d: print("  ".join(f"{k}={v}" for k, v in d.items())))
         return 0
     if a.phase == "decode":
         kv = a.kv if a.kv is not None else a.prompt + a.output / 2
+        cap = pm.max_batch_per_die(kv) * pm.dies_per_npu
+        if a.batch > cap:
+            raise ValueError(f"batch = {a.batch:g}: the KV cache of {kv:g} tokens per sequence fits at "
+                             f"most {cap} sequences per chip on {a.deployment} (allowed: --batch <= "
+                             f"{cap}, or a shorter --kv)")
         r = pm.decode_step(a.batch, kv, mtp=False if a.no_mtp else None, microbatch=not a.no_microbatch,
                            precision=a.precision, balance=a.eplb)
         out = r.as_dict()
@@ -60,6 +68,7 @@ def cmd_perf(a) -> int:
         out = r.as_dict()
         out.update(deployment=a.deployment, prompt=a.prompt, reuse=a.reuse)
     out.update(economics(pm, r.tokens_per_s_per_npu))
+    out.update(crossval.band(a.phase, a.deployment, a.phase))   # every figure above shares this band
     _print(out, a.json, _text_step)
     return 0
 
@@ -78,6 +87,8 @@ def cmd_validate(a) -> int:
             print(f"  {r['name']:<64}{r['target']:>10g}{r['twin']:>11.2f}{r['error_pct']:>8.2f}"
                   f"{r['tolerance_pct']:>7g}  {'PASS' if r['pass'] else 'FAIL'}")
         print()
+    crossval.print_table(crossval.stored())
+    print()
     print("Every deployment at its operating point (label: calibrated / validated / model / prediction):")
     print(f"  {'deployment':<26}{'phase':<9}{'label':<12}{'tok/s/chip':>11}{'/TFLOPS':>9}{'/kW':>9}"
           f"{'$/M tok':>9}  setting")
@@ -90,7 +101,7 @@ def cmd_validate(a) -> int:
 
 
 def cmd_calibrate(a) -> int:
-    return calibrate.main()
+    return calibrate.main(crossval=a.crossval)
 
 
 def cmd_topology(a) -> int:
@@ -139,8 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--precision", choices=["int8", "bf16", "fp8"], default=None)
     perf.add_argument("--ep", type=int, default=None, help="alltoall: expert-parallel ranks")
     perf.add_argument("--tokens", type=float, default=None, help="alltoall: tokens per rank")
-    perf.add_argument("--kernel", choices=["normal", "low-latency"], default="normal",
-                      help="alltoall: DeepEP kernel on a GPU fabric (ignored on UB)")
+    perf.add_argument("--kernel", choices=["normal", "low-latency", "ub"], default="normal",
+                      help="alltoall: DeepEP's kernel (DeepEP-Ascend's on a supernode, one rank per "
+                           "die), or ub: the paper's kernels (supernode only, one rank per NPU)")
     perf.add_argument("--json", action="store_true")
     perf.set_defaults(fn=cmd_perf)
 
@@ -149,6 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     val.set_defaults(fn=cmd_validate)
 
     cal = sub.add_parser("calibrate", help="refit the calibrated constants of perf.toml")
+    cal.add_argument("--crossval", action="store_true",
+                     help="leave-one-source-out cross-validation; writes twin/catalog/crossval.json")
     cal.set_defaults(fn=cmd_calibrate)
 
     top = sub.add_parser("topology", help="component and link counts of a system")

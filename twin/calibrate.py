@@ -41,10 +41,12 @@ def _with(base: dict, free, x) -> dict:
     return k
 
 
-def fit_group(base: dict, group: str) -> tuple[dict, float]:
+def fit_group(base: dict, group: str, targets: list[Target] | None = None) -> tuple[dict, float]:
     """Nelder-Mead on the largest error/tolerance, in units of each constant's range, from the
-    current values and from the 8-norm optimum; the better of the two (never worse than perf.toml)."""
-    free, targets = GROUPS[group], [t for t in TARGETS if t.group == group]
+    current values and from the 8-norm optimum; the better of the two (never worse than perf.toml).
+    `targets`: a subset of the group's rows (cross-validation), default all of them."""
+    free = GROUPS[group]
+    targets = [t for t in (TARGETS if targets is None else targets) if t.group == group]
     from scipy.optimize import minimize  # here, not at the top: `python -m twin bench` need not load it
     lo = np.array([f[2] for f in free])
     span = np.array([f[3] - f[2] for f in free])
@@ -73,7 +75,11 @@ def fit() -> tuple[dict, float]:
     return k, worst
 
 
-def main() -> int:
+def main(crossval: bool = False) -> int:
+    if crossval:
+        from .crossval import print_table, write
+        print_table(write())
+        return 0
     k, s = fit()
     for group, free in GROUPS.items():
         for sec, key, *_ in free:

@@ -127,7 +127,9 @@ class Pool(_Strict):
     batch_per_die: int = Field(0, ge=0, le=4096)
     microbatch: bool = True
     comm_sms: int = Field(0, ge=0, le=1024)       # SMs held by all-to-all kernels (GPU overlap)
-    a2a_kernel: Literal["normal", "low-latency"] = "normal"   # DeepEP kernel on a GPU fabric
+    # all-to-all kernel: DeepEP's (DeepEP-Ascend's on a supernode) normal or low-latency, or "ub" (the
+    # paper's kernels, supernode only); unset: "ub" on a supernode, "normal" on a GPU fabric
+    a2a_kernel: Literal["normal", "low-latency", "ub"] | None = None
 
 
 class Deployment(_Strict):

@@ -13,6 +13,7 @@ from typing import Callable
 from .config import catalog
 from .i18n import N_, said
 from .perf import PerfModel, economics
+from .predict import kernels
 from .predict.comm import Traffic
 
 PAPER = "cloudmatrix-infer-paper"
@@ -50,6 +51,10 @@ def _deepep_ll(ep: int, nbytes: float) -> Callable[[PerfModel], float]:
                                            pm.k["nvlink_rdma"]) * 1e6
 
 
+def _ascend_table(ep: int, tokens: int, kernel: str, op: str, metric: str) -> Callable[[PerfModel], float]:
+    return lambda pm: pm.alltoall(ep, tokens, kernel)[f"{op}_{metric}"]
+
+
 def _tbo_gain(pm: PerfModel) -> float:
     on = pm.prefill_batch(4096, balance="perfect").tokens_per_s_per_npu
     return on / pm.prefill_batch(4096, balance="perfect", microbatch=False).tokens_per_s_per_npu
@@ -60,6 +65,10 @@ DEEPEP_ROW = {("normal", "dispatch"): N_("DeepEP normal dispatch GB/s (EP%(ep)s,
               ("normal", "combine"): N_("DeepEP normal combine GB/s (EP%(ep)s, 4,096 tokens)"),
               ("low-latency", "dispatch"): N_("DeepEP low-latency dispatch us (EP%(ep)s, 128 tokens)"),
               ("low-latency", "combine"): N_("DeepEP low-latency combine us (EP%(ep)s, 128 tokens)")}
+ASCEND_ROW = {("normal", "dispatch"): N_("DeepEP-Ascend normal dispatch GB/s (EP%(ep)s, 4,096 tokens/die)"),
+              ("normal", "combine"): N_("DeepEP-Ascend normal combine GB/s (EP%(ep)s, 4,096 tokens/die)"),
+              ("low-latency", "dispatch"): N_("DeepEP-Ascend low-latency dispatch us (EP%(ep)s, 128 tokens/die)"),
+              ("low-latency", "combine"): N_("DeepEP-Ascend low-latency combine us (EP%(ep)s, 128 tokens/die)")}
 
 
 def _targets() -> list[Target]:
@@ -102,6 +111,13 @@ def _targets() -> list[Target]:
             t.append(Target(said(DEEPEP_ROW["low-latency", name], ep=ep), v, 5.5,
                             _deepep_ll(ep, nbytes), "ref G 3 DeepEP low-latency kernels", H800,
                             group="nvlink_rdma"))
+    # kernel tables by shape (kernels.toml): the predictor reads these rows, nothing is fitted to them
+    for table in kernels.tables():
+        if table.system == "cloudmatrix384":
+            for r in table.rows:
+                t.append(Target(said(ASCEND_ROW[table.kernel, table.op], ep=r.ep), r.published, 5,
+                                _ascend_table(r.ep, int(table.tokens), table.kernel, table.op, table.metric),
+                                r.source, group="table"))
     t.append(Target(N_("two-batch overlap prefill gain (H100, EP32)"), 1.31, 3.1, _tbo_gain,
                     "ref G 2 SGLang: +27-35%", H100, group="sm_overlap"))
     # validation: published serving throughputs, nothing fitted to them

@@ -2,17 +2,18 @@
 
 Each system serves decode at its operating point: the largest batch per chip whose TPOT meets the
 SLO and whose KV cache fits (perf model, source "model"). Figures per chip, per dense TFLOPS of
-the serving precision, per kW and per dollar use the power and price per chip of systems.toml; each
-comes with the comment it carries there (its source, or "assumption"). The EP sweep keeps the batch
+the serving precision, per kW and per dollar use one cost and power basis for every system (TCO per
+chip-hour and power at one boundary, tco.toml), each input with its source or "assumption"; rental
+prices are a second, labelled basis. The EP sweep keeps the batch
 per die and changes the decode EP degree: where the all-to-all leaves NVLink for RDMA, TPOT rises.
 """
 from __future__ import annotations
 
-import re
-from functools import lru_cache
-
-from ..config import CATALOG_DIR, Deployment, catalog
-from ..perf import PerfModel, economics
+from .. import crossval
+from ..config import Deployment, catalog
+from ..perf import PerfModel
+from ..predict import tco
+from ..predict.economics import figures
 from .points import configure
 
 SYSTEMS = ("cloudmatrix-infer-paper", "deepseek-h800", "sglang-h100", "hgx-b200-r1", "gb200-nvl72-r1")
@@ -20,21 +21,6 @@ EP_DEGREES = (8, 16, 32, 48, 64, 72, 96, 128, 144, 160, 256, 288, 320)
 PROMPT, OUTPUT = 4096, 256      # ref 4 decode row 2: 4K prompt, 256 output
 KV_LEN = PROMPT + OUTPUT / 2    # mean KV length over a decode
 A2A = ("dispatch", "combine")
-
-
-@lru_cache(maxsize=1)
-def _sources() -> dict[tuple[str, str], str]:
-    """(system, field) -> the comment next to the value in systems.toml (the value's source)."""
-    out, section = {}, None
-    for line in (CATALOG_DIR / "systems.toml").read_text().splitlines():
-        m = re.match(r"^\[([^\]]+)\]", line)
-        if m:
-            section = m.group(1)
-            continue
-        m = re.match(r"^(\w+)\s*=[^#]*#\s*(.+)$", line)
-        if m and section:
-            out[(section, m.group(1))] = m.group(2).strip()
-    return out
 
 
 def alltoall_share(breakdown: dict[str, float]) -> float:
@@ -58,15 +44,40 @@ def system_row(name: str, slo_ms: float) -> dict:
     dep = cat.deployment(name)
     pm = PerfModel(dep, cat)
     op = operating_point(pm, slo_ms)
-    src = _sources()
+    t = tco.per_chip_hour(dep.system)
+    kw, usd, tps = t["parts"]["boundary_kw_per_chip"], t["tco_usd_per_chip_hour"], op["tokens_per_s_per_chip"]
+    peak = pm.chip.peak_tflops(pm.dep.precision) * pm.dies_per_npu
+    rental = figures(tps, peak, kw, t["rental_usd_per_chip_hour"])["usd_per_million_tokens"]
     return {"deployment": name, "system": dep.system, "chip": cat.system(dep.system).accelerator,
             "precision": dep.precision, "decode_ep": dep.decode.ep, "source": "model",
-            **op, **economics(pm, op["tokens_per_s_per_chip"]),
+            **op, **figures(tps, peak, kw, usd),
             "prefill_tokens_per_s_per_chip": round(pm.prefill_batch(PROMPT).tokens_per_s_per_npu, 1),
-            "chip_power_kw": pm.system.chip_power_kw,
-            "chip_power_source": src.get((dep.system, "chip_power_kw"), "assumption"),
-            "usd_per_chip_hour": pm.system.usd_per_chip_hour,
-            "usd_per_chip_hour_source": src.get((dep.system, "usd_per_chip_hour"), "assumption")}
+            "chip_power_kw": kw,
+            "chip_power_source": (f"tco.toml: IT {t['parts']['it_kw_per_chip']} kW ({t['sources']['it_kw_per_chip']}) "
+                                  f"+ network {t['parts']['network_kw_per_chip']} kW, x PUE {t['parts']['pue']} "
+                                  f"({t['sources']['pue']})"),
+            "usd_per_chip_hour": usd, "price_basis": "tco",
+            "usd_per_chip_hour_source": (f"TCO (tco.toml): capex ${t['parts']['capex_usd_per_chip']:,} per chip "
+                                         f"({t['sources']['capex_usd_per_chip']}) over {t['parts']['life_years']} "
+                                         f"years ({t['sources']['life_years']}) + energy at "
+                                         f"${t['parts']['usd_per_kwh']}/kWh ({t['sources']['usd_per_kwh']})"),
+            "tco_usd_per_chip_hour": usd, "tco_parts": t["parts"], "tco_sources": t["sources"],
+            "tco_sensitivities": tco.sensitivities(dep.system),
+            "rental_usd_per_chip_hour": t["rental_usd_per_chip_hour"],
+            "rental_usd_per_chip_hour_source": t["sources"]["rental_usd_per_chip_hour"],
+            "usd_per_million_tokens_rental": rental,
+            "bands": bands(name)}
+
+
+DECODE_FIGURES = ("tokens_per_s_per_chip", "tpot_ms", "tokens_per_s_per_tflops", "tokens_per_s_per_kw",
+                  "usd_per_million_tokens")
+
+
+def bands(name: str) -> dict[str, dict]:
+    """Each model figure's label and +-% band (twin/crossval.py); ratios to a throughput (per TFLOPS,
+    per kW, per dollar) carry that throughput's relative band."""
+    dec, pre = crossval.band("decode", name, "decode"), crossval.band("prefill", name, "prefill")
+    return {**{f: dec for f in DECODE_FIGURES}, "prefill_tokens_per_s_per_chip": pre}
 
 
 def ep_sweep(name: str, degrees=EP_DEGREES) -> list[dict]:
@@ -116,4 +127,8 @@ def compare(slo_ms: float = 50.0, systems=SYSTEMS) -> dict:
             "notes": ["source model: the calibrated perf model's steady state (docs: python -m twin validate)",
                       "operating point: the largest decode batch per chip meeting the TPOT SLO whose KV fits",
                       "alltoall_share: dispatch + combine over operator time, before overlap",
-                      "power and price per chip: systems.toml, with the comment each value carries there"]}
+                      "price basis: TCO per chip-hour (tco.toml: capex over the service life + power at one "
+                      "boundary, accelerator + host + network share, x PUE x electricity price); rental "
+                      "prices are the second basis (usd_per_million_tokens_rental)",
+                      "bands: label and +-% per figure from leave-one-source-out cross-validation "
+                      "(python -m twin validate)"]}

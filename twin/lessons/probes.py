@@ -21,14 +21,14 @@ def ems_planes() -> dict:
 
 
 def alltoall() -> dict:
-    """Dispatch + combine per rank at EP8 and EP320, UB on CloudMatrix384 and NVLink + RDMA (DeepEP
-    low-latency kernels) on the H800 cluster; the same numbers as `python -m twin perf alltoall`."""
+    """Dispatch + combine per rank at EP8 and EP320, UB on CloudMatrix384 (the paper's kernels) and
+    NVLink + RDMA (DeepEP low-latency kernels) on the H800 cluster: each decode pool's own kernel; the same numbers as `python -m twin perf alltoall`."""
     out = {}
     for fabric, dep in (("ub", "cloudmatrix-infer-paper"), ("gpu", "deepseek-h800")):
         pm = PerfModel(dep)
         row = {}
         for ep in (8, 320):
-            a = pm.alltoall(ep, TOKENS_PER_RANK, "low-latency")
+            a = pm.alltoall(ep, TOKENS_PER_RANK, pm.pool_kernel("decode"))
             row[f"ep{ep}"] = {"dispatch_us": a["dispatch_us"], "combine_us": a["combine_us"],
                               "total_us": round(a["dispatch_us"] + a["combine_us"], 1)}
         row["ratio"] = round(row["ep320"]["total_us"] / row["ep8"]["total_us"], 2)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 
 from .. import rules
-from . import comm, execution
-from .base import StepResult, TimePredictor, register
+from . import comm, execution, kernels
+from .base import HEALTHY, StepResult, TimePredictor, register
 from .ems import EmsPath, load_seconds
 
 US = 1e-6
@@ -73,18 +73,51 @@ class PerfModel(TimePredictor):
 
     def a2a_seconds(self, ep: int, tokens_per_rank: float, bytes_per_token: float,
                     rank_dies: int = 1, pull: bool = False, kernel: str = "normal") -> float:
-        """One MoE all-to-all (dispatch or combine) as seen by one rank of `rank_dies` dies, on the
-        deployment's fabric (UB on a supernode; NVLink + RDMA with a DeepEP `kernel` on GPUs)."""
-        tr = comm.Traffic(ep, tokens_per_rank, bytes_per_token, self.model.top_k)
+        """One MoE all-to-all (dispatch or combine) as seen by one rank of `rank_dies` dies."""
+        return self.a2a(ep, tokens_per_rank, bytes_per_token, rank_dies, pull, kernel)[0]
+
+    def a2a(self, ep: int, tokens_per_rank: float, bytes_per_token: float, rank_dies: int = 1,
+            pull: bool = False, kernel: str = "normal") -> tuple[float, str]:
+        """(seconds, source) of one all-to-all. The fabric's roofline (UB: the paper's kernels,
+        calibrated on ref 4; GPU: NVLink + RDMA with a DeepEP `kernel`) gives the dependence on
+        shape and health; where the kernel has a table by shape (kernels.toml) its level comes from
+        the table: inside the table the table's time, outside it the roofline scaled to the nearest
+        table row (same kernel, the table's token count). Kernel "ub" is the paper's own kernels."""
         s = self.system
+        op = "combine" if pull else "dispatch"
+        if s.kind != "supernode" and kernel not in comm.KERNELS:
+            raise ValueError(f"kernel = {kernel!r}: allowed on a GPU fabric {', '.join(comm.KERNELS)}")
+        roof = self._a2a_roofline(ep, tokens_per_rank, bytes_per_token, rank_dies, pull, kernel)
+        if kernel == "ub":
+            return roof, "roofline: UB model (paper's kernels, ref 4)"
+        hit = kernels.lookup(self.dep.system, kernel, op, int(ep), tokens_per_rank, rank_dies,
+                             self.model.top_k, s.nvlink_domain_gpus or s.npus_per_node)
+        t = hit.table
+        if t is None or t.rank != ("die" if rank_dies == 1 else "npu") and s.kind == "supernode":
+            return roof, hit.source
+        edge = min(max(int(ep), t.rows[0].ep), t.rows[-1].ep)
+        if hit.seconds is not None and self.net == HEALTHY:
+            return hit.seconds, hit.source
+        base = self._a2a_roofline(edge, t.tokens, bytes_per_token, rank_dies, pull, kernel, HEALTHY)
+        if not base > 0 or not math.isfinite(roof):
+            return roof, hit.source
+        how = "under faults" if hit.seconds is not None else hit.source.removeprefix("roofline: ")
+        return (t.seconds(edge) * roof / base,
+                f"roofline scaled to table {t.name} at EP{edge} ({how})")
+
+    def _a2a_roofline(self, ep, tokens, bytes_per_token, rank_dies, pull, kernel,
+                      net=None) -> float:
+        s, net = self.system, net or self.net
+        tr = comm.Traffic(ep, tokens, bytes_per_token, self.model.top_k)
         if s.kind == "supernode":
-            if self.net.partitioned:
+            if net.partitioned:
                 return math.inf
             per_die = s.ub_measured_read_gbps if pull else s.ub_measured_write_gbps
-            path_us = UB_PATH_SWITCHES * s.switch_latency_us + UB_PATH_LINKS * s.link_latency_us + self.net.extra_latency_us
+            path_us = UB_PATH_SWITCHES * s.switch_latency_us + UB_PATH_LINKS * s.link_latency_us + net.extra_latency_us
             return comm.ub_seconds(tr, self.k["comm"], per_die, rank_dies, self._vector_scale(),
-                                   path_us, self.net.ub, combine=pull)
-        return self.fabric().seconds(tr, kernel, self.k["nvlink_rdma"])
+                                   path_us, net.ub, combine=pull)
+        fab = self.fabric() if net is self.net else self.with_net(net).fabric()
+        return fab.seconds(tr, kernel, self.k["nvlink_rdma"])
 
     def allreduce_seconds(self, nbytes: float, ranks: int) -> float:
         """Ring all-reduce of `nbytes` per rank over `ranks` ranks on the deployment's fabric
@@ -95,36 +128,57 @@ class PerfModel(TimePredictor):
                                              s.ub_latency_us)
         return self.fabric().allreduce_seconds(nbytes, ranks, self.k["nvlink_rdma"])
 
-    def alltoall(self, ep: int, tokens: float, kernel: str = "normal") -> dict:
-        """Dispatch and combine of `tokens` per rank at EP `ep` (ranks of one NPU/GPU each), with
-        the bandwidth each achieves per rank (bytes a rank sends to distinct remote ranks / time)."""
+    def alltoall(self, ep: int, tokens: float, kernel: str | None = None) -> dict:
+        """Dispatch and combine of `tokens` per rank at EP `ep`, each with its source (kernel table
+        or roofline) and the bandwidth it achieves per rank (bytes a rank sends to distinct remote
+        ranks / time; for a table, also the figure in the table's own metric). On a supernode the
+        DeepEP-Ascend kernels (normal, low-latency) run one rank per die; the paper's kernels
+        ("ub") one rank per NPU, as in ref 4's table."""
+        supernode = self.system.kind == "supernode"
+        allowed = comm.KERNELS + (("ub",) if supernode else ())
+        kernel = kernel or "normal"
         if ep < 1 or ep != int(ep):
             raise ValueError(f"ep = {ep}: must be a whole number >= 1")
         if not tokens > 0:
             raise ValueError(f"tokens = {tokens}: must be > 0")
-        if kernel not in comm.KERNELS:
-            raise ValueError(f"kernel = {kernel!r}: allowed {', '.join(comm.KERNELS)}")
+        if kernel not in allowed:
+            raise ValueError(f"kernel = {kernel!r}: allowed {', '.join(allowed)}")
         m = self.model
-        out = {"system": self.dep.system, "fabric": "ub" if self.system.kind == "supernode"
-               else "nvlink+rdma", "ep": int(ep), "tokens": tokens,
-               "kernel": kernel if self.system.kind != "supernode" else "ub"}
+        rank_dies = self.dies_per_npu if kernel == "ub" else 1
+        out = {"system": self.dep.system, "fabric": "ub" if supernode else "nvlink+rdma",
+               "ep": int(ep), "tokens": tokens, "kernel": kernel,
+               "rank": "npu" if rank_dies > 1 else ("die" if supernode else "gpu")}
         remote = rules.remote_ranks(ep, m.top_k)
+        gpn = self.system.nvlink_domain_gpus or self.system.npus_per_node
         for name, nbytes in (("dispatch", m.dispatch_bytes_per_token),
                              ("combine", m.combine_bytes_per_token)):
-            us = self.a2a_seconds(int(ep), tokens, nbytes, self.dies_per_npu,
-                                  pull=name == "combine", kernel=kernel) / US
+            sec, source = self.a2a(int(ep), tokens, nbytes, rank_dies, pull=name == "combine",
+                                   kernel=kernel)
+            us = sec / US
             out[f"{name}_us"] = round(us, 3)
             out[f"{name}_gb_s"] = round(tokens * remote * nbytes / (us * 1e3), 3) if us else 0.0
+            t = kernels.find(self.dep.system, kernel, name, m.top_k, gpn)
+            if t is not None and us and math.isfinite(us):
+                out[f"{name}_{t.metric}"] = round(t.published(int(ep), tokens, sec, m.top_k, gpn), 2)
+            out[f"{name}_source"] = source
         return out
 
-    def dispatch_us(self, ep: int, tokens_per_npu: float = 128, kernel: str = "low-latency") -> float:
-        """Dispatch latency with EP ranks of one NPU each (the setting of ref 4's table)."""
-        return self.a2a_seconds(ep, tokens_per_npu, self.model.dispatch_bytes_per_token,
-                                self.dies_per_npu, kernel=kernel) / US
+    def pool_kernel(self, pool: str) -> str:
+        """The pool's all-to-all kernel: its own choice, else the paper's kernels ("ub") on a
+        supernode and DeepEP's normal kernels on a GPU fabric."""
+        k = getattr(self.dep, pool).a2a_kernel
+        return k or ("ub" if self.system.kind == "supernode" else "normal")
 
-    def combine_us(self, ep: int, tokens_per_npu: float = 128, kernel: str = "low-latency") -> float:
+    def dispatch_us(self, ep: int, tokens_per_npu: float = 128, kernel: str | None = None) -> float:
+        """Dispatch latency with EP ranks of one NPU each (the setting of ref 4's table), with the
+        decode pool's kernel unless `kernel` is given."""
+        return self.a2a_seconds(ep, tokens_per_npu, self.model.dispatch_bytes_per_token,
+                                self.dies_per_npu, kernel=kernel or self.pool_kernel("decode")) / US
+
+    def combine_us(self, ep: int, tokens_per_npu: float = 128, kernel: str | None = None) -> float:
         return self.a2a_seconds(ep, tokens_per_npu, self.model.combine_bytes_per_token,
-                                self.dies_per_npu, pull=True, kernel=kernel) / US
+                                self.dies_per_npu, pull=True,
+                                kernel=kernel or self.pool_kernel("decode")) / US
 
     def imbalance(self, pool: str, balance: str) -> float:
         """Busiest die's routed load over the mean (1 for perfect balance)."""
@@ -144,7 +198,8 @@ class PerfModel(TimePredictor):
         wb = self._bytes_per_param(precision)
         lay.add("gating", self.gemm_seconds(2 * q * m.hidden * m.routed_experts,
                                      m.hidden * m.routed_experts * 2, frac, "bf16"))
-        lay.add("dispatch", self.a2a_seconds(p.ep, q, m.dispatch_bytes_per_token, kernel=p.a2a_kernel))
+        kernel = self.pool_kernel(pool)
+        lay.add("dispatch", self.a2a_seconds(p.ep, q, m.dispatch_bytes_per_token, kernel=kernel))
         ep = p.ep
         routed_dies = ep - p.shared_expert_dies
         slots_per_die = (m.routed_experts + p.redundant_experts) / routed_dies
@@ -165,7 +220,7 @@ class PerfModel(TimePredictor):
                                                     self.expert_params() * m.shared_experts * wb,
                                                     frac, precision, grouped=True))
         lay.add("combine", self.a2a_seconds(p.ep, q, m.combine_bytes_per_token, pull=True,
-                                            kernel=p.a2a_kernel))
+                                            kernel=kernel))
         return lay
 
     def activation_bytes_per_token_layer(self) -> float:

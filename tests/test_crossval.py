@@ -1,0 +1,47 @@
+"""Leave-one-source-out cross-validation (twin/crossval.py) and the bands perf and compare print."""
+import json
+
+import pytest
+
+from twin import crossval
+from twin.validate import TARGETS
+
+
+def test_stored_crossval_covers_every_fitted_source_and_validation_row():
+    cv = crossval.stored()
+    fitted = {t.source for t in TARGETS if t.group not in ("none", "table")}
+    assert {f["source"] for f in cv["fitted"]} == fitted
+    assert len(cv["validation"]) == sum(t.kind == "validation" for t in TARGETS)
+    # a source that alone fixes a constant is reported, not given a fake 0% error
+    ems = next(f for f in cv["fitted"] if f["source"] == "ref 3 context caching")
+    assert ems["errors_pct"] is None and ems["unidentified_without"] == ["[ems] server_gbps"]
+
+
+def test_table_rows_left_out_match_the_stored_file():
+    # cheap part of the cross-validation: recomputed here, must equal what validate prints
+    assert crossval.table_rows() == crossval.stored()["tables"]
+    inner = [r for r in crossval.table_rows() if r["how"] == "interpolated"]
+    # DeepEP-Ascend normal dispatch EP16 from EP8 and EP32: 146 -> 102 GB/s interpolated in log2 EP
+    r = next(r for r in inner if (r["table"], r["op"], r["ep"]) == ("DeepEP-Ascend normal", "dispatch", 16))
+    assert r["error_pct"] == pytest.approx(13.4, abs=0.05)
+
+
+def test_bands_and_labels():
+    assert crossval.band("decode", "cloudmatrix-infer-paper", "decode")["label"] == "calibration"
+    assert crossval.band("prefill", "sglang-h100", "prefill") == {
+        "label": "validation", "band_pct": 8.1,
+        "band_basis": "GPU prefill validation rows (nothing fitted to them)"}
+    assert crossval.band("decode", "gb200-nvl72-r1", "decode")["label"] == "prediction"
+    row = crossval.band("alltoall", "cloudmatrix-infer-paper", "table: DeepEP-Ascend normal, row (EP8)")
+    assert row == {"label": "calibration", "band_pct": 0.0, "band_basis": "kernel table, leave one row out"}
+
+
+@pytest.mark.parametrize("argv", [["perf", "decode", "--json"], ["perf", "prefill", "--json"],
+                                  ["perf", "alltoall", "--ep", "48", "--tokens", "4096", "--json"]])
+def test_perf_prints_a_band(argv, capsys):
+    from twin.__main__ import main
+    assert main(argv) == 0
+    d = json.loads(capsys.readouterr().out)
+    keys = [k for k in d if k.endswith("band_pct")]
+    assert keys and all(isinstance(d[k], float) for k in keys)
+    assert all(d[k.replace("band_pct", "label")] in ("calibration", "validation", "prediction") for k in keys)

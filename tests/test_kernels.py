@@ -1,0 +1,99 @@
+"""Kernel tables by shape (twin/catalog/kernels.toml): the all-to-all takes its time from a published
+table inside it, interpolates between rows, falls back to the roofline outside and says which."""
+import json
+import math
+
+import pytest
+
+from twin.perf import PerfModel, with_net
+from twin.predict import kernels
+from twin.predict.comm import distinct
+
+PAPER = "cloudmatrix-infer-paper"
+# sgl-kernel-npu README, DeepEP-Ascend normal kernels on A3 384 SuperPOD, 4,096 tokens per rank
+NORMAL = {8: (146, 125), 16: (107, 103), 32: (102, 95), 64: (81, 91), 128: (57, 81)}
+
+
+@pytest.fixture(scope="module")
+def pm() -> PerfModel:
+    return PerfModel(PAPER)
+
+
+@pytest.mark.parametrize("ep", sorted(NORMAL))
+def test_deepep_ascend_rows_reproduced(pm, ep):
+    a = pm.alltoall(ep, 4096)
+    assert (a["kernel"], a["rank"]) == ("normal", "die")
+    for i, op in enumerate(("dispatch", "combine")):
+        assert a[f"{op}_gbps_ranks"] == pytest.approx(NORMAL[ep][i], rel=0.15)
+        assert a[f"{op}_source"].startswith("table: DeepEP-Ascend normal, row")
+        # the benchmark counts received BF16 copies, own rank included, over the kernel's time
+        assert a[f"{op}_us"] == pytest.approx(4096 * distinct(ep, 8) * 14336 / NORMAL[ep][i] / 1e3,
+                                              rel=1e-4)
+
+
+def test_per_rank_bandwidth_falls_with_ep(pm):
+    for op in ("dispatch", "combine"):
+        bw = [pm.alltoall(ep, 4096)[f"{op}_gbps_ranks"] for ep in (8, 16, 32, 64, 128)]
+        assert all(a > b for a, b in zip(bw, bw[1:])), (op, bw)
+
+
+def test_interpolation_between_rows(pm):
+    a = pm.alltoall(32, 4096)
+    mid = pm.alltoall(45, 4096)          # between EP32 and EP64, linear in log2 EP on time
+    b = pm.alltoall(64, 4096)
+    w = math.log2(45 / 32)
+    assert mid["dispatch_us"] == pytest.approx(a["dispatch_us"] + w * (b["dispatch_us"] - a["dispatch_us"]),
+                                               abs=2e-3)
+    assert "interpolated" in mid["dispatch_source"]
+
+
+def test_outside_the_table_is_the_roofline_scaled_to_its_edge(pm):
+    edge, out = pm.alltoall(128, 4096), pm.alltoall(256, 4096)
+    assert out["dispatch_source"].startswith("roofline scaled to table DeepEP-Ascend normal at EP128")
+    assert "outside table" in out["dispatch_source"]
+    ub = pm.alltoall(256, 4096, "ub")   # the roofline's own growth from EP128 to EP256
+    assert ub["dispatch_source"] == "roofline: UB model (paper's kernels, ref 4)"
+    ratio = pm._a2a_roofline(256, 4096, 7680, 1, False, "normal") / pm._a2a_roofline(128, 4096, 7680, 1, False, "normal")
+    assert out["dispatch_us"] == pytest.approx(edge["dispatch_us"] * ratio, rel=1e-4)
+
+
+def test_faults_scale_the_table(pm):
+    hurt = with_net(pm, ub=0.5)
+    a, b = pm.alltoall(64, 4096), hurt.alltoall(64, 4096)
+    assert b["dispatch_us"] > a["dispatch_us"] and "under faults" in b["dispatch_source"]
+
+
+def test_paper_deployment_runs_the_paper_kernels(pm):
+    # the CloudMatrix deployments run the paper's kernels (ref 4), not DeepEP-Ascend: no table
+    assert pm.pool_kernel("decode") == pm.pool_kernel("prefill") == "ub"
+    assert PerfModel("deepseek-h800-profile").pool_kernel("prefill") == "normal"
+    assert pm.alltoall(32, 128, "ub")["dispatch_us"] == pytest.approx(pm.dispatch_us(32), abs=1e-3)
+
+
+def test_bad_table_is_refused(tmp_path):
+    bad = tmp_path / "k.toml"
+    bad.write_text('[[alltoall]]\nname="x"\nsystem="s"\nkernel="normal"\nrank="die"\ntokens=1\n'
+                   'metric="gbps_ranks"\nsource="s"\nrows=[{ep=8, dispatch=1, combine=1, source="s"}]\n')
+    with pytest.raises(ValueError, match=r"#1: metric gbps_ranks needs bytes_per_token.dispatch > 0"):
+        kernels.tables(8, 8, bad)
+    bad.write_text(bad.read_text().replace('"gbps_ranks"', '"tokens"'))
+    with pytest.raises(ValueError, match="metric = 'tokens': allowed us, gbps_ranks, gbps_nodes"):
+        kernels.tables(8, 8, bad)
+
+
+def test_perf_alltoall_prints_its_source(capsys):
+    from twin.__main__ import main
+    assert main(["perf", "alltoall", "--ep", "128", "--tokens", "4096", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["dispatch_gbps_ranks"] == 57 and d["combine_gbps_ranks"] == 81
+    assert d["dispatch_source"].startswith("table:")
+
+
+def test_perf_refuses_a_batch_whose_kv_does_not_fit(capsys):
+    from twin.__main__ import main
+    cap = PerfModel("gb200-nvl72-r1").max_batch_per_die(2048)
+    assert cap == 1033
+    assert main(["perf", "decode", "--deployment", "gb200-nvl72-r1", "--batch", "1408", "--kv", "2048"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "fits at most 1033 sequences per chip" in err
+    assert main(["perf", "decode", "--deployment", "gb200-nvl72-r1", "--batch", "1033", "--kv", "2048"]) == 0
