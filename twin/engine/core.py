@@ -91,6 +91,7 @@ class Engine:
         self.shed = 0                     # arrivals refused as overloaded since shedding began (0: admitting)
         self.arrivals_on = True
         self.drained: dict | None = None   # set by drain(): how it ended
+        self.external = None              # twin.engine.external.External when serving outside requests
         self.commands: queue.Queue[Command] = queue.Queue()
         self.command_log: list[tuple[float, Command]] = []
         self.events: list[dict] = []
@@ -235,8 +236,9 @@ class Engine:
         inst.wake()
 
     # ---- the simulation ------------------------------------------------------------------------
-    def advance(self, sim_seconds: float) -> Snapshot:
-        """Apply queued commands at the current sim time, then run `sim_seconds` forward."""
+    def advance(self, sim_seconds: float, report: bool = True) -> Snapshot | None:
+        """Apply queued commands at the current sim time, then run `sim_seconds` forward; the
+        snapshot after it (None without `report`: a caller advancing every few ms reads it less often)."""
         if not sim_seconds >= 0 or math.isinf(sim_seconds):
             raise ValueError(f"advance: sim_seconds = {sim_seconds}: must be a finite number >= 0")
         self.catch_up()
@@ -251,7 +253,7 @@ class Engine:
             while self.env.peek() <= self.env.now:
                 self.env.step()
         self.version += 1
-        return self.snapshot()
+        return self.snapshot() if report else None
 
     @classmethod
     def replay(cls, scenario: Scenario, command_log: list, until: float, **kw) -> "Engine":
@@ -325,6 +327,8 @@ class Engine:
             self._overloaded(req.dropped - dropped)
         if ids is not None:
             self._admit_new(ids)
+        if self.external is not None:
+            self.external.admitted(ids)
 
     def catch_up(self) -> None:
         """Before anything outside the decode instances looks at requests: run the ticks a lazy
