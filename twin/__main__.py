@@ -1,4 +1,4 @@
-"""Command line: perf, validate, calibrate, topology, run, bench (and sweep, capacity, compare).
+"""Command line: perf, validate, calibrate, topology, run, bench (and sweep, capacity, compare, serve).
 
 Every error a user can cause prints one line naming what was wrong and exits with status 2.
 """
@@ -15,6 +15,7 @@ from .cloud.cli import SCENARIOS, add_cloud_command, cmd_run_day
 from .config import CatalogError
 from .explore.cli import add_explore_commands
 from .perf import PerfModel, economics
+from .serve.cli import add_serve_commands
 from .topology import topology_summary
 from .validate import predictions, rows
 
@@ -173,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_commands(sub)
     add_cloud_command(sub)
     add_explore_commands(sub)
+    add_serve_commands(sub)
     return p
 
 

@@ -73,6 +73,7 @@ class Engine:
         self.shed = 0                     # arrivals refused as overloaded since shedding began (0: admitting)
         self.arrivals_on = True
         self.drained: dict | None = None   # set by drain(): how it ended
+        self.external = None              # twin.engine.external.External when serving outside requests
         self.commands: queue.Queue[Command] = queue.Queue()
         self.command_log: list[tuple[float, Command]] = []
         self.events: list[dict] = []
@@ -316,6 +317,8 @@ class Engine:
             self._overloaded(req.dropped - dropped)
         if ids is not None:
             self._admit_new(ids)
+        if self.external is not None:
+            self.external.admitted(ids)
 
     def catch_up(self) -> None:
         """Before anything outside the decode instances looks at requests: run the ticks a lazy

@@ -168,6 +168,8 @@ class PrefillInstance(Instance):
                                                      req.first_token.a, req.generated.a, req.input.a,
                                                      req.output.a, order)
         eng.metrics.cur.input_tokens += float(prompts)
+        if eng.external is not None:
+            eng.external.prefilled(ids)
         if n_send < len(ids):
             eng.finish(order[n_send:])
         if n_send:
@@ -346,6 +348,8 @@ class DecodeInstance(Instance):
             except simpy.Interrupt:             # a fault hit it mid-step: the step is lost
                 continue
             k, fin, made_sum = timing.step(self.ids, self.left)     # in place: the first k go on
+            if eng.external is not None:
+                eng.external.stepped(self.ids[:k], self.left[:k], fin)
             if len(self.no_first):               # decode-only runs: first token from decode
                 req.first_token[self.no_first] = env.now
                 self.no_first = self.no_first[:0]

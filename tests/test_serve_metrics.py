@@ -1,0 +1,81 @@
+"""/metrics of `twin serve` against vLLM's published Grafana dashboard (docs/grafana/vllm-grafana.json):
+every metric an expression queries is exposed, with vLLM's type."""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from twin.serve import prompt
+from twin.serve.live import LiveTwin, Stream
+from twin.serve.metrics import ServeMetrics
+
+DASHBOARD = Path(__file__).resolve().parents[1] / "docs" / "grafana" / "vllm-grafana.json"
+
+
+def _exprs(node):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "expr":
+                yield v
+            else:
+                yield from _exprs(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _exprs(v)
+
+
+def _scrape() -> tuple[dict, ServeMetrics]:
+    async def go():
+        lt = LiveTwin("default", seed=1)
+        m = ServeMetrics(lt)
+        lt.on_event = m.observe
+        lt.start(asyncio.get_running_loop())
+        s = Stream(600, 4, prompt.block_ids("z" * 2400, lt.ext.block_size))
+        lt.submit(s)
+        await s.decision()
+        async for _ in s.chunks():
+            pass
+        await asyncio.sleep(0.05)
+        lt.stop()
+        return m
+    m = asyncio.run(go())
+    fams = {f.name: f for f in text_string_to_metric_families(m.render().decode())}
+    return fams, m
+
+
+def test_every_dashboard_metric_is_on_metrics():
+    exprs = list(_exprs(json.loads(DASHBOARD.read_text())))
+    assert len(exprs) == 29
+    fams, _ = _scrape()
+    samples = {s.name for f in fams.values() for s in f.samples}
+    queried = {n for e in exprs for n in re.findall(r"vllm:[a-zA-Z0-9_:]+", e)}
+    assert len(queried) == 23
+    missing = sorted(n for n in queried if n not in samples)
+    assert not missing, missing
+    # each sample carries the model_name label the dashboard filters on
+    for f in fams.values():
+        if f.name.startswith("vllm:"):
+            assert all(s.labels.get("model_name") == "cloudmatrix-infer-paper" for s in f.samples), f.name
+
+
+def test_types_and_values():
+    fams, _ = _scrape()
+    kinds = {n: f.type for n, f in fams.items()}
+    for n in ("vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:e2e_request_latency_seconds",
+              "vllm:time_per_output_token_seconds", "vllm:request_prompt_tokens"):
+        assert kinds[n] == "histogram", n
+    for n in ("vllm:prompt_tokens", "vllm:generation_tokens", "vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
+              "vllm:request_success"):
+        assert kinds[n] == "counter", n
+    for n in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc", "twin:faults",
+              "twin:plane_gbps", "twin:ems_bytes", "twin:link_utilization_max"):
+        assert kinds.get(n) == "gauge" or n == "twin:faults", n
+    value = lambda n, s: next(x.value for x in fams[n].samples if x.name == s)   # noqa: E731
+    assert value("vllm:prompt_tokens", "vllm:prompt_tokens_total") == 600
+    assert value("vllm:generation_tokens", "vllm:generation_tokens_total") == 4
+    assert value("vllm:time_to_first_token_seconds", "vllm:time_to_first_token_seconds_count") == 1
+    assert value("vllm:request_success", "vllm:request_success_total") == 1

@@ -1,0 +1,304 @@
+"""The OpenAI-compatible HTTP API of `twin serve` (Starlette on uvicorn: one event loop, no thread
+per stream). Routes: GET /v1/models, POST /v1/chat/completions, POST /v1/completions, GET /metrics,
+GET /twin/status, POST /twin/fault. Errors are OpenAI's shape: {"error": {"message", "type",
+"param", "code"}}. Budgets (docs/serve.md): body size, open requests, requests per second per address.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ..actions import FAULTS_PER_MIN
+from ..budget import RateLimit
+from ..engine.commands import InjectFault
+from ..engine.faults.spec import FAULT_KEYS
+from . import prompt
+from .live import LiveTwin, Stream
+from .metrics import ServeMetrics
+
+MAX_BODY_BYTES = 2 << 20       # assumption: a 131,072-token prompt is ~512 KB by the prompt rule; 4x that
+MAX_OPEN = 2000                # served requests open at once (each holds a few KB); past it: 503
+REQUESTS_PER_S_ADDRESS = 500   # new requests per second per client address (a 1,000-stream ramp in 2 s)
+MAX_OUTPUT_TOKENS = 32768      # assumption: max_tokens above this is refused (DeepSeek-R1's 32K generation cap)
+TOKEN_ENV = "TWIN_INSTRUCTOR_TOKEN"   # if set, POST /twin/fault needs it as a Bearer token
+ROLES = ("system", "developer", "user", "assistant", "tool")
+REJECTED = {"kv_too_long": (400, "context_length_exceeded", "invalid_request_error",
+                            "the prompt plus max_tokens needs more KV cache than one die of the twin holds"),
+            "overloaded": (503, "server_overloaded", "server_error",
+                           "the twin is overloaded (requests in flight at its limit); retry later")}
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
+                 kind: str = "invalid_request_error"):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
+
+    def response(self) -> JSONResponse:
+        return JSONResponse({"error": {"message": self.message, "type": self.kind, "param": self.param,
+                                       "code": self.code}}, status_code=self.status)
+
+
+def _int(body: dict, name: str, lo: int, hi: int) -> int | None:
+    v = body.get(name)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise ApiError(400, f"{name} = {json.dumps(v)[:60]}: allowed an integer from {lo} to {hi}", name,
+                       "invalid_value")
+    return v
+
+
+def _content(m, i: int) -> str:
+    c = m.get("content")
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list) and all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+                                   for p in c):
+        return "".join(p["text"] for p in c)
+    if c is None and m.get("role") == "assistant":
+        return ""
+    raise ApiError(400, f"messages[{i}].content: allowed a string or a list of text parts", f"messages[{i}].content")
+
+
+class ServeApp:
+    """The app around one LiveTwin; `app` is the ASGI application."""
+
+    def __init__(self, live: LiveTwin, token: str | None = None):
+        self.live = live
+        self.metrics = ServeMetrics(live)
+        live.on_event = self.metrics.observe
+        self.token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        self.open = 0
+        self.rate = RateLimit(REQUESTS_PER_S_ADDRESS, per_s=1.0)
+        self.fault_rate = RateLimit(FAULTS_PER_MIN)
+        self.rng_draws = 0
+        routes = [Route("/v1/models", self.models), Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                  Route("/v1/completions", self.completions, methods=["POST"]),
+                  Route("/metrics", self.prometheus), Route("/twin/status", self.status),
+                  Route("/twin/fault", self.fault, methods=["POST"])]
+        self.app = Starlette(routes=routes, lifespan=self._lifespan,
+                             exception_handlers={404: self._not_found, 405: self._not_allowed})
+
+    @asynccontextmanager
+    async def _lifespan(self, app):
+        import asyncio
+        self.live.start(asyncio.get_running_loop())
+        try:
+            yield
+        finally:
+            self.live.stop()
+
+    async def _not_found(self, request, exc):
+        return ApiError(404, f"no route {request.url.path}", code="not_found").response()
+
+    async def _not_allowed(self, request, exc):
+        return ApiError(405, f"{request.method} not allowed on {request.url.path}", code="method_not_allowed").response()
+
+    # ---- plain routes ------------------------------------------------------------------------
+    async def models(self, request: Request):
+        return JSONResponse({"object": "list", "data": [{"id": self.live.model, "object": "model",
+                                                         "created": 0, "owned_by": "cloudmatrix-twin"}]})
+
+    async def prometheus(self, request: Request):
+        return Response(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    async def status(self, request: Request):
+        lt = self.live
+        return JSONResponse({"model": lt.model, "sim_time": round(lt.engine.sim_time, 3), "pace": round(lt.achieved(), 4),
+                             "open_requests": self.open, "events_late": lt.late, "delay_s": lt.delay_s,
+                             "step_s": lt.step_s})
+
+    async def fault(self, request: Request):
+        try:
+            if self.token is not None:
+                got = request.headers.get("authorization", "")
+                if not secrets.compare_digest(got.encode(), f"Bearer {self.token}".encode()):
+                    raise ApiError(401, "POST /twin/fault needs the instructor token as 'Authorization: Bearer ...'",
+                                   code="invalid_api_key", kind="authentication_error")
+            if self.fault_rate.wait_s("faults"):
+                raise ApiError(429, f"at most {FAULTS_PER_MIN} faults a minute", code="rate_limit_exceeded",
+                               kind="rate_limit_error")
+            spec = await self._body(request)
+            extra = set(spec) - set(FAULT_KEYS)
+            if extra:
+                raise ApiError(400, f"fault: unknown field(s) {sorted(extra)}; allowed {list(FAULT_KEYS)}")
+            if "at_s" not in spec:
+                spec["at_s"] = self.live.loop.time() - self.live.wall0    # now, in sim time
+            try:
+                self.live.engine.faults.check(dict(spec))
+            except (ValueError, KeyError) as exc:
+                raise ApiError(400, f"fault: {exc.args[0] if exc.args else exc}") from None
+            self.live.command(InjectFault(spec))
+            return JSONResponse({"accepted": spec})
+        except ApiError as e:
+            return e.response()
+
+    # ---- completions -------------------------------------------------------------------------
+    async def chat(self, request: Request):
+        return await self._complete(request, chat=True)
+
+    async def completions(self, request: Request):
+        return await self._complete(request, chat=False)
+
+    async def _body(self, request: Request) -> dict:
+        if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+            raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes", code="request_too_large")
+        raw = b""
+        async for part in request.stream():
+            raw += part
+            if len(raw) > MAX_BODY_BYTES:
+                raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes", code="request_too_large")
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            raise ApiError(400, "the body is not valid JSON", code="invalid_json") from None
+        if not isinstance(body, dict):
+            raise ApiError(400, "the body must be a JSON object", code="invalid_json")
+        return body
+
+    def _parse(self, body: dict, chat: bool) -> tuple[str, int | None, bool, bool]:
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            raise ApiError(400, "model: required, a string (GET /v1/models lists it)", "model", "missing_model")
+        if model != self.live.model:
+            raise ApiError(404, f"The model `{model[:100]}` does not exist; this twin serves `{self.live.model}`",
+                           "model", "model_not_found")
+        if chat:
+            msgs = body.get("messages")
+            if not isinstance(msgs, list) or not msgs:
+                raise ApiError(400, "messages: required, a non-empty list of {role, content}", "messages")
+            for i, m in enumerate(msgs):
+                if not isinstance(m, dict) or m.get("role") not in ROLES:
+                    raise ApiError(400, f"messages[{i}].role: allowed one of {list(ROLES)}", f"messages[{i}].role")
+            text = "".join(f"{m['role']}: {_content(m, i)}\n" for i, m in enumerate(msgs))
+        else:
+            p = body.get("prompt")
+            if isinstance(p, list) and len(p) == 1 and isinstance(p[0], str):
+                p = p[0]
+            if not isinstance(p, str):
+                raise ApiError(400, "prompt: required, a string (one prompt per request)", "prompt")
+            text = p
+        if body.get("n", 1) != 1:
+            raise ApiError(400, "n: only 1 is supported", "n", "invalid_value")
+        mt = _int(body, "max_completion_tokens", 1, MAX_OUTPUT_TOKENS)
+        if mt is None:
+            mt = _int(body, "max_tokens", 1, MAX_OUTPUT_TOKENS)
+        stream = body.get("stream", False)
+        if not isinstance(stream, bool):
+            raise ApiError(400, "stream: allowed true or false", "stream")
+        opts = body.get("stream_options")
+        if opts is not None:
+            if not stream:
+                raise ApiError(400, "stream_options: allowed only when stream is true", "stream_options")
+            if not isinstance(opts, dict) or not isinstance(opts.get("include_usage", False), bool):
+                raise ApiError(400, "stream_options: allowed {\"include_usage\": true|false}", "stream_options")
+        usage = bool(opts and opts.get("include_usage"))
+        return text, mt, stream, usage
+
+    def _output_tokens(self, asked: int | None) -> tuple[int, str]:
+        if asked is not None:
+            return asked, "length"
+        eng = self.live.engine      # the scenario's distribution, drawn from its own seeded stream
+        import numpy as np
+        rng = np.random.default_rng([eng.seed, 27, self.rng_draws])
+        self.rng_draws += 1
+        return int(eng.scenario.output.dist().sample(rng, 1)[0]), "stop"
+
+    async def _complete(self, request: Request, chat: bool):
+        addr = request.client.host if request.client else "?"
+        try:
+            if self.rate.wait_s(addr):
+                raise ApiError(429, f"over {REQUESTS_PER_S_ADDRESS} requests a second from this address",
+                               code="rate_limit_exceeded", kind="rate_limit_error")
+            if self.open >= MAX_OPEN:
+                raise ApiError(503, f"{MAX_OPEN} requests are open, the most this server holds; retry later",
+                               code="server_overloaded", kind="server_error")
+            body = await self._body(request)
+            text, asked, streaming, usage = self._parse(body, chat)
+            out, reason = self._output_tokens(asked)
+            s = Stream(prompt.tokens(text), out, prompt.block_ids(text, self.live.ext.block_size))
+            s.finish_reason = reason
+            self.open += 1
+            self.live.submit(s)
+            try:
+                verdict = await s.decision()
+            except BaseException:
+                self.open -= 1
+                raise
+            if verdict != "admitted":
+                self.open -= 1
+                status, code, kind, msg = REJECTED[verdict]
+                raise ApiError(status, msg, code=code, kind=kind)
+        except ApiError as e:
+            return e.response()
+        rid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
+        timing = body.get("twin_timing") is True
+        if streaming:
+            return StreamingResponse(self._sse(s, rid, chat, usage, timing), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache"})
+        try:
+            text_out = "".join([prompt.filler(first, k) async for k, first in s.chunks()])
+        finally:
+            self.open -= 1
+        choice = ({"index": 0, "message": {"role": "assistant", "content": text_out}, "finish_reason": reason}
+                  if chat else {"index": 0, "text": text_out, "finish_reason": reason, "logprobs": None})
+        doc = {"id": rid, "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
+               "model": self.live.model, "choices": [choice], "usage": _usage(s)}
+        if timing:
+            doc["twin_timing"] = _timing(s)
+        return JSONResponse(doc)
+
+    async def _sse(self, s: Stream, rid: str, chat: bool, usage: bool, timing: bool):
+        head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
+                "created": int(time.time()), "model": self.live.model}
+        try:
+            first = True
+            async for k, start in s.chunks():
+                text = prompt.filler(start, k)
+                if chat:
+                    delta = {"role": "assistant", "content": text} if first else {"content": text}
+                    choice = {"index": 0, "delta": delta, "finish_reason": None}
+                else:
+                    choice = {"index": 0, "text": text, "finish_reason": None, "logprobs": None}
+                first = False
+                yield _event({**head, "choices": [choice]})
+            last = ({"index": 0, "delta": {}, "finish_reason": s.finish_reason} if chat
+                    else {"index": 0, "text": "", "finish_reason": s.finish_reason, "logprobs": None})
+            tail = {**head, "choices": [last]}
+            if timing:
+                tail["twin_timing"] = _timing(s)
+            yield _event(tail)
+            if usage:
+                yield _event({**head, "choices": [], "usage": _usage(s)})
+            yield "data: [DONE]\n\n"
+        finally:
+            self.open -= 1
+
+
+def _event(doc: dict) -> str:
+    return f"data: {json.dumps(doc, separators=(',', ':'))}\n\n"
+
+
+def _usage(s: Stream) -> dict:
+    made = s.counts[-1] if s.counts else 0
+    cached = s.prefill[2] if s.prefill else 0
+    return {"prompt_tokens": s.input_tokens, "completion_tokens": made, "total_tokens": s.input_tokens + made,
+            "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def _timing(s: Stream) -> dict:
+    """The twin's own times of this request (sim seconds): for comparing with a client's."""
+    return {"arrival_s": s.arrival, "chunk_times_s": s.times, "chunk_tokens": s.counts}
+
+
+def build_app(scenario: str = "default", seed: int | None = None, background: bool = False, **kw) -> ServeApp:
+    return ServeApp(LiveTwin(scenario, seed=seed, background=background, **kw))
