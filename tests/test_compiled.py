@@ -5,8 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from twin.fingerprint import fingerprint
 from twin.compiled import KERNELS, PLAIN
+from twin.fingerprint import fingerprint
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = (("default", 60, {}), ("diurnal", 40, {"random_faults": True}))   # EMS, KV transfer, faults
