@@ -82,7 +82,7 @@ def test_perf_text_output():
 def test_validate_json():
     code, out, err = cli("validate", "--json")
     d = json.loads(out)
-    assert isinstance(d["targets"], list) and len(d["targets"]) == 47
+    assert isinstance(d["targets"], list) and len(d["targets"]) == 63   # 47 + 16 DeepEP-Ascend table rows
     for t in d["targets"]:
         assert {"name", "kind", "target", "twin", "error_pct", "tolerance_pct", "pass"} <= set(t)
         assert t["pass"] == (abs(t["error_pct"]) <= t["tolerance_pct"])
@@ -284,18 +284,31 @@ def _strict(text: str):
 
 
 @pytest.mark.parametrize("args", [
-    ("perf", "decode", "--batch", "8192", "--kv", "2000000"),
     ("perf", "decode", "--batch", "1e-9", "--prompt", "1", "--output", "1"),
-    ("perf", "decode", "--batch", "1", "--prompt", "1000000", "--output", "1000000"),
+    ("perf", "decode", "--batch", "1", "--kv", "601381"),             # the longest KV one die holds
     ("perf", "prefill", "--prompt", "1000000", "--tokens-per-npu", "1"),
     ("perf", "prefill", "--prompt", "1", "--tokens-per-npu", "1048576", "--reuse", "0.999999"),
-    ("perf", "decode", "--deployment", "qwen3-235b-cloudmatrix", "--no-mtp", "--batch", "8192"),
+    ("perf", "decode", "--deployment", "qwen3-235b-cloudmatrix", "--no-mtp", "--batch", "122"),
 ])
 def test_perf_at_the_bounds_prints_strict_json(args):
     code, out, err = cli(*args, "--json")
     assert code == 0, err
     d = _strict(out)
     assert d["step_time_ms"] > 0 and d["tokens_per_s_per_npu"] >= 0
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--batch", "8192", "--kv", "2000000"), "error: kv = 2e+06: one sequence's KV cache does not fit on a die "
+     "of cloudmatrix-infer-paper (allowed: a KV length <= 601381 tokens, from --kv or --prompt + --output / 2)"),
+    (("--batch", "1", "--kv", "601382"), "error: kv = 601382: one sequence's KV cache does not fit"),
+    (("--batch", "1", "--prompt", "1000000", "--output", "1000000"), "error: kv = 1.5e+06: one sequence's"),
+    (("--deployment", "qwen3-235b-cloudmatrix", "--no-mtp", "--batch", "8192"),
+     "error: batch = 8192: the KV cache of 4224 tokens per sequence fits at most 122 sequences per chip on "
+     "qwen3-235b-cloudmatrix (allowed: --batch <= 122, or a shorter --kv)"),
+])
+def test_perf_refuses_a_batch_whose_kv_does_not_fit(args, message):
+    code, out, err = cli("perf", "decode", *args, "--json")
+    assert (code, out) == (2, "") and len(err.splitlines()) == 1 and err.startswith(message), err
 
 
 def test_strict_json_refuses_a_non_finite_value_by_name():

@@ -49,6 +49,10 @@ def cmd_perf(a) -> int:
     if a.phase == "decode":
         kv = a.kv if a.kv is not None else a.prompt + a.output / 2
         cap = pm.max_batch_per_die(kv) * pm.dies_per_npu
+        if cap == 0:                # not one sequence: only a shorter one helps
+            most = int(pm.kv_capacity_bytes_per_die() // pm.kv_bytes_per_token())
+            raise ValueError(f"kv = {kv:g}: one sequence's KV cache does not fit on a die of {a.deployment} "
+                             f"(allowed: a KV length <= {most} tokens, from --kv or --prompt + --output / 2)")
         if a.batch > cap:
             raise ValueError(f"batch = {a.batch:g}: the KV cache of {kv:g} tokens per sequence fits at "
                              f"most {cap} sequences per chip on {a.deployment} (allowed: --batch <= "

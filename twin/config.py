@@ -8,7 +8,7 @@ from __future__ import annotations
 import tomllib
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -153,6 +153,22 @@ class Deployment(_Strict):
     prediction: bool = False                      # no published figure to check it against
 
 
+def _choices(annotation) -> list[str] | None:
+    """The strings a Literal field allows, also when it is optional (Literal[...] | None)."""
+    args = get_args(annotation)
+    if args and all(isinstance(a, str) for a in args):
+        return list(args)
+    out = []
+    for a in args:
+        sub = get_args(a)
+        if a is type(None):
+            continue
+        if not (sub and all(isinstance(x, str) for x in sub)):
+            return None
+        out += sub
+    return out or None
+
+
 def _field_hint(model: type[BaseModel], field: str) -> str:
     info = model.model_fields.get(field)
     if info is None:
@@ -162,9 +178,9 @@ def _field_hint(model: type[BaseModel], field: str) -> str:
         for attr, sym in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
             if getattr(m, attr, None) is not None:
                 bounds.append(f"{sym} {getattr(m, attr)}")
-    ann = getattr(info.annotation, "__args__", None)
-    if ann and all(isinstance(a, str) for a in ann):
-        return "allowed: " + ", ".join(ann)
+    choices = _choices(info.annotation)
+    if choices:
+        return "allowed: " + ", ".join(choices) + (" (or unset)" if type(None) in get_args(info.annotation) else "")
     return "allowed: " + (" and ".join(bounds) if bounds else str(info.annotation.__name__))
 
 
