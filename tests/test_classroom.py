@@ -1,0 +1,131 @@
+"""The class that follows the lecturer (issue 26), core side: lesson questions and plans load and are
+answered by their own figures, the classroom publishes, counts one answer per browser, refuses with
+reasons, stays bounded, reveals the measured answer and exports CSV; a hold pauses the twin at the
+moment to look."""
+from __future__ import annotations
+
+import csv
+import io
+import time
+
+import pytest
+
+from twin import classroom as CR
+from twin import lessons as L
+from twin.controls import ControlError
+from twin.runner import Twin
+
+
+class FakeTwin:
+    """The shared twin as the classroom sees it: `require` (the instructor lock) and nothing else."""
+
+    def __init__(self, locked: bool = False):
+        self.locked = locked
+
+    def require(self, credential, client=None):
+        if self.locked and credential != "cred":
+            raise ControlError("the shared twin is locked by the instructor: enter the instructor token, "
+                               "or open a private sandbox to experiment")
+
+
+def test_every_lesson_step_asks_a_question_its_own_figures_answer():
+    steps = [(les.id, i, s) for les in L.lessons() for i, s in enumerate(les.steps, 1)]
+    assert len(steps) == 16 and all(s.question for _l, _i, s in steps)
+    by = {(lid, i): s for lid, i, s in steps}
+    q = by[("prefill-decode", 1)].question
+    assert q.kind == "number" and q.unit == "×"
+    assert q.value({k: f.value for k, f in by[("prefill-decode", 1)].figures.items()}) == pytest.approx(4920.7 / 1338.4)
+    q = by[("pipelining", 2)].question                          # MTP: TPOT 49.7 ms vs 52.8 ms without
+    f = {k: v.value for k, v in by[("pipelining", 2)].figures.items()}
+    assert q.choices[q.choice(q.value(f))] == "It goes down"
+    q = by[("cloud", 2)].question
+    assert q.value({"peak_d": 0.992}) == pytest.approx(99.2)     # scale 100: a fraction shown as %
+
+
+def test_bad_question_is_refused_naming_the_field(tmp_path):
+    src = (L.DATA_DIR / "1-prefill-decode.toml").read_text()
+    bad = src.replace('figure = "in_npu/out_npu"', 'figure = "nope"', 1)
+    (tmp_path / "x.toml").write_text(bad)
+    with pytest.raises(L.LessonError, match=r"step 1.question.figure = 'nope': allowed a figure of the step"):
+        L.load_file(tmp_path / "x.toml")
+
+
+def test_the_class_plan_is_45_minutes_of_real_steps():
+    p = L.plan("why-supernode")
+    assert p.minutes == 45 and len(p.items) == 8
+    for it in p.items:
+        assert L.get(it.lesson).steps[it.step - 1].question is not None and it.say
+    with pytest.raises(L.LessonError, match="no such plan; allowed why-supernode"):
+        L.plan("nope")
+
+
+def test_publish_answer_once_reveal_and_export():
+    room, tw = CR.Classroom(), FakeTwin(locked=True)
+    with pytest.raises(ControlError, match="locked by the instructor"):
+        room.publish(tw, None, lesson="prefill-decode", step=1, page="/lessons", presenter=False)
+    assert room.publish(tw, "cred", lesson="prefill-decode", step=1, page="/lessons", presenter=True)
+    assert not room.publish(tw, "cred", lesson="prefill-decode", step=1, page="/lessons", presenter=True)
+    pub = room.public()
+    assert (pub["lesson"], pub["step"], pub["page"], pub["presenter"], pub["revealed"], pub["n"], pub["q"]) == (
+        "prefill-decode", 1, "/lessons", True, False, 0, True)
+    assert room.answer("s-a", "1.2.3.4", "prefill-decode", 1, "3.5") == 3.5
+    assert room.answer("s-b", "1.2.3.4", "prefill-decode", 1, 5) == 5.0
+    with pytest.raises(ControlError, match="already answered this step: one answer per browser"):
+        room.answer("s-a", "1.2.3.4", "prefill-decode", 1, 4)
+    with pytest.raises(ControlError, match=r"answer = '1e9': allowed a number from 0.1 to 100"):
+        room.answer("s-c", "1.2.3.4", "prefill-decode", 1, "1e9")
+    with pytest.raises(ControlError, match="not the one the lecturer is on"):
+        room.answer("s-c", "1.2.3.4", "prefill-decode", 2, 4)
+    assert room.public()["n"] == 2
+    with pytest.raises(ControlError, match="locked"):
+        room.reveal(tw, None)
+    v = room.reveal(tw, "cred")                          # FakeTwin has no snapshot: the lesson's figures
+    assert v == pytest.approx(4920.7 / 1338.4)
+    t = room.tally("prefill-decode", 1)
+    assert t["n"] == 2 and t["source"] == "lesson" and sum(c for _x, c in t["bars"]) == 2
+    assert len(t["bars"]) == 10 and t["bars"][0] == (pytest.approx(3.575), 1) and t["bars"][-1][1] == 1
+    with pytest.raises(ControlError, match="already revealed"):
+        room.answer("s-c", "1.2.3.4", "prefill-decode", 1, 4)
+    rows = list(csv.DictReader(io.StringIO(room.csv())))
+    assert [(r["answer_no"], r["answer"]) for r in rows] == [("1", "3.5"), ("2", "5")]
+    assert {r["measured"] for r in rows} == {f"{v:.6g}"} and "s-a" not in room.csv()      # anonymous
+
+
+def test_choice_answers_and_bounds(monkeypatch):
+    room, tw = CR.Classroom(), FakeTwin()
+    room.publish(tw, None, lesson="supernode", step=1, page="/validation", presenter=False)
+    with pytest.raises(ControlError, match="allowed one of the 2 choices"):
+        room.answer("s-a", None, "supernode", 1, 2)
+    room.answer("s-a", None, "supernode", 1, 1)
+    assert room.tally("supernode", 1)["bars"] == [("The H800 cluster", 0), ("CloudMatrix384", 1)]
+    monkeypatch.setattr(CR, "MAX_ANSWERS", 3)
+    for c in ("s-b", "s-c"):
+        room.answer(c, None, "supernode", 1, 0)
+    with pytest.raises(ControlError, match="already has 3 answers, the most kept"):
+        room.answer("s-d", None, "supernode", 1, 0)
+    with pytest.raises(ControlError, match=r"answers: at most 6 per minute"):
+        for _ in range(7):
+            try:
+                room.answer("s-a", None, "supernode", 1, 0)
+            except ControlError as exc:
+                if "per minute" in str(exc):
+                    raise
+    monkeypatch.setattr(CR, "MAX_STEPS", 2)
+    for les, n in (("supernode", 2), ("cloud", 1)):
+        room.publish(tw, None, lesson=les, step=n, page="/", presenter=False)
+    assert room.tally("supernode", 1) is None and room.tally("cloud", 1) is not None     # oldest dropped
+
+
+def test_hold_pauses_the_twin_at_the_moment_to_look():
+    tw = Twin("hold", wall_dt=0.05, speed=100).start()
+    try:
+        tw.control("reset", {"scenario": "default"})
+        tw.control("hold", 30)
+        end = time.monotonic() + 30
+        while not tw.paused and time.monotonic() < end:
+            time.sleep(0.05)
+        assert tw.paused and tw.snapshot.sim_time == pytest.approx(30, abs=0.01)
+        with pytest.raises(ControlError, match=r"hold = '0': allowed 0 < seconds <= 3600"):
+            tw.control("hold", 0)
+    finally:
+        tw.stop()
