@@ -151,7 +151,7 @@ class Classroom:
         with self._lock:
             rows = [(k, t.question, list(t.answers.values()), t.measured, t.source) for k, t in self._tallies.items()]
         for (lesson, n), q, values, measured, source in rows:
-            show = (lambda v: q.choices[int(v)]) if q.kind == "choice" else (lambda v: f"{v:g}")
+            show = (lambda v: q.choices[int(v)]) if q.kind == "choice" else (lambda v: f"{v:.12g}")
             m = "" if measured is None else show(q.choice(measured)) if q.kind == "choice" else f"{measured:.6g}"
             for i, v in enumerate(values, 1):
                 w.writerow([lesson, n, q.kind, q.unit, i, show(v), m, source])

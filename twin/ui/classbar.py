@@ -104,11 +104,12 @@ def figure(tally: dict, q: L.Question, mine: float | None) -> go.Figure:
             notes.append(dict(x=xs[int(mine)], y=tally["bars"][int(mine)][1], text=_("your answer"),
                               showarrow=True, arrowhead=2, ay=-30))
     else:
-        for v, color, label in ((tally["measured"], theme.GREEN, _("measured")), (mine, theme.YELLOW, _("your answer"))):
+        for v, color, label, y in ((tally["measured"], theme.GREEN, _("measured"), 1.0),
+                                   (mine, theme.YELLOW, _("your answer"), 0.8)):     # two rows: never overlap
             if v is not None:
                 shapes.append(dict(type="line", x0=v, x1=v, y0=0, y1=1, yref="paper", line=dict(color=color, width=3)))
-                notes.append(dict(x=v, y=1, yref="paper", text=f"{label}: {_fmt(q, v, lang)}", showarrow=False,
-                                  font=dict(color=color), yanchor="bottom"))
+                notes.append(dict(x=v, y=y, yref="paper", text=f"{label}: {_fmt(q, v, lang)}", showarrow=False,
+                                  font=dict(color=color), yanchor="bottom", bgcolor=theme.PANEL))
     fig.update_traces(marker_color=colors)
     lay = theme.base_layout(height=190, margin=dict(l=40, r=20, t=26, b=30), shapes=shapes, annotations=notes,
                             showlegend=False, bargap=0.08, hovermode=False)
