@@ -124,6 +124,10 @@ def _step_view(les: L.Lesson, n: int, lang: str) -> list:
         block("lesson-action", _("Do it"), html.Div([
             html.Button(describe(s.action, _), id={"type": f"{P}-act", "index": f"{les.id}/{n}"},
                         className="btn btn-primary lesson-act", n_clicks=0),
+            dcc.Link(_("Open %(page)s without acting") % {"page": page_names(_).get(target_page(s.action),
+                                                                                 target_page(s.action))},
+                     href=target_page(s.action), className="btn btn-small lesson-open",
+                     title=_("After the timeline's Go has readied the twin: open the page as it is")),
             html.Div(id={"type": f"{P}-msg", "index": f"{les.id}/{n}"}, className="ctl-msg", role="status"),
             html.Div(_("The action also sets the speed to %(speed)s×: the answer's on-screen figures are there "
                        "after %(warm)s simulated seconds, about %(wall)s s of wall time.") % {

@@ -103,8 +103,8 @@ def test_choice_answers_and_bounds(monkeypatch):
         room.answer(c, None, "supernode", 1, 0)
     with pytest.raises(ControlError, match="already has 3 answers, the most kept"):
         room.answer("s-d", None, "supernode", 1, 0)
-    with pytest.raises(ControlError, match=r"answers: at most 6 per minute"):
-        for _ in range(7):
+    with pytest.raises(ControlError, match=r"answers: at most 12 per minute"):
+        for _ in range(13):
             try:
                 room.answer("s-a", None, "supernode", 1, 0)
             except ControlError as exc:
@@ -129,3 +129,49 @@ def test_hold_pauses_the_twin_at_the_moment_to_look():
             tw.control("hold", 0)
     finally:
         tw.stop()
+
+
+# ---- the class bar's callbacks, called as functions ----------------------------------------------
+
+SECRET = "x" * 24
+
+
+def test_status_carries_the_class_and_the_beat_moves_with_the_lecturer(twin_registry):
+    from twin.ui import live
+    tw = twin_registry.shared()
+    b0 = live.beat(tw)
+    twin_registry.classroom.publish(tw, None, lesson="faults", step=3, page="/lessons", presenter=True)
+    b1 = live.beat(tw)
+    assert b1["cls"] != b0["cls"] and live.status_payload(tw)["class"]["step"] == 3
+    twin_registry.classroom.answer("s-a", None, "faults", 3, 5)
+    assert live.beat(tw)["cls"] == [b1["cls"][0], 1]               # an answer moves the count, not the rev
+
+
+def test_send_counts_once_and_explains_the_refusal_in_chinese(twin_registry, dash_app):
+    from twin.ui import classbar as CB
+    room = twin_registry.classroom
+    room.publish(twin_registry.shared(), None, lesson="faults", step=3, page="/lessons", presenter=False)
+    state = room.public()
+    with dash_app.server.test_request_context("/?lang=zh"):
+        msg, cls, mine = CB.send(1, 20000, None, state, {}, SECRET)
+        assert (msg, cls, mine) == ("已计入，谢谢！", "ctl-msg msg-ok", {"faults/3": 20000.0})
+        msg, cls, mine = CB.send(2, 30000, None, state, mine, SECRET)
+        assert msg == "未计入：你已经回答过这一步：每个浏览器只能回答一次" and cls == "ctl-msg msg-error"
+        out = CB.render(state, {"on": True}, None, {"faults/3": 20000.0})
+        assert out[8] == "你的答案：20,000 请求。等待讲师揭晓。" and out[6] == {}       # waiting, no input
+    assert room.tally("faults", 3)["n"] == 1
+    room.reveal(twin_registry.shared(), None)
+    with dash_app.server.test_request_context("/?lang=en"):
+        out = CB.render(room.public(), {"on": True}, None, {"faults/3": 20000.0})
+        assert out[8].startswith("Measured: 27,197 requests · your answer: 20,000 requests")
+        assert [s["x0"] for s in out[9]["layout"]["shapes"]] == [pytest.approx(27197), 20000]
+        msg, _cls, _mine = CB.send(3, 1, None, room.public(), {}, "y" * 24)
+        assert msg == "Not counted: the answer is already revealed: answers to this step are closed"
+
+
+def test_a_student_cannot_lead_a_locked_twin(twin_registry, dash_app):
+    from twin.ui import classbar as CB
+    twin_registry.gate.token = "tok"
+    with dash_app.server.test_request_context("/?lang=zh"):
+        store, msg, cls = CB.lead(None)
+    assert store is None and msg.startswith("未开始带领：共享孪生已被讲师锁定") and cls == "ctl-msg msg-error"

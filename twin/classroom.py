@@ -27,7 +27,7 @@ from .controls import ControlError, _throttled
 
 MAX_ANSWERS = 1000              # answers kept per step: a large lecture hall (assumption)
 MAX_STEPS = 64                  # steps whose tallies are kept; a 45-minute class uses 8 (assumption)
-ANSWERS_PER_MIN = 6             # answer attempts per browser a minute (one counts; the rest are typos)
+ANSWERS_PER_MIN = 12            # answer attempts per browser a minute: a step every 10 s, with a retry each
 ANSWERS_PER_MIN_ADDRESS = 1200  # ... per address: a whole room may sit behind one NAT (assumption)
 BINS = 10                       # bars of a number question's histogram
 _PAGE = re.compile(r"^/[a-z-]{0,20}$")

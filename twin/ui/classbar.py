@@ -12,7 +12,6 @@ refusals in the viewer's language (twin.ui.errors).
 from __future__ import annotations
 
 import dash
-import plotly.graph_objects as go
 from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
 from twin import i18n as I
@@ -88,12 +87,12 @@ def _fmt(q: L.Question, v: float, lang: str) -> str:
     return f"{I.number(v, lang, q.digits)} {_(q.unit)}".strip()
 
 
-def figure(tally: dict, q: L.Question, mine: float | None) -> go.Figure:
-    """The room's answers as bars, the measured answer (once revealed) and this browser's guess."""
+def figure(tally: dict, q: L.Question, mine: float | None) -> dict:
+    """The room's answers as bars, the measured answer (once revealed) and this browser's guess (a
+    plain figure dict: no plotly validation in a callback every follower runs at the reveal)."""
     lang = request_lang()
     xs = [_(x) if q.kind == "choice" else x for x, _c in tally["bars"]]
     colors = [theme.BLUE] * len(xs)
-    fig = go.Figure(go.Bar(x=xs, y=[c for _x, c in tally["bars"]], marker_color=colors, name=_("answers")))
     shapes, notes = [], []
     if q.kind == "choice":
         if tally["measured"] is not None:
@@ -110,13 +109,13 @@ def figure(tally: dict, q: L.Question, mine: float | None) -> go.Figure:
                 shapes.append(dict(type="line", x0=v, x1=v, y0=0, y1=1, yref="paper", line=dict(color=color, width=3)))
                 notes.append(dict(x=v, y=y, yref="paper", text=f"{label}: {_fmt(q, v, lang)}", showarrow=False,
                                   font=dict(color=color), yanchor="bottom", bgcolor=theme.PANEL))
-    fig.update_traces(marker_color=colors)
     lay = theme.base_layout(height=190, margin=dict(l=40, r=20, t=26, b=30), shapes=shapes, annotations=notes,
                             showlegend=False, bargap=0.08, hovermode=False)
     if q.kind == "number":
         lay["xaxis"] = {**lay["xaxis"], "title": {"text": _(q.unit)}}
-    fig.update_layout(**lay)
-    return fig
+    bars = {"type": "bar", "x": xs, "y": [c for _x, c in tally["bars"]], "marker": {"color": colors},
+            "name": _("answers")}
+    return {"data": [bars], "layout": lay}
 
 
 @dash.callback(
