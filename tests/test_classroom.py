@@ -164,7 +164,8 @@ def test_send_counts_once_and_explains_the_refusal_in_chinese(twin_registry, das
     with dash_app.server.test_request_context("/?lang=en"):
         out = CB.render(room.public(), {"on": True}, None, {"faults/3": 20000.0})
         assert out[8].startswith("Measured: 27,197 requests · your answer: 20,000 requests")
-        assert [s["x0"] for s in out[9]["layout"]["shapes"]] == [pytest.approx(27197), 20000]
+        fig = out[9].children[0].figure                                  # the chart and its (i)
+        assert [s["x0"] for s in fig["layout"]["shapes"]] == [pytest.approx(27197), 20000]
         msg, _cls, _mine = CB.send(3, 1, None, room.public(), {}, "y" * 24)
         assert msg == "Not counted: the answer is already revealed: answers to this step are closed"
 

@@ -60,6 +60,10 @@ def test_students_follow_predict_and_see_the_reveal(chromium, live_server, artif
             _on_step(s, 1)
         wait_text(zh, "#teach-banner", "故障与恢复")                   # the banner moved with it, in Chinese
         wait_text(zh, "#class-where", "讲师")
+        lect.click("#teach-presenter-btn")                            # presenter mode moves with the lecturer
+        for s in students:
+            s.wait_for_function("() => document.body.classList.contains('presenter')")
+        lect.click("#teach-presenter-btn")
 
         lect.click("text=Next step →")                                # step 2: everyone follows
         for s in students:

@@ -18,13 +18,17 @@ from twin import i18n as I
 from twin import lessons as L
 from twin import session as S
 
+from . import components as C
 from . import guard as G
 from . import theme
 from .errors import explain
-from .lang import _, request_lang
+from .lang import N_, _, request_lang
 
 HIDE, SHOW = {"display": "none"}, {}
 MINE_KEPT = 64                   # guesses this browser remembers (one per step; the oldest dropped)
+CHART_INFO = N_("The room's answers to this step: how many fell in each range, or chose each option (anonymous). "
+                "Green: the measured answer, read from the shared twin at the reveal (or the lesson's checked "
+                "figure when the twin does not show it). Yellow: your own answer.")
 
 
 def bar() -> html.Div:
@@ -55,8 +59,7 @@ def bar() -> html.Div:
         ], id="class-q", className="class-q", style=HIDE),
         html.Div(id="class-msg", className="ctl-msg", role="status"),
         html.Div(id="class-result", className="class-result"),
-        dcc.Graph(id="class-chart", config={"displayModeBar": False, "staticPlot": True}, style=HIDE,
-                  className="class-chart"),
+        html.Div(id="class-chart-wrap", className="class-chart"),       # the chart, only when there is a tally
     ], id="class-bar", className="class-bar teach-hidden", **{"aria-live": "polite"})
 
 
@@ -122,7 +125,7 @@ def figure(tally: dict, q: L.Question, mine: float | None) -> dict:
     Output("class-where", "children"), Output("class-ask", "children"), Output("class-unit", "children"),
     Output("class-num", "style"), Output("class-choice", "options"), Output("class-choice", "style"),
     Output("class-q", "style"), Output("class-send", "style"), Output("class-result", "children"),
-    Output("class-chart", "figure"), Output("class-chart", "style"), Output("class-tools", "style"),
+    Output("class-chart-wrap", "children"), Output("class-tools", "style"),
     Input("class-state", "data"), Input("class-follow", "data"), Input("class-lead", "data"),
     Input("class-mine", "data"),
 )
@@ -135,12 +138,12 @@ def render(state, follow, lead, mine):
     lead = _on(lead)
     tools = SHOW if lead else HIDE
     if st is None:
-        return ("", "", "", HIDE, [], HIDE, HIDE, HIDE, "", no_update, HIDE, tools)
+        return ("", "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools)
     les, n = st["les"], st["n"]
     where = _("Lecturer: %(title)s, step %(n)s of %(total)s") % {"title": _(les.title), "n": n, "total": len(les.steps)}
     q = les.steps[n - 1].question
     if q is None or not (_on(follow) or lead):
-        return (where, "", "", HIDE, [], HIDE, HIDE, HIDE, "", no_update, HIDE, tools)
+        return (where, "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools)
     guess = _mine(mine).get(f"{les.id}/{n}")
     revealed = bool(st.get("revealed"))
     asking = not lead and not revealed and guess is None
@@ -154,12 +157,12 @@ def render(state, follow, lead, mine):
                            else _("the lesson's checked figure"))
     elif guess is not None:
         result = _("Your answer: %(value)s. Waiting for the lecturer to reveal.") % {"value": _fmt(q, guess, lang)}
-    chart = figure(tally, q, guess) if tally and (lead or revealed) else no_update
+    chart = C.graph("class-chart", figure(tally, q, guess), 190, _(CHART_INFO)) if tally and (lead or revealed) else None
     return (where, _(q.ask), _(q.unit) if q.kind == "number" else "",
             SHOW if asking and q.kind == "number" else HIDE,
             [{"label": _(c), "value": i} for i, c in enumerate(q.choices)],
             SHOW if asking and q.kind == "choice" else HIDE,
-            SHOW, SHOW if asking else HIDE, result, chart, SHOW if tally and (lead or revealed) else HIDE, tools)
+            SHOW, SHOW if asking else HIDE, result, chart, tools)
 
 
 @dash.callback(
