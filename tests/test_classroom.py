@@ -176,3 +176,23 @@ def test_a_student_cannot_lead_a_locked_twin(twin_registry, dash_app):
     with dash_app.server.test_request_context("/?lang=zh"):
         store, msg, cls = CB.lead(None)
     assert store is None and msg.startswith("未开始带领：共享孪生已被讲师锁定") and cls == "ctl-msg msg-error"
+
+
+def test_timeline_go_readies_the_twin_and_opens_the_step(twin_registry, dash_app):
+    import importlib
+    from contextvars import copy_context
+    from dash._callback_context import context_value
+    from dash._utils import AttributeDict
+    lessons_page = importlib.import_module("pages.lessons")
+    btn = '{"index":"prefill-decode/2","type":"lesson-go"}.n_clicks'
+
+    def run():
+        context_value.set(AttributeDict(triggered_inputs=[{"prop_id": btn, "value": 1}], outputs_list=[[{}], [{}]]))
+        return lessons_page.go([0, 1], "shared", None, "v1", SECRET)
+    with dash_app.server.test_request_context("/?lang=en"):
+        msgs, classes, step, href = copy_context().run(run)
+    tw = twin_registry.shared()
+    assert msgs == ["Applied: reset: scenario paper-decode, seed 0; the twin pauses at 120 simulated s"]
+    assert (classes, step, href) == (["ctl-msg msg-ok"], {"lesson": "prefill-decode", "step": 2},
+                                     "/lessons?lesson=prefill-decode&step=2")
+    assert tw.speed == 20 and tw.actions(1)[0]["what"] == "pause after 120 simulated s"
