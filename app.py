@@ -28,6 +28,7 @@ from twin import tracestore
 from twin.budget import LogBudget
 from twin.config import catalog
 from twin.engine import list_scenarios
+from twin.ui import classbar
 from twin.ui import components as C
 from twin.ui import eventtext
 from twin.ui import guard as G
@@ -165,6 +166,7 @@ def serve_layout():
         ], className="topbar"),
         C.controls_bar(list_scenarios(), sorted(catalog().deployments)),
         teach.banner(),
+        classbar.bar(),                        # follow the lecturer, predict, the tally (issue 26)
         html.Main(dash.page_container, className="main"),
         html.Footer([
             html.Span(_("Tags say where a number comes from:") + " "), C.tag("sim"), C.tag("model"), C.tag("paper"),

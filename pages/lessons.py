@@ -1,9 +1,12 @@
 """Lessons: guided steps over the live twin (content in twin/lessons/data, text in the catalogs).
 
-`/lessons` lists the lessons with this browser's progress; `/lessons?lesson=ID&step=N` shows one
-step: goal, a question to predict, one action on the twin (sent through the same validated
-`Twin.control` path as the run-control bar), what to notice, and the measured answer with the
-commands that produced it. Bad ids, steps or languages give a message in the page.
+`/lessons` lists the class plans and the lessons with this browser's progress;
+`/lessons?lesson=ID&step=N` shows one step: goal, a question to predict, one action on the twin
+(sent through the same validated `Twin.control` path as the run-control bar), what to notice, and
+the measured answer with the commands that produced it. The lecturer's timeline (the lesson's steps,
+or `/lessons?plan=ID` for a class plan, with what to say) sends a step's action with its speed and a
+hold that pauses the twin at the moment to look; "Lead the class" makes following screens move with
+this one (twin.ui.classbar). Bad ids, steps or languages give a message in the page.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 from twin import i18n as I
 from twin import lessons as L
 from twin import session as S
+from twin.ui import classbar as CB
 from twin.ui import components as C
 from twin.ui import eventtext
 from twin.ui import guard as G
@@ -25,6 +29,9 @@ from twin.ui.lang import N_
 dash.register_page(__name__, path="/lessons", name=N_("Lessons"), title=Lg.title("Lessons"), order=10)
 
 P = "lesson"
+STEP_MINUTES = 5          # planned minutes of a lesson step that no class plan times (assumption)
+TL_MSG = {"type": f"{P}-tlmsg", "index": "timeline"}    # pattern ids: callbacks of parts a view may lack
+LEAD = {"type": f"{P}-lead", "index": "lead"}
 
 
 def page_names(_) -> dict[str, str]:
@@ -77,10 +84,21 @@ def _index(lang: str, msg: str | None) -> list:
                   html.Span(id={"type": "lesson-progress", "index": les.id}, className="lesson-progress")],
                  className="lesson-card-foot"),
     ], className="lesson-card") for i, les in enumerate(L.lessons(), 1)]
+    plans = [html.Div([
+        html.Div([html.Span("▶", className="lesson-num"), dcc.Link(_(pl.title), href=f"/lessons?plan={pl.id}",
+                                                                   className="lesson-title", id=f"plan-{pl.id}")],
+                 className="lesson-card-head"),
+        html.P(_(pl.summary)),
+        html.Div(html.Span(_("%(min)s minutes, %(n)s steps") % {"min": f"{pl.minutes:g}", "n": len(pl.items)},
+                           className="muted"), className="lesson-card-foot"),
+    ], className="lesson-card plan-card") for pl in L.plans()]
     return [
         C.page_header(_("Lessons"), _("Guided steps over the live twin. Ask the class to predict, press the "
                                       "action, watch the page it opens, then reveal the measured answer.")),
         html.Div(msg, className="msg-error lesson-msg") if msg else None,
+        html.H3(_("Class plans"), className="lesson-section"),
+        html.Div(plans, className="lesson-grid"),
+        html.H3(_("Lessons"), className="lesson-section"),
         html.Div(cards, className="lesson-grid"),
         html.P([_("Unfamiliar words?"), " ", dcc.Link(_("See the glossary"), href="/glossary")], className="muted"),
     ]
@@ -100,12 +118,16 @@ def _step_view(les: L.Lesson, n: int, lang: str) -> list:
         if n < len(les.steps) else dcc.Link(_("All lessons"), href="/lessons", className="btn btn-small"),
     ], className="lesson-nav")
     return [
-        C.page_header(_(les.title), _(les.summary), nav),
+        C.page_header(_(les.title), _(les.summary), html.Div([nav, lead_button(_)])),
         block("lesson-goal", _("Goal"), html.P(_(s.goal))),
         block("lesson-predict", _("Predict first"), html.P(_(s.predict))),
         block("lesson-action", _("Do it"), html.Div([
             html.Button(describe(s.action, _), id={"type": f"{P}-act", "index": f"{les.id}/{n}"},
                         className="btn btn-primary lesson-act", n_clicks=0),
+            dcc.Link(_("Open %(page)s without acting") % {"page": page_names(_).get(target_page(s.action),
+                                                                                 target_page(s.action))},
+                     href=target_page(s.action), className="btn btn-small lesson-open",
+                     title=_("After the timeline's Go has readied the twin: open the page as it is")),
             html.Div(id={"type": f"{P}-msg", "index": f"{les.id}/{n}"}, className="ctl-msg", role="status"),
             html.Div(_("The action also sets the speed to %(speed)s×: the answer's on-screen figures are there "
                        "after %(warm)s simulated seconds, about %(wall)s s of wall time.") % {
@@ -113,6 +135,7 @@ def _step_view(les: L.Lesson, n: int, lang: str) -> list:
                 "wall": f"{s.screen.warmup_s / s.screen.speed:.0f}"}, className="muted lesson-hint"),
         ])),
         block("lesson-notice", _("What to notice"), html.P(_(s.notice))),
+        timeline([(les, i, planned_minutes(les.id, i), None) for i in range(1, len(les.steps) + 1)], (les.id, n), _),
         html.Details([
             html.Summary(_("Show the measured answer"), className="summary-title"),
             html.P(answer_text(s, lang), id=f"{P}-answer"),
@@ -123,9 +146,73 @@ def _step_view(les: L.Lesson, n: int, lang: str) -> list:
     ]
 
 
-def layout(lesson=None, step=None, lang=None, **_kwargs):
+def planned_minutes(lesson_id: str, n: int) -> float:
+    """A step's planned minutes: as the first class plan that uses it times it, else STEP_MINUTES."""
+    return next((it.minutes for pl in L.plans() for it in pl.items if (it.lesson, it.step) == (lesson_id, n)),
+                STEP_MINUTES)
+
+
+def lead_button(_) -> html.Button:
+    return html.Button(_("Lead the class"), id=LEAD, className="btn btn-small", n_clicks=0,
+                       title=_("Following screens move with yours (page, step, banner); needs the instructor "
+                               "token when the shared twin is locked"))
+
+
+def timeline(rows, current, _) -> html.Div:
+    """The lecturer's timeline: per step its planned minutes, the simulated time and speed it needs (and
+    the wall time that takes), what to say (a plan), and a button that readies the twin for it."""
+    total = sum(r[2] for r in rows)
+    head = html.Tr([html.Th(x) for x in (_("Min"), _("Step"), _("Twin needs"), _("Say") if any(r[3] for r in rows)
+                                         else "", "")])
+    body = []
+    for les, n, minutes, say in rows:
+        sc = les.steps[n - 1].screen
+        body.append(html.Tr([
+            html.Td(f"{minutes:g}"),
+            html.Td([dcc.Link(_(les.title), href=T.lesson_href(les.id, n)), html.Br(),
+                     html.Span(_("Step %(n)s of %(total)s") % {"n": n, "total": len(les.steps)}, className="muted")]),
+            html.Td(_("%(sim)s simulated s at %(speed)s× (about %(wall)s s)") % {
+                "sim": f"{sc.warmup_s:g}", "speed": f"{sc.speed:g}", "wall": f"{sc.warmup_s / sc.speed:.0f}"}),
+            html.Td(_(say) if say else "", className="timeline-say"),
+            html.Td(html.Button(_("Go"), id={"type": f"{P}-go", "index": f"{les.id}/{n}"}, className="btn btn-small",
+                                n_clicks=0, title=_("Open this step, send its action with its speed, and pause the "
+                                                    "twin when the figures are there"))),
+        ], className="timeline-now" if (les.id, n) == current else ""))
+    nxt = next((i + 1 for i, r in enumerate(rows) if (r[0].id, r[1]) == current), None)
+    go_next = None
+    if nxt is not None and nxt < len(rows):
+        les, n = rows[nxt][0], rows[nxt][1]
+        go_next = html.Button(_("Next step: ready the twin →"), id={"type": f"{P}-go", "index": f"{les.id}/{n}"},
+                              className="btn btn-small btn-primary", n_clicks=0)
+    return html.Details([
+        html.Summary(_("Lecturer's timeline: %(min)s minutes") % {"min": f"{total:g}"}, className="summary-title"),
+        html.Table([html.Thead(head), html.Tbody(body)], className="timeline"),
+        go_next,
+        html.Div(id=TL_MSG, className="ctl-msg", role="status"),
+    ], open=True, className="lesson-block lesson-timeline", id=f"{P}-timeline")
+
+
+def _plan_view(pl: L.Plan, lang: str) -> list:
+    _ = I.gettext(lang)
+    rows = [(L.get(it.lesson), it.step, it.minutes, it.say) for it in pl.items]
+    first = rows[0]
+    return [
+        C.page_header(_(pl.title), _(pl.summary), html.Div([
+            dcc.Link(_("Start: step 1"), href=T.lesson_href(first[0].id, first[1]), className="btn btn-small"),
+            lead_button(_)])),
+        timeline(rows, None, _),
+    ]
+
+
+def layout(lesson=None, step=None, lang=None, plan=None, **_kwargs):
     lang, msg = T.page_lang(lang)
     _ = I.gettext(lang)
+    if plan is not None:
+        try:
+            return html.Div(_plan_view(L.plan(plan), lang), className="lessons-page", lang=lang)
+        except L.LessonError:
+            msg = " ".join(filter(None, (msg, _("There is no class plan %(id)s; pick one below.") % {
+                "id": repr(str(plan)[:40])})))
     if lesson is None:
         return html.Div(_index(lang, msg), className="lessons-page", lang=lang)
     try:
@@ -215,22 +302,75 @@ def act(clicks, progress, choice, token, viewer, secret):
         text = _("This lesson step is not known; reload the lesson.")
         return ([text] * n_msgs, ["ctl-msg msg-error"] * n_msgs) + (no_update,) * 5
     les, n = found
-    action = les.steps[n - 1].action
-    tw, _note = twin_for(choice)
-    actor = G.actor(viewer, token, secret)
     try:
-        kw = {**actor, "who": f"{actor['who']} · lesson {les.id}"}
-        tw.control("speed", les.steps[n - 1].screen.speed, **kw)    # the pace the step's figures assume;
-        msg = tw.control(action.control, action.value, **kw)       # the action last, as the log's newest line
+        text = _("Applied: %(what)s") % {"what": eventtext.said(run_step(les, n, choice, token, viewer, secret))}
     except S.ControlError as exc:
         # refused (a locked shared twin, another browser's sandbox, a rate limit): the reason in the
         # viewer's language, and the page still opens with the step narrated, so a student can watch
         text = _("Not applied: %(why)s — the page opens so you can watch; this step's action needs the "
                  "instructor or a private sandbox of your own.") % {"why": explain(exc)}
         return ([text] * n_msgs, ["ctl-msg msg-error"] * n_msgs, text, "ctl-msg msg-error",
-                {"lesson": les.id, "step": n}, no_update, target_page(action))
+                {"lesson": les.id, "step": n}, no_update, target_page(les.steps[n - 1].action))
     prog = _progress(progress)
     prog[les.id] = sorted(set(prog.get(les.id, [])) | {n})
-    text = _("Applied: %(what)s") % {"what": eventtext.said(msg)}
     return ([text] * n_msgs, ["ctl-msg msg-ok"] * n_msgs, text, "ctl-msg msg-ok", {"lesson": les.id, "step": n},
-            prog, target_page(action))
+            prog, target_page(les.steps[n - 1].action))
+
+
+def run_step(les: L.Lesson, n: int, choice, token, viewer, secret, hold: bool = False) -> str:
+    """A step's speed and action on the twin this viewer watches (the control bar's path: lock, sandbox
+    ownership and validation apply) and, for the timeline, a hold after its warm-up; the action's
+    confirmation. ControlError if refused."""
+    step = les.steps[n - 1]
+    tw, _note = twin_for(choice)
+    actor = G.actor(viewer, token, secret)
+    kw = {**actor, "who": f"{actor['who']} · lesson {les.id}"}
+    tw.control("speed", step.screen.speed, **kw)    # the pace the step's figures assume;
+    msg = tw.control(step.action.control, step.action.value, **kw)     # the action next, then the hold
+    if hold:
+        tw.control("hold", step.screen.warmup_s, **kw)
+    return msg
+
+
+@dash.callback(
+    Output({**TL_MSG, "index": ALL}, "children"),
+    Output({**TL_MSG, "index": ALL}, "className"),
+    Output("teach-step", "data", allow_duplicate=True),
+    Output("teach-nav", "href", allow_duplicate=True),
+    Input({"type": f"{P}-go", "index": ALL}, "n_clicks"),
+    State("ctl-twin", "data"), State("ctl-token", "data"), State("ctl-viewer", "data"), State("ctl-secret", "data"),
+    prevent_initial_call=True,
+)
+def go(clicks, choice, token, viewer, secret):
+    """The timeline: ready the twin for a step (its speed, its action, a pause once its figures are
+    there) and open the step, so the class predicts while the twin warms up."""
+    _ = I.gettext(T.request_lang())
+    shown = len(ctx.outputs_list[0]) if ctx.outputs_list else 0       # the timeline's message line, if shown
+    say = lambda text, cls: ([text] * shown, [cls] * shown)
+    if not any(isinstance(c, int) and c > 0 for c in (clicks if isinstance(clicks, list) else [])):
+        return [no_update] * shown, [no_update] * shown, no_update, no_update
+    found = _step_of(ctx.triggered_id)
+    if found is None:
+        return *say(_("This lesson step is not known; reload the lesson."), "ctl-msg msg-error"), no_update, no_update
+    les, n = found
+    try:
+        msg = run_step(les, n, choice, token, viewer, secret, hold=True)
+    except S.ControlError as exc:
+        return *say(_("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"), no_update, no_update
+    sc = les.steps[n - 1].screen
+    return (*say(_("Applied: %(what)s; the twin pauses at %(sim)s simulated s") % {
+        "what": eventtext.said(msg), "sim": f"{sc.warmup_s:g}"}, "ctl-msg msg-ok"), {"lesson": les.id, "step": n},
+        T.lesson_href(les.id, n))
+
+
+@dash.callback(
+    Output("class-lead", "data"), Output("ctl-msg", "children", allow_duplicate=True),
+    Output("ctl-msg", "className", allow_duplicate=True),
+    Input({**LEAD, "index": ALL}, "n_clicks"), State("ctl-token", "data"),
+    prevent_initial_call=True,
+)
+def lead(clicks, token):
+    """Lead the class from here (refused, in the viewer's language, without the instructor's authority)."""
+    if not any(isinstance(c, int) and c > 0 for c in (clicks if isinstance(clicks, list) else [])):
+        return no_update, no_update, no_update
+    return CB.lead(token)

@@ -6,6 +6,7 @@ reset). `TwinActions` is the controlling half of `twin.runner.Twin`.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,16 @@ class _Swap:
     random: float | None
 
 
+@dataclass(frozen=True)
+class _Hold:
+    """Queue message: pause once the engine has run `after_s` more simulated seconds. Queued, so a
+    hold sent after a reset counts from the new run's start (the swap is drained first)."""
+    after_s: float
+
+
+HOLD_MAX_S = 3600.0               # the longest hold: a lesson step's warm-up is at most 3600 s (twin.lessons)
+
+
 # an accepted fault, by (scheduled ahead, with a duration)
 FAULT_SAID = {(False, False): N_("fault %(kind)s %(target)s"),
               (True, False): N_("fault %(kind)s %(target)s at t=%(at)s s"),
@@ -90,7 +101,7 @@ class TwinActions:
                 credential: str | None = None, client: str | None = None) -> str:
         """Apply a user action; returns a short confirmation, raises ControlError with the reason.
 
-        Actions: play, pause, speed (1..1000 or "max"), load (fraction of capacity), rate (req/s),
+        Actions: play, pause, hold (pause after this many more simulated seconds), speed (1..1000 or "max"), load (fraction of capacity), rate (req/s),
         fault ({"target", "kind", ...}; `check_fault` validates one first), policy ({"detect_s",
         "redundant_experts", "weights_from", ...}), random ({"hours_per_sim_s"}), copool (co-pool
         knobs on a co-pool day: {"policy", "lend_below", "dedicated_prefill_groups", ...}),
@@ -130,6 +141,16 @@ class TwinActions:
         self.speed = s
         self._window_reset = True
         return said(N_("speed max")) if s == "max" else said(N_("speed %(x)sx"), x=f"{s:g}")
+
+    def _hold(self, value, _client) -> str:
+        try:
+            s = float(value)
+        except (TypeError, ValueError):
+            s = math.nan
+        if not 0 < s <= HOLD_MAX_S:
+            raise ControlError(f"hold = {str(value)[:16]!r}: allowed 0 < seconds <= {HOLD_MAX_S:g} (simulated)")
+        self._q.put(_Hold(s))
+        return said(N_("pause after %(s)s simulated s"), s=f"{s:g}")
 
     def _synthetic_only(self, action: str, engine=None) -> None:
         workload = getattr(getattr(engine, "scenario", None), "workload", None) if engine else self.workload
@@ -344,4 +365,4 @@ def _trace_notes(engine, shown: str | None) -> list[str]:
 ACTIONS = {"play": TwinActions._play, "pause": TwinActions._pause, "speed": TwinActions._speed,
            "load": TwinActions._load, "rate": TwinActions._rate, "fault": TwinActions._fault,
            "policy": TwinActions._policy, "random": TwinActions._random, "copool": TwinActions._copool,
-           "reset": TwinActions._reset_action}
+           "reset": TwinActions._reset_action, "hold": TwinActions._hold}

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import tracestore
-from .actions import FAULTS_PER_MIN, RESETS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
+from .actions import FAULTS_PER_MIN, RESETS_PER_MIN, TwinActions, _Hold, _Params, _Swap, apply_load, policy_of
 from .budget import REQUESTS, CpuShare, RateLimit, give_back_memory
 from .controls import parse_speed
 from .cloud import live as live_cloud
@@ -108,6 +108,7 @@ class Twin(TwinActions):
         self._slice = 0.1                         # sim s per slice of a sandbox's advance (adapted)
         self._window_reset = False                # set by control(); the thread clears its window
         self._pending: list[float] = []           # at_s of scheduled faults not yet struck
+        self._pause_at: float | None = None       # sim time a hold pauses at (actions.hold)
         self._fault_rate = RateLimit(FAULTS_PER_MIN)
         self._reset_rate = RateLimit(RESETS_PER_MIN)
         self._copool_rate = RateLimit(live_cloud.CHANGES_PER_MIN)
@@ -197,6 +198,8 @@ class Twin(TwinActions):
             sim = self._max_chunk
         else:
             sim = float(self.speed) * max(elapsed, 0.0)
+        if self._pause_at is not None:      # a hold: stop exactly at the moment to look
+            sim = max(min(sim, self._pause_at - eng.sim_time), 0.0)
         t0, cpu0 = time.monotonic(), time.thread_time()
         try:
             if self.shared:
@@ -217,6 +220,9 @@ class Twin(TwinActions):
             rate = sim / max(dt if self.shared else time.thread_time() - cpu0, 1e-4)
             self._max_chunk = min(max(0.2 * self._max_chunk + 0.8 * rate * self.wall_dt, 0.05), 3600.0)
         self.snapshot = eng.snapshot()
+        if self._pause_at is not None and eng.sim_time >= self._pause_at - 1e-9:
+            self._pause_at, self.paused, self._window_reset = None, True, True
+            self._bump()
         return sim
 
     def _advance_politely(self, eng, sim: float) -> None:
@@ -285,6 +291,10 @@ class Twin(TwinActions):
                     self.paused = False
                     self.message = ""
                     self._stats = _Stats()
+                    self._pause_at = None
+                elif isinstance(msg, _Hold):
+                    self._pause_at = self._engine.sim_time + msg.after_s
+                    self.paused = False
                 else:
                     self._engine.submit(msg)
                 self._bump()

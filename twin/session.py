@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from .actions import FAULT_HORIZON_S, FAULTS_PER_MIN, MAX_PENDING_FAULTS
 from .budget import RateLimit
+from .classroom import Classroom
 from .i18n import N_, said
 from .controls import (ControlError, _throttled, check_fault, client_id, parse_load, parse_random, parse_rate,
                        parse_seed, parse_speed)
@@ -81,6 +82,7 @@ class Sessions:
         self._lock = threading.Lock()
         self._shared: Twin | None = None
         self._sandboxes: dict[str, Twin | _Reservation] = {}
+        self.classroom = Classroom()          # the shared twin's class: lesson state and predictions
 
     @property
     def locked(self) -> bool:

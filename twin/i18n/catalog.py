@@ -40,7 +40,8 @@ SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # conv
            "twin/ui/eventtext.py", "twin/engine/core.py", "twin/engine/commands.py",   # engine event lines
            "twin/engine/network.py", "twin/engine/transfer.py", "twin/engine/faults/manager.py",
            "twin/engine/faults/spec.py", "twin/actions.py", "twin/session.py",
-           "twin/cloud/copool.py", "twin/cloud/live.py", "twin/validate.py")          # twin/actions: the controls' confirmations
+           "twin/cloud/copool.py", "twin/cloud/live.py", "twin/validate.py",   # twin/actions: the controls' confirmations
+           "twin/ui/classbar.py")
 KEYWORDS = {"_": None, "N_": None}
 DATA = "twin/catalog"               # where the catalog data's texts (data_texts) are said to come from
 POT = LOCALE_DIR / f"{DOMAIN}.pot"

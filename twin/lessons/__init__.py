@@ -10,13 +10,17 @@ for what the paper's setting gives). The text holds only `%(name)s` placeholders
 never touches a translation. `python -m twin.lessons check` drives every step on a live twin and
 compares its page with the answer (check.py); `python -m twin.lessons measure` re-runs the commands.
 
+A step may declare a `[step.question]` (a number with a unit, or choices) that one of its figures
+answers: the class predicts it on their own screens before the reveal (twin.classroom). Class plans
+(`data/plans/*.toml`) string lesson steps into a timed session with what the lecturer says.
+
 Text fields are English msgids; `twin.i18n` translates them. Nothing here imports dash.
 """
 from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -80,6 +84,33 @@ class Action:
 
 
 @dataclass(frozen=True)
+class Question:
+    """What the class predicts before the reveal (`[step.question]`): a number in `unit` between `lo`
+    and `hi`, or one of `choices`; `figure` names the step's figure that answers it (or `a/b`, the
+    ratio of two), times `scale` (100 shows a fraction as %). A choice is picked by the figure: the
+    first choice below `edges[0]`, the next below `edges[1]`, ... `ask` says in a line what to enter."""
+    kind: str                     # "number" | "choice"
+    ask: str
+    figure: str
+    unit: str = ""
+    lo: float = 0.0
+    hi: float = 0.0
+    digits: int = 1
+    scale: float = 1.0
+    choices: tuple[str, ...] = ()
+    edges: tuple[float, ...] = ()
+
+    def value(self, figures: dict[str, float]) -> float:
+        """The answer from the step's figures by name (KeyError if one is missing)."""
+        a, _, b = self.figure.partition("/")
+        return (figures[a] / figures[b] if b else figures[a]) * self.scale
+
+    def choice(self, value: float) -> int:
+        """The index of the choice the figure's value picks."""
+        return sum(value >= e for e in self.edges)
+
+
+@dataclass(frozen=True)
 class Step:
     goal: str
     predict: str
@@ -88,6 +119,7 @@ class Step:
     answer: str
     measures: tuple[Measure, ...]
     screen: Screen
+    question: Question | None = None
 
     @property
     def figures(self) -> dict[str, Figure | ScreenFigure]:
@@ -142,6 +174,37 @@ def _screen(d: dict, action: Action, where: str) -> Screen:
     return Screen(float(speed), float(warm), float(tol), tuple(figs), bool(sc.get("slow", False)))
 
 
+QUESTION_KINDS = ("number", "choice")
+
+
+def _question(d: dict, step: Step, where: str) -> Question | None:
+    """The step's `[step.question]`, checked against the step's own figures."""
+    q = d.get("question")
+    if q is None:
+        return None
+    w = f"{where}.question"
+    if not isinstance(q, dict):
+        raise LessonError(f"{w}: allowed a table {{kind, ask, figure, unit?, lo?, hi?, choices?, edges?}}")
+    kind = _need(q, "kind", str, w)
+    if kind not in QUESTION_KINDS:
+        raise LessonError(f"{w}.kind = {kind!r}: allowed {', '.join(QUESTION_KINDS)}")
+    figure = _need(q, "figure", str, w)
+    unknown = [n for n in figure.split("/") if n not in step.figures]
+    if unknown or figure.count("/") > 1:
+        raise LessonError(f"{w}.figure = {figure!r}: allowed a figure of the step or a/b of two "
+                          f"({', '.join(step.figures)})")
+    num = lambda k, default: float(_need(q, k, (int, float), w)) if k in q else default
+    out = Question(kind, _need(q, "ask", str, w), figure, str(q.get("unit", "")), num("lo", 0.0), num("hi", 0.0),
+                   int(q.get("digits", 1)), num("scale", 1.0), tuple(q.get("choices", ())),
+                   tuple(float(e) for e in q.get("edges", ())))
+    if kind == "number" and not out.lo < out.hi:
+        raise LessonError(f"{w}: a number question needs lo < hi (the answers accepted)")
+    if kind == "choice" and (len(out.choices) < 2 or len(out.edges) != len(out.choices) - 1
+                             or not all(isinstance(c, str) and c for c in out.choices)):
+        raise LessonError(f"{w}: a choice question needs 2 or more choices (text) and one edge fewer")
+    return out
+
+
 def _step(d: dict, where: str) -> Step:
     a = _need(d, "action", dict, where)
     control = _need(a, "control", str, f"{where}.action")
@@ -170,7 +233,8 @@ def _step(d: dict, where: str) -> Step:
         raise LessonError(f"{where}.answer: placeholder(s) {', '.join(sorted(missing))} have no measured figure")
     if not step.screen.figures:
         raise LessonError(f"{where}.screen: no figures; allowed at least one number the page shows")
-    return step
+    question = _question(d, step, where)
+    return replace(step, question=question) if question else step
 
 
 def load_file(path: Path) -> Lesson:
@@ -241,6 +305,67 @@ def messages() -> list[tuple[str, str]]:
         out += [(les.title, f"lesson {les.id}: title"), (les.summary, f"lesson {les.id}: summary")]
         for i, s in enumerate(les.steps, 1):
             out += [(getattr(s, f), f"lesson {les.id}: step {i} {f}") for f in TEXT_FIELDS]
+            if s.question:
+                q = s.question
+                out += [(t, f"lesson {les.id}: step {i} question") for t in (q.ask, q.unit, *q.choices) if t]
+    for p in plans():
+        out += [(p.title, f"plan {p.id}: title"), (p.summary, f"plan {p.id}: summary")]
+        out += [(it.say, f"plan {p.id}: item {i} say") for i, it in enumerate(p.items, 1)]
     for t in glossary():
         out += [(t.term, f"glossary {t.key}: term"), (t.text, f"glossary {t.key}: text")]
     return out
+
+
+# ---- class plans ------------------------------------------------------------------------------
+
+PLAN_DIR = DATA_DIR / "plans"
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    lesson: str
+    step: int
+    minutes: float
+    say: str                # what the lecturer says at this step (English msgid)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A class session built from lesson steps, each with its planned minutes and what to say."""
+    id: str
+    title: str
+    summary: str
+    items: tuple[PlanItem, ...]
+
+    @property
+    def minutes(self) -> float:
+        return sum(it.minutes for it in self.items)
+
+
+def _plan(path: Path) -> Plan:
+    with path.open("rb") as fh:
+        d = tomllib.load(fh)
+    where = f"plans/{path.name}"
+    pid = _need(d, "id", str, where)
+    items = []
+    for i, it in enumerate(_need(d, "item", list, where), 1):
+        w = f"{where} item {i}"
+        les = get(_need(it, "lesson", str, w))
+        minutes = _need(it, "minutes", (int, float), w)
+        if not 0 < minutes <= 60:
+            raise LessonError(f"{w}.minutes = {minutes!r}: allowed 0 < minutes <= 60")
+        items.append(PlanItem(les.id, step_index(les, it.get("step")), float(minutes), _need(it, "say", str, w)))
+    return Plan(pid, _need(d, "title", str, where), _need(d, "summary", str, where), tuple(items))
+
+
+@lru_cache(maxsize=1)
+def plans() -> tuple[Plan, ...]:
+    """Every class plan (data/plans/*.toml), by id."""
+    return tuple(sorted((_plan(p) for p in PLAN_DIR.glob("*.toml")), key=lambda p: p.id))
+
+
+def plan(plan_id) -> Plan:
+    for p in plans():
+        if p.id == plan_id:
+            return p
+    raise LessonError(f"plan = {str(plan_id)[:40]!r}: no such plan; allowed {', '.join(p.id for p in plans())}")

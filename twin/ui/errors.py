@@ -130,6 +130,22 @@ FORMS = (
     (r"stopped at {rss} MB of memory, more than the {max} MB a job may hold; make it smaller",
      N_("stopped at %(rss)s MB of memory, more than the %(max)s MB a job may hold; make it smaller")),
     (r"the job's process ended without a result", N_("the job's process ended without a result")),
+    # the class (twin.classroom) and the lesson timeline's hold (twin.actions)
+    (r"you already answered this step: one answer per browser",
+     N_("you already answered this step: one answer per browser")),
+    (r"the answer is already revealed: answers to this step are closed",
+     N_("the answer is already revealed: answers to this step are closed")),
+    (r"this step is not the one the lecturer is on: answer the current step",
+     N_("this step is not the one the lecturer is on: answer the current step")),
+    (r"this step asks no question", N_("this step asks no question")),
+    (r"this step asks no question: nothing to reveal", N_("this step asks no question: nothing to reveal")),
+    (r"this step already has {n} answers, the most kept", N_("this step already has %(n)s answers, the most kept")),
+    (r"answer = {v}: allowed a number from {lo} to {hi}", N_("answer = %(v)s: allowed a number from %(lo)s to %(hi)s")),
+    (r"answer: allowed one of the {n} choices", N_("answer: allowed one of the %(n)s choices")),
+    (r"no lesson step is published: lead the class on a lesson step first",
+     N_("no lesson step is published: lead the class on a lesson step first")),
+    (r"page = {v}: allowed a page path such as /traffic", N_("page = %(v)s: allowed a page path such as /traffic")),
+    (r"hold = {v}: allowed 0 < seconds <= {hi} \(simulated\)", N_("hold = %(v)s: allowed 0 < seconds <= %(hi)s (simulated)")),
 )
 _COMPILED = tuple((re.compile(re.sub(r"\{(\w+)\}", lambda m: _V % m.group(1), rx)), msg) for rx, msg in FORMS)
 
@@ -138,7 +154,8 @@ _COMPILED = tuple((re.compile(re.sub(r"\{(\w+)\}", lambda m: _V % m.group(1), rx
 WORDS = {"field": {"scenario": N_("scenario"), "deployment": N_("deployment")},
          "kind": {"prefill": N_("prefill"), "decode": N_("decode")},
          "part": {"node": N_("node"), "npu": N_("NPU"), "die": N_("NPU die"), "cpu": N_("Kunpeng CPU")},
-         "where": {"supernode": N_("supernode"), "cluster": N_("cluster")}, "t": {"None": N_("(none)")}}
+         "where": {"supernode": N_("supernode"), "cluster": N_("cluster")}, "t": {"None": N_("(none)")},
+         "what": {"answers": N_("answers"), "answers from this address": N_("answers from this address")}}
 _ARTICLE = re.compile(r"^an? ")
 
 

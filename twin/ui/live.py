@@ -66,6 +66,7 @@ def status_payload(tw: S.Twin, note: str = "") -> dict:
     st["sandboxes"] = len(S.sessions().sandboxes())
     st["max_sandboxes"] = S.sessions().max_sandboxes
     st["text"] = status_text()
+    st["class"] = S.sessions().classroom.public()     # the shared twin's class (twin.ui.classbar follows it)
     return st
 
 
@@ -139,8 +140,10 @@ class Tick:
 def beat(tw: S.Twin, note: str = "", unlocked: bool = False) -> dict:
     """What the shell's beat says about a twin: it changes exactly when a page may have news (and
     says whether this tab may use the twin's shared controls)."""
+    cls = S.sessions().classroom.public()
     return {"twin": tw.key, "run": tw.run, "v": int(getattr(tw.snapshot, "version", 0)), "rev": tw.rev,
-            "note": bool(note), "locked": bool(tw.shared and S.sessions().locked and not unlocked)}
+            "note": bool(note), "locked": bool(tw.shared and S.sessions().locked and not unlocked),
+            "cls": [cls["rev"], cls["n"]]}
 
 
 def shell_tick(choice, last: dict | None, action: bool = False, unlocked: bool = False) -> tuple:

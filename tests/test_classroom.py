@@ -1,0 +1,198 @@
+"""The class that follows the lecturer (issue 26), core side: lesson questions and plans load and are
+answered by their own figures, the classroom publishes, counts one answer per browser, refuses with
+reasons, stays bounded, reveals the measured answer and exports CSV; a hold pauses the twin at the
+moment to look."""
+from __future__ import annotations
+
+import csv
+import io
+import time
+
+import pytest
+
+from twin import classroom as CR
+from twin import lessons as L
+from twin.controls import ControlError
+from twin.runner import Twin
+
+
+class FakeTwin:
+    """The shared twin as the classroom sees it: `require` (the instructor lock) and nothing else."""
+
+    def __init__(self, locked: bool = False):
+        self.locked = locked
+
+    def require(self, credential, client=None):
+        if self.locked and credential != "cred":
+            raise ControlError("the shared twin is locked by the instructor: enter the instructor token, "
+                               "or open a private sandbox to experiment")
+
+
+def test_every_lesson_step_asks_a_question_its_own_figures_answer():
+    steps = [(les.id, i, s) for les in L.lessons() for i, s in enumerate(les.steps, 1)]
+    assert len(steps) == 16 and all(s.question for _l, _i, s in steps)
+    by = {(lid, i): s for lid, i, s in steps}
+    q = by[("prefill-decode", 1)].question
+    assert q.kind == "number" and q.unit == "×"
+    assert q.value({k: f.value for k, f in by[("prefill-decode", 1)].figures.items()}) == pytest.approx(4920.7 / 1338.4)
+    q = by[("pipelining", 2)].question                          # MTP: TPOT 49.7 ms vs 52.8 ms without
+    f = {k: v.value for k, v in by[("pipelining", 2)].figures.items()}
+    assert q.choices[q.choice(q.value(f))] == "It goes down"
+    q = by[("cloud", 2)].question
+    assert q.value({"peak_d": 0.992}) == pytest.approx(99.2)     # scale 100: a fraction shown as %
+
+
+def test_bad_question_is_refused_naming_the_field(tmp_path):
+    src = (L.DATA_DIR / "1-prefill-decode.toml").read_text()
+    bad = src.replace('figure = "in_npu/out_npu"', 'figure = "nope"', 1)
+    (tmp_path / "x.toml").write_text(bad)
+    with pytest.raises(L.LessonError, match=r"step 1.question.figure = 'nope': allowed a figure of the step"):
+        L.load_file(tmp_path / "x.toml")
+
+
+def test_the_class_plan_is_45_minutes_of_real_steps():
+    p = L.plan("why-supernode")
+    assert p.minutes == 45 and len(p.items) == 8
+    for it in p.items:
+        assert L.get(it.lesson).steps[it.step - 1].question is not None and it.say
+    with pytest.raises(L.LessonError, match="no such plan; allowed why-supernode"):
+        L.plan("nope")
+
+
+def test_publish_answer_once_reveal_and_export():
+    room, tw = CR.Classroom(), FakeTwin(locked=True)
+    with pytest.raises(ControlError, match="locked by the instructor"):
+        room.publish(tw, None, lesson="prefill-decode", step=1, page="/lessons", presenter=False)
+    assert room.publish(tw, "cred", lesson="prefill-decode", step=1, page="/lessons", presenter=True)
+    assert not room.publish(tw, "cred", lesson="prefill-decode", step=1, page="/lessons", presenter=True)
+    pub = room.public()
+    assert (pub["lesson"], pub["step"], pub["page"], pub["presenter"], pub["revealed"], pub["n"], pub["q"]) == (
+        "prefill-decode", 1, "/lessons", True, False, 0, True)
+    assert room.answer("s-a", "1.2.3.4", "prefill-decode", 1, "3.5") == 3.5
+    assert room.answer("s-b", "1.2.3.4", "prefill-decode", 1, 5) == 5.0
+    with pytest.raises(ControlError, match="already answered this step: one answer per browser"):
+        room.answer("s-a", "1.2.3.4", "prefill-decode", 1, 4)
+    with pytest.raises(ControlError, match=r"answer = '1e9': allowed a number from 0.1 to 100"):
+        room.answer("s-c", "1.2.3.4", "prefill-decode", 1, "1e9")
+    with pytest.raises(ControlError, match="not the one the lecturer is on"):
+        room.answer("s-c", "1.2.3.4", "prefill-decode", 2, 4)
+    assert room.public()["n"] == 2
+    with pytest.raises(ControlError, match="locked"):
+        room.reveal(tw, None)
+    v = room.reveal(tw, "cred")                          # FakeTwin has no snapshot: the lesson's figures
+    assert v == pytest.approx(4920.7 / 1338.4)
+    t = room.tally("prefill-decode", 1)
+    assert t["n"] == 2 and t["source"] == "lesson" and sum(c for _x, c in t["bars"]) == 2
+    assert len(t["bars"]) == 10 and t["bars"][0] == (pytest.approx(3.575), 1) and t["bars"][-1][1] == 1
+    with pytest.raises(ControlError, match="already revealed"):
+        room.answer("s-c", "1.2.3.4", "prefill-decode", 1, 4)
+    rows = list(csv.DictReader(io.StringIO(room.csv())))
+    assert [(r["answer_no"], r["answer"]) for r in rows] == [("1", "3.5"), ("2", "5")]
+    assert {r["measured"] for r in rows} == {f"{v:.6g}"} and "s-a" not in room.csv()      # anonymous
+
+
+def test_choice_answers_and_bounds(monkeypatch):
+    room, tw = CR.Classroom(), FakeTwin()
+    room.publish(tw, None, lesson="supernode", step=1, page="/validation", presenter=False)
+    with pytest.raises(ControlError, match="allowed one of the 2 choices"):
+        room.answer("s-a", None, "supernode", 1, 2)
+    room.answer("s-a", None, "supernode", 1, 1)
+    assert room.tally("supernode", 1)["bars"] == [("The H800 cluster", 0), ("CloudMatrix384", 1)]
+    monkeypatch.setattr(CR, "MAX_ANSWERS", 3)
+    for c in ("s-b", "s-c"):
+        room.answer(c, None, "supernode", 1, 0)
+    with pytest.raises(ControlError, match="already has 3 answers, the most kept"):
+        room.answer("s-d", None, "supernode", 1, 0)
+    with pytest.raises(ControlError, match=r"answers: at most 12 per minute"):
+        for _ in range(13):
+            try:
+                room.answer("s-a", None, "supernode", 1, 0)
+            except ControlError as exc:
+                if "per minute" in str(exc):
+                    raise
+    monkeypatch.setattr(CR, "MAX_STEPS", 2)
+    for les, n in (("supernode", 2), ("cloud", 1)):
+        room.publish(tw, None, lesson=les, step=n, page="/", presenter=False)
+    assert room.tally("supernode", 1) is None and room.tally("cloud", 1) is not None     # oldest dropped
+
+
+def test_hold_pauses_the_twin_at_the_moment_to_look():
+    tw = Twin("hold", wall_dt=0.05, speed=100).start()
+    try:
+        tw.control("reset", {"scenario": "default"})
+        tw.control("hold", 30)
+        end = time.monotonic() + 30
+        while not tw.paused and time.monotonic() < end:
+            time.sleep(0.05)
+        assert tw.paused and tw.snapshot.sim_time == pytest.approx(30, abs=0.01)
+        with pytest.raises(ControlError, match=r"hold = '0': allowed 0 < seconds <= 3600"):
+            tw.control("hold", 0)
+    finally:
+        tw.stop()
+
+
+# ---- the class bar's callbacks, called as functions ----------------------------------------------
+
+SECRET = "x" * 24
+
+
+def test_status_carries_the_class_and_the_beat_moves_with_the_lecturer(twin_registry):
+    from twin.ui import live
+    tw = twin_registry.shared()
+    b0 = live.beat(tw)
+    twin_registry.classroom.publish(tw, None, lesson="faults", step=3, page="/lessons", presenter=True)
+    b1 = live.beat(tw)
+    assert b1["cls"] != b0["cls"] and live.status_payload(tw)["class"]["step"] == 3
+    twin_registry.classroom.answer("s-a", None, "faults", 3, 5)
+    assert live.beat(tw)["cls"] == [b1["cls"][0], 1]               # an answer moves the count, not the rev
+
+
+def test_send_counts_once_and_explains_the_refusal_in_chinese(twin_registry, dash_app):
+    from twin.ui import classbar as CB
+    room = twin_registry.classroom
+    room.publish(twin_registry.shared(), None, lesson="faults", step=3, page="/lessons", presenter=False)
+    state = room.public()
+    with dash_app.server.test_request_context("/?lang=zh"):
+        msg, cls, mine = CB.send(1, 20000, None, state, {}, SECRET)
+        assert (msg, cls, mine) == ("已计入，谢谢！", "ctl-msg msg-ok", {"faults/3": 20000.0})
+        msg, cls, mine = CB.send(2, 30000, None, state, mine, SECRET)
+        assert msg == "未计入：你已经回答过这一步：每个浏览器只能回答一次" and cls == "ctl-msg msg-error"
+        out = CB.render(state, {"on": True}, None, {"faults/3": 20000.0})
+        assert out[8] == "你的答案：20,000 请求。等待讲师揭晓。" and out[6] == {}       # waiting, no input
+    assert room.tally("faults", 3)["n"] == 1
+    room.reveal(twin_registry.shared(), None)
+    with dash_app.server.test_request_context("/?lang=en"):
+        out = CB.render(room.public(), {"on": True}, None, {"faults/3": 20000.0})
+        assert out[8].startswith("Measured: 27,197 requests · your answer: 20,000 requests")
+        fig = out[9].children[0].figure                                  # the chart and its (i)
+        assert [s["x0"] for s in fig["layout"]["shapes"]] == [pytest.approx(27197), 20000]
+        msg, _cls, _mine = CB.send(3, 1, None, room.public(), {}, "y" * 24)
+        assert msg == "Not counted: the answer is already revealed: answers to this step are closed"
+
+
+def test_a_student_cannot_lead_a_locked_twin(twin_registry, dash_app):
+    from twin.ui import classbar as CB
+    twin_registry.gate.token = "tok"
+    with dash_app.server.test_request_context("/?lang=zh"):
+        store, msg, cls = CB.lead(None)
+    assert store is None and msg.startswith("未开始带领：共享孪生已被讲师锁定") and cls == "ctl-msg msg-error"
+
+
+def test_timeline_go_readies_the_twin_and_opens_the_step(twin_registry, dash_app):
+    import importlib
+    from contextvars import copy_context
+    from dash._callback_context import context_value
+    from dash._utils import AttributeDict
+    lessons_page = importlib.import_module("pages.lessons")
+    btn = '{"index":"prefill-decode/2","type":"lesson-go"}.n_clicks'
+
+    def run():
+        context_value.set(AttributeDict(triggered_inputs=[{"prop_id": btn, "value": 1}], outputs_list=[[{}], [{}]]))
+        return lessons_page.go([0, 1], "shared", None, "v1", SECRET)
+    with dash_app.server.test_request_context("/?lang=en"):
+        msgs, classes, step, href = copy_context().run(run)
+    tw = twin_registry.shared()
+    assert msgs == ["Applied: reset: scenario paper-decode, seed 0; the twin pauses at 120 simulated s"]
+    assert (classes, step, href) == (["ctl-msg msg-ok"], {"lesson": "prefill-decode", "step": 2},
+                                     "/lessons?lesson=prefill-decode&step=2")
+    assert tw.speed == 20 and tw.actions(1)[0]["what"] == "pause after 120 simulated s"

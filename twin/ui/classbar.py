@@ -1,0 +1,272 @@
+"""The class bar under the narration banner: follow the lecturer, predict, see the tally (issue 26).
+
+Every viewer's status already carries the shared twin's class (`twin.classroom`, `status["class"]`).
+A clientside callback (assets/classbar.js `sync`) turns it into the `class-state` store only when its
+revision changes (for the lecturer also when the count does), so the server callbacks here run once
+per lecturer move, not per poll; a following browser is moved there in the browser (page, narrated
+step, presenter mode). Leaving stops the moves and keeps the page; following again jumps to the
+lecturer. The lecturer's tab publishes where it is (`publish`, authority checked on the shared
+twin), reveals, exports the tally as CSV. Answers go through `send`: one per browser per step;
+refusals in the viewer's language (twin.ui.errors).
+"""
+from __future__ import annotations
+
+import dash
+from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_update
+
+from twin import i18n as I
+from twin import lessons as L
+from twin import session as S
+
+from . import components as C
+from . import guard as G
+from . import theme
+from .errors import explain
+from .lang import N_, _, request_lang
+
+HIDE, SHOW = {"display": "none"}, {}
+MINE_KEPT = 64                   # guesses this browser remembers (one per step; the oldest dropped)
+CHART_INFO = N_("The room's answers to this step: how many fell in each range, or chose each option (anonymous). "
+                "Green: the measured answer, read from the shared twin at the reveal (or the lesson's checked "
+                "figure when the twin does not show it). Yellow: your own answer.")
+
+
+def bar() -> html.Div:
+    """The bar and its stores (in the shell, under the banner)."""
+    return html.Div([
+        dcc.Store(id="class-state"), dcc.Store(id="class-pub"),
+        dcc.Store(id="class-follow", storage_type="session"), dcc.Store(id="class-lead", storage_type="session"),
+        dcc.Store(id="class-mine", storage_type="local"), dcc.Download(id="class-dl"),
+        html.Div([
+            html.Span(id="class-where", className="class-where"),
+            html.Button(_("Follow the lecturer"), id="class-follow-btn", className="btn btn-small btn-primary", n_clicks=0,
+                        title=_("Your page, step and banner move with the lecturer's; read-only")),
+            html.Button(_("Stop following"), id="class-unfollow-btn", className="btn btn-small", n_clicks=0,
+                        title=_("Stay where you are; you can follow again at any time")),
+            html.Span([_("Answers:"), " ", html.B(id="class-count")], className="class-count"),
+            html.Span([
+                html.Button(_("Reveal the answer"), id="class-reveal", className="btn btn-small btn-primary", n_clicks=0),
+                html.Button(_("Export tally (CSV)"), id="class-csv", className="btn btn-small", n_clicks=0),
+                html.Button(_("Stop leading"), id="class-end", className="btn btn-small", n_clicks=0),
+            ], id="class-tools", className="class-tools", style=HIDE),
+        ], className="class-head"),
+        html.Div([
+            html.Span(id="class-ask", className="class-ask"),
+            dcc.Input(id="class-num", type="number", debounce=False, className="class-num", style=HIDE),
+            html.Span(id="class-unit", className="class-unit"),
+            dcc.RadioItems(id="class-choice", options=[], className="class-choice", style=HIDE, inline=True),
+            html.Button(_("Send my answer"), id="class-send", className="btn btn-small btn-primary", n_clicks=0),
+        ], id="class-q", className="class-q", style=HIDE),
+        html.Div(id="class-msg", className="ctl-msg", role="status"),
+        html.Div(id="class-result", className="class-result"),
+        html.Div(id="class-chart-wrap", className="class-chart"),       # the chart, only when there is a tally
+    ], id="class-bar", className="class-bar teach-hidden", **{"aria-live": "polite"})
+
+
+def _state(v) -> dict | None:
+    """The class state from the browser store (as twin.classroom.public wrote it), checked."""
+    v = G.store(v)
+    if not v.get("lesson"):
+        return None
+    try:
+        les = L.get(v["lesson"])
+        return {**v, "les": les, "n": L.step_index(les, v.get("step")), "count": v.get("n", 0)}
+    except L.LessonError:
+        return None
+
+
+def _on(v) -> bool:
+    return isinstance(v, dict) and v.get("on") is True
+
+
+def _mine(v) -> dict:
+    v = G.store(v)
+    return {k: x for k, x in list(v.items())[-MINE_KEPT:] if isinstance(k, str) and isinstance(x, (int, float))}
+
+
+def _fmt(q: L.Question, v: float, lang: str) -> str:
+    if q.kind == "choice":
+        return _(q.choices[int(v)])
+    return f"{I.number(v, lang, q.digits)} {_(q.unit)}".strip()
+
+
+def figure(tally: dict, q: L.Question, mine: float | None) -> dict:
+    """The room's answers as bars, the measured answer (once revealed) and this browser's guess (a
+    plain figure dict: no plotly validation in a callback every follower runs at the reveal)."""
+    lang = request_lang()
+    xs = [_(x) if q.kind == "choice" else x for x, _c in tally["bars"]]
+    colors = [theme.BLUE] * len(xs)
+    shapes, notes = [], []
+    if q.kind == "choice":
+        if tally["measured"] is not None:
+            k = q.choice(tally["measured"])
+            colors[k] = theme.GREEN
+            notes.append(dict(x=xs[k], y=0, yanchor="top", text=_("measured"), showarrow=False, yshift=-18))
+        if mine is not None:
+            notes.append(dict(x=xs[int(mine)], y=tally["bars"][int(mine)][1], text=_("your answer"),
+                              showarrow=True, arrowhead=2, ay=-30))
+    else:
+        for v, color, label, y in ((tally["measured"], theme.GREEN, _("measured"), 1.0),
+                                   (mine, theme.YELLOW, _("your answer"), 0.8)):     # two rows: never overlap
+            if v is not None:
+                shapes.append(dict(type="line", x0=v, x1=v, y0=0, y1=1, yref="paper", line=dict(color=color, width=3)))
+                notes.append(dict(x=v, y=y, yref="paper", text=f"{label}: {_fmt(q, v, lang)}", showarrow=False,
+                                  font=dict(color=color), yanchor="bottom", bgcolor=theme.PANEL))
+    lay = theme.base_layout(height=190, margin=dict(l=40, r=20, t=26, b=30), shapes=shapes, annotations=notes,
+                            showlegend=False, bargap=0.08, hovermode=False)
+    if q.kind == "number":
+        lay["xaxis"] = {**lay["xaxis"], "title": {"text": _(q.unit)}}
+    bars = {"type": "bar", "x": xs, "y": [c for _x, c in tally["bars"]], "marker": {"color": colors},
+            "name": _("answers")}
+    return {"data": [bars], "layout": lay}
+
+
+@dash.callback(
+    Output("class-where", "children"), Output("class-ask", "children"), Output("class-unit", "children"),
+    Output("class-num", "style"), Output("class-choice", "options"), Output("class-choice", "style"),
+    Output("class-q", "style"), Output("class-send", "style"), Output("class-result", "children"),
+    Output("class-chart-wrap", "children"), Output("class-tools", "style"),
+    Input("class-state", "data"), Input("class-follow", "data"), Input("class-lead", "data"),
+    Input("class-mine", "data"),
+)
+def render(state, follow, lead, mine):
+    """What this browser's bar shows for the published step: the question (following, not yet
+    answered), the wait, or the reveal (the room's bars, the measured answer and this browser's
+    guess); the lecturer's tools and live tally."""
+    lang = request_lang()
+    st = _state(state)
+    lead = _on(lead)
+    tools = SHOW if lead else HIDE
+    if st is None:
+        return ("", "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools)
+    les, n = st["les"], st["n"]
+    where = _("Lecturer: %(title)s, step %(n)s of %(total)s") % {"title": _(les.title), "n": n, "total": len(les.steps)}
+    q = les.steps[n - 1].question
+    if q is None or not (_on(follow) or lead):
+        return (where, "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools)
+    guess = _mine(mine).get(f"{les.id}/{n}")
+    revealed = bool(st.get("revealed"))
+    asking = not lead and not revealed and guess is None
+    tally = S.sessions().classroom.tally(les.id, n) if (lead or revealed) else None
+    result = ""
+    if revealed and tally and tally["measured"] is not None:
+        result = _("Measured: %(value)s") % {"value": _fmt(q, tally["measured"], lang)}
+        if guess is not None:
+            result += " · " + _("your answer: %(value)s") % {"value": _fmt(q, guess, lang)}
+        result += " · " + (_("read live from the shared twin") if tally["source"] == "live"
+                           else _("the lesson's checked figure"))
+    elif guess is not None:
+        result = _("Your answer: %(value)s. Waiting for the lecturer to reveal.") % {"value": _fmt(q, guess, lang)}
+    chart = C.graph("class-chart", figure(tally, q, guess), 190, _(CHART_INFO)) if tally and (lead or revealed) else None
+    return (where, _(q.ask), _(q.unit) if q.kind == "number" else "",
+            SHOW if asking and q.kind == "number" else HIDE,
+            [{"label": _(c), "value": i} for i, c in enumerate(q.choices)],
+            SHOW if asking and q.kind == "choice" else HIDE,
+            SHOW, SHOW if asking else HIDE, result, chart, tools)
+
+
+@dash.callback(
+    Output("class-msg", "children"), Output("class-msg", "className"), Output("class-mine", "data"),
+    Input("class-send", "n_clicks"),
+    State("class-num", "value"), State("class-choice", "value"), State("class-state", "data"),
+    State("class-mine", "data"), State("ctl-secret", "data"),
+    prevent_initial_call=True,
+)
+def send(_n, num, choice, state, mine, secret):
+    """One answer from this browser to the published step (the classroom refuses a second one)."""
+    st = _state(state)
+    if st is None:
+        return _("No lesson step is published; nothing to answer."), "ctl-msg msg-error", no_update
+    q = st["les"].steps[st["n"] - 1].question
+    who, addr = G.client(secret)
+    try:
+        v = S.sessions().classroom.answer(who, addr, st["les"].id, st["n"], choice if q and q.kind == "choice" else num)
+    except S.ControlError as exc:
+        return _("Not counted: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", no_update
+    kept = _mine(mine)
+    kept[f"{st['les'].id}/{st['n']}"] = v
+    return _("Counted. Thank you!"), "ctl-msg msg-ok", kept
+
+
+@dash.callback(
+    Output("class-msg", "children", allow_duplicate=True), Output("class-msg", "className", allow_duplicate=True),
+    Output("class-lead", "data", allow_duplicate=True),
+    Input("class-pub", "data"), State("ctl-token", "data"),
+    prevent_initial_call=True,
+)
+def publish(pub, token):
+    """The lecturer's tab says where it is (from assets/classbar.js `pub`: only while leading)."""
+    pub = G.store(pub)
+    if not pub.get("lesson"):
+        return no_update, no_update, no_update
+    try:
+        S.sessions().classroom.publish(S.sessions().shared(), G.credential(token), lesson=pub.get("lesson"),
+                                       step=pub.get("step"), page=G.text(pub.get("page"), 40),
+                                       presenter=pub.get("presenter") is True)
+    except S.ControlError as exc:
+        return _("Not leading: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", {"on": False}
+    except L.LessonError:
+        return no_update, no_update, no_update
+    return no_update, no_update, no_update
+
+
+@dash.callback(
+    Output("class-msg", "children", allow_duplicate=True), Output("class-msg", "className", allow_duplicate=True),
+    Output("class-lead", "data", allow_duplicate=True), Output("class-dl", "data"),
+    Input("class-reveal", "n_clicks"), Input("class-csv", "n_clicks"), Input("class-end", "n_clicks"),
+    State("ctl-token", "data"),
+    prevent_initial_call=True,
+)
+def lecturer(_reveal, _csv, _end, token):
+    """Reveal the measured answer, export the tally, or stop leading (followers stay where they are)."""
+    room, tw, cred = S.sessions().classroom, S.sessions().shared(), G.credential(token)
+    try:
+        if ctx.triggered_id == "class-reveal":
+            room.reveal(tw, cred)
+            return _("Revealed: every following screen shows the measured answer."), "ctl-msg msg-ok", no_update, no_update
+        if ctx.triggered_id == "class-csv":
+            tw.require(cred)
+            return no_update, no_update, no_update, dict(content=room.csv(), filename="class-tally.csv")
+        if ctx.triggered_id == "class-end":
+            room.end(tw, cred)
+            return _("You stopped leading; followers stay where they are."), "ctl-msg msg-ok", {"on": False}, no_update
+    except S.ControlError as exc:
+        return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", no_update, no_update
+    return no_update, no_update, no_update, no_update
+
+
+def lead(token) -> tuple[dict | None, str, str]:
+    """(class-lead store, message, class) when a lesson page's "Lead the class" is pressed: only
+    someone who may control the shared twin leads it."""
+    try:
+        S.sessions().shared().require(G.credential(token))
+    except S.ControlError as exc:
+        return None, _("Not leading: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
+    return {"on": True}, _("You lead the class: following screens move with yours."), "ctl-msg msg-ok"
+
+
+clientside_callback(
+    dash.ClientsideFunction(namespace="classbar", function_name="sync"),
+    Output("class-state", "data"), Output("class-count", "children"), Output("class-bar", "className"),
+    Output("class-follow-btn", "style"), Output("class-unfollow-btn", "style"),
+    Output("teach-step", "data", allow_duplicate=True),
+    Output("teach-presenter", "data", allow_duplicate=True),
+    Input("shell-status", "data"), Input("class-follow", "data"), Input("class-lead", "data"),
+    State("class-state", "data"),
+    prevent_initial_call=True,
+)
+
+clientside_callback(
+    dash.ClientsideFunction(namespace="classbar", function_name="follow"),
+    Output("class-follow", "data"),
+    Input("class-follow-btn", "n_clicks"), Input("class-unfollow-btn", "n_clicks"),
+    prevent_initial_call=True,
+)
+
+clientside_callback(
+    dash.ClientsideFunction(namespace="classbar", function_name="pub"),
+    Output("class-pub", "data"),
+    Input("url", "pathname"), Input("url", "search"), Input("teach-step", "data"), Input("teach-presenter", "data"),
+    Input("class-lead", "data"),
+    State("class-pub", "data"),
+)
