@@ -112,6 +112,7 @@ class Fault:
     nodes: tuple = ()
     note: str = ""
     frozen: dict = field(default_factory=dict)   # before / during / after numbers once measured for good
+    settled: bool = False   # the "after" window has passed and was frozen: with the fault over, its report is final
 
     def report(self, now: float, interval_s: float, lost_ids: np.ndarray, history: dict,
                next_at: float | None = None) -> dict:
