@@ -196,7 +196,8 @@ def picker() -> html.Div:
                          clearable=False, className="dd dd-wide"),
             html.Span(id=f"{P}-picker-help", className="hint small"),
         ], className="fl-topo-bar"),
+        TS.legend(busy=False),
         html.Div(canvas(), id=f"{P}-cy-wrap"),
         html.Div(id=f"{P}-failed", className="fl-failed"),
-    ], _("Pick a part · failed parts in red"), "sim", extra=TS.legend(busy=False))
+    ], _("Pick a part · failed parts in red"), "sim")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dash import html
 
 from . import components as C
-from .faulttable import CLOSE, KIND_LABEL, LINK, MEASURED, impact, rows, state
+from .faulttable import CLOSE, KIND_LABEL, LINK, impact, rows, state
 from .lang import N_, _
 
 
@@ -76,8 +76,9 @@ ROWS = (   # label, value from the report
 
 
 def final(r: dict) -> bool:
-    """All six before / during / after numbers are in and the fault is over: the report will not change."""
-    return not r.get("active") and all(r.get(k) is not None for k in MEASURED)
+    """The fault is over and its "after" window frozen (the engine says so): the report will not change.
+    A number still missing then was never measurable (a fault shorter than a sampling interval)."""
+    return bool(r.get("final"))
 
 
 def panel(r: dict, now: float) -> html.Div:
@@ -92,7 +93,8 @@ def panel(r: dict, now: float) -> html.Div:
     notes = [html.P(impact(r), className="hint")]
     if r.get("note"):
         notes.append(html.P(r["note"], className="hint small"))
-    notes.append(html.P(_("Final: every number measured and frozen; the report will not change.") if final(r) else
+    notes.append(html.P(_("Final: the fault is over and its numbers are frozen; the report will not change (a "
+                          "– was never measurable: the window held no sampling interval).") if final(r) else
                         _("Still measuring: numbers are frozen as their windows close (the one after recovery "
                           "lasts up to a minute)."), className="hint small"))
     close = html.Button("✕", id={"type": LINK, "index": CLOSE, "at": "report"}, className="btn btn-small", n_clicks=0,

@@ -23,7 +23,7 @@ POOL_COLOURS = {"prefill": TEAL, "decode": PURPLE, "": "#3a4a5e"}
 # utilisation ramp for links and dies: idle -> busy -> saturated. Sequential blue -> lavender, lighter as
 # it gets busier and with no red or orange in it, so that a busy part never reads as a failed one (FAILED),
 # also for red-green colour-blind viewers (blue survives deuteranopia and protanopia)
-UTIL_STOPS = ("#2f3d50", "#1d4f8c", "#2f74c8", "#5b95ea", "#a99df5", "#e4d4ff")
+UTIL_STOPS = ("#2f3d50", "#1d4f8c", "#2f74c8", "#5b95ea", "#b8acfa", "#e4d4ff")
 # a failed part: black fill, red dashed outline and a ✕ in its label (a marker and a pattern, not hue alone)
 FAILED = "#ff4d4f"
 FAILED_FILL = "#000000"

@@ -243,7 +243,7 @@ class FaultManager:
         moving = [f for f in old if f.id not in self._final]
         fresh = dict(zip((f.id for f in moving), self._reports(moving))) if moving else {}
         for f in moving:
-            if f.settled and not f.active:
+            if fresh[f.id]["final"]:
                 self._final[f.id] = fresh[f.id]
         return tuple(self._final.get(f.id) or fresh[f.id] for f in old)
 

@@ -133,7 +133,8 @@ class Fault:
         for key, series in MEASURES:
             for name, window in (("before", before), ("during", during), ("after", after)):
                 out[f"{key}_{name}"] = mean_in(t, history[series], window) if window[1] <= now + 1e-9 else None
-        return {**out, **self.frozen, "active": self.active, "note": self.note}
+        return {**out, **self.frozen, "active": self.active, "note": self.note,
+                "final": self.settled and not self.active}     # over, "after" frozen: the report is settled
 
     def freeze(self, report: dict) -> None:
         """Keep the before / during / after numbers of `report` measured so far, for good: the
