@@ -173,7 +173,8 @@ def test_export_and_reports_cover_the_archive_not_only_the_snapshot():
 
 
 @pytest.mark.parametrize("value,fid", [(3, 3), ("12", 12), (0, None), (-1, None), ("x", None), (None, None),
-                                       ({"annotation": {"name": "fault-9"}}, 9), ({"annotation": {}}, None)])
+                                       ({"annotation": {"name": "fault-9"}}, 9), ({"annotation": {}}, None),
+                                       ({"annotation": [1]}, None), ({"annotation": {"name": ["x"]}}, None)])
 def test_fault_id_from_links_labels_and_urls(value, fid):
     assert FR.fault_id(value) == fid
 

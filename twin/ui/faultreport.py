@@ -40,7 +40,8 @@ def find(snap, fault_id) -> dict | None:
 def fault_id(value) -> int | None:
     """A fault id from a link's index, a chart label (its name "fault-<id>") or a URL (?report=<id>)."""
     if isinstance(value, dict):                  # a chart's clickAnnotationData
-        value = str((value.get("annotation") or {}).get("name") or "").removeprefix("fault-")
+        note = value.get("annotation")
+        value = str(note.get("name") or "").removeprefix("fault-") if isinstance(note, dict) else None
     try:
         fid = int(str(value))
     except (TypeError, ValueError):
