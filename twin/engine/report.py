@@ -107,7 +107,7 @@ def snapshot(eng) -> Snapshot:
         plane_gbps=dict(m.last_plane_gbps),
         link_util=link_utilisation(eng), node_traffic=m.last_node_gbps.copy(),
         die_util=die_util(eng), die_pool=tuple(eng.die_pool), events=tuple(dict(e) for e in eng.events),
-        faults=tuple(eng.faults.report(SNAPSHOT_FAULTS)), fault_archive=eng.faults.archive(SNAPSHOT_FAULTS),
+        **dict(zip(("faults", "fault_archive"), eng.faults.snapshot_reports(SNAPSHOT_FAULTS))),
         **topology_fields(eng.topo),
         partitioned=eng.partitioned, message=eng.message,
         cache=dict(eng.ems.stats()) if eng.ems else {},

@@ -234,18 +234,20 @@ class FaultManager:
         later = lambda at: next((x for x in struck if x > at + 1e-9), None)   # noqa: E731
         return [f.report(now, eng.scenario.interval_s, lost, hist, later(f.at_s)) for f in faults]
 
-    def archive(self, skip: int) -> tuple:
-        """Reports of the recorded faults older than the newest `skip` (which a snapshot carries
-        whole), oldest first: with them every report the run keeps (at most MAX_RECORDS closed ones
-        and the open ones) can be exported. A final report (the fault over, its "after" frozen) is
-        made once and kept, so a long run's snapshots cost only the reports still moving."""
-        old = self.faults[:-skip] if skip else list(self.faults)
+    def snapshot_reports(self, newest: int) -> tuple[tuple, tuple]:
+        """(reports of the newest `newest` faults, reports of the older ones), oldest first: what a
+        snapshot carries (`Snapshot.faults`, `Snapshot.fault_archive`), so that every report the run
+        keeps (at most MAX_RECORDS closed faults and the open ones) can be opened and exported. One
+        pass (the lifecycle audit behind `lost` is most of a report's cost); a final report (the fault
+        over, its "after" frozen) is made once and kept, so a long run pays only for those still moving."""
+        old, new = self.faults[:-newest], self.faults[-newest:]
         moving = [f for f in old if f.id not in self._final]
-        fresh = dict(zip((f.id for f in moving), self._reports(moving))) if moving else {}
-        for f in moving:
-            if fresh[f.id]["final"]:
-                self._final[f.id] = fresh[f.id]
-        return tuple(self._final.get(f.id) or fresh[f.id] for f in old)
+        made = self._reports(new + moving) if new else []
+        for f, r in zip(moving, made[len(new):]):
+            if r["final"]:
+                self._final[f.id] = r
+        fresh = {f.id: r for f, r in zip(moving, made[len(new):])}
+        return tuple(made[:len(new)]), tuple(self._final.get(f.id) or fresh[f.id] for f in old)
 
     def freeze(self, f: Fault) -> None:
         """Freeze a fault's numbers measured so far (`Fault.freeze`): called when service is
