@@ -1,5 +1,6 @@
 /* Clientside callbacks of CloudMatrix Twin: pure view transforms, no network round trip.
- *  status    - run-control strip, lock state and shared-action log from the status dict
+ *  status    - run-control strip, lock state and shared-action log from the status dict (and the run's
+ *              facts, window.twinFacts, that export.js names and titles a chart's PNG with)
  *  secret    - this browser's secret (192 random bits): the server binds sandboxes and budgets to it
  *  viewerId  - an anonymous id for this browser (for the shared-action log)
  *  navActive - highlight the current page in the navigation
@@ -44,6 +45,8 @@
                   {}, {display: "none"}, {}];
         }
         var T = st.text || {};                  // the words in the viewer's language (twin.ui.live)
+        window.twinFacts = {scenario: st.scenario, deployment: st.deployment, seed: st.seed,   // export.js
+                            sim_time: st.sim_time, text: T};
         var w = function (k, en) { return T[k] || en; };
         var unlocked = token && token.ok;
         var locked = !!(st.locked && st.shared && !unlocked);
@@ -140,11 +143,11 @@
 
       topo: function (live, elements, viewName) {
         if (!live || !elements || !live.u || live.view !== viewName) { return NU(); }
-        var down = {}, part = {}, ndown = {}, npart = {};
+        var down = {}, part = {}, ndown = {}, nfail = {};
         (live.down || []).forEach(function (j) { down[j] = true; });
         (live.part || []).forEach(function (j) { part[j] = true; });
         (live.ndown || []).forEach(function (i) { ndown[i] = true; });
-        (live.npart || []).forEach(function (i) { npart[i] = true; });   // some parts failed (Failures page)
+        (live.nfail || []).forEach(function (p) { nfail[p[0]] = p[1]; });   // faulty parts in or touching it
         return elements.map(function (el) {
           var d = el.data || {};
           if (d.k === undefined || d.kind === "rack") { return el; }
@@ -160,7 +163,9 @@
             data.util = nu;
             var pool = live.pool ? live.pool[d.k] : "";
             cls = "k-" + d.kind + " u" + bucket(nu) + (pool ? " pool-" + pool : "") + (ndown[d.k] ? " down" : "") +
-              (npart[d.k] ? " npart" : "");
+              (nfail[d.k] ? " npart" : "");
+            // a failed part: a marker before its label; a group with faulty parts: their count after it
+            data.flabel = ndown[d.k] ? "\u2715 " + d.label : nfail[d.k] ? d.label + " \u2715" + nfail[d.k] : d.label;
           }
           out.data = data;
           out.classes = cls;

@@ -11,9 +11,11 @@ from dash import ALL, Input, Output, State, clientside_callback, ctx, dcc, html,
 
 from twin import session as S
 from twin.engine.faults import EXAMPLES, KINDS, RANDOM_MAX
+from twin.engine.faults.spec import MAX_RECORDS
 from twin.ui import components as C
 from twin.ui import failpanels as FP
 from twin.ui import faultconsole as FC
+from twin.ui import faultreport as FR
 from twin.ui import faulttable as FT
 from twin.ui import eventtext as ET
 from twin.ui import faultview as FV
@@ -38,9 +40,9 @@ ACTOR = (State("ctl-twin", "data"), State("ctl-token", "data"), State("ctl-viewe
          State("ctl-secret", "data"))
 
 
-def layout(target: str | None = None, kind: str | None = None, **_kwargs):
+def layout(target: str | None = None, kind: str | None = None, report: str | None = None, **_kwargs):
     """System-free: the first tick fills in what depends on the viewer's system, and checks a part
-    given in the URL against it."""
+    given in the URL against it; ?report=<id> opens that fault's report."""
     url = {"target": G.ident(target), "kind": kind if kind in KINDS else None}    # as given: the tick checks it
     kind, target = FC.initial(None, url["target"], url["kind"])
     return html.Div([
@@ -49,6 +51,7 @@ def layout(target: str | None = None, kind: str | None = None, **_kwargs):
         dcc.Store(id=f"{P}-view", data=TV.AGG),
         dcc.Store(id=f"{P}-live"),
         dcc.Store(id=f"{P}-strips"),
+        dcc.Store(id=f"{P}-report-id", data=FR.fault_id(report)),
         C.page_header(_("Failures"), _("Break any part of the system while it serves and watch what follows: "
                                        "detection, rerouting or recovery, requests requeued (never lost), and what "
                                        "it costs in latency and goodput. Compare policies, replay the demos."),
@@ -59,10 +62,15 @@ def layout(target: str | None = None, kind: str | None = None, **_kwargs):
             html.Div([html.Div(C.graph(f"{P}-{name}-chart", F.empty_figure(spec.title), FC.CHART_H), className="chart")
                       for name, spec in CHARTS.items()], className="chart-grid grid-2"),
         ], className="two-even fl-block"),
-        C.panel([html.Div(id=f"{P}-table"), html.Button(_("Download CSV"), id=f"{P}-csv", className="btn btn-small"),
-                 html.Button(_("Download JSON"), id=f"{P}-json", className="btn btn-small"),
+        C.panel([html.Div(id=f"{P}-table"), html.Div([
+                    html.Button(_("Download CSV"), id=f"{P}-csv", className="btn btn-small"),
+                    html.Button(_("Download JSON"), id=f"{P}-json", className="btn btn-small"),
+                    html.Span(_("every report the run keeps (up to %(n)s closed faults), not only the rows shown; "
+                                "click a fault's # for its report") % {"n": MAX_RECORDS}, className="hint small")],
+                    className="fl-export"),
                  dcc.Download(id=f"{P}-csv-dl")], _("Faults: detection, recovery and cost"), "sim",
                 extra=FC.legend(), className="fl-block"),
+        html.Div(id=f"{P}-report"),
         html.Div(FC.picker(), className="fl-block"),
         html.Div([
             FC.policy(),
@@ -103,12 +111,14 @@ LIVE = {
     "hint": Output(f"{P}-target-hint", "children", allow_duplicate=True),
     "factor_style": Output(f"{P}-factor-wrap", "style", allow_duplicate=True),
     "period_style": Output(f"{P}-period-wrap", "style", allow_duplicate=True),
+    "report": Output(f"{P}-report", "children", allow_duplicate=True),
 }
 
 
-@page_tick(P, LIVE, {"view_name": State(f"{P}-view", "data"), "url": State(f"{P}-url", "data")},
+@page_tick(P, LIVE, {"view_name": State(f"{P}-view", "data"), "url": State(f"{P}-url", "data"),
+                     "report_id": State(f"{P}-report-id", "data")},
            initial_duplicate=True)
-def tick(t: Tick, view_name, url=None) -> dict:
+def tick(t: Tick, view_name, url=None, report_id=None) -> dict:
     """One poll: nothing when the snapshot is unchanged; else one compact update for the charts
     (new points, and the fault marks when they moved), and each panel only when its content changed.
     The very first tick sends numbers; the second draws the picker (drawing takes the browser a second)."""
@@ -140,12 +150,16 @@ def tick(t: Tick, view_name, url=None) -> dict:
             out[name] = content
     if "banner" in out:
         out["banner"], out["banner_cls"] = out["banner"]
+    fid = FR.fault_id(report_id)
+    if t.changed and fid:                       # the open report, while its numbers still move
+        r = FR.find(snap, fid)
+        if changed("report", FV.crc([fid, r])):
+            out["report"] = FR.panel(r, float(snap.sim_time)) if r else FR.missing(fid)
     try:
         v = TV.view(info.topology, view_name)
     except ValueError:
         v = TV.view(info.topology, TV.AGG)
-    out["live"] = tw.memo(f"fl-topo:{v.name}",
-                          lambda s: dict(TL.live(v, s), npart=TL.partial_nodes(v, s.failed)))
+    out["live"] = tw.memo(f"fl-topo:{v.name}", lambda s: TL.live(v, s))
     if not first and (rebuild or not cursor.get("drawn") or v.name != view_name):
         out.update(view=v.name, options=TV.view_options(info.topology), select=v.name,
                    picker_help=FC.picker_help(info))
@@ -191,8 +205,7 @@ def on_view(selected, current, choice):
         v = TV.view(t, TV.AGG)
     if v.name == current:
         return no_update, no_update, no_update, no_update
-    return (v.name, v.elements, {"name": "preset", "fit": True, "padding": 14, "view": v.name},
-            dict(TL.live(v, snap), npart=TL.partial_nodes(v, snap.failed)))
+    return v.name, v.elements, {"name": "preset", "fit": True, "padding": 14, "view": v.name}, TL.live(v, snap)
 
 
 # ---- picking a part ---------------------------------------------------------------------------
@@ -429,11 +442,50 @@ clientside_callback(
 @dash.callback(Output(f"{P}-csv-dl", "data"), Input(f"{P}-csv", "n_clicks"), Input(f"{P}-json", "n_clicks"),
                State("ctl-twin", "data"), prevent_initial_call=True)
 def download_csv(_csv, _json, choice):
-    """The viewed twin's fault reports (each frozen when service was restored) as CSV or JSON."""
+    """Every fault report the viewed twin's run keeps (each frozen when service was restored; the
+    table shows only the newest) as CSV or JSON, named after the run and the sim time."""
     if not _clicked():
         return no_update
     snap = twin_for(choice)[0].snapshot
-    rows = FT.rows(snap.faults, snap.sim_time)
+    rows = FR.export_rows(snap)
     if ctx.triggered_id == f"{P}-json":
-        return dcc.send_string(FT.json_text(rows), "faults.json")
-    return dcc.send_string(FT.csv_text(rows), "faults.csv")
+        return dcc.send_string(FT.json_text(rows), FR.file_name(snap, "json"))
+    return dcc.send_string(FT.csv_text(rows), FR.file_name(snap, "csv"))
+
+
+@dash.callback(
+    Output(f"{P}-report-id", "data"),
+    Output(f"{P}-report", "children"),
+    Input({"type": FT.LINK, "index": ALL, "at": ALL}, "n_clicks"),
+    *[Input(f"{P}-{name}-chart", "clickAnnotationData") for name in CHARTS],
+    State("ctl-twin", "data"),
+    prevent_initial_call=True,
+)
+def on_report(_links, *args):
+    """Open a fault's incident report from the timeline, the table's # or a chart's label; close it."""
+    *_notes, choice = args
+    trig = ctx.triggered_id
+    if isinstance(trig, dict):                     # a link (or the report's close button)
+        if not _clicked():
+            return no_update, no_update
+        fid = FR.fault_id(trig.get("index"))
+    else:                                          # a label on a chart
+        fid = FR.fault_id(ctx.triggered[0]["value"] if ctx.triggered else None)
+    if not fid:
+        return None, None
+    snap = twin_for(choice)[0].snapshot
+    r = FR.find(snap, fid)
+    return fid, FR.panel(r, float(snap.sim_time)) if r else FR.missing(fid)
+
+
+# an opened report scrolls into view (it may be opened from the charts above it or the timeline below)
+clientside_callback(
+    """function (children) {
+        var el = document.getElementById("fl-report");
+        if (children && el && el.scrollIntoView) { el.scrollIntoView({behavior: "smooth", block: "nearest"}); }
+        return window.dash_clientside.no_update;
+    }""",
+    Output(f"{P}-report", "title"),
+    Input(f"{P}-report", "children"),
+    prevent_initial_call=True,
+)

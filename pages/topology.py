@@ -68,13 +68,10 @@ def _help_args(info) -> dict:
 
 
 def _legend() -> html.Div:
-    sw = [html.Span([html.Span(className="swatch", style={"background": c}), txt])
-          for c, txt in zip(T.UTIL_STOPS, (_("idle"), "<20 %", "20–40 %", "40–60 %", "60–80 %", ">80 %"))]
-    return html.Div([html.Span(_("utilisation:"))] + sw + [
-        html.Span([html.Span(className="swatch", style={"background": "#ff4d4f"}), _("down (dashed)")]),
+    return html.Div([TS.legend(), html.Div([
         html.Span([html.Span(className="swatch", style={"background": T.TEAL}), _("prefill")]),
         html.Span([html.Span(className="swatch", style={"background": T.PURPLE}), _("decode")]),
-    ], className="legend")
+    ], className="legend")])
 
 
 def layout(view: str | None = None, **_kwargs):
@@ -110,7 +107,9 @@ def _canvas(info=None, v: TV.View | None = None):
 
 
 def caption(info) -> str:
-    return Lg.system_title(info) + _(". Link colour and width follow live utilisation; failed parts are red and dashed.")
+    return Lg.system_title(info) + _(". Fill, link colour and width follow how busy a part is (blue, lighter when busier); failed parts are "
+                                       "black with a red dashed outline and a ✕, and a group with failed parts inside "
+                                       "has a red ring and their count, at every zoom level.")
 
 
 def _view(info, name: str | None) -> TV.View:

@@ -3,6 +3,7 @@ next fault struck (one definition, the engine's), and a window without completio
 from __future__ import annotations
 
 import json
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -116,6 +117,8 @@ def test_the_fault_table_downloads_as_csv():
 def test_the_csv_button_sends_the_viewed_twins_table(failures, twin_registry):   # noqa: F811
     from test_callbacks import triggered
     out = triggered(failures.download_csv, "fl-csv.n_clicks", 1, None, "shared")
-    assert out["filename"] == "faults.csv" and out["content"].startswith("id,kind,target,at_s,")
+    run = re.escape(f"{twin_registry.shared().params.scenario}-")
+    assert re.fullmatch(f"faults-{run}.+-seed0-t\\d+s\\.csv", out["filename"])           # named after the run
+    assert out["content"].startswith("id,kind,target,at_s,")
     out = triggered(failures.download_csv, "fl-json.n_clicks", None, 1, "shared")
-    assert out["filename"] == "faults.json" and json.loads(out["content"]) == []
+    assert out["filename"].endswith(".json") and json.loads(out["content"]) == []

@@ -44,6 +44,8 @@ def http(dash_app):
                  "glossary"):
         _walk_ids(importlib.import_module(f"pages.{name}").layout(), ids)
     _walk_ids(importlib.import_module("pages.lessons").layout(lesson="faults", step="1"), ids)   # a step's button
+    from twin.ui.faulttable import link
+    ids.setdefault("fl-rep", []).append(link(1, "table").id)     # a link to a report (drawn with the table)
     cbs = [(key, cb) for key, cb in dash_app.app.callback_map.items() if "callback" in cb]
     yield client, cbs, ids
     reg.shutdown()

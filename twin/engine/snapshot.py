@@ -123,6 +123,8 @@ class Snapshot:
     link_capacity: np.ndarray | None = None  # live GB/s per topology eid (failures and degradation applied)
     degraded: dict = field(default_factory=dict)   # element or link id -> fraction of capacity kept
     cloud: dict | None = None     # a co-pool day running on the engine (twin.cloud.live.view), else None
+    fault_archive: tuple = ()     # reports of the recorded faults older than `faults`, oldest first: the two
+    #                               together are every report the run keeps (FaultManager.snapshot_reports)
 
     def latest(self, key: str, default: float = 0.0) -> float:
         return float(self.kpis.get(key, default))

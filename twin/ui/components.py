@@ -274,13 +274,14 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
     ], className="controls", id="controls")
 
 
-def events(evs, empty: str, t_format: str = ".1f") -> list:
+def events(evs, empty: str, t_format: str = ".1f", extra=None) -> list:
     """Engine events (dicts {"t", "kind", "message"}), newest first, one line each, in the viewer's
-    language (`eventtext`)."""
+    language (`eventtext`); `extra(event)` may add a component at the end of a line (a link)."""
     if not evs:
         return [html.Div(empty, className="muted")]
     s = unit("s")
     return [html.Div([html.Span(f"t={e.get('t', 0):{t_format}} {s}", className="ev-t"),
                       html.Span(eventtext.kind(e), className=f"ev-kind ev-{e.get('kind', '')}"),
-                      html.Span(eventtext.line(e), className="ev-msg")], className="ev")
+                      html.Span(eventtext.line(e), className="ev-msg"), extra(e) if extra else None],
+                     className="ev")
             for e in evs]

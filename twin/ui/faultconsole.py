@@ -40,9 +40,11 @@ def picker_help(info) -> str:
     if info.supernode:
         return _("Click a part to pick it (the fault kind follows). The whole supernode shows nodes, UB "
                  "sub-planes and RDMA switches; open a node for its dies, CPUs, L1 switches and NICs, or a "
-                 "sub-plane for its L2 switches and optical links. Failed parts are red and dashed.")
+                 "sub-plane for its L2 switches and optical links. Failed parts are black with a red dashed outline; "
+                 "a red ring and ✕n mark a group with n failed parts inside.")
     return _("Click a part to pick it (the fault kind follows). The whole cluster shows its servers and RDMA "
-             "switches; open a server for its GPUs, NVSwitch, CPUs and NICs. Failed parts are red and dashed.")
+             "switches; open a server for its GPUs, NVSwitch, CPUs and NICs. Failed parts are black with a red dashed "
+             "outline; a red ring and ✕n mark a group with n failed parts inside.")
 
 
 def initial(t: StaticTopology | None, target: str | None, kind: str | None) -> tuple[str, str]:
@@ -194,6 +196,7 @@ def picker() -> html.Div:
                          clearable=False, className="dd dd-wide"),
             html.Span(id=f"{P}-picker-help", className="hint small"),
         ], className="fl-topo-bar"),
+        TS.legend(busy=False),
         html.Div(canvas(), id=f"{P}-cy-wrap"),
         html.Div(id=f"{P}-failed", className="fl-failed"),
     ], _("Pick a part · failed parts in red"), "sim")

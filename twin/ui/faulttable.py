@@ -39,7 +39,31 @@ def _num(v) -> float | None:
     return f if math.isfinite(f) else None
 
 
-MARK_LABELS = 6            # strike lines labelled on a chart (the newest); more would overprint
+MARK_LABELS = 6            # strike lines labelled on a chart (at most the newest 6)
+LABEL_ROWS = (1.0, 0.86, 0.72)   # heights (share of the plot) a label may take: near strikes are staggered
+LABEL_GAP = 0.24           # assumption: a label ("#12 link down") is about a quarter of a half-width chart's
+#                            plot wide (~90 of ~380 px at 1440 px): two labels in a row stay this far apart
+# a fault kind in two or three words, for a label on a chart (the table and the hover say it in full)
+SHORT_LABEL = {
+    "npu_die": N_("die lost"), "npu": N_("NPU lost"), "cpu": N_("CPU lost"), "node": N_("node down"),
+    "optical_link": N_("link down"), "optical_degrade": N_("link slow"), "optical_flap": N_("link flaps"),
+    "l1": N_("L1 lost"), "l2": N_("L2 lost"), "subplane": N_("plane lost"), "rdma_nic": N_("NIC lost"),
+    "rdma_plane": N_("RDMA switch lost"), "vpc": N_("VPC card lost"),
+}
+
+
+def label_rows(xs: list[float], span: float) -> list[int | None]:
+    """A row (index into LABEL_ROWS) for a label at each x, newest (last) first, so that two labels in
+    a row are at least LABEL_GAP x `span` apart; None: no room (that strike keeps its line and hover)."""
+    gap = LABEL_GAP * max(span, 1e-9)
+    placed: list[list[float]] = [[] for _ in LABEL_ROWS]
+    out: list[int | None] = [None] * len(xs)
+    for i in sorted(range(len(xs)), key=lambda k: -xs[k]):
+        row = next((r for r, taken in enumerate(placed) if all(abs(xs[i] - x) >= gap for x in taken)), None)
+        if row is not None:
+            placed[row].append(xs[i])
+        out[i] = row
+    return out
 
 
 def _band(x0: float, x1: float) -> dict:
@@ -73,7 +97,7 @@ def marks(reports, now: float, t_from: float | None = None) -> tuple[list, list]
             continue
         spans.append((max(at, lo), end))
         if at >= lo:
-            strikes.append((at, r.get("id"), r.get("kind")))
+            strikes.append((at, r.get("id"), r.get("kind"), r.get("target")))
         det = _num(r.get("detect_s"))
         if det is not None and lo <= at + det <= now + 1e-9:
             detects.append(at + det)
@@ -84,16 +108,37 @@ def marks(reports, now: float, t_from: float | None = None) -> tuple[list, list]
         else:
             bands.append([x0, x1])
     shapes = [_band(x0, x1) for x0, x1 in bands]
-    shapes += [_vline(at, theme.RED, 1.5) for at, _, _ in strikes]
+    shapes += [_vline(at, theme.RED, 1.5) for at, *_ in strikes]
     shapes += [_vline(x, theme.YELLOW, 1.2, "dash") for x in sorted(set(round(x, 1) for x in detects))]
-    newest = sorted(strikes, key=lambda s: -int(s[1] or 0))[:MARK_LABELS]
-    notes = [{"x": round(at, 1), "y": 1, "xref": "x", "yref": "paper", "yanchor": "top", "xanchor": "left",
-              "showarrow": False, "text": f"#{i} {k}", "font": {"size": 10, "color": theme.RED}}
-             for at, i, k in sorted(newest)]
-    return shapes, notes
+    return shapes, _labels(strikes, (t_from if t_from is not None else 0.0), now)
+
+
+def _labels(strikes: list, lo: float, now: float) -> list[dict]:
+    """Labels of the newest MARK_LABELS strikes: "#id" and the fault in short words, staggered so that
+    none overprints another (`label_rows`); the hover says the fault in full, and a click on a label
+    opens its report (the page reads the chart's clickAnnotationData)."""
+    newest = sorted(sorted(strikes, key=lambda s: -int(s[1] or 0))[:MARK_LABELS])
+    rows = label_rows([s[0] for s in newest], now - lo)
+    return [{"x": round(at, 1), "y": LABEL_ROWS[row], "xref": "x", "yref": "paper", "yanchor": "top",
+             "xanchor": "left", "showarrow": False, "text": f"#{i} " + _(SHORT_LABEL.get(k, k)),
+             "font": {"size": 10, "color": theme.RED}, "bgcolor": theme.PANEL, "captureevents": True,
+             "hovertext": _("#%(id)s %(kind)s on %(target)s at t = %(t)s s: click for its report") % {
+                 "id": i, "kind": _(KIND_LABEL.get(k, k)), "target": target, "t": f"{at:,.1f}"}, "name": f"fault-{i}"}
+            for (at, i, k, target), row in zip(newest, rows) if row is not None]
 
 
 # ---- the fault table --------------------------------------------------------------------------------
+
+LINK = "fl-rep"            # pattern-matching id of a link to a report: {"type": LINK, "index": id, "at": where}
+CLOSE = 0                  # the index of the report's close button (fault ids start at 1)
+
+
+def link(fid: int, at: str, text: str | None = None) -> html.Button:
+    """A link to fault `fid`'s incident report (`faultreport`; the page's report panel opens on it);
+    `at` tells apart the links to one fault (its table row, each of its timeline lines)."""
+    return html.Button(text or f"#{fid}", id={"type": LINK, "index": int(fid), "at": at}, className="linkish",
+                       n_clicks=0, title=_("Open the report of fault #%(id)s") % {"id": fid})
+
 
 MEASURED = ("goodput_before", "goodput_during", "goodput_after", "slo_before", "slo_during", "slo_after")
 
@@ -162,11 +207,11 @@ def _change(before, during, fmt, unit: str = "", missing: str = "…") -> html.T
     if before is None and during is None:
         return html.Td("–", className="muted")
     if during is None:
-        return html.Td(f"{fmt(before)} → {missing}", className="chg-bad" if missing != "…" else None)
+        return html.Td(f"{fmt(before)} → {missing}", className="chg chg-bad" if missing != "…" else "chg")
     delta = (during - before) / before if before else None
-    cls = "chg-bad" if delta is not None and delta < -0.05 else ""
+    cls = "chg chg-bad" if delta is not None and delta < -0.05 else "chg"
     return html.Td(f"{fmt(before)} → {fmt(during)}{unit}" + (f" ({delta * 100:+.0f} %)" if delta is not None else ""),
-                   className=cls or None)
+                   className=cls)
 
 
 def _pct(v) -> str:
@@ -198,7 +243,7 @@ def _cells(r: dict) -> list:
     kind_cls = {"served": "recovered"}.get(r["state"].split(" ")[0], r["state"].split(" ")[0])
     dash = "–"
     return [
-        html.Td(f"#{r['id']}"),
+        html.Td(link(r["id"], "table")),
         html.Td(_(KIND_LABEL.get(r["kind"], r["kind"]))),
         html.Td(r["target"], className="code"),
         html.Td(_secs(r["at_s"])),
@@ -268,8 +313,15 @@ TIMELINE_KINDS = ("fault", "detect", "recover", "repair", "partition", "error", 
 
 
 def timeline(events, n: int = 14) -> list:
+    """The newest fault events, each line about one fault ending in a link to its report."""
     evs = [e for e in events or () if e.get("kind") in TIMELINE_KINDS][-n:][::-1]
-    return C.events(evs, _("No fault events yet."), ",.1f")
+    lines = iter(range(len(evs)))
+    return C.events(evs, _("No fault events yet."), ",.1f", extra=lambda e: _report_link(e, next(lines)))
+
+
+def _report_link(e: dict, line: int):
+    fid = (e.get("args") or {}).get("id")
+    return link(fid, f"ev{line}", _("report #%(id)s") % {"id": fid}) if type(fid) is int else None
 
 
 def policy_text(policy: dict) -> str:

@@ -24,6 +24,9 @@ SHOTS = (("overview", "/", None), ("topology", "/topology", None), ("topology-no
          ("failures", "/failures", "node-power-loss"))   # a demo replayed past its recovery
 PHONE = (390, 844)       # a phone's viewport in CSS pixels (assets/60_phone.css applies below 700)
 
+# the topology drawing has its live data merged in (some element coloured by how busy it is)
+DRAWN = ("() => { const el = document.getElementById('topo-cy'); return !!(el && el._cyreg && "
+         "el._cyreg.cy.elements('.u1, .u2, .u3, .u4, .u5').length); }")
 DEMO_SHOT_AT_S = 300.0   # sim time of the failures shot: the demos strike at 120 s and recover by ~190 s
 
 
@@ -84,6 +87,8 @@ def main(argv=None) -> int:
                         continue
                     pg.goto(base + path)
                     pg.wait_for_timeout(3500)
+                    if path.startswith("/topology"):     # a loaded machine draws later: wait for the live colours
+                        pg.wait_for_function(DRAWN, timeout=30_000)
                     if demo and not suffix:          # the demo is replayed once; the phone shot shows its table
                         _replay_demo(pg, base, demo)
                     pg.screenshot(path=str(out / f"{name}{suffix}.png"), full_page=bool(demo))

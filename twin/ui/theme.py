@@ -20,8 +20,13 @@ PINK = "#f783ac"
 PLANE_COLOURS = {"ub": BLUE, "rdma": ORANGE, "vpc": GREEN, "d2d": PURPLE, "nvlink": TEAL}
 POOL_COLOURS = {"prefill": TEAL, "decode": PURPLE, "": "#3a4a5e"}
 
-# utilisation ramp for links and dies: idle -> busy -> saturated
-UTIL_STOPS = ("#2f3d50", "#2b8a3e", "#74b816", "#fab005", "#fd7e14", "#e03131")
+# utilisation ramp for links and dies: idle -> busy -> saturated. Sequential blue -> lavender, lighter as
+# it gets busier and with no red or orange in it, so that a busy part never reads as a failed one (FAILED),
+# also for red-green colour-blind viewers (blue survives deuteranopia and protanopia)
+UTIL_STOPS = ("#2f3d50", "#1d4f8c", "#2f74c8", "#5b95ea", "#b8acfa", "#e4d4ff")
+# a failed part: black fill, red dashed outline and a ✕ in its label (a marker and a pattern, not hue alone)
+FAILED = "#ff4d4f"
+FAILED_FILL = "#000000"
 
 FONT = "Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
 

@@ -1,10 +1,12 @@
 """Live numbers on a topology view, read from a snapshot only.
 
 `live(view, snap)` is the compact per-update dict the browser merges into a drawing
-``{"view", "v", "u": [...], "n": [...], "pool": [...], "down": [...], "part": [...], "ndown": [...]}``:
-mean utilisation per view edge and node, each node's pool, and what is down or partly down. Down
-and degraded come from the snapshot's live link capacities and failed ids (`Snapshot.link_capacity`,
-`Snapshot.failed`), so a degraded optical link shows as partly down without replaying anything.
+``{"view", "v", "u": [...], "n": [...], "pool": [...], "down": [...], "part": [...], "ndown": [...],
+"nfail": [[i, n], ...]}``: mean utilisation per view edge and node, each node's pool, what is down or
+partly down, and how many faulty parts each view node holds or touches (`fault_counts`, so that a lost
+L2 switch or a dead optical link shows on the whole-supernode view too). Down and degraded come from
+the snapshot's live link capacities and failed ids (`Snapshot.link_capacity`, `Snapshot.failed`,
+`Snapshot.degraded`), so a degraded optical link shows as partly down without replaying anything.
 """
 from __future__ import annotations
 
@@ -88,20 +90,22 @@ def live(v: View, snap) -> dict:
                    if len(m) and cap[m].any() and (cap[m] < base[m]).any()]
     out["ndown"] = [i for i, vid in enumerate(v.node_ids)
                     if vid in dead or (v.members.get(vid) and all(m in dead for m in v.members[vid]))]
+    counts = fault_counts(v, dead | set(getattr(snap, "degraded", None) or ()))
+    out["nfail"] = [[i, n] for i, n in sorted(counts.items()) if i not in set(out["ndown"])]
     return out
 
 
-def partial_nodes(v: View, failed) -> list[int]:
-    """View nodes (indices) with some but not all of their parts failed (e.g. a node with a dead die)."""
-    dead = set(failed or ())
-    if not dead:
-        return []
-    out = []
-    for i, vid in enumerate(v.node_ids):
-        mem = v.members.get(vid) or [vid]
-        n = sum(1 for m in mem if m in dead)
-        if 0 < n < len(mem):
-            out.append(i)
+def fault_counts(v: View, faulty) -> dict[int, int]:
+    """{view node index: faulty parts in it or touching it}: a failed element counts for the view node
+    that stands for it, a failed or degraded link for the view nodes of both its ends (once each). So a
+    lost L2 switch marks its sub-plane and a dead optical link its node and sub-plane, at every zoom."""
+    idx = {vid: i for i, vid in enumerate(v.node_ids)}
+    owner = v.owner
+    out: dict[int, int] = {}
+    for f in faulty or ():
+        ends = f.split("--") if "--" in f else [f]
+        for i in {idx.get(owner.get(e, e)) for e in ends} - {None}:
+            out[i] = out.get(i, 0) + 1
     return out
 
 

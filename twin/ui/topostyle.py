@@ -1,14 +1,25 @@
 """Cytoscape drawings: the canvas both topology pages use, the Topology page's stylesheet (colour by
-utilisation) and the Failures picker's (utilisation drawn neutral, so that red only ever means failed)."""
+utilisation) and the Failures picker's (utilisation drawn neutral), and the legend that says how to
+read them.
+
+Busy and failed cannot be confused: busy is a sequential blue -> lavender fill or line (theme.UTIL_STOPS,
+no red in it), failed is red *and* a pattern. A wholly failed part is black with a red dashed outline
+and a ✕ before its label; a group with some failed parts inside (a sub-plane with a lost L2 switch, a
+node with a dead optical link, at any zoom level: `topolive.fault_counts`) gets a red double ring and
+"✕n" after its label; a bundle of links with some down is a red dashed line."""
 from __future__ import annotations
 
 import dash
 import dash_cytoscape as cyto
-from dash import Input, Output, State, clientside_callback
+from dash import Input, Output, State, clientside_callback, html
 
 from . import theme
+from .lang import N_, _
 
-_LAST = ("edge.part", "edge.down", "node.down", ":selected", "node:active")   # rules that must win
+_LAST = ("edge.part", "edge.down", "node.npart", "node.down", ":selected", "node:active")   # rules that must win
+_INSIDE = (".k-node", ".k-subplane", ".k-die", ".k-cpu")     # kinds whose label sits on their fill
+UTIL_LABELS = (N_("idle"), "<20 %", "20–40 %", "40–60 %", "60–80 %", ">80 %")   # one per UTIL_STOPS bucket
+DARK_TEXT_FROM = 3         # buckets from u3 up are light fills: a label on them is drawn dark
 
 
 def stylesheet() -> list[dict]:
@@ -53,32 +64,49 @@ def stylesheet() -> list[dict]:
     for i, c in enumerate(ramp[1:], start=1):
         css.append({"selector": f"node.u{i}", "style": {"background-color": c}})
         css.append({"selector": f"edge.u{i}", "style": {"line-color": c, "opacity": 0.85}})
-    css += [
-        {"selector": "edge.part", "style": {"line-style": "dashed"}},
-        {"selector": "edge.down", "style": {"line-color": "#ff4d4f", "line-style": "dashed",
-                                            "opacity": 0.9, "width": 2}},
-        {"selector": "node.down", "style": {"background-color": "#5c1a1b", "border-color": "#ff4d4f",
-                                            "border-style": "dashed"}},
+        if i >= DARK_TEXT_FROM:
+            css.append({"selector": ", ".join(f"{k}.u{i}" for k in _INSIDE), "style": {"color": theme.BG}})
+    return css + failed_rules()
+
+
+def failed_rules() -> list[dict]:
+    """The rules that draw faults (and the selection) over any fill: last in a stylesheet, so they win."""
+    return [
+        {"selector": "edge.part", "style": {"line-color": theme.FAILED, "line-style": "dashed", "opacity": 0.9}},
+        {"selector": "edge.down", "style": {"line-color": theme.FAILED, "line-style": "dashed",
+                                            "opacity": 1, "width": 3}},
+        {"selector": "node.npart", "style": {"border-color": theme.FAILED, "border-style": "double",
+                                             "border-width": 5, "label": "data(flabel)"}},
+        {"selector": "node.down", "style": {"background-color": theme.FAILED_FILL, "border-color": theme.FAILED,
+                                            "border-style": "dashed", "border-width": 3, "color": theme.TEXT,
+                                            "label": "data(flabel)"}},
         {"selector": ":selected", "style": {"overlay-color": theme.YELLOW, "overlay-opacity": 0.25,
                                             "overlay-padding": 4}},
         {"selector": "node:active", "style": {"overlay-opacity": 0.2}},
     ]
-    return css
 
 
 def picker_stylesheet() -> list[dict]:
-    """The topology stylesheet with utilisation drawn neutral, so that red only ever means failed:
-    wholly failed parts dark red and dashed, parts with a failed component outlined red (npart)."""
+    """The topology stylesheet with utilisation drawn neutral (the picker is for finding parts to
+    break, and what has failed): faults are drawn as on the Topology page."""
     base = theme.UTIL_STOPS[0]
     css = [r for r in stylesheet() if r["selector"] not in _LAST]
     for i in range(1, len(theme.UTIL_STOPS)):
-        css.append({"selector": f"node.u{i}", "style": {"background-color": base}})
+        css.append({"selector": f"node.u{i}", "style": {"background-color": base, "color": theme.TEXT}})
         css.append({"selector": f"edge.u{i}", "style": {"line-color": "#4a5d78", "opacity": 0.6}})
-    css.append({"selector": "node.npart", "style": {"border-color": "#ff4d4f", "border-style": "dashed",
-                                                    "border-width": 3}})
-    css += [r for r in stylesheet() if r["selector"] in _LAST]
-    css.append({"selector": "node.down", "style": {"background-color": "#a61e22"}})
-    return css
+    return css + failed_rules()
+
+
+def legend(busy: bool = True) -> html.Div:
+    """How to read a drawing: the busy scale (if drawn) and the three fault marks, as the page says them."""
+    items = [html.Span(_("busy:"))] + [
+        html.Span([html.Span(className="swatch", style={"background": c}), _(t)])
+        for c, t in zip(theme.UTIL_STOPS, UTIL_LABELS)] if busy else []
+    return html.Div(items + [
+        html.Span([html.Span("✕", className="swatch swatch-failed"), _("failed (black, red dashed)")]),
+        html.Span([html.Span("✕n", className="swatch swatch-ring"), _("n failed parts inside (red ring)")]),
+        html.Span([html.Span(className="swatch swatch-dash-h"), _("links down (red dashed)")]),
+    ], className="legend topo-legend")
 
 
 def canvas(cid: str, stylesheet_: list[dict], *, padding: int, height: int, class_name: str,

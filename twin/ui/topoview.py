@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -54,6 +54,11 @@ class View:
     members: dict                  # view node id -> graph element ids it stands for
     labels: dict = field(default_factory=dict)   # node id -> (msgid, values) of a label in words
     _by_lang: dict = field(default_factory=dict, repr=False)
+
+    @cached_property
+    def owner(self) -> dict:
+        """Graph element id -> the view node that stands for it (the inverse of `members`)."""
+        return {m: vid for vid, mem in self.members.items() for m in mem}
 
     @property
     def n_edges(self) -> int:

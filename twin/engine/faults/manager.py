@@ -30,6 +30,7 @@ class FaultManager:
         self.injected = 0             # faults ever injected (ids are 1..injected)
         self.totals: dict[str, dict] = {}   # kind -> aggregates of faults dropped from `faults`
         self.random_gen = 0           # bumping it stops the running random-failure process
+        self._final: dict[int, dict] = {}   # fault id -> its final report (`archive`), made once
 
     def check(self, spec: dict) -> Fault:
         """Validate a fault for this engine's topology at the current sim time."""
@@ -64,6 +65,7 @@ class FaultManager:
                 t["requeued"] += f.requeued
                 t["recomputed"] += f.recomputed
         self.faults = [f for f in self.faults if id(f) not in old]
+        self._final = {f.id: self._final[f.id] for f in self.faults if f.id in self._final}
 
     def _run(self, f: Fault):
         eng, pol = self.eng, self.policy
@@ -232,6 +234,21 @@ class FaultManager:
         later = lambda at: next((x for x in struck if x > at + 1e-9), None)   # noqa: E731
         return [f.report(now, eng.scenario.interval_s, lost, hist, later(f.at_s)) for f in faults]
 
+    def snapshot_reports(self, newest: int) -> tuple[tuple, tuple]:
+        """(reports of the newest `newest` faults, reports of the older ones), oldest first: what a
+        snapshot carries (`Snapshot.faults`, `Snapshot.fault_archive`), so that every report the run
+        keeps (at most MAX_RECORDS closed faults and the open ones) can be opened and exported. One
+        pass (the lifecycle audit behind `lost` is most of a report's cost); a final report (the fault
+        over, its "after" frozen) is made once and kept, so a long run pays only for those still moving."""
+        old, new = self.faults[:-newest], self.faults[-newest:]
+        moving = [f for f in old if f.id not in self._final]
+        made = self._reports(new + moving) if new else []
+        for f, r in zip(moving, made[len(new):]):
+            if r["final"]:
+                self._final[f.id] = r
+        fresh = {f.id: r for f, r in zip(moving, made[len(new):])}
+        return tuple(made[:len(new)]), tuple(self._final.get(f.id) or fresh[f.id] for f in old)
+
     def freeze(self, f: Fault) -> None:
         """Freeze a fault's numbers measured so far (`Fault.freeze`): called when service is
         restored (before and during), and once the "after" window has passed."""
@@ -242,6 +259,7 @@ class FaultManager:
         self.freeze(f)
         yield self.eng.env.timeout(BEFORE_S + self.eng.scenario.interval_s)    # "after" <= BEFORE_S
         self.freeze(f)
+        f.settled = True
 
     def summary(self) -> dict:
         """Counts over every fault of the run (records dropped from the history included)."""

@@ -112,6 +112,7 @@ class Fault:
     nodes: tuple = ()
     note: str = ""
     frozen: dict = field(default_factory=dict)   # before / during / after numbers once measured for good
+    settled: bool = False   # the "after" window has passed and was frozen: with the fault over, its report is final
 
     def report(self, now: float, interval_s: float, lost_ids: np.ndarray, history: dict,
                next_at: float | None = None) -> dict:
@@ -132,7 +133,8 @@ class Fault:
         for key, series in MEASURES:
             for name, window in (("before", before), ("during", during), ("after", after)):
                 out[f"{key}_{name}"] = mean_in(t, history[series], window) if window[1] <= now + 1e-9 else None
-        return {**out, **self.frozen, "active": self.active, "note": self.note}
+        return {**out, **self.frozen, "active": self.active, "note": self.note,
+                "final": self.settled and not self.active}     # over, "after" frozen: the report is settled
 
     def freeze(self, report: dict) -> None:
         """Keep the before / during / after numbers of `report` measured so far, for good: the

@@ -1,0 +1,111 @@
+"""A fault's incident report, reachable from the Failures page's timeline, table and chart labels, and
+the export of every report the run keeps.
+
+The engine keeps a report per fault (at most MAX_RECORDS closed ones, frozen once service was
+restored, plus the open ones); a snapshot carries the newest SNAPSHOT_FAULTS whole (`Snapshot.faults`)
+and the older ones as `Snapshot.fault_archive`, so both the report of any kept fault and the export of
+all of them are read from one snapshot, never from the running engine."""
+from __future__ import annotations
+
+from dash import html
+
+from . import components as C
+from .faulttable import CLOSE, KIND_LABEL, LINK, impact, rows, state
+from .lang import N_, _
+
+
+
+def kept(snap) -> list[dict]:
+    """Every report the run keeps, oldest first (the archive, then the snapshot's newest)."""
+    seen = {}
+    for r in tuple(getattr(snap, "fault_archive", ()) or ()) + tuple(getattr(snap, "faults", ()) or ()):
+        seen[int(r.get("id") or 0)] = r
+    return [seen[k] for k in sorted(seen)]
+
+
+def export_rows(snap) -> list[dict]:
+    """The rows of the CSV / JSON export: all kept reports (`kept`), not only the table's newest."""
+    return rows(kept(snap), float(getattr(snap, "sim_time", 0.0)))
+
+
+def find(snap, fault_id) -> dict | None:
+    """The kept report of fault `fault_id`, or None (not a fault of this run, or folded into the totals)."""
+    try:
+        fid = int(fault_id)
+    except (TypeError, ValueError):
+        return None
+    return next((r for r in kept(snap) if int(r.get("id") or 0) == fid), None)
+
+
+def fault_id(value) -> int | None:
+    """A fault id from a link's index, a chart label (its name "fault-<id>") or a URL (?report=<id>)."""
+    if isinstance(value, dict):                  # a chart's clickAnnotationData
+        note = value.get("annotation")
+        value = str(note.get("name") or "").removeprefix("fault-") if isinstance(note, dict) else None
+    try:
+        fid = int(str(value))
+    except (TypeError, ValueError):
+        return None
+    return fid if 0 < fid < 2**31 else None
+
+
+def file_name(snap, ext: str) -> str:
+    """faults-<scenario>-<deployment>-seed<seed>-t<simulated seconds>s.<ext>: what the export holds."""
+    return (f"faults-{snap.scenario}-{snap.deployment}-seed{snap.seed}-t{float(snap.sim_time):.0f}s.{ext}"
+            .replace("/", "_").replace(" ", "_"))
+
+
+def _secs(v) -> str:
+    return "–" if v is None else f"{float(v):,.1f} s"
+
+
+def _trio(r: dict, key: str, fmt) -> str:
+    """before / during / after of one measure, "–" for what was not measured."""
+    return " / ".join("–" if r.get(f"{key}_{w}") is None else fmt(r[f"{key}_{w}"]) for w in ("before", "during", "after"))
+
+
+ROWS = (   # label, value from the report
+    (N_("struck at"), lambda r: _("t = %(t)s s") % {"t": f"{r['at_s']:,.1f}"}),
+    (N_("detected after"), lambda r: _secs(r.get("detect_s"))),
+    (N_("service back after"), lambda r: _secs(r.get("served_s"))),
+    (N_("recovered after"), lambda r: _secs(r.get("recover_s"))),
+    (N_("requests affected / requeued / recomputed / lost"),
+     lambda r: " / ".join(str(int(r.get(k) or 0)) for k in ("requests_affected", "requeued", "recomputed", "lost"))),
+    (N_("goodput before / during / after (tok/s)"), lambda r: _trio(r, "goodput", C.fmt)),
+    (N_("SLO attainment before / during / after (%)"), lambda r: _trio(r, "slo", C.pct)),
+)
+
+
+def final(r: dict) -> bool:
+    """The fault is over and its "after" window frozen (the engine says so): the report will not change.
+    A number still missing then was never measurable (a fault shorter than a sampling interval)."""
+    return bool(r.get("final"))
+
+
+def panel(r: dict, now: float) -> html.Div:
+    """The incident report of one fault: what broke, when it was detected and served again, what it
+    cost (goodput and SLO attainment before, during and after) and whether the numbers are final."""
+    head = _("Fault #%(id)s: %(kind)s on %(target)s") % {"id": r["id"], "kind": _(KIND_LABEL.get(r["kind"], r["kind"])),
+                                                       "target": r["target"]}
+    body = [html.Div([html.Span(_(k), className="k"), html.Span(fn(r), className="v")], className="row")
+            for k, fn in ROWS]
+    body.append(html.Div([html.Span(_("state"), className="k"), html.Span(_(state(r, now)), className="v")],
+                         className="row"))
+    notes = [html.P(impact(r), className="hint")]
+    if r.get("note"):
+        notes.append(html.P(r["note"], className="hint small"))
+    notes.append(html.P(_("Final: the fault is over and its numbers are frozen; the report will not change (a "
+                          "– was never measurable: the window held no sampling interval).") if final(r) else
+                        _("Still measuring: numbers are frozen as their windows close (the one after recovery "
+                          "lasts up to a minute)."), className="hint small"))
+    close = html.Button("✕", id={"type": LINK, "index": CLOSE, "at": "report"}, className="btn btn-small", n_clicks=0,
+                        title=_("Close the report"))
+    return C.panel([html.Div(body, className="stats fl-report-rows"), *notes],
+                   head, "sim", extra=close, className="fl-block fl-report")
+
+
+def missing(fid: int) -> html.Div:
+    return html.Div(_("Fault #%(id)s has no report kept: the run keeps the newest reports (older ones are "
+                      "counted in the totals), and a reset starts a new run.") % {"id": fid},
+                    className="hint fl-block")
+
