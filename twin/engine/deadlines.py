@@ -5,10 +5,13 @@ What a client hears: the request's arrival (its wait starts), the end of its pre
 token), and, when a fault takes it out of a decode batch, the tokens it streamed until then
 (`RequestTable.progress`). Only a request *waiting in a queue* times out: in a prefill queue, or in
 a decode queue for a decode slot. One being worked on (in a prefill batch, a KV transfer, a decode
-batch) never does, so no work in progress is thrown away. Under random failures the backlog sits
-in the decode queues (prefill keeps up; the decode pool, losing instances, does not), so a deadline
-that spared every request past prefill would shed nothing; the prefill work of a request that then
-times out in a decode queue is lost, as it is on a real system whose user leaves.
+batch) never does, so no work in progress is thrown away; nor does one that has streamed decode
+tokens (generated > 1) and waits again because a fault sent it back: timing those out threw away
+the decode work of the bottleneck pool (a 60 s deadline under the largest random-failure rate cut
+completions by 21%; docs/deadlines.md). Under random failures the backlog sits in the decode
+queues (prefill keeps up; the decode pool, losing instances, does not), so a deadline that spared
+every request past prefill would shed nothing; the prefill work of a request that then times out
+in a decode queue is lost, as it is on a real system whose user leaves.
 
 An overloaded twin thus sheds load the way users feel it, by waits too long to bear, long before
 the admission limit (Scenario.max_in_flight) or the request window's ceiling refuses arrivals.
@@ -40,7 +43,7 @@ QUIET_S = 10.0    # assumption: simulated seconds with no time-out before the lo
 
 
 class Deadlines:
-    """Times out the requests whose clients have waited `deadline_s` in a queue."""
+    """Times out the queued requests whose clients have waited `deadline_s` with at most a first token."""
 
     def __init__(self, eng: "Engine"):
         self.eng = eng
@@ -50,14 +53,16 @@ class Deadlines:
         self.last = -math.inf      # when the last one timed out
 
     def drop_head(self, inst) -> bool:
-        """Time out the requests at the head of `inst`'s queue whose deadline has passed; True if
-        the queue still holds any (a few reads when the head is in time: every batch and step asks)."""
+        """Time out the requests at the head of `inst`'s queue whose deadline has passed (up to the
+        first that may not time out); True if the queue still holds any (a few reads when the head is
+        in time: every batch and step asks)."""
         queue, req = inst.queue, self.eng.req
         progress, base, s, now = req.progress.a, req.base, self.deadline_s, self.eng.env._now
-        if progress.item(queue[0] - base) + s > now:
+        generated = req.generated.a
+        if progress.item(queue[0] - base) + s > now or generated.item(queue[0] - base) > 1:
             return True
         gone = []
-        while queue and progress.item(queue[0] - base) + s <= now:
+        while queue and progress.item(queue[0] - base) + s <= now and generated.item(queue[0] - base) <= 1:
             gone.append(queue.popleft())
         self._time_out(inst, np.array(gone, dtype=np.int64))
         return bool(queue)
@@ -74,7 +79,8 @@ class Deadlines:
             if not queue:
                 continue
             ids = np.fromiter(queue, dtype=np.int64, count=len(queue))
-            late = req.progress.a[ids - req.base] + s <= now
+            rows = ids - req.base
+            late = (req.progress.a[rows] + s <= now) & (req.generated.a[rows] <= 1)
             if late.any():
                 queue.clear()
                 queue.extend(ids[~late].tolist())
