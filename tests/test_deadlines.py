@@ -128,20 +128,20 @@ def test_normal_load_is_unchanged_by_a_deadline_it_never_reaches():
 
 
 def test_under_the_largest_random_failure_rate_deadlines_shed_the_overload():
-    """The default under random failures at RANDOM_MAX, 500 s, with an admission limit of 25,000
-    in flight so the window policy bites within a test: without a deadline (a day) a share of
-    arrivals is refused as overloaded; with a 60 s deadline none is, clients time out instead, and
-    at least as many requests complete."""
+    """The default under random failures at RANDOM_MAX (from their own generator, so both runs meet
+    the same faults) for 400 s, with an admission limit of 20,000 in flight so the window policy
+    bites within a test: without a deadline (a day) arrivals are refused as overloaded; with a 60 s
+    deadline none is, clients time out instead, and as many requests complete (within 1%)."""
     got = {}
     for d in (86_400.0, 60.0):
-        eng = Engine("default", seed=0, duration_s=500, deadline_s=d, max_in_flight=25_000)
-        eng.faults.set_random(RANDOM_MAX)
-        eng.advance(500)
+        eng = Engine("default", seed=0, duration_s=400, deadline_s=d, max_in_flight=20_000)
+        eng.faults.set_random(RANDOM_MAX, np.random.default_rng(1))
+        eng.advance(400)
         got[d] = _conserved(eng)
     window, deadline = got[86_400.0], got[60.0]
     assert window["rejected_by_reason"]["overloaded"] > 0.05 * window["arrived"] and window["timed_out"] == 0
     assert deadline["rejected_by_reason"]["overloaded"] == 0 and deadline["timed_out"] > 0.1 * deadline["arrived"]
-    assert deadline["completed"] >= window["completed"]
+    assert deadline["completed"] >= 0.99 * window["completed"]
 
 
 @pytest.mark.parametrize("value", [0, 0.5, 86_401, float("nan"), float("inf"), "soon"])
