@@ -6,9 +6,8 @@ token), and, when a fault takes it out of a decode batch, the tokens it streamed
 (`RequestTable.progress`). Only a request *waiting in a queue* times out: in a prefill queue, or in
 a decode queue for a decode slot. One being worked on (in a prefill batch, a KV transfer, a decode
 batch) never does, so no work in progress is thrown away; nor does one that has streamed decode
-tokens (generated > 1) and waits again because a fault sent it back: timing those out threw away
-the decode work of the bottleneck pool (a 60 s deadline under the largest random-failure rate cut
-completions by 21%; docs/deadlines.md). Under random failures the backlog sits in the decode
+tokens (generated > 1) and waits again because a fault sent it back: timing it out would throw
+away decode work of the bottleneck pool (docs/deadlines.md). Under random failures the backlog sits in the decode
 queues (prefill keeps up; the decode pool, losing instances, does not), so a deadline that spared
 every request past prefill would shed nothing; the prefill work of a request that then times out
 in a decode queue is lost, as it is on a real system whose user leaves.
