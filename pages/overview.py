@@ -29,6 +29,8 @@ KPIS = (
     ("slo", N_("SLO attainment"), "%", "slo_attainment", C.pct, N_("completions meeting both TTFT and TPOT SLOs")),
     ("hit", N_("Cache hit ratio"), "%", "token_hit_ratio", C.pct, N_("EMS context cache: prompt tokens found in cache")),
     ("inflight", N_("Requests in flight"), "", "in_flight", C.fmt, N_("arrived, not finished")),
+    ("gaveup", N_("Refused / timed out"), "", None, None,
+     N_("arrivals refused (overloaded, or more KV than a die holds) / requests whose client gave up waiting for prefill")),
     ("queue", N_("Queued prefill / decode"), "", None, None, N_("requests waiting for a prefill batch / a decode slot")),
     ("util-p", N_("Prefill %(chip)s busy"), "%", "util_prefill", C.pct, N_("busy fraction of the prefill pool")),
     ("util-d", N_("Decode %(chip)s busy"), "%", "util_decode", C.pct, N_("share of time a decode step runs, whatever its batch")),
@@ -113,6 +115,8 @@ def _kpi_values(k: dict) -> list[str]:
                        f"{C.fmt(p99 / 1e3 if p99 is not None else None)}")
         elif _sfx == "tpot":
             out.append(f"{C.fmt(k.get('tpot_p50_ms'))} / {C.fmt(k.get('tpot_p99_ms'))}")
+        elif _sfx == "gaveup":
+            out.append(f"{C.fmt(k.get('rejected'))} / {C.fmt(k.get('timed_out'))}")
         elif _sfx == "queue":
             out.append(f"{C.fmt(k.get('queue_prefill'))} / {C.fmt(k.get('queue_decode'))}")
     return out

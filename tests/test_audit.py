@@ -34,7 +34,7 @@ def test_each_terminal_transition_happens_once_and_a_second_is_an_error():
     a = t.audit()
     assert (a["arrived"], a["completed"], a["rejected"], a["in_flight"]) == (10, 3, 1, 6)
     assert a["rejected_by_reason"] == {"kv_too_long": 1, "overloaded": 0}
-    assert a["errors"] == {"finish_twice": 1, "finish_rejected": 1, "finish_unknown": 2,
+    assert a["errors"] == {"finish_twice": 1, "finish_rejected": 1, "finish_timed_out": 0, "finish_unknown": 2,
                            "reject_terminal": 1}
     assert a["conserved"] is False and a["tokens_short"] == 0
     assert t.state[3] == REJECTED and t.reason[3] == 1

@@ -116,6 +116,6 @@ def test_the_shipped_bounds():
     """The values the README's Command-line input table documents."""
     got = {k: (s.lo, s.hi, s.lo_open) for k, s in settings.SETTINGS.items()}
     assert got == {"duration_s": (0, 2_592_000, True), "rate": (0, 100_000, True), "load": (0, 5.0, True),
-                   "speedup": (0.001, 10_000, False), "seed": (0, 2**63 - 1, False),
+                   "speedup": (0.001, 10_000, False), "deadline_s": (1, 86_400, False), "seed": (0, 2**63 - 1, False),
                    "live_seed": (0, 2**31 - 1, False), "speed": (1.0, 1000.0, False)}
     assert C.allowed("load", "–") == "0–500" and C.allowed("seed") == "0 to 2147483647"

@@ -26,7 +26,7 @@ def _scenario(a, spec: dict):
     kw = dict(deployment=a.deployment, rate=a.rate, speedup=a.speedup,
               cache_capacity=a.cache_capacity,
               duration_s=a.duration if a.duration is not None else spec.get("duration_s"),
-              faults=spec.get("path"), load=a.load, trace_format=a.format,
+              faults=spec.get("path"), load=a.load, deadline_s=a.deadline, trace_format=a.format,
               lenient=True if a.lenient else None)
     if trace:
         kw.update(workload="trace", trace=trace, name="trace")
@@ -35,6 +35,9 @@ def _scenario(a, spec: dict):
                if sc.workload == "trace" else
                [f for f, v in (("--speedup", a.speedup), ("--format", a.format), ("--lenient", a.lenient))
                 if v not in (None, False)])
+    if sc.pipeline == "decode_only" and a.deadline is not None:
+        raise ValueError(f"--deadline: scenario {sc.name!r} is decode-only (its KV comes from outside the run: "
+                         f"nothing waits for prefill); allowed with a scenario that prefills (pipeline 'full')")
     if ignored:
         kind = ("replays a trace (its own arrival times)" if sc.workload == "trace"
                 else "is synthetic (no trace)")
@@ -101,6 +104,7 @@ def cmd_run(a) -> int:
         r = out["requests"]
         print(f"{out['scenario']} on {out['deployment']}, {out['sim_seconds']} s simulated in {wall:.2f} s (seed {out['seed']})")
         print(f"  requests   arrived {r['arrived']}  completed {r['completed']}  in flight {r['in_flight']}  rejected {r['rejected']}"
+              f"  timed out {r['timed_out']}"
               f"  lost {r['lost']}  tokens short {r['tokens_short']}  conserved {r['conserved']}")
         if out.get("drain"):
             d = out["drain"]
@@ -207,6 +211,7 @@ def add_run_commands(sub) -> None:
     add_setting(rate, "rate")
     add_setting(rate, "load")
     add_setting(run, "speedup")
+    add_setting(run, "deadline_s")
     run.add_argument("--cache-capacity", help="EMS DRAM bytes in total (1..1e18), 'default' or 'unlimited'")
     run.add_argument("--faults", type=name("a fault file (TOML) or a demo name"),
                      help="fault scenario file (TOML) or a demo name in twin/catalog/faults")

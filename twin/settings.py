@@ -88,6 +88,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             presets=(25, 50, 75, 90, 100, 120, 150)),     # presets in % of capacity
     Setting("speedup", "trace replay speed-up, 1000x slow motion to 10,000x", 0.001, 10_000,
             flag="--speedup"),
+    Setting("deadline_s", "client deadline: a request still waiting for prefill this long after it arrived "
+            "times out", 1, 86_400, unit="s", flag="--deadline"),
     Setting("seed", "random seed: every random draw of a run follows from it", 0, SEED_MAX, integer=True,
             flag="--seed"),
     Setting("live_seed", "random seed of a reset from the dashboard", 0, LIVE_SEED_MAX, integer=True),

@@ -35,8 +35,9 @@ def started(ids, base, now, state, prefill_start, inputs, generated, sizes):
 
 
 @kernel
-def prefilled(ids, base, now, prefill_end, first_token, generated, inputs, output, order):
-    """A prefill batch's prompts ended at `now`: a requeued request keeps the first token it
+def prefilled(ids, base, now, prefill_end, progress, first_token, generated, inputs, output, order):
+    """A prefill batch's prompts ended at `now` (each client hears of it: `progress`): a requeued
+    request keeps the first token it
     streamed and the tokens it made (at least the first). `order` gets the ids to send to decode,
     in batch order, then those done (one output token), in batch order. Returns (prompt tokens,
     ids to send, their prompt tokens)."""
@@ -44,6 +45,7 @@ def prefilled(ids, base, now, prefill_end, first_token, generated, inputs, outpu
     for i in range(len(ids)):
         r = ids[i] - base
         prefill_end[r] = now
+        progress[r] = now
         if np.isnan(first_token[r]):
             first_token[r] = now
         if generated[r] < 1:

@@ -26,6 +26,7 @@ from . import cache, network, report
 from .accounting import Accounting
 from .clock import Clock
 from .commands import Command
+from .deadlines import Deadlines
 from .faults import FaultManager, Policy, load_fault_file
 from .metrics import Metrics
 from .pools import DecodeInstance, PrefillInstance
@@ -67,6 +68,7 @@ class Engine:
         self.kv_capacity_tokens = self.pm.kv_capacity_bytes_per_die() / self.kv_bytes
         self.partitioned, self.message = False, ""
         self.req = RequestTable()
+        self.deadlines = Deadlines(self)  # clients that give up waiting for prefill
         self.health = 0                   # bumped whenever an instance is held down or released
         self._live: tuple = (-1, [], [])  # (health, live prefill, live decode) when last computed
         self.keep_rows = KEEP_ROWS        # per-request rows kept in memory (the rest are terminal)
@@ -264,6 +266,7 @@ class Engine:
         while True:
             yield self.env.timeout(dt)
             self.acct.flush()
+            self.deadlines.tick()
             self.metrics.close(self.env.now, self.req, report.interval_context(self))
             self.interval_end = self.env.now + dt
             self.req.compact(self.keep_rows)

@@ -114,6 +114,8 @@ class PrefillInstance(Instance):
         if self.busy or not self.queue or self.down or self.blocked:     # (not ready)
             return
         eng = self.eng
+        if eng.deadlines.on and not eng.deadlines.drop_head(self):   # its clients there all gave up
+            return
         req = eng.req
         inp, base, queue = req.input.a, req.base, self.queue      # rows: ids - base (queued: in window)
         policy = eng.policies.prefill_batching
@@ -165,7 +167,7 @@ class PrefillInstance(Instance):
         eng, req = self.eng, self.eng.req
         order = np.empty(len(ids), dtype=np.int64)
         prompts, n_send, sent = batch_rows.prefilled(ids, req.base, eng.env.now, req.prefill_end.a,
-                                                     req.first_token.a, req.generated.a, req.input.a,
+                                                     req.progress.a, req.first_token.a, req.generated.a, req.input.a,
                                                      req.output.a, order)
         eng.metrics.cur.input_tokens += float(prompts)
         if eng.external is not None:
@@ -278,7 +280,7 @@ class DecodeInstance(Instance):
     def _admit(self) -> None:
         """Admit from the queue's head."""
         queue = self.queue
-        if not queue:
+        if not queue or (self.eng.deadlines.on and not self.eng.deadlines.drop_head(self)):
             return
         m = min(len(queue), max(self._room(), 0))
         head = queue if m == len(queue) else islice(queue, m)
@@ -371,6 +373,7 @@ class DecodeInstance(Instance):
         req = self.eng.req
         need = req.input[out[0]] + req.output[out[0]]
         req.generated[out[0]] = req.output[out[0]] - self.left[mask]
+        req.progress[out[0]] = self.eng.env.now      # each client had a token until now
         self.ctx_sum -= int((need - self.left[mask]).sum())
         self.reserved -= float(need.sum())
         self.no_first = np.setdiff1d(self.no_first, out[0])

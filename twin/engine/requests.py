@@ -5,8 +5,9 @@ oldest rows once they are terminal (never one still in flight), so memory stays 
 the twin runs while every in-flight id stays valid; `sink` (if set) receives the dropped rows first.
 An old request in flight holds the window open: past MAX_WINDOW_ROWS arrivals are refused without a
 row (`refuse_staged`), so even then memory is bounded.
-Terminal transitions go through `complete()` and `reject()` only: each request is counted once, and
-a second finish, a finish of a rejected or unknown request is counted as an error and ignored.
+Terminal transitions go through `complete()`, `reject()` and `time_out()` only: each request is
+counted once, and a second finish, a finish of a rejected, timed-out or unknown request is counted as
+an error and ignored.
 The counters (not the window) carry the run totals that `audit()` checks for conservation.
 """
 from __future__ import annotations
@@ -15,9 +16,10 @@ import numpy as np
 
 from ..compiled import kernel
 
-# request states; everything below DONE is in flight
-QUEUED, PREFILL, TRANSFER, DECODE_QUEUE, DECODING, DONE, REJECTED = range(7)
-STATE_NAMES = ("queued", "prefill", "transfer", "decode_queue", "decoding", "done", "rejected")
+# request states; everything below DONE is in flight. TIMED_OUT: its client gave up while it was
+# still queued for prefill (twin.engine.deadlines)
+QUEUED, PREFILL, TRANSFER, DECODE_QUEUE, DECODING, DONE, REJECTED, TIMED_OUT = range(8)
+STATE_NAMES = ("queued", "prefill", "transfer", "decode_queue", "decoding", "done", "rejected", "timed_out")
 REJECT_REASONS = ("kv_too_long", "overloaded")   # reason codes a rejection carries (column `reason` = index + 1)
 KEEP_ROWS = 10_000    # assumption: rows kept beyond those in flight (~4.5 MB at ~450 B per request);
 #                       pages read snapshots, not rows, so the window only serves --out and debugging
@@ -26,7 +28,9 @@ MAX_WINDOW_ROWS = 250_000   # assumption: the window's ceiling (50-100 MB at 200
 
 _min = np.minimum.reduce   # ndarray.min() without its Python wrapper (rows() runs per access)
 _max = np.maximum.reduce
-_FLOAT_COLS = ("arrival", "prefill_start", "prefill_end", "first_token", "finish")
+_FLOAT_COLS = ("arrival", "prefill_start", "prefill_end", "first_token", "finish",
+               "progress")    # the last time its client heard anything: arrival, a prefill's end, or a
+#                               decode batch it left (twin.engine.deadlines); not in frame()
 _INT_COLS = ("input", "output", "cached", "state", "instance", "generated", "requeued",
              "recomputed", "reason", "block_lo", "block_hi")
 
@@ -62,8 +66,9 @@ class RequestTable:
         self.completed = 0
         self.dropped = 0            # refused past the window's ceiling: counted, never given an id or a row
         self.rejected = np.zeros(len(REJECT_REASONS), dtype=np.int64)
+        self.timed_out = 0          # gave up waiting for prefill (time_out)
         self.tokens_short = 0       # completed with fewer output tokens than asked for
-        self.errors = {"finish_twice": 0, "finish_rejected": 0, "finish_unknown": 0,
+        self.errors = {"finish_twice": 0, "finish_rejected": 0, "finish_timed_out": 0, "finish_unknown": 0,
                        "reject_terminal": 0}
         self.sink = None            # callable(frame) receiving rows before they are dropped
         for c in _FLOAT_COLS:
@@ -120,6 +125,7 @@ class RequestTable:
         rows = slice(end - self.base, end - self.base + k)
         self.staged += k
         self.arrival.a[rows] = arrival
+        self.progress.a[rows] = arrival
         self.input.a[rows] = inp
         self.output.a[rows] = out
         self.state.a[rows] = QUEUED
@@ -233,6 +239,7 @@ class RequestTable:
         if len(st) and _max(st) >= DONE:          # the error path: count, keep the live ones
             self.errors["finish_twice"] += int((st == DONE).sum())
             self.errors["finish_rejected"] += int((st == REJECTED).sum())
+            self.errors["finish_timed_out"] += int((st == TIMED_OUT).sum())
             live = st < DONE
             ids, rows = ids[live], rows[live]
         self.state.a[rows] = DONE
@@ -253,6 +260,13 @@ class RequestTable:
         self.rejected[code] += len(ids)
         return ids
 
+    def time_out(self, ids: np.ndarray, when: np.ndarray) -> None:
+        """Requests (in flight, in the window) whose clients gave up at `when`: terminal, counted once."""
+        rows = self.rows(ids)
+        self.state.a[rows] = TIMED_OUT
+        self.finish.a[rows] = when
+        self.timed_out += len(rows)
+
     # ---- the audit -----------------------------------------------------------------------------
     def _rejected(self) -> int:
         return sum(self.rejected.tolist())      # a few reasons: a Python sum (every interval asks)
@@ -264,7 +278,7 @@ class RequestTable:
 
     @property
     def in_flight(self) -> int:
-        return int(self.arrived - self.completed - self._rejected())
+        return int(self.arrived - self.completed - self._rejected() - self.timed_out)
 
     def in_flight_ids(self) -> np.ndarray:
         return self.base + np.flatnonzero(self.state.a[:self.n - self.base] < DONE)
@@ -273,10 +287,10 @@ class RequestTable:
         rejected = self._rejected()
         arrived = self.arrived
         return {"arrived": int(arrived), "completed": int(self.completed), "rejected": rejected,
-                "in_flight": int(arrived - self.completed - rejected)}
+                "timed_out": self.timed_out, "in_flight": int(arrived - self.completed - rejected - self.timed_out)}
 
     def audit(self, held: np.ndarray | None = None) -> dict:
-        """Run totals and their checks: admitted = completed + rejected + in flight, the in-flight
+        """Run totals and their checks: arrived = completed + rejected + timed out + in flight, the in-flight
         count agrees with the rows' states, and (given the ids the engine holds) no in-flight
         request is held by nothing (`orphaned`: it can never finish) and no finished one is held."""
         live = self.in_flight_ids()
@@ -327,7 +341,7 @@ class RequestTable:
         sl = self.rows(slice(start, stop))
         df = pd.DataFrame({"id": np.arange(self.base, self.base + len(self.arrival.a))[sl],
                            **{c: getattr(self, c).a[sl] for c in _FLOAT_COLS + _INT_COLS
-                              if c not in ("block_lo", "block_hi")}})
+                              if c not in ("block_lo", "block_hi", "progress")}})
         df["state"] = pd.Categorical.from_codes(df["state"], STATE_NAMES)
         df["reason"] = pd.Categorical.from_codes(df["reason"], ("",) + REJECT_REASONS)
         df["queueing_s"] = df["prefill_start"] - df["arrival"]

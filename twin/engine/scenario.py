@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..config import CATALOG_DIR, CatalogError, _validate, catalog
 from ..settings import SETTINGS
 from ..workload import FORMATS, LengthDist
+from .deadlines import DEFAULT_DEADLINE_S
 from .requests import MAX_WINDOW_ROWS
 from .scheduling import DEFAULTS, REGISTRY
 
@@ -91,6 +92,9 @@ class Scenario(BaseModel):
     # admission limit: arrivals while this many requests are in flight are refused as overloaded
     # (a serving frontend's queue limit; assumption), so an overloaded twin sheds load, not memory
     max_in_flight: int = Field(100_000, ge=1, le=MAX_WINDOW_ROWS)
+    # client deadline (twin.engine.deadlines): a request still waiting for prefill this long after
+    # it arrived times out; the default is the OpenAI Python client's default timeout (cited there)
+    deadline_s: float = SETTINGS["deadline_s"].field(DEFAULT_DEADLINE_S)
     cache_capacity: Annotated[float, Field(ge=1, le=MAX_CACHE_BYTES)] | Literal["default", "unlimited"] = "default"
     faults: str = ""     # path of a fault scenario file (TOML), replayed with the seed
     scheduling: Scheduling = Scheduling()

@@ -90,6 +90,7 @@ HISTORY_KEYS = (
 
     "ub_gbps", "rdma_gbps", "vpc_gbps",         # plane traffic, GB/s
     "arrived", "completed", "in_flight", "rejected",   # cumulative counters at interval end
+    "timed_out",                                # ... of requests whose client gave up waiting for prefill
     "goodput_tps",                              # output tokens/s of requests meeting their SLOs
     "finished_output_tps",                      # output tokens/s of every request finished (the same
     #                                             basis as goodput: a request's tokens count when it ends)

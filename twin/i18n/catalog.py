@@ -38,7 +38,8 @@ SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # conv
            "pages/compare.py", "pages/explorer.py", "twin/ui/chartinfo.py",
            "twin/explore/points.py",                  # points: the sweep keys' help, marked with N_
            "twin/ui/eventtext.py", "twin/engine/core.py", "twin/engine/commands.py",   # engine event lines
-           "twin/engine/network.py", "twin/engine/transfer.py", "twin/engine/faults/manager.py",
+           "twin/engine/network.py", "twin/engine/transfer.py", "twin/engine/deadlines.py",
+           "twin/engine/faults/manager.py",
            "twin/engine/faults/spec.py", "twin/actions.py", "twin/session.py",
            "twin/cloud/copool.py", "twin/cloud/live.py", "twin/validate.py",   # twin/actions: the controls' confirmations
            "twin/ui/classbar.py")

@@ -212,11 +212,12 @@ class FaultManager:
                 **_who(f), s=f"{eng.env.now - f.at_s:.1f}")
 
     # ---- random failures -----------------------------------------------------------------------
-    def set_random(self, hours_per_sim_s: float) -> None:
-        """Run random failures at this failure-clock speed from now on (0 stops them)."""
+    def set_random(self, hours_per_sim_s: float, rng=None) -> None:
+        """Run random failures at this failure-clock speed from now on (0 stops them). `rng`: their
+        own generator (default the engine's), so two runs that differ in policy meet the same faults."""
         self.random_gen += 1
         if hours_per_sim_s > 0:
-            self.eng.env.process(random_failures(self, hours_per_sim_s, self.random_gen))
+            self.eng.env.process(random_failures(self, hours_per_sim_s, self.random_gen, rng))
 
     # ---- reports -------------------------------------------------------------------------------
     def report(self, limit: int | None = None) -> list[dict]:

@@ -26,18 +26,19 @@ def failure_rates(topo) -> tuple[dict[str, list[str]], np.ndarray]:
     return classes, np.array([len(v) / mtbf[k] for k, v in classes.items()])
 
 
-def random_failures(manager, hours_per_sim_s: float, gen: int):
+def random_failures(manager, hours_per_sim_s: float, gen: int, rng=None):
     """Random failures per component class at the catalog's MTBF (assumptions), with time
     compressed by `hours_per_sim_s` so that failures are seen in a demo. Stops when the
-    manager's generation moves on (a new setting)."""
+    manager's generation moves on (a new setting). Draws from `rng` (default the engine's)."""
     eng = manager.eng
+    rng = eng.rng if rng is None else rng
     classes, weights = failure_rates(eng.topo)
     total = sum(w for w, v in zip(weights, classes.values()) if v)
     while True:
-        gap_h = eng.rng.exponential(1.0 / total)
+        gap_h = rng.exponential(1.0 / total)
         yield eng.env.timeout(gap_h / hours_per_sim_s)
         if gen != manager.random_gen:
             return
-        k = list(classes)[int(eng.rng.choice(len(classes), p=weights / weights.sum()))]
-        target = classes[k][int(eng.rng.integers(len(classes[k])))]
+        k = list(classes)[int(rng.choice(len(classes), p=weights / weights.sum()))]
+        target = classes[k][int(rng.integers(len(classes[k])))]
         manager.inject({"kind": k, "target": target})
