@@ -12,13 +12,14 @@
   "use strict";
   var NU = function () { return window.dash_clientside.no_update; };
 
-  function fmtTime(s) {
+  function fmtTime(s, T) {              // T: the unit words in the viewer's language (status text)
     if (s === null || s === undefined) { return "–"; }
     s = Number(s);
-    if (s < 120) { return s.toFixed(1) + " s"; }
+    T = T || {};
+    if (s < 120) { return s.toFixed(1) + " " + (T.s || "s"); }
     var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = Math.floor(s % 60);
     var pad = function (x) { return (x < 10 ? "0" : "") + x; };
-    return (h > 0 ? h + ":" + pad(m) : m) + ":" + pad(sec) + (h > 0 ? " h" : " min");
+    return (h > 0 ? h + ":" + pad(m) : m) + ":" + pad(sec) + " " + (h > 0 ? (T.h || "h") : (T.min || "min"));
   }
 
   function speedText(v, T) {
@@ -73,7 +74,7 @@
         if (st.message) { lockNote = (lockNote ? lockNote + " " : "") + st.message; }
         var acts = st.actions || [];
         var lines = acts.map(function (a) {
-          return a.when + "  t=" + fmtTime(a.sim_time) + "  " + a.who + ": " + a.what + (a.ok ? "" : "  " + w("failed", "(failed)"));
+          return a.when + "  t=" + fmtTime(a.sim_time, T) + "  " + a.who + ": " + a.what + (a.ok ? "" : "  " + w("failed", "(failed)"));
         });
         var log = st.shared ? (lines.length ? lines.join("\n") : w("noActions", "no actions yet"))
                             : w("private", "Your private sandbox: actions are not shared.");
@@ -94,7 +95,7 @@
         var loadTitle = trace ? w("traceLoad", "This scenario replays a trace with its own arrival times: load is set " +
           "by the trace (pick a synthetic scenario such as bursty-chat to change it)") :
           w("loadTitle", "Offered load as a fraction of the deployment's capacity");
-        return [state, cls, "t = " + fmtTime(st.sim_time), speed, twin, scen,
+        return [state, cls, "t = " + fmtTime(st.sim_time, T), speed, twin, scen,
                 st.paused ? "\u25B6 " + w("play", "Play") : "\u275A\u275A " + w("pause", "Pause"), lockNote, log, last,
                 classes, locked, locked, locked, loadOff, fill(locked),
                 loadClasses, fillN(nl, loadOff), loadTitle,

@@ -137,3 +137,15 @@ def test_docs_show_every_term_of_the_termbase():
     rows = {line.split("|")[1].strip(): line for line in doc.splitlines() if line.startswith("| ")}
     missing = [t.id for t in terms.terms().values() if t.id not in rows or t.zh not in rows[t.id]]
     assert missing == [], f"docs/terms.md lacks rows for {missing}"
+
+
+def test_the_status_strip_units_follow_the_viewers_language():
+    """assets/twin.js draws "t = 12.3 s" with these words: 秒 / 分钟 / 小时 on a Chinese screen."""
+    import flask
+
+    from twin.ui.live import status_text
+    app = flask.Flask("units")
+    for lang, words in (("zh", ("秒", "分钟", "小时")), ("en", ("s", "min", "h"))):
+        with app.test_request_context(f"/?lang={lang}"):
+            t = status_text()
+            assert (t["s"], t["min"], t["h"]) == words

@@ -25,7 +25,7 @@ from dash import Input, Output, State, dcc, no_update
 from twin import session as S
 
 from . import eventtext, figures, guard
-from .lang import _
+from .lang import _, unit
 
 ACTIONS_SHOWN = 8
 TICK_MS = 1000          # the app's one clock: how often a browser asks whether its twin moved
@@ -82,7 +82,8 @@ def status_text() -> dict:
                           "\u201cScenario & twin\u201d, or open a private sandbox to experiment."),
             "traceLoad": _("This scenario replays a trace with its own arrival times: load is set by the trace "
                            "(pick a synthetic scenario such as bursty-chat to change it)"),
-            "loadTitle": _("Offered load as a fraction of the deployment's capacity")}
+            "loadTitle": _("Offered load as a fraction of the deployment's capacity"),
+            "s": unit("s"), "min": unit("min"), "h": _("h")}
 
 
 @dataclass

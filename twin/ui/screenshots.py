@@ -31,13 +31,15 @@ DEMO_SHOT_AT_S = 300.0   # sim time of the failures shot: the demos strike at 12
 
 
 def _sim_time(pg) -> float:
-    """Sim seconds from the status strip ("t = 12.3 s", "t = 4:10 min", "t = 1:02:03 h")."""
-    m = re.search(r"t = ([\d.:]+)\s*(s|min|h)", pg.inner_text("#ctl-status-time"))
+    """Sim seconds from the status strip ("t = 12.3 s", "t = 4:10 min", "t = 1:02:03 h", or the same
+    with the units in the viewer's language): the colons say which."""
+    m = re.search(r"t = ([\d.:]+)", pg.inner_text("#ctl-status-time"))
     if not m:
         return 0.0
-    parts = [float(x) for x in m.group(1).split(":")]
-    return {"s": lambda: parts[0], "min": lambda: parts[0] * 60 + parts[1],
-            "h": lambda: parts[0] * 3600 + parts[1] * 60 + parts[2]}[m.group(2)]()
+    seconds = 0.0
+    for part in m.group(1).split(":"):
+        seconds = seconds * 60 + float(part)
+    return seconds
 
 
 def _replay_demo(pg, base: str, demo: str) -> None:
