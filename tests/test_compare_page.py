@@ -52,9 +52,9 @@ def test_the_workload_and_the_price_and_power_inputs_are_on_the_page(cmp, data):
 def test_the_sentence_of_what_the_numbers_support_follows_the_data(cmp, data):
     said = cmp.what_it_supports(data)
     assert said.startswith("On one cost basis (TCO: capex over the service life plus power at one boundary x PUE) "
-                           "gb200-nvl72-r1 costs least per million output tokens ($0.0412 against $0.0813 on "
+                           "gb200-nvl72-r1 costs least per million output tokens ($0.0462 against $0.0813 on "
                            "hgx-b200-r1)")
-    assert "hgx-b200-r1 $1.87, capex an assumption: at $0.95 hgx-b200-r1 would tie" in said
+    assert "hgx-b200-r1 $1.87, capex an assumption: at $1.06 hgx-b200-r1 would tie" in said
     assert said.endswith("where gb200-nvl72-r1 leads per chip and gb200-nvl72-r1 per kW; on rental prices "
                          "cloudmatrix-infer-paper is cheapest.")
     cheaper = copy.deepcopy(data)

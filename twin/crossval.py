@@ -125,8 +125,9 @@ def band(kind: str, deployment: str, phase: str) -> dict:
     interpolation, the roofline scaled to a table's edge the worst edge prediction, the paper's UB
     kernels the refit of ref 4's table. decode / prefill: the paper's deployment (calibration) and
     every other supernode deployment use the worst left-out CloudMatrix serving source of that
-    phase; the two profiled GPU deployments (validation) and every other GPU deployment
-    (prediction) the worst GPU validation row of that phase.
+    phase; DeepSeek's profile (calibration: the overlap's stretch is fitted to it), SGLang's
+    deployment (validation) and every other GPU deployment (prediction) the worst GPU validation
+    row of that phase.
     """
     cv = stored()
     if kind == "alltoall":
@@ -153,9 +154,13 @@ def band(kind: str, deployment: str, phase: str) -> dict:
         label = "calibration" if deployment == PAPER else "prediction"
         basis = f"CloudMatrix {phase} rows left out of the refit"
     else:
-        label = "validation" if deployment in {v["deployment"] for v in cv["validation"]} else "prediction"
+        overlap = {t.deployment for t in TARGETS if t.group == "sm_overlap"}
+        label = ("calibration" if deployment in overlap else "validation"
+                 if deployment in {v["deployment"] for v in cv["validation"]} else "prediction")
         errs = [v["error_pct"] for v in cv["validation"] if label == "prediction" or phase in v["row"]]
         basis = (f"GPU {phase} validation rows (nothing fitted to them)" if label == "validation" else
+                 f"GPU {phase} validation rows (the overlap's stretch was fitted to this deployment)"
+                 if label == "calibration" else
                  "every Hopper validation row; another chip's kernel efficiencies are assumed, so "
                  "the band does not cover that assumption")
     return {"label": label, "band_pct": _worst(errs), "band_basis": basis}
