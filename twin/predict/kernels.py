@@ -209,8 +209,23 @@ def compute_tables(path: Path = PATH) -> tuple[ComputeTable, ...]:
     return tuple(out)
 
 
-def shape(chip: str, kind: str, layout: str, m: float, n: int = 0, k: int = 0) -> ShapeHit:
-    """A compute kernel's rate at this shape from its table, or why the roofline applies."""
+def roof_rows(rows: tuple[ShapeRow, ...], roof) -> tuple[ShapeRow, ...]:
+    """The rows with `tflops` replaced by each row's time over the roofline's (`roof(m)`, seconds of
+    one M x N x K GEMM): interpolating that ratio in log2 M follows the roofline's turn from
+    weight-bound to compute-bound between rows far apart in M (64 to 4,096)."""
+    return tuple(ShapeRow(r.m, r.n, r.k, 2 * r.m * r.n * r.k / (r.tflops * 1e12) / roof(r.m)) for r in rows)
+
+
+def gemm_rate(rows: tuple[ShapeRow, ...], m: float, roof) -> float:
+    """TFLOPS at `m` between GEMM rows: the roofline's time at m times the interpolated ratio."""
+    n, k = rows[0].n, rows[0].k
+    return 2 * m * n * k / (roof(m) * interpolate(roof_rows(rows, roof), m)) / 1e12
+
+
+def shape(chip: str, kind: str, layout: str, m: float, n: int = 0, k: int = 0,
+          roof=None) -> ShapeHit:
+    """A compute kernel's rate at this shape from its table, or why the roofline applies. GEMM rows
+    are interpolated through the roofline `roof` when given (gemm_rate), attention rows by rate."""
     what = f"{kind} {layout}" if kind == "gemm" else f"{layout} attention"
     mine = [t for t in compute_tables() if (t.kind, t.layout) == (kind, layout) and chip in t.chips]
     if not mine:
@@ -222,7 +237,8 @@ def shape(chip: str, kind: str, layout: str, m: float, n: int = 0, k: int = 0) -
     tag = "M" if kind == "gemm" else "length"
     if rows[0].m <= m <= rows[-1].m:
         exact = any(r.m == m for r in rows)
-        return ShapeHit(interpolate(rows, m), None,
+        rate = gemm_rate(rows, m, roof) if roof and kind == "gemm" else interpolate(rows, m)
+        return ShapeHit(rate, None,
                         f"table: {t.name}, {'row' if exact else 'interpolated'} ({tag} {m:.0f})")
     edge = rows[0] if m < rows[0].m else rows[-1]
     return ShapeHit(None, edge, f"roofline scaled to table {t.name} at {tag} {edge.m:g} "

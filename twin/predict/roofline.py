@@ -1,8 +1,10 @@
 """Operator-level (roofline) latency model: how long a prefill batch and a decode step take.
 
 Each operator is bounded by compute (FLOPs over peak x efficiency) or HBM (bytes over bandwidth x
-efficiency); the MoE all-to-all comes from the fabric's model (comm.py: UB, or NVLink + RDMA with
-DeepEP's kernels); how compute and communication overlap is the accelerator's named strategy
+efficiency), unless a kernel table by shape (kernels.toml: GEMMs by M x N x K, prefill attention by
+length, all-to-all by EP) holds a measured rate for it; every step reports which (`sources`). The
+MoE all-to-all comes from the fabric's model (comm.py: UB, or NVLink + RDMA with DeepEP's
+kernels); how compute and communication overlap is the accelerator's named strategy
 (execution.py); EMS loads are physical (ems.py). Network health enters through NetState, so a
 failed optical link slows dispatch and combine. Constants: twin/catalog/perf.toml (each sourced
 or labelled there). Over 400 lines because decode and prefill share every private operator cost;
@@ -74,7 +76,8 @@ class PerfModel(TimePredictor):
                                      grouped)
         if precision != "fp8":
             return roof(m), f"roofline: no {precision} GEMM table"
-        hit = kernels.shape(self.system.accelerator, "gemm", layout, m, n, k)
+        hit = kernels.shape(self.system.accelerator, "gemm", layout, m, n, k,
+                            roof=lambda mm: roof(mm) * frac / groups)
         if hit.tflops:
             return 2 * groups * m * n * k / (hit.tflops * 1e12 * frac), hit.source
         if hit.edge:
