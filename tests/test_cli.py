@@ -82,7 +82,7 @@ def test_perf_text_output():
 def test_validate_json():
     code, out, err = cli("validate", "--json")
     d = json.loads(out)
-    assert isinstance(d["targets"], list) and len(d["targets"]) == 47
+    assert isinstance(d["targets"], list) and len(d["targets"]) == 59 + 4   # calibration + validation
     for t in d["targets"]:
         assert {"name", "kind", "target", "twin", "error_pct", "tolerance_pct", "pass"} <= set(t)
         assert t["pass"] == (abs(t["error_pct"]) <= t["tolerance_pct"])
@@ -284,18 +284,25 @@ def _strict(text: str):
 
 
 @pytest.mark.parametrize("args", [
-    ("perf", "decode", "--batch", "8192", "--kv", "2000000"),
     ("perf", "decode", "--batch", "1e-9", "--prompt", "1", "--output", "1"),
-    ("perf", "decode", "--batch", "1", "--prompt", "1000000", "--output", "1000000"),
     ("perf", "prefill", "--prompt", "1000000", "--tokens-per-npu", "1"),
     ("perf", "prefill", "--prompt", "1", "--tokens-per-npu", "1048576", "--reuse", "0.999999"),
-    ("perf", "decode", "--deployment", "qwen3-235b-cloudmatrix", "--no-mtp", "--batch", "8192"),
 ])
 def test_perf_at_the_bounds_prints_strict_json(args):
     code, out, err = cli(*args, "--json")
     assert code == 0, err
     d = _strict(out)
     assert d["step_time_ms"] > 0 and d["tokens_per_s_per_npu"] >= 0
+
+
+@pytest.mark.parametrize("args", [
+    ("perf", "decode", "--batch", "8192", "--kv", "2000000"),
+    ("perf", "decode", "--batch", "1", "--prompt", "1000000", "--output", "1000000"),
+    ("perf", "decode", "--deployment", "qwen3-235b-cloudmatrix", "--no-mtp", "--batch", "8192"),
+])
+def test_perf_at_the_bounds_refuses_a_batch_whose_kv_does_not_fit(args):
+    code, out, err = cli(*args, "--json")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "fits at most" in err
 
 
 def test_strict_json_refuses_a_non_finite_value_by_name():
