@@ -188,3 +188,6 @@ def test_perf_decode_prints_its_kernel_sources(capsys):
     assert main(["perf", "decode", "--deployment", H800, "--batch", "128", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["kernel_sources"]["experts"].startswith("table: DeepGEMM grouped masked")
+    assert main(["perf", "decode", "--deployment", H800, "--batch", "128"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("experts"))
+    assert line.endswith("table: DeepGEMM grouped masked, interpolated (M 477)")   # default EPLB: busiest GPU

@@ -30,8 +30,9 @@ def _print(obj, as_json: bool, text) -> None:
 def _text_step(d: dict) -> None:
     head = {k: v for k, v in d.items() if not isinstance(v, dict)}
     print("  ".join(f"{k}={v}" for k, v in head.items()))
+    src = d.get("kernel_sources", {})
     for name, ms in d["breakdown"].items():
-        print(f"  {name:<18} {ms:10.3f} ms")
+        print(f"  {name:<18} {ms:10.3f} ms" + (f"   {src[name]}" if name in src else ""))
 
 
 def cmd_perf(a) -> int:
