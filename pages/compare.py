@@ -50,6 +50,14 @@ def curves_figure(d: dict) -> dict:
                  range=[0, 2 * d["tpot_slo_ms"]])
     fig["layout"]["shapes"] = [{"type": "line", "x0": d["tpot_slo_ms"], "x1": d["tpot_slo_ms"], "y0": 0, "y1": 1,
                                 "yref": "paper", "line": {"color": T.RED, "dash": "dash"}}]
+    for i, s in enumerate(d["systems"]):     # each operating point with its band and label
+        b = s["bands"]["tokens_per_s_per_chip"]
+        fig["data"].append({"type": "scatter", "mode": "markers", "x": [s["tpot_ms"]],
+                            "y": [s["tokens_per_s_per_chip"]], "showlegend": False,
+                            "marker": {"color": PALETTE[i % len(PALETTE)], "size": 11, "symbol": "diamond"},
+                            "error_y": error_bars([s["tokens_per_s_per_chip"]], [b]),
+                            "text": [band_text(b)], "hovertemplate": "%{y:.0f} " + _("tok/s per chip")
+                            + " (%{text})<extra>" + s["deployment"] + "</extra>"})
     return fig
 
 
@@ -73,10 +81,13 @@ def bars_figure(d: dict) -> dict:
     for i, (m, label, better) in enumerate(METRICS, 1):
         n = "" if i == 1 else str(i)             # Plotly names the first axes x and y
         top = 1 - (i - 1) * (height + gap)
+        bands = [s["bands"][m] for s in d["systems"]]
         bars.append({"type": "bar", "orientation": "h", "name": _(label), "y": names, "x": [s[m] for s in d["systems"]],
                      "xaxis": f"x{n}", "yaxis": f"y{n}", "marker": {"color": PALETTE[i - 1]},
-                     "text": [C.fmt(s[m]) for s in d["systems"]], "textposition": "auto",
-                     "hovertemplate": "%{y}: %{x}<extra>" + _(label) + "</extra>"})
+                     "error_x": error_bars([s[m] for s in d["systems"]], bands),
+                     "text": [f"{C.fmt(s[m])} {band_text(b)}" for s, b in zip(d["systems"], bands)],
+                     "textposition": "auto",
+                     "hovertemplate": "%{y}: %{text}<extra>" + _(label) + "</extra>"})
         lay[f"xaxis{n}"] = {"anchor": f"y{n}", "gridcolor": T.GRID, "rangemode": "tozero", "automargin": True}
         lay[f"yaxis{n}"] = {"anchor": f"x{n}", "domain": [top - height, top], "automargin": True,
                             "autorange": "reversed", "gridcolor": T.GRID}
@@ -84,6 +95,18 @@ def bars_figure(d: dict) -> dict:
                       "y": top, "yref": "paper", "yanchor": "bottom", "showarrow": False, "font": {"size": 12}})
     lay["annotations"] = notes
     return {"data": bars, "layout": lay}
+
+
+def error_bars(values: list, bands: list[dict]) -> dict:
+    """Plotly error bars of +-band_pct% around each figure (leave-one-source-out cross-validation)."""
+    return {"type": "data", "visible": True, "color": T.TEXT,
+            "array": [(v or 0) * (b["band_pct"] or 0) / 100 for v, b in zip(values, bands)]}
+
+
+def band_text(b: dict) -> str:
+    """"±3.2% · validation": a figure's band and its label, in the viewer's language."""
+    pct = "" if b["band_pct"] is None else f"±{b['band_pct']:g}% · "
+    return pct + _(b["label"])
 
 
 def what_it_supports(d: dict) -> str:
@@ -131,9 +154,11 @@ def inputs_table(d: dict) -> html.Div:
 
 
 def table(d: dict) -> html.Table:
-    head = [_("system"), _("batch/chip"), _("tok/s per chip"), _("TPOT ms"), _("all-to-all share"), _("$ / M tokens")]
+    head = [_("system"), _("batch/chip"), _("tok/s per chip"), _("band"), _("TPOT ms"), _("all-to-all share"),
+            _("$ / M tokens")]
     rows = [html.Tr([html.Td(s["deployment"]), html.Td(s["batch_per_chip"], className="num"),
                      html.Td(f"{s['tokens_per_s_per_chip']:,.0f}", className="num"),
+                     html.Td(band_text(s["bands"]["tokens_per_s_per_chip"])),
                      html.Td(C.fmt(s["tpot_ms"]), className="num"),
                      html.Td(f"{s['alltoall_share']:.0%}", className="num"),
                      html.Td(C.fmt(s["usd_per_million_tokens"]), className="num")]) for s in d["systems"]]

@@ -90,9 +90,9 @@ def layout(**_kwargs):
                                          "nothing. Tolerances are set per row before looking at results."), summary),
         html.Div(error, className="ctl-msg msg-error") if error else None,
         C.panel(calibration_table(val, f"{P}-validation"),
-                _("Validation: GPU serving throughputs, nothing fitted to them"), "model", extra=C.tag("paper")),
+                _("Validation: SGLang's H100 serving figures, nothing fitted to their source"), "model", extra=C.tag("paper")),
         C.panel(calibration_table(cal, f"{P}-table"),
-                _("Calibration: paper, DeepEP kernel tables and SGLang overlap gain vs twin"), "model",
+                _("Calibration: paper, kernel tables and DeepSeek's H800 profile (overlap stretch) vs twin"), "model",
                 extra=C.tag("paper")),
         C.panel(predictions_table(preds), _("Every deployment: per chip, per TFLOPS, per kW and cost per "
                                             "million tokens. \"prediction\": no published figure checks it (power "

@@ -82,7 +82,7 @@ def test_perf_text_output():
 def test_validate_json():
     code, out, err = cli("validate", "--json")
     d = json.loads(out)
-    assert isinstance(d["targets"], list) and len(d["targets"]) == 63   # 47 + 16 DeepEP-Ascend table rows
+    assert isinstance(d["targets"], list) and len(d["targets"]) == 59 + 4   # calibration + validation
     for t in d["targets"]:
         assert {"name", "kind", "target", "twin", "error_pct", "tolerance_pct", "pass"} <= set(t)
         assert t["pass"] == (abs(t["error_pct"]) <= t["tolerance_pct"])

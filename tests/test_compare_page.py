@@ -52,12 +52,32 @@ def test_the_workload_and_the_price_and_power_inputs_are_on_the_page(cmp, data):
 def test_the_sentence_of_what_the_numbers_support_follows_the_data(cmp, data):
     said = cmp.what_it_supports(data)
     assert said.startswith("On one cost basis (TCO: capex over the service life plus power at one boundary x PUE) "
-                           "gb200-nvl72-r1 costs least per million output tokens ($0.0412 against $0.0813 on "
+                           "gb200-nvl72-r1 costs least per million output tokens ($0.0462 against $0.0813 on "
                            "hgx-b200-r1)")
-    assert "hgx-b200-r1 $1.87, capex an assumption: at $0.95 hgx-b200-r1 would tie" in said
+    assert "hgx-b200-r1 $1.87, capex an assumption: at $1.06 hgx-b200-r1 would tie" in said
     assert said.endswith("where gb200-nvl72-r1 leads per chip and gb200-nvl72-r1 per kW; on rental prices "
                          "cloudmatrix-infer-paper is cheapest.")
     cheaper = copy.deepcopy(data)
     cm = next(s for s in cheaper["systems"] if s["deployment"] == "cloudmatrix-infer-paper")
     cm["usd_per_million_tokens"] = 0.01
     assert "PUE) cloudmatrix-infer-paper costs least" in cmp.what_it_supports(cheaper)
+
+
+def test_every_figure_is_drawn_with_its_band_and_label(cmp, data):
+    """Error bars of +-band% on every bar and operating point, the label beside the value."""
+    fig = cmp.bars_figure(data)
+    for bar, (m, *_rest) in zip(fig["data"], cmp.METRICS):
+        for s, err, text in zip(data["systems"], bar["error_x"]["array"], bar["text"]):
+            b = s["bands"][m]
+            assert err == pytest.approx(s[m] * b["band_pct"] / 100)
+            assert text.endswith(f"±{b['band_pct']:g}% · {b['label']}")
+    sglang = next(s for s in data["systems"] if s["deployment"] == "sglang-h100")
+    assert sglang["bands"]["tokens_per_s_per_tflops"]["label"] == "validation"
+    points = [t for t in cmp.curves_figure(data)["data"] if t["mode"] == "markers"]
+    assert len(points) == len(data["systems"])
+    for p, s in zip(points, data["systems"]):
+        b = s["bands"]["tokens_per_s_per_chip"]
+        assert p["error_y"]["array"] == [pytest.approx(s["tokens_per_s_per_chip"] * b["band_pct"] / 100)]
+    assert cmp.band_text({"band_pct": 3.2, "label": "prediction"}) == "±3.2% · prediction"
+    assert cmp.band_text({"band_pct": None, "label": "calibration"}) == "calibration"
+    assert "±" in _text(cmp.table(data))

@@ -10,6 +10,7 @@ from twin.config import CATALOG_DIR, Catalog, CatalogError, catalog
 
 DEPLOYMENTS = {"cloudmatrix-infer-paper", "cloudmatrix-infer-384", "deepseek-h800", "sglang-h100",
                "qwen3-235b-cloudmatrix", "cloudmatrix-infer-48", "deepseek-h800-profile", "gb200-nvl72-r1",
+               "gb200-nvl72-r1-fp4",
                "hgx-b200-r1", "cloudmatrix-pooled"}
 
 
@@ -259,7 +260,7 @@ def test_new_systems_and_their_cited_facts():
     assert cat.chip("h800").execution == "sm-overlap" and cat.chip("h800").sms == 132
     assert cat.system("cloudmatrix384").chip_power_kw == pytest.approx(559 / 384, abs=1e-3)
     assert cat.system("gpu-cluster-h800").usd_per_chip_hour == 2.0              # ref G 2
-    for name in ("gb200-nvl72-r1", "hgx-b200-r1"):
+    for name in ("gb200-nvl72-r1", "gb200-nvl72-r1-fp4", "hgx-b200-r1"):
         assert cat.deployment(name).prediction
 
 

@@ -29,8 +29,12 @@ def test_table_rows_left_out_match_the_stored_file():
 def test_bands_and_labels():
     assert crossval.band("decode", "cloudmatrix-infer-paper", "decode")["label"] == "calibration"
     assert crossval.band("prefill", "sglang-h100", "prefill") == {
-        "label": "validation", "band_pct": 8.1,
+        "label": "validation", "band_pct": 3.2,
         "band_basis": "GPU prefill validation rows (nothing fitted to them)"}
+    # DeepSeek's profile calibrates the overlap's stretch: labelled calibration, banded by SGLang's rows
+    assert crossval.band("decode", "deepseek-h800-profile", "decode") == {
+        "label": "calibration", "band_pct": 1.0,
+        "band_basis": "GPU decode validation rows (the overlap's stretch was fitted to this deployment)"}
     assert crossval.band("decode", "gb200-nvl72-r1", "decode")["label"] == "prediction"
     row = crossval.band("alltoall", "cloudmatrix-infer-paper", "table: DeepEP-Ascend normal, row (EP8)")
     assert row == {"label": "calibration", "band_pct": 0.0, "band_basis": "kernel table, leave one row out"}
@@ -45,3 +49,11 @@ def test_perf_prints_a_band(argv, capsys):
     keys = [k for k in d if k.endswith("band_pct")]
     assert keys and all(isinstance(d[k], float) for k in keys)
     assert all(d[k.replace("band_pct", "label")] in ("calibration", "validation", "prediction") for k in keys)
+
+
+def test_compute_table_rows_left_out():
+    rows = {(r["table"], r["n"], r["k"], r["m"]): r["error_pct"] for r in crossval.compute_rows()}
+    assert rows[("DeepGEMM dense", 7168, 16384, 128)] == pytest.approx(3.36, abs=0.01)
+    assert rows[("DeepGEMM grouped masked", 7168, 2048, 512)] == pytest.approx(3.0, abs=0.01)
+    assert rows[("FlashAttention-3 forward (prefill)", 0, 0, 4096)] == pytest.approx(-0.06, abs=0.01)
+    assert len(rows) == 12 and crossval.stored()["compute_tables"] == crossval.compute_rows()

@@ -97,3 +97,97 @@ def test_perf_refuses_a_batch_whose_kv_does_not_fit(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "fits at most 1033 sequences per chip" in err
     assert main(["perf", "decode", "--deployment", "gb200-nvl72-r1", "--batch", "1033", "--kv", "2048"]) == 0
+
+
+# ---- compute kernels by shape (DeepGEMM, prefill attention) ------------------------------------
+H800 = "deepseek-h800-profile"
+
+
+@pytest.fixture(scope="module")
+def h800() -> PerfModel:
+    return PerfModel(H800)
+
+
+def test_gemm_rows_reproduced(h800):
+    # DeepGEMM README: masked 4 groups x M 256, N 4096, K 7168 at 932 TFLOPS; dense M 128 2112x7168 at 352
+    sec, src = h800.gemm("masked", 4, 256, 4096, 7168, "fp8")
+    assert sec == pytest.approx(2 * 4 * 256 * 4096 * 7168 / 932e12) and src == "table: DeepGEMM grouped masked, row (M 256)"
+    assert h800.gemm("dense", 1, 128, 2112, 7168, "fp8")[0] == pytest.approx(2 * 128 * 2112 * 7168 / 352e12)
+    assert h800.gemm("contiguous", 8, 4096, 7168, 2048, "fp8")[0] == pytest.approx(2 * 8 * 4096 * 7168 * 2048 / 1093e12)
+
+
+def test_gemm_interpolates_its_roofline_ratio_in_log2_m(h800):
+    m = 362.0                       # between the masked rows at 256 (815) and 512 (916)
+
+    def roof(mm):                   # the predictor's roofline of one 7,168 x 2,048 GEMM
+        return h800.gemm_seconds(2 * mm * 7168 * 2048, 7168 * 2048 * 1.0, 1.0, "fp8", True)
+    lo, hi = (2 * r * 7168 * 2048 / (tf * 1e12) / roof(r) for r, tf in ((256, 815), (512, 916)))
+    ratio = lo + math.log2(m / 256) * (hi - lo)
+    sec, src = h800.gemm("masked", 2, m, 7168, 2048, "fp8", 1.0, True)   # grouped, as expert_gemms
+    assert sec == pytest.approx(2 * roof(m) * ratio)
+    assert src == "table: DeepGEMM grouped masked, interpolated (M 362)"
+    # across the wide gap of the dense table (M 64 to 4,096) the ratio follows the roofline's turn
+    # from weight-bound to compute-bound: M 128 of 7,168 x 16,384 left out is predicted at +3.4%
+    # where interpolating the rate itself gives -21.5% (crossval.compute_rows)
+
+
+def test_gemm_outside_the_rows_is_the_roofline_scaled_to_the_edge(h800):
+    sec, src = h800.gemm("masked", 2, 100, 4096, 7168, "fp8")
+    edge = 2 * 2 * 256 * 4096 * 7168 / 932e12
+
+    def roof(m):
+        return h800.gemm_seconds(2 * 2 * m * 4096 * 7168, 2 * 4096 * 7168 * 1.0, 1.0, "fp8", True)
+    assert sec == pytest.approx(edge * roof(100) / roof(256))
+    assert src == "roofline scaled to table DeepGEMM grouped masked at M 256 (outside M 256-1024)"
+    # no table: another precision, another chip, a shape no row has
+    assert h800.gemm("masked", 2, 256, 4096, 7168, "bf16")[1] == "roofline: no bf16 GEMM table"
+    assert PerfModel("gb200-nvl72-r1").gemm("masked", 2, 256, 4096, 7168, "fp8")[1] == \
+        "roofline: no gemm masked table on gb200"
+    assert h800.gemm("dense", 1, 128, 36864, 7168, "fp8")[1] == "roofline: no gemm dense row of shape 36864x7168"
+
+
+def test_decode_experts_use_the_masked_layout_and_prefill_the_contiguous(h800):
+    # batch 128 in two microbatches of 64, top-8 over 128 GPUs with 2 experts each: 256 tokens per expert
+    dec = h800.decode_step(128, 4096, balance="perfect")
+    assert dec.sources["experts"] == "table: DeepGEMM grouped masked, row (M 256)"
+    pre = h800.prefill_batch(4096, balance="perfect")
+    # prefill: 8,192 tokens per microbatch x top-8 over 9 expert slots per GPU = 7,282 per expert
+    assert pre.sources["experts"] == "table: DeepGEMM grouped contiguous, interpolated (M 7282)"
+    assert pre.sources["attention"] == "table: FlashAttention-3 forward (prefill), row (length 4096)"
+    assert dec.sources["attention"] == "roofline: no decode attention table by batch x context"
+    assert dec.sources["dispatch"] == "roofline scaled to table DeepEP low-latency (H800) at EP128 (outside table DeepEP low-latency (H800) (128 tokens per rank, EP8-256))"
+
+
+def test_prefill_attention_rate_from_its_table(h800):
+    flops = 1e15
+    sec, src = h800._attention(flops, 0.0, 1.0, seq=3000)
+    rate = 565.544 + math.log2(3000 / 2048) * (590.233 - 565.544)
+    assert sec == pytest.approx(flops / (rate * 1e12))
+    assert h800._attention(flops, 0.0, 1.0, seq=32768)[0] == pytest.approx(flops / 620.73e12)
+
+
+def test_ascend_keeps_the_roofline_for_compute(pm):
+    r = pm.decode_step(96, 4096)
+    assert r.sources["experts"] == "roofline: no int8 GEMM table"
+    assert r.sources["mla_proj"] == "roofline: no int8 GEMM table"
+
+
+def test_bad_compute_table_is_refused(tmp_path):
+    bad = tmp_path / "k.toml"
+    bad.write_text('[[gemm]]\nname="x"\nlayout="sparse"\nchips=["h800"]\nsource="s"\n'
+                   'rows=[{m=1, n=1, k=1, tflops=1}]\n')
+    with pytest.raises(ValueError, match="layout = 'sparse': allowed dense, contiguous, masked"):
+        kernels.compute_tables(bad)
+    bad.write_text(bad.read_text().replace('"sparse"', '"dense"').replace("tflops=1", "tflops=0"))
+    with pytest.raises(ValueError, match=r"\[\[gemm\]\] #1: row .*needs m \(or seq\) > 0 and tflops > 0"):
+        kernels.compute_tables(bad)
+
+
+def test_perf_decode_prints_its_kernel_sources(capsys):
+    from twin.__main__ import main
+    assert main(["perf", "decode", "--deployment", H800, "--batch", "128", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["kernel_sources"]["experts"].startswith("table: DeepGEMM grouped masked")
+    assert main(["perf", "decode", "--deployment", H800, "--batch", "128"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("experts"))
+    assert line.endswith("table: DeepGEMM grouped masked, interpolated (M 477)")   # default EPLB: busiest GPU

@@ -24,7 +24,7 @@ def validate_rows() -> dict:
 def test_targets_are_the_reference_rows():
     cal = [t for t in TARGETS if t.kind == "calibration"]
     val = [t for t in TARGETS if t.kind == "validation"]
-    assert len(cal) == 21 + 20 + 16 + 1 and len(val) == 5
+    assert len(cal) == 21 + 20 + 16 + 2 and len(val) == 4
     by = {t.name: t.target for t in TARGETS}
     assert by["prefill tokens/s per NPU (4K, default balance)"] == 5655
     assert by["prefill tokens/s per NPU (4K, perfect balance)"] == 6688
@@ -36,7 +36,8 @@ def test_targets_are_the_reference_rows():
     assert by["UB dispatch us (EP64, 128 tokens/rank)"] == 141
     assert by["UB combine us (EP256, 128 tokens/rank)"] == 149
     # gpu-clusters.md section 1 (validation) and section 3 (DeepEP kernel tables, calibration)
-    assert [t.target for t in val] == [7839, 2325, 6288, 7417, 2172]
+    assert [t.target for t in val] == [1.31, 6288, 7417, 2172]
+    assert by["DeepSeek H800 prefill tok/s per GPU (4K, 16K/GPU, balanced)"] == 7839
     assert by["DeepEP normal dispatch GB/s (EP32, 4,096 tokens)"] == 58
     assert by["DeepEP low-latency combine us (EP128, 128 tokens)"] == 369
 
@@ -241,11 +242,12 @@ def test_gpu_deployments_compute_with_fp8(name):
 
 def test_rdma_dispatch_is_slower_than_ub_at_the_papers_setting(pm):
     # ref 4: at 128 tokens per rank DeepEP over RDMA takes 163-194 us (dispatch) and 318-369 us
-    # (combine) at EP 32-256, against UB's 133-152 and 146-150
+    # (combine) at EP 32-256, against UB's 133-152 and 146-150; the H800 cluster reads DeepEP's own
+    # low-latency table (ref G 3: combine 273 us at EP32)
     h800 = PerfModel("deepseek-h800")
     for ep in (32, 64, 128, 256):
         assert 150 <= h800.dispatch_us(ep, 128) <= 210 and h800.dispatch_us(ep, 128) > pm.dispatch_us(ep)
-        assert 280 <= h800.combine_us(ep, 128) <= 370 and h800.combine_us(ep, 128) > pm.combine_us(ep)
+        assert 270 <= h800.combine_us(ep, 128) <= 370 and h800.combine_us(ep, 128) > pm.combine_us(ep)
     assert with_net(h800, rdma=0.5).dispatch_us(64) > h800.dispatch_us(64)
 
 
@@ -329,10 +331,16 @@ def test_deepep_normal_kernel_crosses_rdma_once_per_remote_node():
 def test_low_latency_time_is_fixed_plus_remote_messages_over_rdma():
     h800 = PerfModel("deepseek-h800")
     k = h800.k["nvlink_rdma"]
-    t = h800.a2a_seconds(128, 128, 7680, kernel="low-latency")
+    t = h800._a2a_roofline(128, 128, 7680, 1, False, "low-latency")   # the roofline itself
     remote = 128 * 8 * 7680 * (128 - 8) / 128
     assert t == pytest.approx(k["ll_fixed_us"] * 1e-6 + remote / (50e9 * k["rdma_efficiency"])
                               + 3e-6, rel=1e-12)
+    # at a shape DeepEP's table holds, the predictor reads the table (ref G 3: 192 us at EP128)
+    sec, src = h800.a2a(128, 128, 7680, kernel="low-latency")
+    assert sec == pytest.approx(192e-6) and src == "table: DeepEP low-latency (H800), row (EP128, 128 tokens per rank)"
+    # between rows: linear in log2 EP (EP96 between 173 and 192 us)
+    w = math.log2(96 / 64)
+    assert h800.a2a(96, 128, 7680, kernel="low-latency")[0] == pytest.approx((173 + w * (192 - 173)) * 1e-6)
 
 
 def test_gpu_decode_uses_every_sm_and_fuses_softmax():
@@ -347,12 +355,45 @@ def test_gpu_decode_uses_every_sm_and_fuses_softmax():
         sm_share(132, 132)
 
 
-def test_sm_overlap_realises_its_efficiency_of_the_ideal_saving():
-    from twin.predict.execution import Pieces, paired_phases, sm_overlap
-    p = Pieces(a=4.0, d=2.0, e=3.0, c=5.0)
-    assert paired_phases(p) == 5 + 4 + 3 + 5
-    assert sm_overlap(p, p, 1.0) == 17 and sm_overlap(p, p, 0.0) == 28
-    assert sm_overlap(p, p, 0.5) == pytest.approx(22.5)
+def test_sm_overlap_from_shared_resources():
+    from twin.predict.execution import Pieces, corun, sequential, sm_overlap
+    p = Pieces(a=4.0, d=3.0, e=2.0, c=5.0)
+    # nothing shared: each phase lasts its longer side, (a|c) (a|d) (e|d) (e|c)
+    assert sm_overlap(p, 1.0, 0.0) == 5 + 4 + 3 + 5
+    # compute at half speed while the wire is busy: (4|5) 4 + 5 x 0.5; (4|3) 4 + 1.5; (2|3) 2 + 1.5;
+    # (2|5) is hidden (2 <= 2.5)
+    assert sm_overlap(p, 1.0, 1.0) == pytest.approx(6.5 + 5.5 + 3.5 + 5)
+    # half the SMs held by communication is the same rate as a stretch of 1
+    assert sm_overlap(p, 0.5, 0.0) == pytest.approx(sm_overlap(p, 1.0, 1.0))
+    # no progress beside communication: the two microbatches run one after the other
+    assert sm_overlap(p, 1.0, 1e12) == pytest.approx(sequential(p, 2))
+    # the part of a kernel on the SMs runs between compute, only its wire time overlaps
+    assert corun(4.0, 3.0, 1.0, 0.5) == pytest.approx(1 + 4 + 2 * 0.5)
+    assert corun(0.5, 3.0, 1.0, 0.5) == 3.0
+    with_sm = Pieces(a=4.0, d=3.0, e=2.0, c=5.0, d_sm=1.0)
+    assert sm_overlap(with_sm, 1.0, 1.0) > sm_overlap(p, 1.0, 1.0)
+
+
+def test_low_latency_kernels_run_their_copies_on_the_sms():
+    h800 = PerfModel("deepseek-h800-profile")
+    m = h800.model
+    d_sm, c_sm = h800.comm_sm_seconds("decode", 64)        # decode holds 0 SMs (ref G 2)
+    hbm = h800.chip.hbm_gbps * 1e9 * h800.chip.mem_eff
+    assert d_sm == pytest.approx(64 * (1 + 3 * m.top_k) * m.dispatch_bytes_per_token / hbm)
+    assert c_sm == pytest.approx(64 * (1 + 3 * m.top_k) * m.combine_bytes_per_token / hbm)
+    assert h800.comm_sm_seconds("prefill", 8192) == (0.0, 0.0)   # 24 SMs of its own
+    assert PerfModel(PAPER).comm_sm_seconds("decode", 64) == (0.0, 0.0)
+
+
+def test_overlap_constant_is_fitted_to_no_sglang_row():
+    """The GPU validation is independent: the overlap's constant is fitted to DeepSeek's profile,
+    and no calibration row comes from SGLang's blog, whose rows validate it."""
+    from twin.calibrate import GROUPS
+    assert GROUPS["sm_overlap"] == [("sm_overlap", "corun_stretch", 0.0, 3.0)]
+    fitted = {t.source for t in TARGETS if t.group == "sm_overlap"}
+    assert fitted == {"ref G 1 DeepSeek profile"}
+    assert not any("SGLang" in t.source for t in TARGETS if t.kind == "calibration")
+    assert {t.deployment for t in TARGETS if t.kind == "validation"} == {"sglang-h100"}
 
 
 def test_ascend_keeps_its_two_stream_pipeline(pm):
@@ -496,3 +537,45 @@ def test_normal_kernel_nic_is_capped_by_its_peer_connections():
     assert f.rdma_rate(Traffic(16, 4096, 1000, 8), "normal", k) == pytest.approx(20e9)
     assert f.rdma_rate(Traffic(32, 4096, 1000, 8), "normal", k) == pytest.approx(40e9)   # 3 peers
     assert f.rdma_rate(Traffic(16, 128, 1000, 8), "low-latency", k) == pytest.approx(40e9)
+
+
+# ---- precisions and conditions as the sources ran them ----------------------------------------
+def test_fp4_weights_and_fp8_kv_are_expressible():
+    from twin.predict.memory import BYTES_PER_PARAM
+    assert BYTES_PER_PARAM["nvfp4"] == 0.5 + 1 / 16 and BYTES_PER_PARAM["mxfp4"] == 0.5 + 1 / 32
+    fp8, fp4 = PerfModel("gb200-nvl72-r1"), PerfModel("gb200-nvl72-r1-fp4")
+    assert (fp4.dep.moe_precision, fp4.dep.attention_dtype, fp4.dep.kv_dtype_bytes) == ("nvfp4", "fp8", 1)
+    # experts stored at 0.5625 B per weight, attention weights still FP8
+    e8, e4 = fp8.weight_parts_per_die("decode"), fp4.weight_parts_per_die("decode")
+    assert e4["experts"] == pytest.approx(e8["experts"] * 0.5625) and e4["attention"] == e8["attention"]
+    # FP8 KV: half the bytes per token, more sequences fit
+    assert fp4.kv_bytes_per_token() == fp8.kv_bytes_per_token() / 2
+    assert fp4.max_batch_per_die(4096) > 2 * fp8.max_batch_per_die(4096)
+    # experts on FP4 tensor cores (10 PFLOPS dense per GPU), FP8 attention math on FP8 peak
+    d4, d8 = fp4.decode_step(128, 4096), fp8.decode_step(128, 4096)
+    assert d4.breakdown["experts"] < d8.breakdown["experts"] and d4.sources["experts"] == "roofline: no nvfp4 GEMM table"
+    flops = 1e15
+    assert fp4._attention(flops, 0.0, 1.0)[0] == pytest.approx(
+        flops / (5000e12 * fp4.chip.mla_compute_eff))
+    assert fp8._attention(flops, 0.0, 1.0)[0] == pytest.approx(
+        flops / (2500e12 * fp8.chip.mla_compute_eff))
+    # a whole-model override applies to the experts too
+    assert fp4.decode_step(128, 4096, precision="fp8").breakdown["experts"] == pytest.approx(
+        PerfModel("gb200-nvl72-r1-fp4").decode_step(128, 4096, precision="fp8").breakdown["experts"])
+
+
+def test_fp4_on_hopper_is_refused():
+    with pytest.raises(ValueError, match=r"precision = 'nvfp4': h800 has no nvfp4 \(allowed: int8, bf16, fp8\)"):
+        PerfModel("deepseek-h800").decode_step(128, 4096, precision="nvfp4")
+    from twin.config import CatalogError, catalog, check_deployment
+    cat = catalog()
+    dep = cat.deployment("deepseek-h800").model_copy(update={"moe_precision": "nvfp4"})
+    with pytest.raises(CatalogError, match=r"moe_precision = 'nvfp4': h800 has no such data type"):
+        check_deployment(cat, "deepseek-h800", dep)
+
+
+def test_gb200_decode_runs_without_two_batch_overlap():
+    for name in ("gb200-nvl72-r1", "gb200-nvl72-r1-fp4"):
+        pm = PerfModel(name)
+        assert pm.dep.decode.microbatch is False and pm.decode_step(128, 4096).microbatches == 1
+        assert (pm.dep.prefill.dies_per_instance, pm.dep.prefill.ep) == (8, 8)   # 2 trays, EP8

@@ -30,8 +30,9 @@ def _print(obj, as_json: bool, text) -> None:
 def _text_step(d: dict) -> None:
     head = {k: v for k, v in d.items() if not isinstance(v, dict)}
     print("  ".join(f"{k}={v}" for k, v in head.items()))
+    src = d.get("kernel_sources", {})
     for name, ms in d["breakdown"].items():
-        print(f"  {name:<18} {ms:10.3f} ms")
+        print(f"  {name:<18} {ms:10.3f} ms" + (f"   {src[name]}" if name in src else ""))
 
 
 def cmd_perf(a) -> int:
@@ -92,6 +93,7 @@ def cmd_validate(a) -> int:
             print(f"  {r['name']:<64}{r['target']:>10g}{r['twin']:>11.2f}{r['error_pct']:>8.2f}"
                   f"{r['tolerance_pct']:>7g}  {'PASS' if r['pass'] else 'FAIL'}")
         print()
+    _print_groups()
     crossval.print_table(crossval.stored())
     print()
     print("Every deployment at its operating point (label: calibrated / validated / model / prediction):")
@@ -103,6 +105,19 @@ def cmd_validate(a) -> int:
               f"{p['tokens_per_s_per_tflops'] or 0:>9.3f}{p['tokens_per_s_per_kw']:>9.1f}{usd:>9}  "
               f"{p['setting']}" + (f", TPOT {p['tpot_ms']} ms" if p["tpot_ms"] else ""))
     return 0 if ok else 1
+
+
+def _print_groups() -> None:
+    """Which constants each calibration source fixes, so no row's role is implicit."""
+    from .validate import TARGETS
+    print("Calibration rows by the constants fitted to them (python -m twin calibrate):")
+    for group, free in [*calibrate.GROUPS.items(), ("table", None)]:
+        what = (", ".join(f"[{s}] {k}" for s, k, *_ in free) if free
+                else "kernel tables by shape (kernels.toml), read by the predictor")
+        srcs = dict.fromkeys(t.source.split(",")[0] for t in TARGETS if t.group == group)
+        print(f"  {group:<12}{what}")
+        print(f"  {'':<12}<- {'; '.join(srcs)}")
+    print()
 
 
 def cmd_calibrate(a) -> int:
@@ -152,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--eplb", choices=["default", "perfect"], default="default")
     perf.add_argument("--no-mtp", action="store_true")
     perf.add_argument("--no-microbatch", action="store_true")
-    perf.add_argument("--precision", choices=["int8", "bf16", "fp8"], default=None)
+    perf.add_argument("--precision", choices=["int8", "bf16", "fp8", "nvfp4", "mxfp4"], default=None,
+                      help="GEMM type of the whole model (default: the deployment's precision and moe_precision)")
     perf.add_argument("--ep", type=int, default=None, help="alltoall: expert-parallel ranks")
     perf.add_argument("--tokens", type=float, default=None, help="alltoall: tokens per rank")
     perf.add_argument("--kernel", choices=["normal", "low-latency", "ub"], default="normal",

@@ -33,6 +33,7 @@ class Chip(_Strict):
     bf16_tflops: float = Field(0, ge=0, le=10000)
     int8_tops: float = Field(0, ge=0, le=20000)
     fp8_tflops: float = Field(0, ge=0, le=20000)
+    fp4_tflops: float = Field(0, ge=0, le=40000)      # NVFP4 / MXFP4 tensor cores; 0 = none
     mla_compute_eff: float = Field(0.5, gt=0, le=1)
     mem_eff: float = Field(0.8, gt=0, le=1)
     gemm_eff: float = Field(0.8, gt=0, le=1)
@@ -56,7 +57,8 @@ class Chip(_Strict):
 
     def peak_tflops(self, precision: str) -> float:
         """Dense peak for the GEMM precision; 0 means the chip lacks the type."""
-        return {"int8": self.int8_tops, "bf16": self.bf16_tflops, "fp8": self.fp8_tflops}[precision]
+        return {"int8": self.int8_tops, "bf16": self.bf16_tflops, "fp8": self.fp8_tflops,
+                "nvfp4": self.fp4_tflops, "mxfp4": self.fp4_tflops}[precision]
 
 
 class System(_Strict):
@@ -132,11 +134,18 @@ class Pool(_Strict):
     a2a_kernel: Literal["normal", "low-latency", "ub"] | None = None
 
 
+PRECISIONS = ("int8", "bf16", "fp8", "nvfp4", "mxfp4")   # GEMM weight and math types
+
+
 class Deployment(_Strict):
     description: str
     system: str
     model: str
     precision: Literal["int8", "bf16", "fp8"]
+    # routed and shared experts' weights when they differ from `precision` (SGLang GB200: NVFP4 MoE)
+    moe_precision: Literal["int8", "bf16", "fp8", "nvfp4", "mxfp4"] | None = None
+    # the attention kernel's math (and with kv_dtype_bytes = 1 an FP8 KV cache): BF16 or FP8
+    attention_dtype: Literal["bf16", "fp8"] = "bf16"
     kv_dtype_bytes: float = Field(gt=0, le=4)
     mtp: bool = True
     mtp_acceptance: float = Field(0.7, ge=0, le=1)
@@ -259,9 +268,12 @@ def check_deployment(cat: Catalog, name: str, dep: Deployment | None = None) -> 
     if used > dies_total:
         raise CatalogError(f"{where}: uses {used} dies but {dep.system} has {dies_total} "
                            f"(allowed: at most {dies_total})")
-    if chip.peak_tflops(dep.precision) <= 0:
-        raise CatalogError(f"{where}.precision = {dep.precision!r}: {sysm.accelerator} has no such "
-                           f"data type (allowed: {', '.join(p for p in ('int8', 'bf16', 'fp8') if chip.peak_tflops(p) > 0)})")
+    for field, value, kinds in (("precision", dep.precision, ("int8", "bf16", "fp8")),
+                                ("moe_precision", dep.moe_precision, PRECISIONS),
+                                ("attention_dtype", dep.attention_dtype, ("bf16", "fp8"))):
+        if value and chip.peak_tflops(value) <= 0:
+            raise CatalogError(f"{where}.{field} = {value!r}: {sysm.accelerator} has no such data type "
+                               f"(allowed: {', '.join(p for p in kinds if chip.peak_tflops(p) > 0)})")
     for pool_name in ("prefill", "decode"):
         pool: Pool = getattr(dep, pool_name)
         if pool.instances == 0:

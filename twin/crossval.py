@@ -5,7 +5,8 @@ For a source whose rows calibrate fitted constants (calibrate.GROUPS), the group
 remaining rows and the left-out rows are predicted; a constant that no remaining row moves is
 unidentified without the source, and the source is reported as such (no error, no band from it).
 A kernel-table row is left out of its table and predicted by interpolation from the rows around it
-(an edge row from the roofline scaled to its neighbour). A validation row had nothing fitted to it:
+(an edge row from the roofline scaled to its neighbour); so is each inner row of a GEMM or
+attention table (by M or length). A validation row had nothing fitted to it:
 its error is its cross-validation error. `python -m twin calibrate --crossval` refits and writes
 twin/catalog/crossval.json; `validate` and the bands read that file.
 """
@@ -88,6 +89,37 @@ def table_rows() -> list[dict]:
     return out
 
 
+def compute_rows() -> list[dict]:
+    """Each inner row of a compute-kernel table (GEMM by M, attention by length) predicted by
+    interpolating its neighbours in the same (N, K) series, as the predictor does between rows."""
+    out = []
+    for t in kernels.compute_tables():
+        pm = PerfModel(next(n for n, d in _deployments() if d.system == _system_of(t.chips[0])))
+        for n, k in dict.fromkeys((r.n, r.k) for r in t.rows):
+            rows = t.series(n, k)
+
+            def roof(mm, n=n, k=k, grouped=t.layout != "dense"):
+                return pm.gemm_seconds(2 * mm * n * k, n * k * 1.0, 1.0, "fp8", grouped)
+            for i in range(1, len(rows) - 1):
+                r = rows[i]
+                rest = rows[:i] + rows[i + 1:]
+                pred = (kernels.gemm_rate(rest, r.m, roof) if t.kind == "gemm"
+                        else kernels.interpolate(rest, r.m))
+                out.append({"source": t.source, "table": t.name, "n": n, "k": k, "m": r.m,
+                            "error_pct": round((pred - r.tflops) / r.tflops * 100, 2)})
+    return out
+
+
+def _deployments():
+    from .config import catalog
+    return catalog().deployments.items()
+
+
+def _system_of(chip: str) -> str:
+    from .config import catalog
+    return next(n for n, s in catalog().systems.items() if s.accelerator == chip)
+
+
 def _deployment_on(system: str) -> str:
     from .config import catalog
     return next(n for n, d in catalog().deployments.items() if d.system == system)
@@ -97,7 +129,8 @@ def run() -> dict:
     from .validate import rows
     val = [{"source": r["source"], "row": r["name"], "deployment": r["deployment"],
             "error_pct": r["error_pct"]} for r in rows() if r["kind"] == "validation"]
-    return {"fitted": _fitted_sources(), "tables": table_rows(), "validation": val}
+    return {"fitted": _fitted_sources(), "tables": table_rows(), "compute_tables": compute_rows(),
+            "validation": val}
 
 
 def write() -> dict:
@@ -125,8 +158,9 @@ def band(kind: str, deployment: str, phase: str) -> dict:
     interpolation, the roofline scaled to a table's edge the worst edge prediction, the paper's UB
     kernels the refit of ref 4's table. decode / prefill: the paper's deployment (calibration) and
     every other supernode deployment use the worst left-out CloudMatrix serving source of that
-    phase; the two profiled GPU deployments (validation) and every other GPU deployment
-    (prediction) the worst GPU validation row of that phase.
+    phase; DeepSeek's profile (calibration: the overlap's stretch is fitted to it), SGLang's
+    deployment (validation) and every other GPU deployment (prediction) the worst GPU validation
+    row of that phase.
     """
     cv = stored()
     if kind == "alltoall":
@@ -153,9 +187,13 @@ def band(kind: str, deployment: str, phase: str) -> dict:
         label = "calibration" if deployment == PAPER else "prediction"
         basis = f"CloudMatrix {phase} rows left out of the refit"
     else:
-        label = "validation" if deployment in {v["deployment"] for v in cv["validation"]} else "prediction"
+        overlap = {t.deployment for t in TARGETS if t.group == "sm_overlap"}
+        label = ("calibration" if deployment in overlap else "validation"
+                 if deployment in {v["deployment"] for v in cv["validation"]} else "prediction")
         errs = [v["error_pct"] for v in cv["validation"] if label == "prediction" or phase in v["row"]]
         basis = (f"GPU {phase} validation rows (nothing fitted to them)" if label == "validation" else
+                 f"GPU {phase} validation rows (the overlap's stretch was fitted to this deployment)"
+                 if label == "calibration" else
                  "every Hopper validation row; another chip's kernel efficiencies are assumed, so "
                  "the band does not cover that assumption")
     return {"label": label, "band_pct": _worst(errs), "band_basis": basis}
@@ -173,5 +211,9 @@ def print_table(cv: dict) -> None:
         if e:
             print(f"  {'table':<12}{how + ' rows (leave one row out)':<40}"
                   f"{len(e)} rows, worst {max(e, key=abs):+.1f}%, mean |e| {np.mean(np.abs(e)):.1f}%")
+    e = [r["error_pct"] for r in cv.get("compute_tables", [])]
+    if e:
+        print(f"  {'table':<12}{'GEMM / attention inner rows':<40}"
+              f"{len(e)} rows, worst {max(e, key=abs):+.1f}%, mean |e| {np.mean(np.abs(e)):.1f}%")
     for v in cv["validation"]:
         print(f"  {'validation':<12}{v['row']:<64}{v['error_pct']:+.1f}%")

@@ -92,17 +92,15 @@ def _layer_seconds(pm: PerfModel, q: float, seq: int, scale: float, comm: bool) 
     gpu = pm.chip.execution == "sm-overlap"
     n_mb = pm.k["streams"]["microbatches"] if gpu else 1
 
-    def pieces(frac: float) -> execution.Pieces:
-        attn = pm.attention_stream(q / n_mb, q / n_mb / seq, seq / 2, frac, PRECISION, decode=False)
-        moe = pm.moe_stream("prefill", q / n_mb, frac, PRECISION, "default")
-        p = pm.overlap_pieces(attn, moe)
-        k = 1.0 if comm else 0.0
-        return execution.Pieces(a=p.a * scale, d=p.d * k, e=p.e * scale, c=p.c * k)
-
+    attn = pm.attention_stream(q / n_mb, q / n_mb / seq, seq / 2, 1.0, PRECISION, decode=False)
+    moe = pm.moe_stream("prefill", q / n_mb, 1.0, PRECISION, "default")
+    p = pm.overlap_pieces(attn, moe, "prefill", q / n_mb)
+    k = 1.0 if comm else 0.0
+    p = execution.Pieces(a=p.a * scale, d=p.d * k, e=p.e * scale, c=p.c * k,
+                         d_sm=p.d_sm * k, c_sm=p.c_sm * k)
     if gpu:
-        frac = execution.sm_share(pm.chip.sms, pm.dep.prefill.comm_sms) if comm else 1.0
-        return execution.sm_overlap(pieces(frac), pieces(1.0), pm.k["sm_overlap"]["efficiency"])
-    p = pieces(1.0)
+        share = execution.sm_share(pm.chip.sms, pm.dep.prefill.comm_sms)
+        return execution.sm_overlap(p, share, pm.k["sm_overlap"]["corun_stretch"])
     return execution.two_stream_prefill(p.compute, p.comm)
 
 

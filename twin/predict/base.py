@@ -49,6 +49,7 @@ class StepResult:
     streams_ms: dict[str, float] = field(default_factory=dict)
     microbatches: int = 1
     cube_split: str | None = None     # ascend-two-stream: attention:MoE cube cores chosen
+    sources: dict[str, str] = field(default_factory=dict)   # operator -> kernel table or roofline
 
     def as_dict(self) -> dict:
         out = {"phase": self.phase, "step_time_ms": round(self.step_ms, 4),
@@ -64,6 +65,8 @@ class StepResult:
             out["ttft_ms"] = round(self.ttft_ms, 4)
         if self.streams_ms:
             out["streams_ms"] = {k: round(v, 4) for k, v in self.streams_ms.items()}
+        if self.sources:
+            out["kernel_sources"] = dict(self.sources)
         return out
 
 

@@ -10,9 +10,15 @@ attention, gating), dispatch `d`, expert compute `e` and combine `c`.
   exposed (assumption: the two phases of each microbatch line up only half the time).
 - "sm-overlap" (deepseek-ai/profile-data README, gpu-clusters.md section 2): two microbatches, the
   compute of one against the communication of the other, in four phases per layer:
-  (a_A | c_B), (a_B | d_A), (e_A | d_B), (e_B | c_A). Each phase lasts its longer side. In prefill
-  the communication kernels hold `comm_sms` of the SMs, so compute runs on the rest
-  (SM-partitioned); in decode they hold none (time-multiplexed: RDMA proceeds while all SMs compute).
+  (a_A | c_B), (a_B | d_A), (e_A | d_B), (e_B | c_A). Overlap comes from the resources the two
+  streams share, not from a fitted gain: while an all-to-all is in flight, compute runs on the SMs
+  the communication kernels leave it (DeepEP normal kernels hold `comm_sms`, 24 of 132 in prefill,
+  ref G 2) and every compute kernel is stretched by `corun_stretch` (HBM, L2 and issue contention
+  between co-running kernels, perf.toml [sm_overlap], fitted to DeepSeek's profile rows only); once
+  the communication ends, compute has the whole GPU again. Kernels that hold no SMs (DeepEP
+  low-latency, decode, ref G 2: 0 SMs) still run their send and receive halves on the SMs: that
+  part (`d_sm`, `c_sm`: the bytes they copy through HBM) runs between compute kernels, not beside
+  them, and only the wire time overlaps.
 Without microbatching every strategy runs the four pieces one after another.
 """
 from __future__ import annotations
@@ -24,11 +30,14 @@ STRATEGIES = ("ascend-two-stream", "sm-overlap")
 
 @dataclass(frozen=True)
 class Pieces:
-    """Seconds of one microbatch's layer pieces (compute at the share of cores it runs on)."""
+    """Seconds of one microbatch's layer pieces: compute alone on every core, communication as its
+    kernel takes alone; `d_sm`, `c_sm`: the parts of d and c that occupy the compute units."""
     a: float
     d: float
     e: float
     c: float
+    d_sm: float = 0.0
+    c_sm: float = 0.0
 
     @property
     def compute(self) -> float:
@@ -43,18 +52,22 @@ def sequential(p: Pieces, n_mb: int = 1) -> float:
     return n_mb * (p.compute + p.comm)
 
 
-def paired_phases(p: Pieces) -> float:
-    """Two microbatches, compute of one against communication of the other (DeepSeek's schedule)."""
-    return max(p.a, p.c) + max(p.a, p.d) + max(p.e, p.d) + max(p.e, p.c)
+def corun(x: float, y: float, y_sm: float, rate: float) -> float:
+    """One phase: compute `x` (seconds alone on the whole GPU) beside a communication of `y` seconds
+    of which `y_sm` runs on the compute units. While the wire part is in flight compute advances at
+    `rate` of its lone speed; after it, at full speed."""
+    wire = y - y_sm
+    if x <= wire * rate:
+        return y
+    return y_sm + x + wire * (1 - rate)
 
 
-def sm_overlap(p: Pieces, serial: Pieces, efficiency: float) -> float:
-    """Per-layer time of two microbatches under sm-overlap: the ideal paired schedule `p` (compute
-    on its SM share) realises only `efficiency` of its saving over running both microbatches'
-    pieces one after another at full speed (`serial`): the kernels contend for HBM and L2 and wait
-    at each phase boundary, which the kernel tables, measured alone, do not show."""
-    seq = sequential(serial, 2)
-    return seq - efficiency * (seq - paired_phases(p))
+def sm_overlap(p: Pieces, share: float, stretch: float) -> float:
+    """Per-layer time of two microbatches (DeepSeek's paired schedule) when communication holds
+    1 - `share` of the SMs and co-running stretches compute by `stretch`."""
+    rate = share / (1 + stretch)
+    return (corun(p.a, p.c, p.c_sm, rate) + corun(p.a, p.d, p.d_sm, rate)
+            + corun(p.e, p.d, p.d_sm, rate) + corun(p.e, p.c, p.c_sm, rate))
 
 
 def two_stream_decode(attn: float, moe: float, n_mb: int, sync_s: float) -> float:

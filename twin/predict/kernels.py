@@ -117,15 +117,21 @@ def tables(top_k: int = 8, gpus_per_node: int = 8, path: Path = PATH) -> tuple[T
     return tuple(out)
 
 
-def find(system: str, kernel: str, op: str, top_k: int = 8, gpus_per_node: int = 8) -> Table | None:
-    return next((t for t in tables(top_k, gpus_per_node)
-                 if (t.system, t.kernel, t.op) == (system, kernel, op)), None)
+def find(system: str, kernel: str, op: str, top_k: int = 8, gpus_per_node: int = 8,
+         ep: int | None = None) -> Table | None:
+    """The table of this kernel on this system; of several (intranode, internode), the one whose
+    EP range holds `ep`, else the one nearest to it in log2 EP."""
+    cands = [t for t in tables(top_k, gpus_per_node) if (t.system, t.kernel, t.op) == (system, kernel, op)]
+    if not cands or ep is None:
+        return cands[0] if cands else None
+    return min(cands, key=lambda t: 0.0 if t.rows[0].ep <= ep <= t.rows[-1].ep else
+               min(abs(math.log2(ep / t.rows[0].ep)), abs(math.log2(ep / t.rows[-1].ep))))
 
 
 def lookup(system: str, kernel: str, op: str, ep: int, tokens: float, rank_dies: int,
            top_k: int = 8, gpus_per_node: int = 8) -> Lookup:
     """The table's time for this shape, or None with the reason the roofline is used instead."""
-    t = find(system, kernel, op, top_k, gpus_per_node)
+    t = find(system, kernel, op, top_k, gpus_per_node, ep)
     if t is None:
         return Lookup(None, f"roofline: no kernel table for {kernel} {op} on {system}")
     if RANKS[t.rank] != rank_dies:
@@ -136,3 +142,104 @@ def lookup(system: str, kernel: str, op: str, ep: int, tokens: float, rank_dies:
     exact = any(r.ep == ep for r in t.rows)
     return Lookup(t.seconds(ep), f"table: {t.name}, {'row' if exact else 'interpolated'} "
                                  f"(EP{ep}, {tokens:g} tokens per rank)", t)
+
+
+# ---- compute kernels by shape (GEMM by M, N, K; prefill attention by sequence length) --------------
+LAYOUTS = ("dense", "contiguous", "masked")
+
+
+@dataclass(frozen=True)
+class ShapeRow:
+    m: float                  # M per group (GEMM) or sequence length (attention)
+    n: int
+    k: int
+    tflops: float
+
+
+@dataclass(frozen=True)
+class ComputeTable:
+    name: str
+    kind: str                 # "gemm" or "attention"
+    layout: str               # GEMM layout; "prefill" for attention
+    chips: tuple[str, ...]
+    source: str
+    rows: tuple[ShapeRow, ...]
+
+    def series(self, n: int = 0, k: int = 0) -> tuple[ShapeRow, ...]:
+        return tuple(sorted((r for r in self.rows if (r.n, r.k) == (n, k)), key=lambda r: r.m))
+
+
+@dataclass(frozen=True)
+class ShapeHit:
+    tflops: float | None      # inside the rows: the interpolated rate; else None
+    edge: ShapeRow | None     # outside the rows' M: the nearest row (the caller scales its roofline)
+    source: str
+
+
+def interpolate(rows: tuple[ShapeRow, ...], m: float) -> float:
+    """Rate at `m`, linear in log2 m between the two rows around it."""
+    for lo, hi in zip(rows, rows[1:]):
+        if lo.m <= m <= hi.m:
+            w = math.log2(m / lo.m) / math.log2(hi.m / lo.m)
+            return lo.tflops + w * (hi.tflops - lo.tflops)
+    if len(rows) == 1 and rows[0].m == m:
+        return rows[0].tflops
+    raise ValueError(f"M = {m:g} is outside rows M {rows[0].m:g}-{rows[-1].m:g}")
+
+
+@lru_cache(maxsize=2)
+def compute_tables(path: Path = PATH) -> tuple[ComputeTable, ...]:
+    raw = tomllib.loads(path.read_text())
+    out = []
+    for kind in ("gemm", "attention"):
+        for i, t in enumerate(raw.get(kind, [])):
+            where = f"kernels.toml [[{kind}]] #{i + 1}"
+            layout = t.get("layout", "prefill")
+            if kind == "gemm" and layout not in LAYOUTS:
+                raise ValueError(f"{where}: layout = {layout!r}: allowed {', '.join(LAYOUTS)}")
+            if not t.get("source") or not t.get("rows") or not t.get("chips"):
+                raise ValueError(f"{where}: needs a source, chips and at least one row")
+            rows = []
+            for r in t["rows"]:
+                m = r.get("m", r.get("seq", 0))
+                if not m > 0 or not r.get("tflops", 0) > 0:
+                    raise ValueError(f"{where}: row {r}: needs m (or seq) > 0 and tflops > 0")
+                rows.append(ShapeRow(m, r.get("n", 0), r.get("k", 0), r["tflops"]))
+            out.append(ComputeTable(t["name"], kind, layout, tuple(t["chips"]), t["source"], tuple(rows)))
+    return tuple(out)
+
+
+def roof_rows(rows: tuple[ShapeRow, ...], roof) -> tuple[ShapeRow, ...]:
+    """The rows with `tflops` replaced by each row's time over the roofline's (`roof(m)`, seconds of
+    one M x N x K GEMM): interpolating that ratio in log2 M follows the roofline's turn from
+    weight-bound to compute-bound between rows far apart in M (64 to 4,096)."""
+    return tuple(ShapeRow(r.m, r.n, r.k, 2 * r.m * r.n * r.k / (r.tflops * 1e12) / roof(r.m)) for r in rows)
+
+
+def gemm_rate(rows: tuple[ShapeRow, ...], m: float, roof) -> float:
+    """TFLOPS at `m` between GEMM rows: the roofline's time at m times the interpolated ratio."""
+    n, k = rows[0].n, rows[0].k
+    return 2 * m * n * k / (roof(m) * interpolate(roof_rows(rows, roof), m)) / 1e12
+
+
+def shape(chip: str, kind: str, layout: str, m: float, n: int = 0, k: int = 0,
+          roof=None) -> ShapeHit:
+    """A compute kernel's rate at this shape from its table, or why the roofline applies. GEMM rows
+    are interpolated through the roofline `roof` when given (gemm_rate), attention rows by rate."""
+    what = f"{kind} {layout}" if kind == "gemm" else f"{layout} attention"
+    mine = [t for t in compute_tables() if (t.kind, t.layout) == (kind, layout) and chip in t.chips]
+    if not mine:
+        return ShapeHit(None, None, f"roofline: no {what} table on {chip}")
+    t = next((t for t in mine if t.series(n, k)), None)
+    if t is None:
+        return ShapeHit(None, None, f"roofline: no {what} row of shape {n}x{k}")
+    rows = t.series(n, k)
+    tag = "M" if kind == "gemm" else "length"
+    if rows[0].m <= m <= rows[-1].m:
+        exact = any(r.m == m for r in rows)
+        rate = gemm_rate(rows, m, roof) if roof and kind == "gemm" else interpolate(rows, m)
+        return ShapeHit(rate, None,
+                        f"table: {t.name}, {'row' if exact else 'interpolated'} ({tag} {m:.0f})")
+    edge = rows[0] if m < rows[0].m else rows[-1]
+    return ShapeHit(None, edge, f"roofline scaled to table {t.name} at {tag} {edge.m:g} "
+                                f"(outside {tag} {rows[0].m:g}-{rows[-1].m:g})")

@@ -4,7 +4,9 @@ catalog check (config.check_deployment), every time predictor and the engine use
 """
 from __future__ import annotations
 
-BYTES_PER_PARAM = {"int8": 1.0, "fp8": 1.0, "bf16": 2.0}   # storage size of each data type
+# storage per weight: NVFP4 is 4 bits plus one FP8 scale per 16 values, MXFP4 one E8M0 scale per 32
+# (NVIDIA Blackwell and OCP microscaling formats)
+BYTES_PER_PARAM = {"int8": 1.0, "fp8": 1.0, "bf16": 2.0, "nvfp4": 0.5 + 1 / 16, "mxfp4": 0.5 + 1 / 32}
 
 
 class Geometry:
@@ -55,13 +57,13 @@ class Geometry:
         EP (a shared-expert die holds the shared expert instead), MTP module, dense MLPs, and the
         embedding and LM head."""
         m, p = self.model, getattr(self.dep, pool)
-        wb = self._bytes_per_param()
+        wb, we = self._bytes_per_param(), self._bytes_per_param(self.moe_precision())
         slots = (m.routed_experts + p.redundant_experts) / max(1, p.ep - p.shared_expert_dies)
         shared = m.shared_experts if p.shared_expert_dies == 0 else 0
         return {
             "attention": self.attn_params() * m.layers * wb,
-            "experts": (slots + shared) * self.expert_params() * self.moe_layers * wb,
-            "mtp_module": m.mtp_modules * (self.attn_params() + (slots + shared) * self.expert_params()) * wb,
+            "experts": (slots + shared) * self.expert_params() * self.moe_layers * we,
+            "mtp_module": m.mtp_modules * (self.attn_params() * wb + (slots + shared) * self.expert_params() * we),
             "dense_mlp": m.dense_layers * self.dense_mlp_params() * wb,
             "embedding_and_head": 2 * self.head_params() * self.k["overheads"]["lm_head_bytes_per_param"],
         }
@@ -94,6 +96,11 @@ class Geometry:
     def max_batch_per_die(self, kv_len: float) -> int:
         """Largest decode batch per die whose KV cache fits."""
         return max(0, int(self.kv_capacity_bytes_per_die() // (kv_len * self.kv_bytes_per_token())))
+
+    def moe_precision(self, precision: str | None = None) -> str:
+        """The experts' GEMM type: `precision` when given (it overrides the whole model), else the
+        deployment's moe_precision, else its precision."""
+        return precision or self.dep.moe_precision or self.dep.precision
 
     def _bytes_per_param(self, precision: str | None = None) -> float:
         return BYTES_PER_PARAM[precision or self.dep.precision]

@@ -1,8 +1,10 @@
 """Operator-level (roofline) latency model: how long a prefill batch and a decode step take.
 
 Each operator is bounded by compute (FLOPs over peak x efficiency) or HBM (bytes over bandwidth x
-efficiency); the MoE all-to-all comes from the fabric's model (comm.py: UB, or NVLink + RDMA with
-DeepEP's kernels); how compute and communication overlap is the accelerator's named strategy
+efficiency), unless a kernel table by shape (kernels.toml: GEMMs by M x N x K, prefill attention by
+length, all-to-all by EP) holds a measured rate for it; every step reports which (`sources`). The
+MoE all-to-all comes from the fabric's model (comm.py: UB, or NVLink + RDMA with DeepEP's
+kernels); how compute and communication overlap is the accelerator's named strategy
 (execution.py); EMS loads are physical (ems.py). Network health enters through NetState, so a
 failed optical link slows dispatch and combine. Constants: twin/catalog/perf.toml (each sourced
 or labelled there). Over 400 lines because decode and prefill share every private operator cost;
@@ -13,6 +15,7 @@ from __future__ import annotations
 import math
 
 from .. import rules
+from ..config import PRECISIONS
 from . import comm, execution, kernels
 from .base import HEALTHY, StepResult, TimePredictor, register
 from .ems import EmsPath, load_seconds
@@ -30,13 +33,21 @@ class _Layer:
 
     def __init__(self):
         self.ops: dict[str, float] = {}
+        self.src: dict[str, str] = {}
 
-    def add(self, name: str, seconds: float) -> None:
+    def add(self, name: str, seconds: float, source: str | None = None) -> None:
         self.ops[name] = self.ops.get(name, 0.0) + seconds
+        if source and source not in self.src.get(name, ""):
+            self.src[name] = f"{self.src[name]}; {source}" if name in self.src else source
 
     @property
     def total(self) -> float:
         return sum(self.ops.values())
+
+
+def _sources(*layers: _Layer) -> dict[str, str]:
+    """Where each operator's time came from (kernel table or roofline), for the figures' labels."""
+    return {name: src for lay in layers for name, src in lay.src.items() if src != "none"}
 
 
 @register("roofline")
@@ -51,10 +62,58 @@ class PerfModel(TimePredictor):
         peak = c.peak_tflops(precision) * 1e12 * eff * cube_fraction
         return max(flops / peak, weight_bytes / (c.hbm_gbps * 1e9 * (c.gemm_mem_eff or c.mem_eff)))
 
-    def _attention(self, flops: float, kv_bytes: float, cube_fraction: float) -> float:
+    def gemm(self, layout: str, groups: float, m: float, n: int, k: int, precision: str,
+             frac: float = 1.0, grouped: bool = False) -> tuple[float, str]:
+        """(seconds, source) of `groups` GEMMs of M x N x K: from the chip's kernel table by shape
+        where it has one (kernels.toml [[gemm]], FP8), the roofline scaled to its nearest row outside
+        the rows' M, the roofline alone elsewhere (`grouped`: the roofline's grouped efficiency)."""
+        if not (m > 0 and groups > 0):
+            return 0.0, "none"
+        wb = self._bytes_per_param(precision)
+
+        def roof(mm: float) -> float:
+            return self.gemm_seconds(2 * groups * mm * n * k, groups * n * k * wb, frac, precision,
+                                     grouped)
+        if precision != "fp8":
+            return roof(m), f"roofline: no {precision} GEMM table"
+        hit = kernels.shape(self.system.accelerator, "gemm", layout, m, n, k,
+                            roof=lambda mm: roof(mm) * frac / groups)
+        if hit.tflops:
+            return 2 * groups * m * n * k / (hit.tflops * 1e12 * frac), hit.source
+        if hit.edge:
+            e = hit.edge
+            return 2 * groups * e.m * n * k / (e.tflops * 1e12 * frac) * roof(m) / roof(e.m), hit.source
+        return roof(m), hit.source
+
+    def proj_shapes(self, decode: bool) -> list[tuple[float, int, int]]:
+        """(groups, N, K) of one layer's attention projections. MLA: q_a and kv_a fused, q_b, kv_b
+        (in decode absorbed into two per-head products over the latent), o; they sum to attn_params."""
+        m = self.model
+        if m.attention != "mla":
+            return [(1, round(self.attn_params() / m.hidden), m.hidden)]
+        kv_b = ((2 * m.heads, m.kv_lora_rank, m.qk_nope_dim) if decode
+                else (1, m.heads * (m.qk_nope_dim + m.v_head_dim), m.kv_lora_rank))
+        return [(1, m.q_lora_rank + m.kv_lora_rank + m.rope_dim, m.hidden),
+                (1, m.heads * (m.qk_nope_dim + m.rope_dim), m.q_lora_rank), kv_b,
+                (1, m.hidden, m.heads * m.v_head_dim)]
+
+    def _attention(self, flops: float, kv_bytes: float, cube_fraction: float,
+                   seq: float | None = None) -> tuple[float, str]:
+        """(seconds, source): decode (FlashMLA-like, no table by shape: the roofline with ref G 3's
+        efficiencies) or prefill at sequence length `seq` (kernels.toml [[attention]] where the
+        chip has a table: the rate at that length, the nearest row's outside it)."""
         c = self.chip
-        peak = c.bf16_tflops * 1e12 * c.mla_compute_eff * cube_fraction
-        return max(flops / peak, kv_bytes / (c.hbm_gbps * 1e9 * c.mem_eff))
+        if seq and self.dep.attention_dtype == "bf16":     # the table is BF16 FlashAttention-3
+            hit = kernels.shape(self.system.accelerator, "attention", "prefill", seq)
+            rate = hit.tflops or (hit.edge.tflops if hit.edge else None)
+            if rate:
+                return flops / (rate * 1e12 * cube_fraction), hit.source.replace(
+                    "roofline scaled to table", "nearest row of table")
+        peak = c.peak_tflops(self.dep.attention_dtype) * 1e12 * c.mla_compute_eff * cube_fraction
+        t = max(flops / peak, kv_bytes / (c.hbm_gbps * 1e9 * c.mem_eff))
+        return t, "roofline: " + ("no decode attention table by batch x context" if not seq else
+                                  f"no {self.dep.attention_dtype} prefill attention table on "
+                                  f"{self.system.accelerator}")
 
     def _vector_scale(self) -> float:
         """Vector work calibrated on a 910C die runs faster on a chip with more BF16 throughput."""
@@ -157,7 +216,7 @@ class PerfModel(TimePredictor):
             us = sec / US
             out[f"{name}_us"] = round(us, 3)
             out[f"{name}_gb_s"] = round(tokens * remote * nbytes / (us * 1e3), 3) if us else 0.0
-            t = kernels.find(self.dep.system, kernel, name, m.top_k, gpn)
+            t = kernels.find(self.dep.system, kernel, name, m.top_k, gpn, int(ep))
             if t is not None and us and math.isfinite(us):
                 out[f"{name}_{t.metric}"] = round(t.published(int(ep), tokens, sec, m.top_k, gpn), 2)
             out[f"{name}_source"] = source
@@ -195,33 +254,35 @@ class PerfModel(TimePredictor):
                     balance: str) -> _Layer:
         m, p = self.model, getattr(self.dep, pool)
         lay = _Layer()
-        wb = self._bytes_per_param(precision)
         lay.add("gating", self.gemm_seconds(2 * q * m.hidden * m.routed_experts,
                                      m.hidden * m.routed_experts * 2, frac, "bf16"))
         kernel = self.pool_kernel(pool)
-        lay.add("dispatch", self.a2a_seconds(p.ep, q, m.dispatch_bytes_per_token, kernel=kernel))
+        lay.add("dispatch", *self.a2a(p.ep, q, m.dispatch_bytes_per_token, kernel=kernel))
         ep = p.ep
         routed_dies = ep - p.shared_expert_dies
         slots_per_die = (m.routed_experts + p.redundant_experts) / routed_dies
         pairs = q * m.top_k * ep / routed_dies * self.imbalance(pool, balance)
-        ep_flops = 2 * self.expert_params()
-        routed = self.gemm_seconds(pairs * ep_flops, slots_per_die * self.expert_params() * wb,
-                            frac, precision, grouped=True)
+        layout = "masked" if pool == "decode" else "contiguous"   # DeepGEMM's decode / prefill layouts
+        routed, src = self.expert_gemms(layout, slots_per_die, pairs / slots_per_die, precision, frac)
         if m.shared_experts and p.shared_expert_dies:
             shared_tokens = q * ep / p.shared_expert_dies
-            shared = self.gemm_seconds(shared_tokens * ep_flops * m.shared_experts,
-                                self.expert_params() * m.shared_experts * wb, frac, precision,
-                                grouped=True)
-            lay.add("experts", max(routed, shared))   # separate dies run in parallel
+            shared, _ = self.expert_gemms("dense", m.shared_experts, shared_tokens, precision, frac)
+            lay.add("experts", max(routed, shared), src)   # separate dies run in parallel
         else:
-            lay.add("experts", routed)
+            lay.add("experts", routed, src)
             if m.shared_experts:
-                lay.add("shared_expert", self.gemm_seconds(q * ep_flops * m.shared_experts,
-                                                    self.expert_params() * m.shared_experts * wb,
-                                                    frac, precision, grouped=True))
-        lay.add("combine", self.a2a_seconds(p.ep, q, m.combine_bytes_per_token, pull=True,
-                                            kernel=kernel))
+                lay.add("shared_expert", *self.expert_gemms("dense", m.shared_experts, q, precision, frac))
+        lay.add("combine", *self.a2a(p.ep, q, m.combine_bytes_per_token, pull=True, kernel=kernel))
         return lay
+
+    def expert_gemms(self, layout: str, groups: float, m: float, precision: str,
+                     frac: float) -> tuple[float, str]:
+        """Gate+up (2 x intermediate by hidden) and down (hidden by intermediate) GEMMs of `groups`
+        experts with `m` tokens each."""
+        md = self.model
+        up = self.gemm(layout, groups, m, 2 * md.moe_intermediate, md.hidden, precision, frac, True)
+        down = self.gemm(layout, groups, m, md.hidden, md.moe_intermediate, precision, frac, True)
+        return up[0] + down[0], up[1] if up[1] == down[1] else f"{up[1]}; {down[1]}"
 
     def activation_bytes_per_token_layer(self) -> float:
         """HBM traffic of the memory-bound operators between the GEMMs, per token and layer: norms
@@ -238,14 +299,15 @@ class PerfModel(TimePredictor):
         return HIDDEN_RW_BYTES * h + latent + rope + attn_out + swiglu + combine
 
     def attention_stream(self, q_tokens: float, seqs: float, ctx: float, frac: float,
-                          precision: str, decode: bool) -> _Layer:
+                          precision: str, decode: bool, seq: float | None = None) -> _Layer:
+        """One layer's attention side for `q_tokens` (prefill: prompts of `seq` tokens, for the
+        prefill attention kernel's table)."""
         m = self.model
         lay = _Layer()
-        wb = self._bytes_per_param(precision)
         lay.add("elementwise", self._hbm(q_tokens * self.activation_bytes_per_token_layer()))
-        lay.add("mla_proj" if m.attention == "mla" else "qkv_o_proj",
-                self.gemm_seconds(2 * q_tokens * self.attn_params(), self.attn_params() * wb,
-                           frac, precision))
+        for g, n, k in self.proj_shapes(decode):
+            lay.add("mla_proj" if m.attention == "mla" else "qkv_o_proj",
+                    *self.gemm("dense", g, q_tokens, n, k, precision, frac))
         if m.attention == "mla" and decode:   # absorbed form: attend over the 576-dim latent
             per = m.heads * (2 * m.kv_lora_rank + m.rope_dim) * 2
         elif m.attention == "mla":
@@ -253,7 +315,8 @@ class PerfModel(TimePredictor):
         else:
             per = m.heads * m.head_dim * 2 * 2
         kv_bytes = seqs * ctx * self.kv_bytes_per_token_layer() if decode else 0.0
-        lay.add("attention", self._attention(q_tokens * ctx * per, kv_bytes, frac))
+        lay.add("attention", *self._attention(q_tokens * ctx * per, kv_bytes, frac,
+                                              None if decode else seq))
         if not self.dep.fused_attention:   # FlashMLA / FlashAttention fuse the softmax
             rate = self.k["overheads"]["softmax_gelems_per_s"] * 1e9 * frac * self._vector_scale()
             lay.add("softmax", q_tokens * ctx * m.heads / rate)
@@ -265,6 +328,7 @@ class PerfModel(TimePredictor):
                     precision: str | None = None, balance: str = "default") -> StepResult:
         """One decode step of every sequence in the batch (with MTP: 1 + accepted tokens)."""
         dep, m = self.dep, self.model
+        moe_p = self._check_precision(self.moe_precision(precision))
         precision = self._check_precision(precision)
         mtp = dep.mtp if mtp is None else mtp
         if mtp and not m.mtp_modules:
@@ -279,12 +343,13 @@ class PerfModel(TimePredictor):
         tok_per_seq = 1 + drafts
         st = self.k["streams"]
         use_mb = dep.decode.microbatch if microbatch is None else microbatch
-        candidates = [self._decode_layers(b, kv_len, tok_per_seq, precision, balance, 1)]
+        candidates = [self._decode_layers(b, kv_len, tok_per_seq, (precision, moe_p), balance, 1)]
         if use_mb:
-            candidates += [self._decode_layers(b, kv_len, tok_per_seq, precision, balance,
+            candidates += [self._decode_layers(b, kv_len, tok_per_seq, (precision, moe_p), balance,
                                                st["microbatches"], split) for split in self._splits()]
         best = min(range(len(candidates)), key=lambda i: candidates[i][0])
         step_s, ops, streams = candidates[best]
+        sources = streams.pop("sources")
         n_mb = 1 if best == 0 else st["microbatches"]
         split = streams.pop("attention_cube_share", None)
         # LM head (main tokens + MTP draft) and sampling, whole batch, all cores
@@ -303,7 +368,8 @@ class PerfModel(TimePredictor):
                           {k: v * 1e3 for k, v in ops.items()}, tpot_ms=tpot * 1e3,
                           streams_ms={k: v * 1e3 for k, v in streams.items()}, microbatches=n_mb,
                           cube_split=(f"{round(split * self.chip.cube_cores)}:"
-                                      f"{round((1 - split) * self.chip.cube_cores)}" if split else None))
+                                      f"{round((1 - split) * self.chip.cube_cores)}" if split else None),
+                          sources=sources)
 
     def _splits(self) -> list[float | None]:
         """Attention stream's share of the cube cores the runtime may choose per operating point
@@ -313,19 +379,21 @@ class PerfModel(TimePredictor):
             return [None]
         return [c / n for c in range(4, n, 4)]
 
-    def _decode_layers(self, b: float, kv_len: float, tok_per_seq: int, precision: str,
+    def _decode_layers(self, b: float, kv_len: float, tok_per_seq: int, precisions: tuple[str, str],
                        balance: str, n_mb: int, split: float | None = None) -> tuple[float, dict, dict]:
-        """Whole-model time of the transformer layers (and MTP module) for one step."""
+        """Whole-model time of the transformer layers (and MTP module) for one step; `precisions`:
+        (attention and dense, experts)."""
         m, st = self.model, self.k["streams"]
+        precision, moe_p = precisions
         gpu = self.chip.execution == "sm-overlap"
         if n_mb > 1 and not gpu:       # ascend-two-stream: cube cores split between the streams
             fa, fm = split, 1 - split
-        else:                          # sm-overlap in decode: every SM computes (time-multiplexed)
-            fa = fm = execution.sm_share(self.chip.sms, self.dep.decode.comm_sms) if n_mb > 1 else 1.0
+        else:                          # sm-overlap: pieces alone on the whole GPU (execution.py shares it)
+            fa = fm = 1.0
         seqs = b / n_mb
         q = seqs * tok_per_seq
         attn = self.attention_stream(q, seqs, kv_len, fa, precision, decode=True)
-        moe = self.moe_stream("decode", q, fm, precision, balance)
+        moe = self.moe_stream("decode", q, fm, moe_p, balance)
         dense_attn = self.attention_stream(b * tok_per_seq, b, kv_len, 1.0, precision, True)
         wb = self._bytes_per_param(precision)
         dense_mlp = self.gemm_seconds(2 * b * tok_per_seq * self.dense_mlp_params(),
@@ -336,8 +404,7 @@ class PerfModel(TimePredictor):
         ops["dense_mlp"] = dense_mlp * m.dense_layers
         dense_s = (dense_attn.total + dense_mlp) * m.dense_layers
         if n_mb > 1 and gpu:
-            pieces = self.overlap_pieces(attn, moe)
-            per_layer = execution.sm_overlap(pieces, pieces, self.k["sm_overlap"]["efficiency"])
+            per_layer = self.sm_overlap_layer(attn, moe, "decode", q)
             moe_s = per_layer * self.moe_layers
         elif n_mb > 1:
             per_layer = execution.two_stream_decode(attn.total, moe.total, n_mb, st["sync_us"] * US)
@@ -353,21 +420,44 @@ class PerfModel(TimePredictor):
         mtp_s = 0.0
         if tok_per_seq > 1:   # MTP drafts: one MoE-layer block per module, one token per sequence
             d_attn = self.attention_stream(b, b, kv_len, 1.0, precision, decode=True)
-            d_moe = self.moe_stream("decode", b, 1.0, precision, balance)
+            d_moe = self.moe_stream("decode", b, 1.0, moe_p, balance)
             mtp_s = (d_attn.total + d_moe.total) * (tok_per_seq - 1)
             ops["mtp_module"] = mtp_s
         streams = {"attention_per_microbatch": attn.total, "moe_per_microbatch": moe.total,
                    "per_layer": per_layer}
         if split is not None and n_mb > 1:
             streams["attention_cube_share"] = split
+        streams["sources"] = _sources(attn, moe)
         return dense_s + moe_s + mtp_s, ops, streams
 
-    @staticmethod
-    def overlap_pieces(attn: _Layer, moe: _Layer) -> execution.Pieces:
-        """Cut one microbatch's layer into attention-side compute, dispatch, experts, combine."""
+    def overlap_pieces(self, attn: _Layer, moe: _Layer, pool: str = "prefill",
+                       q: float = 0.0) -> execution.Pieces:
+        """Cut one microbatch's layer (`q` tokens per die) into attention-side compute, dispatch,
+        experts, combine, with the part of each all-to-all that runs on the compute units."""
         d, c = moe.ops["dispatch"], moe.ops["combine"]
+        d_sm, c_sm = self.comm_sm_seconds(pool, q)
         return execution.Pieces(a=attn.total + moe.ops.get("gating", 0.0), d=d,
-                                e=moe.total - d - c - moe.ops.get("gating", 0.0), c=c)
+                                e=moe.total - d - c - moe.ops.get("gating", 0.0), c=c,
+                                d_sm=min(d_sm, d), c_sm=min(c_sm, c))
+
+    def comm_sm_seconds(self, pool: str, q: float) -> tuple[float, float]:
+        """(dispatch, combine) seconds a pool's all-to-all kernels spend on the SMs when they hold
+        none while in flight (DeepEP low-latency, ref G 2: 0 SMs in decode): the send half reads each
+        token and writes its top-k messages, the receive half reads and writes the k messages (combine:
+        writes the one reduced token), HBM-bound copies of q x bytes x (1 + 3k) (first principles).
+        Kernels holding their own SMs (comm_sms > 0) compute beside them instead (execution.py)."""
+        if self.chip.execution != "sm-overlap" or getattr(self.dep, pool).comm_sms:
+            return 0.0, 0.0
+        m = self.model
+        per = q * (1 + 3 * m.top_k)
+        return self._hbm(per * m.dispatch_bytes_per_token), self._hbm(per * m.combine_bytes_per_token)
+
+    def sm_overlap_layer(self, attn: _Layer, moe: _Layer, pool: str, q: float) -> float:
+        """Two microbatches' layer under sm-overlap (execution.py): the pool's comm_sms are the
+        communication kernels' share of the SMs; [sm_overlap] corun_stretch the co-run contention."""
+        share = execution.sm_share(self.chip.sms, getattr(self.dep, pool).comm_sms)
+        return execution.sm_overlap(self.overlap_pieces(attn, moe, pool, q), share,
+                                    self.k["sm_overlap"]["corun_stretch"])
 
     # ---- prefill --------------------------------------------------------------------------
     def prefill_batch(self, prompt_len: float = 4096, tokens_per_npu: float | None = None,
@@ -378,6 +468,7 @@ class PerfModel(TimePredictor):
         `reuse` of them found in EMS (loaded over UB or VPC instead of computed), `ssd_fraction` of
         those from the SSD tier."""
         dep, m = self.dep, self.model
+        moe_p = self._check_precision(self.moe_precision(precision))
         precision = self._check_precision(precision)
         if not 0 <= reuse < 1:
             raise ValueError(f"reuse = {reuse}: allowed 0 <= reuse < 1")
@@ -394,26 +485,22 @@ class PerfModel(TimePredictor):
         ctx = prompt_len * (1 + reuse) / 2           # mean causal context of the new tokens
         use_mb = dep.prefill.microbatch if microbatch is None else microbatch
         gpu = self.chip.execution == "sm-overlap"
-        frac = execution.sm_share(self.chip.sms, dep.prefill.comm_sms) if gpu and use_mb else 1.0
         n_mb = self.k["streams"]["microbatches"] if gpu and use_mb else 1
-        attn = self.attention_stream(new / n_mb, seqs / n_mb, ctx, frac, precision, decode=False)
-        moe = self.moe_stream("prefill", new / n_mb, frac, precision, balance)
+        attn = self.attention_stream(new / n_mb, seqs / n_mb, ctx, 1.0, precision, False, prompt_len)
+        moe = self.moe_stream("prefill", new / n_mb, 1.0, moe_p, balance)
         comm_s = moe.ops["dispatch"] + moe.ops["combine"]
         if math.isinf(comm_s):      # partitioned plane: the batch never finishes
             return StepResult("prefill", math.inf, t_die * self.dies_per_npu, 0.0,
                               {"dispatch": math.inf, "combine": math.inf}, ttft_ms=math.inf)
         compute = attn.total + moe.total - comm_s
         if gpu and use_mb:
-            full = self.overlap_pieces(self.attention_stream(new / n_mb, seqs / n_mb, ctx, 1.0, precision, False),
-                                self.moe_stream("prefill", new / n_mb, 1.0, precision, balance))
-            layer = execution.sm_overlap(self.overlap_pieces(attn, moe), full,
-                                         self.k["sm_overlap"]["efficiency"])
+            layer = self.sm_overlap_layer(attn, moe, "prefill", new / n_mb)
         elif use_mb:
             layer = execution.two_stream_prefill(compute, comm_s)
         else:
             layer = compute + comm_s
         wb = self._bytes_per_param(precision)
-        dense_attn = self.attention_stream(new, seqs, ctx, 1.0, precision, decode=False)
+        dense_attn = self.attention_stream(new, seqs, ctx, 1.0, precision, False, prompt_len)
         dense_mlp = self.gemm_seconds(2 * new * self.dense_mlp_params(), self.dense_mlp_params() * wb,
                                1.0, precision)
         ops: dict[str, float] = {}
@@ -434,7 +521,7 @@ class PerfModel(TimePredictor):
         tput = t_die * self.dies_per_npu / step
         return StepResult("prefill", step * 1e3, t_die * self.dies_per_npu, tput,
                           {k_: v * 1e3 for k_, v in ops.items()}, ttft_ms=step * 1e3,
-                          microbatches=n_mb if use_mb else 1)
+                          microbatches=n_mb if use_mb else 1, sources=_sources(attn, moe))
 
     def _ems_path(self, plane: str) -> EmsPath:
         s, cpu = self.system, self.cat.chip(self.system.cpu) if self.system.cpu else None
@@ -460,10 +547,10 @@ class PerfModel(TimePredictor):
 
     def _check_precision(self, precision: str | None) -> str:
         p = precision or self.dep.precision
-        if p not in ("int8", "bf16", "fp8"):
-            raise ValueError(f"precision = {p!r}: allowed int8, bf16, fp8")
+        if p not in PRECISIONS:
+            raise ValueError(f"precision = {p!r}: allowed {', '.join(PRECISIONS)}")
         if self.chip.peak_tflops(p) <= 0:
-            ok = [x for x in ("int8", "bf16", "fp8") if self.chip.peak_tflops(x) > 0]
+            ok = [x for x in PRECISIONS if self.chip.peak_tflops(x) > 0]
             raise ValueError(f"precision = {p!r}: {self.system.accelerator} has no {p} "
                              f"(allowed: {', '.join(ok)})")
         return p
