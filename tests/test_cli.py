@@ -74,8 +74,8 @@ def test_perf_text_output():
     code, out, err = cli("perf", "decode")
     assert code == 0 and err == ""
     assert "step_time_ms=" in out and "tpot_ms=" in out
-    assert any(line.split()[0] == "dispatch" and line.rstrip().endswith("ms")
-               for line in out.splitlines()[1:] if line.strip())
+    assert any(line.split()[0] == "dispatch" and line.split()[2] == "ms" and "UB model" in line
+               for line in out.splitlines()[1:] if line.strip())     # each operator's time and its source
 
 
 # ---- validate -----------------------------------------------------------------------------------
