@@ -1,25 +1,26 @@
 """Live runner: one daemon thread per twin advances an Engine in chunks and publishes snapshots.
 
-A `Twin` owns one `twin.engine.Engine`. Its thread loops every ``wall_dt`` (0.2 s): drain the
-message queue (typed engine commands, an engine swap), ``eng.advance(speed * wall_dt)``, build and
-publish the engine's snapshot by rebinding one reference (atomic in CPython), sleep the remainder. The
-thread never dies from a bad command or a failing step: it logs an event and carries on, and after
-repeated failures it pauses itself with a message. User actions: twin.actions.TwinActions.
-Callers (Dash callbacks) only read `Twin.snapshot` / `Twin.status()` and call `Twin.control()`;
-they never touch SimPy objects. The module never imports dash.
+A `Twin` owns one `twin.engine.Engine`. Its thread loops every ``wall_dt`` (0.2 s): take a reset's
+new engine if one waits, ``eng.advance(speed * wall_dt)`` (which applies the commands on the
+engine's one queue first and answers their tickets; a paused twin applies them without advancing),
+publish the engine's snapshot by rebinding one reference (atomic in CPython), sleep the remainder.
+The thread never dies from a bad command or a failing step: it logs an event and carries on, and
+after repeated failures it pauses itself with a message. User actions: twin.actions.TwinActions.
+Callers (Dash callbacks) only read `Twin.snapshot` / `Twin.status()` / `Twin.ticket()` and call
+`Twin.send()`; they never touch SimPy objects. The module never imports dash.
 """
 from __future__ import annotations
 
 import logging
-import queue
 import threading
+from collections import OrderedDict
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import tracestore
-from .actions import FAULTS_PER_MIN, RESETS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
+from .actions import FAULTS_PER_MIN, RESET_LATE, RESETS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
 from .budget import REQUESTS, CpuShare, RateLimit, give_back_memory
 from .controls import parse_speed
 from .cloud import live as live_cloud
@@ -96,10 +97,11 @@ class Twin(TwinActions):
         self.run = 0
         self.rev = 0                              # bumps on any status change viewers should see
         self.message = ""
-        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._swap: _Swap | None = None           # a reset's engine, waiting for the thread to take it
+        self._tickets: OrderedDict = OrderedDict()   # recent tickets by id (read by the pages' polls)
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._lock = threading.Lock()             # guards _actions, _memo, params, rev
+        self._lock = threading.Lock()             # guards _actions, _memo, params, rev, _swap, _tickets
         self._actions: deque[Action] = deque(maxlen=LOG_LEN)
         self._memo: dict = {}
         self._memo_version: tuple = ()
@@ -141,6 +143,10 @@ class Twin(TwinActions):
         t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout)
+        with self._lock:
+            sw, self._swap = self._swap, None
+        if sw is not None:
+            sw.ticket.refuse("the twin was stopped before this reset took effect")
         tracestore.release(self)
 
     @property
@@ -161,7 +167,7 @@ class Twin(TwinActions):
         while not self._stop.is_set():
             t0, wait = time.monotonic(), 0.0
             try:
-                self._drain()
+                self._take_swap()
                 if self._ttl is not None and self.idle_s() > self._ttl:
                     self._note("system", f"stopped after {self._ttl:.0f} s idle")
                     break
@@ -169,6 +175,7 @@ class Twin(TwinActions):
                 wait = 0.0 if self.shared else SANDBOXES.wait_s()
                 if self.paused or wait:         # wait: the sandboxes' share is spent, this one falls behind
                     last_adv = None
+                    self._answer_now()
                 else:
                     # sim time follows the wall time that really passed (sleeps overshoot a little),
                     # capped so a slow step is not followed by a catch-up burst
@@ -237,7 +244,7 @@ class Twin(TwinActions):
         would, so `python -m twin.lessons check` reads the pages' numbers at a known time."""
         if self.alive:
             raise RuntimeError(f"twin {self.key} runs its own thread; advance_to is for a twin not started")
-        self._drain()
+        self._take_swap()
         self._engine.run(sim_s, step=chunk_s)
         self.snapshot = self._engine.snapshot()
 
@@ -265,33 +272,35 @@ class Twin(TwinActions):
         w = sum(a for a, _ in st.window)
         st.achieved = sum(b for _, b in st.window) / w if w > 0 else 0.0
 
-    def _drain(self) -> None:
-        while True:
-            try:
-                msg = self._q.get_nowait()
-            except queue.Empty:
+    def _take_swap(self) -> None:
+        """A reset: the new engine replaces the running one (commands still queued on the old one are
+        refused, saying so) and the reset's ticket is accepted."""
+        with self._lock:
+            sw, self._swap = self._swap, None
+            if sw is None:
                 return
-            try:
-                if isinstance(msg, _Swap):
-                    engine = msg.engine
-                    self._engine = engine
-                    with self._lock:
-                        old, self.params = self.params, msg.params
-                    tracestore.unpin(old.trace, self)       # _reset pinned the new run's trace
-                    self.policy = msg.policy
-                    self.random = msg.random
-                    self.snapshot = engine.snapshot()   # before run: a reader of the new run sees its snapshot
-                    self.run += 1
-                    self.paused = False
-                    self.message = ""
-                    self._stats = _Stats()
-                else:
-                    self._engine.submit(msg)
-                self._bump()
-            except Exception as exc:   # a bad command never kills the thread
-                what = type(msg).__name__
-                log.exception("twin %s: command %s failed", self.key, what)
-                self._note("system", f"command {what} failed: {type(exc).__name__}: {exc}", ok=False)
+            old_engine, self._engine = self._engine, sw.engine
+            old, self.params = self.params, sw.params
+        old_engine.refuse_queued(RESET_LATE)
+        tracestore.unpin(old.trace, self)       # _reset pinned the new run's trace
+        self.policy = sw.policy
+        self.random = sw.random
+        self.snapshot = sw.engine.snapshot()   # before run: a reader of the new run sees its snapshot
+        self.run += 1
+        self.paused = False
+        self.message = ""
+        self._stats = _Stats()
+        sw.ticket.accept(sw.engine.sim_time)
+        self._bump()
+
+    def _answer_now(self) -> None:
+        """Not advancing (paused, or a sandbox out of its share): apply the queued commands anyway,
+        so their senders get an answer now, and publish what they changed."""
+        try:
+            if self._engine.apply_commands():
+                self.snapshot = self._engine.snapshot()
+        except Exception as exc:   # a command that breaks the engine: said, never fatal
+            self._fail_step(exc)
 
     # ---- reading ----------------------------------------------------------------------------
 
