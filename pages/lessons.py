@@ -13,12 +13,13 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 from twin import i18n as I
 from twin import lessons as L
 from twin import session as S
+from twin.ui import answer
 from twin.ui import components as C
 from twin.ui import eventtext
 from twin.ui import guard as G
 from twin.ui import teach as T
 from twin.ui.errors import explain
-from twin.ui.live import twin_for
+from twin.ui.live import TICKET, twin_for
 from twin.ui import lang as Lg
 from twin.ui.lang import N_
 
@@ -221,7 +222,9 @@ def act(clicks, progress, choice, token, viewer, secret):
     try:
         kw = {**actor, "who": f"{actor['who']} · lesson {les.id}"}
         tw.control("speed", les.steps[n - 1].screen.speed, **kw)    # the pace the step's figures assume;
-        msg = tw.control(action.control, action.value, **kw)       # the action last, as the log's newest line
+        ticket = tw.send(action.control, action.value, **kw)      # the action last, as the log's newest line
+        if ticket.refused:
+            raise S.ControlError(ticket.reason)
     except S.ControlError as exc:
         # refused (a locked shared twin, another browser's sandbox, a rate limit): the reason in the
         # viewer's language, and the page still opens with the step narrated, so a student can watch
@@ -231,6 +234,6 @@ def act(clicks, progress, choice, token, viewer, secret):
                 {"lesson": les.id, "step": n}, no_update, target_page(action))
     prog = _progress(progress)
     prog[les.id] = sorted(set(prog.get(les.id, [])) | {n})
-    text = _("Applied: %(what)s") % {"what": eventtext.said(msg)}
-    return ([text] * n_msgs, ["ctl-msg msg-ok"] * n_msgs, text, "ctl-msg msg-ok", {"lesson": les.id, "step": n},
-            prog, target_page(action))
+    # the engine's answer: here now if it came within a moment, else on the control bar's line (twin.ui.answer)
+    text, cls = answer.sent(tw, ticket, lambda: eventtext.said(ticket.said), TICKET)
+    return ([text] * n_msgs, [cls] * n_msgs, text, cls, {"lesson": les.id, "step": n}, prog, target_page(action))
