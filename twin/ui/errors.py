@@ -43,7 +43,6 @@ FORMS = (
     (r"all {n} private sandboxes are in use; idle ones are freed after {min} min\. Watch the shared twin "
      r"meanwhile\.", N_("all %(n)s private sandboxes are in use; idle ones are freed after %(min)s min. Watch the "
                         "shared twin meanwhile.")),
-    (r"fault kind: allowed {kinds}", N_("fault kind: allowed %(kinds)s")),
     (r"fault at_s = {at}: allowed up to {s} s after now \(t = {now} s\)",
      N_("fault at_s = %(at)s: allowed up to %(s)s s after now (t = %(now)s s)")),
     (r"fault at_s = {at}: in the past \(now {now} s\)", N_("fault at_s = %(at)s: in the past (now %(now)s s)")),
