@@ -48,7 +48,7 @@ def layout(target: str | None = None, kind: str | None = None, **_kwargs):
     return html.Div([
         *page_stores(P),
         dcc.Store(id=f"{P}-url", data=url),
-        dcc.Store(id=f"{P}-ticket"),          # a sent action the engine has not answered yet (twin.ui.answer)
+        dcc.Store(id=TICKET),                 # a sent action the engine has not answered yet (twin.ui.answer)
         dcc.Store(id=f"{P}-view", data=TV.AGG),
         dcc.Store(id=f"{P}-live"),
         dcc.Store(id=f"{P}-strips"),
@@ -257,6 +257,7 @@ def on_suggest(kind, text, choice):
 
 A.follow(f"{P}-msg", TICKET, Input(beat_id(P), "data"))      # the engine's answer to what was sent
 
+
 def _clicked() -> bool:
     """True only for a real click: Dash also calls these callbacks (n_clicks = 0) when the page's
     components are inserted, prevent_initial_call notwithstanding."""
@@ -309,7 +310,6 @@ def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, 
     tw = twin_for(choice)[0]
     actor = G.actor(viewer, token, secret)
     try:
-        tw.require(actor["credential"], actor["client"])     # a locked twin says so before any field does
         spec = {"kind": kind, "target": (G.text(target) or "").strip()}
         d = _opt_num(dur, "duration_s")
         if d is not None:

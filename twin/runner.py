@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
