@@ -222,11 +222,7 @@ class TwinActions:
 
     def _copool(self, value, client) -> Ticket:
         """Co-pool knobs (twin.cloud.live): checked against the day the twin runs, rate-limited."""
-        try:
-            fields = copool_live.check(value, getattr(self.snapshot, "cloud", None))
-        except ValueError as exc:
-            raise ControlError(str(exc)) from None
-        cmd = _checked(copool_live.SetCoPool, fields)
+        cmd = _checked(copool_live.check, value, getattr(self.snapshot, "cloud", None))
         _throttled(self._copool_rate, "co-pool changes", client or "anyone")
         return self._submit(cmd, said(N_("co-pool %(fields)s"),
                                       fields=", ".join(f"{k}={v}" for k, v in cmd.fields.items())))
