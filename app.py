@@ -28,7 +28,7 @@ from twin import tracestore
 from twin.budget import LogBudget
 from twin.config import catalog
 from twin.engine import list_scenarios
-from twin.ui import classbar
+from twin.ui import answer, classbar
 from twin.ui import components as C
 from twin.ui import eventtext
 from twin.ui import guard as G
@@ -37,7 +37,7 @@ from twin.ui import teach
 from twin.ui import urlstate
 from twin.ui.errors import explain
 from twin.ui.lang import _
-from twin.ui.live import shell_stores, shell_tick, twin_for
+from twin.ui.live import BEAT, TICKET, shell_stores, shell_tick, twin_for
 
 MAX_BODY_BYTES = 4 * 1024 * 1024     # a request body; the largest is a trace upload (2 MB, base64)
 ERROR_LINES_PER_MIN = 20             # log lines a minute for requests refused or failed; the rest are counted
@@ -207,40 +207,43 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
     if trig is None:
         return no_update, no_update
     tw, _note = twin_for(choice)
-    kw = G.actor(viewer, token, secret)
+    moved = ""
     try:
         if trig == "ctl-play":
-            msg = tw.control("pause" if not tw.paused else "play", **kw)
+            action, value = ("pause" if not tw.paused else "play"), None
         elif isinstance(trig, dict) and trig.get("type") == "ctl-speed-btn":
-            msg = tw.control("speed", G.text(trig.get("index")), **kw)
+            action, value = "speed", G.text(trig.get("index"))
         elif trig == "ctl-speed-custom":
             if G.number(speed_custom) is None:
                 raise S.ControlError(f"speed: allowed {C.allowed('speed')} (times real time)")
-            msg = tw.control("speed", speed_custom, **kw)
+            action, value = "speed", speed_custom
         elif isinstance(trig, dict) and trig.get("type") == "ctl-load-btn":
             pct = G.number(trig.get("index"))
-            msg = tw.control("load", None if pct is None else pct / 100.0, **kw)
+            action, value = "load", None if pct is None else pct / 100.0
         elif trig == "ctl-load-custom":
             if G.number(load_custom) is None:
                 raise S.ControlError(f"load: allowed {C.allowed('load')} % of capacity")
-            msg = tw.control("load", G.number(load_custom) / 100.0, **kw)
+            action, value = "load", G.number(load_custom) / 100.0
         elif trig == "ctl-reset":
             if G.number(seed) is None:
                 raise S.ControlError(f"seed: allowed a whole number {C.allowed('seed')}")
             if G.ident(scenario) is None or deployment not in ("", None) and G.ident(deployment) is None:
                 raise S.ControlError("scenario and deployment: allowed one of the names in their lists")
             scenario, moved = runnable.fit(scenario, deployment)
-            msg = tw.control("reset", {"scenario": scenario, "deployment": deployment or None,
-                                       "trace": trace or None, "seed": seed}, **kw)
-            if moved:
-                dash.set_props("ctl-scenario", {"value": scenario})
-                msg = f"{moved}; {eventtext.said(msg)}"
+            action, value = "reset", {"scenario": scenario, "deployment": deployment or None,
+                                      "trace": trace or None, "seed": seed}
         else:
             return no_update, no_update
     except S.ControlError as exc:
         return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
-    where = _("applied to the shared twin") if tw.shared else _("applied to your sandbox")
-    return f"{eventtext.said(msg)} — {where}", "ctl-msg msg-ok"
+    ticket = tw.send(action, value, **G.actor(viewer, token, secret))
+    if moved and not ticket.refused:
+        dash.set_props("ctl-scenario", {"value": scenario})
+    return answer.sent(tw, ticket, lambda: f"{moved}; {eventtext.said(ticket.said)}" if moved
+                       else eventtext.said(ticket.said), TICKET)
+
+
+answer.follow("ctl-msg", TICKET, Input(BEAT, "data"))     # the engine's answer to a load or a reset
 
 
 HIDDEN = {"display": "none"}

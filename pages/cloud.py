@@ -20,6 +20,7 @@ from twin.cloud.copool import POLICIES, Params, load_params
 from twin.cloud.cost import SEEDS, Prices, comparison, comparison_cost_s, interval, load_prices, priced, verdict
 from twin.cloud.training import compare
 from twin.config import CatalogError
+from twin.ui import answer as A
 from twin.ui import components as C
 from twin.ui import eventtext
 from twin.ui import guard as G
@@ -27,7 +28,7 @@ from twin.ui import theme as T
 from twin.ui import lang as Lg
 from twin.ui.errors import explain
 from twin.ui.lang import N_, _
-from twin.ui.live import Tick, page_stores, page_tick, twin_for
+from twin.ui.live import Tick, beat_id, page_stores, page_tick, twin_for
 
 dash.register_page(__name__, path="/cloud", name=N_("Cloud"), title=Lg.title("Cloud"), order=9)
 
@@ -35,6 +36,7 @@ P = "cl"
 DAY_MIN_S, DAY_MAX_S, DAY_DEFAULT_S = 30, 600, 600  # simulated seconds standing for 24 h; the default is
 # the shortest day whose co-pool vs dedicated verdict is settled on both figures over 3 seeds (README,
 # "Does the verdict hold?": shorter days favour the dedicated split, 180-420 s are not settled)
+TICKET = f"{P}-ticket"
 MSG = (Output(f"{P}-msg", "children", allow_duplicate=True),      # the page's message line, written by
        Output(f"{P}-msg", "className", allow_duplicate=True))     # both the run and the re-pricing
 JOB_TICK_MS = 1000                                   # how often a queued or running comparison is read
@@ -99,6 +101,7 @@ def _input(model, name: str, label: str, step: float, hint: str) -> html.Div:
 def layout(**_kwargs):
     return html.Div([
         *page_stores(P),
+        dcc.Store(id=TICKET),             # a sent action the engine has not answered yet (twin.ui.answer)
         dcc.Store(id=f"{P}-run", storage_type="session"),          # {"job": id} of this tab's comparison
         dcc.Interval(id=f"{P}-job-tick", interval=JOB_TICK_MS, disabled=True),
         C.page_header(_("Serve by day, train by night"),
@@ -259,20 +262,15 @@ def tick(t: Tick) -> dict:
     return out
 
 
-def _say(tw, msg: str) -> tuple:
-    where = _("shared twin") if tw.shared else _("your sandbox")
-    return f"{eventtext.said(msg)} — {where}", "ctl-msg msg-ok"
+A.follow(f"{P}-msg", TICKET, Input(beat_id(P), "data"))      # the engine's answer to what was sent
 
 
 @dash.callback(*MSG, Input(f"{P}-load", "n_clicks"), *ACTOR, prevent_initial_call=True)
 def on_load(_n, choice, token, viewer, secret):
     """Restart the viewed twin on the co-pool day (the same reset as the run controls)."""
     tw, _note = twin_for(choice)
-    try:
-        msg = tw.control("reset", {"scenario": CL.SCENARIOS[0]}, **G.actor(viewer, token, secret))
-    except S.ControlError as exc:
-        return _("Not loaded: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
-    return _say(tw, msg)
+    ticket = tw.send("reset", {"scenario": CL.SCENARIOS[0]}, **G.actor(viewer, token, secret))
+    return A.sent(tw, ticket, lambda: eventtext.said(ticket.said), TICKET)
 
 
 @dash.callback(*MSG, Input(f"{P}-apply", "n_clicks"), State(f"{P}-policy", "value"),
@@ -286,10 +284,10 @@ def on_apply(_n, policy, *rest):
                   for k, v in _values(KNOBS, knobs).items() if v is not None}
         if policy not in POLICIES:
             raise CatalogError(f"policy = {str(policy)[:40]!r}: allowed {', '.join(POLICIES)}")
-        msg = tw.control("copool", {"policy": policy, **fields}, **G.actor(viewer, token, secret))
     except (S.ControlError, CatalogError) as exc:
         return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
-    return _say(tw, msg)
+    ticket = tw.send("copool", {"policy": policy, **fields}, **G.actor(viewer, token, secret))
+    return A.sent(tw, ticket, lambda: eventtext.said(ticket.said), TICKET)
 
 
 def _cell(values: list, fmt) -> str:

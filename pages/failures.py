@@ -12,6 +12,7 @@ from dash import ALL, Input, Output, State, clientside_callback, ctx, dcc, html,
 from twin import session as S
 from twin.engine.faults import EXAMPLES, KINDS, RANDOM_MAX
 from twin.engine.faults.spec import MAX_RECORDS
+from twin.ui import answer as A
 from twin.ui import components as C
 from twin.ui import failpanels as FP
 from twin.ui import faultconsole as FC
@@ -36,6 +37,7 @@ CHARTS = FC.CHARTS
 DEFAULT_KIND = FC.DEFAULT_KIND
 FL_MSG = (Output(f"{P}-msg", "children", allow_duplicate=True),      # the console's message line
           Output(f"{P}-msg", "className", allow_duplicate=True))
+TICKET = f"{P}-ticket"
 ACTOR = (State("ctl-twin", "data"), State("ctl-token", "data"), State("ctl-viewer", "data"),   # who acts
          State("ctl-secret", "data"))
 
@@ -48,6 +50,7 @@ def layout(target: str | None = None, kind: str | None = None, report: str | Non
     return html.Div([
         *page_stores(P),
         dcc.Store(id=f"{P}-url", data=url),
+        dcc.Store(id=TICKET),                 # a sent action the engine has not answered yet (twin.ui.answer)
         dcc.Store(id=f"{P}-view", data=TV.AGG),
         dcc.Store(id=f"{P}-live"),
         dcc.Store(id=f"{P}-strips"),
@@ -265,15 +268,13 @@ def on_suggest(kind, text, choice):
 
 # ---- actions ------------------------------------------------------------------------------------
 
+A.follow(f"{P}-msg", TICKET, Input(beat_id(P), "data"))      # the engine's answer to what was sent
+
+
 def _clicked() -> bool:
     """True only for a real click: Dash also calls these callbacks (n_clicks = 0) when the page's
     components are inserted, prevent_initial_call notwithstanding."""
     return bool(ctx.triggered) and any(t.get("value") for t in ctx.triggered)
-
-
-def _ok(tw, msg: str) -> tuple:
-    where = _("applied to the shared twin") if tw.shared else _("applied to your sandbox")
-    return f"{msg} — {where}", "ctl-msg msg-ok"
 
 
 def _capital(msg) -> str:
@@ -314,21 +315,19 @@ def _opt_num(text, name: str):
     prevent_initial_call=True,
 )
 def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, token, viewer, secret):
-    """Inject now or schedule: validated first (the twin is untouched if the fault is refused)."""
+    """Inject now or schedule: the fields read here, the fault checked once by `Twin.send`, and the
+    line says what the engine answered (applied at t = ..., or why not)."""
     trig = ctx.triggered_id
     if trig not in (f"{P}-inject", f"{P}-schedule") or not _clicked():
         return no_update, no_update
     tw = twin_for(choice)[0]
     actor = G.actor(viewer, token, secret)
     try:
-        tw.require(actor["credential"], actor["client"])
-        if not isinstance(kind, str) or kind not in KINDS:
-            raise S.ControlError(f"fault kind: allowed {', '.join(KINDS)}")
         spec = {"kind": kind, "target": (G.text(target) or "").strip()}
         d = _opt_num(dur, "duration_s")
         if d is not None:
             spec["duration_s"] = d
-        extra = FV.EXTRA_FIELDS.get(kind)
+        extra = FV.EXTRA_FIELDS.get(kind) if isinstance(kind, str) else None
         if extra == "factor":
             spec["factor"] = _opt_num(factor, "factor")
         elif extra == "period_s":
@@ -338,11 +337,10 @@ def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, 
                 spec["at_s"] = FV.parse_at(G.text(at), float(getattr(tw.snapshot, "sim_time", 0.0)))
             except ValueError as exc:
                 raise S.ControlError(str(exc)) from None
-        spec = tw.check_fault(spec)
-        tw.control("fault", spec, **actor)
     except S.ControlError as exc:
         return _err(exc)
-    return _ok(tw, FV.fault_message(spec))
+    ticket = tw.send("fault", spec, **actor)
+    return A.sent(tw, ticket, lambda: FV.fault_message(ticket.command.spec), TICKET)
 
 
 @dash.callback(
@@ -365,10 +363,11 @@ def on_policy(_apply, detect, redundant, weights, choice, token, viewer, secret)
         if redundant not in ("on", "off") or weights not in ("ems", "obs"):
             raise S.ControlError("policy: redundant experts on or off; weights from ems or obs")
         pol = {"detect_s": G.number(detect), "redundant_experts": redundant != "off", "weights_from": weights}
-        msg = tw.control("policy", pol, **G.actor(viewer, token, secret))
     except S.ControlError as exc:
         return _err(exc)
-    return _ok(tw, _("%(what)s (applies to faults from now on)") % {"what": _capital(msg)})
+    ticket = tw.send("policy", pol, **G.actor(viewer, token, secret))
+    return A.sent(tw, ticket, lambda: _("%(what)s (applies to faults from now on)") % {"what": _capital(ticket.said)},
+                  TICKET)
 
 
 @dash.callback(
@@ -391,10 +390,11 @@ def on_random(value, rate, choice, token, viewer, secret):
         if on and not (h is not None and 0 < h <= RANDOM_MAX):
             raise S.ControlError(f"random failures: rate = {str(rate)[:40]}: allowed 0 < x <= {RANDOM_MAX:g} "
                                  f"failure-clock hours per sim second (switch off to stop)")
-        msg = tw.control("random", {"hours_per_sim_s": h if on else 0}, **G.actor(viewer, token, secret))
     except S.ControlError as exc:
         return (*_err(exc), [] if on else ["on"])
-    return (*_ok(tw, _capital(msg)), no_update)
+    ticket = tw.send("random", {"hours_per_sim_s": h if on else 0}, **G.actor(viewer, token, secret))
+    line = A.sent(tw, ticket, lambda: _capital(ticket.said), TICKET)
+    return (*line, ([] if on else ["on"]) if ticket.refused else no_update)
 
 
 @dash.callback(
@@ -413,11 +413,11 @@ def on_demo(clicks, choice, token, viewer, secret):
     try:
         if trig.get("index") not in {d["name"] for d in FV.demos()}:
             raise S.ControlError("demo: allowed one of the demo buttons")
-        msg = tw.control("reset", {"faults": trig["index"]}, **G.actor(viewer, token, secret))
     except S.ControlError as exc:
         return _err(exc)
+    ticket = tw.send("reset", {"faults": trig["index"]}, **G.actor(viewer, token, secret))
     title = next((d["title"] for d in FV.demos() if d["name"] == trig["index"]), trig["index"])
-    return _ok(tw, FV.demo_message(title, msg))
+    return A.sent(tw, ticket, lambda: FV.demo_message(title, ET.said(ticket.said)), TICKET)
 
 
 # Locked shared twin: the page's action buttons are disabled and say why (drawn in the browser

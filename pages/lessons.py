@@ -16,13 +16,14 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 from twin import i18n as I
 from twin import lessons as L
 from twin import session as S
+from twin.ui import answer
 from twin.ui import classbar as CB
 from twin.ui import components as C
 from twin.ui import eventtext
 from twin.ui import guard as G
 from twin.ui import teach as T
 from twin.ui.errors import explain
-from twin.ui.live import twin_for
+from twin.ui.live import TICKET, twin_for
 from twin.ui import lang as Lg
 from twin.ui.lang import N_
 
@@ -303,7 +304,7 @@ def act(clicks, progress, choice, token, viewer, secret):
         return ([text] * n_msgs, ["ctl-msg msg-error"] * n_msgs) + (no_update,) * 5
     les, n = found
     try:
-        text = _("Applied: %(what)s") % {"what": eventtext.said(run_step(les, n, choice, token, viewer, secret))}
+        tw, ticket = run_step(les, n, choice, token, viewer, secret)
     except S.ControlError as exc:
         # refused (a locked shared twin, another browser's sandbox, a rate limit): the reason in the
         # viewer's language, and the page still opens with the step narrated, so a student can watch
@@ -313,23 +314,27 @@ def act(clicks, progress, choice, token, viewer, secret):
                 {"lesson": les.id, "step": n}, no_update, target_page(les.steps[n - 1].action))
     prog = _progress(progress)
     prog[les.id] = sorted(set(prog.get(les.id, [])) | {n})
-    return ([text] * n_msgs, ["ctl-msg msg-ok"] * n_msgs, text, "ctl-msg msg-ok", {"lesson": les.id, "step": n},
-            prog, target_page(les.steps[n - 1].action))
+    # the engine's answer: here now if it came within a moment, else on the control bar's line (twin.ui.answer)
+    text, cls = answer.sent(tw, ticket, lambda: eventtext.said(ticket.said), TICKET)
+    return ([text] * n_msgs, [cls] * n_msgs, text, cls, {"lesson": les.id, "step": n}, prog,
+            target_page(les.steps[n - 1].action))
 
 
-def run_step(les: L.Lesson, n: int, choice, token, viewer, secret, hold: bool = False) -> str:
+def run_step(les: L.Lesson, n: int, choice, token, viewer, secret, hold: bool = False):
     """A step's speed and action on the twin this viewer watches (the control bar's path: lock, sandbox
-    ownership and validation apply) and, for the timeline, a hold after its warm-up; the action's
-    confirmation. ControlError if refused."""
+    ownership and validation apply) and, for the timeline, a hold after its warm-up; (the twin, the
+    action's ticket). ControlError if refused at once."""
     step = les.steps[n - 1]
     tw, _note = twin_for(choice)
     actor = G.actor(viewer, token, secret)
     kw = {**actor, "who": f"{actor['who']} · lesson {les.id}"}
     tw.control("speed", step.screen.speed, **kw)    # the pace the step's figures assume;
-    msg = tw.control(step.action.control, step.action.value, **kw)     # the action next, then the hold
+    ticket = tw.send(step.action.control, step.action.value, **kw)     # the action next, then the hold
+    if ticket.refused:
+        raise S.ControlError(ticket.reason)
     if hold:
         tw.control("hold", step.screen.warmup_s, **kw)
-    return msg
+    return tw, ticket
 
 
 @dash.callback(
@@ -354,12 +359,12 @@ def go(clicks, choice, token, viewer, secret):
         return *say(_("This lesson step is not known; reload the lesson."), "ctl-msg msg-error"), no_update, no_update
     les, n = found
     try:
-        msg = run_step(les, n, choice, token, viewer, secret, hold=True)
+        _tw, ticket = run_step(les, n, choice, token, viewer, secret, hold=True)
     except S.ControlError as exc:
         return *say(_("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"), no_update, no_update
     sc = les.steps[n - 1].screen
     return (*say(_("Applied: %(what)s; the twin pauses at %(sim)s simulated s") % {
-        "what": eventtext.said(msg), "sim": f"{sc.warmup_s:g}"}, "ctl-msg msg-ok"), {"lesson": les.id, "step": n},
+        "what": eventtext.said(ticket.said), "sim": f"{sc.warmup_s:g}"}, "ctl-msg msg-ok"), {"lesson": les.id, "step": n},
         T.lesson_href(les.id, n))
 
 

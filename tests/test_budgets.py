@@ -13,7 +13,7 @@ from twin import session as S
 from twin import tracestore
 from twin.budget import RateLimit
 
-from test_callbacks import failures, pages, pm_id, triggered, wait_until  # noqa: F401 (fixtures)
+from test_callbacks import answered, failures, pages, pm_id, triggered, wait_until  # noqa: F401 (fixtures)
 
 SECRET_A, SECRET_B = "A" * 32, "B" * 32
 
@@ -27,8 +27,8 @@ def reg(dash_app, monkeypatch):
 
 
 def _reset(dash_app, trace, secret=SECRET_A):
-    return triggered(dash_app.on_control, "ctl-reset.n_clicks", 0, [0] * 6, None, [0] * 7, None, 1,
-                     "shared", None, "v1", "default", "", trace, 0, secret)
+    return answered(triggered(dash_app.on_control, "ctl-reset.n_clicks", 0, [0] * 6, None, [0] * 7, None, 1,
+                              "shared", None, "v1", "default", "", trace, 0, secret), "ctl-ticket")
 
 
 # ---- 1. no path from a browser reaches the file system ------------------------------------------

@@ -30,12 +30,29 @@ def wait_until(pred, timeout: float = 15.0, interval: float = 0.05) -> bool:
     return bool(pred())
 
 
+SET_PROPS: dict = {}       # what the last `triggered` callback set with dash.set_props
+
+
 def triggered(fn, prop_id: str, *args, value=1):
     """Call a callback as Dash would after `prop_id` changed (sets ctx.triggered)."""
     def run():
-        context_value.set(AttributeDict(triggered_inputs=[{"prop_id": prop_id, "value": value}]))
+        SET_PROPS.clear()
+        context_value.set(AttributeDict(triggered_inputs=[{"prop_id": prop_id, "value": value}],
+                                        updated_props=SET_PROPS))
         return fn(*args)
     return copy_context().run(run)
+
+
+def answered(out: tuple, store: str, choice: str = "shared") -> tuple:
+    """A sending callback's (message, class), or, if it left the engine's answer pending, the answer
+    its page shows on a later poll (twin.ui.answer.follow)."""
+    from twin.ui import answer
+    data = (SET_PROPS.get(store) or {}).get("data")
+    if data is None:
+        return out
+    ticket = S.sessions().get(choice).ticket(data["id"])
+    assert ticket.wait(15), "the engine did not answer"
+    return answer.answered(data, choice)[:2]
 
 
 def nothing(output) -> bool:
@@ -147,12 +164,13 @@ def test_engine_thread_survives_failing_steps_and_bad_commands(twin_registry):
     eng.advance = flaky
     with pytest.raises(S.ControlError, match="fault kind = .fail.: allowed npu_die"):          # checked before it is queued ...
         tw.control("fault", {"target": "n99", "kind": "fail"})
-    tw._q.put(InjectFault({"target": "n99", "kind": "fail"}))   # ... the engine refuses it too
+    refused = tw._engine.submit(InjectFault({"target": "n99", "kind": "fail"}))   # ... the engine refuses it too
     v = tw.snapshot.version
     assert wait_until(lambda: tw.snapshot.version > v + 2)
     assert tw.alive
     assert any("injected failure" in a["what"] for a in tw.actions(50))
     assert tw.status()["errors"] == 2
+    assert refused.refused and refused.reason.startswith("fault kind = 'fail': allowed npu_die")
 
 
 def test_repeated_failures_pause_the_twin_with_a_message(twin_registry):
@@ -460,24 +478,23 @@ def failures(dash_app):
 def fault_click(fl, prop_id, kind, target, at=None, dur=None, factor=None, period=None, choice="shared",
                 token=None, viewer="vtest"):
     inject = 1 if prop_id.startswith("fl-inject") else 0
-    return triggered(fl.on_fault, prop_id, inject, 1 - inject, kind, target, at, dur, factor, period,
-                     choice, token, viewer, None)
+    return answered(triggered(fl.on_fault, prop_id, inject, 1 - inject, kind, target, at, dur, factor, period,
+                              choice, token, viewer, None), "fl-ticket", choice)
 
 
 def test_fault_targets_are_validated_with_the_engine_rules_without_touching_the_twin(twin_registry):
     tw = twin_registry.shared()
-    assert tw.check_fault({"kind": "optical_link", "target": "sp3/l2-7--n20/l1-3"}) == \
+    assert S.fault_command({"kind": "optical_link", "target": "sp3/l2-7--n20/l1-3"}, None).spec == \
         {"kind": "optical_link", "target": "n20/l1-3--sp3/l2-7"}                  # canonical link id
     bad = ((dict(kind="l2", target="n20"), "is a node; fault kind l2 breaks an L2 UB switch"),
            (dict(kind="npu_die", target="n99/npu0/d0"), "node index 99 out of range 0..47"),
            (dict(kind="npu_die", target="n20/npu3/d7"), "die index 7 out of range"),
            (dict(kind="meteor", target="n20"), "fault kind = .meteor.: allowed npu_die"),
-           (dict(kind="l2", target="sp2/l2-5", at_s=-5), "in the past"),
            (dict(kind="l2", target="sp2/l2-5", duration_s=0), "0 < duration_s"),
            (dict(kind="optical_degrade", target="n20/l1-3--sp3/l2-7", factor=1.5), "0 <= factor < 1"))
     for spec, match in bad:
         with pytest.raises(S.ControlError, match=match):
-            tw.check_fault(spec)
+            S.fault_command(spec, None)
     time.sleep(0.2)
     assert tw.snapshot.faults == () and not any(e["kind"] == "error" for e in tw.snapshot.events)
 
@@ -560,8 +577,8 @@ def test_failures_page_load_does_not_act(failures, twin_registry):
 
 def test_failures_policy_change(failures, twin_registry):
     tw = twin_registry.shared()
-    msg, cls = triggered(failures.on_policy, "fl-policy-apply.n_clicks", 1, 15, "off", "obs", "shared",
-                            None, "vtest", None)
+    msg, cls = answered(triggered(failures.on_policy, "fl-policy-apply.n_clicks", 1, 15, "off", "obs", "shared",
+                                  None, "vtest", None), "fl-ticket")
     assert "msg-ok" in cls and "redundant_experts=False" in msg and "weights_from=obs" in msg
     assert tw.policy["detect_s"] == 15.0 and tw.policy["redundant_experts"] is False
     assert wait_until(lambda: any(e["kind"] == "policy" for e in tw.snapshot.events))
@@ -573,17 +590,23 @@ def test_failures_policy_change(failures, twin_registry):
     assert "detect 15 s, redundant experts off, weights from OBS" in FT.policy_text(tw.policy)
 
 
+def random_switch(fl, value, rate) -> tuple:
+    """The random-failures switch as the page calls it, with the engine's answer."""
+    out = triggered(fl.on_random, "fl-random.value", value, rate, "shared", None, "vtest", None)
+    return out if out[0] is no_update else (*answered(out[:2], "fl-ticket"), out[2])
+
+
 def test_failures_random_switch(failures, twin_registry):
     tw = twin_registry.shared()
-    msg, cls, value = failures.on_random(["on"], 0, "shared", None, "vtest", None)
+    msg, cls, value = random_switch(failures, ["on"], 0)
     assert "msg-error" in cls and "0 < x <= 10 " in msg and value == []
-    msg, cls, value = failures.on_random(["on"], 5, "shared", None, "vtest", None)
+    msg, cls, value = random_switch(failures, ["on"], 5)
     assert "msg-ok" in cls and tw.random == 5.0 and value is no_update
-    assert failures.on_random(["on"], 7, "shared", None, "vtest", None) == (no_update,) * 3   # already on
-    msg, cls, value = failures.on_random([], 5, "shared", None, "vtest", None)      # switched off
+    assert random_switch(failures, ["on"], 7) == (no_update,) * 3   # already on
+    msg, cls, value = random_switch(failures, [], 5)      # switched off
     assert "msg-ok" in cls and "random failures off" in msg.lower() and tw.random is None
     assert wait_until(lambda: any(e["message"] == "random failures off" for e in tw.snapshot.events))
-    failures.on_random(["on"], 5, "shared", None, "vtest", None)
+    random_switch(failures, ["on"], 5)
     tw.control("reset", {"scenario": "default"})
     assert wait_until(lambda: tw.run == 1) and tw.random is None
 
@@ -592,9 +615,9 @@ def test_failures_policy_and_random_confirmations_read_in_chinese(dash_app, fail
     """The Failures page's own confirmations go through the catalogs like every other control's."""
     import re
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
-        on, _, _ = failures.on_random(["on"], 5, "shared", None, "vtest", None)
-        pol, _ = triggered(failures.on_policy, "fl-policy-apply.n_clicks", 1, 15, "off", "obs", "shared",
-                           None, "vtest", None)
+        on, _, _ = random_switch(failures, ["on"], 5)
+        pol, _ = answered(triggered(failures.on_policy, "fl-policy-apply.n_clicks", 1, 15, "off", "obs", "shared",
+                                    None, "vtest", None), "fl-ticket")
     for msg in (on, pol):
         words = re.findall(r"[A-Za-z]{3,}", re.sub(r"'[^']*'", "", msg))   # settings are quoted as typed
         assert re.search(r"[\u4e00-\u9fff]", msg) and not words, msg
@@ -603,8 +626,8 @@ def test_failures_policy_and_random_confirmations_read_in_chinese(dash_app, fail
 def test_failures_demo_load_replays_the_file(failures, twin_registry):
     tw = twin_registry.shared()
     tw.control("policy", {"detect_s": 5})
-    msg, cls = triggered(failures.on_demo, pm_id("fl-demo", "decode-die-no-redundancy"),
-                                 [0, 0, 0, 1, 0, 0], "shared", None, "vtest", None)
+    msg, cls = answered(triggered(failures.on_demo, pm_id("fl-demo", "decode-die-no-redundancy"),
+                                  [0, 0, 0, 1, 0, 0], "shared", None, "vtest", None), "fl-ticket")
     assert "msg-ok" in cls and "Decode die lost, no redundancy" in msg
     assert wait_until(lambda: tw.run == 1)
     snap = tw.snapshot
@@ -642,7 +665,7 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
     tw = twin_registry.shared()
     tw.control("speed", "max")
     assert wait_until(lambda: tw.snapshot.sim_time > 20)
-    tw.control("fault", tw.check_fault({"kind": "l2", "target": "sp2/l2-5", "duration_s": 30}))
+    tw.control("fault", {"kind": "l2", "target": "sp2/l2-5", "duration_s": 30})
     assert wait_until(lambda: tw.snapshot.faults and tw.snapshot.faults[0]["recover_s"] is not None, timeout=30)
     tw.control("pause")
     time.sleep(0.2)
@@ -667,7 +690,7 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
     cursor = drawn["cursor"]
     again = fl.tick(3, "shared", cursor, view_name="supernode")
     assert all(nothing(v) for k, v in again.items() if k != "cursor")  # same version: nothing
-    tw.control("fault", tw.check_fault({"kind": "node", "target": "n20"}))
+    tw.control("fault", {"kind": "node", "target": "n20"})
     tw.control("play")
     assert wait_until(lambda: tw.snapshot.version > cursor["v"] + 1 and "n20/npu3/d1" in tw.snapshot.failed
                       and tw.snapshot.history["t"][-1] > cursor["t"])

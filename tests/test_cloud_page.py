@@ -43,6 +43,12 @@ def test_the_comparison_ran_in_a_job_process_and_is_kept_for_this_browser_only(c
         "Run the comparison to see the three policies side by side."
 
 
+def _sent(fn, *args) -> tuple:
+    """A sending callback's (message, class) once the twin answered (twin.ui.answer)."""
+    from test_callbacks import answered, triggered
+    return answered(triggered(fn, "cl-send.n_clicks", *args), "cl-ticket")
+
+
 def _cells(shown) -> dict:
     rows = shown.children[0].children[1:]
     return {r.children[0].children: [c.children for c in r.children[1:]] for r in rows}
@@ -59,7 +65,7 @@ def test_the_live_day_is_drawn_from_the_snapshot_and_knobs_go_through_the_action
     tw = twin_registry.shared()
     out = cloud.tick(1, "shared", None)
     assert "not a co-pool day" in out["live"] and out["load"] == {}
-    msg, cls = cloud.on_load(1, *ACTOR)
+    msg, cls = _sent(cloud.on_load, 1, *ACTOR)
     assert cls == "ctl-msg msg-ok" and msg.startswith("reset: scenario copool-day")
     tw.control("speed", "max")
     _wait(lambda: tw.snapshot.cloud and len(tw.snapshot.cloud["timeline"]) >= 3)
@@ -72,9 +78,9 @@ def test_the_live_day_is_drawn_from_the_snapshot_and_knobs_go_through_the_action
     _wait(lambda: tw.snapshot.version == tw.snapshot.version)      # paused: the version stays
     same = cloud.tick(3, "shared", {**cursor, "v": tw.snapshot.version})
     assert same["fig"] is no_update and same["live"] is no_update and same["cursor"] is no_update
-    msg, cls = cloud.on_apply(1, "dedicated", 0.6, 0.8, 0.99, 0, 24, 2, 4, 0, *ACTOR)
+    msg, cls = _sent(cloud.on_apply, 1, "dedicated", 0.6, 0.8, 0.99, 0, 24, 2, 4, 0, *ACTOR)
     assert cls == "ctl-msg msg-ok" and "co-pool policy=dedicated" in msg and "dedicated_prefill_groups=4," in msg
-    assert tw.actions(1)[0]["what"].startswith("co-pool policy=dedicated")          # logged for everyone
+    assert "applied to the shared twin at t = " in msg and tw.actions(1)[0]["what"].startswith("co-pool policy=dedicated")          # logged for everyone
     tw.control("play")
     _wait(lambda: tw.snapshot.cloud["params"]["policy"] == "dedicated")
     _wait(lambda: tw.snapshot.cloud["npus"]["training"] == 64.0)     # 4 x 16 NPUs after drain + switch
@@ -90,13 +96,13 @@ def test_bad_knobs_are_refused_with_a_message(cloud, twin_registry, policy, knob
     tw = twin_registry.shared()
     tw.control("reset", {"scenario": "copool-day"})
     _wait(lambda: tw.snapshot.cloud is not None)
-    msg, cls = cloud.on_apply(1, policy, *knobs, *ACTOR)
+    msg, cls = _sent(cloud.on_apply, 1, policy, *knobs, *ACTOR)
     assert cls == "ctl-msg msg-error" and message in msg, msg
 
 
 def test_knobs_on_a_twin_without_a_co_pool_day_are_refused(cloud, twin_registry):
     twin_registry.shared()
-    msg, cls = cloud.on_apply(1, "copool", *KNOBS, *ACTOR)
+    msg, cls = _sent(cloud.on_apply, 1, "copool", *KNOBS, *ACTOR)
     assert cls == "ctl-msg msg-error" and "does not run a co-pool day; load scenario copool-day" in msg
 
 

@@ -3,6 +3,7 @@ the locale, and `?lang=` / the cookie / <html lang> work on the served app."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from dash.development.base_component import Component
@@ -358,6 +359,9 @@ def test_control_confirmations_and_the_action_log_read_in_chinese(twin_registry)
     assert said[0] == "speed 20x"                                                # the English is unchanged
     assert said[4] == "reset: scenario bursty-chat, seed 3, load 80% of capacity"
     assert said[5] == "fault l2 sp2/l2-5 for 30 s"
+    end = time.monotonic() + 15                    # the log records each answer, from the twin's thread
+    while len(tw.actions(50)) < 1 + len(said) and time.monotonic() < end:
+        time.sleep(0.05)
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
         texts = [eventtext.said(s) for s in said]
         acts = live.status_payload(tw)["actions"]

@@ -20,7 +20,14 @@ def _reset(dash_app, scenario, deployment):
         out = dash_app.on_control(0, [0] * 6, None, [0] * 7, None, 1, "shared", None, "vtest", scenario,
                                   deployment, None, 0, None)
         return (*out, context_value.get().updated_props)
-    return copy_context().run(run)
+    msg, cls, props = copy_context().run(run)
+    pending = props.pop("ctl-ticket", None)       # the reset not yet taken by the twin's thread: its answer
+    if pending:
+        from twin import session as S
+        from twin.ui import answer
+        assert S.sessions().shared().ticket(pending["data"]["id"]).wait(15)
+        msg, cls = answer.answered(pending["data"], "shared")[:2]
+    return msg, cls, props
 
 
 def test_a_deployment_without_prefill_moves_to_a_scenario_it_runs(dash_app, twin_registry):

@@ -1,7 +1,10 @@
-"""A twin's user actions (play, pause, speed, load, rate, fault, policy, random, reset): each is
-checked here (twin.controls), then applied at once (pause, play, speed: plain attribute writes) or
-sent to the engine thread as a typed message (an engine command, or a `_Swap` of the engine on a
-reset). `TwinActions` is the controlling half of `twin.runner.Twin`.
+"""A twin's user actions (play, pause, speed, load, rate, fault, policy, random, copool, reset) and
+the one way in for them: `send` checks who is asking (instructor lock, sandbox owner), builds the
+typed command and validates it once (twin.controls, the budgets), then either applies it at once
+(pause, play, speed: plain attribute writes) or puts it on the engine's one queue (`Engine.submit`;
+a reset hands the runner a new engine instead). Every action comes back as a `Ticket`: accepted (at
+sim time t) or refused with the reason, at once for a refusal at the edge, from the engine's thread
+otherwise. `TwinActions` is the controlling half of `twin.runner.Twin`.
 """
 from __future__ import annotations
 
@@ -12,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .controls import (ControlError, _checked, _throttled, check_fault, demo_names, parse_load, parse_random,
-                       parse_rate, parse_seed, parse_speed)
+from .controls import (ControlError, _checked, _throttled, demo_names, fault_command, parse_load, parse_rate,
+                       parse_seed, parse_speed, random_command)
 from .cloud import live as copool_live
 from .engine import commands
-from .engine.faults import Policy, load_fault_file
+from .engine.commands import Ticket
+from .engine.faults import load_fault_file
 from .i18n import N_, said
 from .tracestore import TraceChoiceError, check, label, pin, registered, resolve, unpin
 from .workload import TraceNotFound
@@ -28,6 +32,9 @@ RESETS_PER_MIN = 10                   # resets a client may send one twin per mi
                                       # in the web process: up to ~1 s of CPU)
 MAX_PENDING_FAULTS = 20               # scheduled faults not yet struck, per twin
 FAULT_HORIZON_S = 86_400.0            # a fault may be scheduled at most one sim day ahead
+TICKETS_KEPT = 256                    # answers a twin keeps for browsers to read on their next poll
+RESET_LATE = "the twin was reset before this command landed; send it again"
+RESET_REPLACED = "a later reset replaced this one before it took effect"
 
 
 def policy_of(engine) -> dict:
@@ -70,18 +77,13 @@ def apply_load(engine, params: _Params, key: str) -> None:
 
 @dataclass(frozen=True)
 class _Swap:
-    """Queue message: replace the running engine (a reset), with the settings it was built from."""
+    """A reset for the runner: replace the running engine with this one, built from these settings;
+    `ticket` is answered when the swap is done."""
     engine: Any
     params: "_Params"
     policy: dict
     random: float | None
-
-
-@dataclass(frozen=True)
-class _Hold:
-    """Queue message: pause once the engine has run `after_s` more simulated seconds. Queued, so a
-    hold sent after a reset counts from the new run's start (the swap is drained first)."""
-    after_s: float
+    ticket: Ticket
 
 
 HOLD_MAX_S = 3600.0               # the longest hold: a lesson step's warm-up is at most 3600 s (twin.lessons)
@@ -97,60 +99,106 @@ FAULT_SAID = {(False, False): N_("fault %(kind)s %(target)s"),
 class TwinActions:
     """User actions on a twin (mixed into twin.runner.Twin, which owns the state they change)."""
 
-    def control(self, action: str, value: Any = None, *, who: str = "viewer",
-                credential: str | None = None, client: str | None = None) -> str:
-        """Apply a user action; returns a short confirmation, raises ControlError with the reason.
+    def send(self, action: str, value: Any = None, *, who: str = "viewer",
+             credential: str | None = None, client: str | None = None) -> Ticket:
+        """Send a user action; returns its ticket: refused at once (with the reason) if the edge
+        refuses it, accepted at once for play, pause and speed, else answered by the engine's thread.
 
         Actions: play, pause, hold (pause after this many more simulated seconds), speed (1..1000 or "max"), load (fraction of capacity), rate (req/s),
-        fault ({"target", "kind", ...}; `check_fault` validates one first), policy ({"detect_s",
+        fault ({"target", "kind", "at_s", "duration_s", "factor", "period_s"}), policy ({"detect_s",
         "redundant_experts", "weights_from", ...}), random ({"hours_per_sim_s"}), copool (co-pool
         knobs on a co-pool day: {"policy", "lend_below", "dedicated_prefill_groups", ...}),
         reset ({"scenario", "seed", "deployment", "trace": a name `twin.tracestore` offers, "rate",
-        "load": a fraction of capacity, "faults": a demo name}). `client` must be the sandbox's owner (see `client_id`);
-        `credential` is what an instructor unlock returned (twin.gate), needed on a locked shared twin.
+        "load": a fraction of capacity, "faults": a demo name}). `client` must be the sandbox's owner
+        (see `client_id`); `credential` is what an instructor unlock returned (twin.gate), needed on a
+        locked shared twin. The shared twin's log records each answer with `who`.
         """
-        self.require(credential, client)
-        self.touch()
         act = ACTIONS.get(action) if isinstance(action, str) else None
-        if act is None:
-            raise ControlError(f"unknown action {action!r}: allowed {', '.join(ACTIONS)}")
-        msg = act(self, value, client)
+        try:
+            self.require(credential, client)
+            self.touch()
+            if act is None:
+                raise ControlError(f"unknown action {action!r}: allowed {', '.join(ACTIONS)}")
+            ticket = act(self, value, client)
+        except ControlError as exc:
+            return Ticket(action if act else "unknown").refuse(str(exc))
         self._wake.set()
-        if self.shared:
-            self._note(who, msg)
-        else:
-            self._bump()
-        return msg
+        self._keep(ticket, who)
+        return ticket
+
+    def control(self, action: str, value: Any = None, **who) -> str:
+        """`send` for a caller that wants the confirmation as text (the lessons, links, the soak):
+        raises ControlError with the reason if the action is refused at once."""
+        ticket = self.send(action, value, **who)
+        if ticket.refused:
+            raise ControlError(ticket.reason)
+        return ticket.said
+
+    def ticket(self, ticket_id) -> Ticket | None:
+        """A recent ticket of this twin by its id (None if unknown or long gone)."""
+        with self._lock:
+            return self._tickets.get(ticket_id) if type(ticket_id) is int else None
+
+    def _keep(self, ticket: Ticket, who: str) -> None:
+        """Keep the ticket for the sender's next poll; when answered, log it (shared twin) and bump
+        the status so every page's beat carries the news."""
+        with self._lock:
+            self._tickets[ticket.id] = ticket
+            while len(self._tickets) > TICKETS_KEPT:
+                self._tickets.popitem(last=False)
+
+        def answered(t: Ticket) -> None:
+            if not self.shared:
+                self._bump()
+            elif t.accepted:
+                self._note(who, t.said)
+            else:
+                self._note(who, said(N_("%(what)s refused: %(msg)s"), what=t.said, msg=t.reason), ok=False)
+        ticket.on_done(answered)
+
+    def _now(self, name: str, what) -> Ticket:
+        """An action applied in the caller's thread: accepted at once."""
+        return Ticket(name, what).accept(getattr(self.snapshot, "sim_time", 0.0))
+
+    def _submit(self, cmd: commands.Command, what) -> Ticket:
+        """Put a command on the one queue of the engine that will run next (a reset's, if one waits)."""
+        with self._lock:
+            engine = self._swap.engine if self._swap is not None else self._engine
+            return engine.submit(cmd, Ticket(cmd.name, what))
 
     # pause, play and speed are plain attribute writes (atomic), applied immediately so the reply
     # already shows them; the thread is woken to act on them within one iteration
-    def _play(self, _value, _client) -> str:
+    def _play(self, _value, _client) -> Ticket:
         if self.paused:
             self._window_reset = True
         self.paused = False
         self.message = ""
-        return said(N_("play"))
+        return self._now("play", said(N_("play")))
 
-    def _pause(self, _value, _client) -> str:
+    def _pause(self, _value, _client) -> Ticket:
         self.paused = True
         self._window_reset = True
-        return said(N_("pause"))
+        return self._now("pause", said(N_("pause")))
 
-    def _speed(self, value, _client) -> str:
+    def _speed(self, value, _client) -> Ticket:
         s = parse_speed(value)
         self.speed = s
         self._window_reset = True
-        return said(N_("speed max")) if s == "max" else said(N_("speed %(x)sx"), x=f"{s:g}")
+        return self._now("speed", said(N_("speed max")) if s == "max" else said(N_("speed %(x)sx"), x=f"{s:g}"))
 
-    def _hold(self, value, _client) -> str:
+    def _hold(self, value, _client) -> Ticket:
+        """Pause once the engine that will run next has run `value` more simulated seconds: a hold
+        sent after a reset counts from the new run's start (it names that run's engine)."""
         try:
             s = float(value)
         except (TypeError, ValueError):
             s = math.nan
         if not 0 < s <= HOLD_MAX_S:
             raise ControlError(f"hold = {str(value)[:16]!r}: allowed 0 < seconds <= {HOLD_MAX_S:g} (simulated)")
-        self._q.put(_Hold(s))
-        return said(N_("pause after %(s)s simulated s"), s=f"{s:g}")
+        with self._lock:
+            engine = self._swap.engine if self._swap is not None else self._engine
+            self._pause_at = (engine, engine.sim_time + s)
+        return self._now("hold", said(N_("pause after %(s)s simulated s"), s=f"{s:g}"))
 
     def _synthetic_only(self, action: str, engine=None) -> None:
         workload = getattr(getattr(engine, "scenario", None), "workload", None) if engine else self.workload
@@ -158,56 +206,46 @@ class TwinActions:
             raise ControlError(f"{action}: a trace replays its own arrival times; pick a synthetic "
                                "scenario (e.g. bursty-chat or diurnal) to set the load, or change the speed")
 
-    def _load(self, value, _client) -> str:
+    def _load(self, value, _client) -> Ticket:
         self._synthetic_only("load")
-        f = parse_load(value)
+        cmd = _checked(commands.SetLoad, value)
         with self._lock:
-            self.params.load = f
-        self._q.put(commands.SetLoad(f))
-        return said(N_("load %(pct)s%% of capacity"), pct=f"{f * 100:.0f}")
+            self.params.load = cmd.fraction
+        return self._submit(cmd, said(N_("load %(pct)s%% of capacity"), pct=f"{cmd.fraction * 100:.0f}"))
 
-    def _rate(self, value, _client) -> str:
+    def _rate(self, value, _client) -> Ticket:
         self._synthetic_only("rate")
-        r = parse_rate(value)
-        self._q.put(commands.SetRate(r))
-        return said(N_("rate %(r)s req/s"), r=f"{r:g}")
+        cmd = _checked(commands.SetRate, value)
+        return self._submit(cmd, said(N_("rate %(r)s req/s"), r=f"{cmd.rate:g}"))
 
-    def _fault(self, value, client) -> str:
-        if not isinstance(value, dict) or "target" not in value or "kind" not in value:
-            raise ControlError("fault: allowed {'kind': a fault kind (npu_die, l2, optical_link, ...), "
-                               "'target': a topology id, 'at_s', 'duration_s'}")
-        value = self._budget_fault(self.check_fault(value), client)
-        self._q.put(commands.InjectFault(value))
-        at, dur = value.get("at_s"), value.get("duration_s")
-        return said(FAULT_SAID[at is not None, dur is not None], kind=value["kind"], target=value["target"],
-                    **({"at": f"{float(at):g}"} if at is not None else {}),
-                    **({"s": f"{float(dur):g}"} if dur is not None else {}))
+    def _fault(self, value, client) -> Ticket:
+        cmd = fault_command(value, getattr(self.snapshot, "deployment", None) or self.params.deployment)
+        spec = self._budget_fault(cmd.spec, client)
+        at, dur = spec.get("at_s"), spec.get("duration_s")
+        return self._submit(cmd, said(FAULT_SAID[at is not None, dur is not None], kind=spec["kind"],
+                                      target=spec["target"], **({"at": f"{at:g}"} if at is not None else {}),
+                                      **({"s": f"{dur:g}"} if dur is not None else {})))
 
-    def _policy(self, value, _client) -> str:
-        cmd = self._check_policy(value)
-        self._q.put(cmd)
+    def _policy(self, value, _client) -> Ticket:
+        cmd = _checked(commands.SetPolicy, value)
         self.policy = {**self.policy, **cmd.fields}
-        return said(N_("policy %(fields)s"), fields=", ".join(f"{k}={v}" for k, v in cmd.fields.items()))
+        return self._submit(cmd, said(N_("policy %(fields)s"),
+                                      fields=", ".join(f"{k}={v}" for k, v in cmd.fields.items())))
 
-    def _random(self, value, _client) -> str:
-        h = parse_random(value)
-        self._q.put(commands.SetRandom(h))
-        self.random = h or None
-        return (said(N_("random failures on (%(h)s failure-clock h per sim s)"), h=f"{self.random:g}")
-                if self.random else said(N_("random failures off")))
+    def _random(self, value, _client) -> Ticket:
+        cmd = random_command(value)
+        self.random = cmd.hours_per_sim_s or None
+        return self._submit(cmd, said(N_("random failures on (%(h)s failure-clock h per sim s)"), h=f"{self.random:g}")
+                            if self.random else said(N_("random failures off")))
 
-    def _copool(self, value, client) -> str:
+    def _copool(self, value, client) -> Ticket:
         """Co-pool knobs (twin.cloud.live): checked against the day the twin runs, rate-limited."""
-        try:
-            fields = copool_live.check(value, getattr(self.snapshot, "cloud", None))
-        except ValueError as exc:
-            raise ControlError(str(exc)) from None
-        cmd = _checked(copool_live.SetCoPool, fields)
+        cmd = _checked(copool_live.check, value, getattr(self.snapshot, "cloud", None))
         _throttled(self._copool_rate, "co-pool changes", client or "anyone")
-        self._q.put(cmd)
-        return said(N_("co-pool %(fields)s"), fields=", ".join(f"{k}={v}" for k, v in cmd.fields.items()))
+        return self._submit(cmd, said(N_("co-pool %(fields)s"),
+                                      fields=", ".join(f"{k}={v}" for k, v in cmd.fields.items())))
 
-    def _reset_action(self, value, client) -> str:
+    def _reset_action(self, value, client) -> Ticket:
         if client is not None:         # a browser (in-process callers, such as the lesson check, pass none)
             _throttled(self._reset_rate, "resets", client)
         return self._reset(value or {})
@@ -221,12 +259,6 @@ class TwinActions:
         if not self.authorized(credential):
             raise ControlError("the shared twin is locked by the instructor: enter the instructor "
                                "token, or open a private sandbox to experiment")
-
-    def check_fault(self, spec) -> dict:
-        """Validate a fault for this twin's system at its current sim time (nothing is changed)."""
-        snap = self.snapshot
-        return check_fault(spec, getattr(snap, "deployment", None) or self.params.deployment,
-                           getattr(snap, "sim_time", 0.0))
 
     def _budget_fault(self, spec: dict, client: str | None) -> dict:
         """Refuse a fault beyond the horizon, past the pending limit or the client's rate."""
@@ -245,15 +277,6 @@ class TwinActions:
             with self._lock:
                 self._pending.append(at)
         return spec
-
-    def _check_policy(self, value) -> commands.SetPolicy:
-        """The policy change as a command, checked against the policy as last set."""
-        cmd = _checked(commands.SetPolicy, value)
-        try:
-            Policy.load(**{**self.policy, **cmd.fields})
-        except (ValueError, TypeError) as exc:
-            raise ControlError(str(exc)) from None
-        return cmd
 
     def _reset(self, spec: dict) -> str:
         """Build the new engine here (in the caller's thread) so a bad scenario, trace or deployment
@@ -301,9 +324,19 @@ class TwinActions:
             unpin(new.trace, self)
             raise
         random = (demo.get("random") or {}).get("hours_per_sim_s")
-        self._q.put(_Swap(engine, new, policy_of(engine), random))
+        ticket = Ticket("reset", self._reset_said(spec, new, engine))
         with self._lock:
+            dropped, self._swap = self._swap, _Swap(engine, new, policy_of(engine), random, ticket)
             self._pending = []
+        if dropped is not None:           # two resets before the runner took the first: the last wins
+            unpin(dropped.params.trace, self)
+            dropped.engine.refuse_queued(RESET_LATE)
+            dropped.ticket.refuse(RESET_REPLACED)
+        return ticket
+
+    @staticmethod
+    def _reset_said(spec: dict, new: _Params, engine):
+        """What a reset says it did (its settings, and what loading the trace did to it)."""
         bits = [said(N_("scenario %(name)s"), name=new.scenario), said(N_("seed %(seed)s"), seed=new.seed)]
         if new.deployment:
             bits.append(said(N_("deployment %(name)s"), name=new.deployment))

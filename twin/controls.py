@@ -1,6 +1,7 @@
-"""What viewers may ask of a twin, checked once: speed, load, rate, seed and random-failure
-settings (the engine's own command rules), fault specs (the faults component's `check_spec` on a
-fresh topology of the twin's system), and who is asking (`client_id`). Every refusal is a
+"""What viewers may ask of a twin, checked once, at the edge: speed, load, rate, seed and
+random-failure settings (the engine's own command rules), faults (the faults component's
+`check_shape` on a fresh topology of the twin's system, in `fault_command`), and who is asking
+(`client_id`). Every refusal is a
 ControlError whose message names the field and what is allowed. The module never imports dash.
 """
 from __future__ import annotations
@@ -13,7 +14,6 @@ from functools import lru_cache
 from .budget import RateLimit
 from .config import CATALOG_DIR, catalog
 from .engine import commands
-from .engine.faults import check_spec
 from .settings import get as setting
 from .topology import topology
 
@@ -82,9 +82,9 @@ def parse_seed(value) -> int:
     return int(f)
 
 
-def parse_random(value) -> float:
+def random_command(value) -> commands.SetRandom:
     """{"hours_per_sim_s": h} (or a bare number h), 0 <= h <= RANDOM_MAX: how fast the failure clock
-    runs (twin.engine.faults); returns h."""
+    runs (twin.engine.faults), as the engine's command."""
     h = value.get("hours_per_sim_s") if isinstance(value, dict) else value
     if isinstance(value, dict) and set(value) - {"hours_per_sim_s"}:
         h = value          # refused below, naming the allowed table
@@ -93,7 +93,12 @@ def parse_random(value) -> float:
             h = float(h)
         except ValueError:
             pass
-    return _checked(commands.SetRandom, h).hours_per_sim_s
+    return _checked(commands.SetRandom, h)
+
+
+def parse_random(value) -> float:
+    """The random-failure rate h of `random_command`."""
+    return random_command(value).hours_per_sim_s
 
 
 @lru_cache(maxsize=8)
@@ -101,25 +106,20 @@ def _fresh_topology(system: str):
     return topology(system)          # healthy; only read here (validation never fails parts)
 
 
-def check_fault(spec, deployment: str | None, now: float) -> dict:
-    """Validate a fault with the faults component's own rule (`check_spec`) against a fresh
-    topology of the deployment's system, without touching any running engine; returns the
-    canonical spec (canonical target id, fields given) or raises ControlError naming what is wrong."""
+def fault_command(spec, deployment: str | None) -> commands.InjectFault:
+    """A fault as the engine's command, its shape checked once with the faults component's own rule
+    (`check_shape`) against a fresh topology of the deployment's system, without touching any running
+    engine (the engine decides, when it lands, what depends on the moment); ControlError naming what
+    is wrong. Empty fields of a form are left out."""
     if not isinstance(spec, dict):
-        raise ControlError(f"fault = {spec!r}: allowed a table {{kind, target, at_s?, duration_s?, "
+        raise ControlError(f"fault = {str(spec)[:60]!r}: allowed a table {{kind, target, at_s?, duration_s?, "
                            "factor?, period_s?}")
     spec = {k: v for k, v in spec.items() if v is not None and v != ""}
     try:
         system = catalog().deployment(deployment or "cloudmatrix-infer-paper").system
-        f = check_spec(spec, _fresh_topology(system), float(now))
+        return commands.InjectFault.checked_on(spec, _fresh_topology(system))
     except (ValueError, KeyError, TypeError) as exc:
         raise ControlError(str(exc.args[0] if exc.args else exc)) from None
-    out = {"kind": f.kind, "target": f.target}
-    for name, value in (("at_s", f.at_s), ("duration_s", f.duration_s), ("factor", f.factor),
-                        ("period_s", f.period_s)):
-        if name in spec:
-            out[name] = value
-    return out
 
 
 def demo_names() -> list[str]:

@@ -1,25 +1,25 @@
 """Live runner: one daemon thread per twin advances an Engine in chunks and publishes snapshots.
 
-A `Twin` owns one `twin.engine.Engine`. Its thread loops every ``wall_dt`` (0.2 s): drain the
-message queue (typed engine commands, an engine swap), ``eng.advance(speed * wall_dt)``, build and
-publish the engine's snapshot by rebinding one reference (atomic in CPython), sleep the remainder. The
-thread never dies from a bad command or a failing step: it logs an event and carries on, and after
-repeated failures it pauses itself with a message. User actions: twin.actions.TwinActions.
-Callers (Dash callbacks) only read `Twin.snapshot` / `Twin.status()` and call `Twin.control()`;
-they never touch SimPy objects. The module never imports dash.
+A `Twin` owns one `twin.engine.Engine`. Its thread loops every ``wall_dt`` (0.2 s): take a reset's
+new engine if one waits, ``eng.advance(speed * wall_dt)`` (which applies the commands on the
+engine's one queue first and answers their tickets; a paused twin applies them without advancing),
+publish the engine's snapshot by rebinding one reference (atomic in CPython), sleep the remainder.
+The thread never dies from a bad command or a failing step: it logs an event and carries on, and
+after repeated failures it pauses itself with a message. User actions: twin.actions.TwinActions.
+Callers (Dash callbacks) only read `Twin.snapshot` / `Twin.status()` / `Twin.ticket()` and call
+`Twin.send()`; they never touch SimPy objects. The module never imports dash.
 """
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import tracestore
-from .actions import FAULTS_PER_MIN, RESETS_PER_MIN, TwinActions, _Hold, _Params, _Swap, apply_load, policy_of
+from .actions import FAULTS_PER_MIN, RESET_LATE, RESETS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
 from .budget import REQUESTS, CpuShare, RateLimit, give_back_memory
 from .controls import parse_speed
 from .cloud import live as live_cloud
@@ -96,10 +96,11 @@ class Twin(TwinActions):
         self.run = 0
         self.rev = 0                              # bumps on any status change viewers should see
         self.message = ""
-        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._swap: _Swap | None = None           # a reset's engine, waiting for the thread to take it
+        self._tickets: OrderedDict = OrderedDict()   # recent tickets by id (read by the pages' polls)
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._lock = threading.Lock()             # guards _actions, _memo, params, rev
+        self._lock = threading.Lock()             # guards _actions, _memo, params, rev, _swap, _tickets
         self._actions: deque[Action] = deque(maxlen=LOG_LEN)
         self._memo: dict = {}
         self._memo_version: tuple = ()
@@ -108,7 +109,7 @@ class Twin(TwinActions):
         self._slice = 0.1                         # sim s per slice of a sandbox's advance (adapted)
         self._window_reset = False                # set by control(); the thread clears its window
         self._pending: list[float] = []           # at_s of scheduled faults not yet struck
-        self._pause_at: float | None = None       # sim time a hold pauses at (actions.hold)
+        self._pause_at: tuple | None = None       # (engine, sim time) a hold pauses at (actions.hold)
         self._fault_rate = RateLimit(FAULTS_PER_MIN)
         self._reset_rate = RateLimit(RESETS_PER_MIN)
         self._copool_rate = RateLimit(live_cloud.CHANGES_PER_MIN)
@@ -142,6 +143,10 @@ class Twin(TwinActions):
         t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(timeout)
+        with self._lock:
+            sw, self._swap = self._swap, None
+        if sw is not None:
+            sw.ticket.refuse("the twin was stopped before this reset took effect")
         tracestore.release(self)
 
     @property
@@ -162,7 +167,7 @@ class Twin(TwinActions):
         while not self._stop.is_set():
             t0, wait = time.monotonic(), 0.0
             try:
-                self._drain()
+                self._take_swap()
                 if self._ttl is not None and self.idle_s() > self._ttl:
                     self._note("system", f"stopped after {self._ttl:.0f} s idle")
                     break
@@ -170,6 +175,7 @@ class Twin(TwinActions):
                 wait = 0.0 if self.shared else SANDBOXES.wait_s()
                 if self.paused or wait:         # wait: the sandboxes' share is spent, this one falls behind
                     last_adv = None
+                    self._answer_now()
                 else:
                     # sim time follows the wall time that really passed (sleeps overshoot a little),
                     # capped so a slow step is not followed by a catch-up burst
@@ -198,8 +204,9 @@ class Twin(TwinActions):
             sim = self._max_chunk
         else:
             sim = float(self.speed) * max(elapsed, 0.0)
-        if self._pause_at is not None:      # a hold: stop exactly at the moment to look
-            sim = max(min(sim, self._pause_at - eng.sim_time), 0.0)
+        hold = self._pause_at
+        if hold is not None and hold[0] is eng:     # a hold (of this run): stop exactly at the moment to look
+            sim = max(min(sim, hold[1] - eng.sim_time), 0.0)
         t0, cpu0 = time.monotonic(), time.thread_time()
         try:
             if self.shared:
@@ -220,7 +227,7 @@ class Twin(TwinActions):
             rate = sim / max(dt if self.shared else time.thread_time() - cpu0, 1e-4)
             self._max_chunk = min(max(0.2 * self._max_chunk + 0.8 * rate * self.wall_dt, 0.05), 3600.0)
         self.snapshot = eng.snapshot()
-        if self._pause_at is not None and eng.sim_time >= self._pause_at - 1e-9:
+        if hold is not None and hold[0] is eng and eng.sim_time >= hold[1] - 1e-9:
             self._pause_at, self.paused, self._window_reset = None, True, True
             self._bump()
         return sim
@@ -243,7 +250,7 @@ class Twin(TwinActions):
         would, so `python -m twin.lessons check` reads the pages' numbers at a known time."""
         if self.alive:
             raise RuntimeError(f"twin {self.key} runs its own thread; advance_to is for a twin not started")
-        self._drain()
+        self._take_swap()
         self._engine.run(sim_s, step=chunk_s)
         self.snapshot = self._engine.snapshot()
 
@@ -271,37 +278,37 @@ class Twin(TwinActions):
         w = sum(a for a, _ in st.window)
         st.achieved = sum(b for _, b in st.window) / w if w > 0 else 0.0
 
-    def _drain(self) -> None:
-        while True:
-            try:
-                msg = self._q.get_nowait()
-            except queue.Empty:
+    def _take_swap(self) -> None:
+        """A reset: the new engine replaces the running one (commands still queued on the old one are
+        refused, saying so) and the reset's ticket is accepted."""
+        with self._lock:
+            sw, self._swap = self._swap, None
+            if sw is None:
                 return
-            try:
-                if isinstance(msg, _Swap):
-                    engine = msg.engine
-                    self._engine = engine
-                    with self._lock:
-                        old, self.params = self.params, msg.params
-                    tracestore.unpin(old.trace, self)       # _reset pinned the new run's trace
-                    self.policy = msg.policy
-                    self.random = msg.random
-                    self.snapshot = engine.snapshot()   # before run: a reader of the new run sees its snapshot
-                    self.run += 1
-                    self.paused = False
-                    self.message = ""
-                    self._stats = _Stats()
-                    self._pause_at = None
-                elif isinstance(msg, _Hold):
-                    self._pause_at = self._engine.sim_time + msg.after_s
-                    self.paused = False
-                else:
-                    self._engine.submit(msg)
-                self._bump()
-            except Exception as exc:   # a bad command never kills the thread
-                what = type(msg).__name__
-                log.exception("twin %s: command %s failed", self.key, what)
-                self._note("system", f"command {what} failed: {type(exc).__name__}: {exc}", ok=False)
+            old_engine, self._engine = self._engine, sw.engine
+            old, self.params = self.params, sw.params
+            if self._pause_at is not None and self._pause_at[0] is not sw.engine:
+                self._pause_at = None           # a hold of the run that ends
+        old_engine.refuse_queued(RESET_LATE)
+        tracestore.unpin(old.trace, self)       # _reset pinned the new run's trace
+        self.policy = sw.policy
+        self.random = sw.random
+        self.snapshot = sw.engine.snapshot()   # before run: a reader of the new run sees its snapshot
+        self.run += 1
+        self.paused = False
+        self.message = ""
+        self._stats = _Stats()
+        sw.ticket.accept(sw.engine.sim_time)
+        self._bump()
+
+    def _answer_now(self) -> None:
+        """Not advancing (paused, or a sandbox out of its share): apply the queued commands anyway,
+        so their senders get an answer now, and publish what they changed."""
+        try:
+            if self._engine.apply_commands():
+                self.snapshot = self._engine.snapshot()
+        except Exception as exc:   # a command that breaks the engine: said, never fatal
+            self._fail_step(exc)
 
     # ---- reading ----------------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 """The co-pool day live on a twin: a twin whose scenario is a co-pool day runs the scheduler inside
 its own engine (`attach`, called by the runner's factory), its snapshots carry the day
-(`CoPool.view`), and the policy knobs are a typed engine command (`SetCoPool`), checked when built
-and again when it lands, sent through the twin's action path (twin.actions: logged on the shared
-twin, rate-limited per client).
+(`CoPool.view`), and the policy knobs are a typed engine command (`SetCoPool`), checked once when
+built (against the day the twin shows, `check`) and merged with the live knobs when it lands, sent
+through the twin's action path (twin.actions: logged on the shared twin, rate-limited per client).
 
 A live twin runs on past one day: the timeline keeps the last TIMELINE_ROWS intervals and the
 switch log the last SWITCH_ROWS moves (memory bounds per twin; `moves` counts them all).
@@ -55,8 +55,9 @@ def merged(fields, current: dict | None) -> Params:
         raise ValueError(str(exc)) from None
 
 
-def check(fields, view: dict | None) -> dict:
-    """A co-pool change checked against the day a snapshot shows (None: no day runs there)."""
+def check(fields, view: dict | None) -> "SetCoPool":
+    """A co-pool change checked against the day a snapshot shows (None: no day runs there), as the
+    engine's command (checked here once; the engine merges it with the knobs it has when it lands)."""
     if not view:
         raise ValueError(f"copool: this twin does not run a co-pool day; load scenario "
                          f"{SCENARIOS[0]} first")
@@ -67,7 +68,7 @@ def check(fields, view: dict | None) -> dict:
         if n > have - keep:
             raise ValueError(f"copool.dedicated_{kind}_groups = {n}: allowed 0..{max(have - keep, 0)} "
                              f"({have} {kind} groups, {keep} must serve)")
-    return dict(fields)
+    return SetCoPool(dict(fields), checked=True)
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,11 @@ class SetCoPool(Command):
     name = "copool"
 
     fields: dict
+    checked: bool = False        # built by `check` (the knobs already checked against the day)
 
     def __post_init__(self):
-        merged(self.fields, None)                 # unknown knobs and bad values: refused here
+        if not self.checked:
+            merged(self.fields, None)             # unknown knobs and bad values: refused here
         object.__setattr__(self, "fields", dict(self.fields))
 
     def apply(self, eng) -> None:

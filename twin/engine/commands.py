@@ -1,21 +1,97 @@
-"""Typed commands: a change requested from outside the engine thread, validated once when it is
-built (a ValueError naming the field and what is allowed) and applied once by the engine, between
-advances, at the sim time it lands. The live session and the dashboard build these; the engine's
-command log replays them exactly.
+"""Typed commands and their answers: a change requested from outside the engine thread, validated
+once when it is built (a ValueError naming the field and what is allowed), queued once
+(`Engine.submit`, which returns a `Ticket`) and applied once by the thread that owns the engine,
+between advances, at the sim time it lands. The ticket then says accepted (at sim time t) or
+refused, with the reason. The live session, the serve API and headless callers all go this way;
+the engine's command log replays accepted commands exactly.
 
-A fault's target can only be checked against a topology: the session checks it with the faults
-component's `check_spec` on the twin's system before sending; the engine checks it again at the
-time it lands (the moment decides whether `at_s` is in the past) and logs a refusal.
+A fault's shape (kind, target, numbers) is checked against a topology of the system: at the edge
+(`InjectFault.checked`, which the live session and the serve API use) or, for a command built
+bare, by the engine when it lands. What depends on the moment (at_s already past, the part already
+down) only the engine can decide, when the fault lands; a refusal is the ticket's reason.
 """
 from __future__ import annotations
 
+import itertools
+import threading
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, fields
-from typing import ClassVar
+from dataclasses import dataclass, fields, replace
+from typing import Callable, ClassVar
 
 from .. import settings
 from ..i18n import N_
-from .faults import Policy, check_random
+from .faults import Policy, check_random, check_shape
+
+PENDING, ACCEPTED, REFUSED = "pending", "accepted", "refused"
+
+
+class Ticket:
+    """The answer to one command: pending until the engine's thread applies it, then accepted (at
+    sim time `t`) or refused with `reason` (English; the dashboard translates it). `id` is unique in
+    the process, so a browser can hold it and ask again on its next poll."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, name: str, said=None):
+        self.id = next(Ticket._ids)
+        self.name = name            # the command's or action's name
+        self.said = said            # what was asked, as the sender worded it (a twin.i18n Said, or text)
+        self.command: Command | None = None     # the command it answers (set by Engine.submit)
+        self.state = PENDING
+        self.reason = ""
+        self.t: float | None = None
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._hooks: list[Callable[["Ticket"], None]] = []
+
+    def on_done(self, fn: Callable[["Ticket"], None]) -> "Ticket":
+        """Call fn(ticket) once it is answered (in the answering thread; at once if it already is)."""
+        with self._lock:
+            if self.state == PENDING:
+                self._hooks.append(fn)
+                return self
+        fn(self)
+        return self
+
+    def accept(self, t: float | None = None) -> "Ticket":
+        return self._answer(ACCEPTED, "", t)
+
+    def refuse(self, reason: str, t: float | None = None) -> "Ticket":
+        return self._answer(REFUSED, str(reason), t)
+
+    def _answer(self, state: str, reason: str, t: float | None) -> "Ticket":
+        with self._lock:
+            if self.state != PENDING:        # answered once; later answers are ignored
+                return self
+            self.state, self.reason, self.t = state, reason, t
+            hooks, self._hooks = self._hooks, []
+        for fn in hooks:
+            fn(self)
+        self._done.set()             # after the hooks: a waiter sees what they did (the log line)
+        return self
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until answered (or `timeout` s); True if answered."""
+        return self._done.wait(timeout)
+
+    @property
+    def done(self) -> bool:
+        return self.state != PENDING
+
+    @property
+    def accepted(self) -> bool:
+        return self.state == ACCEPTED
+
+    @property
+    def refused(self) -> bool:
+        return self.state == REFUSED
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "name": self.name, "state": self.state, "reason": self.reason,
+                "t": None if self.t is None else round(self.t, 3)}
+
+    def __repr__(self) -> str:
+        return f"Ticket({self.id}, {self.name}, {self.state}{': ' + self.reason if self.reason else ''})"
 
 
 class Command(ABC):
@@ -68,18 +144,26 @@ class SetLoad(_SettingCommand):
 
 @dataclass(frozen=True)
 class InjectFault(Command):
-    """A fault table {kind, target, at_s?, duration_s?, factor?, period_s?} (twin.engine.faults)."""
+    """A fault table {kind, target, at_s?, duration_s?, factor?, period_s?} (twin.engine.faults).
+    `checked`: the table is the canonical spec `check_shape` returned (see `InjectFault.checked_on`)."""
     name = "fault"
 
     spec: dict
+    checked: bool = False
 
     def __post_init__(self):
         if not isinstance(self.spec, dict):
             raise ValueError("fault: allowed a table {kind, target, at_s?, duration_s?, factor?, period_s?}")
         object.__setattr__(self, "spec", dict(self.spec))
 
+    @classmethod
+    def checked_on(cls, spec: dict, topo) -> "InjectFault":
+        """The command with its shape checked against `topo` (a topology of the engine's system): the
+        one validation of a fault sent from outside; the engine then decides only what the moment does."""
+        return cls(check_shape(spec, topo), checked=True)
+
     def apply(self, eng) -> None:
-        eng.faults.inject(self.spec)
+        eng.faults.land(self.spec, self.checked)
 
 
 @dataclass(frozen=True)
@@ -93,11 +177,11 @@ class SetPolicy(Command):
         if not isinstance(self.fields, dict) or not self.fields:
             raise ValueError("policy: allowed a table of fields, e.g. {'detect_s': 60, "
                              "'redundant_experts': true, 'weights_from': 'ems' | 'obs'}")
-        Policy.load(**self.fields)          # unknown fields and bad values: refused here
+        Policy.load(**self.fields)          # unknown fields and bad values: refused here, once
         object.__setattr__(self, "fields", dict(self.fields))
 
     def apply(self, eng) -> None:
-        eng.faults.policy = Policy.load(**{**vars(eng.faults.policy), **self.fields})
+        eng.faults.policy = replace(eng.faults.policy, **self.fields)    # each field checked when built
         eng.log("policy", N_("fault policy: %(fields)s"), fields=", ".join(f"{k}={v}" for k, v in self.fields.items()))
 
 

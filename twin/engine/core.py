@@ -25,7 +25,7 @@ from ..topology import topology
 from . import cache, network, report
 from .accounting import Accounting
 from .clock import Clock
-from .commands import Command
+from .commands import Command, Ticket
 from .deadlines import Deadlines
 from .faults import FaultManager, Policy, load_fault_file
 from .metrics import Metrics
@@ -76,7 +76,7 @@ class Engine:
         self.arrivals_on = True
         self.drained: dict | None = None   # set by drain(): how it ended
         self.external = None              # twin.engine.external.External when serving outside requests
-        self.commands: queue.Queue[Command] = queue.Queue()
+        self.commands: queue.SimpleQueue[tuple[Command, Ticket]] = queue.SimpleQueue()   # the one command queue
         self.command_log: list[tuple[float, Command]] = []
         self.events: list[dict] = []
         self.version = 0
@@ -181,19 +181,59 @@ class Engine:
         self.events.append(ev)
         del self.events[:-MAX_EVENTS]
 
-    def submit(self, cmd: Command) -> None:
-        """Thread-safe: queue a command; it lands at the sim time of the next advance()."""
+    def submit(self, cmd: Command, ticket: Ticket | None = None) -> Ticket:
+        """Thread-safe: queue a command (validated when it was built); it lands at the sim time of the
+        next advance() or apply_commands(), and the returned ticket says whether it was accepted."""
         if not isinstance(cmd, Command):
             raise TypeError("submit() takes a twin.engine.commands.Command")
-        self.commands.put(cmd)
+        ticket = ticket if ticket is not None else Ticket(cmd.name)
+        ticket.command = cmd
+        self.commands.put((cmd, ticket))
+        return ticket
 
-    def _apply(self, cmd: Command) -> None:
+    def _apply(self, cmd: Command, ticket: Ticket) -> None:
         try:
             cmd.apply(self)
-            self.command_log.append((self.env.now, cmd))
         except (ValueError, KeyError, TypeError, CatalogError) as exc:
-            msg = exc.args[0] if exc.args else repr(exc)
+            msg = str(exc.args[0] if exc.args else repr(exc))
             self.log("error", N_("%(cmd)s refused: %(msg)s"), cmd=cmd.name, msg=msg)
+            ticket.refuse(msg, self.env.now)
+            return
+        except Exception as exc:          # a fault in the engine itself: the sender hears it too
+            ticket.refuse(f"{type(exc).__name__}: {exc}", self.env.now)
+            raise
+        self.command_log.append((self.env.now, cmd))
+        ticket.accept(self.env.now)
+
+    def _apply_queued(self) -> int:
+        n = 0
+        while True:
+            try:
+                cmd, ticket = self.commands.get_nowait()
+            except queue.Empty:
+                return n
+            self._apply(cmd, ticket)
+            n += 1
+
+    def apply_commands(self) -> int:
+        """Apply the queued commands now, without advancing (a paused twin answers them at once);
+        returns how many there were. A change is a new version for whoever reads snapshots."""
+        self.catch_up()
+        n = self._apply_queued()
+        if n:
+            self.version += 1
+        return n
+
+    def refuse_queued(self, reason: str) -> int:
+        """Answer every queued command as refused (the engine is being replaced); returns how many."""
+        n = 0
+        while True:
+            try:
+                _cmd, ticket = self.commands.get_nowait()
+            except queue.Empty:
+                return n
+            ticket.refuse(reason, self.env.now)
+            n += 1
 
     def set_rate(self, rate: float) -> None:
         self.incoming.set_rate(self.env.now, rate)
@@ -226,11 +266,7 @@ class Engine:
         if not sim_seconds >= 0 or math.isinf(sim_seconds):
             raise ValueError(f"advance: sim_seconds = {sim_seconds}: must be a finite number >= 0")
         self.catch_up()
-        while True:
-            try:
-                self._apply(self.commands.get_nowait())
-            except queue.Empty:
-                break
+        self._apply_queued()
         if sim_seconds > 0:
             self.env.run(until=self.env.now + sim_seconds)
         else:                       # process what is due now (e.g. a fault injected "now")

@@ -33,6 +33,7 @@ SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # conv
            "pages/traffic.py", "pages/cache.py", "pages/failures.py", "pages/tradeoffs.py",
            "pages/validation.py", "pages/cloud.py", "twin/ui/lang.py", "twin/ui/topolive.py", "twin/ui/topoview.py",
            "twin/ui/tradeoffs.py", "twin/ui/live.py", "twin/ui/topostyle.py", "twin/ui/faultreport.py",
+           "twin/ui/answer.py",
            "twin/ui/faultconsole.py", "twin/ui/faulttable.py", "twin/ui/faultview.py", "twin/ui/failpanels.py",
            "twin/ui/errors.py", "twin/ui/guard.py", "twin/ui/runnable.py", "twin/ui/words.py",
            "pages/compare.py", "pages/explorer.py", "twin/ui/chartinfo.py",

@@ -5,6 +5,7 @@ GET /twin/status, POST /twin/fault. Errors are OpenAI's shape: {"error": {"messa
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
@@ -18,8 +19,7 @@ from starlette.routing import Route
 
 from ..actions import FAULTS_PER_MIN
 from ..budget import RateLimit
-from ..engine.commands import InjectFault
-from ..engine.faults.spec import FAULT_KEYS
+from ..controls import ControlError, fault_command
 from . import prompt
 from .live import LiveTwin, Stream
 from .metrics import ServeMetrics
@@ -28,6 +28,7 @@ MAX_BODY_BYTES = 2 << 20       # assumption: a 131,072-token prompt is ~512 KB b
 MAX_OPEN = 2000                # served requests open at once (each holds a few KB); past it: 503
 REQUESTS_PER_S_ADDRESS = 500   # new requests per second per client address (a 1,000-stream ramp in 2 s)
 MAX_OUTPUT_TOKENS = 32768      # assumption: max_tokens above this is refused (DeepSeek-R1's 32K generation cap)
+ANSWER_S = 2.0                 # a fault request waits this long for the engine thread's answer (one step: 20 ms)
 TOKEN_ENV = "TWIN_INSTRUCTOR_TOKEN"   # if set, POST /twin/fault needs it as a Bearer token
 ROLES = ("system", "developer", "user", "assistant", "tool")
 REJECTED = {"kv_too_long": (400, "context_length_exceeded", "invalid_request_error",
@@ -128,17 +129,18 @@ class ServeApp:
                 raise ApiError(429, f"at most {FAULTS_PER_MIN} faults a minute", code="rate_limit_exceeded",
                                kind="rate_limit_error")
             spec = await self._body(request)
-            extra = set(spec) - set(FAULT_KEYS)
-            if extra:
-                raise ApiError(400, f"fault: unknown field(s) {sorted(extra)}; allowed {list(FAULT_KEYS)}")
             if "at_s" not in spec:
                 spec["at_s"] = self.live.loop.time() - self.live.wall0    # now, in sim time
-            try:
-                self.live.engine.faults.check(dict(spec))
-            except (ValueError, KeyError) as exc:
-                raise ApiError(400, f"fault: {exc.args[0] if exc.args else exc}") from None
-            self.live.command(InjectFault(spec))
-            return JSONResponse({"accepted": spec})
+            try:                                # checked once, here; the engine decides what the moment does
+                cmd = fault_command(spec, self.live.model)
+            except ControlError as exc:
+                raise ApiError(400, str(exc)) from None
+            ticket = self.live.command(cmd)
+            if not await asyncio.to_thread(ticket.wait, ANSWER_S):
+                return JSONResponse({"pending": ticket.as_dict()}, status_code=202)
+            if ticket.refused:
+                raise ApiError(409, f"fault refused: {ticket.reason}", code="refused")
+            return JSONResponse({"accepted": cmd.spec, "ticket": ticket.as_dict()})
         except ApiError as e:
             return e.response()
 

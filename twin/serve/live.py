@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..engine import Engine
-from ..engine.commands import Command
+from ..engine.commands import Command, Ticket
 from ..engine.external import External
 from .metrics import engine_gauges
 
@@ -132,9 +132,9 @@ class LiveTwin:
         stream.arrival = self.loop.time() - self.wall0
         self._inbox.put(stream)
 
-    def command(self, cmd: Command) -> None:
-        """A typed engine command (a fault, a policy) for the next advance."""
-        self._inbox.put(cmd)
+    def command(self, cmd: Command) -> Ticket:
+        """A typed engine command (a fault, a policy), on the engine's one queue for its next advance."""
+        return self.engine.submit(cmd)
 
     def achieved(self) -> float:
         """Sim seconds per wall second over the recent samples (1.0: real time)."""
@@ -169,10 +169,7 @@ class LiveTwin:
                         msg = self._inbox.get_nowait()
                     except queue.Empty:
                         break
-                    if isinstance(msg, Stream):
-                        ext.inject(msg.arrival, msg.input_tokens, msg.output_tokens, msg.blocks, msg)
-                    else:
-                        eng.submit(msg)
+                    ext.inject(msg.arrival, msg.input_tokens, msg.output_tokens, msg.blocks, msg)
                 if target > eng.sim_time:
                     eng.advance(target - eng.sim_time)
                 if ext.events:

@@ -43,7 +43,6 @@ FORMS = (
     (r"all {n} private sandboxes are in use; idle ones are freed after {min} min\. Watch the shared twin "
      r"meanwhile\.", N_("all %(n)s private sandboxes are in use; idle ones are freed after %(min)s min. Watch the "
                         "shared twin meanwhile.")),
-    (r"fault kind: allowed {kinds}", N_("fault kind: allowed %(kinds)s")),
     (r"fault at_s = {at}: allowed up to {s} s after now \(t = {now} s\)",
      N_("fault at_s = %(at)s: allowed up to %(s)s s after now (t = %(now)s s)")),
     (r"fault at_s = {at}: in the past \(now {now} s\)", N_("fault at_s = %(at)s: in the past (now %(now)s s)")),
@@ -73,6 +72,15 @@ FORMS = (
      N_("fault target = %(t)s is %(what)s; fault kind %(kind)s breaks %(wanted)s (e.g. %(ex)s)")),
     (r"fault target = {t}: required, e\.g\. {ex}", N_("fault target = %(t)s: required, e.g. %(ex)s")),
     (r"fault kind = {v}: allowed {kinds}", N_("fault kind = %(v)s: allowed %(kinds)s")),
+    # what the engine decides when a command lands (twin.engine.faults.manager, twin.actions)
+    (r"fault target = {t} is already down: fault #{id} \({k}\) struck it at t = {at} s and it is not repaired yet",
+     N_("fault target = %(t)s is already down: fault #%(id)s (%(k)s) struck it at t = %(at)s s and it is not "
+        "repaired yet")),
+    (r"the twin was reset before this command landed; send it again",
+     N_("the twin was reset before this command landed; send it again")),
+    (r"a later reset replaced this one before it took effect",
+     N_("a later reset replaced this one before it took effect")),
+    (r"the twin was stopped before this reset took effect", N_("the twin was stopped before this reset took effect")),
     # a reset's choices (normally picked from lists)
     (r"{field} = {v}: unknown \(allowed: {names}\)", N_("%(field)s = %(v)s: unknown (allowed: %(names)s)")),
     (r"trace = {v}: not a trace this dashboard offers \(allowed: {names}, empty for the scenario's own workload, "

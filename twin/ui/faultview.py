@@ -3,7 +3,7 @@ from the topology drawing, fault marks on the KPI charts, the per-fault table an
 
 Everything here reads snapshots: the failure-free topology a snapshot carries
 (`Snapshot.system.topology`, a `StaticTopology`) and plain dicts and lists; nothing touches a
-running engine or builds a topology. Validation of a fault itself is the engine's (`Twin.check_fault`).
+running engine or builds a topology. A fault is validated once, by `Twin.send` (twin.controls).
 The fault table, chart marks and demos live in `twin.ui.faulttable`.
 """
 from __future__ import annotations

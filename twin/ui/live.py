@@ -30,6 +30,7 @@ from .lang import _, unit
 ACTIONS_SHOWN = 8
 TICK_MS = 1000          # the app's one clock: how often a browser asks whether its twin moved
 BEAT = "shell-beat"
+TICKET = "ctl-ticket"     # a control-bar action the engine has not answered yet (twin.ui.answer)
 
 
 def beat_id(prefix: str) -> dict:
@@ -158,8 +159,10 @@ def shell_tick(choice, last: dict | None, action: bool = False, unlocked: bool =
 
 
 def shell_stores() -> list:
-    """The shell's clock and the two stores it feeds (status for the control bar, the last beat)."""
-    return [dcc.Interval(id="shell-tick", interval=TICK_MS), dcc.Store(id="shell-status"), dcc.Store(id=BEAT)]
+    """The shell's clock, the two stores it feeds (status for the control bar, the last beat) and the
+    control bar's pending answer."""
+    return [dcc.Interval(id="shell-tick", interval=TICK_MS), dcc.Store(id="shell-status"), dcc.Store(id=BEAT),
+            dcc.Store(id=TICKET)]
 
 
 def page_tick(prefix: str, output: dict, state: dict | None = None, *,

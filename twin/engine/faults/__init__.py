@@ -5,8 +5,8 @@ from .files import describe, load_fault_file
 from .manager import FaultManager, nodes_of
 from .random import failure_rates, random_classes
 from .spec import (EXAMPLES, FAULT_KEYS, KINDS, MAX_RECORDS, NETWORK, RANDOM_MAX, UB_KINDS, Fault,
-                   Policy, check_random, check_spec, defaults)
+                   Policy, check_random, check_shape, check_spec, defaults)
 
 __all__ = ["EXAMPLES", "FAULT_KEYS", "KINDS", "MAX_RECORDS", "NETWORK", "RANDOM_MAX", "UB_KINDS", "describe",
-           "Fault", "FaultManager", "Policy", "check_random", "check_spec", "defaults",
+           "Fault", "FaultManager", "Policy", "check_random", "check_shape", "check_spec", "defaults",
            "failure_rates", "load_fault_file", "nodes_of", "random_classes"]

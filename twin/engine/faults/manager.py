@@ -17,7 +17,7 @@ from ...topology import parse
 from . import recovery
 from .random import random_failures
 from ..accounting import BEFORE_S
-from .spec import MAX_RECORDS, NETWORK, Fault, Policy, check_spec
+from .spec import MAX_RECORDS, NETWORK, Fault, Policy, check_shape, check_spec, make_fault
 
 
 class FaultManager:
@@ -38,7 +38,34 @@ class FaultManager:
 
     # ---- scheduling ----------------------------------------------------------------------------
     def inject(self, spec: dict) -> Fault:
-        f = self.check(spec)
+        """A fault from a file or the random-failure process: checked here, then scheduled."""
+        return self._schedule(self.check(spec))
+
+    def land(self, spec: dict, checked: bool = False) -> Fault:
+        """A fault command at the sim time it lands. Its shape is checked once: at the edge
+        (`checked`, the canonical spec `check_shape` returned) or here; then what only the engine
+        knows now: whether at_s has passed and whether the part is already down."""
+        f = make_fault(spec if checked else check_shape(spec, self.eng.topo), self.eng.env.now, self.injected + 1)
+        if f.at_s <= self.eng.env.now + 1e-9:
+            down = self.down(f.target)
+            if down is not None:
+                raise ValueError(f"fault target = {f.target!r} is already down: fault #{down.id} ({down.kind}) "
+                                 f"struck it at t = {down.at_s:.1f} s and it is not repaired yet")
+        return self._schedule(f)
+
+    def down(self, target: str) -> Fault | None:
+        """The unrepaired fault that keeps `target` down now (struck, or landed to strike at this
+        instant) on the part itself, a part that holds it, or for a link either end; a degraded or
+        flapping link is not down."""
+        ends = target.split("--") if "--" in target else [target]
+        now = self.eng.env.now + 1e-9
+        for g in self.faults:
+            if (g.active or g.recover_s is None and g.at_s <= now) and g.kind not in ("optical_degrade", "optical_flap") \
+                    and (g.target == target or any(e == g.target or e.startswith(g.target + "/") for e in ends)):
+                return g
+        return None
+
+    def _schedule(self, f: Fault) -> Fault:
         self.injected += 1
         self.faults.append(f)
         self._prune()

@@ -1,5 +1,6 @@
 """What a fault is: its kinds and targets, the recovery policy, the record of one fault, and the
-one validation of a fault spec (`check_spec`) and of the random-failure setting (`check_random`)."""
+one validation of a fault spec (`check_shape`; `check_spec` adds its time) and of the random-failure
+setting (`check_random`)."""
 from __future__ import annotations
 
 import math
@@ -147,9 +148,17 @@ class Fault:
 
 
 def check_spec(spec: dict, topo, now: float, fault_id: int = 1) -> Fault:
-    """Validate a fault against a topology at sim time `now`: the one validation of a fault (the
-    engine's FaultManager and the live session both call it). Returns the Fault (canonical target
-    id) or raises ValueError naming the field and what is allowed."""
+    """Validate a fault against a topology at sim time `now` (fault files, random failures, the
+    headless engine): its shape (`check_shape`) then its time (`make_fault`). Returns the Fault
+    (canonical target id) or raises ValueError naming the field and what is allowed."""
+    return make_fault(check_shape(spec, topo), now, fault_id)
+
+
+def check_shape(spec: dict, topo) -> dict:
+    """The one validation of what a fault is, against a topology of the system (healthy or live:
+    only ids and part kinds are read): kind, target, numbers in range, no unknown field. Returns the
+    canonical spec (canonical target id, the fields given, as floats); what depends on the moment
+    (is at_s past? is the part already down?) is the engine's, when the fault lands."""
     if not isinstance(spec, dict):
         raise ValueError(f"fault = {brief(spec)}: allowed a table of {', '.join(FAULT_KEYS)}")
     spec = dict(spec)
@@ -168,20 +177,28 @@ def check_spec(spec: dict, topo, now: float, fault_id: int = 1) -> Fault:
         wanted = " or ".join(part_label(k, article=True) for k in KINDS[kind])
         raise ValueError(f"fault target = {target!r} is {part_label(what, article=True)}; fault kind {kind} "
                          f"breaks {wanted} (e.g. {EXAMPLES[kind]!r})")
-    at = _number(spec.pop("at_s", None), "at_s", now, -math.inf, math.inf,
-                 "a finite time in seconds")
-    if at < now - 1e-9:
-        raise ValueError(f"fault at_s = {at}: in the past (now {now:.3f} s)")
-    dur = spec.pop("duration_s", None)
-    if dur is not None:
-        dur = _number(dur, "duration_s", None, 1e-9, 30 * 86400, "0 < duration_s <= 2,592,000 s")
-    factor = _number(spec.pop("factor", None), "factor", 0.5, 0.0, 0.999999,
-                     "0 <= factor < 1 (fraction of capacity kept)")
-    period = _number(spec.pop("period_s", None), "period_s", 10.0, 0.1, 3600, "0.1 to 3600 s")
+    out = {"kind": kind, "target": canonical}
+    for name, lo, hi, allowed in (("at_s", -math.inf, math.inf, "a finite time in seconds"),
+                                  ("duration_s", 1e-9, 30 * 86400, "0 < duration_s <= 2,592,000 s"),
+                                  ("factor", 0.0, 0.999999, "0 <= factor < 1 (fraction of capacity kept)"),
+                                  ("period_s", 0.1, 3600, "0.1 to 3600 s")):
+        value = spec.pop(name, None)
+        if value is not None:
+            out[name] = _number(value, name, None, lo, hi, allowed)
     if spec:
         raise ValueError(f"fault: unknown field(s) {', '.join(spec)} (allowed: kind, target, "
                          f"at_s, duration_s, factor, period_s)")
-    return Fault(fault_id, kind, canonical, at, dur, factor, period)
+    return out
+
+
+def make_fault(canonical: dict, now: float, fault_id: int) -> Fault:
+    """The Fault of a spec `check_shape` returned, at sim time `now` (no at_s: now); ValueError if
+    at_s has already passed."""
+    at = canonical.get("at_s", now)
+    if at < now - 1e-9:
+        raise ValueError(f"fault at_s = {at}: in the past (now {now:.3f} s)")
+    return Fault(fault_id, canonical["kind"], canonical["target"], at, canonical.get("duration_s"),
+                 **{k: canonical[k] for k in ("factor", "period_s") if k in canonical})
 
 
 def _link_kind(topo, link: str) -> str:
