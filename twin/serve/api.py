@@ -216,6 +216,7 @@ class ServeApp:
         return text, mt, stream, usage
 
     async def _complete(self, request: Request, send, chat: bool) -> None:
+        received = self.live.now()      # the request's arrival: its body's reading and parsing count in its TTFT
         addr = request.client.host if request.client else "?"
         try:
             if not self.live.ready:
@@ -233,7 +234,7 @@ class ServeApp:
             s = Stream(prompt.tokens(text), asked, prompt.block_ids(text, self.live.block_size))
             s.finish_reason = "length" if asked is not None else "stop"
             self.open += 1
-            self.live.submit(s)
+            self.live.submit(s, received)
             try:
                 verdict = await s.decision()
             except BaseException:

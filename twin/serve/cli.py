@@ -39,7 +39,7 @@ def add_serve_commands(sub) -> None:
     s.add_argument("--port", type=number(1, 65535, integer=True), default=DEFAULT_PORT)
     s.add_argument("--lead", type=number(0, 1), default=None,
                    help="seconds the engine runs ahead of the wall clock, so each token is known before "
-                        "its time (0..1; default 0.01)")
+                        "its time (0..1; default 0.03)")
     s.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop", help="the event loop (default uvloop)")
     s.set_defaults(fn=cmd_serve)
 
@@ -54,8 +54,9 @@ def add_serve_commands(sub) -> None:
                    help="cap each request's output (default: the trace's output_length)")
     r.add_argument("--max-input", type=number(1, 131072, integer=True), default=16384,
                    help="cap each prompt, in tokens (default 16384)")
-    r.add_argument("--client", choices=("sdk", "aiohttp"), default="sdk",
-                   help="the official openai SDK (default) or aiohttp reading the raw SSE lines (less CPU a chunk)")
+    r.add_argument("--client", choices=("sdk", "aiohttp", "raw"), default="sdk",
+                   help="the official openai SDK (default), aiohttp reading the SSE lines (less CPU a chunk), or "
+                        "raw: the project's own bare asyncio client (least CPU a chunk)")
     r.add_argument("--procs", type=number(1, 64, integer=True), default=1,
                    help="client processes the streams are split over (default 1)")
     r.add_argument("--nice", type=number(-20, 19, integer=True), default=0,

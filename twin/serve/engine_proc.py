@@ -24,8 +24,9 @@ from collections import deque
 
 import numpy as np
 
-LEAD_S = 0.010       # the engine runs this far ahead of the wall clock (covers one advance + a pipe hop)
+LEAD_S = 0.030       # the engine runs this far ahead of the wall clock (covers its stalls on this loaded 2-core machine: docs/serve.md)
 STEP_S = 0.002       # wall seconds between advances (assumption: well under a decode step of ~20-90 ms)
+IDLE_S = 0.05        # with nothing in flight it waits this long between advances (or until a message)
 SNAPSHOT_S = 2.0     # gauges (for /metrics) are published this often (~6 ms of CPU each; scrapes are 5-15 s)
 OUTPUT_SEED = 27     # served requests without max_tokens draw from [seed, OUTPUT_SEED, draw number]
 
@@ -92,9 +93,10 @@ def main(conn, scenario: str, seed, background: bool, lead_s: float, step_s: flo
             return                       # the HTTP process is gone
         except Exception:                # a bad step never kills the engine: say so and carry on
             log.exception("twin serve: engine step failed")
-        rest = step_s - (time.monotonic() - t0)
+        busy = bool(ext.watch) or not ext.exhausted      # served requests in flight, or background traffic
+        rest = (step_s if busy else IDLE_S) - (time.monotonic() - t0)
         if rest > 0:
-            time.sleep(rest)
+            conn.poll(rest)              # a request wakes it at once
 
 
 def _fault(eng, spec: dict) -> str | None:

@@ -195,9 +195,10 @@ class LiveTwin:
         """The wall clock in sim time."""
         return time.monotonic() - self.wall0
 
-    def submit(self, stream: Stream) -> None:
-        """The request arrives now (its sim time is the wall clock's). Needs `ready`."""
-        stream.arrival = self.now()
+    def submit(self, stream: Stream, arrival: float | None = None) -> None:
+        """The request arrived at `arrival` (sim time; default now); the engine takes it at its own
+        present, up to LEAD_S later. Needs `ready`."""
+        stream.arrival = self.now() if arrival is None else arrival
         stream.key = self._keys = self._keys + 1
         self.streams[stream.key] = stream
         self._send(("req", stream.key, stream.arrival, stream.input_tokens, stream.output_tokens, stream.blocks))

@@ -4,7 +4,8 @@ in each stream's last chunk when the request asks for `twin_timing`).
 
 Two clients the project did not write: the official openai SDK (`--client sdk`: AsyncOpenAI, one
 asyncio task per stream; it parses every chunk into pydantic objects) and aiohttp reading the raw
-SSE lines (`--client aiohttp`: far less CPU a chunk). `--procs` splits the streams over client
+SSE lines (`--client aiohttp`: less CPU a chunk). `--client raw` is the project's own: a bare
+asyncio protocol that only finds each event's text marker (the least CPU a chunk). `--procs` splits the streams over client
 processes (spawned, each its own event loop), so the client is not the bottleneck it measures.
 A chunk's time is taken when its line is read, on the client's own clock (time.perf_counter).
 
@@ -82,6 +83,55 @@ async def _raw_one(session, url: str, model: str, prompt: str, out: int) -> tupl
     return t0, times, twin
 
 
+class _SSE(asyncio.Protocol):
+    """`--client raw`: the project's own minimal HTTP/1.1 client for one streamed completion (a new
+    connection per request, `Connection: close`): each complete `data: {...}` event that carries
+    text is timestamped when the read that completed it arrives; nothing else is parsed."""
+
+    def __init__(self, request: bytes):
+        self.request, self.buf, self.pos = request, bytearray(), 0
+        self.times, self.twin, self.status = [], {}, b""
+        self.done = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport):
+        transport.write(self.request)
+
+    def data_received(self, data: bytes):
+        now = time.perf_counter()
+        buf = self.buf
+        buf += data
+        if not self.status:
+            self.status = bytes(buf[9:12])
+        while True:
+            i = buf.find(b"data: {", self.pos)
+            j = buf.find(b"\n\n", i) if i >= 0 else -1
+            if j < 0:
+                return
+            event = buf[i:j]
+            if b'"text":""' in event:
+                self.twin = json.loads(bytes(event[6:])).get("twin_timing", self.twin)
+            elif b'"text":"' in event:
+                self.times.append(now)
+            self.pos = j + 2
+
+    def connection_lost(self, exc):
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def _raw_socket_one(host: str, port: int, path: str, model: str, prompt: str, out: int):
+    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": out, "stream": True,
+                       "twin_timing": True}).encode()
+    head = (f"POST {path}/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    t0 = time.perf_counter()
+    _, proto = await asyncio.get_running_loop().create_connection(lambda: _SSE(head + body), host, port)
+    await proto.done
+    if proto.status != b"200":
+        raise RuntimeError(f"HTTP {proto.status.decode()}")
+    return t0, proto.times, proto.twin
+
+
 async def _part(base_url: str, client_kind: str, model: str, work: list, concurrency: int, ramp_s: float,
                 max_tokens) -> tuple[list, int]:
     """One client process's share: `concurrency` closed-loop streams over `work`."""
@@ -90,6 +140,10 @@ async def _part(base_url: str, client_kind: str, model: str, work: list, concurr
         from openai import AsyncOpenAI
         client = AsyncOpenAI(base_url=base_url, api_key="twin", max_retries=0, timeout=600)
         one = lambda p, o: _sdk_one(client, model, p, o)            # noqa: E731
+    elif client_kind == "raw":
+        from urllib.parse import urlsplit
+        u = urlsplit(base_url)
+        one = lambda p, o: _raw_socket_one(u.hostname, u.port or 80, u.path, model, p, o)  # noqa: E731
     else:
         import aiohttp
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
@@ -105,7 +159,7 @@ async def _part(base_url: str, client_kind: str, model: str, work: list, concurr
             except Exception:         # counted, not fatal: a refusal is a figure too
                 errors += 1
     await asyncio.gather(*(worker(i) for i in range(concurrency)))
-    if client_kind != "sdk":
+    if client_kind == "aiohttp":
         await session.close()
     return results, errors
 
