@@ -136,6 +136,7 @@ class ServeApp:
                              "lead_s": lt.lead_s, "step_s": lt.step_s, "engine_ready": lt.ready,
                              "engine_pid": lt.proc.pid if lt.proc is not None else None,
                              "engine_restarts": lt.restarts, **lt.delays_ms(),
+                             "wall0": lt.wall0,     # CLOCK_MONOTONIC at sim time 0 (a client on this machine can align)
                              "engine_behind_ms": {k: float(v) for k, v in lt.gauges.get("behind_ms", {}).items()}})
 
     async def fault(self, request: Request):
