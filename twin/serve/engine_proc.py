@@ -9,8 +9,8 @@ the relay schedules each chunk to leave exactly at `wall0 + s`. A request is inj
 engine's present, up to LEAD_S after the HTTP server received it (as a front-end hop would hold
 it); the twin's own TTFT counts from the HTTP arrival, so that hop is inside it (docs/serve.md).
 
-Messages in (tuples over a Pipe): ("req", key, arrival, input tokens, output tokens or None, block
-ids), ("fault", id, spec), ("cmd", Command), ("stop",). Out: ("hello", info), ("ev", [(key, t,
+Messages in (tuples over one one-way Pipe, `inbox`): ("req", key, arrival, input tokens, output tokens or None, block
+ids), ("fault", id, spec), ("cmd", Command), ("stop",). Out (over another, `conn`): ("hello", info), ("ev", [(key, t,
 tokens so far, end[, extra]), ...], wall time sent), ("fault", id, error or None), ("gauges", gauges, pace, late).
 `behind_ms` in the gauges: how far the engine's sim time was behind the wall clock each time it
 woke (negative: ahead, -LEAD_S at best); above 0 what it makes next is already due and is shipped
@@ -33,7 +33,7 @@ OUTPUT_SEED = 27     # served requests without max_tokens draw from [seed, OUTPU
 log = logging.getLogger("twin.serve.engine")
 
 
-def main(conn, scenario: str, seed, background: bool, lead_s: float, step_s: float, overrides: dict) -> None:
+def main(inbox, conn, scenario: str, seed, background: bool, lead_s: float, step_s: float, overrides: dict) -> None:
     """The engine process: build the engine, say hello, then advance at real time until told to stop
     or the pipe closes (the HTTP process is gone)."""
     import os
@@ -54,8 +54,8 @@ def main(conn, scenario: str, seed, background: bool, lead_s: float, step_s: flo
     while True:
         t0 = time.monotonic()
         try:
-            while conn.poll():
-                msg = conn.recv()
+            while inbox.poll():
+                msg = inbox.recv()
                 kind = msg[0]
                 if kind == "req":
                     _, key, arrival, inp, out, blocks = msg
@@ -96,7 +96,7 @@ def main(conn, scenario: str, seed, background: bool, lead_s: float, step_s: flo
         busy = bool(ext.watch) or not ext.exhausted      # served requests in flight, or background traffic
         rest = (step_s if busy else IDLE_S) - (time.monotonic() - t0)
         if rest > 0:
-            conn.poll(rest)              # a request wakes it at once
+            inbox.poll(rest)             # a request wakes it at once
 
 
 def _fault(eng, spec: dict) -> str | None:

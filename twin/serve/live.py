@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing as mp
+import os
+import pickle
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -115,7 +117,9 @@ class LiveTwin:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.wall0 = 0.0
         self.proc = None
-        self.conn = None
+        self.conn = None                  # to the engine process
+        self.reader = None                # from it
+        self._buf = bytearray()
         self._keys = 0
         self._faults: dict[int, asyncio.Future] = {}
         self._ready: asyncio.Event | None = None
@@ -144,38 +148,45 @@ class LiveTwin:
 
     def _spawn(self) -> None:
         ctx = mp.get_context("spawn")
-        parent, child = ctx.Pipe()
-        self.proc = ctx.Process(target=engine_proc.main, args=(child, *self.args), name="twin-engine", daemon=True)
+        out_r, out_w = ctx.Pipe(duplex=False)      # engine -> here: read without blocking, framed below
+        in_r, in_w = ctx.Pipe(duplex=False)        # here -> engine: small messages, plain blocking sends
+        self.proc = ctx.Process(target=engine_proc.main, args=(in_r, out_w, *self.args), name="twin-engine",
+                                daemon=True)
         self.proc.start()
-        child.close()
-        self.conn = parent
+        out_w.close()
+        in_r.close()
+        self.reader, self.conn, self._buf = out_r, in_w, bytearray()
+        os.set_blocking(out_r.fileno(), False)     # (an event loop may make it so anyway: uvloop does)
         self._ready = asyncio.Event()
-        self.loop.add_reader(parent.fileno(), self._readable)
+        self.loop.add_reader(out_r.fileno(), self._readable)
 
     def stop(self) -> None:
         self._stopping = True
         if self.conn is not None:
-            self.loop.remove_reader(self.conn.fileno())
+            self.loop.remove_reader(self.reader.fileno())
             try:
                 self.conn.send(("stop",))
             except OSError:
                 pass
-            self.conn.close()
-            self.conn = None
+            self._close()
         if self.proc is not None:
             self.proc.join(5.0)
             if self.proc.is_alive():
                 self.proc.kill()
             self.proc = None
 
+    def _close(self) -> None:
+        self.conn.close()
+        self.reader.close()
+        self.conn = self.reader = None
+
     def _lost(self) -> None:
         """The engine process died: end what it held, refuse until a new one says hello."""
-        code = self.proc.exitcode if self.proc is not None else None
-        self.loop.remove_reader(self.conn.fileno())
-        self.conn.close()
-        self.conn = None
+        self.loop.remove_reader(self.reader.fileno())
+        self._close()
         if self.proc is not None:
             self.proc.join(1.0)
+        code = self.proc.exitcode if self.proc is not None else None
         held, self.streams = self.streams, {}
         for s in held.values():
             s.push(self.now(), s.counts[-1] if s.counts else 0, "engine_lost")
@@ -235,28 +246,44 @@ class LiveTwin:
 
     # ---- the pipe ----------------------------------------------------------------------------
     def _readable(self) -> None:
-        conn = self.conn
+        """Read what the engine sent, without blocking: multiprocessing's frames (a 4-byte big-endian
+        length, then a pickle) are cut here, so a message half-written never stalls the loop."""
         try:
-            while conn is not None and conn.poll():
-                msg = conn.recv()
-                kind = msg[0]
-                if kind == "ev":
-                    self.pipe_lag.append(time.monotonic() - msg[2])
-                    self._schedule(msg[1])
-                elif kind == "gauges":
-                    self.gauges, self.pace, self.late = msg[1], msg[2], msg[3]
-                elif kind == "fault":
-                    fut = self._faults.get(msg[1])
-                    if fut is not None and not fut.done():
-                        fut.set_result(msg[2])
-                elif kind == "hello":
-                    info = msg[1]
-                    self.model, self.block_size, self.wall0 = info["model"], info["block_size"], info["wall0"]
-                    self.gauges = info["gauges"]
-                    self._ready.set()
-        except (EOFError, OSError) as exc:
+            data = os.read(self.reader.fileno(), 1 << 20)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            data = b""
             log.error("twin serve: the pipe from the engine process failed: %r", exc)
+        if not data:                           # end of file: the engine process is gone
             self._lost()
+            return
+        buf = self._buf
+        buf += data
+        while len(buf) >= 4:
+            n = int.from_bytes(buf[:4], "big", signed=True)
+            if len(buf) < 4 + n:
+                break
+            msg = pickle.loads(buf[4:4 + n])
+            del buf[:4 + n]
+            self._dispatch(msg)
+
+    def _dispatch(self, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "ev":
+            self.pipe_lag.append(time.monotonic() - msg[2])
+            self._schedule(msg[1])
+        elif kind == "gauges":
+            self.gauges, self.pace, self.late = msg[1], msg[2], msg[3]
+        elif kind == "fault":
+            fut = self._faults.get(msg[1])
+            if fut is not None and not fut.done():
+                fut.set_result(msg[2])
+        elif kind == "hello":
+            info = msg[1]
+            self.model, self.block_size, self.wall0 = info["model"], info["block_size"], info["wall0"]
+            self.gauges = info["gauges"]
+            self._ready.set()
 
     def _schedule(self, events: list) -> None:
         """One loop callback per distinct sim time, at its wall time (events come in time order)."""
