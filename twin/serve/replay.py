@@ -13,16 +13,18 @@ Prompts: each 512-token block id of a row becomes the same 2,048 bytes of text (
 so rows that share hash_ids share text prefixes, and the server's prefix hashes (prompt.py) give
 them shared blocks; the last block is cut to the row's input_length (4 bytes a token, prompt.py).
 Closed loop: `concurrency` streams are kept open (started over `ramp_s`, inside the server's
-per-address rate budget); the next row starts as soon as one ends.
+per-address rate budget); the next row starts as soon as one ends (1 s after a failure).
 """
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import re
 import threading
 import time
 import urllib.request
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
@@ -31,7 +33,7 @@ import numpy as np
 from .prompt import BYTES_PER_TOKEN
 
 BLOCK = 512       # Mooncake's block size (tokens per hash id; /work/shared/traces/README.md)
-RAMP_PER_S = 400  # streams started a second during the ramp (under api.REQUESTS_PER_S_ADDRESS = 500)
+RAMP_PER_S = 250  # streams started a second during the ramp (well under api.REQUESTS_PER_S_ADDRESS = 500)
 
 
 def rows(path: str, n: int, max_input: int) -> list[tuple[int, int, list]]:
@@ -73,7 +75,8 @@ async def _raw_one(session, url: str, model: str, prompt: str, out: int) -> tupl
     times, twin = [], {}
     async with session.post(url + "/completions", json=body) as r:
         if r.status != 200:
-            raise RuntimeError(f"HTTP {r.status}: {(await r.text())[:200]}")
+            code = re.search(r'"code":"([a-z_]+)"', await r.text())
+            raise RuntimeError(f"HTTP {r.status} {code.group(1) if code else ''}".strip())
         async for line in r.content:
             if line.startswith(b"data: {"):
                 if b'"text":""' in line:            # the last chunk: no token, the twin's times
@@ -128,14 +131,15 @@ async def _raw_socket_one(host: str, port: int, path: str, model: str, prompt: s
     _, proto = await asyncio.get_running_loop().create_connection(lambda: _SSE(head + body), host, port)
     await proto.done
     if proto.status != b"200":
-        raise RuntimeError(f"HTTP {proto.status.decode()}")
+        code = re.search(rb'"code":"([a-z_]+)"', proto.buf)
+        raise RuntimeError(f"HTTP {proto.status.decode()} {code.group(1).decode() if code else ''}".strip())
     return t0, proto.times, proto.twin
 
 
 async def _part(base_url: str, client_kind: str, model: str, work: list, concurrency: int, ramp_s: float,
-                max_tokens) -> tuple[list, int]:
+                max_tokens) -> tuple[list, Counter]:
     """One client process's share: `concurrency` closed-loop streams over `work`."""
-    results, errors, it = [], 0, iter(work)
+    results, errors, it = [], Counter(), iter(work)
     if client_kind == "sdk":
         from openai import AsyncOpenAI
         client = AsyncOpenAI(base_url=base_url, api_key="twin", max_retries=0, timeout=600)
@@ -151,20 +155,20 @@ async def _part(base_url: str, client_kind: str, model: str, work: list, concurr
         one = lambda p, o: _raw_one(session, base_url, model, p, o)  # noqa: E731
 
     async def worker(i: int):
-        nonlocal errors
         await asyncio.sleep(ramp_s * i / concurrency)
         for inp, out, ids in it:
             try:
                 results.append(await one(text(inp, ids), max_tokens or out))
-            except Exception:         # counted, not fatal: a refusal is a figure too
-                errors += 1
+            except Exception as exc:   # counted by kind, not fatal: a refusal is a figure too
+                errors[str(exc)[:60] or type(exc).__name__] += 1
+                await asyncio.sleep(1.0)   # back off (a 429 storm would measure the budget, not the twin)
     await asyncio.gather(*(worker(i) for i in range(concurrency)))
     if client_kind == "aiohttp":
         await session.close()
     return results, errors
 
 
-def _run_part(args) -> tuple[list, int, float]:
+def _run_part(args) -> tuple[list, Counter, float]:
     os.setsid()     # a session of its own, as a separate client program would be (the kernel's autogroups)
     nice = args[-1]
     if nice:
@@ -205,7 +209,9 @@ def run(a) -> dict:
     w.join()
     final = _status(a.base_url)
     results = [r for res, _, _ in outs for r in res]
-    s = summarize(results, samples, wall, final, sum(e for _, e, _ in outs))
+    errors = sum((e for _, e, _ in outs), Counter())
+    s = summarize(results, samples, wall, final, sum(errors.values()))
+    s["error_kinds"] = dict(errors)
     s["split"] = split(results, final["wall0"])
     s["client_cpu"] = sum(c for _, _, c in outs) / wall
     return s
@@ -257,6 +263,8 @@ def main(a) -> int:
           f"twin pace min {s['pace_min']:.3f}, mean {s['pace_mean']:.3f} x real time; events shipped late: "
           f"{s['events_late']}; load average {s['load'][0]:.1f}-{s['load'][1]:.1f}; client CPU "
           f"{s['client_cpu']:.2f} s a second")
+    if s["error_kinds"]:
+        print(f"  failed: {s['error_kinds']}")
     print(f"  {'':<10}{'client ms':>11}{'twin ms':>10}{'diff ms':>9}{'diff %':>8}  within 5% or 2 ms")
     for name, c, t in s["rows"]:
         print(f"  {name:<10}{c:>11.2f}{t:>10.2f}{c - t:>9.2f}{(c - t) / t * 100 if t else float('nan'):>8.1f}  "
