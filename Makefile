@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8050
+SERVE_PORT ?= 8060
 
 .PHONY: run test docs unit bench bench-ui bench-room screenshots validate chromium clean
 
@@ -22,7 +23,11 @@ chromium:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update && $$SUDO apt-get install -y chromium chromium-driver fonts-wqy-zenhei; }
 
+# the dashboard on PORT and, beside it, `twin serve` (OpenAI-compatible API, Prometheus /metrics) on
+# SERVE_PORT, a second process with its own twin (docs/serve.md); SERVE_PORT= runs the dashboard alone
 run: $(STAMP)
+	@if [ -n "$(SERVE_PORT)" ]; then $(BIN)/python -m twin serve --host $(HOST) --port $(SERVE_PORT) & \
+	  trap "kill $$! 2>/dev/null" EXIT INT TERM; fi; \
 	$(BIN)/python app.py --host $(HOST) --port $(PORT)
 
 test: $(STAMP) chromium

@@ -1,13 +1,17 @@
 """`twin serve` through the official openai SDK: a real uvicorn server on a free port, one live twin
-(served requests only, seed 1). Times asserted are the twin's own (`twin_timing`, sim seconds),
-which the machine's load cannot move; the client's clock is only checked for order."""
+(served requests only, seed 1) in its engine process. Times asserted are the twin's own
+(`twin_timing`, sim seconds), which the machine's load cannot move; the client's clock is only
+checked for order. The engine-death test runs last: it restarts the engine."""
 from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import socket
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import openai
@@ -30,7 +34,7 @@ def server():
                                       log_level="warning"))
     t = threading.Thread(target=u.run, daemon=True)
     t.start()
-    deadline = time.time() + 60
+    deadline = time.time() + 240        # the engine process builds its topology first
     while not u.started and time.time() < deadline:
         time.sleep(0.05)
     yield f"http://127.0.0.1:{port}", srv
@@ -142,3 +146,56 @@ def test_body_over_budget_is_413(client):
     with pytest.raises(openai.APIStatusError) as e:
         client.completions.create(model=MODEL, prompt="y" * (2 << 20), max_tokens=10)
     assert e.value.status_code == 413 and e.value.body["code"] == "request_too_large"
+
+
+def _post(base: str, path: str, body: dict) -> tuple[int, dict]:
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def _status(base: str) -> dict:
+    with urllib.request.urlopen(base + "/twin/status") as r:
+        return json.loads(r.read())
+
+
+def test_faults_are_checked_once_and_answered_by_the_engine_process(server):
+    base, srv = server
+    st = _status(base)
+    assert st["engine_ready"] and st["engine_pid"] == srv.live.proc.pid != os.getpid()
+    code, err = _post(base, "/twin/fault", {"kind": "subplane", "target": "sp99"})
+    # the shape is checked at the edge, against a fresh topology of the system (this process holds no engine)
+    assert code == 400 and "sp99" in err["error"]["message"] and "cloudmatrix384" in err["error"]["message"]
+    code, err = _post(base, "/twin/fault", {"kind": "subplane", "target": "sp0", "colour": "red"})
+    assert code == 400 and "colour" in err["error"]["message"]
+    # what depends on the moment is the engine's to say: a part already down is refused there
+    code, ok = _post(base, "/twin/fault", {"kind": "npu_die", "target": "n03/npu1/d0", "duration_s": 30})
+    assert code == 200 and ok["ticket"]["state"] == "accepted", ok
+    code, err = _post(base, "/twin/fault", {"kind": "npu_die", "target": "n03/npu1/d0"})
+    assert code == 409 and err["error"]["code"] == "refused" and "n03/npu1/d0" in err["error"]["message"], err
+
+
+def test_engine_death_is_a_503_and_the_engine_restarts(client, server):
+    base, srv = server
+    old = srv.live.proc.pid
+    stream = client.completions.create(model=MODEL, prompt="die " * 50, max_tokens=2000, stream=True)
+    it = iter(stream)
+    next(it), next(it)                     # streaming
+    os.kill(old, signal.SIGKILL)
+    with pytest.raises(openai.APIError, match="restarting"):
+        for _ in it:                       # the stream in flight ends with an error event
+            pass
+    with pytest.raises(openai.APIStatusError) as e:
+        client.completions.create(model=MODEL, prompt="hi", max_tokens=2)
+    assert e.value.status_code == 503 and e.value.body["code"] == "engine_restarting"
+    deadline = time.time() + 240
+    while not _status(base)["engine_ready"] and time.time() < deadline:
+        time.sleep(0.5)
+    st = _status(base)
+    assert st["engine_ready"] and st["engine_restarts"] == 1 and st["engine_pid"] not in (old, None)
+    r = client.completions.create(model=MODEL, prompt="hi again", max_tokens=3)
+    assert r.choices[0].text == prompt.filler(0, 3) and r.usage.completion_tokens == 3

@@ -3,6 +3,7 @@ every metric an expression queries is exposed, with vLLM's type."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 from pathlib import Path
@@ -28,13 +29,15 @@ def _exprs(node):
             yield from _exprs(v)
 
 
+@functools.cache
 def _scrape() -> tuple[dict, ServeMetrics]:
     async def go():
         lt = LiveTwin("default", seed=1)
+        lt.start(asyncio.get_running_loop())
+        await lt.wait_ready()            # the engine process says which model it serves
         m = ServeMetrics(lt)
         lt.on_event = m.observe
-        lt.start(asyncio.get_running_loop())
-        s = Stream(600, 4, prompt.block_ids("z" * 2400, lt.ext.block_size))
+        s = Stream(600, 4, prompt.block_ids("z" * 2400, lt.block_size))
         lt.submit(s)
         await s.decision()
         async for _ in s.chunks():

@@ -1,5 +1,7 @@
 """The OpenAI-compatible HTTP API of `twin serve` (Starlette on uvicorn: one event loop, no thread
-per stream). Routes: GET /v1/models, POST /v1/chat/completions, POST /v1/completions, GET /metrics,
+per stream; the engine runs in its own process, twin.serve.live relays its events). The two
+completion routes are plain ASGI (no Starlette response per chunk): a stream's chunks are byte
+templates with only the text filled in, each sent with one `send`. Routes: GET /v1/models, POST /v1/chat/completions, POST /v1/completions, GET /metrics,
 GET /twin/status, POST /twin/fault. Errors are OpenAI's shape: {"error": {"message", "type",
 "param", "code"}}. Budgets (docs/serve.md): body size, open requests, requests per second per address.
 """
@@ -14,7 +16,7 @@ from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..actions import FAULTS_PER_MIN
@@ -28,13 +30,16 @@ MAX_BODY_BYTES = 2 << 20       # assumption: a 131,072-token prompt is ~512 KB b
 MAX_OPEN = 2000                # served requests open at once (each holds a few KB); past it: 503
 REQUESTS_PER_S_ADDRESS = 500   # new requests per second per client address (a 1,000-stream ramp in 2 s)
 MAX_OUTPUT_TOKENS = 32768      # assumption: max_tokens above this is refused (DeepSeek-R1's 32K generation cap)
-ANSWER_S = 2.0                 # a fault request waits this long for the engine thread's answer (one step: 20 ms)
 TOKEN_ENV = "TWIN_INSTRUCTOR_TOKEN"   # if set, POST /twin/fault needs it as a Bearer token
 ROLES = ("system", "developer", "user", "assistant", "tool")
 REJECTED = {"kv_too_long": (400, "context_length_exceeded", "invalid_request_error",
                             "the prompt plus max_tokens needs more KV cache than one die of the twin holds"),
             "overloaded": (503, "server_overloaded", "server_error",
-                           "the twin is overloaded (requests in flight at its limit); retry later")}
+                           "the twin is overloaded (requests in flight at its limit); retry later"),
+            "engine_lost": (503, "engine_restarting", "server_error",
+                            "the twin's engine stopped and is restarting; retry in a moment")}
+SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+COMPLETION_PATHS = {"/v1/chat/completions": True, "/v1/completions": False}
 
 
 class ApiError(Exception):
@@ -75,25 +80,38 @@ class ServeApp:
 
     def __init__(self, live: LiveTwin, token: str | None = None):
         self.live = live
-        self.metrics = ServeMetrics(live)
-        live.on_event = self.metrics.observe
+        self.metrics: ServeMetrics | None = None      # made when the engine has said which model it serves
         self.token = token if token is not None else os.environ.get(TOKEN_ENV) or None
         self.open = 0
         self.rate = RateLimit(REQUESTS_PER_S_ADDRESS, per_s=1.0)
         self.fault_rate = RateLimit(FAULTS_PER_MIN)
-        self.rng_draws = 0
-        routes = [Route("/v1/models", self.models), Route("/v1/chat/completions", self.chat, methods=["POST"]),
-                  Route("/v1/completions", self.completions, methods=["POST"]),
-                  Route("/metrics", self.prometheus), Route("/twin/status", self.status),
-                  Route("/twin/fault", self.fault, methods=["POST"])]
-        self.app = Starlette(routes=routes, lifespan=self._lifespan,
-                             exception_handlers={404: self._not_found, 405: self._not_allowed})
+        routes = [Route("/v1/models", self.models), Route("/metrics", self.prometheus),
+                  Route("/twin/status", self.status), Route("/twin/fault", self.fault, methods=["POST"])]
+        self.starlette = Starlette(routes=routes, lifespan=self._lifespan,
+                                   exception_handlers={404: self._not_found, 405: self._not_allowed})
+
+        async def app(scope, receive, send):      # a function, so that uvicorn sees ASGI 3
+            await self._asgi(scope, receive, send)
+        self.app = app
+
+    async def _asgi(self, scope, receive, send):
+        """The ASGI application: the completion routes here, the rest through Starlette."""
+        chat = COMPLETION_PATHS.get(scope.get("path")) if scope["type"] == "http" else None
+        if chat is None:
+            return await self.starlette(scope, receive, send)
+        if scope["method"] != "POST":
+            return await ApiError(405, f"{scope['method']} not allowed on {scope['path']}",
+                                  code="method_not_allowed").response()(scope, receive, send)
+        await self._complete(Request(scope, receive), send, chat)
 
     @asynccontextmanager
     async def _lifespan(self, app):
         import asyncio
         self.live.start(asyncio.get_running_loop())
         try:
+            await self.live.wait_ready()
+            self.metrics = ServeMetrics(self.live)
+            self.live.on_event = self.metrics.observe
             yield
         finally:
             self.live.stop()
@@ -114,9 +132,13 @@ class ServeApp:
 
     async def status(self, request: Request):
         lt = self.live
-        return JSONResponse({"model": lt.model, "sim_time": round(lt.engine.sim_time, 3), "pace": round(lt.achieved(), 4),
-                             "open_requests": self.open, "events_late": lt.late, "delay_s": lt.delay_s,
-                             "step_s": lt.step_s})
+        return JSONResponse({"model": lt.model, "sim_time": round(lt.gauges.get("sim_time", 0.0), 3),
+                             "pace": round(lt.achieved(), 4), "open_requests": self.open, "events_late": lt.late,
+                             "lead_s": lt.lead_s, "step_s": lt.step_s, "engine_ready": lt.ready,
+                             "engine_pid": lt.proc.pid if lt.proc is not None else None,
+                             "engine_restarts": lt.restarts, **lt.delays_ms(),
+                             "wall0": lt.wall0,     # CLOCK_MONOTONIC at sim time 0 (a client on this machine can align)
+                             "engine_behind_ms": {k: float(v) for k, v in lt.gauges.get("behind_ms", {}).items()}})
 
     async def fault(self, request: Request):
         try:
@@ -129,28 +151,20 @@ class ServeApp:
                 raise ApiError(429, f"at most {FAULTS_PER_MIN} faults a minute", code="rate_limit_exceeded",
                                kind="rate_limit_error")
             spec = await self._body(request)
-            if "at_s" not in spec:
-                spec["at_s"] = self.live.loop.time() - self.live.wall0    # now, in sim time
-            try:                                # checked once, here; the engine decides what the moment does
+            try:             # checked once, here; the engine decides what the moment does (no at_s: its present)
                 cmd = fault_command(spec, self.live.model)
             except ControlError as exc:
                 raise ApiError(400, str(exc)) from None
-            ticket = self.live.command(cmd)
-            if not await asyncio.to_thread(ticket.wait, ANSWER_S):
-                return JSONResponse({"pending": ticket.as_dict()}, status_code=202)
-            if ticket.refused:
-                raise ApiError(409, f"fault refused: {ticket.reason}", code="refused")
-            return JSONResponse({"accepted": cmd.spec, "ticket": ticket.as_dict()})
+            answer = await self.live.fault(cmd)         # the engine process's ticket, as a dict
+            if "error" in answer:
+                raise ApiError(503, answer["error"])
+            if answer["state"] == "refused":
+                raise ApiError(409, f"fault refused: {answer['reason']}", code="refused")
+            return JSONResponse({"accepted": cmd.spec, "ticket": answer})
         except ApiError as e:
             return e.response()
 
     # ---- completions -------------------------------------------------------------------------
-    async def chat(self, request: Request):
-        return await self._complete(request, chat=True)
-
-    async def completions(self, request: Request):
-        return await self._complete(request, chat=False)
-
     async def _body(self, request: Request) -> dict:
         if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
             raise ApiError(413, f"request body over {MAX_BODY_BYTES} bytes", code="request_too_large")
@@ -206,18 +220,13 @@ class ServeApp:
         usage = bool(opts and opts.get("include_usage"))
         return text, mt, stream, usage
 
-    def _output_tokens(self, asked: int | None) -> tuple[int, str]:
-        if asked is not None:
-            return asked, "length"
-        eng = self.live.engine      # the scenario's distribution, drawn from its own seeded stream
-        import numpy as np
-        rng = np.random.default_rng([eng.seed, 27, self.rng_draws])
-        self.rng_draws += 1
-        return int(eng.scenario.output.dist().sample(rng, 1)[0]), "stop"
-
-    async def _complete(self, request: Request, chat: bool):
+    async def _complete(self, request: Request, send, chat: bool) -> None:
+        received = self.live.now()      # the request's arrival: its body's reading and parsing count in its TTFT
         addr = request.client.host if request.client else "?"
         try:
+            if not self.live.ready:
+                raise ApiError(503, "the twin's engine is starting; retry in a moment", code="engine_restarting",
+                               kind="server_error")
             if self.rate.wait_s(addr):
                 raise ApiError(429, f"over {REQUESTS_PER_S_ADDRESS} requests a second from this address",
                                code="rate_limit_exceeded", kind="rate_limit_error")
@@ -226,11 +235,11 @@ class ServeApp:
                                code="server_overloaded", kind="server_error")
             body = await self._body(request)
             text, asked, streaming, usage = self._parse(body, chat)
-            out, reason = self._output_tokens(asked)
-            s = Stream(prompt.tokens(text), out, prompt.block_ids(text, self.live.ext.block_size))
-            s.finish_reason = reason
+            # without max_tokens the engine process draws the output from the scenario's distribution
+            s = Stream(prompt.tokens(text), asked, prompt.block_ids(text, self.live.block_size))
+            s.finish_reason = "length" if asked is not None else "stop"
             self.open += 1
-            self.live.submit(s)
+            self.live.submit(s, received)
             try:
                 verdict = await s.decision()
             except BaseException:
@@ -241,47 +250,59 @@ class ServeApp:
                 status, code, kind, msg = REJECTED[verdict]
                 raise ApiError(status, msg, code=code, kind=kind)
         except ApiError as e:
-            return e.response()
+            return await e.response()(request.scope, request.receive, send)
         rid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
         timing = body.get("twin_timing") is True
         if streaming:
-            return StreamingResponse(self._sse(s, rid, chat, usage, timing), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache"})
+            return await self._sse(s, send, rid, chat, usage, timing)
         try:
             text_out = "".join([prompt.filler(first, k) async for k, first in s.chunks()])
         finally:
             self.open -= 1
+        if s.end == "engine_lost":
+            return await ApiError(503, REJECTED["engine_lost"][3], code="engine_restarting",
+                                  kind="server_error").response()(request.scope, request.receive, send)
+        reason = s.finish_reason
         choice = ({"index": 0, "message": {"role": "assistant", "content": text_out}, "finish_reason": reason}
                   if chat else {"index": 0, "text": text_out, "finish_reason": reason, "logprobs": None})
         doc = {"id": rid, "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
                "model": self.live.model, "choices": [choice], "usage": _usage(s)}
         if timing:
             doc["twin_timing"] = _timing(s)
-        return JSONResponse(doc)
+        await JSONResponse(doc)(request.scope, request.receive, send)
 
-    async def _sse(self, s: Stream, rid: str, chat: bool, usage: bool, timing: bool):
+    async def _sse(self, s: Stream, send, rid: str, chat: bool, usage: bool, timing: bool) -> None:
+        """The stream as server-sent events: one `send` of pre-built bytes per chunk."""
         head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
                 "created": int(time.time()), "model": self.live.model}
+        pre = _event(head)[:-3] + ',"choices":[{"index":0,'      # 'data: {...' without its closing '}\n\n'
+        if chat:
+            first_pre, pre = (pre + '"delta":{"role":"assistant","content":"').encode(), (pre + '"delta":{"content":"').encode()
+            post = b'"},"finish_reason":null}]}\n\n'
+        else:
+            pre = first_pre = (pre + '"text":"').encode()
+            post = b'","finish_reason":null,"logprobs":null}]}\n\n'
+        body = {"type": "http.response.body", "body": b"", "more_body": True}
         try:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             first = True
-            async for k, start in s.chunks():
-                text = prompt.filler(start, k)
-                if chat:
-                    delta = {"role": "assistant", "content": text} if first else {"content": text}
-                    choice = {"index": 0, "delta": delta, "finish_reason": None}
-                else:
-                    choice = {"index": 0, "text": text, "finish_reason": None, "logprobs": None}
+            async for k, start in s.chunks():     # filler words need no JSON escaping
+                body["body"] = (first_pre if first else pre) + prompt.filler(start, k).encode() + post
                 first = False
-                yield _event({**head, "choices": [choice]})
-            last = ({"index": 0, "delta": {}, "finish_reason": s.finish_reason} if chat
-                    else {"index": 0, "text": "", "finish_reason": s.finish_reason, "logprobs": None})
-            tail = {**head, "choices": [last]}
-            if timing:
-                tail["twin_timing"] = _timing(s)
-            yield _event(tail)
-            if usage:
-                yield _event({**head, "choices": [], "usage": _usage(s)})
-            yield "data: [DONE]\n\n"
+                await send(body)
+            if s.end == "engine_lost":
+                code, kind, msg = REJECTED["engine_lost"][1:]
+                tail = [{"error": {"message": msg, "type": kind, "param": None, "code": code}}]
+            else:
+                last = ({"index": 0, "delta": {}, "finish_reason": s.finish_reason} if chat
+                        else {"index": 0, "text": "", "finish_reason": s.finish_reason, "logprobs": None})
+                tail = [{**head, "choices": [last]}]
+                if timing:
+                    tail[0]["twin_timing"] = _timing(s)
+                if usage:
+                    tail.append({**head, "choices": [], "usage": _usage(s)})
+            await send({"type": "http.response.body", "more_body": False,
+                        "body": "".join(map(_event, tail)).encode() + b"data: [DONE]\n\n"})
         finally:
             self.open -= 1
 

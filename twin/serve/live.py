@@ -1,47 +1,48 @@
-"""A live twin for served requests: one thread advances the engine at real time in small steps,
-and each request's token events reach its stream on the asyncio loop at the twin's times.
+"""The HTTP side of the served twin: a relay between the event loop's streams and the engine
+process (`engine_proc`), which it starts, watches and restarts.
 
-Time: sim time s is wall time `wall0 + s` (1x real time). The thread advances the engine to the
-wall clock every STEP_S, so a request arriving at wall w is injected at sim time w - wall0, which
-is never behind the engine (it lags the wall clock), and a token the twin makes at sim time s is
-known at most one step (plus that step's compute) after wall0 + s. Each event is therefore sent at
-wall0 + s + DELAY_S, a fixed delay that covers that lag: gaps between tokens are the twin's
-exactly, and a first token is DELAY_S late (docs/serve.md). The engine thread never waits for the
-HTTP side; the loop side never touches the engine (only the inbox queue and published snapshots).
+The engine ships each token event before its time (it runs LEAD_S ahead of the wall clock); the
+relay schedules one loop callback per distinct sim time t at wall `wall0 + t` that hands the
+events to their streams, so every chunk leaves at the twin's time and the loop never waits for
+the engine. If the engine process dies, the streams it held end with "engine_lost" (an error to
+their clients), new requests get 503 while a new engine starts, and `restarts` counts it.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import queue
-import threading
+import multiprocessing as mp
+import os
+import pickle
 import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..engine import Engine
-from ..engine.commands import Command, Ticket
-from ..engine.external import External
-from .metrics import engine_gauges
+import numpy as np
+
+from ..engine.commands import Command
+from . import engine_proc
+from .engine_proc import LEAD_S, STEP_S
 
 log = logging.getLogger("twin.serve")
 
-STEP_S = 0.002       # wall seconds between advances (assumption: well under a decode step of ~20-90 ms)
-DELAY_S = 0.010      # events are sent this long after their sim time (covers one step + its compute)
-SNAPSHOT_S = 0.5     # the engine's snapshot is published this often (for /metrics)
+START_TIMEOUT_S = 180.0   # a new engine process must say hello within this (it builds a topology)
+FAULT_TIMEOUT_S = 10.0    # the engine process answers a fault within this, or it is refused
+PROBE_S = 0.005           # the loop's delay is sampled this often (GET /twin/status: loop_lag_ms)
 
 
 @dataclass(eq=False)
 class Stream:
-    """One served request: what the twin was asked, and its events as they are sent."""
+    """One served request: what the twin was asked, and its events as they are handed over."""
     input_tokens: int
-    output_tokens: int
+    output_tokens: int | None            # None: the engine draws it (then set at admission)
     blocks: object
-    arrival: float = 0.0                 # sim time of arrival
+    key: int = -1
+    arrival: float = 0.0                 # sim time of the HTTP arrival
     admitted: float | None = None
     times: list = field(default_factory=list)    # sim time of each chunk
     counts: list = field(default_factory=list)   # tokens made by then (cumulative)
-    end: str = ""                        # "stop" or a rejection reason once over
+    end: str = ""                        # "stop", a rejection reason, or "engine_lost", once over
     prefill: tuple = ()                  # (prefill start, prefill end, cached prompt tokens) once done
     finish_reason: str = "length"        # "length" when max_tokens set the output, else "stop"
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -55,6 +56,8 @@ class Stream:
             return 0
         if end == "admitted":
             self.admitted = t
+            if extra is not None:
+                self.output_tokens = extra
         else:
             delta = made - (self.counts[-1] if self.counts else 0)
             if delta > 0:
@@ -94,93 +97,227 @@ class Stream:
 
 
 class LiveTwin:
-    """An engine of `scenario` (outside requests only, unless `background`) driven at real time."""
+    """The engine process of `scenario` (outside requests only, unless `background`) and its relay."""
 
     def __init__(self, scenario: str = "default", seed: int | None = None, background: bool = False,
-                 step_s: float = STEP_S, delay_s: float = DELAY_S, **overrides):
-        self.engine = Engine(scenario, seed=seed, **overrides)
-        self.ext = External.attach(self.engine, background)
-        self.step_s, self.delay_s = step_s, delay_s
-        self.snapshot = self.engine.snapshot()
-        self.gauges = engine_gauges(self.engine, self.snapshot)   # read by /metrics (published whole)
-        self.model = self.engine.scenario.deployment
-        self.on_event = None          # callable(stream, t, tokens added, end) on the loop (metrics)
-        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+                 lead_s: float = LEAD_S, step_s: float = STEP_S, **overrides):
+        self.args = (scenario, seed, background, lead_s, step_s, overrides)
+        self.lead_s, self.step_s = lead_s, step_s
+        self.model: str | None = None
+        self.block_size: int | None = None
+        self.gauges: dict = {}            # the engine's latest (twin.serve.metrics.engine_gauges)
+        self.pace = 1.0                   # sim seconds per wall second, as the engine measured it
+        self.late = 0                     # events shipped after their time (the engine fell behind)
+        self.restarts = 0
+        self.lateness = deque(maxlen=20_000)   # wall seconds each emit ran after its time (engine and loop)
+        self.loop_lag = deque(maxlen=2_000)    # wall seconds each probe ran after its time (the loop alone)
+        self.pipe_lag = deque(maxlen=5_000)    # wall seconds from the engine's sending to the loop's reading
+        self.on_event = None              # callable(stream, t, tokens added, end) on the loop (metrics)
+        self.streams: dict[int, Stream] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.wall0 = 0.0
-        self.pace = deque(maxlen=250)   # (wall, sim) samples: the achieved pace over the last ~0.5-5 s
-        self.late = 0                   # events known only after their send time (the engine fell behind)
+        self.proc = None
+        self.conn = None                  # to the engine process
+        self.reader = None                # from it
+        self._buf = bytearray()
+        self._keys = 0
+        self._faults: dict[int, asyncio.Future] = {}
+        self._ready: asyncio.Event | None = None
+        self._stopping = False
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop) -> "LiveTwin":
         self.loop = loop
-        self.wall0 = loop.time() - self.engine.sim_time
-        self._thread = threading.Thread(target=self._run, name="twin-serve", daemon=True)
-        self._thread.start()
+        self._spawn()
+        self._probe(time.monotonic())
         return self
 
+    def _probe(self, due: float) -> None:
+        """Every PROBE_S: how late the loop ran this callback (the loop's own delay, engine aside)."""
+        now = time.monotonic()
+        self.loop_lag.append(now - due)
+        if not self._stopping:
+            self.loop.call_later(PROBE_S, self._probe, now + PROBE_S)
+
+    async def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
+        await asyncio.wait_for(self._ready.wait(), timeout)
+
+    @property
+    def ready(self) -> bool:
+        return self._ready is not None and self._ready.is_set()
+
+    def _spawn(self) -> None:
+        ctx = mp.get_context("spawn")
+        out_r, out_w = ctx.Pipe(duplex=False)      # engine -> here: read without blocking, framed below
+        in_r, in_w = ctx.Pipe(duplex=False)        # here -> engine: small messages, plain blocking sends
+        self.proc = ctx.Process(target=engine_proc.main, args=(in_r, out_w, *self.args), name="twin-engine",
+                                daemon=True)
+        self.proc.start()
+        out_w.close()
+        in_r.close()
+        self.reader, self.conn, self._buf = out_r, in_w, bytearray()
+        os.set_blocking(out_r.fileno(), False)     # (an event loop may make it so anyway: uvloop does)
+        self._ready = asyncio.Event()
+        self.loop.add_reader(out_r.fileno(), self._readable)
+
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5.0)
+        self._stopping = True
+        if self.conn is not None:
+            self.loop.remove_reader(self.reader.fileno())
+            try:
+                self.conn.send(("stop",))
+            except OSError:
+                pass
+            self._close()
+        if self.proc is not None:
+            self.proc.join(5.0)
+            if self.proc.is_alive():
+                self.proc.kill()
+            self.proc = None
+
+    def _close(self) -> None:
+        self.conn.close()
+        self.reader.close()
+        self.conn = self.reader = None
+
+    def _lost(self) -> None:
+        """The engine process died: end what it held, refuse until a new one says hello."""
+        self.loop.remove_reader(self.reader.fileno())
+        self._close()
+        if self.proc is not None:
+            self.proc.join(1.0)
+        code = self.proc.exitcode if self.proc is not None else None
+        held, self.streams = self.streams, {}
+        for s in held.values():
+            s.push(self.now(), s.counts[-1] if s.counts else 0, "engine_lost")
+        for fut in self._faults.values():
+            if not fut.done():
+                fut.set_result({"error": "fault: the twin's engine stopped; retry when it is back"})
+        self._faults.clear()
+        if self._stopping:
+            return
+        self.restarts += 1
+        log.error("twin serve: the engine process ended (exit code %s); %d streams lost; starting a new one",
+                  code, len(held))
+        self._spawn()
 
     # ---- from the loop -----------------------------------------------------------------------
-    def submit(self, stream: Stream) -> None:
-        """The request arrives now (its sim time is the wall clock's)."""
-        stream.arrival = self.loop.time() - self.wall0
-        self._inbox.put(stream)
+    def now(self) -> float:
+        """The wall clock in sim time."""
+        return time.monotonic() - self.wall0
 
-    def command(self, cmd: Command) -> Ticket:
-        """A typed engine command (a fault, a policy), on the engine's one queue for its next advance."""
-        return self.engine.submit(cmd)
+    def submit(self, stream: Stream, arrival: float | None = None) -> None:
+        """The request arrived at `arrival` (sim time; default now); the engine takes it at its own
+        present, up to LEAD_S later. Needs `ready`."""
+        stream.arrival = self.now() if arrival is None else arrival
+        stream.key = self._keys = self._keys + 1
+        self.streams[stream.key] = stream
+        self._send(("req", stream.key, stream.arrival, stream.input_tokens, stream.output_tokens, stream.blocks))
+
+    def command(self, cmd: Command) -> None:
+        """A typed engine command (a policy, ...) for the engine's next advance."""
+        self._send(("cmd", cmd))
+
+    def _send(self, msg: tuple) -> None:
+        """To the engine process; if it has just died, what it held ends now (the stream just
+        registered included: it is refused with "engine_lost")."""
+        try:
+            self.conn.send(msg)
+        except (OSError, AttributeError):       # a broken pipe, or already closed (conn None)
+            if self.conn is not None:
+                self._lost()
+
+    async def fault(self, cmd: Command) -> dict:
+        """A checked fault command for the engine process: its ticket there, as a dict (state accepted
+        or refused, with the reason), or {"error": why} if the engine is not there to answer."""
+        if not self.ready:
+            return {"error": "fault: the twin's engine is starting; retry in a moment"}
+        fid = self._keys = self._keys + 1
+        fut = self._faults[fid] = self.loop.create_future()
+        self._send(("fault", fid, cmd))
+        try:
+            return await asyncio.wait_for(fut, FAULT_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            return {"error": "fault: the twin's engine did not answer in time"}
+        finally:
+            self._faults.pop(fid, None)
 
     def achieved(self) -> float:
-        """Sim seconds per wall second over the recent samples (1.0: real time)."""
-        if len(self.pace) < 2:
-            return 1.0
-        (w0, s0), (w1, s1) = self.pace[0], self.pace[-1]
-        return (s1 - s0) / (w1 - w0) if w1 > w0 else 1.0
+        return self.pace
 
-    def _deliver(self, events: list) -> None:
-        at, now = self.loop.call_at, self.loop.time()
-        for stream, t, made, end, *extra in events:
-            when = self.wall0 + t + self.delay_s
-            if when < now:
-                self.late += 1
-            at(when, self._emit, stream, t, made, end, *extra)
+    # ---- the pipe ----------------------------------------------------------------------------
+    def _readable(self) -> None:
+        """Read what the engine sent, without blocking: multiprocessing's frames (a 4-byte big-endian
+        length, then a pickle) are cut here, so a message half-written never stalls the loop."""
+        try:
+            data = os.read(self.reader.fileno(), 1 << 20)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            data = b""
+            log.error("twin serve: the pipe from the engine process failed: %r", exc)
+        if not data:                           # end of file: the engine process is gone
+            self._lost()
+            return
+        buf = self._buf
+        buf += data
+        while len(buf) >= 4:
+            n = int.from_bytes(buf[:4], "big", signed=True)
+            if len(buf) < 4 + n:
+                break
+            msg = pickle.loads(buf[4:4 + n])
+            del buf[:4 + n]
+            self._dispatch(msg)
 
-    def _emit(self, stream, t, made, end, extra=None) -> None:
-        delta = stream.push(t, made, end, extra)
-        if self.on_event is not None and end != "times":
-            self.on_event(stream, t, delta, end)
+    def _dispatch(self, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "ev":
+            self.pipe_lag.append(time.monotonic() - msg[2])
+            self._schedule(msg[1])
+        elif kind == "gauges":
+            self.gauges, self.pace, self.late = msg[1], msg[2], msg[3]
+        elif kind == "fault":
+            fut = self._faults.get(msg[1])
+            if fut is not None and not fut.done():
+                fut.set_result(msg[2])
+        elif kind == "hello":
+            info = msg[1]
+            self.model, self.block_size, self.wall0 = info["model"], info["block_size"], info["wall0"]
+            self.gauges = info["gauges"]
+            self._ready.set()
 
-    # ---- the engine thread -------------------------------------------------------------------
-    def _run(self) -> None:
-        eng, ext, clock = self.engine, self.ext, self.loop.time
-        last_snap = 0.0
-        while not self._stop.is_set():
-            t0 = clock()
-            target = t0 - self.wall0
-            try:
-                while True:
-                    try:
-                        msg = self._inbox.get_nowait()
-                    except queue.Empty:
-                        break
-                    ext.inject(msg.arrival, msg.input_tokens, msg.output_tokens, msg.blocks, msg)
-                if target > eng.sim_time:
-                    eng.advance(target - eng.sim_time)
-                if ext.events:
-                    events, ext.events = ext.events, []
-                    self.loop.call_soon_threadsafe(self._deliver, events)
-                if t0 - last_snap >= SNAPSHOT_S:
-                    self.snapshot, last_snap = eng.snapshot(), t0
-                    self.gauges = engine_gauges(eng, self.snapshot)
-            except Exception:            # the thread never dies: say so and carry on
-                log.exception("twin serve: engine step failed")
-            self.pace.append((t0, eng.sim_time))
-            rest = self.step_s - (clock() - t0)
-            if rest > 0:
-                self._stop.wait(rest)
+    def _schedule(self, events: list) -> None:
+        """One loop callback per distinct sim time, at its wall time (events come in time order)."""
+        later, now = self.loop.call_later, time.monotonic()
+        group, t = [], None
+        for e in events:
+            if e[1] != t and group:
+                later(self.wall0 + t - now, self._emit, group)
+                group = []
+            t = e[1]
+            group.append(e)
+        if group:
+            later(self.wall0 + t - now, self._emit, group)
+
+    def delays_ms(self) -> dict:
+        """p50, p99 and max (ms) of how late events were handed over (the last 20,000 sim times) and of
+        the loop's own delay (the last 10 s)."""
+        out = {}
+        for name, d in (("relay_late_ms", self.lateness), ("loop_lag_ms", self.loop_lag), ("pipe_ms", self.pipe_lag)):
+            if d:
+                p50, p99, top = np.percentile(d, [50, 99, 100]) * 1e3
+                out[name] = {"p50": round(p50, 3), "p99": round(p99, 3), "max": round(top, 3)}
+        return out
+
+    def _emit(self, group: list) -> None:
+        self.lateness.append(time.monotonic() - self.wall0 - group[0][1])
+        streams, observe = self.streams, self.on_event
+        for key, t, made, end, *extra in group:
+            s = streams.get(key)
+            if s is None:
+                continue
+            delta = s.push(t, made, end, extra[0] if extra else None)
+            if end == "times" or (end and end not in ("stop", "admitted")):
+                del streams[key]       # its last event ("times" follows "stop"), or refused
+            if observe is not None and end != "times":
+                observe(s, t, delta, end)

@@ -3,7 +3,7 @@
 Per-request series (histograms, token counters, finish reasons, prefix cache) count the served
 requests, observed at the twin's times (sim seconds = wall seconds at 1x): what vLLM's exporter
 counts for the requests it serves. Gauges read the whole twin (background traffic included) from
-the snapshot published by the engine thread every live.SNAPSHOT_S. The twin's own series
+what the engine process publishes every engine_proc.SNAPSHOT_S. The twin's own series
 (`twin:`) add what vLLM has no name for: fabric planes and links, faults, EMS tiers, the pace.
 The vLLM names follow vllm/v1/metrics/loggers.py (V1) plus the V0 names its published Grafana
 dashboard (docs/grafana/vllm-grafana.json) still queries: gpu/cpu_cache_usage_perc, num_requests_swapped,
@@ -16,6 +16,8 @@ from collections import defaultdict
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
+
+from ..engine.traffic import link_utilisation
 
 # bucket bounds as vLLM's loggers.py sets them (seconds, tokens)
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
@@ -104,7 +106,7 @@ class ServeMetrics:
 
 
 class _Gauges:
-    """Gauges from the engine thread's latest `engine_gauges()` (read whole at scrape time)."""
+    """Gauges from the engine process's latest `engine_gauges()` (read whole at scrape time)."""
 
     def __init__(self, live):
         self.live = live
@@ -150,28 +152,38 @@ def _family(name, doc, labels, rows):
     return f
 
 
-def engine_gauges(eng, snap) -> dict:
-    """What the gauges show, computed in the engine thread (never from the loop)."""
+def engine_gauges(eng) -> dict:
+    """What the gauges show, computed in the engine process from the few parts of the engine they
+    read (not a whole snapshot: that takes ~0.2 s, and the engine must keep real time)."""
     waiting = sum(len(p.queue) for p in eng.prefill) + sum(len(d.queue) for d in eng.decode)
     cap = eng.kv_capacity_tokens * sum(len(d.dies) for d in eng.decode)
     kv = sum(d.reserved for d in eng.decode) / cap if cap else 0.0
-    cache = {key: v for key, v in snap.cache.items() if key != "per_server"}
+    cache = {key: v for key, v in eng.ems.stats().items() if key != "per_server"} if eng.ems else {}
     dram_cap = _dram_capacity(eng)
-    util, ends = np.asarray(snap.link_util, dtype=float), eng.topo.link_arrays().ends
-    groups = defaultdict(list)
-    for eid, (_u, _v, plane, kind) in enumerate(ends[:len(util)]):
-        groups[(plane, kind)].append(eid)
-    links = {key: (float(util[ids].mean()), float(util[ids].max())) for key, ids in groups.items()}
-    top = np.argsort(util)[::-1][:TOP_LINKS] if len(util) else []
+    util = np.asarray(link_utilisation(eng), dtype=float)
+    links = {key: (float(util[ids].mean()), float(util[ids].max())) for key, ids in _link_groups(eng, len(util)).items()}
+    top = np.argpartition(util, -TOP_LINKS)[-TOP_LINKS:] if len(util) > TOP_LINKS else np.arange(len(util))
+    top = top[np.argsort(util[top])[::-1]]
     faults = defaultdict(int)
     now = eng.env.now
     for f in eng.faults.faults:
         faults[(f.kind, "active" if f.active else "scheduled" if f.at_s > now else "recovered")] += 1
     return {"running": max(eng.req.in_flight - waiting, 0), "waiting": waiting, "kv": kv,
             "ems_dram_frac": (cache.get("dram_bytes", 0.0) / dram_cap) if dram_cap else 0.0,
-            "sim_time": float(snap.sim_time), "planes": dict(snap.plane_gbps), "links": links,
+            "sim_time": float(now), "planes": dict(eng.metrics.last_plane_gbps), "links": links,
             "top_links": [(eng.topo.link_id(int(e)), float(util[e])) for e in top if util[e] > 0],
             "faults": dict(faults), "ems": cache}
+
+
+def _link_groups(eng, n: int) -> dict:
+    """Link ids by (plane, kind), computed once per engine (the topology's links do not change)."""
+    groups = getattr(eng, "_serve_link_groups", None)
+    if groups is None or sum(len(g) for g in groups.values()) != n:
+        acc = defaultdict(list)
+        for eid, (_u, _v, plane, kind) in enumerate(eng.topo.link_arrays().ends[:n]):
+            acc[(plane, kind)].append(eid)
+        groups = eng._serve_link_groups = {k: np.array(v) for k, v in acc.items()}
+    return groups
 
 
 def _dram_capacity(eng) -> float:
