@@ -86,7 +86,7 @@ def test_completions_non_streaming(client):
     assert r.choices[0].text == prompt.filler(0, 4) and r.usage.prompt_tokens == 1000
 
 
-def test_repeated_prefix_is_faster(client):
+def test_repeated_prefix_is_faster(client, server):
     shared = "".join(f"{i:07d} " for i in range(8 * 512 * 4 // 8))     # 8 blocks of 512 tokens
     fresh = "".join(f"{i:07d}!" for i in range(8 * 512 * 4 // 8))
     ask = lambda p: client.completions.create(model=MODEL, prompt=p, max_tokens=2,   # noqa: E731
@@ -98,7 +98,8 @@ def test_repeated_prefix_is_faster(client):
     assert again.usage.prompt_tokens_details.cached_tokens == 8 * 512
     assert new.usage.prompt_tokens_details.cached_tokens == 0
     assert new.usage.prompt_tokens == again.usage.prompt_tokens
-    t_again, t_new = _ttft(again.model_extra["twin_timing"]), _ttft(new.model_extra["twin_timing"])
+    hop = server[1].live.lead_s          # every request reaches the engine this long after its HTTP arrival
+    t_again, t_new = (_ttft(r.model_extra["twin_timing"]) - hop for r in (again, new))
     assert t_again < 0.8 * t_new, (t_again, t_new)     # ~35 vs ~57 ms (arrival ticks add up to 5 ms)
 
 

@@ -5,9 +5,11 @@ the relay sends each chunk at the time the twin decided.
 Time: both processes read CLOCK_MONOTONIC (`time.monotonic`). Sim time s is wall time `wall0 + s`.
 The engine runs LEAD_S ahead of the wall clock: every STEP_S it advances to `now - wall0 + LEAD_S`
 and ships the token events it made (batched: one message per advance) before their wall time, so
-the relay schedules each chunk to leave exactly at `wall0 + s`. A request is injected at the
-engine's present, up to LEAD_S after the HTTP server received it (as a front-end hop would hold
-it); the twin's own TTFT counts from the HTTP arrival, so that hop is inside it (docs/serve.md).
+the relay schedules each chunk to leave exactly at `wall0 + s`. A request reaches the engine
+LEAD_S after the HTTP server received it (later only if the pipe was slower than the engine's
+lead: then at the engine's present), as a front-end hop would hold it; the twin's own TTFT counts
+from the HTTP arrival, so that hop is inside it (docs/serve.md). A fixed hop, not "whenever the
+engine reads it", keeps the twin's TTFT from depending on where its advance loop happened to be.
 
 Messages in (tuples over one one-way Pipe, `inbox`): ("req", key, arrival, input tokens, output tokens or None, block
 ids), ("fault", id, spec), ("cmd", Command), ("stop",). Out (over another, `conn`): ("hello", info), ("ev", [(key, t,
@@ -63,7 +65,7 @@ def main(inbox, conn, scenario: str, seed, background: bool, lead_s: float, step
                         rng = np.random.default_rng([eng.seed, OUTPUT_SEED, draws])
                         out, draws = int(eng.scenario.output.dist().sample(rng, 1)[0]), draws + 1
                         drawn[key] = out
-                    ext.inject(arrival, inp, out, blocks, key)
+                    ext.inject(arrival + lead_s, inp, out, blocks, key)   # the hop: LEAD_S after the HTTP arrival
                 elif kind == "fault":
                     conn.send(("fault", msg[1], _fault(eng, msg[2])))
                 elif kind == "cmd":

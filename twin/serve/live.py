@@ -120,6 +120,8 @@ class LiveTwin:
         self.conn = None                  # to the engine process
         self.reader = None                # from it
         self._buf = bytearray()
+        self._out = bytearray()           # framed messages to the engine not yet written
+        self._writing = False             # a writer callback is waiting for room in the pipe
         self._keys = 0
         self._faults: dict[int, asyncio.Future] = {}
         self._ready: asyncio.Event | None = None
@@ -157,6 +159,7 @@ class LiveTwin:
         in_r.close()
         self.reader, self.conn, self._buf = out_r, in_w, bytearray()
         os.set_blocking(out_r.fileno(), False)     # (an event loop may make it so anyway: uvloop does)
+        os.set_blocking(in_w.fileno(), False)
         self._ready = asyncio.Event()
         self.loop.add_reader(out_r.fileno(), self._readable)
 
@@ -164,11 +167,9 @@ class LiveTwin:
         self._stopping = True
         if self.conn is not None:
             self.loop.remove_reader(self.reader.fileno())
-            try:
-                self.conn.send(("stop",))
-            except OSError:
-                pass
-            self._close()
+            self._send(("stop",))
+            if self.conn is not None:
+                self._close()
         if self.proc is not None:
             self.proc.join(5.0)
             if self.proc.is_alive():
@@ -176,6 +177,9 @@ class LiveTwin:
             self.proc = None
 
     def _close(self) -> None:
+        if self._writing:
+            self.loop.remove_writer(self.conn.fileno())
+        self._out, self._writing = bytearray(), False
         self.conn.close()
         self.reader.close()
         self.conn = self.reader = None
@@ -219,13 +223,32 @@ class LiveTwin:
         self._send(("cmd", cmd))
 
     def _send(self, msg: tuple) -> None:
-        """To the engine process; if it has just died, what it held ends now (the stream just
-        registered included: it is refused with "engine_lost")."""
+        """To the engine process, never blocking the loop (a blocking write here while the engine
+        blocks writing its events would deadlock both): framed as multiprocessing frames them,
+        buffered, flushed now and whenever the pipe has room. If the engine has just died, what it
+        held ends now (the stream just registered included: refused with "engine_lost")."""
+        if self.conn is None:
+            return
+        data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+        self._out += len(data).to_bytes(4, "big", signed=True) + data
+        self._flush()
+
+    def _flush(self) -> None:
+        if self.conn is None:
+            return
+        fd = self.conn.fileno()
         try:
-            self.conn.send(msg)
-        except (OSError, AttributeError):       # a broken pipe, or already closed (conn None)
-            if self.conn is not None:
-                self._lost()
+            del self._out[:os.write(fd, self._out)]
+        except BlockingIOError:
+            pass
+        except OSError:                          # a broken pipe: the engine process is gone
+            self._lost()
+            return
+        if self._out and not self._writing:
+            self.loop.add_writer(fd, self._flush)
+        elif not self._out and self._writing:
+            self.loop.remove_writer(fd)
+        self._writing = bool(self._out)
 
     async def fault(self, cmd: Command) -> dict:
         """A checked fault command for the engine process: its ticket there, as a dict (state accepted
