@@ -2,6 +2,7 @@
 headless Chromium (Debian's /usr/bin/chromium through Playwright; never a browser download)."""
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import socket
@@ -110,3 +111,21 @@ def artifacts() -> Path:
     out.mkdir(parents=True, exist_ok=True)
     return out
 
+
+
+def run_coro(coro):
+    """asyncio.run in a thread of its own: Playwright's sync API (the e2e tests' session-wide browser)
+    keeps an event loop running in the main thread, where asyncio.run refuses to start."""
+    out = {}
+
+    def target():
+        try:
+            out["value"] = asyncio.run(coro)
+        except BaseException as exc:      # re-raised in the caller's thread
+            out["error"] = exc
+    th = threading.Thread(target=target)
+    th.start()
+    th.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import run_coro
 from twin.serve import prompt
 from twin.serve.live import LiveTwin, Stream
 from twin.serve.metrics import ServeMetrics
@@ -45,7 +46,7 @@ def _scrape() -> tuple[dict, ServeMetrics]:
         await asyncio.sleep(0.05)
         lt.stop()
         return m
-    m = asyncio.run(go())
+    m = run_coro(go())
     fams = {f.name: f for f in text_string_to_metric_families(m.render().decode())}
     return fams, m
 

@@ -2,8 +2,7 @@
 and the issue's bar (within 5% or 2 ms)."""
 from __future__ import annotations
 
-import asyncio
-
+from conftest import run_coro
 from twin.serve.replay import _SSE, within
 
 EVENTS = [b'data: {"id":"c","choices":[{"index":0,"text":"the ","finish_reason":null}]}\n\n',
@@ -20,7 +19,7 @@ def _feed(parts: list[bytes]) -> _SSE:
         for part in parts:
             p.data_received(part)
         return p
-    return asyncio.run(go())
+    return run_coro(go())
 
 
 def test_raw_client_counts_text_events_however_the_reads_split():

@@ -209,12 +209,13 @@ def test_compiled_prefill_end_pass_keeps_what_a_requeued_request_made():
     inputs, output = np.array([10, 20, 30, 40, 50]), np.array([1, 5, 1, 9, 3])
     first = np.array([np.nan, 2.0, np.nan, np.nan, 3.0])
     generated = np.array([0, 4, 0, 0, 2])
-    end, order = np.full(5, np.nan), np.empty(4, dtype=np.int64)
+    end, progress, order = np.full(5, np.nan), np.zeros(5), np.empty(4, dtype=np.int64)
     ids = np.array([104, 102, 101, 100])
-    got = batch_rows.prefilled(ids, base, now, end, first, generated, inputs, output, order)
+    got = batch_rows.prefilled(ids, base, now, end, progress, first, generated, inputs, output, order)
     assert got == (50 + 30 + 20 + 10, 2, 50 + 20)
     assert order.tolist() == [104, 101, 102, 100]
     assert np.isnan(end[3]) and (end[[0, 1, 2, 4]] == now).all()
+    assert (progress[[0, 1, 2, 4]] == now).all()                  # each client heard of its prefill
     assert first.tolist()[:3] == [now, 2.0, now] and first[4] == 3.0
     assert generated.tolist() == [1, 4, 1, 0, 2]
 
