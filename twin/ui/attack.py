@@ -31,7 +31,7 @@ from collections import Counter
 import psutil
 import requests
 
-from .loadtest import ROOT, Callback, Viewer, free_port, pct, start_gunicorn, tick_callbacks
+from .loadtest import ROOT, Callback, Viewer, free_port, pct, start_gunicorn, stop_gunicorn, tick_callbacks
 
 TOKEN = "attack-bench-" + "k" * 24
 HONEST_SANDBOXES = 2   # the attacker may take the other two (its address's cap): four run at max
@@ -327,11 +327,7 @@ def main(argv=None) -> int:
               f"{len(leaks)}" + "".join(f"\n  {x}" for x in leaks[:5]) + f"; honest viewers' statuses naming an upload key: {keys}")
         return 0
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_gunicorn(proc)
 
 
 if __name__ == "__main__":

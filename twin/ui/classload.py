@@ -25,7 +25,6 @@ import io
 import json
 import random
 import secrets
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -34,7 +33,7 @@ import requests
 
 from twin import lessons as L
 
-from .loadtest import Callback, free_port, pct, start_gunicorn
+from .loadtest import Callback, free_port, pct, start_gunicorn, stop_gunicorn
 
 TOKEN = "classload-" + secrets.token_hex(8)
 
@@ -266,11 +265,7 @@ def main(argv=None) -> int:
                                                  "includes this load generator's own threads and the CPU queue"))
         return 0 if ok else 1
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_gunicorn(proc)
 
 
 if __name__ == "__main__":

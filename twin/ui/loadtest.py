@@ -114,6 +114,15 @@ class Callback:
                 "state": [dict(s, value=values.get(key(s))) for s in self.state]}
 
 
+def stop_gunicorn(proc: subprocess.Popen) -> None:
+    """End a server start_gunicorn started: terminate, and kill it if it has not gone in 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def tick_callbacks(base: str) -> dict[str, Callback]:
     """The shell's clock callback as a tab on each page sends it (key (SHELL, page)) and each live
     page's callback, from the app's dependencies."""
@@ -325,11 +334,7 @@ def main(argv=None) -> int:
         return 0
     finally:
         if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_gunicorn(proc)
 
 
 if __name__ == "__main__":
