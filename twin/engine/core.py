@@ -205,15 +205,20 @@ class Engine:
         self.command_log.append((self.env.now, cmd))
         ticket.accept(self.env.now)
 
-    def _apply_queued(self) -> int:
-        n = 0
+    def _queued(self):
+        """The queued (command, ticket) pairs, each taken off the one queue as it is reached."""
         while True:
             try:
-                cmd, ticket = self.commands.get_nowait()
+                yield self.commands.get_nowait()
             except queue.Empty:
-                return n
+                return
+
+    def _apply_queued(self) -> int:
+        n = 0
+        for cmd, ticket in self._queued():
             self._apply(cmd, ticket)
             n += 1
+        return n
 
     def apply_commands(self) -> int:
         """Apply the queued commands now, without advancing (a paused twin answers them at once);
@@ -227,13 +232,10 @@ class Engine:
     def refuse_queued(self, reason: str) -> int:
         """Answer every queued command as refused (the engine is being replaced); returns how many."""
         n = 0
-        while True:
-            try:
-                _cmd, ticket = self.commands.get_nowait()
-            except queue.Empty:
-                return n
+        for _cmd, ticket in self._queued():
             ticket.refuse(reason, self.env.now)
             n += 1
+        return n
 
     def set_rate(self, rate: float) -> None:
         self.incoming.set_rate(self.env.now, rate)
