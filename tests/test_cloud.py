@@ -346,7 +346,7 @@ def test_the_dedicated_split_is_editable_on_the_cli(capsys):
 def _live(const):
     from twin.cloud import live
     eng = live.attach(Engine("copool-day", seed=3, predictor=const("cloudmatrix-pooled")))
-    return eng, eng.copool, live
+    return eng, eng.extensions.get("copool"), live
 
 
 def test_a_live_policy_change_moves_groups_through_drain_and_switch(const):

@@ -11,7 +11,7 @@ import pytest
 
 from twin.engine import Engine, command
 from twin.engine.faults import KINDS, Policy
-from twin.engine.report import SNAPSHOT_FAULTS
+from twin.engine.faults.manager import SNAPSHOT_FAULTS
 from twin.topology import static
 from twin.ui import faultreport as FR
 from twin.ui import faulttable as FT

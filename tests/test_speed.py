@@ -451,18 +451,18 @@ def test_landed_kv_is_admitted_as_if_queued_first(held, headroom, queued):
 def test_decode_model_tps_interpolation_error_is_small_and_printed():
     """The interval's model tok/s per decode NPU comes from a 1/DECODE_TPS_GRID batch grid, linear
     in between: exact at grid points (the operating point is one), within 0.1% elsewhere."""
-    from twin.engine.report import DECODE_TPS_GRID, decode_model_tps
+    from twin.engine.report import DECODE_TPS_GRID
     from twin.engine.snapshot import DECODE_OP_CTX
     eng = Engine("diurnal", seed=0)
     cap = eng.dep.decode.batch_per_die * eng.pm.dies_per_npu
     batches = np.linspace(0.5, cap, 997)
-    err = [abs(decode_model_tps(eng, b) / eng.pm.decode_step(b, DECODE_OP_CTX).tokens_per_s_per_npu - 1)
+    err = [abs(eng.decode_rate(b) / eng.pm.decode_step(b, DECODE_OP_CTX).tokens_per_s_per_npu - 1)
            for b in batches]
     print(f"\ndecode model tok/s (grid 1/{DECODE_TPS_GRID} batch per NPU, linear): relative error "
           f"max {max(err):.2e}, median {np.median(err):.2e} over {len(batches)} batches")
     assert max(err) < 1e-3
-    assert decode_model_tps(eng, cap) == eng.pm.decode_step(cap, DECODE_OP_CTX).tokens_per_s_per_npu
-    assert len(eng._decode_tps_memo) <= cap * DECODE_TPS_GRID + 1
+    assert eng.decode_rate(cap) == eng.pm.decode_step(cap, DECODE_OP_CTX).tokens_per_s_per_npu
+    assert len(eng.decode_rate.memo) <= cap * DECODE_TPS_GRID + 1
 
 
 def _staged_run(monkeypatch, stage_s: float, keep_rows: int = 500) -> tuple:

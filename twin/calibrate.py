@@ -75,11 +75,7 @@ def fit() -> tuple[dict, float]:
     return k, worst
 
 
-def main(crossval: bool = False) -> int:
-    if crossval:
-        from .crossval import print_table, write
-        print_table(write())
-        return 0
+def main() -> int:
     k, s = fit()
     for group, free in GROUPS.items():
         for sec, key, *_ in free:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import argparse
 
 from ..cli_args import add_setting, dumps
-from .copool import POLICIES, Params, load_params, run_day
+from .copool import POLICIES, Params, load_params
 from .cost import SEEDS, Prices, comparison, day_report, interval, load_prices, priced, verdict
+from .live import run_day
 from .training import compare
 
 SCENARIOS = ("copool-day",)

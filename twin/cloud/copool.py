@@ -16,6 +16,9 @@ simulated time; switch times and training progress run on the day clock (divided
 
 Policies: "copool" (time-of-day window, load thresholds, SLO headroom), "dedicated" (a fixed split
 from the start: the separate-cluster baseline), "inference-only" (no training).
+
+An extension of the engine: it registers itself as "copool" (`eng.extensions`), so its `view` is
+the snapshot's `cloud` field, and it reads the engine through the `ExtensionHost` port.
 """
 from __future__ import annotations
 
@@ -25,14 +28,15 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..config import CatalogError, _validate
-from ..engine import Engine
 from ..engine import handover
 from ..engine.faults import Policy as FaultPolicy
+from ..engine.ports import ExtensionHost
 from ..i18n import N_, said
 from .training import TrainingJob
 
 POLICIES = ("copool", "dedicated", "inference-only")
 HOLD = "copool"               # the key of the engine hold that marks a lent group
+EXTENSION = "copool"          # the name it registers under on its engine
 ACCOUNTS = ("prefill", "decode", "training", "switching")
 REF6_SWITCH_S = 300.0         # ref 6: nodes switch between training and inference in under 5 minutes
 DAY_S = 86400.0
@@ -102,7 +106,7 @@ class Capacity:
     decode_tps: float
 
     @classmethod
-    def of(cls, eng: Engine) -> "Capacity":
+    def of(cls, eng: ExtensionHost) -> "Capacity":
         sc, pm = eng.scenario, eng.pm
         inp, out = sc.input.mean_value(), sc.output.mean_value()
         batch = min(eng.dep.decode.batch_per_die * pm.dies_per_npu,
@@ -114,7 +118,7 @@ class Capacity:
 
 @dataclass
 class CoPool:
-    eng: Engine
+    eng: ExtensionHost
     params: Params
     job: TrainingJob = field(default_factory=TrainingJob)
     timeline: list[dict] = field(default_factory=list)
@@ -143,6 +147,11 @@ class CoPool:
             self._place_dedicated()
         eng.env.process(self._account())
         eng.env.process(self._control())
+        eng.extensions.add(EXTENSION, self)
+
+    def reports(self) -> dict:
+        """Snapshot field: the day so far (`view`)."""
+        return {"cloud": self.view}
 
     # ---- clock and signals -------------------------------------------------------------------
     def clock_h(self) -> float:
@@ -401,11 +410,3 @@ class CoPool:
                 del self.timeline[:-self.keep_rows]
             self._arrived = arrived
 
-
-def run_day(scenario: str = "copool-day", params: Params | None = None, job: TrainingJob | None = None,
-            seed: int | None = None, **overrides) -> tuple[Engine, CoPool]:
-    """Run the scenario's day under one policy; returns the engine and the co-pool record."""
-    eng = Engine(scenario, seed=seed, **overrides)
-    pool = CoPool(eng, params or Params(), job or TrainingJob(eng.scenario.deployment))
-    eng.advance(eng.scenario.duration_s)
-    return eng, pool

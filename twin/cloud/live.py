@@ -1,6 +1,7 @@
-"""The co-pool day live on a twin: a twin whose scenario is a co-pool day runs the scheduler inside
-its own engine (`attach`, called by the runner's factory), its snapshots carry the day
-(`CoPool.view`), and the policy knobs are a typed engine command (`SetCoPool`), checked once when
+"""The co-pool day on an engine (the wiring that builds one): `run_day` runs a day under one policy,
+and a live twin whose scenario is a co-pool day runs the scheduler inside its own engine (`attach`,
+called by the runner's factory: the scheduler registers itself as the engine's "copool" extension),
+its snapshots carry the day (`CoPool.view`), and the policy knobs are a typed engine command (`SetCoPool`), checked once when
 built (against the day the twin shows, `check`) and merged with the live knobs when it lands, sent
 through the twin's action path (twin.actions: logged on the shared twin, rate-limited per client).
 
@@ -14,8 +15,9 @@ from dataclasses import dataclass
 from ..config import CatalogError, _validate
 from ..engine import Engine
 from ..engine.commands import Command
+from ..engine.ports import CommandTarget
 from ..i18n import N_
-from .copool import CoPool, Params, load_params
+from .copool import EXTENSION, CoPool, Params, load_params
 from .training import TrainingJob
 
 SCENARIOS = ("copool-day",)
@@ -27,15 +29,24 @@ KNOBS = tuple(k for k in Params.model_fields)
 
 def attach(eng: Engine) -> Engine:
     """Run the co-pool scheduler (policy copool, default knobs) in a co-pool scenario's engine."""
-    if eng.scenario.name in SCENARIOS and getattr(eng, "copool", None) is None:
-        eng.copool = CoPool(eng, Params(), TrainingJob(eng.scenario.deployment),
-                            keep_rows=TIMELINE_ROWS, keep_switches=SWITCH_ROWS)
+    if eng.scenario.name in SCENARIOS and EXTENSION not in eng.extensions:
+        CoPool(eng, Params(), TrainingJob(eng.scenario.deployment), keep_rows=TIMELINE_ROWS,
+               keep_switches=SWITCH_ROWS)
     return eng
 
 
 def factory(**params) -> Engine:
     """The live runner's engine factory: an Engine, with the co-pool day attached when it is one."""
     return attach(Engine(**params))
+
+
+def run_day(scenario: str = "copool-day", params: Params | None = None, job: TrainingJob | None = None,
+            seed: int | None = None, **overrides) -> tuple[Engine, CoPool]:
+    """Run the scenario's day under one policy; returns the engine and the co-pool record."""
+    eng = Engine(scenario, seed=seed, **overrides)
+    pool = CoPool(eng, params or Params(), job or TrainingJob(eng.scenario.deployment))
+    eng.advance(eng.scenario.duration_s)
+    return eng, pool
 
 
 def merged(fields, current: dict | None) -> Params:
@@ -84,8 +95,8 @@ class SetCoPool(Command):
             merged(self.fields, None)             # unknown knobs and bad values: refused here
         object.__setattr__(self, "fields", dict(self.fields))
 
-    def apply(self, eng) -> None:
-        pool = getattr(eng, "copool", None)
+    def apply(self, eng: CommandTarget) -> None:
+        pool = eng.extensions.get(EXTENSION)
         if pool is None:
             raise ValueError("copool: this engine runs no co-pool day")
         pool.configure(merged(self.fields, pool.params.model_dump()))

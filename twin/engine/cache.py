@@ -25,6 +25,11 @@ def build_ems(scenario, dep, system, cpu_chip, cpu_ids: list[str], kv_bytes: flo
     return EMS(list(servers), dram, ssd, scenario.block_size * kv_bytes, block_tokens=scenario.block_size)
 
 
+def reports(ems: EMS | None) -> dict:
+    """Snapshot field: the EMS cache's statistics ({} without EMS)."""
+    return {"cache": lambda: dict(ems.stats()) if ems else {}}
+
+
 def server_nodes(ems: EMS | None) -> dict[str, int]:
     """EMS server id -> its node number (from the topology's id grammar)."""
     return {s: parse(s)["node"] for s in ems.servers} if ems is not None else {}

@@ -21,6 +21,7 @@ from typing import Callable, ClassVar
 from .. import settings
 from ..i18n import N_
 from .faults import Policy, check_random, check_shape
+from .ports import CommandTarget
 
 PENDING, ACCEPTED, REFUSED = "pending", "accepted", "refused"
 
@@ -101,7 +102,7 @@ class Command(ABC):
     name = "command"
 
     @abstractmethod
-    def apply(self, eng) -> None:
+    def apply(self, eng: CommandTarget) -> None:
         """Change the engine (at the sim time the command lands)."""
 
 
@@ -123,7 +124,7 @@ class SetRate(_SettingCommand):
 
     rate: float
 
-    def apply(self, eng) -> None:
+    def apply(self, eng: CommandTarget) -> None:
         eng.set_rate(self.rate)
         eng.log("rate", N_("arrival rate set to %(rate)s req/s"), rate=f"{self.rate:.3g}")
 
@@ -135,7 +136,7 @@ class SetLoad(_SettingCommand):
 
     fraction: float
 
-    def apply(self, eng) -> None:
+    def apply(self, eng: CommandTarget) -> None:
         rate = self.fraction * eng.capacity_rps()
         eng.set_rate(rate)
         eng.log("rate", N_("load set to %(pct)s of capacity (%(rate)s req/s)"), pct=f"{self.fraction:.0%}",
@@ -162,7 +163,7 @@ class InjectFault(Command):
         one validation of a fault sent from outside; the engine then decides only what the moment does."""
         return cls(check_shape(spec, topo), checked=True)
 
-    def apply(self, eng) -> None:
+    def apply(self, eng: CommandTarget) -> None:
         eng.faults.land(self.spec, self.checked)
 
 
@@ -180,7 +181,7 @@ class SetPolicy(Command):
         Policy.load(**self.fields)          # unknown fields and bad values: refused here, once
         object.__setattr__(self, "fields", dict(self.fields))
 
-    def apply(self, eng) -> None:
+    def apply(self, eng: CommandTarget) -> None:
         eng.faults.policy = replace(eng.faults.policy, **self.fields)    # each field checked when built
         eng.log("policy", N_("fault policy: %(fields)s"), fields=", ".join(f"{k}={v}" for k, v in self.fields.items()))
 
@@ -196,7 +197,7 @@ class SetRandom(Command):
         object.__setattr__(self, "hours_per_sim_s",
                            check_random({"hours_per_sim_s": self.hours_per_sim_s})["hours_per_sim_s"])
 
-    def apply(self, eng) -> None:
+    def apply(self, eng: CommandTarget) -> None:
         h = self.hours_per_sim_s
         eng.faults.set_random(h)
         if h:
@@ -213,7 +214,7 @@ class Note(Command):
     message: str
     kind: str = "note"
 
-    def apply(self, eng) -> None:
+    def apply(self, eng: CommandTarget) -> None:
         eng.log(self.kind, str(self.message))
 
 

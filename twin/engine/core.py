@@ -7,7 +7,9 @@ generator and the wiring of its components; it applies typed commands (commands.
 advances. Components: scheduling policies, the time predictor (twin.perf / twin.predict), step
 timing (timing.py), the EMS cache (cache.py), traffic accounting (accounting.py), KV transfers,
 faults (faults/, notified through `network_changed`), metrics and reports (report.py).
-The same seed and command log replay the same run exactly.
+Components see the engine through the narrow ports of ports.py; each declares the snapshot fields
+it reports, and extensions (the co-pool scheduler, outside requests) register themselves, through
+the registries of registry.py. The same seed and command log replay the same run exactly.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from ..config import CatalogError, catalog
 from ..i18n import N_
 from ..predict.roofline import PerfModel
 from ..topology import topology
-from . import cache, network, report
+from . import cache, network, report, traffic
 from .accounting import Accounting
 from .clock import Clock
 from .commands import Command, Ticket
@@ -30,6 +32,7 @@ from .deadlines import Deadlines
 from .faults import FaultManager, Policy, load_fault_file
 from .metrics import Metrics
 from .pools import DecodeInstance, PrefillInstance
+from .registry import Extensions, Reporters
 from .requests import DONE, KEEP_ROWS, MAX_WINDOW_ROWS, QUEUED, RequestTable
 from .scenario import Scenario, load_scenario
 from .scheduling import Policies
@@ -66,6 +69,7 @@ class Engine:
         self.dies_per_node = self.system.npus_per_node * self.pm.dies_per_npu
         self.kv_bytes = self.pm.kv_bytes_per_token()
         self.kv_capacity_tokens = self.pm.kv_capacity_bytes_per_die() / self.kv_bytes
+        self.decode_rate = report.DecodeRate(self.pm, self.dep)
         self.partitioned, self.message = False, ""
         self.req = RequestTable()
         self.deadlines = Deadlines(self)  # clients that give up waiting for prefill
@@ -75,7 +79,9 @@ class Engine:
         self.shed = 0                     # arrivals refused as overloaded since shedding began (0: admitting)
         self.arrivals_on = True
         self.drained: dict | None = None   # set by drain(): how it ended
-        self.external = None              # twin.engine.external.External when serving outside requests
+        self.external = None              # the "external" extension (twin.engine.external), a slot
+        self.reporters = Reporters(Snapshot)    # what a snapshot is assembled from, declared by the parts
+        self.extensions = Extensions(self, self.reporters, slots=("external",))
         self.commands: queue.SimpleQueue[tuple[Command, Ticket]] = queue.SimpleQueue()   # the one command queue
         self.command_log: list[tuple[float, Command]] = []
         self.events: list[dict] = []
@@ -101,6 +107,11 @@ class Engine:
                 self.faults.inject(f)
             if "random" in spec:
                 self.faults.set_random(spec["random"]["hours_per_sim_s"])
+        for owner, reports in (("engine", self.reports()), ("report", report.reports(self)),
+                               ("metrics", self.metrics.reports()), ("traffic", traffic.reports(self)),
+                               ("network", network.reports(self)), ("faults", self.faults.reports()),
+                               ("cache", cache.reports(self.ems))):
+            self.reporters.declare(owner, reports)
         for inst in self.decode:          # prefill instances run on callbacks (pools.py)
             inst.proc = self.env.process(inst.run())
         # decode-only runs with one decode instance admit arrivals lazily: while it steps, it takes
@@ -451,8 +462,17 @@ class Engine:
         self.metrics.cur.finished.append(self.req.complete(ids, self.env.now))
 
     # ---- reports (report.py) ------------------------------------------------------------------
+    def reports(self) -> dict:
+        """Snapshot fields of the run itself: identity, clock, version, placement and the event log."""
+        return {"version": lambda: self.version, "sim_time": lambda: self.env.now,
+                "scenario": lambda: self.scenario.name, "deployment": lambda: self.scenario.deployment,
+                "seed": lambda: self.seed, "die_pool": lambda: tuple(self.die_pool),
+                "events": lambda: tuple(dict(e) for e in self.events)}
+
     def snapshot(self) -> Snapshot:
-        return report.snapshot(self)
+        """Every declared figure, read after the request table has caught up."""
+        self.catch_up()
+        return self.reporters.assemble()
 
     def kpis(self) -> dict:
         return report.kpis(self)

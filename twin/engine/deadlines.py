@@ -24,14 +24,11 @@ Decode-only runs (KV from outside the run, no client to speak of) have no deadli
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..i18n import N_
-
-if TYPE_CHECKING:
-    from .core import Engine
+from .ports import QueueView
 
 # Default client deadline: the OpenAI Python client's default timeout, 600 s ("default timeout is
 # 10 minutes": DEFAULT_TIMEOUT = httpx.Timeout(timeout=600, connect=5.0), openai/openai-python
@@ -44,7 +41,7 @@ QUIET_S = 10.0    # assumption: simulated seconds with no time-out before the lo
 class Deadlines:
     """Times out the queued requests whose clients have waited `deadline_s` with at most a first token."""
 
-    def __init__(self, eng: "Engine"):
+    def __init__(self, eng: QueueView):
         self.eng = eng
         self.deadline_s = eng.scenario.deadline_s
         self.on = eng.scenario.pipeline == "full"

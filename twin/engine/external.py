@@ -1,6 +1,7 @@
 """Requests from outside the run (`twin serve`): injected at a sim time, followed token by token.
 
-`External.attach(eng)` puts itself in front of the engine's arrival source: the requests given to
+`External.attach(eng)` registers itself as the engine's "external" extension and puts itself in
+front of the engine's arrival source: the requests given to
 `inject()` merge, in arrival order, with the scenario's own traffic (or replace it, without
 `background`). It stages arrivals only up to the tick being taken (`horizon()` is -inf), so the
 ids a tick admits are the rows of the batch it just took, and an injected request learns its id.
@@ -19,12 +20,13 @@ import math
 import numpy as np
 from simpy.events import URGENT
 
+from .ports import ExtensionHost
 from .requests import DONE, REJECT_REASONS, REJECTED
 from .source import Batch, _concat
 
 
 class External:
-    def __init__(self, eng, background: bool = False):
+    def __init__(self, eng: ExtensionHost, background: bool = False):
         self.eng = eng
         self.base = eng.source if background else None
         self.block_size = eng.source.block_size
@@ -36,12 +38,11 @@ class External:
         self.events: list[tuple] = []
 
     @classmethod
-    def attach(cls, eng, background: bool = False) -> "External":
+    def attach(cls, eng: ExtensionHost, background: bool = False) -> "External":
         """Install in front of a new engine's source (before its first advance)."""
         ext = cls(eng, background)
         eng.source = eng.incoming.source = ext
-        eng.external = ext
-        return ext
+        return eng.extensions.add("external", ext)
 
     # ---- the source interface (twin.engine.source.Staged reads these) ------------------------------
     @property

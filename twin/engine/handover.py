@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .ports import ExtensionHost
 from .requests import DONE
 
 DRAIN_POLL_S = 0.01      # assumption: how often a draining group is checked (simulated s)
 
 
-def hand_over(eng, inst, key: str, reason: str) -> dict:
+def hand_over(eng: ExtensionHost, inst, key: str, reason: str) -> dict:
     """Hold `inst` down under `key` and hand over what it holds; counts of what went where."""
     eng.catch_up()
     if inst.kind == "prefill":
@@ -43,7 +44,7 @@ def hand_over(eng, inst, key: str, reason: str) -> dict:
     return {"finishing": 0, "handed_over": 0, **migrate(eng, inst, inst.evict(queue=True))}
 
 
-def migrate(eng, inst, ids: np.ndarray) -> dict:
+def migrate(eng: ExtensionHost, inst, ids: np.ndarray) -> dict:
     """Send the KV of decode sequences `ids` from `inst` to the live decode instances."""
     ids = ids[eng.req.state[ids] < DONE]          # in flight only
     if not len(ids):
@@ -53,7 +54,7 @@ def migrate(eng, inst, ids: np.ndarray) -> dict:
     return {"migrated": len(ids), "migrated_gb": round(tokens * eng.kv_bytes / 1e9, 3), "ids": ids}
 
 
-def drained(eng, inst, migrated: np.ndarray) -> bool:
+def drained(eng: ExtensionHost, inst, migrated: np.ndarray) -> bool:
     """True once `inst` holds no work: its batch ended (prefill), the KV of the sequences it
     migrated (`migrated`) has left it (decode)."""
     if inst.kind == "prefill":

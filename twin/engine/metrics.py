@@ -156,6 +156,12 @@ class Metrics:
         self.tpot = LogHistogram()       # ms, those with more than one output token
         self.slo_met = 0
 
+    def reports(self) -> dict:
+        """Snapshot fields: the per-interval series, and the last interval's traffic per plane and node pair."""
+        return {"history": lambda: {k: list(v) for k, v in self.history.items()},
+                "plane_gbps": lambda: dict(self.last_plane_gbps),
+                "node_traffic": lambda: self.last_node_gbps.copy()}
+
     def run_latency(self, req: RequestTable, ctx: dict) -> dict:
         """Whole-run TTFT / TPOT sketches and SLO count, including the interval in progress."""
         ttft, tpot, ok, out = latency(req, self._finished_rows(req), ctx)

@@ -7,14 +7,23 @@ from __future__ import annotations
 from ..i18n import N_
 from ..predict.base import NetState
 from .faults import UB_KINDS
+from .ports import NetworkHost
+from .snapshot import TOPOLOGY_FIELDS, topology_fields
 
 
-def node_has_live_die(eng, n: int) -> bool:
+def reports(eng: NetworkHost) -> dict:
+    """Snapshot fields: the live topology (system, capacities, failed and degraded parts) and
+    whether the fabric is partitioned, with why."""
+    return {TOPOLOGY_FIELDS: lambda: topology_fields(eng.topo),
+            "partitioned": lambda: eng.partitioned, "message": lambda: eng.message}
+
+
+def node_has_live_die(eng: NetworkHost, n: int) -> bool:
     ids = eng.topo.die_ids[n * eng.dies_per_node:(n + 1) * eng.dies_per_node]
     return any(eng.topo.alive(d) for d in ids)
 
 
-def network_changed(eng) -> None:
+def network_changed(eng: NetworkHost) -> None:
     """Recompute every instance's network state from the topology and the open faults."""
     topo, blocked = eng.topo, []
     for inst in eng.instances:

@@ -9,17 +9,14 @@ from __future__ import annotations
 import math
 from collections import deque
 from itertools import islice
-from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
 
 from . import batch_rows
 from .cache import lookup
+from .ports import InstanceHost
 from .requests import DECODE_QUEUE, QUEUED
-
-if TYPE_CHECKING:
-    from .core import Engine
 
 _NO_IDS = np.zeros(0, dtype=np.int64)
 
@@ -27,7 +24,7 @@ _NO_IDS = np.zeros(0, dtype=np.int64)
 class Instance:
     """What prefill and decode instances share: placement, queue, health and a wake-up event."""
 
-    def __init__(self, eng: "Engine", kind: str, idx: int, slot: int, dies: np.ndarray):
+    def __init__(self, eng: InstanceHost, kind: str, idx: int, slot: int, dies: np.ndarray):
         self.eng, self.kind, self.idx, self.slot = eng, kind, idx, slot
         self.dies = dies                       # topology die indices
         self.nodes = np.unique(dies // eng.dies_per_node)

@@ -1,20 +1,27 @@
-"""What an engine reports: the metrics context of an interval, KPIs, the run summary, the
-snapshot the UI draws, per-link and per-die frames, and the request lifecycle audit and drain."""
+"""What an engine reports as a whole: the metrics context of an interval, KPIs and per-die busy
+fractions (its snapshot reporters), the run summary, per-link and per-die frames, and the request
+lifecycle audit and drain. It reads the engine through the `ReportSource` port; the other snapshot
+fields are declared by the parts that own them (twin.engine.registry)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from .snapshot import DECODE_OP_CTX, Snapshot, topology_fields
+from .ports import ReportSource
+from .snapshot import DECODE_OP_CTX
 from .traffic import link_utilisation
 
 DRAIN_CAP_S = 600.0       # a drain stops after this many simulated seconds (stated bound)
 DECODE_TPS_GRID = 4        # decode model tok/s: batch-per-NPU grid, linear in between (assumption)
-SNAPSHOT_FAULTS = 20      # fault reports a snapshot carries (the newest, a screenful); the rest as counts
 
 
-def interval_context(eng) -> dict:
+def reports(eng: ReportSource) -> dict:
+    """Snapshot fields: the KPIs and each die's busy fraction."""
+    return {"kpis": lambda: kpis(eng), "die_util": lambda: die_util(eng)}
+
+
+def interval_context(eng: ReportSource) -> dict:
     """What Metrics.close needs from the engine at an interval's end."""
     eng.catch_up()
     for d in eng.decode:
@@ -26,35 +33,41 @@ def interval_context(eng) -> dict:
             "ems_dram_bytes": dram, "ems_ssd_bytes": ssd,
             "queue_prefill": sum(len(p.queue) for p in eng.prefill),
             "queue_decode": sum(len(d.queue) for d in eng.decode),
-            "decode_op_tps_per_npu": decode_op_tps(eng), "decode_model_tps": lambda b: decode_model_tps(eng, b)}
+            "decode_op_tps_per_npu": eng.decode_rate.op(), "decode_model_tps": eng.decode_rate}
 
 
-def decode_model_tps(eng, batch_per_npu: float) -> float:
-    """Model tok/s per decode NPU at this batch per NPU and DECODE_OP_CTX, healthy fabric: the
+class DecodeRate:
+    """Model tok/s per decode NPU at a batch per NPU and DECODE_OP_CTX, healthy fabric: the
     predictor at batches on a 1/DECODE_TPS_GRID grid (memoised, at most the batch cap's worth of
     points), linear in between (grid points, such as the operating point, are exact; the error
     elsewhere is printed by tests/test_speed.py). Every interval reads it, and the predictor
     costs about 0.8 ms a call: one call per interval was 6% of a diurnal run."""
-    memo = eng.__dict__.setdefault("_decode_tps_memo", {})
-    x = max(batch_per_npu, 0.0) * DECODE_TPS_GRID
-    k = math.floor(x)
-    lo = memo.get(k)
-    if lo is None:
-        lo = memo[k] = eng.pm.decode_step(max(k / DECODE_TPS_GRID, 0.01), DECODE_OP_CTX).tokens_per_s_per_npu
-    if x == k:
-        return lo
-    hi = memo.get(k + 1)
-    if hi is None:
-        hi = memo[k + 1] = eng.pm.decode_step((k + 1) / DECODE_TPS_GRID, DECODE_OP_CTX).tokens_per_s_per_npu
-    return lo + (hi - lo) * (x - k)
+
+    def __init__(self, pm, dep):
+        self.pm = pm
+        self.op_batch = dep.decode.batch_per_die * pm.dies_per_npu    # the operating point: the batch cap
+        self.memo: dict[int, float] = {}
+
+    def __call__(self, batch_per_npu: float) -> float:
+        memo = self.memo
+        x = max(batch_per_npu, 0.0) * DECODE_TPS_GRID
+        k = math.floor(x)
+        lo = memo.get(k)
+        if lo is None:
+            lo = memo[k] = self.pm.decode_step(max(k / DECODE_TPS_GRID, 0.01), DECODE_OP_CTX).tokens_per_s_per_npu
+        if x == k:
+            return lo
+        hi = memo.get(k + 1)
+        if hi is None:
+            hi = memo[k + 1] = self.pm.decode_step((k + 1) / DECODE_TPS_GRID, DECODE_OP_CTX).tokens_per_s_per_npu
+        return lo + (hi - lo) * (x - k)
+
+    def op(self) -> float:
+        """Model tok/s per decode NPU at the deployment's operating point."""
+        return self(self.op_batch)
 
 
-def decode_op_tps(eng) -> float:
-    """Model tok/s per decode NPU at the deployment's operating point (its batch cap)."""
-    return decode_model_tps(eng, eng.dep.decode.batch_per_die * eng.pm.dies_per_npu)
-
-
-def kpis(eng) -> dict:
+def kpis(eng: ReportSource) -> dict:
     """Latest values over the last window of intervals, plus run totals."""
     m, req = eng.metrics, eng.req
     eng.catch_up()
@@ -68,11 +81,11 @@ def kpis(eng) -> dict:
     t = m.running_totals()
     k["total_block_hit_ratio"] = t["hit_blocks"] / t["lookup_blocks"] if t["lookup_blocks"] else float("nan")
     k["sim_time"] = eng.env.now
-    k["decode_op_tps_per_npu"] = decode_op_tps(eng)
+    k["decode_op_tps_per_npu"] = eng.decode_rate.op()
     return k
 
 
-def die_util(eng, dtype=np.float32) -> np.ndarray:
+def die_util(eng: ReportSource, dtype=np.float32) -> np.ndarray:
     """Busy fraction of each die over the last interval (its instance's)."""
     util = np.zeros(len(eng.die_pool), dtype=dtype)
     for inst in eng.instances:
@@ -80,7 +93,7 @@ def die_util(eng, dtype=np.float32) -> np.ndarray:
     return util
 
 
-def link_frame(eng):
+def link_frame(eng: ReportSource):
     """Per link over the last interval: ends, plane, kind, capacity, traffic and utilisation."""
     import pandas as pd     # pandas only for frames (the engine's hot path never needs it)
     la = eng.topo.link_arrays()
@@ -91,31 +104,14 @@ def link_frame(eng):
                          "capacity_gbps": cap, "traffic_gbps": util * cap, "util": util})
 
 
-def die_frame(eng):
+def die_frame(eng: ReportSource):
     """Per die over the last interval: pool and busy fraction."""
     import pandas as pd     # lazy, as above
     return pd.DataFrame({"die": eng.topo.die_ids, "pool": eng.die_pool,
                          "util": die_util(eng, float)})
 
 
-def snapshot(eng) -> Snapshot:
-    m = eng.metrics
-    return Snapshot(
-        version=eng.version, sim_time=eng.env.now, scenario=eng.scenario.name,
-        deployment=eng.scenario.deployment, seed=eng.seed, kpis=kpis(eng),
-        history={k: list(v) for k, v in m.history.items()},
-        plane_gbps=dict(m.last_plane_gbps),
-        link_util=link_utilisation(eng), node_traffic=m.last_node_gbps.copy(),
-        die_util=die_util(eng), die_pool=tuple(eng.die_pool), events=tuple(dict(e) for e in eng.events),
-        **dict(zip(("faults", "fault_archive"), eng.faults.snapshot_reports(SNAPSHOT_FAULTS))),
-        **topology_fields(eng.topo),
-        partitioned=eng.partitioned, message=eng.message,
-        cache=dict(eng.ems.stats()) if eng.ems else {},
-        fault_summary=eng.faults.summary() if eng.faults.injected else {},
-        cloud=eng.copool.view() if getattr(eng, "copool", None) is not None else None)
-
-
-def summary(eng) -> dict:
+def summary(eng: ReportSource) -> dict:
     """Run totals over every request so far (the CLI prints this)."""
     eng.catch_up()
     lat = eng.metrics.run_latency(eng.req, interval_context(eng))
@@ -146,7 +142,7 @@ def summary(eng) -> dict:
 
 
 # ---- lifecycle audit ---------------------------------------------------------------------------
-def held_ids(eng) -> np.ndarray:
+def held_ids(eng: ReportSource) -> np.ndarray:
     """Every request some part of the engine holds: prefill queues and batches, KV transfers,
     decode queues and batches."""
     parts = [np.fromiter(i.queue, dtype=np.int64, count=len(i.queue)) for i in eng.instances]
@@ -156,7 +152,7 @@ def held_ids(eng) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
-def audit(eng) -> dict:
+def audit(eng: ReportSource) -> dict:
     """The request table's conservation audit, checked against what the engine holds;
     `lost` = in-flight requests nothing holds (they can never finish), or after a drain every
     admitted request neither completed nor rejected."""
@@ -165,12 +161,12 @@ def audit(eng) -> dict:
     return a
 
 
-def lost_ids(eng) -> np.ndarray:
+def lost_ids(eng: ReportSource) -> np.ndarray:
     live = eng.req.in_flight_ids()
     return live if eng.drained is not None else np.setdiff1d(live, held_ids(eng))
 
 
-def drain(eng, cap_s: float = DRAIN_CAP_S, step_s: float = 1.0) -> dict:
+def drain(eng: ReportSource, cap_s: float = DRAIN_CAP_S, step_s: float = 1.0) -> dict:
     """Stop arrivals and run until every admitted request has finished or `cap_s` simulated
     seconds have passed; returns (and keeps in `eng.drained`) how it ended."""
     if not (0 < cap_s <= 86400 and 0 < step_s):

@@ -56,12 +56,15 @@ def system_info(static: StaticTopology) -> SystemInfo:
                       "UB" if static.kind == "supernode" else "NVLink", planes, static)
 
 
-def topology_fields(topo) -> dict:
-    """The snapshot fields that describe the live topology of an engine (`Snapshot(**...)`): the
-    system, live capacity per link (read-only, replaced on every failure change), failed and degraded
-    parts."""
-    return {"system": system_info(topo.static), "link_capacity": topo.capacity,
-            "failed": tuple(sorted(topo.failed)), "degraded": dict(sorted(topo.degraded.items()))}
+TOPOLOGY_FIELDS = ("system", "link_capacity", "failed", "degraded")
+
+
+def topology_fields(topo) -> tuple:
+    """The values of TOPOLOGY_FIELDS, the snapshot fields that describe the live topology of an
+    engine: the system, live capacity per link (read-only, replaced on every failure change), failed
+    and degraded parts."""
+    return (system_info(topo.static), topo.capacity, tuple(sorted(topo.failed)),
+            dict(sorted(topo.degraded.items())))
 
 # Decode useful work is measured against the model's tok/s per NPU at the deployment's batch cap
 # (batch_per_die x dies per NPU: 96 per NPU in the paper's deployment) at the context of the paper's
@@ -114,7 +117,7 @@ class Snapshot:
     die_util: np.ndarray          # float32 per die (topology die order), busy fraction last interval
     die_pool: tuple               # per die: "prefill", "decode" or "" (idle)
     events: tuple                 # recent dicts {"t", "kind", "message"}, oldest first
-    faults: tuple                 # dicts, one per fault: the newest SNAPSHOT_FAULTS (twin.engine.core)
+    faults: tuple                 # dicts, one per fault: the newest SNAPSHOT_FAULTS (twin.engine.faults.manager)
     failed: tuple                 # failed element ids (topology ids)
     partitioned: bool = False
     message: str = ""             # human-readable state (e.g. why the system is partitioned)

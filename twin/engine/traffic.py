@@ -11,14 +11,11 @@ KV transfers) and its diagonal traffic loads its GPU-NVSwitch links.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..topology import parse
-
-if TYPE_CHECKING:
-    from .core import Engine
+from .ports import TrafficView
 
 KINDS = ("l1-l2", "die-l1", "cpu-l1", "d2d", "die-nic", "nic-leaf", "leaf-spine", "host-vpc",
          "vpc-switch", "switch-storage", "gpu-nvswitch")
@@ -39,7 +36,12 @@ def _link_index(system: str, ends: tuple) -> tuple[np.ndarray, np.ndarray]:
     return kind, node
 
 
-def link_utilisation(eng: "Engine") -> np.ndarray:
+def reports(eng: TrafficView) -> dict:
+    """Snapshot field: each link's utilisation over the last interval."""
+    return {"link_util": lambda: link_utilisation(eng)}
+
+
+def link_utilisation(eng: TrafficView) -> np.ndarray:
     topo, m = eng.topo, eng.metrics
     la = topo.link_arrays()
     kind, node = _link_index(eng.dep.system, tuple(la.ends))

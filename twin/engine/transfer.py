@@ -9,11 +9,12 @@ import numpy as np
 
 from ..i18n import N_
 from .flows import FlowNet
+from .ports import NetworkHost
 from .requests import TRANSFER
 
 
 class KvTransfers:
-    def __init__(self, eng):
+    def __init__(self, eng: NetworkHost):
         self.eng = eng
         # a transfer's end waits for the decode instances' step boundaries while all of them step
         self.flows = FlowNet(eng.env, defer=self._all_stepping)

@@ -119,6 +119,3 @@ def said(template: str, /, **args) -> Said:
     s = Said(template % {k: ", ".join(v) if isinstance(v, list) else v for k, v in args.items()})
     s.template, s.args = template, args
     return s
-
-
-from .terms import unit  # noqa: E402  (terms imports the helpers above)

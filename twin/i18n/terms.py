@@ -177,11 +177,10 @@ def scan_msgids(template, table=None) -> list[Hit]:
     return out
 
 
-def problems(template=None) -> list[Hit]:
-    """Every second rendering of a term: zh msgstrs, English msgids, lesson and glossary text."""
-    if template is None:
-        from .catalog import extract
-        template = extract()
+def problems(template) -> list[Hit]:
+    """Every second rendering of a term: zh msgstrs, English msgids of `template` (catalog.extract(),
+    which this package's base never imports: it reads the lessons and the engine's fault files),
+    lesson and glossary text."""
     return scan_po(po_path("zh"), "zh") + scan_msgids(template) + scan_lessons()
 
 

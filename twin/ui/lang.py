@@ -5,6 +5,7 @@ extraction (`python -m twin.i18n update`); translate it with `_` where it is sho
 from __future__ import annotations
 
 from twin import i18n as I
+from twin.i18n import terms
 
 from .teach import request_lang
 
@@ -27,12 +28,12 @@ def num(value, digits: int = 0) -> str:
 
 def unit(symbol: str) -> str:
     """A unit in the viewer's language by the termbase's rule (`twin.i18n.terms`): "ms" -> "毫秒"."""
-    return I.unit(symbol, request_lang())
+    return terms.unit(symbol, request_lang())
 
 
 def unit_or_text(text: str) -> str:
     """An axis or card label that is either a unit ("tok/s") or a catalog message ("requests")."""
-    return unit(text) if I.terms.is_unit(text) else _(text)
+    return unit(text) if terms.is_unit(text) else _(text)
 
 
 def title(name: str):

@@ -17,13 +17,16 @@ from ...topology import parse
 from . import recovery
 from .random import random_failures
 from ..accounting import BEFORE_S
+from ..ports import FaultHost
 from .spec import MAX_RECORDS, NETWORK, Fault, Policy, check_shape, check_spec, make_fault
+
+SNAPSHOT_FAULTS = 20      # fault reports a snapshot carries (the newest, a screenful); the rest as counts
 
 
 class FaultManager:
     """Validates, schedules and applies faults for one engine; keeps a record of each."""
 
-    def __init__(self, eng, policy: Policy | None = None):
+    def __init__(self, eng: FaultHost, policy: Policy | None = None):
         self.eng = eng
         self.policy = policy or Policy.load()
         self.faults: list[Fault] = []
@@ -288,6 +291,11 @@ class FaultManager:
         yield self.eng.env.timeout(BEFORE_S + self.eng.scenario.interval_s)    # "after" <= BEFORE_S
         self.freeze(f)
         f.settled = True
+
+    def reports(self) -> dict:
+        """Snapshot fields: the newest fault reports, the older ones, and counts over every fault."""
+        return {("faults", "fault_archive"): lambda: self.snapshot_reports(SNAPSHOT_FAULTS),
+                "fault_summary": lambda: self.summary() if self.injected else {}}
 
     def summary(self) -> dict:
         """Counts over every fault of the run (records dropped from the history included)."""

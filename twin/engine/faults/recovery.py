@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...topology import parse
+from ..ports import FaultHost
 
 
-def dies_of(eng, target: str) -> np.ndarray:
+def dies_of(eng: FaultHost, target: str) -> np.ndarray:
     """Topology die indices inside a fault target (a die, an NPU or a node)."""
     index = {d: i for i, d in enumerate(eng.topo.die_ids)}
     p = parse(target)
@@ -19,7 +20,7 @@ def dies_of(eng, target: str) -> np.ndarray:
     return np.zeros(0, dtype=np.int64)
 
 
-def servers_of(eng, target: str) -> list[str]:
+def servers_of(eng: FaultHost, target: str) -> list[str]:
     """EMS servers inside a fault target (a CPU or a node)."""
     if eng.ems is None:
         return []
@@ -31,11 +32,11 @@ def servers_of(eng, target: str) -> list[str]:
     return []
 
 
-def instances_with(eng, dies: np.ndarray) -> list:
+def instances_with(eng: FaultHost, dies: np.ndarray) -> list:
     return [i for i in eng.instances if np.intersect1d(i.dies, dies).size]
 
 
-def in_flight_on(eng, instances: list) -> np.ndarray:
+def in_flight_on(eng: FaultHost, instances: list) -> np.ndarray:
     """Ids of the requests queued or running on these instances (sorted, unique)."""
     eng.catch_up()
     parts = [np.zeros(0, dtype=np.int64)]
@@ -47,18 +48,18 @@ def in_flight_on(eng, instances: list) -> np.ndarray:
     return np.unique(np.concatenate(parts))
 
 
-def in_flight_on_nodes(eng, nodes) -> np.ndarray:
+def in_flight_on_nodes(eng: FaultHost, nodes) -> np.ndarray:
     nodes = set(int(n) for n in nodes)
     return in_flight_on(eng, [i for i in eng.instances if nodes & set(int(n) for n in i.nodes)])
 
 
-def spare_redundant(eng, inst) -> int:
+def spare_redundant(eng: FaultHost, inst) -> int:
     """Redundant expert slots still free in a decode instance."""
     used = eng.dep.decode.dies_per_instance - len(inst.dies)
     return max(0, eng.dep.decode.redundant_experts - used) if inst.kind == "decode" else 0
 
 
-def shrink_decode(eng, inst, dead: np.ndarray) -> tuple[int, int]:
+def shrink_decode(eng: FaultHost, inst, dead: np.ndarray) -> tuple[int, int]:
     """A redundant expert takes over: drop the dead dies and requeue their sequences
     (attention is data parallel: request r lives on die r mod n of its instance)."""
     pos = np.flatnonzero(np.isin(inst.dies, dead))
@@ -72,7 +73,7 @@ def shrink_decode(eng, inst, dead: np.ndarray) -> tuple[int, int]:
     return eng.requeue(ids)
 
 
-def restart(eng, inst) -> tuple[int, int]:
+def restart(eng: FaultHost, inst) -> tuple[int, int]:
     """An instance restarts: everything it held goes back through the scheduler."""
     if inst.kind == "decode":
         ids = inst.evict(queue=eng.scenario.pipeline == "full")   # KV buffered there is lost

@@ -1,0 +1,124 @@
+"""The module import graph of twin/, read from the source (every import statement, inside functions and
+`if TYPE_CHECKING:` blocks too), has no circle of any kind, and only the wiring imports `Engine`:
+components see the engine through the protocols of twin.engine.ports."""
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "twin"
+
+# The wiring: modules that build an Engine (the package that exports it, and the commands, the live
+# service and the tools that construct one). Anything else uses twin.engine.ports.
+WIRING = {"twin.engine", "twin.runner", "twin.cli_run", "twin.bench", "twin.bench_turns", "twin.fingerprint",
+          "twin.explore.evaluate", "twin.serve.engine_proc", "twin.cloud.live"}
+
+# One circle remains, outside the engine and the cloud, for the packages-by-role move (issue 25 part 3):
+# the lessons' screen readers (twin.lessons.screen) import UI modules, which import the lessons and the
+# live session. A circle may shrink inside it; any other circle fails.
+KNOWN = (frozenset({"twin.classroom", "twin.lessons", "twin.lessons.screen", "twin.session", "twin.ui.chartinfo",
+                    "twin.ui.components", "twin.ui.errors", "twin.ui.eventtext", "twin.ui.faulttable",
+                    "twin.ui.faultview", "twin.ui.figures", "twin.ui.guard", "twin.ui.lang", "twin.ui.teach",
+                    "twin.ui.tradeoffs", "twin.ui.words"}),)
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def _resolve(mod: str, is_pkg: bool, node: ast.ImportFrom) -> str:
+    """The absolute module an ImportFrom names (relative levels resolved against `mod`)."""
+    if not node.level:
+        return node.module or ""
+    parts = mod.split(".") if is_pkg else mod.split(".")[:-1]
+    parts = parts[:len(parts) - node.level + 1]
+    return ".".join(parts + ([node.module] if node.module else []))
+
+
+def imports(mod: str, path: Path, known: set[str]) -> list[tuple[str, str]]:
+    """(imported module, imported name or "") for every import in the module, resolved to modules of
+    twin/: `from a import b` imports a.b when that is a module, else a (and the name b)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, "") for a in node.names if a.name.split(".")[0] == "twin"]
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(mod, path.name == "__init__.py", node)
+            if base.split(".")[0] != "twin":
+                continue
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                out.append((sub, "") if sub in known else (base, a.name))
+    return [(m, n) for m, n in out if m in known]
+
+
+def graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Module -> the modules it imports (its own package too: `from . import x` in a submodule whose
+    package imports it is a circle), and module -> the names it imports from each module, as
+    "module:name"."""
+    mods = modules()
+    known = set(mods)
+    edges, names = {}, {}
+    for mod, path in mods.items():
+        found = imports(mod, path, known)
+        edges[mod] = {m for m, _ in found if m != mod}
+        names[mod] = {f"{m}:{n}" for m, n in found if n}
+    return edges, names
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_graph_sees_type_only_and_function_level_imports():
+    edges, names = graph()
+    assert "twin.engine.ports" in edges["twin.engine.pools"]
+    assert "twin.engine.core" in edges["twin.engine"]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_circle_among_modules():
+    assert [c for c in cycles(graph()[0]) if not any(set(c) <= k for k in KNOWN)] == []
+
+
+def test_no_circle_passes_through_the_engine_or_the_cloud():
+    assert not [m for k in KNOWN for m in k if m.startswith(("twin.engine", "twin.cloud"))]
+
+
+def test_only_the_wiring_imports_engine():
+    _, names = graph()
+    users = {mod for mod, got in names.items()
+             if {"twin.engine:Engine", "twin.engine.core:Engine"} & got}
+    users |= {mod for mod, edges in graph()[0].items() if "twin.engine.core" in edges}
+    assert users <= WIRING, sorted(users - WIRING)
