@@ -250,9 +250,15 @@ class Engine:
 
     def set_rate(self, rate: float) -> None:
         self.incoming.set_rate(self.env.now, rate)
-        if self._arrivals_live:              # the next arrival moved: a new chain from now
-            self._arrival_gen += 1
-            self._arrivals_now(URGENT)
+        if self._arrivals_live:
+            self.restart_arrivals()
+
+    def restart_arrivals(self) -> None:
+        """The next arrival moved (a rate change, a request injected from outside): a new arrival
+        chain from now."""
+        self._arrival_gen += 1
+        self._arrivals_live = True
+        self._arrivals_now(URGENT)
 
     def network_changed(self) -> None:
         """The topology changed (a fault struck or recovered): instances and flows follow."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from simpy.events import URGENT
 
 from .ports import ExtensionHost
 from .requests import DONE, REJECT_REASONS, REJECTED
@@ -97,9 +96,7 @@ class External:
         last = self._pending[-1][0] if self._pending else eng.env.now
         self._pending.append((max(arrival, eng.env.now, last), int(input_tokens), int(output_tokens),
                               np.asarray(blocks, dtype=np.int64), key))
-        eng._arrival_gen += 1
-        eng._arrivals_live = True
-        eng._arrivals_now(URGENT)
+        eng.restart_arrivals()
 
     def admitted(self, ids: np.ndarray | None) -> None:
         """After a tick: the taken requests' ids (those past `ids` were refused, window full)."""

@@ -150,6 +150,7 @@ class ReportSource(Timed, Hardware, Requests, Pools, Protocol):
     arrivals_on: bool
     version: int
     decode_rate: Any              # report.DecodeRate: model tok/s per decode NPU, memoised
+    ems: Any
 
 
 class ExtensionHost(Timed, Hardware, Requests, Pools, Protocol):
@@ -159,3 +160,5 @@ class ExtensionHost(Timed, Hardware, Requests, Pools, Protocol):
     incoming: Any                 # twin.engine.source.Staged
     reporters: Reporters
     extensions: Extensions
+
+    def restart_arrivals(self) -> None: ...

@@ -27,15 +27,18 @@ class Reporters:
         self.owner: dict[str, str] = {}       # field -> the part that reports it
 
     def declare(self, owner: str, reports: dict[str | tuple[str, ...], Reporter]) -> None:
-        for key, fn in reports.items():
-            for name in key if isinstance(key, tuple) else (key,):
-                if name not in self.fields:
-                    raise ValueError(f"{owner} reports {name!r}: not a field of {self.cls.__name__} "
-                                     f"(allowed: {', '.join(self.fields)})")
-                if name in self.owner:
-                    raise ValueError(f"{owner} reports {name!r}: already reported by {self.owner[name]}")
-                self.owner[name] = owner
-            self._fns[key] = fn
+        """Add `owner`'s reporters; nothing is added if any of them names an unknown field or one
+        that another part reports (or that it names twice)."""
+        names = [n for key in reports for n in (key if isinstance(key, tuple) else (key,))]
+        for i, name in enumerate(names):
+            if name not in self.fields:
+                raise ValueError(f"{owner} reports {name!r}: not a field of {self.cls.__name__} "
+                                 f"(allowed: {', '.join(self.fields)})")
+            if name in self.owner or name in names[:i]:
+                raise ValueError(f"{owner} reports {name!r}: already reported by "
+                                 f"{self.owner.get(name, owner)}")
+        self.owner.update(dict.fromkeys(names, owner))
+        self._fns.update(reports)
 
     def collect(self) -> dict[str, Any]:
         """Every declared figure, read now in declaration order."""
