@@ -8,16 +8,16 @@ import argparse
 import os
 import sys
 
-from . import calibrate, crossval
-from .cli_args import dumps, number
-from .cli_run import add_run_commands
-from .cloud.cli import SCENARIOS, add_cloud_command, cmd_run_day
-from .config import CatalogError
-from .explore.cli import add_explore_commands
-from .perf import PerfModel, economics
-from .serve.cli import add_serve_commands
-from .topology import topology_summary
-from .validate import predictions, rows
+from twin import calibrate, crossval
+from twin.cli_args import dumps, number
+from twin.cli_run import add_run_commands
+from twin.cloud.cli import SCENARIOS, add_cloud_command, cmd_run_day
+from twin.config import CatalogError
+from twin.explore.cli import add_explore_commands
+from twin.perf import PerfModel, economics
+from twin.serve.cli import add_serve_commands
+from twin.topology import topology_summary
+from twin.validate import predictions, rows
 
 
 def _print(obj, as_json: bool, text) -> None:
@@ -109,7 +109,7 @@ def cmd_validate(a) -> int:
 
 def _print_groups() -> None:
     """Which constants each calibration source fixes, so no row's role is implicit."""
-    from .validate import TARGETS
+    from twin.validate import TARGETS
     print("Calibration rows by the constants fitted to them (python -m twin calibrate):")
     for group, free in [*calibrate.GROUPS.items(), ("table", None)]:
         what = (", ".join(f"[{s}] {k}" for s, k, *_ in free) if free

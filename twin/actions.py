@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .controls import (ControlError, _checked, _throttled, demo_names, fault_command, parse_load, parse_rate,
+from twin.controls import (ControlError, _checked, _throttled, demo_names, fault_command, parse_load, parse_rate,
                        parse_seed, parse_speed, random_command)
-from .cloud import live as copool_live
-from .engine import commands
-from .engine.commands import Ticket
-from .engine.faults import load_fault_file
-from .i18n import N_, said
-from .tracestore import TraceChoiceError, check, label, pin, registered, resolve, unpin
-from .workload import TraceNotFound
+from twin.cloud import live as copool_live
+from twin.engine import commands
+from twin.engine.commands import Ticket
+from twin.engine.faults import load_fault_file
+from twin.i18n import N_, said
+from twin.tracestore import TraceChoiceError, check, label, pin, registered, resolve, unpin
+from twin.workload import TraceNotFound
 
 log = logging.getLogger("twin.session")
 

@@ -12,7 +12,7 @@ import resource
 import statistics
 import time
 
-from .engine import Engine
+from twin.engine import Engine
 
 SCALING_LOADS = (0.3, 0.6, 0.9)
 # the 48-NPU slice, the paper's deployment, and all 384 NPUs (twin/catalog/deployments.toml)

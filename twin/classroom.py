@@ -21,9 +21,9 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from . import lessons as L
-from .budget import RateLimit
-from .controls import ControlError, _throttled
+from twin import lessons as L
+from twin.budget import RateLimit
+from twin.controls import ControlError, _throttled
 
 MAX_ANSWERS = 1000              # answers kept per step: a large lecture hall (assumption)
 MAX_STEPS = 64                  # steps whose tallies are kept; a 45-minute class uses 8 (assumption)
@@ -205,7 +205,7 @@ def measured_answer(step: L.Step, twin) -> tuple[float, str]:
     """The question's answer: the step's figures read live from `twin` by the lesson check's page
     readers ("live"), else (a figure from a command, or not on screen now) the checked figures the
     lesson records ("lesson", re-measured by `python -m twin.lessons check` / `measure`)."""
-    from .lessons.screen import reader
+    from twin.lessons.screen import reader
     q = step.question
     names = q.figure.split("/")
     figs = step.figures

@@ -11,8 +11,8 @@ import json
 import math
 import os
 
-from .settings import Setting, fmt_number, get
-from .workload import brief
+from twin.settings import Setting, fmt_number, get
+from twin.workload import brief
 
 
 def number(lo: float, hi: float, lo_open: bool = False, hi_open: bool = False,

@@ -5,14 +5,14 @@ import os
 import sys
 import time
 
-from .bench import bench, scaling, table
-from .bench_turns import in_turns
-from .cli_args import add_setting, dumps, name, number, out_path
-from .engine import Engine, report
-from .engine.faults import load_fault_file
-from .engine.scenario import load_scenario
-from .fingerprint import fingerprints
-from .workload import FORMATS
+from twin.bench import bench, scaling, table
+from twin.bench_turns import in_turns
+from twin.cli_args import add_setting, dumps, name, number, out_path
+from twin.engine import Engine, report
+from twin.engine.faults import load_fault_file
+from twin.engine.scenario import load_scenario
+from twin.fingerprint import fingerprints
+from twin.workload import FORMATS
 
 
 def _scenario(a, spec: dict):

@@ -11,11 +11,11 @@ import math
 import re
 from functools import lru_cache
 
-from .budget import RateLimit
-from .config import CATALOG_DIR, catalog
-from .engine import commands
-from .settings import get as setting
-from .topology import topology
+from twin.budget import RateLimit
+from twin.config import CATALOG_DIR, catalog
+from twin.engine import commands
+from twin.settings import get as setting
+from twin.topology import topology
 
 _SECRET = re.compile(r"^[A-Za-z0-9_-]{22,64}$")
 

@@ -23,8 +23,8 @@ from hashlib import blake2b
 
 import numpy as np
 
-from . import ems_index as ix_
-from .ems_index import _MIX, LOOKUP, RING_BITS, RING_SHIFT, STORE, BlockIndex
+from twin import ems_index as ix_
+from twin.ems_index import _MIX, LOOKUP, RING_BITS, RING_SHIFT, STORE, BlockIndex
 
 _GOLDEN = _MIX   # Fibonacci hashing: spreads sequential ids evenly over the ring (and the index)
 _M64 = (1 << 64) - 1

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .compiled import kernel
+from twin.compiled import kernel
 
 _MIX = 0x9E3779B97F4A7C15        # Fibonacci hashing (the EMS ring's multiplier: one product serves both)
 _M64 = (1 << 64) - 1

@@ -8,8 +8,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from .engine import Engine
-from .engine.faults import RANDOM_MAX
+from twin.engine import Engine
+from twin.engine.faults import RANDOM_MAX
 
 RUNS = (("diurnal", 300, {}), ("default", 120, {}), ("peak-384", 60, {}),
         ("peak-384", 60, {"deployment": "cloudmatrix-infer-paper"}), ("mooncake-live", 120, {}),

@@ -25,8 +25,8 @@ import time
 from collections import OrderedDict
 from typing import Callable
 
-from .budget import LogBudget, RateLimit
-from .controls import ControlError
+from twin.budget import LogBudget, RateLimit
+from twin.controls import ControlError
 
 log = logging.getLogger(__name__)
 

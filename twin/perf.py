@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .config import constants
-from .predict.base import HEALTHY, NetState, StepResult, TimePredictor
-from .predict.economics import figures
-from .predict.roofline import PerfModel
+from twin.config import constants
+from twin.predict.base import HEALTHY, NetState, StepResult, TimePredictor
+from twin.predict.economics import figures
+from twin.predict.roofline import PerfModel
 
 __all__ = ["HEALTHY", "NetState", "PerfModel", "StepResult", "TimePredictor", "constants", "economics",
            "with_net"]

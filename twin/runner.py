@@ -18,12 +18,12 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import tracestore
-from .actions import FAULTS_PER_MIN, RESET_LATE, RESETS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
-from .budget import REQUESTS, CpuShare, RateLimit, give_back_memory
-from .controls import parse_speed
-from .cloud import live as live_cloud
-from .engine import Engine
+from twin import tracestore
+from twin.actions import FAULTS_PER_MIN, RESET_LATE, RESETS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
+from twin.budget import REQUESTS, CpuShare, RateLimit, give_back_memory
+from twin.controls import parse_speed
+from twin.cloud import live as live_cloud
+from twin.engine import Engine
 
 log = logging.getLogger("twin.session")
 

@@ -25,14 +25,14 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .actions import FAULT_HORIZON_S, FAULTS_PER_MIN, MAX_PENDING_FAULTS
-from .budget import RateLimit
-from .classroom import Classroom
-from .i18n import N_, said
-from .controls import (ControlError, _throttled, client_id, fault_command, parse_load, parse_random, parse_rate,
+from twin.actions import FAULT_HORIZON_S, FAULTS_PER_MIN, MAX_PENDING_FAULTS
+from twin.budget import RateLimit
+from twin.classroom import Classroom
+from twin.i18n import N_, said
+from twin.controls import (ControlError, _throttled, client_id, fault_command, parse_load, parse_random, parse_rate,
                        parse_seed, parse_speed)
-from .gate import UNLOCK_PER_MIN, UNLOCK_PER_MIN_ADDRESS, UNLOCK_PER_MIN_TOTAL, Gate
-from .runner import WALL_DT, Twin, default_factory
+from twin.gate import UNLOCK_PER_MIN, UNLOCK_PER_MIN_ADDRESS, UNLOCK_PER_MIN_TOTAL, Gate
+from twin.runner import WALL_DT, Twin, default_factory
 
 __all__ = ["FAULT_HORIZON_S", "FAULTS_PER_MIN", "MAX_PENDING_FAULTS", "UNLOCK_PER_MIN", "UNLOCK_PER_MIN_ADDRESS",
            "UNLOCK_PER_MIN_TOTAL", "ControlError", "Gate", "SandboxLimit", "Sessions", "Twin", "client_id", "fault_command", "configure", "parse_load", "parse_random", "parse_rate",

@@ -24,7 +24,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Hashable
 
-from .workload import TRACES, UPLOAD_LIMITS, Workload, parse_trace_text
+from twin.workload import TRACES, UPLOAD_LIMITS, Workload, parse_trace_text
 
 log = logging.getLogger(__name__)
 

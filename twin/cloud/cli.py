@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli_args import add_setting, dumps
-from .copool import POLICIES, Params, load_params, run_day
-from .cost import SEEDS, Prices, comparison, day_report, interval, load_prices, priced, verdict
-from .training import compare
+from twin.cli_args import add_setting, dumps
+from twin.cloud.copool import POLICIES, Params, load_params, run_day
+from twin.cloud.cost import SEEDS, Prices, comparison, day_report, interval, load_prices, priced, verdict
+from twin.cloud.training import compare
 
 SCENARIOS = ("copool-day",)
 _RUN_FLAGS = ("trace", "format", "lenient", "deployment", "rate", "speedup", "cache_capacity",

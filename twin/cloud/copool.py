@@ -24,12 +24,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..config import CatalogError, _validate
-from ..engine import Engine
-from ..engine import handover
-from ..engine.faults import Policy as FaultPolicy
-from ..i18n import N_, said
-from .training import TrainingJob
+from twin.config import CatalogError, _validate
+from twin.engine import Engine
+from twin.engine import handover
+from twin.engine.faults import Policy as FaultPolicy
+from twin.i18n import N_, said
+from twin.cloud.training import TrainingJob
 
 POLICIES = ("copool", "dedicated", "inference-only")
 HOLD = "copool"               # the key of the engine hold that marks a lent group

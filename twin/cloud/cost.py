@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..config import _validate, catalog
-from .copool import DAY_S, HELD, POLICIES, CoPool, load_params, run_day
+from twin.config import _validate, catalog
+from twin.cloud.copool import DAY_S, HELD, POLICIES, CoPool, load_params, run_day
 
 
 # Cost of a comparison in CPU seconds of one core (assumptions for budgeting a job, measured here: a

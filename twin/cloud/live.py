@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import CatalogError, _validate
-from ..engine import Engine
-from ..engine.commands import Command
-from ..i18n import N_
-from .copool import CoPool, Params, load_params
-from .training import TrainingJob
+from twin.config import CatalogError, _validate
+from twin.engine import Engine
+from twin.engine.commands import Command
+from twin.i18n import N_
+from twin.cloud.copool import CoPool, Params, load_params
+from twin.cloud.training import TrainingJob
 
 SCENARIOS = ("copool-day",)
 TIMELINE_ROWS = 1200            # two 600 s days at 1 s intervals (~0.5 MB per twin)

@@ -20,8 +20,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..perf import PerfModel
-from ..predict import execution
+from twin.perf import PerfModel
+from twin.predict import execution
 
 PRECISION = "bf16"            # assumption: BF16 training on both systems (ref 1: the 910C has no FP8)
 GRAD_BYTES = 2                # assumption: BF16 gradients on the wire

@@ -12,7 +12,7 @@ from functools import partial
 
 import numpy as np
 
-from .. import rules
+from twin import rules
 
 BEFORE_S = 60.0   # "before" a fault = the minute before it (or the fault's length, if shorter)
 A2A_MEMO = 4096   # all-to-all bytes memoised per step shape, cleared when this full (speed only)

@@ -6,8 +6,8 @@ capacity is unlimited; the write traffic is counted with it.
 """
 from __future__ import annotations
 
-from ..ems import EMS
-from ..topology import parse
+from twin.ems import EMS
+from twin.topology import parse
 
 
 def build_ems(scenario, dep, system, cpu_chip, cpu_ids: list[str], kv_bytes: float) -> EMS | None:

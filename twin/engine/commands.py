@@ -18,9 +18,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields, replace
 from typing import Callable, ClassVar
 
-from .. import settings
-from ..i18n import N_
-from .faults import Policy, check_random, check_shape
+from twin import settings
+from twin.i18n import N_
+from twin.engine.faults import Policy, check_random, check_shape
 
 PENDING, ACCEPTED, REFUSED = "pending", "accepted", "refused"
 

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..i18n import N_
+from twin.i18n import N_
 
 if TYPE_CHECKING:
-    from .core import Engine
+    from twin.engine.core import Engine
 
 # Default client deadline: the OpenAI Python client's default timeout, 600 s ("default timeout is
 # 10 minutes": DEFAULT_TIMEOUT = httpx.Timeout(timeout=600, connect=5.0), openai/openai-python

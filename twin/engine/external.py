@@ -19,8 +19,8 @@ import math
 import numpy as np
 from simpy.events import URGENT
 
-from .requests import DONE, REJECT_REASONS, REJECTED
-from .source import Batch, _concat
+from twin.engine.requests import DONE, REJECT_REASONS, REJECTED
+from twin.engine.source import Batch, _concat
 
 
 class External:

@@ -4,9 +4,9 @@ a UB fault is not yet rerouted), KV flows get new capacities, and cut-off instan
 blocked (their work waits until a path returns)."""
 from __future__ import annotations
 
-from ..i18n import N_
-from ..predict.base import NetState
-from .faults import UB_KINDS
+from twin.i18n import N_
+from twin.predict.base import NetState
+from twin.engine.faults import UB_KINDS
 
 
 def node_has_live_die(eng, n: int) -> bool:

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import simpy
 
-from . import batch_rows
-from .cache import lookup
-from .requests import DECODE_QUEUE, QUEUED
+from twin.engine import batch_rows
+from twin.engine.cache import lookup
+from twin.engine.requests import DECODE_QUEUE, QUEUED
 
 if TYPE_CHECKING:
-    from .core import Engine
+    from twin.engine.core import Engine
 
 _NO_IDS = np.zeros(0, dtype=np.int64)
 

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from .snapshot import DECODE_OP_CTX, Snapshot, topology_fields
-from .traffic import link_utilisation
+from twin.engine.snapshot import DECODE_OP_CTX, Snapshot, topology_fields
+from twin.engine.traffic import link_utilisation
 
 DRAIN_CAP_S = 600.0       # a drain stops after this many simulated seconds (stated bound)
 DECODE_TPS_GRID = 4        # decode model tok/s: batch-per-NPU grid, linear in between (assumption)

@@ -14,12 +14,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..config import CATALOG_DIR, CatalogError, _validate, catalog
-from ..settings import SETTINGS
-from ..workload import FORMATS, LengthDist
-from .deadlines import DEFAULT_DEADLINE_S
-from .requests import MAX_WINDOW_ROWS
-from .scheduling import DEFAULTS, REGISTRY
+from twin.config import CATALOG_DIR, CatalogError, _validate, catalog
+from twin.settings import SETTINGS
+from twin.workload import FORMATS, LengthDist
+from twin.engine.deadlines import DEFAULT_DEADLINE_S
+from twin.engine.requests import MAX_WINDOW_ROWS
+from twin.engine.scheduling import DEFAULTS, REGISTRY
 
 
 MAX_CACHE_BYTES = 1e18    # 1 EB; 'unlimited' is the way to ask for no limit

@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
-from ..compiled import kernel
+from twin.compiled import kernel
 
-from .. import rules
+from twin import rules
 
 PREFILL_GRID = 1024
 REUSE_GRID = 4096

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..i18n import N_
-from .flows import FlowNet
-from .requests import TRANSFER
+from twin.i18n import N_
+from twin.engine.flows import FlowNet
+from twin.engine.requests import TRANSFER
 
 
 class KvTransfers:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import time
 
-from . import runner
-from .capacity import Spec, capacity
-from .points import plan
-from .sweep import run_sweep
+from twin.explore import runner
+from twin.explore.capacity import Spec, capacity
+from twin.explore.points import plan
+from twin.explore.sweep import run_sweep
 
 DEPLOYMENT, SCENARIO = "cloudmatrix-infer-paper", "paper-decode"
 

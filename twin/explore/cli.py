@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli_args import add_setting, dumps, name, number, out_path
-from . import runner
-from .bench import bench
-from .capacity import DEFAULT_ATTAINMENT, Spec, capacity, search, search_space, settings
-from .compare import compare
-from .cache import Cache
-from .evaluate import METRICS
-from .points import SOURCES, parse_vary, plan
-from .sweep import run_sweep, summarize
+from twin.cli_args import add_setting, dumps, name, number, out_path
+from twin.explore import runner
+from twin.explore.bench import bench
+from twin.explore.capacity import DEFAULT_ATTAINMENT, Spec, capacity, search, search_space, settings
+from twin.explore.compare import compare
+from twin.explore.cache import Cache
+from twin.explore.evaluate import METRICS
+from twin.explore.points import SOURCES, parse_vary, plan
+from twin.explore.sweep import run_sweep, summarize
 
 DEFAULT_DEPLOYMENT = "cloudmatrix-infer-paper"
 DEFAULT_SCENARIO = "paper-decode"

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .points import Task
-from .sweep import run_sweep, summarize
-from .cache import Cache
+from twin.explore.points import Task
+from twin.explore.sweep import run_sweep, summarize
+from twin.explore.cache import Cache
 
 # Page limits (assumptions: a sweep a viewer waits for, ~1 min on one core at ~0.25 s a run).
 LIMITS = {"points": 60, "seeds": 4, "runs": 120, "sim_seconds": 120 * 60}
@@ -26,7 +26,7 @@ MODEL_RUN_S = 0.05        # assumption: one perf-model evaluation
 
 @lru_cache(maxsize=32)
 def _capacity(scenario: str, deployment: str) -> float:
-    from .evaluate import point_rate
+    from twin.explore.evaluate import point_rate
     return point_rate(scenario, deployment, 1.0)
 
 

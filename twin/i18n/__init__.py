@@ -121,4 +121,4 @@ def said(template: str, /, **args) -> Said:
     return s
 
 
-from .terms import unit  # noqa: E402  (terms imports the helpers above)
+from twin.i18n.terms import unit  # noqa: E402  (terms imports the helpers above)

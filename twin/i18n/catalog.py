@@ -25,7 +25,7 @@ from babel.messages.pofile import read_po, write_po
 
 from twin.lessons import messages
 
-from . import BABEL_LOCALE, DOMAIN, LANGS, LOCALE_DIR, po_path
+from twin.i18n import BABEL_LOCALE, DOMAIN, LANGS, LOCALE_DIR, po_path
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # converted to the catalogs

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from . import LANGS, check_lang, po_path
+from twin.i18n import LANGS, check_lang, po_path
 
 TERMS_FILE = Path(__file__).resolve().parent / "terms.toml"
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,7 +180,7 @@ def scan_msgids(template, table=None) -> list[Hit]:
 def problems(template=None) -> list[Hit]:
     """Every second rendering of a term: zh msgstrs, English msgids, lesson and glossary text."""
     if template is None:
-        from .catalog import extract
+        from twin.i18n.catalog import extract
         template = extract()
     return scan_po(po_path("zh"), "zh") + scan_msgids(template) + scan_lessons()
 

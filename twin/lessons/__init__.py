@@ -153,7 +153,7 @@ def _figure(name: str, spec, where: str) -> Figure:
 
 def _screen(d: dict, action: Action, where: str) -> Screen:
     """The step's `[step.screen]`: every figure read from the page the step opens (or its fallback)."""
-    from .screen import reader
+    from twin.lessons.screen import reader
     sc = _need(d, "screen", dict, where)
     w = f"{where}.screen"
     speed, warm, tol = (_need(sc, k, (int, float), w) for k in ("speed", "warmup_s", "tolerance"))

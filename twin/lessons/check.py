@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from twin.runner import Twin
 
-from . import Lesson, LessonError, ScreenFigure, Step, lessons
-from .screen import reader
+from twin.lessons import Lesson, LessonError, ScreenFigure, Step, lessons
+from twin.lessons.screen import reader
 
 WHO = "python -m twin.lessons check"
 

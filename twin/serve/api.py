@@ -19,12 +19,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..actions import FAULTS_PER_MIN
-from ..budget import RateLimit
-from ..controls import ControlError, fault_command
-from . import prompt
-from .live import LiveTwin, Stream
-from .metrics import ServeMetrics
+from twin.actions import FAULTS_PER_MIN
+from twin.budget import RateLimit
+from twin.controls import ControlError, fault_command
+from twin.serve import prompt
+from twin.serve.live import LiveTwin, Stream
+from twin.serve.metrics import ServeMetrics
 
 MAX_BODY_BYTES = 2 << 20       # assumption: a 131,072-token prompt is ~512 KB by the prompt rule; 4x that
 MAX_OPEN = 2000                # served requests open at once (each holds a few KB); past it: 503

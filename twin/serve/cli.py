@@ -1,7 +1,7 @@
 """`python -m twin serve` (the API on uvicorn) and `python -m twin serve-replay` (the outside client)."""
 from __future__ import annotations
 
-from ..cli_args import name, number
+from twin.cli_args import name, number
 
 DEFAULT_PORT = 8060
 
@@ -11,8 +11,8 @@ def cmd_serve(a) -> int:
 
     import uvicorn
 
-    from .api import MAX_OPEN, build_app
-    from .engine_proc import LEAD_S
+    from twin.serve.api import MAX_OPEN, build_app
+    from twin.serve.engine_proc import LEAD_S
     logging.basicConfig(level=logging.INFO)
     srv = build_app(a.scenario, seed=a.seed, background=a.background, lead_s=a.lead if a.lead is not None else LEAD_S)
     print(f"twin serve: scenario {a.scenario}{' with its own traffic' if a.background else ''} "
@@ -25,7 +25,7 @@ def cmd_serve(a) -> int:
 
 
 def cmd_replay(a) -> int:
-    from .replay import main
+    from twin.serve.replay import main
     return main(a)
 
 

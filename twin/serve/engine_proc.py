@@ -40,9 +40,9 @@ def main(inbox, conn, scenario: str, seed, background: bool, lead_s: float, step
     or the pipe closes (the HTTP process is gone)."""
     import os
     os.setsid()     # a session of its own: the kernel's autogroup scheduler gives it its own CPU share
-    from ..engine import Engine
-    from ..engine.external import External
-    from .metrics import engine_gauges
+    from twin.engine import Engine
+    from twin.engine.external import External
+    from twin.serve.metrics import engine_gauges
     eng = Engine(scenario, seed=seed, **overrides)
     ext = External.attach(eng, background)
     draws = 0

@@ -17,7 +17,7 @@ import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
-from ..engine.traffic import link_utilisation
+from twin.engine.traffic import link_utilisation
 
 # bucket bounds as vLLM's loggers.py sets them (seconds, tokens)
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,

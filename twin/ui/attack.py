@@ -31,7 +31,7 @@ from collections import Counter
 import psutil
 import requests
 
-from .loadtest import ROOT, Callback, Viewer, free_port, pct, start_gunicorn, stop_gunicorn, tick_callbacks
+from twin.ui.loadtest import ROOT, Callback, Viewer, free_port, pct, start_gunicorn, stop_gunicorn, tick_callbacks
 
 TOKEN = "attack-bench-" + "k" * 24
 HONEST_SANDBOXES = 2   # the attacker may take the other two (its address's cap): four run at max

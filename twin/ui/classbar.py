@@ -18,11 +18,11 @@ from twin import i18n as I
 from twin import lessons as L
 from twin import session as S
 
-from . import components as C
-from . import guard as G
-from . import theme
-from .errors import explain
-from .lang import N_, _, request_lang
+from twin.ui import components as C
+from twin.ui import guard as G
+from twin.ui import theme
+from twin.ui.errors import explain
+from twin.ui.lang import N_, _, request_lang
 
 HIDE, SHOW = {"display": "none"}, {}
 MINE_KEPT = 64                   # guesses this browser remembers (one per step; the oldest dropped)

@@ -33,7 +33,7 @@ import requests
 
 from twin import lessons as L
 
-from .loadtest import Callback, free_port, pct, start_gunicorn, stop_gunicorn
+from twin.ui.loadtest import Callback, free_port, pct, start_gunicorn, stop_gunicorn
 
 TOKEN = "classload-" + secrets.token_hex(8)
 

@@ -10,8 +10,8 @@ from twin import session as S
 from twin.settings import get as setting
 from twin.tracestore import UPLOAD_MAX_BYTES, names
 
-from . import chartinfo, eventtext, teach
-from .lang import N_, _, unit, unit_or_text
+from twin.ui import chartinfo, eventtext, teach
+from twin.ui.lang import N_, _, unit, unit_or_text
 
 # How a number was obtained (design convention 4): shown as a small tag next to it.
 PROVENANCE = {

@@ -10,7 +10,7 @@ import re
 
 from twin.engine.faults.spec import PART_LABEL
 
-from .lang import N_, _, request_lang
+from twin.ui.lang import N_, _, request_lang
 
 _V = r"(?P<%s>.+?)"
 # (regular expression over the English message, its catalog msgid with the same named values)

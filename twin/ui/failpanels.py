@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from dash import html, no_update
 
-from . import eventtext
-from . import faultconsole as FC
-from . import faulttable as FT
-from . import faultview as FV
-from . import figures as F
-from . import guard as G
-from .lang import _, system_title
-from .live import Tick
+from twin.ui import eventtext
+from twin.ui import faultconsole as FC
+from twin.ui import faulttable as FT
+from twin.ui import faultview as FV
+from twin.ui import figures as F
+from twin.ui import guard as G
+from twin.ui.lang import _, system_title
+from twin.ui.live import Tick
 
 def window_start(hist: dict) -> float | None:
     ts = (hist or {}).get("t") or []

@@ -8,13 +8,13 @@ from dash import dcc, html
 from twin.engine.faults import EXAMPLES, KINDS, RANDOM_MAX
 from twin.topology import StaticTopology
 
-from . import components as C
-from . import faultview as FV
-from . import figures as F
-from . import theme as T
-from . import topostyle as TS
-from . import topoview as TV
-from .lang import N_, _, unit
+from twin.ui import components as C
+from twin.ui import faultview as FV
+from twin.ui import figures as F
+from twin.ui import theme as T
+from twin.ui import topostyle as TS
+from twin.ui import topoview as TV
+from twin.ui.lang import N_, _, unit
 
 P = "fl"
 CHART_H = 230

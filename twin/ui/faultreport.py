@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dash import html
 
-from . import components as C
-from .faulttable import CLOSE, KIND_LABEL, LINK, impact, rows, state
-from .lang import N_, _
+from twin.ui import components as C
+from twin.ui.faulttable import CLOSE, KIND_LABEL, LINK, impact, rows, state
+from twin.ui.lang import N_, _
 
 
 

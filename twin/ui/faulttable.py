@@ -13,10 +13,10 @@ from dash import html
 from twin.engine.faults import failure_rates
 from twin.topology import StaticTopology
 
-from . import components as C
-from . import theme
-from .faultview import ELEMENT_LABEL, KIND_LABEL, element_kind
-from .lang import N_, _, unit
+from twin.ui import components as C
+from twin.ui import theme
+from twin.ui.faultview import ELEMENT_LABEL, KIND_LABEL, element_kind
+from twin.ui.lang import N_, _, unit
 
 
 # ---- chart marks -------------------------------------------------------------------------------------

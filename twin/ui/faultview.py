@@ -20,7 +20,7 @@ from twin.engine.faults.spec import PART_LABEL, part_label
 from twin.topology import (StaticTopology, UnknownElementError, l1_id, l2_id, link_id, node_label, npu_id,
                            parse, rdma_nic_id, subplane_id, vpc_nic_id, cpu_id, die_id)
 
-from .lang import N_, _, request_lang
+from twin.ui.lang import N_, _, request_lang
 
 
 # fault kind -> what the dropdown says

@@ -147,7 +147,7 @@ def on_error(err: Exception):
     log.warning("callback %s refused a payload: %s: %s", str(where)[:80], type(err).__name__,
                 " ".join(str(err).split())[:200])
     try:
-        from .lang import _     # here: lang imports teach, which imports this module
+        from twin.ui.lang import _     # here: lang imports teach, which imports this module
         dash.set_props("ctl-msg", {"children": _("Not applied: the request carried values this page does "
                                                  "not accept; reload the page if it persists"),
                                    "className": "ctl-msg msg-error"})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from twin import i18n as I
 
-from .teach import request_lang
+from twin.ui.teach import request_lang
 
 __all__ = ["N_", "_", "num", "unit", "unit_or_text", "title", "system_title", "request_lang"]
 

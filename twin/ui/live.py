@@ -24,8 +24,8 @@ from dash import Input, Output, State, dcc, no_update
 
 from twin import session as S
 
-from . import eventtext, figures, guard
-from .lang import _, unit
+from twin.ui import eventtext, figures, guard
+from twin.ui.lang import _, unit
 
 ACTIONS_SHOWN = 8
 TICK_MS = 1000          # the app's one clock: how often a browser asks whether its twin moved

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import requests
 
-from .components import presets
-from .live import beat_id
+from twin.ui.components import presets
+from twin.ui.live import beat_id
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"

@@ -8,7 +8,7 @@ from twin.config import catalog
 from twin.engine import list_scenarios
 from twin.engine.scenario import load_scenario
 
-from .lang import _
+from twin.ui.lang import _
 
 
 def fit(scenario: str, deployment: str | None) -> tuple[str, str | None]:

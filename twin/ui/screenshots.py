@@ -14,8 +14,8 @@ import re
 import time
 from pathlib import Path
 
-from .faultview import DEMO_TITLES
-from .loadtest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, set_speed, start_gunicorn
+from twin.ui.faultview import DEMO_TITLES
+from twin.ui.loadtest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, set_speed, start_gunicorn
 
 SHOTS = (("overview", "/", None), ("topology", "/topology", None), ("topology-node", "/topology?view=n05", None),
          ("traffic", "/traffic", None), ("cache", "/cache", None), ("tradeoffs", "/tradeoffs", None),

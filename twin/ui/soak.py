@@ -27,7 +27,7 @@ from plotly.utils import PlotlyJSONEncoder
 from twin import session as S
 from twin.engine.faults import RANDOM_MAX
 
-from . import faulttable as FT
+from twin.ui import faulttable as FT
 
 SAMPLE_S = 5.0
 

@@ -21,7 +21,7 @@ from twin import i18n as I
 from twin.i18n import N_
 from twin import lessons as L
 
-from . import guard as G
+from twin.ui import guard as G
 
 COOKIE = "twin_lang"
 COOKIE_AGE_S = 365 * 86400
@@ -222,7 +222,7 @@ INTRO_SUPERNODE = (
 
 def intro_system(info, deployment: str) -> list[str]:
     """The intro's sentences about the machine for system `info` (a snapshot's SystemInfo)."""
-    from .lang import _, system_title       # here: lang imports this module
+    from twin.ui.lang import _, system_title       # here: lang imports this module
     if info.supernode:
         return [_(t) for t in INTRO_SUPERNODE]
     return [_("This twin runs a GPU cluster: %(title)s.") % {"title": system_title(info)},

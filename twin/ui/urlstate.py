@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlencode
 
 from twin.controls import ControlError
 
-from .faultview import demo_name
+from twin.ui.faultview import demo_name
 
 KEYS = ("scenario", "deployment", "seed", "speed", "load", "demo")
 MAX_QUERY = 512                  # characters of a query string read (a link is far shorter)

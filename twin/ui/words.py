@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from twin.config import catalog
 
-from .lang import N_, _
+from twin.ui.lang import N_, _
 
 CHIP = {"NPU": N_("NPU"), "GPU": N_("GPU"), None: N_("chip")}
 SYSTEM = {"supernode": N_("supernode"), "cluster": N_("cluster"), None: N_("system")}

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...i18n import N_
-from ...topology import parse
-from . import recovery
-from .random import random_failures
-from ..accounting import BEFORE_S
-from .spec import MAX_RECORDS, NETWORK, Fault, Policy, check_shape, check_spec, make_fault
+from twin.i18n import N_
+from twin.topology import parse
+from twin.engine.faults import recovery
+from twin.engine.faults.random import random_failures
+from twin.engine.accounting import BEFORE_S
+from twin.engine.faults.spec import MAX_RECORDS, NETWORK, Fault, Policy, check_shape, check_spec, make_fault
 
 
 class FaultManager:

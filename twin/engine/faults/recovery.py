@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...topology import parse
+from twin.topology import parse
 
 
 def dies_of(eng, target: str) -> np.ndarray:
