@@ -3,7 +3,7 @@
 Run it with ``python app.py --host 127.0.0.1 --port 8050`` (``make run``), or for a room:
 ``gunicorn -w 1 -k gthread --threads 8 -b 0.0.0.0:8050 app:server`` (one worker: the live twins
 live in the process; threads serve the viewers). No simulation logic here: callbacks only call
-`twin.session` (commands) and `twin.ui` (builders).
+`twin.live.session` (commands) and `twin.ui` (builders).
 """
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ from dash.exceptions import DependencyException
 from werkzeug.exceptions import BadRequest, HTTPException, InternalServerError, NotFound
 from werkzeug.serving import WSGIRequestHandler
 
-from twin import session as S
-from twin.budget import REQUESTS
-from twin import tracestore
-from twin.budget import LogBudget
-from twin.config import catalog
+from twin.live import session as S
+from twin.live.budget import REQUESTS
+from twin.live import tracestore
+from twin.live.budget import LogBudget
+from twin.model.config import catalog
 from twin.engine import list_scenarios
 from twin.ui import answer, classbar
 from twin.ui import components as C
@@ -37,7 +37,7 @@ from twin.ui import teach
 from twin.ui import urlstate
 from twin.ui.errors import explain
 from twin.ui.lang import _
-from twin.ui.live import BEAT, TICKET, shell_stores, shell_tick, twin_for
+from twin.ui.polling import BEAT, TICKET, shell_stores, shell_tick, twin_for
 
 MAX_BODY_BYTES = 4 * 1024 * 1024     # a request body; the largest is a trace upload (2 MB, base64)
 ERROR_LINES_PER_MIN = 20             # log lines a minute for requests refused or failed; the rest are counted
@@ -114,7 +114,7 @@ SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "sam
 
 @server.after_request
 def _headers(resp):
-    """Server-side time of every request (seen in browser dev tools; read by twin.ui.loadtest), and
+    """Server-side time of every request (seen in browser dev tools; read by twin.cli.loadtest), and
     the security headers."""
     t0 = getattr(flask.g, "t0", None)
     if t0 is not None:
@@ -149,7 +149,7 @@ def serve_layout():
     return html.Div([
         dcc.Location(id="url", refresh=False),
         dcc.Store(id="ctl-twin", storage_type="session", data=S.SHARED),   # which twin this tab views
-        dcc.Store(id="ctl-token", storage_type="session"),                 # {"credential", "ok"} (twin.gate)
+        dcc.Store(id="ctl-token", storage_type="session"),                 # {"credential", "ok"} (twin.live.gate)
         dcc.Store(id="ctl-viewer", storage_type="local"),                  # anonymous viewer id (shown)
         dcc.Store(id="ctl-secret", storage_type="local"),                  # this browser's secret (never shown)
         *shell_stores(),                       # the app's one clock, the twin status and the pages' beat
@@ -377,7 +377,7 @@ def on_twin_choice(_open, _back, choice, secret):
     "_clicks": Input("ctl-unlock", "n_clicks"), "_submit": Input("ctl-token-input", "n_submit"),
     "value": State("ctl-token-input", "value"), "secret": State("ctl-secret", "data")})
 def on_unlock(_clicks, _submit, value, secret):
-    """Check an instructor token at the gate (twin.gate: throttled, logged); if it is right, this tab
+    """Check an instructor token at the gate (twin.live.gate: throttled, logged); if it is right, this tab
     keeps the random credential the gate hands out, never the token."""
     reg = S.sessions()
     if not reg.locked:

@@ -8,7 +8,7 @@ from twin.engine.metrics import HIT_MIN, HIT_WINDOW
 from twin.ui import components as C
 from twin.ui import figures as F
 from twin.ui import theme as T
-from twin.ui.live import Tick, page_stores, page_tick
+from twin.ui.polling import Tick, page_stores, page_tick
 from twin.ui import lang as Lg
 from twin.ui.lang import N_, _
 

@@ -1,10 +1,10 @@
 """Cloud: serve by day, train by night, live on the twin you view. Loading the copool-day scenario
 (the button here, the run controls or `?scenario=copool-day`) runs the co-pool scheduler inside the
-twin's engine; this page draws the day from the twin's snapshot on the shell's beat (twin.ui.live:
+twin's engine; this page draws the day from the twin's snapshot on the shell's beat (twin.ui.polling:
 nothing when the version is unchanged) and sends the policy knobs through the twin's action path
 (`copool`: checked, rate-limited, logged on the shared twin).
 
-The three-policy comparison is a job of the web process's job pool (twin.jobs: its own low-priority
+The three-policy comparison is a job of the web process's job pool (twin.live.jobs: its own low-priority
 process, queued, cancellable); its result is the days' usage, which this page prices again whenever
 a price changes. The job's id is kept in the tab's session, so the table is there when you return.
 """
@@ -13,13 +13,13 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, State, dcc, html, no_update
 
-from twin import jobs as JP
-from twin import session as S
+from twin.live import jobs as JP
+from twin.live import session as S
 from twin.cloud import live as CL
 from twin.cloud.copool import POLICIES, Params, load_params
 from twin.cloud.cost import SEEDS, Prices, comparison, comparison_cost_s, interval, load_prices, priced, verdict
 from twin.cloud.training import compare
-from twin.config import CatalogError
+from twin.model.config import CatalogError
 from twin.ui import answer as A
 from twin.ui import components as C
 from twin.ui import eventtext
@@ -28,7 +28,7 @@ from twin.ui import theme as T
 from twin.ui import lang as Lg
 from twin.ui.errors import explain
 from twin.ui.lang import N_, _
-from twin.ui.live import Tick, beat_id, page_stores, page_tick, twin_for
+from twin.ui.polling import Tick, beat_id, page_stores, page_tick, twin_for
 
 dash.register_page(__name__, path="/cloud", name=N_("Cloud"), title=Lg.title("Cloud"), order=9)
 

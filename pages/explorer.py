@@ -8,12 +8,12 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, dcc, html, no_update
 
-from twin import jobs as JP
-from twin import session as S
-from twin.config import CatalogError, catalog
+from twin.live import jobs as JP
+from twin.live import session as S
+from twin.model.config import CatalogError, catalog
 from twin.engine.scenario import synthetic_scenarios
 from twin.explore.evaluate import point_rate
-from twin.explore import jobs as J
+from twin.explore import sweepjobs as J
 from twin.explore.points import KEYS, parse_vary, plan
 from twin.explore.sweep import pareto
 from twin.ui import components as C

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dash
 from dash import ALL, Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
-from twin import session as S
+from twin.live import session as S
 from twin.engine.faults import EXAMPLES, KINDS, RANDOM_MAX
 from twin.engine.faults.spec import MAX_RECORDS
 from twin.ui import answer as A
@@ -25,7 +25,7 @@ from twin.ui import guard as G
 from twin.ui import topolive as TL
 from twin.ui import topostyle as TS
 from twin.ui import topoview as TV
-from twin.ui.live import Tick, beat_id, page_stores, page_tick, twin_for
+from twin.ui.polling import Tick, beat_id, page_stores, page_tick, twin_for
 from twin.ui import lang as Lg
 from twin.ui.errors import explain
 from twin.ui.lang import N_, _

@@ -15,7 +15,7 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from twin import i18n as I
 from twin import lessons as L
-from twin import session as S
+from twin.live import session as S
 from twin.ui import answer
 from twin.ui import classbar as CB
 from twin.ui import components as C
@@ -23,7 +23,7 @@ from twin.ui import eventtext
 from twin.ui import guard as G
 from twin.ui import teach as T
 from twin.ui.errors import explain
-from twin.ui.live import TICKET, twin_for
+from twin.ui.polling import TICKET, twin_for
 from twin.ui import lang as Lg
 from twin.ui.lang import N_
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, Patch, State, dcc, html, no_update
 
-from twin.config import catalog
+from twin.model.config import catalog
 from twin.ui import components as C
 from twin.ui import guard as G
 from twin.ui import tradeoffs as TO
 from twin.ui import figures as F
 from twin.ui import words as W
-from twin.ui.live import Tick, page_stores, page_tick, twin_for
+from twin.ui.polling import Tick, page_stores, page_tick, twin_for
 from twin.ui import lang as Lg
 from twin.ui.lang import N_, _
 

@@ -10,11 +10,11 @@ from dash import html
 
 from twin.ui import components as C
 from twin.ui import eventtext
-from twin.validate import predictions, rows as validation_rows
+from twin.predict.validate import predictions, rows as validation_rows
 from twin.ui import lang as Lg
 from twin.ui.lang import N_, _
 
-# the predictions table's labels, from twin.validate (translated where shown)
+# the predictions table's labels, from twin.predict.validate (translated where shown)
 LABELS = (N_("calibrated"), N_("model"), N_("validated"), N_("prediction"), N_("calibration"), N_("validation"))
 
 dash.register_page(__name__, path="/validation", name=N_("Validation"), title=Lg.title("Validation"),

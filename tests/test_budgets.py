@@ -9,9 +9,9 @@ import time
 import pytest
 from dash import no_update
 
-from twin import session as S
-from twin import tracestore
-from twin.budget import RateLimit
+from twin.live import session as S
+from twin.live import tracestore
+from twin.live.budget import RateLimit
 
 from test_callbacks import answered, failures, pages, pm_id, triggered, wait_until  # noqa: F401 (fixtures)
 
@@ -267,7 +267,7 @@ def test_a_forged_scenario_or_deployment_is_refused_not_replaced(dash_app, reg, 
 
 def test_arrival_rate_has_one_limit_the_scenario_models():
     from twin.engine.scenario import Scenario
-    from twin.settings import MAX_RATE
+    from twin.model.settings import MAX_RATE
     from twin.engine.source import SyntheticSource
     bound = next(m.le for m in Scenario.model_fields["rate"].metadata if hasattr(m, "le"))
     assert MAX_RATE == bound == 100_000

@@ -15,10 +15,10 @@ from dash import no_update
 from dash._callback_context import context_value
 from dash._utils import AttributeDict
 
-from twin import session as S
+from twin.live import session as S
 from twin.engine.commands import InjectFault
 from twin.ui import figures as F
-from twin.ui.live import beat
+from twin.ui.polling import beat
 
 
 def wait_until(pred, timeout: float = 15.0, interval: float = 0.05) -> bool:
@@ -99,7 +99,7 @@ def test_load_outside_range_is_refused(value):
 
 def test_load_has_one_bound_the_scenario_models():
     from twin.engine.scenario import Scenario
-    from twin.settings import LOAD_MAX
+    from twin.model.settings import LOAD_MAX
     bound = next(m.le for m in Scenario.model_fields["load"].metadata if hasattr(m, "le"))
     assert LOAD_MAX == bound == 5
     assert S.parse_load(LOAD_MAX) == LOAD_MAX
@@ -412,7 +412,7 @@ def test_tradeoffs_slo_answer_and_bad_values(pages, twin_registry):
 
 
 def test_validation_page_has_a_badge_per_row(pages):
-    from twin.validate import rows
+    from twin.predict.validate import rows
     layout = pages.validation.layout()
     n = len(rows())
     badges = [c for c in _components(layout) if "badge" in (getattr(c, "className", "") or "")

@@ -33,7 +33,7 @@ def run(cloud):
 
 
 def test_the_comparison_ran_in_a_job_process_and_is_kept_for_this_browser_only(cloud, run):
-    from twin import jobs as JP
+    from twin.live import jobs as JP
     job = cloud._job(run, SECRET)
     assert job["kind"] == "cloud" and job["done"] == 9 and set(job["result"]) == {"copool", "dedicated", "inference-only"}
     assert job["total"] == 9 and all(len(days) == 3 for days in job["result"].values())       # 3 seeds each

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from twin import session as S
-from twin.actions import FAULTS_PER_MIN, RESET_LATE
+from twin.live import session as S
+from twin.live.actions import FAULTS_PER_MIN, RESET_LATE
 from twin.engine import Engine, commands
 from twin.engine.commands import InjectFault, SetPolicy
 from twin.engine.faults import manager, spec
@@ -65,7 +65,7 @@ def test_a_policy_and_a_load_are_checked_once(spy, monkeypatch):
     t = tw.send("policy", {"detect_s": 5})
     tw.advance_to(1.0)
     assert t.accepted and spy["policy"] == 1 and tw._engine.faults.policy.detect_s == 5
-    from twin import settings
+    from twin.model import settings
     checks = []
     real = settings.get
 

@@ -12,7 +12,7 @@ import pytest
 from test_e2e import wait_text
 from twin import i18n as I
 from twin import lessons as L
-from twin.classroom import Classroom
+from twin.live.classroom import Classroom
 
 pytestmark = pytest.mark.e2e
 

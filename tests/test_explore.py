@@ -4,9 +4,9 @@ import json
 import pytest
 
 from tests.test_cli import cli
-from twin.config import catalog
+from twin.model.config import catalog
 from twin.explore import points as P
-from twin.explore.cache import Cache
+from twin.explore.rowcache import Cache
 from twin.explore.evaluate import evaluate
 from twin.explore.sweep import ci95, pareto, run_sweep, summarize
 
@@ -197,7 +197,7 @@ def _sleep_then(x):
 
 
 def test_runner_keeps_input_order_when_work_finishes_out_of_order():
-    from twin.explore.runner import run
+    from twin.explore.executor import run
     done = []
     assert run(_sleep_then, [1.5, 0.0, 0.1, 0.2], workers=2, progress=lambda n, t: done.append((n, t))) \
         == [1.5, 0.0, 0.1, 0.2]

@@ -6,7 +6,7 @@ import pytest
 
 from tests.test_cli import cli
 from twin.explore import points as P
-from twin.explore import runner
+from twin.explore import executor as runner
 from twin.explore.sweep import run_sweep
 
 

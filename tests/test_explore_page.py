@@ -3,8 +3,8 @@ import time
 
 import pytest
 
-from twin import jobs as JP
-from twin.explore import jobs as J
+from twin.live import jobs as JP
+from twin.explore import sweepjobs as J
 
 
 @pytest.fixture(scope="module")

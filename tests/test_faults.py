@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from twin.config import CATALOG_DIR, CatalogError
-from twin.ems import ModelCache
+from twin.model.config import CATALOG_DIR, CatalogError
+from twin.engine.ems.pool import ModelCache
 from twin.engine import Engine, command
 from twin.engine.faults import EXAMPLES, KINDS, Policy, load_fault_file, recovery
 from twin.engine.requests import DECODE_QUEUE, DECODING, DONE, PREFILL, QUEUED, TRANSFER
-from twin.perf import NetState
+from twin.predict.perf import NetState
 from twin.workload import default_trace_path
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from twin import session as S
-from twin.runner import default_factory
+from twin.live import session as S
+from twin.live.runner import default_factory
 
 from test_callbacks import triggered
 
@@ -71,7 +71,7 @@ def test_unlock_hands_the_browser_a_random_credential_never_the_token(dash_app, 
 
 
 def test_a_credential_expires_and_their_number_is_bounded():
-    from twin.gate import Gate
+    from twin.live.gate import Gate
     now = [0.0]
     g = Gate(TOKEN, ttl_s=100, max_credentials=3, clock=lambda: now[0])
     creds = [g.unlock(TOKEN, f"c{i}", f"a{i}") for i in range(4)]
@@ -81,17 +81,17 @@ def test_a_credential_expires_and_their_number_is_bounded():
 
 
 def test_failed_unlocks_are_logged_one_line_each_with_totals_and_bounded(dash_app, locked, caplog):
-    from twin import gate
-    caplog.set_level(logging.INFO, logger="twin.gate")
+    from twin.live import gate
+    caplog.set_level(logging.INFO, logger="twin.live.gate")
     for i in range(3):
         unlock(dash_app, "wrong", "W" * 32)
-    lines = [r.getMessage() for r in caplog.records if r.name == "twin.gate"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "twin.live.gate"]
     assert len(lines) == 3 and all("\n" not in s for s in lines)
     assert "3 wrong" in lines[-1] and "10.0.0.1" in lines[-1] and TOKEN not in " ".join(lines)
     for a in range(50):                            # a flood from many addresses: the log stays bounded
         for s in range(5):
             unlock(dash_app, "wrong", f"{a:02d}{s:030d}", addr=f"10.9.{a}.1")
-    lines = [r for r in caplog.records if r.name == "twin.gate"]
+    lines = [r for r in caplog.records if r.name == "twin.live.gate"]
     assert len(lines) <= gate.LOG_LINES_PER_MIN + 1 and all(r.exc_info is None for r in lines)
 
 

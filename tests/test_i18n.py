@@ -10,7 +10,7 @@ from dash.development.base_component import Component
 
 from twin import i18n as I
 from twin.i18n import catalog
-from twin import session as S
+from twin.live import session as S
 
 # Pages whose every user-visible string comes from the catalogs, with the layouts to render
 # (module, kwargs). Convert a page (see twin/i18n/catalog.py) and add it here.
@@ -250,7 +250,7 @@ def test_live_updates_show_no_english_in_chinese(dash_app, twin_registry):
 def test_control_errors_reach_the_browser_in_chinese(dash_app, make, expected):
     """The engine's English ControlError, translated at the UI boundary with its values kept; English
     and unknown forms pass through unchanged."""
-    from twin import session as S
+    from twin.live import session as S
     from twin.ui.errors import explain
     with pytest.raises(S.ControlError) as info:
         make(S)
@@ -348,7 +348,8 @@ def test_control_confirmations_and_the_action_log_read_in_chinese(twin_registry)
     """What the controls answer ("speed 20x", "reset: scenario ...") and the shared-action log: English
     for the CLI and JSON, Chinese on the dashboard (ids, names and numbers kept)."""
     import app as dash_app
-    from twin.ui import eventtext, live
+    from twin.ui import eventtext
+    from twin.ui import polling as live
     tw = twin_registry.shared()
     said = [tw.control("speed", 20, who="viewer ab12"), tw.control("speed", "max"), tw.control("pause"),
             tw.control("play", who="instructor (viewer ab12)"),

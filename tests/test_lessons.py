@@ -14,7 +14,7 @@ from dash._callback_context import context_value
 from dash._utils import AttributeDict
 
 from twin import lessons as L
-from twin import session as S
+from twin.live import session as S
 from twin.lessons import check, measure
 from twin.lessons import __main__ as lessons_cli
 from twin.lessons.screen import READERS

@@ -1,13 +1,13 @@
-"""One typed settings model (twin.settings) drives the CLI flags, the live session's checks, the engine's
+"""One typed settings model (twin.model.settings) drives the CLI flags, the live session's checks, the engine's
 commands and the control bar: change a bound there and every consumer follows."""
 import dataclasses
 
 import pytest
 
 from test_cli import cli
-from twin import session as S
-from twin import settings
-from twin.__main__ import build_parser
+from twin.live import session as S
+from twin.model import settings
+from twin.cli.main import build_parser
 from twin.engine import commands
 from twin.engine.scenario import Scenario
 from twin.ui import components as C

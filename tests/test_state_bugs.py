@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from twin import session as S
+from twin.live import session as S
 
 from test_callbacks import wait_until
 

@@ -23,7 +23,7 @@ def _reset(dash_app, scenario, deployment):
     msg, cls, props = copy_context().run(run)
     pending = props.pop("ctl-ticket", None)       # the reset not yet taken by the twin's thread: its answer
     if pending:
-        from twin import session as S
+        from twin.live import session as S
         from twin.ui import answer
         assert S.sessions().shared().ticket(pending["data"]["id"]).wait(15)
         msg, cls = answer.answered(pending["data"], "shared")[:2]

@@ -143,7 +143,7 @@ def test_the_status_strip_units_follow_the_viewers_language():
     """assets/twin.js draws "t = 12.3 s" with these words: 秒 / 分钟 / 小时 on a Chinese screen."""
     import flask
 
-    from twin.ui.live import status_text
+    from twin.ui.polling import status_text
     app = flask.Flask("units")
     for lang, words in (("zh", ("秒", "分钟", "小时")), ("en", ("s", "min", "h"))):
         with app.test_request_context(f"/?lang={lang}"):

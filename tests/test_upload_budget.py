@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from twin import session as S
-from twin import tracestore
+from twin.live import session as S
+from twin.live import tracestore
 from twin.workload import TRACES, TraceError, default_trace_path, load_trace, parse_trace_text
 from twin.workload import tracefile as TF
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dash import no_update
 
-from twin import session as S
+from twin.live import session as S
 from twin.ui import urlstate as U
 
 from test_callbacks import triggered, wait_until

@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from twin.config import CatalogError, _validate
+from twin.model.config import CatalogError, _validate
 from twin.engine import Engine
 from twin.engine import handover
 from twin.engine.faults import Policy as FaultPolicy

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from twin.config import _validate, catalog
+from twin.model.config import _validate, catalog
 from twin.cloud.copool import DAY_S, HELD, POLICIES, CoPool, load_params, run_day
 
 
@@ -163,7 +163,7 @@ def comparison(day_s: float, knobs: dict, progress=lambda done: None, seeds: int
                policies=POLICIES) -> dict:
     """The whole day compressed into `day_s` under every policy and each of `seeds` seeds (0, 1, ...;
     the policies of one seed see the same arrivals), as usage to price: {policy: [usage per seed]}.
-    Run in a job process (twin.jobs); `progress` gets the runs done so far."""
+    Run in a job process (twin.live.jobs); `progress` gets the runs done so far."""
     out = {name: [] for name in policies}
     for seed in range(seeds):
         for name in policies:

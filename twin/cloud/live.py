@@ -2,7 +2,7 @@
 its own engine (`attach`, called by the runner's factory), its snapshots carry the day
 (`CoPool.view`), and the policy knobs are a typed engine command (`SetCoPool`), checked once when
 built (against the day the twin shows, `check`) and merged with the live knobs when it lands, sent
-through the twin's action path (twin.actions: logged on the shared twin, rate-limited per client).
+through the twin's action path (twin.live.actions: logged on the shared twin, rate-limited per client).
 
 A live twin runs on past one day: the timeline keeps the last TIMELINE_ROWS intervals and the
 switch log the last SWITCH_ROWS moves (memory bounds per twin; `moves` counts them all).
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from twin.config import CatalogError, _validate
+from twin.model.config import CatalogError, _validate
 from twin.engine import Engine
 from twin.engine.commands import Command
 from twin.i18n import N_

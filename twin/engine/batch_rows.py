@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from twin.compiled import kernel
+from twin.engine.compiled import kernel
 
 from twin.engine.requests import DECODING, PREFILL
 

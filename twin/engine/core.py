@@ -4,7 +4,7 @@ arrival -> placement (scheduling/) -> prefill batch (EMS lookup, compute the mis
 blocks) -> KV transfer (transfer.py, max-min shared flows) -> decode admission and continuous
 batching -> completion. The Engine owns the clock (the SimPy environment), the one random
 generator and the wiring of its components; it applies typed commands (commands.py) between
-advances. Components: scheduling policies, the time predictor (twin.perf / twin.predict), step
+advances. Components: scheduling policies, the time predictor (twin.predict.perf / twin.predict), step
 timing (timing.py), the EMS cache (cache.py), traffic accounting (accounting.py), KV transfers,
 faults (faults/, notified through `network_changed`), metrics and reports (report.py).
 The same seed and command log replay the same run exactly.
@@ -18,11 +18,12 @@ import numpy as np
 import simpy
 from simpy.events import URGENT
 
-from twin.config import CatalogError, catalog
+from twin.model.config import CatalogError, catalog
 from twin.i18n import N_
 from twin.predict.roofline import PerfModel
 from twin.topology import topology
-from twin.engine import cache, network, report
+from twin.engine import network, report
+from twin.engine.ems import prefix as cache
 from twin.engine.accounting import Accounting
 from twin.engine.clock import Clock
 from twin.engine.commands import Command, Ticket

@@ -12,7 +12,7 @@ from collections import deque
 
 import numpy as np
 
-from twin.rules import slo_met
+from twin.model.rules import slo_met
 from twin.engine.requests import RequestTable
 from twin.engine.snapshot import HISTORY_KEYS
 

@@ -15,7 +15,7 @@ import numpy as np
 import simpy
 
 from twin.engine import batch_rows
-from twin.engine.cache import lookup
+from twin.engine.ems.prefix import lookup
 from twin.engine.requests import DECODE_QUEUE, QUEUED
 
 if TYPE_CHECKING:

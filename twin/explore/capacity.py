@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from twin.explore import runner
+from twin.explore import executor as runner
 from twin.explore.evaluate import build_engine, evaluate
 from twin.explore.points import Task, configure, parse_vary
 

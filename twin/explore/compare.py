@@ -9,9 +9,9 @@ per die and changes the decode EP degree: where the all-to-all leaves NVLink for
 """
 from __future__ import annotations
 
-from twin import crossval
-from twin.config import Deployment, catalog
-from twin.perf import PerfModel
+from twin.predict import crossval
+from twin.model.config import Deployment, catalog
+from twin.predict.perf import PerfModel
 from twin.predict import tco
 from twin.predict.economics import figures
 from twin.explore.points import configure
@@ -74,7 +74,7 @@ DECODE_FIGURES = ("tokens_per_s_per_chip", "tpot_ms", "tokens_per_s_per_tflops",
 
 
 def bands(name: str) -> dict[str, dict]:
-    """Each model figure's label and +-% band (twin/crossval.py); ratios to a throughput (per TFLOPS,
+    """Each model figure's label and +-% band (twin/predict/crossval.py); ratios to a throughput (per TFLOPS,
     per kW, per dollar) carry that throughput's relative band."""
     dec, pre = crossval.band("decode", name, "decode"), crossval.band("prefill", name, "prefill")
     return {**{f: dec for f in DECODE_FIGURES}, "prefill_tokens_per_s_per_chip": pre}

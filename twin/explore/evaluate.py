@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from twin.engine import Engine, load_scenario
-from twin.perf import PerfModel
+from twin.predict.perf import PerfModel
 from twin.explore.points import Task, registered
 
 WARMUP_FRACTION = 0.25    # assumption: the first quarter of a run is warm-up, not measured

@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from twin.config import CatalogError, Deployment, _validate, catalog, check_deployment
+from twin.model.config import CatalogError, Deployment, _validate, catalog, check_deployment
 from twin.engine.scenario import load_scenario
 from twin.engine.scheduling import DEFAULTS as POLICY_DEFAULTS
 from twin.engine.scheduling import REGISTRY as POLICIES

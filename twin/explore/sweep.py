@@ -7,8 +7,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from twin.explore import runner
-from twin.explore.cache import Cache
+from twin.explore import executor as runner
+from twin.explore.rowcache import Cache
 from twin.explore.evaluate import METRICS, evaluate
 from twin.explore.points import Task
 

@@ -12,7 +12,7 @@ import io
 import json
 import shlex
 
-from twin.__main__ import main as twin_main
+from twin.cli.main import main as twin_main
 
 from twin.lessons import Figure, LessonError, lessons
 from twin.lessons.probes import PROBES

@@ -1,6 +1,6 @@
 """What a lesson's page shows, read from a live twin the way the page reads it.
 
-Each reader names one number a page draws and the page it is on; it takes the `twin.runner.Twin`
+Each reader names one number a page draws and the page it is on; it takes the `twin.live.runner.Twin`
 and returns the value from the same snapshot fields and figure functions that page calls (the
 Overview's `snap.kpis`, the Trade-offs curve `twin.ui.tradeoffs.curve`, the Failures table
 `twin.ui.faulttable.rows`, ...), never a re-computation. A lesson figure names its reader as
@@ -51,9 +51,9 @@ def _fault(field: str):
 
 
 def _prediction(field: str):
-    """A cell of the Validation page's predictions table (`twin.validate.predictions`), row `deployment/phase`."""
+    """A cell of the Validation page's predictions table (`twin.predict.validate.predictions`), row `deployment/phase`."""
     def read(_tw, arg):
-        from twin.validate import predictions
+        from twin.predict.validate import predictions
         dep, phase = arg.split("/")
         return next(p for p in predictions() if p["deployment"] == dep and p["phase"] == phase)[field]
     return read

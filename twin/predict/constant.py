@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from twin import rules
+from twin.model import rules
 from twin.predict.base import HEALTHY, StepResult, TimePredictor, register
 
 

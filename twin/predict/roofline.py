@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 
-from twin import rules
-from twin.config import PRECISIONS
+from twin.model import rules
+from twin.model.config import PRECISIONS
 from twin.predict import comm, execution, kernels
 from twin.predict.base import HEALTHY, StepResult, TimePredictor, register
 from twin.predict.ems import EmsPath, load_seconds

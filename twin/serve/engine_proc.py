@@ -102,7 +102,7 @@ def main(inbox, conn, scenario: str, seed, background: bool, lead_s: float, step
 
 
 def _fault(eng, cmd) -> dict:
-    """A fault command checked at the edge (twin.controls.fault_command): on the engine's one queue,
+    """A fault command checked at the edge (twin.live.controls.fault_command): on the engine's one queue,
     applied now, and its ticket's answer (accepted at t, or refused with the engine's reason)."""
     ticket = eng.submit(cmd)
     eng.apply_commands()

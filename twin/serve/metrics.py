@@ -187,7 +187,7 @@ def _link_groups(eng, n: int) -> dict:
 
 
 def _dram_capacity(eng) -> float:
-    """EMS DRAM bytes in all (twin.engine.cache.build_ems's rule); 0 when unlimited or absent."""
+    """EMS DRAM bytes in all (twin.engine.ems.prefix.build_ems's rule); 0 when unlimited or absent."""
     sc = eng.scenario
     if eng.ems is None or sc.cache_capacity == "unlimited":
         return 0.0

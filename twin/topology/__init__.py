@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from twin.config import System, catalog
+from twin.model.config import System, catalog
 
 from twin.topology.ids import (STORAGE, VPC_SWITCH, TopologyError, UnknownElementError, comm_rack_id, cpu_id, die_id,
                   kind_of, l1_id, l2_id, leaf_id, link_id, node_label, node_of, npu_id, nvswitch_id, parse,

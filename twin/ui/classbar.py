@@ -1,6 +1,6 @@
 """The class bar under the narration banner: follow the lecturer, predict, see the tally (issue 26).
 
-Every viewer's status already carries the shared twin's class (`twin.classroom`, `status["class"]`).
+Every viewer's status already carries the shared twin's class (`twin.live.classroom`, `status["class"]`).
 A clientside callback (assets/classbar.js `sync`) turns it into the `class-state` store only when its
 revision changes (for the lecturer also when the count does), so the server callbacks here run once
 per lecturer move, not per poll; a following browser is moved there in the browser (page, narrated
@@ -16,7 +16,7 @@ from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_u
 
 from twin import i18n as I
 from twin import lessons as L
-from twin import session as S
+from twin.live import session as S
 
 from twin.ui import components as C
 from twin.ui import guard as G
@@ -64,7 +64,7 @@ def bar() -> html.Div:
 
 
 def _state(v) -> dict | None:
-    """The class state from the browser store (as twin.classroom.public wrote it), checked."""
+    """The class state from the browser store (as twin.live.classroom.public wrote it), checked."""
     v = G.store(v)
     if not v.get("lesson"):
         return None

@@ -6,9 +6,9 @@ import hashlib
 
 from dash import dcc, html
 
-from twin import session as S
-from twin.settings import get as setting
-from twin.tracestore import UPLOAD_MAX_BYTES, names
+from twin.live import session as S
+from twin.model.settings import get as setting
+from twin.live.tracestore import UPLOAD_MAX_BYTES, names
 
 from twin.ui import chartinfo, eventtext, teach
 from twin.ui.lang import N_, _, unit, unit_or_text
@@ -16,7 +16,7 @@ from twin.ui.lang import N_, _, unit, unit_or_text
 # How a number was obtained (design convention 4): shown as a small tag next to it.
 PROVENANCE = {
     "sim": (N_("simulated"), N_("Measured in the running discrete-event simulation (SimPy engine)")),
-    "model": (N_("model"), N_("Computed by the calibrated operator-level performance model (twin.perf)")),
+    "model": (N_("model"), N_("Computed by the calibrated operator-level performance model (twin.predict.perf)")),
     "paper": (N_("paper"), N_("Published value from the CloudMatrix384 / CloudMatrix-Infer paper")),
     "config": (N_("config"), N_("Set in the catalog or by the controls")),
 }
@@ -144,7 +144,7 @@ CONTROL_FIELDS = {"speed": ("speed", 1), "load": ("load", 100), "seed": ("live_s
 
 
 def allowed(field: str, sep: str = " to ") -> str:
-    """A control-bar field's bounds, from its declared setting (twin.settings): "0 to 500" (load, %)."""
+    """A control-bar field's bounds, from its declared setting (twin.model.settings): "0 to 500" (load, %)."""
     key, scale = CONTROL_FIELDS[field]
     s = setting(key)
     return sep.join(f"{x * scale:.0f}" if s.integer else f"{x * scale:g}" for x in (s.lo, s.hi))

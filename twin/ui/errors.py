@@ -72,7 +72,7 @@ FORMS = (
      N_("fault target = %(t)s is %(what)s; fault kind %(kind)s breaks %(wanted)s (e.g. %(ex)s)")),
     (r"fault target = {t}: required, e\.g\. {ex}", N_("fault target = %(t)s: required, e.g. %(ex)s")),
     (r"fault kind = {v}: allowed {kinds}", N_("fault kind = %(v)s: allowed %(kinds)s")),
-    # what the engine decides when a command lands (twin.engine.faults.manager, twin.actions)
+    # what the engine decides when a command lands (twin.engine.faults.manager, twin.live.actions)
     (r"fault target = {t} is already down: fault #{id} \({k}\) struck it at t = {at} s and it is not repaired yet",
      N_("fault target = %(t)s is already down: fault #%(id)s (%(k)s) struck it at t = %(at)s s and it is not "
         "repaired yet")),
@@ -119,7 +119,7 @@ FORMS = (
     (r"sweep: {r} runs x {d} s = {t} simulated seconds \(allowed at most {max}; shorter --duration or fewer "
      r"points\)", N_("sweep: %(r)s runs x %(d)s s = %(t)s simulated seconds (allowed at most %(max)s; shorter "
                      "--duration or fewer points)")),
-    # heavy jobs (twin.jobs: sweeps, Cloud comparisons)
+    # heavy jobs (twin.live.jobs: sweeps, Cloud comparisons)
     (r"this job would take about {cost} CPU-seconds \(allowed at most {max}\): fewer points, seeds or simulated "
      r"seconds, or a lower rate", N_("this job would take about %(cost)s CPU-seconds (allowed at most %(max)s): fewer "
                                      "points, seeds or simulated seconds, or a lower rate")),
@@ -138,7 +138,7 @@ FORMS = (
     (r"stopped at {rss} MB of memory, more than the {max} MB a job may hold; make it smaller",
      N_("stopped at %(rss)s MB of memory, more than the %(max)s MB a job may hold; make it smaller")),
     (r"the job's process ended without a result", N_("the job's process ended without a result")),
-    # the class (twin.classroom) and the lesson timeline's hold (twin.actions)
+    # the class (twin.live.classroom) and the lesson timeline's hold (twin.live.actions)
     (r"you already answered this step: one answer per browser",
      N_("you already answered this step: one answer per browser")),
     (r"the answer is already revealed: answers to this step are closed",

@@ -13,7 +13,7 @@ from twin.ui import faultview as FV
 from twin.ui import figures as F
 from twin.ui import guard as G
 from twin.ui.lang import _, system_title
-from twin.ui.live import Tick
+from twin.ui.polling import Tick
 
 def window_start(hist: dict) -> float | None:
     ts = (hist or {}).get("t") or []

@@ -17,7 +17,7 @@ from functools import lru_cache
 import dash
 import flask
 
-from twin import session as S
+from twin.live import session as S
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def choice(v) -> str | None:
 
 def credential(v) -> str | None:
     """The credential in this tab's ctl-token store ({"credential": str, "ok": true}, written by a
-    successful unlock: twin.gate), or None. The instructor token itself is never kept in a browser."""
+    successful unlock: twin.live.gate), or None. The instructor token itself is never kept in a browser."""
     c = v.get("credential") if isinstance(v, dict) else None
     return c if isinstance(c, str) and len(c) <= MAX_TEXT else None
 

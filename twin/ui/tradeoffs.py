@@ -5,8 +5,8 @@ import csv
 import io
 from functools import lru_cache
 
-from twin.config import catalog
-from twin.perf import PerfModel
+from twin.model.config import catalog
+from twin.predict.perf import PerfModel
 
 from twin.ui import theme
 from twin.ui.figures import r4

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlencode
 
-from twin.controls import ControlError
+from twin.live.controls import ControlError
 
 from twin.ui.faultview import demo_name
 

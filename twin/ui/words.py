@@ -5,7 +5,7 @@ snapshot (`SystemInfo`) or, for a chart drawn from the perf model, from the cata
 deployment; None (not known yet, e.g. a layout drawn before the first tick) gives neutral words."""
 from __future__ import annotations
 
-from twin.config import catalog
+from twin.model.config import catalog
 
 from twin.ui.lang import N_, _
 

@@ -7,7 +7,7 @@ import math
 import tomllib
 from pathlib import Path
 
-from twin.config import CATALOG_DIR, CatalogError
+from twin.model.config import CATALOG_DIR, CatalogError
 from twin.workload import brief, read_regular_file
 from twin.engine.faults.spec import EXAMPLES, FAULT_KEYS, KINDS, Policy, check_random
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from twin.config import CATALOG_DIR, CatalogError
+from twin.model.config import CATALOG_DIR, CatalogError
 from twin.i18n import N_
-from twin.ems import ModelCache
+from twin.engine.ems.pool import ModelCache
 from twin.topology import TopologyError, parse
 from twin.workload import brief
 from twin.engine.accounting import fault_windows, mean_in
@@ -89,7 +89,7 @@ class Policy:
         return p
 
     def restart_s(self) -> float:
-        """Instance restart: load the weights (ref 3 model caching via twin.ems.ModelCache)."""
+        """Instance restart: load the weights (ref 3 model caching via twin.engine.ems.pool.ModelCache)."""
         return ModelCache().load_time_s(self.weights_from)
 
 
