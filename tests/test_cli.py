@@ -396,8 +396,8 @@ def test_bad_trace_lines_name_file_and_line_or_are_skipped_when_lenient(tmp_path
 
 
 def test_a_trace_larger_than_the_limit_is_refused_unread(tmp_path, monkeypatch):
-    import twin.workload.tracefile as wl
-    monkeypatch.setattr(wl, "MAX_TRACE_BYTES", 1000)
+    from twin.workload import tracefile
+    monkeypatch.setattr(tracefile, "MAX_TRACE_BYTES", 1000)
     p = tmp_path / "big.jsonl"
     p.write_text((_mooncake_row(0) + "\n") * 20)
     code, out, err = cli("run", "--trace", str(p), "--duration", "1")

@@ -6,7 +6,7 @@ import time
 import psutil
 import pytest
 
-from twin.live import session as S
+from twin.live import session
 from twin.live.budget import CpuShare
 
 
@@ -24,7 +24,7 @@ def test_a_cpu_share_refills_at_its_rate_and_bounds_bursts():
 
 
 def test_sandboxes_at_max_speed_get_a_bounded_share_of_the_cpu(dash_app):
-    reg = S.configure(wall_dt=0.2, max_sandboxes=2, ttl_s=600, token=None, per_address=4)
+    reg = session.configure(wall_dt=0.2, max_sandboxes=2, ttl_s=600, token=None, per_address=4)
     try:
         shared = reg.shared()
         boxes = [reg.open_sandbox(client=f"c{i}", addr="a") for i in range(2)]
@@ -49,7 +49,7 @@ def test_resets_are_rate_limited_per_browser(twin_registry):
     tw = twin_registry.open_sandbox(client="c1", addr="a")
     for _ in range(RESETS_PER_MIN):
         tw.control("reset", {"scenario": "paper-decode"}, client="c1")
-    with pytest.raises(S.ControlError, match=f"resets: at most {RESETS_PER_MIN} per minute; try again in"):
+    with pytest.raises(session.ControlError, match=f"resets: at most {RESETS_PER_MIN} per minute; try again in"):
         tw.control("reset", {"scenario": "paper-decode"}, client="c1")
 
 
@@ -59,7 +59,7 @@ def test_a_sandbox_waits_for_the_viewers_requests_in_flight(dash_app, monkeypatc
     from twin.live import runner
     from twin.live.budget import CpuShare, REQUESTS
     monkeypatch.setattr(runner, "SANDBOXES", CpuShare(1.0))     # only the yielding is measured here
-    reg = S.configure(wall_dt=0.2, max_sandboxes=1, ttl_s=600, token=None)
+    reg = session.configure(wall_dt=0.2, max_sandboxes=1, ttl_s=600, token=None)
     try:
         tw = reg.open_sandbox(client="c1", addr="a")
         tw.control("speed", "max", client="c1")

@@ -9,11 +9,11 @@ import shutil
 import pytest
 from babel.messages.catalog import Catalog
 
-from twin import i18n as I
+from twin import i18n
 from twin.i18n import LangError, terms
 from twin.i18n.__main__ import main
 
-ZH_PO = I.po_path("zh")
+ZH_PO = i18n.po_path("zh")
 CONCEPTS = {"ttft", "tpot", "throughput", "goodput", "token", "tokens-per-s", "ms", "s", "all-to-all",
             "expert-parallelism", "prefill", "decode", "supernode", "npu", "die", "ems", "cache-hit", "kv-cache",
             "microbatch", "mtp", "slo", "optical-link", "ub-switch", "switch-levels", "planes"}
@@ -90,13 +90,13 @@ def test_chinese_variants_and_the_unit_rule(text, found):
 
 
 def test_unit_gives_each_language_its_rendering_and_names_what_is_allowed():
-    assert [I.unit(u, "zh") for u in ("tok/s", "ms", "s", "µs", "GB/s", "%", "")] == \
+    assert [i18n.unit(u, "zh") for u in ("tok/s", "ms", "s", "µs", "GB/s", "%", "")] == \
         ["词元/秒", "毫秒", "秒", "微秒", "GB/s", "%", ""]
-    assert [I.unit(u, "en") for u in ("tok/s", "ms", "s")] == ["tok/s", "ms", "s"]
+    assert [i18n.unit(u, "en") for u in ("tok/s", "ms", "s")] == ["tok/s", "ms", "s"]
     with pytest.raises(terms.TermError, match=r"unit 'furlong' is not in terms.toml; allowed .*ms.*tok/s"):
-        I.unit("furlong", "zh")
+        i18n.unit("furlong", "zh")
     with pytest.raises(LangError, match="allowed en or zh"):
-        I.unit("ms", "xx")
+        i18n.unit("ms", "xx")
 
 
 @pytest.mark.parametrize("data,message", [
@@ -111,11 +111,11 @@ def test_a_broken_termbase_entry_is_named(data, message):
 
 
 def test_overview_in_chinese_shows_units_in_chinese_words(dash_app):
-    import pages.overview as ov
-    from twin.ui import figures as F
+    from pages import overview
+    from twin.ui import figures
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
-        tree = ov.layout(lang="zh")
-        axes = [F.strip_figure(spec, {})["layout"]["yaxis"]["title"]["text"] for spec in ov.CHARTS.values()]
+        tree = overview.layout(lang="zh")
+        axes = [figures.strip_figure(spec, {})["layout"]["yaxis"]["title"]["text"] for spec in overview.CHARTS.values()]
     units = []
 
     def walk(c):

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import requests
 
-from twin import lessons as L
+from twin import lessons
 
 from twin.cli.loadtest import Callback, free_port, pct, start_gunicorn, stop_gunicorn
 
@@ -122,7 +122,7 @@ class Follower(threading.Thread):
         key = (cls["lesson"], cls["step"])
         if key in self.acked:
             return
-        q = L.get(cls["lesson"]).steps[cls["step"] - 1].question
+        q = lessons.get(cls["lesson"]).steps[cls["step"] - 1].question
         c = self.c
         if q.kind == "choice":
             c.values["class-choice.value"] = self.rng.randrange(len(q.choices))
@@ -183,7 +183,7 @@ def main(argv=None) -> int:
     ap.add_argument("--act", action="store_true", help="also ready each step on the twin (its action: an engine "
                     "rebuild, whose memory then counts in the RSS growth)")
     a = ap.parse_args(argv)
-    chosen = [L.get(x.strip()) for x in a.lessons.split(",")]
+    chosen = [lessons.get(x.strip()) for x in a.lessons.split(",")]
     port = free_port()
     proc = start_gunicorn(port, a.threads, env={"TWIN_INSTRUCTOR_TOKEN": TOKEN})
     base = f"http://127.0.0.1:{port}"

@@ -24,10 +24,10 @@ import numpy as np
 import psutil
 from plotly.utils import PlotlyJSONEncoder
 
-from twin.live import session as S
+from twin.live import session
 from twin.engine.faults import RANDOM_MAX
 
-from twin.ui import faulttable as FT
+from twin.ui import faulttable
 
 SAMPLE_S = 5.0
 
@@ -78,13 +78,13 @@ def soak(minutes: float, warmup_s: float, fault_gap_s: float, pollers: int, peri
          log=print) -> dict:
     import app  # noqa: F401  (the Dash app registers the pages; a CLI imports it only when it runs)
     fl = importlib.import_module("pages.failures")
-    reg = S.configure(token=None)
+    reg = session.configure(token=None)
     tw = reg.shared()
     system = tw.snapshot.system.topology
-    hours = RANDOM_MAX if fault_gap_s is None else FT.mean_gap_s(system, 1.0) / fault_gap_s
+    hours = RANDOM_MAX if fault_gap_s is None else faulttable.mean_gap_s(system, 1.0) / fault_gap_s
     if hours > RANDOM_MAX:
         raise ValueError(f"--fault-gap-s = {fault_gap_s:g}: the twin allows at most {RANDOM_MAX:g} failure-clock "
-                         f"hours per sim second, a mean gap of {FT.mean_gap_s(system, RANDOM_MAX):.2f} sim s or more")
+                         f"hours per sim second, a mean gap of {faulttable.mean_gap_s(system, RANDOM_MAX):.2f} sim s or more")
     tw.control("speed", "max", who="soak")
     tw.control("random", {"hours_per_sim_s": hours}, who="soak")
     stop, record = threading.Event(), threading.Event()
@@ -128,7 +128,7 @@ def soak(minutes: float, warmup_s: float, fault_gap_s: float, pollers: int, peri
     return {
         "minutes": minutes, "warmup_s": warmup_s, "pollers": pollers, "poll_period_s": period,
         "random_hours_per_sim_s": round(hours, 3),
-        "mean_fault_gap_sim_s": round(FT.mean_gap_s(system, hours), 2),
+        "mean_fault_gap_sim_s": round(faulttable.mean_gap_s(system, hours), 2),
         "sim_seconds": round(eng.sim_time, 1), "achieved_speed": round(snap.sim_time / (time.monotonic() - t0), 1),
         "faults_injected": eng.faults.injected, "fault_records_kept": len(eng.faults.faults),
         "fault_totals_kinds": len(eng.faults.totals),

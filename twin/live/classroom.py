@@ -21,7 +21,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from twin import lessons as L
+from twin import lessons
 from twin.live.budget import RateLimit
 from twin.live.controls import ControlError, _throttled
 
@@ -36,7 +36,7 @@ _PAGE = re.compile(r"^/[a-z-]{0,20}$")
 @dataclass
 class Tally:
     """The answers to one step's question, in arrival order, one per client."""
-    question: L.Question
+    question: lessons.Question
     answers: OrderedDict = field(default_factory=OrderedDict)     # client -> value (float, or choice index)
     measured: float | None = None
     source: str = ""            # "live": read from the shared twin at the reveal; "lesson": the checked figure
@@ -59,8 +59,8 @@ class Classroom:
         """Publish where the lecturer is (their authority on the shared `twin` is checked); a new step
         starts unrevealed. True if anything changed (viewers then see a new revision)."""
         twin.require(credential)
-        les = L.get(lesson)
-        n = L.step_index(les, step)
+        les = lessons.get(lesson)
+        n = lessons.step_index(les, step)
         if not isinstance(page, str) or not _PAGE.match(page):
             raise ControlError(f"page = {str(page)[:24]!r}: allowed a page path such as /traffic")
         with self._lock:
@@ -82,7 +82,7 @@ class Classroom:
             lesson, n = self.state["lesson"], self.state["step"]
         if lesson is None:
             raise ControlError("no lesson step is published: lead the class on a lesson step first")
-        step = L.get(lesson).steps[n - 1]
+        step = lessons.get(lesson).steps[n - 1]
         if step.question is None:
             raise ControlError("this step asks no question: nothing to reveal")
         value, source = measured_answer(step, twin)
@@ -162,7 +162,7 @@ class Classroom:
         Called with the lock held."""
         t = self._tallies.get((lesson, n))
         if t is None:
-            q = L.get(lesson).steps[n - 1].question
+            q = lessons.get(lesson).steps[n - 1].question
             if q is None:
                 return None
             t = self._tallies[(lesson, n)] = Tally(q)
@@ -171,7 +171,7 @@ class Classroom:
         return t
 
 
-def check_value(q: L.Question, value) -> float:
+def check_value(q: lessons.Question, value) -> float:
     """A submitted answer as the tally keeps it (a number in range, or a choice index)."""
     if q.kind == "choice":
         if type(value) is not int or not 0 <= value < len(q.choices):
@@ -201,7 +201,7 @@ def histogram(span: list[float], values: list[float]) -> list[tuple[float, int]]
     return [(lo + (i + 0.5) * w, c) for i, c in enumerate(counts)]
 
 
-def measured_answer(step: L.Step, twin) -> tuple[float, str]:
+def measured_answer(step: lessons.Step, twin) -> tuple[float, str]:
     """The question's answer: the step's figures read live from `twin` by the lesson check's page
     readers ("live"), else (a figure from a command, or not on screen now) the checked figures the
     lesson records ("lesson", re-measured by `python -m twin.lessons check` / `measure`)."""
@@ -212,7 +212,7 @@ def measured_answer(step: L.Step, twin) -> tuple[float, str]:
     live = {}
     for name in names:
         f = figs[name]
-        if not isinstance(f, L.ScreenFigure):
+        if not isinstance(f, lessons.ScreenFigure):
             break
         rd, arg = reader(f.read)
         try:

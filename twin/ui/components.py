@@ -6,7 +6,7 @@ import hashlib
 
 from dash import dcc, html
 
-from twin.live import session as S
+from twin.live import session
 from twin.model.settings import get as setting
 from twin.live.tracestore import UPLOAD_MAX_BYTES, names
 
@@ -244,7 +244,7 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
                 html.Button(_("Open private sandbox"), id="ctl-sandbox", className="btn", n_clicks=0,
                             title=_("Your own twin, not shared (one per browser, at most %(n)s at once; freed "
                                     "after %(min)s min without an action)") % {
-                                "n": S.MAX_SANDBOXES, "min": f"{S.SANDBOX_TTL_S / 60:.0f}"}),
+                                "n": session.MAX_SANDBOXES, "min": f"{session.SANDBOX_TTL_S / 60:.0f}"}),
                 html.Button(_("Back to shared twin"), id="ctl-shared", className="btn", n_clicks=0),
             ], className="field field-row"),
             html.Div([

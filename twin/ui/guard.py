@@ -17,7 +17,7 @@ from functools import lru_cache
 import dash
 import flask
 
-from twin.live import session as S
+from twin.live import session
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +73,12 @@ def client(secret) -> tuple[str, str | None]:
     """(client id, remote address) of the browser behind this callback (see session.client_id):
     the one place the address is read."""
     addr = remote_address()
-    return S.client_id(secret, addr), addr
+    return session.client_id(secret, addr), addr
 
 
 def choice(v) -> str | None:
     """The twin a tab views: "shared" or a sandbox id; anything else means the shared twin."""
-    return v if isinstance(v, str) and (v == S.SHARED or re.match(r"^sb-[0-9a-f]{1,32}$", v)) else None
+    return v if isinstance(v, str) and (v == session.SHARED or re.match(r"^sb-[0-9a-f]{1,32}$", v)) else None
 
 
 def credential(v) -> str | None:
@@ -90,7 +90,7 @@ def credential(v) -> str | None:
 
 def unlocked(v) -> bool:
     """Whether this tab holds a credential the gate accepts (the instructor's controls are open)."""
-    return S.sessions().locked and S.sessions().gate.check(credential(v))
+    return session.sessions().locked and session.sessions().gate.check(credential(v))
 
 
 def viewer(v) -> str | None:

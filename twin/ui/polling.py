@@ -22,7 +22,7 @@ from typing import Callable
 import dash
 from dash import Input, Output, State, dcc, no_update
 
-from twin.live import session as S
+from twin.live import session
 
 from twin.ui import eventtext, figures, guard
 from twin.ui.lang import _, unit
@@ -38,9 +38,9 @@ def beat_id(prefix: str) -> dict:
     return {"type": "beat", "page": prefix}
 
 
-def twin_for(choice: str | None) -> tuple[S.Twin, str]:
+def twin_for(choice: str | None) -> tuple[session.Twin, str]:
     """The twin a viewer picked (browser store), or the shared one with a note if it is gone."""
-    reg = S.sessions()
+    reg = session.sessions()
     tw = reg.get(guard.choice(choice))
     if tw is None:
         return reg.shared(), _("that private sandbox is gone (stopped after %(min)s min without an action); "
@@ -60,14 +60,14 @@ def _cursor(cur) -> dict:
     return out
 
 
-def status_payload(tw: S.Twin, note: str = "") -> dict:
+def status_payload(tw: session.Twin, note: str = "") -> dict:
     st = tw.status()
     st["actions"] = [eventtext.action(a) for a in tw.actions(ACTIONS_SHOWN)] if tw.shared else []
     st["note"] = note
-    st["sandboxes"] = len(S.sessions().sandboxes())
-    st["max_sandboxes"] = S.sessions().max_sandboxes
+    st["sandboxes"] = len(session.sessions().sandboxes())
+    st["max_sandboxes"] = session.sessions().max_sandboxes
     st["text"] = status_text()
-    st["class"] = S.sessions().classroom.public()     # the shared twin's class (twin.ui.classbar follows it)
+    st["class"] = session.sessions().classroom.public()     # the shared twin's class (twin.ui.classbar follows it)
     return st
 
 
@@ -90,7 +90,7 @@ def status_text() -> dict:
 @dataclass
 class Tick:
     """What a page's interval callback should send for one tick."""
-    twin: S.Twin
+    twin: session.Twin
     snap: object
     mode: str            # "none" | "extend" | "full"
     since_t: float | None
@@ -139,12 +139,12 @@ class Tick:
         return no_update, no_update
 
 
-def beat(tw: S.Twin, note: str = "", unlocked: bool = False) -> dict:
+def beat(tw: session.Twin, note: str = "", unlocked: bool = False) -> dict:
     """What the shell's beat says about a twin: it changes exactly when a page may have news (and
     says whether this tab may use the twin's shared controls)."""
-    cls = S.sessions().classroom.public()
+    cls = session.sessions().classroom.public()
     return {"twin": tw.key, "run": tw.run, "v": int(getattr(tw.snapshot, "version", 0)), "rev": tw.rev,
-            "note": bool(note), "locked": bool(tw.shared and S.sessions().locked and not unlocked),
+            "note": bool(note), "locked": bool(tw.shared and session.sessions().locked and not unlocked),
             "cls": [cls["rev"], cls["n"]]}
 
 

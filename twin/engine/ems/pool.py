@@ -23,7 +23,7 @@ from hashlib import blake2b
 
 import numpy as np
 
-from twin.engine.ems import index as ix_
+from twin.engine.ems import index
 from twin.engine.ems.index import _MIX, LOOKUP, RING_BITS, RING_SHIFT, STORE, BlockIndex
 
 _GOLDEN = _MIX   # Fibonacci hashing: spreads sequential ids evenly over the ring (and the index)
@@ -127,7 +127,7 @@ class EMS:
 
     def reset_stats(self) -> None:
         """Zero the counters; cache contents stay."""
-        self._blocks.st[ix_.COUNTERS] = 0
+        self._blocks.st[index.COUNTERS] = 0
         self._lost = 0
 
     def _per_server(self, per: np.ndarray) -> dict[str, float]:
@@ -146,9 +146,9 @@ class EMS:
         arr = np.asarray(block_ids, dtype=np.int64)
         per = np.zeros(len(self.servers), dtype=np.int64)
         total = len(arr) * self.block_tokens if tokens is None else int(tokens)
-        ssd = self._blocks.st[ix_.SSD_HITS]
+        ssd = self._blocks.st[index.SSD_HITS]
         hit, ht, _ = self._walk(arr, total, LOOKUP, per, per)
-        ssd = int(self._blocks.st[ix_.SSD_HITS] - ssd)
+        ssd = int(self._blocks.st[index.SSD_HITS] - ssd)
         return LookupResult(hit, hit - ssd, ssd, ht, self._per_server(per))
 
     def store(self, block_ids) -> StoreResult:
@@ -221,7 +221,7 @@ class EMS:
     def stats(self) -> dict:
         bb, count = self.block_bytes, self._blocks.count.tolist()
         (lookups, hit_blocks, miss_blocks, dram_hits, ssd_hits, hit_tokens, miss_tokens, stored,
-         demoted, dropped) = self._blocks.st[ix_.COUNTERS].tolist()
+         demoted, dropped) = self._blocks.st[index.COUNTERS].tolist()
         looked = hit_blocks + miss_blocks
         tokens = hit_tokens + miss_tokens
         dram, ssd = count[2::2], count[3::2]
