@@ -46,13 +46,13 @@ bench: $(STAMP)
 	$(BIN)/python -m twin bench
 
 bench-ui: $(STAMP) chromium
-	$(BIN)/python -m twin.ui.loadtest
+	$(BIN)/python -m twin.cli.loadtest
 
 bench-room: $(STAMP)
-	$(BIN)/python -m twin.ui.attack --minutes 3
+	$(BIN)/python -m twin.cli.attack --minutes 3
 
 screenshots: $(STAMP) chromium
-	$(BIN)/python -m twin.ui.screenshots
+	$(BIN)/python -m twin.cli.screenshots
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache site

@@ -3,7 +3,7 @@
 Run it with ``python app.py --host 127.0.0.1 --port 8050`` (``make run``), or for a room:
 ``gunicorn -w 1 -k gthread --threads 8 -b 0.0.0.0:8050 app:server`` (one worker: the live twins
 live in the process; threads serve the viewers). No simulation logic here: callbacks only call
-`twin.session` (commands) and `twin.ui` (builders).
+`twin.live.session` (commands) and `twin.ui` (builders).
 """
 from __future__ import annotations
 
@@ -22,28 +22,28 @@ from dash.exceptions import DependencyException
 from werkzeug.exceptions import BadRequest, HTTPException, InternalServerError, NotFound
 from werkzeug.serving import WSGIRequestHandler
 
-from twin import session as S
-from twin.budget import REQUESTS
-from twin import tracestore
-from twin.budget import LogBudget
-from twin.config import catalog
+from twin.live import session
+from twin.live.budget import REQUESTS
+from twin.live import tracestore
+from twin.live.budget import LogBudget
+from twin.model.config import catalog
 from twin.engine import list_scenarios
 from twin.ui import answer, classbar
-from twin.ui import components as C
+from twin.ui import components
 from twin.ui import eventtext
-from twin.ui import guard as G
+from twin.ui import guard
 from twin.ui import runnable
 from twin.ui import teach
 from twin.ui import urlstate
 from twin.ui.errors import explain
 from twin.ui.lang import _
-from twin.ui.live import BEAT, TICKET, shell_stores, shell_tick, twin_for
+from twin.ui.polling import BEAT, TICKET, shell_stores, shell_tick, twin_for
 
 MAX_BODY_BYTES = 4 * 1024 * 1024     # a request body; the largest is a trace upload (2 MB, base64)
 ERROR_LINES_PER_MIN = 20             # log lines a minute for requests refused or failed; the rest are counted
 SERVER_NAME = "CloudMatrix Twin"     # the `Server` header: no framework or Python versions
 
-app = Dash(__name__, use_pages=True, title="CloudMatrix Twin", update_title=None, on_error=G.on_error)
+app = Dash(__name__, use_pages=True, title="CloudMatrix Twin", update_title=None, on_error=guard.on_error)
 server = app.server
 teach.install(app)                    # <html lang> and the ?lang= cookie (issue 12)
 server.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
@@ -114,7 +114,7 @@ SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "sam
 
 @server.after_request
 def _headers(resp):
-    """Server-side time of every request (seen in browser dev tools; read by twin.ui.loadtest), and
+    """Server-side time of every request (seen in browser dev tools; read by twin.cli.loadtest), and
     the security headers."""
     t0 = getattr(flask.g, "t0", None)
     if t0 is not None:
@@ -148,8 +148,8 @@ def _nav() -> html.Nav:
 def serve_layout():
     return html.Div([
         dcc.Location(id="url", refresh=False),
-        dcc.Store(id="ctl-twin", storage_type="session", data=S.SHARED),   # which twin this tab views
-        dcc.Store(id="ctl-token", storage_type="session"),                 # {"credential", "ok"} (twin.gate)
+        dcc.Store(id="ctl-twin", storage_type="session", data=session.SHARED),   # which twin this tab views
+        dcc.Store(id="ctl-token", storage_type="session"),                 # {"credential", "ok"} (twin.live.gate)
         dcc.Store(id="ctl-viewer", storage_type="local"),                  # anonymous viewer id (shown)
         dcc.Store(id="ctl-secret", storage_type="local"),                  # this browser's secret (never shown)
         *shell_stores(),                       # the app's one clock, the twin status and the pages' beat
@@ -164,12 +164,12 @@ def serve_layout():
                 "Copy a link to this run: page, scenario, deployment, seed, speed, load, demo and language")), className="copy-link"),
             teach.tools(),
         ], className="topbar"),
-        C.controls_bar(list_scenarios(), sorted(catalog().deployments)),
+        components.controls_bar(list_scenarios(), sorted(catalog().deployments)),
         teach.banner(),
         classbar.bar(),                        # follow the lecturer, predict, the tally (issue 26)
         html.Main(dash.page_container, className="main"),
         html.Footer([
-            html.Span(_("Tags say where a number comes from:") + " "), C.tag("sim"), C.tag("model"), C.tag("paper"),
+            html.Span(_("Tags say where a number comes from:") + " "), components.tag("sim"), components.tag("model"), components.tag("paper"),
             html.Span(" · " + _("CloudMatrix384 and CloudMatrix-Infer figures from the published paper; "
                                 "everything else is computed here."), className="muted"),
         ], className="footer"),
@@ -212,31 +212,31 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
         if trig == "ctl-play":
             action, value = ("pause" if not tw.paused else "play"), None
         elif isinstance(trig, dict) and trig.get("type") == "ctl-speed-btn":
-            action, value = "speed", G.text(trig.get("index"))
+            action, value = "speed", guard.text(trig.get("index"))
         elif trig == "ctl-speed-custom":
-            if G.number(speed_custom) is None:
-                raise S.ControlError(f"speed: allowed {C.allowed('speed')} (times real time)")
+            if guard.number(speed_custom) is None:
+                raise session.ControlError(f"speed: allowed {components.allowed('speed')} (times real time)")
             action, value = "speed", speed_custom
         elif isinstance(trig, dict) and trig.get("type") == "ctl-load-btn":
-            pct = G.number(trig.get("index"))
+            pct = guard.number(trig.get("index"))
             action, value = "load", None if pct is None else pct / 100.0
         elif trig == "ctl-load-custom":
-            if G.number(load_custom) is None:
-                raise S.ControlError(f"load: allowed {C.allowed('load')} % of capacity")
-            action, value = "load", G.number(load_custom) / 100.0
+            if guard.number(load_custom) is None:
+                raise session.ControlError(f"load: allowed {components.allowed('load')} % of capacity")
+            action, value = "load", guard.number(load_custom) / 100.0
         elif trig == "ctl-reset":
-            if G.number(seed) is None:
-                raise S.ControlError(f"seed: allowed a whole number {C.allowed('seed')}")
-            if G.ident(scenario) is None or deployment not in ("", None) and G.ident(deployment) is None:
-                raise S.ControlError("scenario and deployment: allowed one of the names in their lists")
+            if guard.number(seed) is None:
+                raise session.ControlError(f"seed: allowed a whole number {components.allowed('seed')}")
+            if guard.ident(scenario) is None or deployment not in ("", None) and guard.ident(deployment) is None:
+                raise session.ControlError("scenario and deployment: allowed one of the names in their lists")
             scenario, moved = runnable.fit(scenario, deployment)
             action, value = "reset", {"scenario": scenario, "deployment": deployment or None,
                                       "trace": trace or None, "seed": seed}
         else:
             return no_update, no_update
-    except S.ControlError as exc:
+    except session.ControlError as exc:
         return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
-    ticket = tw.send(action, value, **G.actor(viewer, token, secret))
+    ticket = tw.send(action, value, **guard.actor(viewer, token, secret))
     if moved and not ticket.refused:
         dash.set_props("ctl-scenario", {"value": scenario})
     return answer.sent(tw, ticket, lambda: f"{moved}; {eventtext.said(ticket.said)}" if moved
@@ -262,32 +262,32 @@ def on_url(search, done, choice, token, viewer, secret):
     twin under a whole room: it runs in this browser's own sandbox (the one this tab views, else a
     new one with the link's settings, which the tab then views). The instructor's tab is asked first
     (on_url_confirm) instead. A link naming what the shared twin already runs changes nothing."""
-    search = G.text(search) or ""
+    search = guard.text(search) or ""
     fields = urlstate.parse(search)
-    if not fields or search == G.text(done):
+    if not fields or search == guard.text(done):
         return (no_update,) * 6
-    reg = S.sessions()
+    reg = session.sessions()
     tw, _note = twin_for(choice)
-    who, addr = G.client(secret)
+    who, addr = guard.client(secret)
     if not who.startswith("s-"):          # the browser's secret is not in its store yet: wait for it
         return (no_update,) * 6           # (a sandbox must belong to the secret its later clicks send)
     opened = None
     if tw.owner is None or tw.owner != who:            # the shared twin, or someone else's sandbox
         if tw.shared and not urlstate.differs(tw, fields):
             return no_update, no_update, search, no_update, no_update, no_update
-        if tw.shared and G.unlocked(token):
+        if tw.shared and guard.unlocked(token):
             return (_("This link would change the shared twin for everyone (%(what)s): apply it with the "
                       "button, or ignore it to keep the shared twin as it runs.") % {"what": urlstate.summary(fields)},
                     "ctl-msg msg-ok", search, no_update, {}, search)
         try:
             tw = opened = reg.open_sandbox(dict(vars(reg.shared().params)), client=who, addr=addr)
-        except S.ControlError as exc:
+        except session.ControlError as exc:
             return (_("Link not applied: no private sandbox could open for it, and it would change the shared "
                       "twin for everyone: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", search,
                     no_update, no_update, no_update)
     try:
-        done_msgs = urlstate.apply(tw, fields, **G.actor(viewer, token, secret))
-    except S.ControlError as exc:
+        done_msgs = urlstate.apply(tw, fields, **guard.actor(viewer, token, secret))
+    except session.ControlError as exc:
         if opened is not None:
             reg.close(opened.key, who)
         return (_("Link not fully applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", search,
@@ -315,14 +315,14 @@ def _from_link(done_msgs: list, tw) -> tuple[str, str]:
 )
 def on_url_confirm(_click, pending, token, viewer, secret):
     """The instructor confirmed: apply the pending link to the shared twin (the lock still decides)."""
-    fields = urlstate.parse(G.text(pending) or "")
+    fields = urlstate.parse(guard.text(pending) or "")
     if not fields:
         return no_update, no_update, HIDDEN, None
     try:
-        done_msgs = urlstate.apply(S.sessions().shared(), fields, **G.actor(viewer, token, secret))
-    except S.ControlError as exc:
+        done_msgs = urlstate.apply(session.sessions().shared(), fields, **guard.actor(viewer, token, secret))
+    except session.ControlError as exc:
         return _("Link not fully applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", HIDDEN, None
-    return _from_link(done_msgs, S.sessions().shared()) + (HIDDEN, None)
+    return _from_link(done_msgs, session.sessions().shared()) + (HIDDEN, None)
 
 
 @dash.callback(
@@ -335,9 +335,9 @@ def on_url_confirm(_click, pending, token, viewer, secret):
 )
 def on_copy_link(_clicks, href, path, choice):
     """The current run as a link (copied to the clipboard by dcc.Clipboard)."""
-    parts = urlsplit(G.text(href, 2048) or "")
+    parts = urlsplit(guard.text(href, 2048) or "")
     base = f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else ""
-    return urlstate.link(base, G.text(path) or "/", twin_for(choice)[0], teach.request_lang())
+    return urlstate.link(base, guard.text(path) or "/", twin_for(choice)[0], teach.request_lang())
 
 
 @dash.callback(
@@ -349,27 +349,27 @@ def on_copy_link(_clicks, href, path, choice):
 def on_twin_choice(_open, _back, choice, secret):
     """Open a private sandbox (bounded in total, per browser and per address), or go back to the
     shared twin (closing the sandbox if this browser owns it)."""
-    reg = S.sessions()
-    choice = G.choice(choice)
-    who, addr = G.client(secret)
+    reg = session.sessions()
+    choice = guard.choice(choice)
+    who, addr = guard.client(secret)
     if ctx.triggered_id == "ctl-sandbox":
-        current = reg.get(choice) if choice and choice != S.SHARED else None
+        current = reg.get(choice) if choice and choice != session.SHARED else None
         if current is not None and current.owner == who:
             return no_update, _("You already have a private sandbox; it is what you are viewing."), "ctl-msg msg-ok"
         try:
             tw = reg.open_sandbox(client=who, addr=addr)
-        except S.ControlError as exc:
+        except session.ControlError as exc:
             return no_update, explain(exc), "ctl-msg msg-error"
         return tw.key, _("Private sandbox %(key)s started with the shared twin's settings; only this "
                          "browser controls it. It is freed after %(min)s min without an action.") % {
             "key": tw.key, "min": f"{reg.ttl_s / 60:.0f}"}, "ctl-msg msg-ok"
     if ctx.triggered_id == "ctl-shared":
-        if choice and choice != S.SHARED:
+        if choice and choice != session.SHARED:
             try:
                 reg.close(choice, who)
-            except S.ControlError:
+            except session.ControlError:
                 pass          # someone else's sandbox: stop viewing it, leave it running
-        return S.SHARED, _("Back on the shared twin."), "ctl-msg msg-ok"
+        return session.SHARED, _("Back on the shared twin."), "ctl-msg msg-ok"
     return no_update, no_update, no_update
 
 
@@ -377,15 +377,15 @@ def on_twin_choice(_open, _back, choice, secret):
     "_clicks": Input("ctl-unlock", "n_clicks"), "_submit": Input("ctl-token-input", "n_submit"),
     "value": State("ctl-token-input", "value"), "secret": State("ctl-secret", "data")})
 def on_unlock(_clicks, _submit, value, secret):
-    """Check an instructor token at the gate (twin.gate: throttled, logged); if it is right, this tab
+    """Check an instructor token at the gate (twin.live.gate: throttled, logged); if it is right, this tab
     keeps the random credential the gate hands out, never the token."""
-    reg = S.sessions()
+    reg = session.sessions()
     if not reg.locked:
         return no_update, _("The shared twin is not locked: anyone can use the controls."), "ctl-msg msg-ok"
-    value = G.text(value)
+    value = guard.text(value)
     try:
-        credential = reg.unlock(value, *G.client(secret))
-    except S.ControlError as exc:
+        credential = reg.unlock(value, *guard.client(secret))
+    except session.ControlError as exc:
         return no_update, _("Not checked: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
     if credential:
         return {"credential": credential, "ok": True}, _("Instructor controls unlocked for this tab."), "ctl-msg msg-ok"
@@ -409,9 +409,9 @@ def on_upload(contents, filename, options, secret):
     if contents is None:
         return no_update, no_update, no_update, no_update, no_update
     try:
-        S.sessions().allow_upload(*G.client(secret))
-        key, w = tracestore.upload(contents, G.text(filename))
-    except (S.ControlError, ValueError) as exc:
+        session.sessions().allow_upload(*guard.client(secret))
+        key, w = tracestore.upload(contents, guard.text(filename))
+    except (session.ControlError, ValueError) as exc:
         return no_update, no_update, None, _("Trace not accepted: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
     opts = [o for o in (options if isinstance(options, list) else []) if isinstance(o, dict)][:40]
     name = tracestore.label(key)
@@ -436,8 +436,8 @@ def on_tick(_n, choice, _msg, token, last):
     """The app's one clock: the status of the twin this tab views (the only writer of shell-status),
     and the beat every page's live callback runs on (sent only when the twin has news) to the page
     shown. A control's message refreshes the status at once."""
-    status, beat = shell_tick(choice, G.store(last) or None, action=ctx.triggered_id == "ctl-msg",
-                              unlocked=G.unlocked(token))
+    status, beat = shell_tick(choice, guard.store(last) or None, action=ctx.triggered_id == "ctl-msg",
+                              unlocked=guard.unlocked(token))
     shown = len(ctx.outputs_list[2]) if ctx.outputs_list else 0     # the page's beat store, if any
     return status, beat, [beat] * shown
 
@@ -491,9 +491,9 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not a.debug:
-        S.sessions().shared()   # start the default scenario now so the first page is already live
+        session.sessions().shared()   # start the default scenario now so the first page is already live
     print(f"CloudMatrix Twin on http://{a.host}:{a.port}/  (instructor lock: "
-          f"{'on' if S.sessions().locked else 'off'}; set {S.TOKEN_ENV} to lock shared controls)")
+          f"{'on' if session.sessions().locked else 'off'}; set {session.TOKEN_ENV} to lock shared controls)")
     app.run(host=a.host, port=a.port, debug=a.debug, threaded=True, request_handler=QuietHandler)
 
 

@@ -45,7 +45,7 @@
                   fill("pill"), false, false, false, false, fill(false), fillN(nl, "pill"), fillN(nl, false), "",
                   {}, {display: "none"}, {}];
         }
-        var T = st.text || {};                  // the words in the viewer's language (twin.ui.live)
+        var T = st.text || {};                  // the words in the viewer's language (twin.ui.polling)
         window.twinFacts = {scenario: st.scenario, deployment: st.deployment, seed: st.seed,   // export.js
                             sim_time: st.sim_time, text: T};
         var w = function (k, en) { return T[k] || en; };

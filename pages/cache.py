@@ -5,28 +5,28 @@ import dash
 from dash import Output, html
 
 from twin.engine.metrics import HIT_MIN, HIT_WINDOW
-from twin.ui import components as C
-from twin.ui import figures as F
-from twin.ui import theme as T
-from twin.ui.live import Tick, page_stores, page_tick
-from twin.ui import lang as Lg
+from twin.ui import components
+from twin.ui import figures
+from twin.ui import theme
+from twin.ui.polling import Tick, page_stores, page_tick
+from twin.ui import lang
 from twin.ui.lang import N_, _
 
-dash.register_page(__name__, path="/cache", name=N_("Cache"), title=Lg.title("Cache"), order=3)
+dash.register_page(__name__, path="/cache", name=N_("Cache"), title=lang.title("Cache"), order=3)
 
 P = "ca"
 
 CHARTS = {
-    "hit": F.StripSpec(N_("EMS hit ratio (%)"), "%", (
-        F.Series("block_hit_ratio", N_("blocks"), T.YELLOW, scale=100, width=6),
-        F.Series("token_hit_ratio", N_("tokens"), T.RED, scale=100, width=1.6)), y_range=(0, 100)),
-    "tier": F.StripSpec(N_("Tier occupancy (GB)"), "GB", (
-        F.Series("ems_dram_gb", "DRAM", T.BLUE, fill=True), F.Series("ems_ssd_gb", "SSD", T.PURPLE))),
-    "bytes": F.StripSpec(N_("Bytes moved per cache-hit request (MB)"), "MB", (
-        F.Series("ub_bytes_per_hit_mb", N_("per hit"), T.TEAL),)),
-    "ttft": F.StripSpec(N_("TTFT p50 with vs without a cache hit, rolling (s)"), "s", (
-        F.Series("ttft_hit_p50_ms", N_("with hit"), T.GREEN, scale=1e-3),
-        F.Series("ttft_miss_p50_ms", N_("without"), T.RED, scale=1e-3, dash="dot"))),
+    "hit": figures.StripSpec(N_("EMS hit ratio (%)"), "%", (
+        figures.Series("block_hit_ratio", N_("blocks"), theme.YELLOW, scale=100, width=6),
+        figures.Series("token_hit_ratio", N_("tokens"), theme.RED, scale=100, width=1.6)), y_range=(0, 100)),
+    "tier": figures.StripSpec(N_("Tier occupancy (GB)"), "GB", (
+        figures.Series("ems_dram_gb", "DRAM", theme.BLUE, fill=True), figures.Series("ems_ssd_gb", "SSD", theme.PURPLE))),
+    "bytes": figures.StripSpec(N_("Bytes moved per cache-hit request (MB)"), "MB", (
+        figures.Series("ub_bytes_per_hit_mb", N_("per hit"), theme.TEAL),)),
+    "ttft": figures.StripSpec(N_("TTFT p50 with vs without a cache hit, rolling (s)"), "s", (
+        figures.Series("ttft_hit_p50_ms", N_("with hit"), theme.GREEN, scale=1e-3),
+        figures.Series("ttft_miss_p50_ms", N_("without"), theme.RED, scale=1e-3, dash="dot"))),
 }
 
 KPIS = (
@@ -43,13 +43,13 @@ KPIS = (
 def layout(**_kwargs):
     return html.Div([
         *page_stores(P),
-        C.page_header(_("Context cache (EMS)"), _("Prompt prefixes seen before are loaded from the Elastic Memory "
+        components.page_header(_("Context cache (EMS)"), _("Prompt prefixes seen before are loaded from the Elastic Memory "
                                                   "Service (CPU DRAM of the nodes, pooled over the UB plane) instead "
                                                   "of being recomputed. A hit costs bytes over UB and saves prefill "
                                                   "compute.")),
-        html.Div([C.kpi(f"{P}-{k}", _(label), unit, "sim", _(hint)) for k, label, unit, hint in KPIS],
+        html.Div([components.kpi(f"{P}-{k}", _(label), unit, "sim", _(hint)) for k, label, unit, hint in KPIS],
                  className="kpi-grid"),
-        html.Div([html.Div(C.graph(f"{P}-{k}", F.empty_figure(spec.title), 250), className="chart")
+        html.Div([html.Div(components.graph(f"{P}-{k}", figures.empty_figure(spec.title), 250), className="chart")
                   for k, spec in CHARTS.items()], className="chart-grid grid-2"),
         html.Div(id=f"{P}-ttft-note", className="hint"),
         html.Div(_("Hit ratio: the wide yellow line counts blocks, the thin red one tokens; they differ only by the "
@@ -57,7 +57,7 @@ def layout(**_kwargs):
                    "without a hit (at least half the prompt from EMS): medians over the last %(window)s intervals (seconds by default), drawn "
                    "once that window is full and holds at least %(n)s requests of the kind.") % {
                        "window": HIT_WINDOW, "n": HIT_MIN}, className="hint"),
-        C.panel(html.Div(id=f"{P}-totals", className="hint"), _("Since the start"), "sim"),
+        components.panel(html.Div(id=f"{P}-totals", className="hint"), _("Since the start"), "sim"),
     ])
 
 
@@ -66,9 +66,9 @@ def _kpis(snap) -> list[str]:
     c = getattr(snap, "cache", {}) or {}
     servers = c.get("per_server") or {}
     live = c.get("live_servers")
-    return [C.pct(k.get("block_hit_ratio")), C.pct(k.get("token_hit_ratio")),
-            C.pct(k.get("total_block_hit_ratio", c.get("block_hit_ratio"))),
-            C.fmt(k.get("ems_dram_gb")), C.fmt(k.get("ems_ssd_gb")),
+    return [components.pct(k.get("block_hit_ratio")), components.pct(k.get("token_hit_ratio")),
+            components.pct(k.get("total_block_hit_ratio", c.get("block_hit_ratio"))),
+            components.fmt(k.get("ems_dram_gb")), components.fmt(k.get("ems_ssd_gb")),
             f"{live if live is not None else '–'} / {len(servers) or '–'}"]
 
 
@@ -91,7 +91,7 @@ def _totals(snap) -> str:
     c = getattr(snap, "cache", {}) or {}
     if not c:
         return _("This deployment has no EMS cache.")
-    n = {k: C.fmt(c.get(k)) for k in ("lookups", "hit_blocks", "dram_hit_blocks", "ssd_hit_blocks", "miss_blocks",
+    n = {k: components.fmt(c.get(k)) for k in ("lookups", "hit_blocks", "dram_hit_blocks", "ssd_hit_blocks", "miss_blocks",
                                       "stored_blocks", "demoted_blocks", "evicted_blocks", "lost_blocks")}
     parts = [_("%(lookups)s lookups") % n,
              _("%(hit_blocks)s blocks hit (%(dram_hit_blocks)s from DRAM, %(ssd_hit_blocks)s from SSD)") % n,

@@ -1,10 +1,10 @@
 """Cloud: serve by day, train by night, live on the twin you view. Loading the copool-day scenario
 (the button here, the run controls or `?scenario=copool-day`) runs the co-pool scheduler inside the
-twin's engine; this page draws the day from the twin's snapshot on the shell's beat (twin.ui.live:
+twin's engine; this page draws the day from the twin's snapshot on the shell's beat (twin.ui.polling:
 nothing when the version is unchanged) and sends the policy knobs through the twin's action path
 (`copool`: checked, rate-limited, logged on the shared twin).
 
-The three-policy comparison is a job of the web process's job pool (twin.jobs: its own low-priority
+The three-policy comparison is a job of the web process's job pool (twin.live.jobs: its own low-priority
 process, queued, cancellable); its result is the days' usage, which this page prices again whenever
 a price changes. The job's id is kept in the tab's session, so the table is there when you return.
 """
@@ -13,24 +13,24 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, State, dcc, html, no_update
 
-from twin import jobs as JP
-from twin import session as S
-from twin.cloud import live as CL
+from twin.live import jobs
+from twin.live import session
+from twin.cloud import live
 from twin.cloud.copool import POLICIES, Params, load_params
 from twin.cloud.cost import SEEDS, Prices, comparison, comparison_cost_s, interval, load_prices, priced, verdict
 from twin.cloud.training import compare
-from twin.config import CatalogError
-from twin.ui import answer as A
-from twin.ui import components as C
+from twin.model.config import CatalogError
+from twin.ui import answer
+from twin.ui import components
 from twin.ui import eventtext
-from twin.ui import guard as G
-from twin.ui import theme as T
-from twin.ui import lang as Lg
+from twin.ui import guard
+from twin.ui import theme
+from twin.ui import lang
 from twin.ui.errors import explain
 from twin.ui.lang import N_, _
-from twin.ui.live import Tick, beat_id, page_stores, page_tick, twin_for
+from twin.ui.polling import Tick, beat_id, page_stores, page_tick, twin_for
 
-dash.register_page(__name__, path="/cloud", name=N_("Cloud"), title=Lg.title("Cloud"), order=9)
+dash.register_page(__name__, path="/cloud", name=N_("Cloud"), title=lang.title("Cloud"), order=9)
 
 P = "cl"
 DAY_MIN_S, DAY_MAX_S, DAY_DEFAULT_S = 30, 600, 600  # simulated seconds standing for 24 h; the default is
@@ -40,7 +40,7 @@ TICKET = f"{P}-ticket"
 MSG = (Output(f"{P}-msg", "children", allow_duplicate=True),      # the page's message line, written by
        Output(f"{P}-msg", "className", allow_duplicate=True))     # both the run and the re-pricing
 JOB_TICK_MS = 1000                                   # how often a queued or running comparison is read
-POLICY_COLOURS = {"copool": T.GREEN, "dedicated": T.ORANGE, "inference-only": T.BLUE}
+POLICY_COLOURS = {"copool": theme.GREEN, "dedicated": theme.ORANGE, "inference-only": theme.BLUE}
 ACTOR = (State("ctl-twin", "data"), State("ctl-token", "data"), State("ctl-viewer", "data"),
          State("ctl-secret", "data"))
 # (field, label, step, hover help) of the knobs shown; bounds come from the pydantic models
@@ -104,20 +104,20 @@ def layout(**_kwargs):
         dcc.Store(id=TICKET),             # a sent action the engine has not answered yet (twin.ui.answer)
         dcc.Store(id=f"{P}-run", storage_type="session"),          # {"job": id} of this tab's comparison
         dcc.Interval(id=f"{P}-job-tick", interval=JOB_TICK_MS, disabled=True),
-        C.page_header(_("Serve by day, train by night"),
+        components.page_header(_("Serve by day, train by night"),
                       _("A day of diurnal chat traffic on the 384 NPUs, compressed as the diurnal scenario is, live "
                         "on the twin you view. Under the co-pool policy serving groups move to a training job when "
                         "the load allows (each move drains the group, then costs the switch time) and come back when "
                         "it rises or the SLO slips; the dedicated split keeps a fixed training cluster; "
                         "inference-only trains nothing.")),
         html.Div([
-            C.panel(html.Div([
+            components.panel(html.Div([
                 html.Div(id=f"{P}-live", className="hint"),
                 html.Button(_("Load the co-pool day"), id=f"{P}-load", n_clicks=0, className="btn",
                             title=_("Restart the viewed twin on scenario copool-day (the co-pool scheduler runs "
                                     "inside it)")),
                 html.Div([html.Label(_("Policy"), className="ctl-label", htmlFor=f"{P}-policy"),
-                          C.dropdown(id=f"{P}-policy", options=[{"label": f"{_(POLICY_NAMES[k])} ({k})", "value": k} for k in POLICIES],
+                          components.dropdown(id=f"{P}-policy", options=[{"label": f"{_(POLICY_NAMES[k])} ({k})", "value": k} for k in POLICIES],
                                      value="copool", clearable=False,
                                      className="dd")], className="field", title=_(POLICY_HELP)),
                 html.Div([_input(Params, *k) for k in KNOBS]),
@@ -138,26 +138,26 @@ def layout(**_kwargs):
                 html.Div([_input(Prices, *k) for k in PRICES]),
             ]), _("Policy and assumptions"), "config"),
             html.Div([
-                C.panel(C.graph(f"{P}-timeline", _empty(_("Load the co-pool day to see its timeline")), 420),
+                components.panel(components.graph(f"{P}-timeline", _empty(_("Load the co-pool day to see its timeline")), 420),
                         _("The day, live"), "sim"),
-                C.panel(html.Div(id=f"{P}-table", children=html.P(
+                components.panel(html.Div(id=f"{P}-table", children=html.P(
                     _("Run the comparison to see the three policies side by side."), className="hint")),
                         _("Cost and utilisation per policy"), "sim"),
-                C.panel(html.Div(_training()), _("Why communication caps training utilisation"), "model",
-                        extra=C.tag("paper")),
+                components.panel(html.Div(_training()), _("Why communication caps training utilisation"), "model",
+                        extra=components.tag("paper")),
             ]),
         ], className="cloud-grid"),
     ])
 
 
 def _pct(v) -> str:
-    text = C.pct(v)
+    text = components.pct(v)
     return text if text == "–" else text + "%"
 
 
 def _empty(message: str) -> dict:
-    return {"data": [], "layout": T.base_layout(annotations=[{"text": message, "showarrow": False,
-                                                             "font": {"color": T.MUTED}}],
+    return {"data": [], "layout": theme.base_layout(annotations=[{"text": message, "showarrow": False,
+                                                             "font": {"color": theme.MUTED}}],
                                                 xaxis={"visible": False}, yaxis={"visible": False})}
 
 
@@ -190,31 +190,31 @@ def timeline_figure(view: dict) -> dict:
     npus = sum(view["npus"].values()) or 384
     traces = [{"type": "scatter", "x": x, "y": [r[k] for r in tl], "name": _(name), "stackgroup": "npus",
                "line": {"width": 0.5, "color": col}, "yaxis": "y"}
-              for k, name, col in (("prefill_npus", N_("prefill NPUs"), T.TEAL), ("decode_npus", N_("decode NPUs"), T.PURPLE),
-                                   ("training_npus", N_("training NPUs"), T.GREEN),
-                                   ("switching_npus", N_("switching"), T.RED))]
+              for k, name, col in (("prefill_npus", N_("prefill NPUs"), theme.TEAL), ("decode_npus", N_("decode NPUs"), theme.PURPLE),
+                                   ("training_npus", N_("training NPUs"), theme.GREEN),
+                                   ("switching_npus", N_("switching"), theme.RED))]
     moves = [w for w in view["switches"] if not x or w["t"] >= tl[0]["t"]]
     to_training = [w["to"] == "training" for w in moves]
     traces.append({"type": "scatter", "mode": "markers", "name": _("switches (▼ to training, ▲ back)"),
                    "x": [clock(w["t"]) for w in moves], "y": [npus * 1.04] * len(moves), "yaxis": "y",
                    "marker": {"symbol": ["triangle-down" if t else "triangle-up" for t in to_training], "size": 9,
-                              "color": [T.GREEN if t else T.RED for t in to_training]},
+                              "color": [theme.GREEN if t else theme.RED for t in to_training]},
                    "text": [f"{w['group']} → {w['to']}: {w['reason']}" for w in moves],
                    "hovertemplate": "%{text}<extra></extra>"})
     traces += [{"type": "scatter", "x": x, "y": [r["arrival_rps"] for r in tl], "name": _("load (req/s)"),
-                "line": {"color": T.YELLOW, "width": 2}, "xaxis": "x2", "yaxis": "y2"},
+                "line": {"color": theme.YELLOW, "width": 2}, "xaxis": "x2", "yaxis": "y2"},
                {"type": "scatter", "x": x, "y": [r["serving_capacity_rps"] for r in tl],
-                "name": _("serving capacity (req/s)"), "line": {"color": T.YELLOW, "dash": "dot"},
+                "name": _("serving capacity (req/s)"), "line": {"color": theme.YELLOW, "dash": "dot"},
                 "xaxis": "x2", "yaxis": "y2"},
                {"type": "scatter", "x": x, "y": [(r["useful_prefill_npus"] + r["useful_decode_npus"]
                                                   + (r["training_npus"] if r["training_running"] else 0)) / npus
                                                  for r in tl],
-                "name": _("supernode utilisation"), "line": {"color": T.PINK, "width": 1.5}, "xaxis": "x2",
+                "name": _("supernode utilisation"), "line": {"color": theme.PINK, "width": 1.5}, "xaxis": "x2",
                 "yaxis": "y3"}]
     lo, hi = (int(x[0]) // 3 * 3, int(x[-1]) + 3) if x else (6, 30)
     ticks = list(range(lo, hi + 1, 3))
     hours = {"tickvals": ticks, "ticktext": [f"{h % 24:02d}:00" for h in ticks], "range": [lo, hi]}
-    return {"data": traces, "layout": T.base_layout(
+    return {"data": traces, "layout": theme.base_layout(
         margin={"l": 56, "r": 56, "t": 40, "b": 40}, hovermode="closest",
         legend={"orientation": "h", "y": -0.12, "yanchor": "top", "x": 0, "xanchor": "left"},
         xaxis={**hours, "anchor": "y", "showticklabels": False, "matches": "x2"},
@@ -231,7 +231,7 @@ def live_line(view: dict | None, scenario: str) -> str:
     if not view:
         return _("The viewed twin runs scenario %(s)s, not a co-pool day: load the co-pool day to watch it "
                  "here.") % {"s": scenario}
-    f, n = CL.day_figures(view), view["npus"]
+    f, n = live.day_figures(view), view["npus"]
     hh = view["clock_h"]
     parts = [_("%(clock)s on the day clock") % {"clock": f"{int(hh):02d}:{int(hh % 1 * 60):02d}"},
              _("policy %(p)s") % {"p": view["params"]["policy"]},
@@ -262,15 +262,15 @@ def tick(t: Tick) -> dict:
     return out
 
 
-A.follow(f"{P}-msg", TICKET, Input(beat_id(P), "data"))      # the engine's answer to what was sent
+answer.follow(f"{P}-msg", TICKET, Input(beat_id(P), "data"))      # the engine's answer to what was sent
 
 
 @dash.callback(*MSG, Input(f"{P}-load", "n_clicks"), *ACTOR, prevent_initial_call=True)
 def on_load(_n, choice, token, viewer, secret):
     """Restart the viewed twin on the co-pool day (the same reset as the run controls)."""
     tw, _note = twin_for(choice)
-    ticket = tw.send("reset", {"scenario": CL.SCENARIOS[0]}, **G.actor(viewer, token, secret))
-    return A.sent(tw, ticket, lambda: eventtext.said(ticket.said), TICKET)
+    ticket = tw.send("reset", {"scenario": live.SCENARIOS[0]}, **guard.actor(viewer, token, secret))
+    return answer.sent(tw, ticket, lambda: eventtext.said(ticket.said), TICKET)
 
 
 @dash.callback(*MSG, Input(f"{P}-apply", "n_clicks"), State(f"{P}-policy", "value"),
@@ -284,10 +284,10 @@ def on_apply(_n, policy, *rest):
                   for k, v in _values(KNOBS, knobs).items() if v is not None}
         if policy not in POLICIES:
             raise CatalogError(f"policy = {str(policy)[:40]!r}: allowed {', '.join(POLICIES)}")
-    except (S.ControlError, CatalogError) as exc:
+    except (session.ControlError, CatalogError) as exc:
         return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
-    ticket = tw.send("copool", {"policy": policy, **fields}, **G.actor(viewer, token, secret))
-    return A.sent(tw, ticket, lambda: eventtext.said(ticket.said), TICKET)
+    ticket = tw.send("copool", {"policy": policy, **fields}, **guard.actor(viewer, token, secret))
+    return answer.sent(tw, ticket, lambda: eventtext.said(ticket.said), TICKET)
 
 
 def _cell(values: list, fmt) -> str:
@@ -307,7 +307,7 @@ def comparison_table(reports: dict) -> html.Table:
             N_("switches"), N_("SLO attainment"), "TTFT p99 ms", N_("$ per M tokens"), N_("$ per step"), N_("kWh per day"))
     pct = lambda v: _pct(v)
     num = lambda v: f"{v:,.0f}"
-    usd = lambda v: C.fmt(round(v, 3))
+    usd = lambda v: components.fmt(round(v, 3))
     cols = [(lambda r, k=k: r["utilisation"][k], pct) for k in ("supernode", "prefill", "decode", "training")] + [
         (lambda r: r["training_steps"], num), (lambda r: r["switches"], num),
         (lambda r: r["inference"]["slo_attainment"], pct), (lambda r: r["inference"]["ttft_ms"]["p99"], num),
@@ -357,7 +357,7 @@ def _values(fields, raw) -> dict:
     """The form's values as numbers (None = keep the default; the models check the ranges)."""
     out = {}
     for (name, *_), v in zip(fields, raw):
-        x = G.number(v)
+        x = guard.number(v)
         if v not in (None, "") and x is None:
             raise CatalogError(f"{name} = {str(v)[:40]!r}: not a number")
         out[name] = x
@@ -376,13 +376,13 @@ def _values(fields, raw) -> dict:
 def on_run(_n, day, *rest):
     knobs, secret = rest[:-1], rest[-1]
     try:
-        d = G.number(day)
+        d = guard.number(day)
         if d is None or not DAY_MIN_S <= d <= DAY_MAX_S:
             raise CatalogError(f"day length = {str(day)[:40]!r}: allowed {DAY_MIN_S} to {DAY_MAX_S} simulated seconds")
         values = {k: v for k, v in _values(KNOBS, knobs).items() if v is not None}
         load_params(**values)
-        who, addr = G.client(secret)
-        job = JP.pool().submit("cloud", comparison, (d, values), total=SEEDS * len(POLICIES),
+        who, addr = guard.client(secret)
+        job = jobs.pool().submit("cloud", comparison, (d, values), total=SEEDS * len(POLICIES),
                                cost_s=comparison_cost_s(d), client=who, addr=addr)
     except (CatalogError, ValueError) as exc:         # JP.JobRefused is a ValueError
         return no_update, _("Not run: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
@@ -391,7 +391,7 @@ def on_run(_n, day, *rest):
 
 
 def _job(run, secret) -> dict | None:
-    return JP.pool().view(G.store(run).get("job"), G.client(secret)[0])
+    return jobs.pool().view(guard.store(run).get("job"), guard.client(secret)[0])
 
 
 def job_text(job: dict | None) -> str:
@@ -422,8 +422,8 @@ def on_job_tick(_n, run, secret):
     if job is None:
         return "", True, no_update
     active = job["state"] in ("queued", "running")
-    done_now = job["state"] == "done" and not G.store(run).get("shown")
-    return job_text(job), not active, {**G.store(run), "shown": True} if done_now else no_update
+    done_now = job["state"] == "done" and not guard.store(run).get("shown")
+    return job_text(job), not active, {**guard.store(run), "shown": True} if done_now else no_update
 
 
 @dash.callback(
@@ -432,7 +432,7 @@ def on_job_tick(_n, run, secret):
     prevent_initial_call=True,
 )
 def on_cancel(_n, run, secret):
-    if JP.pool().cancel(G.store(run).get("job"), G.client(secret)[0]):
+    if jobs.pool().cancel(guard.store(run).get("job"), guard.client(secret)[0]):
         return _("Comparison cancelled.")
     return _("Cancel: no comparison of yours is queued or running.")
 

@@ -10,16 +10,16 @@ import pandas as pd
 from dash import Input, Output, dcc, html
 
 from twin.explore.compare import compare
-from twin.ui import components as C
-from twin.ui import lang as Lg
-from twin.ui import theme as T
+from twin.ui import components
+from twin.ui import lang
+from twin.ui import theme
 from twin.ui.lang import N_, _
 
-dash.register_page(__name__, path="/compare", name=N_("Compare"), title=Lg.title("Compare"), order=8)
+dash.register_page(__name__, path="/compare", name=N_("Compare"), title=lang.title("Compare"), order=8)
 
 P = "cmp"
 TPOT_SLO_MS = 50.0      # the paper's decode SLO (reference section 4)
-PALETTE = (T.BLUE, T.ORANGE, T.GREEN, T.PURPLE, T.TEAL, T.YELLOW, T.PINK, T.RED)
+PALETTE = (theme.BLUE, theme.ORANGE, theme.GREEN, theme.PURPLE, theme.TEAL, theme.YELLOW, theme.PINK, theme.RED)
 # (field, label, which way is better) of the three bar panels
 METRICS = (("tokens_per_s_per_tflops", N_("tokens/s per TFLOPS"), N_("higher is better")),
            ("tokens_per_s_per_kw", N_("tokens/s per kW"), N_("higher is better")),
@@ -37,8 +37,8 @@ def _lines(series: dict, x: str, text, hover: str, x_title: str, **xaxis) -> dic
              "y": [r["tokens_per_s_per_chip"] for r in rows], "marker": {"color": PALETTE[i % len(PALETTE)]},
              "text": [text(r) for r in rows], "hovertemplate": hover + "<extra>" + s + "</extra>"}
             for i, (s, rows) in enumerate(series.items())]
-    lay = T.base_layout(hovermode="closest", xaxis={"title": {"text": x_title}, "gridcolor": T.GRID, **xaxis},
-                        yaxis={"title": {"text": _("decode tokens/s per chip")}, "gridcolor": T.GRID,
+    lay = theme.base_layout(hovermode="closest", xaxis={"title": {"text": x_title}, "gridcolor": theme.GRID, **xaxis},
+                        yaxis={"title": {"text": _("decode tokens/s per chip")}, "gridcolor": theme.GRID,
                                "rangemode": "tozero"})
     return {"data": data, "layout": lay}
 
@@ -46,10 +46,10 @@ def _lines(series: dict, x: str, text, hover: str, x_title: str, **xaxis) -> dic
 def curves_figure(d: dict) -> dict:
     """Every system's decode curve (tokens/s per chip vs TPOT) on the same axes, with the SLO."""
     fig = _lines(d["curves"], "tpot_ms", lambda r: _("batch %(b)s per chip") % {"b": r["batch_per_chip"]},
-                 "%{text}: TPOT %{x:.1f} " + Lg.unit("ms") + ", %{y:.0f} " + _("tok/s per chip"), _("TPOT, ms"),
+                 "%{text}: TPOT %{x:.1f} " + lang.unit("ms") + ", %{y:.0f} " + _("tok/s per chip"), _("TPOT, ms"),
                  range=[0, 2 * d["tpot_slo_ms"]])
     fig["layout"]["shapes"] = [{"type": "line", "x0": d["tpot_slo_ms"], "x1": d["tpot_slo_ms"], "y0": 0, "y1": 1,
-                                "yref": "paper", "line": {"color": T.RED, "dash": "dash"}}]
+                                "yref": "paper", "line": {"color": theme.RED, "dash": "dash"}}]
     for i, s in enumerate(d["systems"]):     # each operating point with its band and label
         b = s["bands"]["tokens_per_s_per_chip"]
         fig["data"].append({"type": "scatter", "mode": "markers", "x": [s["tpot_ms"]],
@@ -65,7 +65,7 @@ def ep_figure(d: dict) -> dict:
     """Decode throughput per chip against EP degree, per system."""
     return _lines(d["ep_sweep"], "decode_ep",
                   lambda r: f"{r['fabric']}, " + _("batch %(b)s per chip") % {"b": r["batch_per_chip"]}
-                  + f", TPOT {r['tpot_ms']:.1f} {Lg.unit('ms')}",
+                  + f", TPOT {r['tpot_ms']:.1f} {lang.unit('ms')}",
                   "%{text}<br>EP%{x}: %{y:.0f} " + _("tok/s per chip"), _("decode EP degree"), type="log")
 
 
@@ -75,7 +75,7 @@ def bars_figure(d: dict) -> dict:
     to fit them (automargin), so no name is cut and no axis title runs into the next panel."""
     names = [s["deployment"] for s in d["systems"]]
     bars, notes = [], []
-    lay = T.base_layout(hovermode="closest", showlegend=False, margin={"l": 10, "r": 16, "t": 24, "b": 24})
+    lay = theme.base_layout(hovermode="closest", showlegend=False, margin={"l": 10, "r": 16, "t": 24, "b": 24})
     gap, rows = 0.12, len(METRICS)
     height = (1 - gap * (rows - 1)) / rows
     for i, (m, label, better) in enumerate(METRICS, 1):
@@ -85,12 +85,12 @@ def bars_figure(d: dict) -> dict:
         bars.append({"type": "bar", "orientation": "h", "name": _(label), "y": names, "x": [s[m] for s in d["systems"]],
                      "xaxis": f"x{n}", "yaxis": f"y{n}", "marker": {"color": PALETTE[i - 1]},
                      "error_x": error_bars([s[m] for s in d["systems"]], bands),
-                     "text": [f"{C.fmt(s[m])} {band_text(b)}" for s, b in zip(d["systems"], bands)],
+                     "text": [f"{components.fmt(s[m])} {band_text(b)}" for s, b in zip(d["systems"], bands)],
                      "textposition": "auto",
                      "hovertemplate": "%{y}: %{text}<extra>" + _(label) + "</extra>"})
-        lay[f"xaxis{n}"] = {"anchor": f"y{n}", "gridcolor": T.GRID, "rangemode": "tozero", "automargin": True}
+        lay[f"xaxis{n}"] = {"anchor": f"y{n}", "gridcolor": theme.GRID, "rangemode": "tozero", "automargin": True}
         lay[f"yaxis{n}"] = {"anchor": f"x{n}", "domain": [top - height, top], "automargin": True,
-                            "autorange": "reversed", "gridcolor": T.GRID}
+                            "autorange": "reversed", "gridcolor": theme.GRID}
         notes.append({"text": f"<b>{_(label)}</b> ({_(better)})", "x": 0, "xref": "paper", "xanchor": "left",
                       "y": top, "yref": "paper", "yanchor": "bottom", "showarrow": False, "font": {"size": 12}})
     lay["annotations"] = notes
@@ -99,7 +99,7 @@ def bars_figure(d: dict) -> dict:
 
 def error_bars(values: list, bands: list[dict]) -> dict:
     """Plotly error bars of +-band_pct% around each figure (leave-one-source-out cross-validation)."""
-    return {"type": "data", "visible": True, "color": T.TEXT,
+    return {"type": "data", "visible": True, "color": theme.TEXT,
             "array": [(v or 0) * (b["band_pct"] or 0) / 100 for v, b in zip(values, bands)]}
 
 
@@ -124,8 +124,8 @@ def what_it_supports(d: dict) -> str:
              "behind each chip-hour (%(a)s $%(pa)s, capex %(ka)s; %(b)s $%(pb)s, capex %(kb)s: at $%(tie)s %(b)s "
              "would tie) as much as on throughput, where %(fast)s leads per chip and %(kw)s per kW; on rental "
              "prices %(r)s is cheapest.") % {
-        "a": a["deployment"], "b": b["deployment"], "va": C.fmt(a["usd_per_million_tokens"]),
-        "vb": C.fmt(b["usd_per_million_tokens"]), "pa": f"{a['usd_per_chip_hour']:.2f}", "ka": kind(a),
+        "a": a["deployment"], "b": b["deployment"], "va": components.fmt(a["usd_per_million_tokens"]),
+        "vb": components.fmt(b["usd_per_million_tokens"]), "pa": f"{a['usd_per_chip_hour']:.2f}", "ka": kind(a),
         "pb": f"{b['usd_per_chip_hour']:.2f}", "kb": kind(b),
         "tie": f"{b['usd_per_chip_hour'] * a['usd_per_million_tokens'] / b['usd_per_million_tokens']:.2f}",
         "fast": max(rows, key=lambda s: s["tokens_per_s_per_chip"])["deployment"],
@@ -159,9 +159,9 @@ def table(d: dict) -> html.Table:
     rows = [html.Tr([html.Td(s["deployment"]), html.Td(s["batch_per_chip"], className="num"),
                      html.Td(f"{s['tokens_per_s_per_chip']:,.0f}", className="num"),
                      html.Td(band_text(s["bands"]["tokens_per_s_per_chip"])),
-                     html.Td(C.fmt(s["tpot_ms"]), className="num"),
+                     html.Td(components.fmt(s["tpot_ms"]), className="num"),
                      html.Td(f"{s['alltoall_share']:.0%}", className="num"),
-                     html.Td(C.fmt(s["usd_per_million_tokens"]), className="num")]) for s in d["systems"]]
+                     html.Td(components.fmt(s["usd_per_million_tokens"]), className="num")]) for s in d["systems"]]
     return html.Div(html.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)], className="tbl",
                                id=f"{P}-table"), className="tbl-wrap")
 
@@ -170,11 +170,11 @@ def layout(**_kwargs):
     d = _compare()
     slo = {"slo": f"{d['tpot_slo_ms']:g}"}
     return html.Div([
-        C.page_header(_("Why a supernode"),
+        components.page_header(_("Why a supernode"),
                       _("The same DeepSeek-R1 decode on CloudMatrix384 and four GPU systems at one TPOT SLO, from "
                         "the perf model: what each chip, TFLOPS, kW and dollar delivers, and where the all-to-all "
                         "hits the inter-node bandwidth wall. Sweeps and capacity searches: Explorer.")),
-        C.panel([
+        components.panel([
             html.P(workload_line(d), id=f"{P}-workload"),
             html.P(what_it_supports(d), id=f"{P}-supports", className="supports"),
             table(d),
@@ -183,8 +183,8 @@ def layout(**_kwargs):
                      "meets %(slo)s ms and whose KV fits. The all-to-all share is dispatch + combine over operator "
                      "time: on UB it stays near a fifth, on Hopper clusters it is about half.") % slo, className="hint"),
         ], _("Why a supernode: the same model on five systems"), "model"),
-        C.panel([
-            C.graph(f"{P}-curves", curves_figure(d), 360),
+        components.panel([
+            components.graph(f"{P}-curves", curves_figure(d), 360),
             html.P(_("The same decode, batch by batch, on the same axes: each curve climbs until its KV cache is "
                      "full; the dashed line is the %(slo)s ms TPOT SLO, where the table's operating points sit.") % slo,
                    className="hint"),
@@ -194,7 +194,7 @@ def layout(**_kwargs):
             "decode rows; the GPU systems are predictions, checked against their published throughputs on "
             "the Validation page (validation rows).")),
         html.Div([
-            C.panel([C.graph(f"{P}-bars", bars_figure(d), 520),
+            components.panel([components.graph(f"{P}-bars", bars_figure(d), 520),
                      html.P(_("Per dense TFLOPS of the serving precision, per kW and per dollar, from the power and "
                               "price per chip below (systems.toml, each with its source or marked as an "
                               "assumption)."), className="hint"),
@@ -202,7 +202,7 @@ def layout(**_kwargs):
                 "Each system's decode throughput at its operating point (perf model) divided by dense TFLOPS, "
                 "by kW and turned into dollars per million output tokens; power and prices are per-chip figures "
                 "from systems.toml, each cited or marked as an assumption.")),
-            C.panel([C.graph(f"{P}-ep", ep_figure(d), 340),
+            components.panel([components.graph(f"{P}-ep", ep_figure(d), 340),
                      html.P(_("Decode throughput per chip against EP degree at the deployed batch: where the "
                               "all-to-all leaves NVLink for RDMA the curve flattens or falls; on the supernode UB "
                               "carries every degree."), className="hint")], _("The EP sweep"), "model", info_text=_(

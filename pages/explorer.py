@@ -8,22 +8,22 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, dcc, html, no_update
 
-from twin import jobs as JP
-from twin import session as S
-from twin.config import CatalogError, catalog
+from twin.live import jobs
+from twin.live import session
+from twin.model.config import CatalogError, catalog
 from twin.engine.scenario import synthetic_scenarios
 from twin.explore.evaluate import point_rate
-from twin.explore import jobs as J
+from twin.explore import sweepjobs
 from twin.explore.points import KEYS, parse_vary, plan
 from twin.explore.sweep import pareto
-from twin.ui import components as C
-from twin.ui import guard as G
-from twin.ui import lang as Lg
-from twin.ui import theme as T
+from twin.ui import components
+from twin.ui import guard
+from twin.ui import lang
+from twin.ui import theme
 from twin.ui.errors import explain
 from twin.ui.lang import N_, _, request_lang
 
-dash.register_page(__name__, path="/explorer", name=N_("Explorer"), title=Lg.title("Explorer"), order=7)
+dash.register_page(__name__, path="/explorer", name=N_("Explorer"), title=lang.title("Explorer"), order=7)
 
 P = "ex"
 TICK_MS = 1000
@@ -32,7 +32,7 @@ NONE = "none"
 PAPER = ((1e3 / 49.4, 1943, 96, 49.4), (1e3 / 14.9, 538, 8, 14.9))    # reference section 4: (x, tok/s, batch, TPOT ms)
 CI95 = {"ci": "95%"}      # in a message's values: a literal '%' in a msgid would read as a placeholder
 SOURCES = {"engine": N_("engine (simulated)"), "model": N_("perf model")}
-PALETTE = (T.BLUE, T.ORANGE, T.GREEN, T.PURPLE, T.TEAL, T.YELLOW, T.PINK, T.RED)
+PALETTE = (theme.BLUE, theme.ORANGE, theme.GREEN, theme.PURPLE, theme.TEAL, theme.YELLOW, theme.PINK, theme.RED)
 
 
 def _field(label: str, child, title: str = "") -> html.Div:
@@ -50,19 +50,19 @@ def axis_options() -> list[dict]:
 def layout(**_kwargs):
     deps, scs = list(catalog().deployments), synthetic_scenarios()
     axis = axis_options()
-    lim = J.LIMITS
+    lim = sweepjobs.LIMITS
     return html.Div([
         dcc.Interval(id=f"{P}-tick", interval=TICK_MS, disabled=True),      # sweep progress, while one runs
         dcc.Store(id=f"{P}-job", storage_type="session"),
         dcc.Download(id=f"{P}-dl"),
-        C.page_header(_("Explorer"), _("What should I run, and what do I give up? Sweep settings on the engine "
+        components.page_header(_("Explorer"), _("What should I run, and what do I give up? Sweep settings on the engine "
                                         "(or the perf model), several seeds per point, and read the frontier: "
                                         "goodput per chip against the speed each user sees.")),
-        C.panel(html.Div([
+        components.panel(html.Div([
             html.Div([
-                _field(_("Deployment"), C.dropdown(id=f"{P}-dep", options=deps, value="cloudmatrix-infer-paper",
+                _field(_("Deployment"), components.dropdown(id=f"{P}-dep", options=deps, value="cloudmatrix-infer-paper",
                                                   clearable=False, className="dd-wide")),
-                _field(_("Scenario"), C.dropdown(id=f"{P}-sc", options=scs, value="paper-decode",
+                _field(_("Scenario"), components.dropdown(id=f"{P}-sc", options=scs, value="paper-decode",
                                                 clearable=False, className="dd")),
                 _field(_("Source"), dcc.RadioItems(id=f"{P}-source", value="engine", inline=True,
                                                    options=[{"label": _(v), "value": k} for k, v in SOURCES.items()]),
@@ -70,12 +70,12 @@ def layout(**_kwargs):
                          "calibrated operator-level model, one evaluation per point (fast, no queueing)")),
             ], className="ctl-row"),
             html.Div([
-                _field(_("Axis 1"), C.dropdown(id=f"{P}-k1", options=axis, value="load", clearable=False,
+                _field(_("Axis 1"), components.dropdown(id=f"{P}-k1", options=axis, value="load", clearable=False,
                                               className="dd-wide")),
                 _field(_("values"), dcc.Input(id=f"{P}-v1", value="0.3:1.2:0.15", debounce=True, maxLength=200,
                                                     style={"width": "11em"}),
                        _("a list V1,V2,... or a range LO:HI:STEP")),
-                _field(_("Axis 2"), C.dropdown(id=f"{P}-k2", options=[{"label": _("none"), "value": NONE}] + axis,
+                _field(_("Axis 2"), components.dropdown(id=f"{P}-k2", options=[{"label": _("none"), "value": NONE}] + axis,
                                               value="mtp", clearable=False, className="dd-wide")),
                 _field(_("values"), dcc.Input(id=f"{P}-v2", value="true,false", debounce=True, maxLength=200,
                                                     style={"width": "11em"}),
@@ -83,9 +83,9 @@ def layout(**_kwargs):
             ], className="ctl-row"),
             html.Div([
                 _field(_("Seeds (1–%(n)s)") % {"n": lim["seeds"]}, dcc.Input(id=f"{P}-seeds", type="number", value=2, min=1,
-                                                                    max=J.LIMITS["seeds"], step=1)),
-                _field(_("Simulated s per run (5–%(n)s)") % {"n": f"{J.MAX_DURATION_S:g}"},
-                       dcc.Input(id=f"{P}-dur", type="number", value=20, min=5, max=J.MAX_DURATION_S, step=5)),
+                                                                    max=sweepjobs.LIMITS["seeds"], step=1)),
+                _field(_("Simulated s per run (5–%(n)s)") % {"n": f"{sweepjobs.MAX_DURATION_S:g}"},
+                       dcc.Input(id=f"{P}-dur", type="number", value=20, min=5, max=sweepjobs.MAX_DURATION_S, step=5)),
                 html.Button(_("Run sweep"), id=f"{P}-start", className="btn btn-primary", n_clicks=0),
                 html.Button(_("Cancel"), id=f"{P}-cancel", className="btn", n_clicks=0),
                 html.Button(_("Download CSV"), id=f"{P}-csv", className="btn", n_clicks=0),
@@ -94,20 +94,20 @@ def layout(**_kwargs):
                        "sweep, and %(cpu)s CPU-seconds estimated from its size (rate x duration x runs); one job "
                        "per viewer, run in turn in a low-priority process. Repeated points come from the cache.") % {
                 "points": lim["points"], "runs": lim["runs"], "sim": f"{lim['sim_seconds']:,}",
-                "cpu": f"{JP.MAX_JOB_CPU_S:,.0f}"}, className="hint"),
+                "cpu": f"{jobs.MAX_JOB_CPU_S:,.0f}"}, className="hint"),
             html.Div(id=f"{P}-msg", className="ctl-msg", role="status"),
             html.Div([html.Progress(id=f"{P}-progress", value="0", max="1"),
                       html.Span(id=f"{P}-progress-text", className="hint")], className="ctl-row"),
         ]), _("Sweep"), "config"),
-        C.panel([dcc.RadioItems(id=f"{P}-x", options=[{"label": _(v), "value": k} for k, v in X_AXES.items()],
+        components.panel([dcc.RadioItems(id=f"{P}-x", options=[{"label": _(v), "value": k} for k, v in X_AXES.items()],
                                 value="tokens_per_s_per_user", inline=True),
-                 C.graph(f"{P}-pareto", pareto_figure([], []), 460),
+                 components.graph(f"{P}-pareto", pareto_figure([], []), 460),
                  html.P(_("Each dot is a point of the sweep (mean over seeds, bars: %(ci)s confidence interval); "
                           "the line joins the points no other point beats on both axes. Up and right is better: "
                           "more output per accelerator while each user still reads fast. Click a point to "
                           "open it in a private sandbox twin.") % CI95, className="hint")],
                 _("Goodput per chip vs tokens/s per user (or TTFT)"), "sim",
-                extra=html.Span([C.tag("model"), C.tag("paper")]), info_text=_(
+                extra=html.Span([components.tag("model"), components.tag("paper")]), info_text=_(
                     "Each point is one setting of the sweep: mean over its seeds from the engine (simulated) or "
                     "one perf-model evaluation (model), with %(ci)s intervals. y: goodput, output tokens/s per chip "
                     "of requests meeting both SLOs; x: 1000 / TPOT p50 (or TTFT p99). Stars: the paper's two decode "
@@ -145,58 +145,58 @@ def pareto_figure(points: list[dict], varied: list[str], x: str = "tokens_per_s_
                      "marker": {"size": 9, "color": PALETTE[i % len(PALETTE)]}})
     front = [points[i] for i in pareto(points, x, y, x_larger_better=x != "ttft_ms_p99")]
     data.append({"type": "scatter", "mode": "lines", "name": _("Pareto frontier"), "x": [p[x] for p in front],
-                 "y": [p[y] for p in front], "line": {"color": T.TEXT, "dash": "dot"}, "hoverinfo": "skip"})
+                 "y": [p[y] for p in front], "line": {"color": theme.TEXT, "dash": "dot"}, "hoverinfo": "skip"})
     if x == "tokens_per_s_per_user":      # the paper reports decode throughput against TPOT
         data.append({"type": "scatter", "mode": "markers", "name": _("paper (decode, per NPU)"),
                      "x": [p[0] for p in PAPER], "y": [p[1] for p in PAPER],
                      "text": [_("reference section 4: batch %(b)s, TPOT %(t)s ms") % {"b": b, "t": t}
                               for _x, _y, b, t in PAPER],
                      "hovertemplate": "%{text}<extra></extra>",
-                     "marker": {"symbol": "star", "size": 14, "color": T.YELLOW}})
-    lay = T.base_layout(xaxis={"title": {"text": _(X_AXES[x])}, "gridcolor": T.GRID},
-                        yaxis={"title": {"text": _("goodput, output tokens/s per chip")}, "gridcolor": T.GRID,
+                     "marker": {"symbol": "star", "size": 14, "color": theme.YELLOW}})
+    lay = theme.base_layout(xaxis={"title": {"text": _(X_AXES[x])}, "gridcolor": theme.GRID},
+                        yaxis={"title": {"text": _("goodput, output tokens/s per chip")}, "gridcolor": theme.GRID,
                                "rangemode": "tozero"}, hovermode="closest")
     return {"data": data, "layout": lay}
 
 
 # ---- callbacks -----------------------------------------------------------------------------------
 def _viewer(secret) -> str:
-    return G.client(secret)[0]
+    return guard.client(secret)[0]
 
 
 def _job(job_id, secret) -> dict | None:
     """This browser's sweep (another browser's id reads as absent)."""
-    return JP.pool().view(G.ident(job_id), _viewer(secret))
+    return jobs.pool().view(guard.ident(job_id), _viewer(secret))
 
 
 def start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, viewer: str, addr: str | None = None) -> str:
     """Validate the form and start a sweep; ValueError with a one-line message if anything is off."""
     deps, scs = catalog().deployments, synthetic_scenarios()
-    dep, sc, k1, k2 = G.ident(dep), G.ident(sc), G.ident(k1), G.ident(k2)
+    dep, sc, k1, k2 = guard.ident(dep), guard.ident(sc), guard.ident(k1), guard.ident(k2)
     if dep not in deps:
         raise ValueError(_("Deployment: choose one from the list"))
     if sc not in scs:
         raise ValueError(_("Scenario: allowed %(names)s") % {"names": ", ".join(scs)})
     if source not in ("engine", "model"):
         raise ValueError(_("Source: allowed engine or model"))
-    seeds, dur = G.number(seeds), G.number(dur)
-    if seeds is None or not seeds.is_integer() or not 1 <= seeds <= J.LIMITS["seeds"]:
-        raise ValueError(_("Seeds: allowed a whole number 1 to %(n)s") % {"n": J.LIMITS["seeds"]})
-    if dur is None or not 5 <= dur <= J.MAX_DURATION_S:
-        raise ValueError(_("Simulated seconds: allowed 5 to %(n)s") % {"n": f"{J.MAX_DURATION_S:g}"})
+    seeds, dur = guard.number(seeds), guard.number(dur)
+    if seeds is None or not seeds.is_integer() or not 1 <= seeds <= sweepjobs.LIMITS["seeds"]:
+        raise ValueError(_("Seeds: allowed a whole number 1 to %(n)s") % {"n": sweepjobs.LIMITS["seeds"]})
+    if dur is None or not 5 <= dur <= sweepjobs.MAX_DURATION_S:
+        raise ValueError(_("Simulated seconds: allowed 5 to %(n)s") % {"n": f"{sweepjobs.MAX_DURATION_S:g}"})
     axes = [(k1, v1)] + ([(k2, v2)] if k2 not in (None, NONE) else [])
     varies = []
     for k, v in axes:
         if k not in AXES:
             raise ValueError(_("Axis: allowed %(names)s") % {"names": ", ".join(AXES)})
-        text = G.text(v)
+        text = guard.text(v)
         if text is None:
             raise ValueError(_("values of %(key)s: allowed a list V1,V2,... or LO:HI:STEP (at most %(n)s "
-                               "characters)") % {"key": k, "n": G.MAX_TEXT})
+                               "characters)") % {"key": k, "n": guard.MAX_TEXT})
         varies.append(parse_vary(f"{k}={text}", flag="values of"))
-    tasks = plan(dep, sc, varies, int(seeds), float(dur), source, limits=J.LIMITS)
+    tasks = plan(dep, sc, varies, int(seeds), float(dur), source, limits=sweepjobs.LIMITS)
     varied = [k for k, _ in varies]
-    return JP.pool().submit("sweep", J.sweep_job, (tasks, varied), total=len(tasks), cost_s=J.cost_s(tasks),
+    return jobs.pool().submit("sweep", sweepjobs.sweep_job, (tasks, varied), total=len(tasks), cost_s=sweepjobs.cost_s(tasks),
                             client=viewer, addr=addr)
 
 
@@ -211,7 +211,7 @@ def start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, viewer: str, addr: 
 )
 def on_start(_n, dep, sc, k1, v1, k2, v2, seeds, dur, source, secret):
     try:
-        job = start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, *G.client(secret))
+        job = start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, *guard.client(secret))
     except (ValueError, CatalogError) as exc:       # JP.JobRefused is a ValueError
         return no_update, " ".join(explain(exc).split())[:300], "ctl-msg msg-error", no_update
     return job, _("Sweep queued; it runs in a process of its own, and the live twin keeps its pace."), \
@@ -224,7 +224,7 @@ def on_start(_n, dep, sc, k1, v1, k2, v2, seeds, dur, source, secret):
     prevent_initial_call=True,
 )
 def on_cancel(_n, job_id, secret):
-    if JP.pool().cancel(G.ident(job_id), _viewer(secret)):
+    if jobs.pool().cancel(guard.ident(job_id), _viewer(secret)):
         return _("Sweep cancelled."), "ctl-msg msg-ok"
     return _("Cancel: no sweep of yours is queued or running."), "ctl-msg msg-error"
 
@@ -299,10 +299,10 @@ def sandbox_params(job: dict | None, click) -> dict:
 def on_click(click, job_id, secret):
     if click is None:                 # the chart drawn (page load, a new figure): nothing was clicked
         return no_update, no_update, no_update
-    who, addr = G.client(secret)
+    who, addr = guard.client(secret)
     try:
-        params = sandbox_params(JP.pool().view(G.ident(job_id), who), click)
-        tw = S.sessions().open_sandbox(params, client=who, addr=addr)
+        params = sandbox_params(jobs.pool().view(guard.ident(job_id), who), click)
+        tw = session.sessions().open_sandbox(params, client=who, addr=addr)
     except (ValueError, CatalogError) as exc:       # S.ControlError is a ValueError
         return no_update, " ".join(explain(exc).split())[:300], "ctl-msg msg-error"
     return tw.key, _("Private sandbox %(key)s runs %(scenario)s on %(deployment)s at %(rate)s req/s; the pages "

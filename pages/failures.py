@@ -9,32 +9,32 @@ from __future__ import annotations
 import dash
 from dash import ALL, Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
-from twin import session as S
+from twin.live import session
 from twin.engine.faults import EXAMPLES, KINDS, RANDOM_MAX
 from twin.engine.faults.spec import MAX_RECORDS
-from twin.ui import answer as A
-from twin.ui import components as C
-from twin.ui import failpanels as FP
-from twin.ui import faultconsole as FC
-from twin.ui import faultreport as FR
-from twin.ui import faulttable as FT
-from twin.ui import eventtext as ET
-from twin.ui import faultview as FV
-from twin.ui import figures as F
-from twin.ui import guard as G
-from twin.ui import topolive as TL
-from twin.ui import topostyle as TS
-from twin.ui import topoview as TV
-from twin.ui.live import Tick, beat_id, page_stores, page_tick, twin_for
-from twin.ui import lang as Lg
+from twin.ui import answer
+from twin.ui import components
+from twin.ui import failpanels
+from twin.ui import faultconsole
+from twin.ui import faultreport
+from twin.ui import faulttable
+from twin.ui import eventtext
+from twin.ui import faultview
+from twin.ui import figures
+from twin.ui import guard
+from twin.ui import topolive
+from twin.ui import topostyle
+from twin.ui import topoview
+from twin.ui.polling import Tick, beat_id, page_stores, page_tick, twin_for
+from twin.ui import lang
 from twin.ui.errors import explain
 from twin.ui.lang import N_, _
 
-dash.register_page(__name__, path="/failures", name=N_("Failures"), title=Lg.title("Failures"), order=6)
+dash.register_page(__name__, path="/failures", name=N_("Failures"), title=lang.title("Failures"), order=6)
 
-P = FC.P
-CHARTS = FC.CHARTS
-DEFAULT_KIND = FC.DEFAULT_KIND
+P = faultconsole.P
+CHARTS = faultconsole.CHARTS
+DEFAULT_KIND = faultconsole.DEFAULT_KIND
 FL_MSG = (Output(f"{P}-msg", "children", allow_duplicate=True),      # the console's message line
           Output(f"{P}-msg", "className", allow_duplicate=True))
 TICKET = f"{P}-ticket"
@@ -45,40 +45,40 @@ ACTOR = (State("ctl-twin", "data"), State("ctl-token", "data"), State("ctl-viewe
 def layout(target: str | None = None, kind: str | None = None, report: str | None = None, **_kwargs):
     """System-free: the first tick fills in what depends on the viewer's system, and checks a part
     given in the URL against it; ?report=<id> opens that fault's report."""
-    url = {"target": G.ident(target), "kind": kind if kind in KINDS else None}    # as given: the tick checks it
-    kind, target = FC.initial(None, url["target"], url["kind"])
+    url = {"target": guard.ident(target), "kind": kind if kind in KINDS else None}    # as given: the tick checks it
+    kind, target = faultconsole.initial(None, url["target"], url["kind"])
     return html.Div([
         *page_stores(P),
         dcc.Store(id=f"{P}-url", data=url),
         dcc.Store(id=TICKET),                 # a sent action the engine has not answered yet (twin.ui.answer)
-        dcc.Store(id=f"{P}-view", data=TV.AGG),
+        dcc.Store(id=f"{P}-view", data=topoview.AGG),
         dcc.Store(id=f"{P}-live"),
         dcc.Store(id=f"{P}-strips"),
-        dcc.Store(id=f"{P}-report-id", data=FR.fault_id(report)),
-        C.page_header(_("Failures"), _("Break any part of the system while it serves and watch what follows: "
+        dcc.Store(id=f"{P}-report-id", data=faultreport.fault_id(report)),
+        components.page_header(_("Failures"), _("Break any part of the system while it serves and watch what follows: "
                                        "detection, rerouting or recovery, requests requeued (never lost), and what "
                                        "it costs in latency and goodput. Compare policies, replay the demos."),
                       html.Div(id=f"{P}-demo-line", className="scenario-line")),
         html.Div(id=f"{P}-banner", className="banner", role="alert"),
         html.Div([     # the console beside the charts: at 1440x900 both are in view without scrolling
-            html.Div([FC.console(kind, target), FC.demos()], className="fl-stack"),
-            html.Div([html.Div(C.graph(f"{P}-{name}-chart", F.empty_figure(spec.title), FC.CHART_H), className="chart")
+            html.Div([faultconsole.console(kind, target), faultconsole.demos()], className="fl-stack"),
+            html.Div([html.Div(components.graph(f"{P}-{name}-chart", figures.empty_figure(spec.title), faultconsole.CHART_H), className="chart")
                       for name, spec in CHARTS.items()], className="chart-grid grid-2"),
         ], className="two-even fl-block"),
-        C.panel([html.Div(id=f"{P}-table"), html.Div([
+        components.panel([html.Div(id=f"{P}-table"), html.Div([
                     html.Button(_("Download CSV"), id=f"{P}-csv", className="btn btn-small"),
                     html.Button(_("Download JSON"), id=f"{P}-json", className="btn btn-small"),
                     html.Span(_("every report the run keeps (up to %(n)s closed faults), not only the rows shown; "
                                 "click a fault's # for its report") % {"n": MAX_RECORDS}, className="hint small")],
                     className="fl-export"),
                  dcc.Download(id=f"{P}-csv-dl")], _("Faults: detection, recovery and cost"), "sim",
-                extra=FC.legend(), className="fl-block"),
+                extra=faultconsole.legend(), className="fl-block"),
         html.Div(id=f"{P}-report"),
-        html.Div(FC.picker(), className="fl-block"),
+        html.Div(faultconsole.picker(), className="fl-block"),
         html.Div([
-            FC.policy(),
-            FC.random_failures(),
-            C.panel(html.Div(id=f"{P}-events", className="events"), _("Fault timeline"), "sim"),
+            faultconsole.policy(),
+            faultconsole.random_failures(),
+            components.panel(html.Div(id=f"{P}-events", className="events"), _("Fault timeline"), "sim"),
         ], className="fl-three fl-block"),
     ])
 
@@ -125,9 +125,9 @@ def tick(t: Tick, view_name, url=None, report_id=None) -> dict:
     """One poll: nothing when the snapshot is unchanged; else one compact update for the charts
     (new points, and the fault marks when they moved), and each panel only when its content changed.
     The very first tick sends numbers; the second draws the picker (drawing takes the browser a second)."""
-    cursor = FP.cursor(t.prior)
+    cursor = failpanels.cursor(t.prior)
     tw, snap, info = t.twin, t.snap, t.system
-    view_name = G.ident(view_name) or TV.AGG
+    view_name = guard.ident(view_name) or topoview.AGG
     rebuild = cursor.get("system") != info.name
     full = t.mode == "full"
     sigs = {} if full or rebuild else dict(cursor.get("s") or {})
@@ -138,39 +138,39 @@ def tick(t: Tick, view_name, url=None, report_id=None) -> dict:
         sigs[name] = sig
         return True
 
-    out = FP.twin_settings(tw, info, changed)
+    out = failpanels.twin_settings(tw, info, changed)
     first = not cursor                          # the very first tick: numbers first, drawing next
     if first:
-        out.update(FP.url_pick(info, url))
+        out.update(failpanels.url_pick(info, url))
     if not t.changed and not rebuild and cursor.get("drawn"):
         return {**out, "cursor": dict(cursor, **t.cursor, s=sigs)}
 
-    panels = tw.memo(f"fl-panels:{info.name}:{Lg.request_lang()}", FP.panels)     # text in the viewer's language
-    out.update(FP.charts(t, panels, changed) if t.changed else {})
+    panels = tw.memo(f"fl-panels:{info.name}:{lang.request_lang()}", failpanels.panels)     # text in the viewer's language
+    out.update(failpanels.charts(t, panels, changed) if t.changed else {})
     for name in ("table", "events", "failed", "banner"):
         sig, content = panels[name]
         if t.changed and changed(name, sig):
             out[name] = content
     if "banner" in out:
         out["banner"], out["banner_cls"] = out["banner"]
-    fid = FR.fault_id(report_id)
+    fid = faultreport.fault_id(report_id)
     if t.changed and fid:                       # the open report, while its numbers still move
-        r = FR.find(snap, fid)
-        if changed("report", FV.crc([fid, r])):
-            out["report"] = FR.panel(r, float(snap.sim_time)) if r else FR.missing(fid)
+        r = faultreport.find(snap, fid)
+        if changed("report", faultview.crc([fid, r])):
+            out["report"] = faultreport.panel(r, float(snap.sim_time)) if r else faultreport.missing(fid)
     try:
-        v = TV.view(info.topology, view_name)
+        v = topoview.view(info.topology, view_name)
     except ValueError:
-        v = TV.view(info.topology, TV.AGG)
-    out["live"] = tw.memo(f"fl-topo:{v.name}", lambda s: TL.live(v, s))
+        v = topoview.view(info.topology, topoview.AGG)
+    out["live"] = tw.memo(f"fl-topo:{v.name}", lambda s: topolive.live(v, s))
     if not first and (rebuild or not cursor.get("drawn") or v.name != view_name):
-        out.update(view=v.name, options=TV.view_options(info.topology), select=v.name,
-                   picker_help=FC.picker_help(info))
+        out.update(view=v.name, options=topoview.view_options(info.topology), select=v.name,
+                   picker_help=faultconsole.picker_help(info))
         if cursor.get("drawn") and not rebuild:      # another view of the same system
             out.update(elements=v.elements,
                        layout={"name": "preset", "fit": True, "padding": 14, "view": f"{info.name}:{v.name}"})
         else:                                         # first drawing, or another system (see TS.canvas)
-            out["canvas"] = FC.canvas(info, v)
+            out["canvas"] = faultconsole.canvas(info, v)
     out["cursor"] = dict(t.cursor, view=v.name, system=info.name, s=sigs, drawn=not first)
     return out
 
@@ -184,7 +184,7 @@ clientside_callback(
 )
 
 
-TS.merge_live(P)
+topostyle.merge_live(P)
 
 
 @dash.callback(
@@ -201,14 +201,14 @@ def on_view(selected, current, choice):
     """Show the whole system, one node or one UB sub-plane in the picker."""
     snap = twin_for(choice)[0].snapshot
     t = snap.system.topology
-    selected, current = G.ident(selected), G.ident(current)
+    selected, current = guard.ident(selected), guard.ident(current)
     try:
-        v = TV.view(t, selected or TV.AGG)
+        v = topoview.view(t, selected or topoview.AGG)
     except ValueError:
-        v = TV.view(t, TV.AGG)
+        v = topoview.view(t, topoview.AGG)
     if v.name == current:
         return no_update, no_update, no_update, no_update
-    return v.name, v.elements, {"name": "preset", "fit": True, "padding": 14, "view": v.name}, TL.live(v, snap)
+    return v.name, v.elements, {"name": "preset", "fit": True, "padding": 14, "view": v.name}, topolive.live(v, snap)
 
 
 # ---- picking a part ---------------------------------------------------------------------------
@@ -231,26 +231,26 @@ def on_pick(kind, node, edge, target, choice) -> dict:
     t = twin_for(choice)[0].snapshot.system.topology
     prop = ctx.triggered[0]["prop_id"] if ctx.triggered else ""
     kind = kind if isinstance(kind, str) and kind in KINDS else DEFAULT_KIND
-    target = G.ident(target) or ""
+    target = guard.ident(target) or ""
     out = dict.fromkeys(PICK, no_update)
     if prop.endswith("tapNodeData") or prop.endswith("tapEdgeData"):
         data = node if prop.endswith("tapNodeData") else edge
         if not isinstance(data, dict) or data.get("id") is None:   # a new drawing, not a click
             return out
-        cid = G.ident(data.get("id")) or ""
-        picked = FV.pick(t, cid, kind) if cid else None
+        cid = guard.ident(data.get("id")) or ""
+        picked = faultview.pick(t, cid, kind) if cid else None
         if picked is None:
             links = data.get("links") if type(data.get("links")) is int else "several"
-            what = (f"a bundle of {links} links: open a sub-plane to pick one optical link" if TV.is_bundle(cid)
+            what = (f"a bundle of {links} links: open a sub-plane to pick one optical link" if topoview.is_bundle(cid)
                     else f"{cid!r} cannot be broken from here: pick a node, die, CPU, switch, NIC or optical link")
             out["hint"] = f"Not a fault target — {what}."
             return out
         kind, target = picked
     else:
-        target = FV.related(t, kind, target)
-    fs, ps = FC.extra_styles(kind)
+        target = faultview.related(t, kind, target)
+    fs, ps = faultconsole.extra_styles(kind)
     return {"kind": kind, "target": target, "placeholder": EXAMPLES.get(kind, ""),
-            "hint": FV.target_hint(t, kind, target), "factor_style": fs, "period_style": ps}
+            "hint": faultview.target_hint(t, kind, target), "factor_style": fs, "period_style": ps}
 
 
 @dash.callback(
@@ -263,12 +263,12 @@ def on_suggest(kind, text, choice):
     """The searchable list of valid ids for the fault kind (filtered by what is typed)."""
     t = twin_for(choice)[0].snapshot.system.topology
     kind = kind if isinstance(kind, str) and kind in KINDS else DEFAULT_KIND
-    return [html.Option(value=i) for i in FV.suggest(t, kind, G.ident(text) or "")]
+    return [html.Option(value=i) for i in faultview.suggest(t, kind, guard.ident(text) or "")]
 
 
 # ---- actions ------------------------------------------------------------------------------------
 
-A.follow(f"{P}-msg", TICKET, Input(beat_id(P), "data"))      # the engine's answer to what was sent
+answer.follow(f"{P}-msg", TICKET, Input(beat_id(P), "data"))      # the engine's answer to what was sent
 
 
 def _clicked() -> bool:
@@ -279,7 +279,7 @@ def _clicked() -> bool:
 
 def _capital(msg) -> str:
     """A control's confirmation in the viewer's language, as a sentence."""
-    text = ET.said(msg)
+    text = eventtext.said(msg)
     return text[:1].upper() + text[1:]
 
 
@@ -289,15 +289,15 @@ def _err(exc) -> tuple:
 
 def _opt_num(text, name: str):
     """A number from an optional text field (None if empty); ControlError names the field if bad."""
-    s = G.text(text)
+    s = guard.text(text)
     if s is None and text is not None:
-        raise S.ControlError(f"{name}: allowed a number")
+        raise session.ControlError(f"{name}: allowed a number")
     s = (s or "").strip()
     if not s:
         return None
-    v = G.number(s)
+    v = guard.number(s)
     if v is None:
-        raise S.ControlError(f"{name} = {s[:40]!r}: not a finite number")
+        raise session.ControlError(f"{name} = {s[:40]!r}: not a finite number")
     return v
 
 
@@ -321,26 +321,26 @@ def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, 
     if trig not in (f"{P}-inject", f"{P}-schedule") or not _clicked():
         return no_update, no_update
     tw = twin_for(choice)[0]
-    actor = G.actor(viewer, token, secret)
+    actor = guard.actor(viewer, token, secret)
     try:
-        spec = {"kind": kind, "target": (G.text(target) or "").strip()}
+        spec = {"kind": kind, "target": (guard.text(target) or "").strip()}
         d = _opt_num(dur, "duration_s")
         if d is not None:
             spec["duration_s"] = d
-        extra = FV.EXTRA_FIELDS.get(kind) if isinstance(kind, str) else None
+        extra = faultview.EXTRA_FIELDS.get(kind) if isinstance(kind, str) else None
         if extra == "factor":
             spec["factor"] = _opt_num(factor, "factor")
         elif extra == "period_s":
             spec["period_s"] = _opt_num(period, "period_s")
         if trig == f"{P}-schedule":
             try:
-                spec["at_s"] = FV.parse_at(G.text(at), float(getattr(tw.snapshot, "sim_time", 0.0)))
+                spec["at_s"] = faultview.parse_at(guard.text(at), float(getattr(tw.snapshot, "sim_time", 0.0)))
             except ValueError as exc:
-                raise S.ControlError(str(exc)) from None
-    except S.ControlError as exc:
+                raise session.ControlError(str(exc)) from None
+    except session.ControlError as exc:
         return _err(exc)
     ticket = tw.send("fault", spec, **actor)
-    return A.sent(tw, ticket, lambda: FV.fault_message(ticket.command.spec), TICKET)
+    return answer.sent(tw, ticket, lambda: faultview.fault_message(ticket.command.spec), TICKET)
 
 
 @dash.callback(
@@ -358,15 +358,15 @@ def on_policy(_apply, detect, redundant, weights, choice, token, viewer, secret)
         return no_update, no_update
     tw = twin_for(choice)[0]
     try:
-        if G.number(detect) is None:
-            raise S.ControlError("detect after: allowed a number of seconds 0 to 86,400")
+        if guard.number(detect) is None:
+            raise session.ControlError("detect after: allowed a number of seconds 0 to 86,400")
         if redundant not in ("on", "off") or weights not in ("ems", "obs"):
-            raise S.ControlError("policy: redundant experts on or off; weights from ems or obs")
-        pol = {"detect_s": G.number(detect), "redundant_experts": redundant != "off", "weights_from": weights}
-    except S.ControlError as exc:
+            raise session.ControlError("policy: redundant experts on or off; weights from ems or obs")
+        pol = {"detect_s": guard.number(detect), "redundant_experts": redundant != "off", "weights_from": weights}
+    except session.ControlError as exc:
         return _err(exc)
-    ticket = tw.send("policy", pol, **G.actor(viewer, token, secret))
-    return A.sent(tw, ticket, lambda: _("%(what)s (applies to faults from now on)") % {"what": _capital(ticket.said)},
+    ticket = tw.send("policy", pol, **guard.actor(viewer, token, secret))
+    return answer.sent(tw, ticket, lambda: _("%(what)s (applies to faults from now on)") % {"what": _capital(ticket.said)},
                   TICKET)
 
 
@@ -386,14 +386,14 @@ def on_random(value, rate, choice, token, viewer, secret):
     if on == (tw.random is not None):      # the switch follows the twin: nothing to do
         return no_update, no_update, no_update
     try:
-        h = G.number(rate)
+        h = guard.number(rate)
         if on and not (h is not None and 0 < h <= RANDOM_MAX):
-            raise S.ControlError(f"random failures: rate = {str(rate)[:40]}: allowed 0 < x <= {RANDOM_MAX:g} "
+            raise session.ControlError(f"random failures: rate = {str(rate)[:40]}: allowed 0 < x <= {RANDOM_MAX:g} "
                                  f"failure-clock hours per sim second (switch off to stop)")
-    except S.ControlError as exc:
+    except session.ControlError as exc:
         return (*_err(exc), [] if on else ["on"])
-    ticket = tw.send("random", {"hours_per_sim_s": h if on else 0}, **G.actor(viewer, token, secret))
-    line = A.sent(tw, ticket, lambda: _capital(ticket.said), TICKET)
+    ticket = tw.send("random", {"hours_per_sim_s": h if on else 0}, **guard.actor(viewer, token, secret))
+    line = answer.sent(tw, ticket, lambda: _capital(ticket.said), TICKET)
     return (*line, ([] if on else ["on"]) if ticket.refused else no_update)
 
 
@@ -411,13 +411,13 @@ def on_demo(clicks, choice, token, viewer, secret):
         return no_update, no_update
     tw = twin_for(choice)[0]
     try:
-        if trig.get("index") not in {d["name"] for d in FV.demos()}:
-            raise S.ControlError("demo: allowed one of the demo buttons")
-    except S.ControlError as exc:
+        if trig.get("index") not in {d["name"] for d in faultview.demos()}:
+            raise session.ControlError("demo: allowed one of the demo buttons")
+    except session.ControlError as exc:
         return _err(exc)
-    ticket = tw.send("reset", {"faults": trig["index"]}, **G.actor(viewer, token, secret))
-    title = next((d["title"] for d in FV.demos() if d["name"] == trig["index"]), trig["index"])
-    return A.sent(tw, ticket, lambda: FV.demo_message(title, ET.said(ticket.said)), TICKET)
+    ticket = tw.send("reset", {"faults": trig["index"]}, **guard.actor(viewer, token, secret))
+    title = next((d["title"] for d in faultview.demos() if d["name"] == trig["index"]), trig["index"])
+    return answer.sent(tw, ticket, lambda: faultview.demo_message(title, eventtext.said(ticket.said)), TICKET)
 
 
 # Locked shared twin: the page's action buttons are disabled and say why (drawn in the browser
@@ -447,16 +447,16 @@ def download_csv(_csv, _json, choice):
     if not _clicked():
         return no_update
     snap = twin_for(choice)[0].snapshot
-    rows = FR.export_rows(snap)
+    rows = faultreport.export_rows(snap)
     if ctx.triggered_id == f"{P}-json":
-        return dcc.send_string(FT.json_text(rows), FR.file_name(snap, "json"))
-    return dcc.send_string(FT.csv_text(rows), FR.file_name(snap, "csv"))
+        return dcc.send_string(faulttable.json_text(rows), faultreport.file_name(snap, "json"))
+    return dcc.send_string(faulttable.csv_text(rows), faultreport.file_name(snap, "csv"))
 
 
 @dash.callback(
     Output(f"{P}-report-id", "data"),
     Output(f"{P}-report", "children"),
-    Input({"type": FT.LINK, "index": ALL, "at": ALL}, "n_clicks"),
+    Input({"type": faulttable.LINK, "index": ALL, "at": ALL}, "n_clicks"),
     *[Input(f"{P}-{name}-chart", "clickAnnotationData") for name in CHARTS],
     State("ctl-twin", "data"),
     prevent_initial_call=True,
@@ -468,14 +468,14 @@ def on_report(_links, *args):
     if isinstance(trig, dict):                     # a link (or the report's close button)
         if not _clicked():
             return no_update, no_update
-        fid = FR.fault_id(trig.get("index"))
+        fid = faultreport.fault_id(trig.get("index"))
     else:                                          # a label on a chart
-        fid = FR.fault_id(ctx.triggered[0]["value"] if ctx.triggered else None)
+        fid = faultreport.fault_id(ctx.triggered[0]["value"] if ctx.triggered else None)
     if not fid:
         return None, None
     snap = twin_for(choice)[0].snapshot
-    r = FR.find(snap, fid)
-    return fid, FR.panel(r, float(snap.sim_time)) if r else FR.missing(fid)
+    r = faultreport.find(snap, fid)
+    return fid, faultreport.panel(r, float(snap.sim_time)) if r else faultreport.missing(fid)
 
 
 # an opened report scrolls into view (it may be opened from the charts above it or the timeline below)

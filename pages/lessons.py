@@ -13,21 +13,21 @@ from __future__ import annotations
 import dash
 from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
-from twin import i18n as I
-from twin import lessons as L
-from twin import session as S
+from twin import i18n
+from twin import lessons
+from twin.live import session
 from twin.ui import answer
-from twin.ui import classbar as CB
-from twin.ui import components as C
+from twin.ui import classbar
+from twin.ui import components
 from twin.ui import eventtext
-from twin.ui import guard as G
-from twin.ui import teach as T
+from twin.ui import guard
+from twin.ui import teach
 from twin.ui.errors import explain
-from twin.ui.live import TICKET, twin_for
-from twin.ui import lang as Lg
+from twin.ui.polling import TICKET, twin_for
+from twin.ui import lang as ui_lang
 from twin.ui.lang import N_
 
-dash.register_page(__name__, path="/lessons", name=N_("Lessons"), title=Lg.title("Lessons"), order=10)
+dash.register_page(__name__, path="/lessons", name=N_("Lessons"), title=ui_lang.title("Lessons"), order=10)
 
 P = "lesson"
 STEP_MINUTES = 5          # planned minutes of a lesson step that no class plan times (assumption)
@@ -43,7 +43,7 @@ def page_names(_) -> dict[str, str]:
             "/cloud": _("Cloud")}
 
 
-def target_page(action: L.Action) -> str:
+def target_page(action: lessons.Action) -> str:
     """The page the action opens: its own if registered, else its fallback (e.g. before /explorer exists)."""
     registered = {p["path"] for p in dash.page_registry.values()}
     if action.page in registered or not action.fallback:
@@ -51,7 +51,7 @@ def target_page(action: L.Action) -> str:
     return action.fallback
 
 
-def describe(action: L.Action, _) -> str:
+def describe(action: lessons.Action, _) -> str:
     """What the action button will do, in the viewer's language (ids stay as they are)."""
     v = action.value if isinstance(action.value, dict) else {}
     path = target_page(action)
@@ -67,24 +67,24 @@ def describe(action: L.Action, _) -> str:
         "control": action.control, "value": action.value, "page": page}
 
 
-def answer_text(step: L.Step, lang: str) -> str:
+def answer_text(step: lessons.Step, lang: str) -> str:
     """The measured answer with its figures formatted for the locale."""
-    vals = {f.name: (I.percent(f.value, lang, 1) if f.percent else I.number(f.value, lang, f.digits))
+    vals = {f.name: (i18n.percent(f.value, lang, 1) if f.percent else i18n.number(f.value, lang, f.digits))
             for f in step.figures.values()}
-    return I.gettext(lang)(step.answer) % vals
+    return i18n.gettext(lang)(step.answer) % vals
 
 
 def _index(lang: str, msg: str | None) -> list:
-    _ = I.gettext(lang)
+    _ = i18n.gettext(lang)
     cards = [html.Div([
-        html.Div([html.Span(str(i), className="lesson-num"), dcc.Link(_(les.title), href=T.lesson_href(les.id, 1),
+        html.Div([html.Span(str(i), className="lesson-num"), dcc.Link(_(les.title), href=teach.lesson_href(les.id, 1),
                                                                         className="lesson-title")],
                  className="lesson-card-head"),
         html.P(_(les.summary)),
         html.Div([html.Span(_("%(n)s steps") % {"n": len(les.steps)}, className="muted"),
                   html.Span(id={"type": "lesson-progress", "index": les.id}, className="lesson-progress")],
                  className="lesson-card-foot"),
-    ], className="lesson-card") for i, les in enumerate(L.lessons(), 1)]
+    ], className="lesson-card") for i, les in enumerate(lessons.lessons(), 1)]
     plans = [html.Div([
         html.Div([html.Span("▶", className="lesson-num"), dcc.Link(_(pl.title), href=f"/lessons?plan={pl.id}",
                                                                    className="lesson-title", id=f"plan-{pl.id}")],
@@ -92,9 +92,9 @@ def _index(lang: str, msg: str | None) -> list:
         html.P(_(pl.summary)),
         html.Div(html.Span(_("%(min)s minutes, %(n)s steps") % {"min": f"{pl.minutes:g}", "n": len(pl.items)},
                            className="muted"), className="lesson-card-foot"),
-    ], className="lesson-card plan-card") for pl in L.plans()]
+    ], className="lesson-card plan-card") for pl in lessons.plans()]
     return [
-        C.page_header(_("Lessons"), _("Guided steps over the live twin. Ask the class to predict, press the "
+        components.page_header(_("Lessons"), _("Guided steps over the live twin. Ask the class to predict, press the "
                                       "action, watch the page it opens, then reveal the measured answer.")),
         html.Div(msg, className="msg-error lesson-msg") if msg else None,
         html.H3(_("Class plans"), className="lesson-section"),
@@ -109,17 +109,17 @@ def block(cls: str, head: str, body) -> html.Div:
     return html.Div([html.H4(head), body], className=f"lesson-block {cls}")
 
 
-def _step_view(les: L.Lesson, n: int, lang: str) -> list:
-    _ = I.gettext(lang)
+def _step_view(les: lessons.Lesson, n: int, lang: str) -> list:
+    _ = i18n.gettext(lang)
     s = les.steps[n - 1]
     nav = html.Div([
-        dcc.Link(_("← Previous step"), href=T.lesson_href(les.id, n - 1), className="btn btn-small") if n > 1 else None,
+        dcc.Link(_("← Previous step"), href=teach.lesson_href(les.id, n - 1), className="btn btn-small") if n > 1 else None,
         html.Span(_("Step %(n)s of %(total)s") % {"n": n, "total": len(les.steps)}, className="lesson-stepno"),
-        dcc.Link(_("Next step →"), href=T.lesson_href(les.id, n + 1), className="btn btn-small")
+        dcc.Link(_("Next step →"), href=teach.lesson_href(les.id, n + 1), className="btn btn-small")
         if n < len(les.steps) else dcc.Link(_("All lessons"), href="/lessons", className="btn btn-small"),
     ], className="lesson-nav")
     return [
-        C.page_header(_(les.title), _(les.summary), html.Div([nav, lead_button(_)])),
+        components.page_header(_(les.title), _(les.summary), html.Div([nav, lead_button(_)])),
         block("lesson-goal", _("Goal"), html.P(_(s.goal))),
         block("lesson-predict", _("Predict first"), html.P(_(s.predict))),
         block("lesson-action", _("Do it"), html.Div([
@@ -149,7 +149,7 @@ def _step_view(les: L.Lesson, n: int, lang: str) -> list:
 
 def planned_minutes(lesson_id: str, n: int) -> float:
     """A step's planned minutes: as the first class plan that uses it times it, else STEP_MINUTES."""
-    return next((it.minutes for pl in L.plans() for it in pl.items if (it.lesson, it.step) == (lesson_id, n)),
+    return next((it.minutes for pl in lessons.plans() for it in pl.items if (it.lesson, it.step) == (lesson_id, n)),
                 STEP_MINUTES)
 
 
@@ -170,7 +170,7 @@ def timeline(rows, current, _) -> html.Div:
         sc = les.steps[n - 1].screen
         body.append(html.Tr([
             html.Td(f"{minutes:g}"),
-            html.Td([dcc.Link(_(les.title), href=T.lesson_href(les.id, n)), html.Br(),
+            html.Td([dcc.Link(_(les.title), href=teach.lesson_href(les.id, n)), html.Br(),
                      html.Span(_("Step %(n)s of %(total)s") % {"n": n, "total": len(les.steps)}, className="muted")]),
             html.Td(_("%(sim)s simulated s at %(speed)s× (about %(wall)s s)") % {
                 "sim": f"{sc.warmup_s:g}", "speed": f"{sc.speed:g}", "wall": f"{sc.warmup_s / sc.speed:.0f}"}),
@@ -193,38 +193,38 @@ def timeline(rows, current, _) -> html.Div:
     ], open=True, className="lesson-block lesson-timeline", id=f"{P}-timeline")
 
 
-def _plan_view(pl: L.Plan, lang: str) -> list:
-    _ = I.gettext(lang)
-    rows = [(L.get(it.lesson), it.step, it.minutes, it.say) for it in pl.items]
+def _plan_view(pl: lessons.Plan, lang: str) -> list:
+    _ = i18n.gettext(lang)
+    rows = [(lessons.get(it.lesson), it.step, it.minutes, it.say) for it in pl.items]
     first = rows[0]
     return [
-        C.page_header(_(pl.title), _(pl.summary), html.Div([
-            dcc.Link(_("Start: step 1"), href=T.lesson_href(first[0].id, first[1]), className="btn btn-small"),
+        components.page_header(_(pl.title), _(pl.summary), html.Div([
+            dcc.Link(_("Start: step 1"), href=teach.lesson_href(first[0].id, first[1]), className="btn btn-small"),
             lead_button(_)])),
         timeline(rows, None, _),
     ]
 
 
 def layout(lesson=None, step=None, lang=None, plan=None, **_kwargs):
-    lang, msg = T.page_lang(lang)
-    _ = I.gettext(lang)
+    lang, msg = teach.page_lang(lang)
+    _ = i18n.gettext(lang)
     if plan is not None:
         try:
-            return html.Div(_plan_view(L.plan(plan), lang), className="lessons-page", lang=lang)
-        except L.LessonError:
+            return html.Div(_plan_view(lessons.plan(plan), lang), className="lessons-page", lang=lang)
+        except lessons.LessonError:
             msg = " ".join(filter(None, (msg, _("There is no class plan %(id)s; pick one below.") % {
                 "id": repr(str(plan)[:40])})))
     if lesson is None:
         return html.Div(_index(lang, msg), className="lessons-page", lang=lang)
     try:
-        les = L.get(lesson)
-    except L.LessonError:
+        les = lessons.get(lesson)
+    except lessons.LessonError:
         error = _("There is no lesson %(id)s; pick one below.") % {"id": repr(str(lesson)[:40])}
         return html.Div(_index(lang, " ".join(filter(None, (msg, error)))),
                         className="lessons-page", lang=lang)
     try:
-        n = L.step_index(les, step if step is not None else "1")
-    except L.LessonError:
+        n = lessons.step_index(les, step if step is not None else "1")
+    except lessons.LessonError:
         error = _("Lesson “%(title)s” has steps 1 to %(n)s; there is no step %(step)s.") % {
             "title": _(les.title), "n": len(les.steps), "step": repr(str(step)[:12])}
         return html.Div(_index(lang, " ".join(filter(None, (msg, error)))),
@@ -237,7 +237,7 @@ def _progress(value) -> dict[str, list[int]]:
     """This browser's progress store, keeping only real lessons and step numbers."""
     out = {}
     if isinstance(value, dict):
-        for les in L.lessons():
+        for les in lessons.lessons():
             done = value.get(les.id)
             if isinstance(done, list):
                 out[les.id] = sorted({d for d in done if type(d) is int and 1 <= d <= len(les.steps)})
@@ -251,14 +251,14 @@ def _progress(value) -> dict[str, list[int]]:
 )
 def show_progress(progress, ids):
     """'k of n done' on each lesson card, from this browser's local store."""
-    _ = I.gettext(T.request_lang())
+    _ = i18n.gettext(teach.request_lang())
     prog = _progress(progress)
     out = []
     for i in ids if isinstance(ids, list) else []:
         lid = i.get("index") if isinstance(i, dict) else None
         try:
-            total = len(L.get(lid).steps)
-        except L.LessonError:
+            total = len(lessons.get(lid).steps)
+        except lessons.LessonError:
             out.append("")
             continue
         done = len(prog.get(lid, []))
@@ -266,13 +266,13 @@ def show_progress(progress, ids):
     return out
 
 
-def _step_of(button_id) -> tuple[L.Lesson, int] | None:
+def _step_of(button_id) -> tuple[lessons.Lesson, int] | None:
     """The lesson step an action button names in its id ({"type": "lesson-act", "index": "ID/N"})."""
     index = button_id.get("index") if isinstance(button_id, dict) else None
     if not isinstance(index, str) or index.count("/") != 1:
         return None
     lesson, step = index.split("/")
-    return T.step_store({"lesson": lesson, "step": step})
+    return teach.step_store({"lesson": lesson, "step": step})
 
 
 @dash.callback(
@@ -294,7 +294,7 @@ def _step_of(button_id) -> tuple[L.Lesson, int] | None:
 def act(clicks, progress, choice, token, viewer, secret):
     """Do the step's action on the twin this viewer watches (the control bar's path, so the lock,
     sandbox ownership and validation apply), narrate the step and open its page."""
-    _ = I.gettext(T.request_lang())
+    _ = i18n.gettext(teach.request_lang())
     n_msgs = len(clicks) if isinstance(clicks, list) else 0
     found = _step_of(ctx.triggered_id)
     if not any(isinstance(c, int) and c > 0 for c in (clicks if isinstance(clicks, list) else [])):
@@ -305,7 +305,7 @@ def act(clicks, progress, choice, token, viewer, secret):
     les, n = found
     try:
         tw, ticket = run_step(les, n, choice, token, viewer, secret)
-    except S.ControlError as exc:
+    except session.ControlError as exc:
         # refused (a locked shared twin, another browser's sandbox, a rate limit): the reason in the
         # viewer's language, and the page still opens with the step narrated, so a student can watch
         text = _("Not applied: %(why)s — the page opens so you can watch; this step's action needs the "
@@ -320,18 +320,18 @@ def act(clicks, progress, choice, token, viewer, secret):
             target_page(les.steps[n - 1].action))
 
 
-def run_step(les: L.Lesson, n: int, choice, token, viewer, secret, hold: bool = False):
+def run_step(les: lessons.Lesson, n: int, choice, token, viewer, secret, hold: bool = False):
     """A step's speed and action on the twin this viewer watches (the control bar's path: lock, sandbox
     ownership and validation apply) and, for the timeline, a hold after its warm-up; (the twin, the
     action's ticket). ControlError if refused at once."""
     step = les.steps[n - 1]
     tw, _note = twin_for(choice)
-    actor = G.actor(viewer, token, secret)
+    actor = guard.actor(viewer, token, secret)
     kw = {**actor, "who": f"{actor['who']} · lesson {les.id}"}
     tw.control("speed", step.screen.speed, **kw)    # the pace the step's figures assume;
     ticket = tw.send(step.action.control, step.action.value, **kw)     # the action next, then the hold
     if ticket.refused:
-        raise S.ControlError(ticket.reason)
+        raise session.ControlError(ticket.reason)
     if hold:
         tw.control("hold", step.screen.warmup_s, **kw)
     return tw, ticket
@@ -349,7 +349,7 @@ def run_step(les: L.Lesson, n: int, choice, token, viewer, secret, hold: bool = 
 def go(clicks, choice, token, viewer, secret):
     """The timeline: ready the twin for a step (its speed, its action, a pause once its figures are
     there) and open the step, so the class predicts while the twin warms up."""
-    _ = I.gettext(T.request_lang())
+    _ = i18n.gettext(teach.request_lang())
     shown = len(ctx.outputs_list[0]) if ctx.outputs_list else 0       # the timeline's message line, if shown
     say = lambda text, cls: ([text] * shown, [cls] * shown)
     if not any(isinstance(c, int) and c > 0 for c in (clicks if isinstance(clicks, list) else [])):
@@ -360,12 +360,12 @@ def go(clicks, choice, token, viewer, secret):
     les, n = found
     try:
         _tw, ticket = run_step(les, n, choice, token, viewer, secret, hold=True)
-    except S.ControlError as exc:
+    except session.ControlError as exc:
         return *say(_("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"), no_update, no_update
     sc = les.steps[n - 1].screen
     return (*say(_("Applied: %(what)s; the twin pauses at %(sim)s simulated s") % {
         "what": eventtext.said(ticket.said), "sim": f"{sc.warmup_s:g}"}, "ctl-msg msg-ok"), {"lesson": les.id, "step": n},
-        T.lesson_href(les.id, n))
+        teach.lesson_href(les.id, n))
 
 
 @dash.callback(
@@ -378,4 +378,4 @@ def lead(clicks, token):
     """Lead the class from here (refused, in the viewer's language, without the instructor's authority)."""
     if not any(isinstance(c, int) and c > 0 for c in (clicks if isinstance(clicks, list) else [])):
         return no_update, no_update, no_update
-    return CB.lead(token)
+    return classbar.lead(token)

@@ -4,58 +4,58 @@ from __future__ import annotations
 import dash
 from dash import Output, html, no_update
 
-from twin.ui import components as C
+from twin.ui import components
 from twin.ui import eventtext
-from twin.ui import figures as F
+from twin.ui import figures
 from twin.ui import teach
-from twin.ui import theme as T
-from twin.ui import words as W
-from twin.ui.live import Tick, page_stores, page_tick
-from twin.ui import lang as Lg
+from twin.ui import theme
+from twin.ui import words
+from twin.ui.polling import Tick, page_stores, page_tick
+from twin.ui import lang
 from twin.ui.lang import N_, _
 
-dash.register_page(__name__, path="/", name=N_("Overview"), title=Lg.title("Overview"), order=0)
+dash.register_page(__name__, path="/", name=N_("Overview"), title=lang.title("Overview"), order=0)
 
 P = "ov"
 
 # (element id suffix, label, unit, kpi key, formatter, hint)
 KPIS = (
-    ("in-tps", N_("Input tokens/s"), "tok/s", "input_tps", C.fmt, N_("prompt tokens processed per second (%(whole)s)")),
-    ("out-tps", N_("Output tokens/s"), "tok/s", "output_tps", C.fmt, N_("generated tokens per second")),
-    ("in-npu", N_("Input per prefill %(chip)s"), "tok/s", "input_tps_per_npu", C.fmt, N_("prefill throughput per %(chip)s of the prefill pool")),
-    ("out-npu", N_("Output per decode %(chip)s"), "tok/s", "output_tps_per_npu", C.fmt, N_("generated tokens per second per %(chip)s of the decode pool")),
+    ("in-tps", N_("Input tokens/s"), "tok/s", "input_tps", components.fmt, N_("prompt tokens processed per second (%(whole)s)")),
+    ("out-tps", N_("Output tokens/s"), "tok/s", "output_tps", components.fmt, N_("generated tokens per second")),
+    ("in-npu", N_("Input per prefill %(chip)s"), "tok/s", "input_tps_per_npu", components.fmt, N_("prefill throughput per %(chip)s of the prefill pool")),
+    ("out-npu", N_("Output per decode %(chip)s"), "tok/s", "output_tps_per_npu", components.fmt, N_("generated tokens per second per %(chip)s of the decode pool")),
     ("ttft", N_("TTFT p50 / p99"), "s", None, None, N_("time to first token of recently finished requests")),
     ("tpot", N_("TPOT p50 / p99"), "ms", None, None, N_("time per output token of recently finished requests")),
-    ("slo", N_("SLO attainment"), "%", "slo_attainment", C.pct, N_("completions meeting both TTFT and TPOT SLOs")),
-    ("hit", N_("Cache hit ratio"), "%", "token_hit_ratio", C.pct, N_("EMS context cache: prompt tokens found in cache")),
-    ("inflight", N_("Requests in flight"), "", "in_flight", C.fmt, N_("arrived, not finished")),
+    ("slo", N_("SLO attainment"), "%", "slo_attainment", components.pct, N_("completions meeting both TTFT and TPOT SLOs")),
+    ("hit", N_("Cache hit ratio"), "%", "token_hit_ratio", components.pct, N_("EMS context cache: prompt tokens found in cache")),
+    ("inflight", N_("Requests in flight"), "", "in_flight", components.fmt, N_("arrived, not finished")),
     ("gaveup", N_("Refused / timed out"), "", None, None,
      N_("arrivals refused (overloaded, or more KV than a die holds) / requests whose client gave up waiting for prefill")),
     ("queue", N_("Queued prefill / decode"), "", None, None, N_("requests waiting for a prefill batch / a decode slot")),
-    ("util-p", N_("Prefill %(chip)s busy"), "%", "util_prefill", C.pct, N_("busy fraction of the prefill pool")),
-    ("util-d", N_("Decode %(chip)s busy"), "%", "util_decode", C.pct, N_("share of time a decode step runs, whatever its batch")),
-    ("useful", N_("Decode useful work"), "%", "decode_useful", C.pct, None),
+    ("util-p", N_("Prefill %(chip)s busy"), "%", "util_prefill", components.pct, N_("busy fraction of the prefill pool")),
+    ("util-d", N_("Decode %(chip)s busy"), "%", "util_decode", components.pct, N_("share of time a decode step runs, whatever its batch")),
+    ("useful", N_("Decode useful work"), "%", "decode_useful", components.pct, None),
 )
 
 CHARTS = {
-    "thr": F.StripSpec(N_("Throughput (tokens/s)"), "tok/s", (
-        F.Series("input_tps", N_("input"), T.BLUE), F.Series("output_tps", N_("output"), T.ORANGE, axis="y2")),
+    "thr": figures.StripSpec(N_("Throughput (tokens/s)"), "tok/s", (
+        figures.Series("input_tps", N_("input"), theme.BLUE), figures.Series("output_tps", N_("output"), theme.ORANGE, axis="y2")),
         y2_title=N_("output tok/s")),
-    "ttft": F.StripSpec(N_("Time to first token (s)"), "s", (
-        F.Series("ttft_p50_ms", N_("p50"), T.TEAL, scale=1e-3), F.Series("ttft_p99_ms", N_("p99"), T.RED, scale=1e-3, dash="dot"))),
-    "tpot": F.StripSpec(N_("Time per output token (ms)"), "ms", (
-        F.Series("tpot_p50_ms", N_("p50"), T.PURPLE), F.Series("tpot_p99_ms", N_("p99"), T.PINK, dash="dot"))),
-    "util": F.StripSpec(N_("Busy vs useful work (%)"), "%", (
-        F.Series("util_prefill", N_("prefill busy"), T.TEAL, scale=100),
-        F.Series("util_decode", N_("decode busy"), T.PURPLE, scale=100, dash="dot"),
-        F.Series("decode_useful", N_("decode useful work"), T.ORANGE, scale=100)),
+    "ttft": figures.StripSpec(N_("Time to first token (s)"), "s", (
+        figures.Series("ttft_p50_ms", N_("p50"), theme.TEAL, scale=1e-3), figures.Series("ttft_p99_ms", N_("p99"), theme.RED, scale=1e-3, dash="dot"))),
+    "tpot": figures.StripSpec(N_("Time per output token (ms)"), "ms", (
+        figures.Series("tpot_p50_ms", N_("p50"), theme.PURPLE), figures.Series("tpot_p99_ms", N_("p99"), theme.PINK, dash="dot"))),
+    "util": figures.StripSpec(N_("Busy vs useful work (%)"), "%", (
+        figures.Series("util_prefill", N_("prefill busy"), theme.TEAL, scale=100),
+        figures.Series("util_decode", N_("decode busy"), theme.PURPLE, scale=100, dash="dot"),
+        figures.Series("decode_useful", N_("decode useful work"), theme.ORANGE, scale=100)),
         y_range=(0, 105)),
-    "slo": F.StripSpec(N_("SLO attainment and cache hits (%)"), "%", (
-        F.Series("slo_attainment", N_("SLO met"), T.GREEN, scale=100),
-        F.Series("token_hit_ratio", N_("token hits"), T.YELLOW, scale=100, dash="dot")), y_range=(0, 105)),
-    "req": F.StripSpec(N_("Requests"), N_("requests"), (
-        F.Series("in_flight", N_("in flight"), T.BLUE), F.Series("queue_prefill", N_("queued prefill"), T.ORANGE),
-        F.Series("queue_decode", N_("queued decode"), T.PURPLE))),
+    "slo": figures.StripSpec(N_("SLO attainment and cache hits (%)"), "%", (
+        figures.Series("slo_attainment", N_("SLO met"), theme.GREEN, scale=100),
+        figures.Series("token_hit_ratio", N_("token hits"), theme.YELLOW, scale=100, dash="dot")), y_range=(0, 105)),
+    "req": figures.StripSpec(N_("Requests"), N_("requests"), (
+        figures.Series("in_flight", N_("in flight"), theme.BLUE), figures.Series("queue_prefill", N_("queued prefill"), theme.ORANGE),
+        figures.Series("queue_decode", N_("queued decode"), theme.PURPLE))),
 }
 
 
@@ -63,7 +63,7 @@ def _useful_card(label: str) -> html.Div:
     """Decode useful work: simulated tokens/s per decode NPU against the model's capacity at the
     deployment's operating point, so both tags show; its hint line is filled live."""
     return html.Div([
-        html.Div([html.Span(label, id=f"{P}-useful-label", className="kpi-label"), html.Span([C.tag("sim"), " / ", C.tag("model")], style={"whiteSpace": "nowrap"})],
+        html.Div([html.Span(label, id=f"{P}-useful-label", className="kpi-label"), html.Span([components.tag("sim"), " / ", components.tag("model")], style={"whiteSpace": "nowrap"})],
                  className="kpi-head"),
         html.Div([html.Span("–", id=f"{P}-useful", className="kpi-value"), html.Span("%", className="kpi-unit")],
                  className="kpi-body"),
@@ -76,9 +76,9 @@ def _useful_card(label: str) -> html.Div:
 def useful_hint(k: dict, w: dict) -> str:
     """The useful-work card's hint: simulated vs model tok/s per chip, and the batch now."""
     return (_("%(sim)s of %(cap)s tok/s per %(chip)s (model, operating point) · batch now %(batch)s per %(chip)s, "
-              "model %(now)s tok/s") % {"sim": C.fmt(k.get("output_tps_per_npu")), "cap": C.fmt(k.get("decode_op_tps_per_npu")),
-                                       "batch": C.fmt(k.get("decode_batch_per_npu")),
-                                       "now": C.fmt(k.get("decode_model_tps_per_npu")), "chip": w["chip"]})
+              "model %(now)s tok/s") % {"sim": components.fmt(k.get("output_tps_per_npu")), "cap": components.fmt(k.get("decode_op_tps_per_npu")),
+                                       "batch": components.fmt(k.get("decode_batch_per_npu")),
+                                       "now": components.fmt(k.get("decode_model_tps_per_npu")), "chip": w["chip"]})
 
 
 def _labels(w: dict) -> tuple[list, list]:
@@ -88,19 +88,19 @@ def _labels(w: dict) -> tuple[list, list]:
 
 
 def layout(**_kwargs):
-    labels, hints = _labels(W.words(None))      # neutral words until the first tick names the system
-    cards = [_useful_card(label) if sfx == "useful" else C.kpi(f"{P}-{sfx}", label, unit, source="sim", hint=hint)
+    labels, hints = _labels(words.words(None))      # neutral words until the first tick names the system
+    cards = [_useful_card(label) if sfx == "useful" else components.kpi(f"{P}-{sfx}", label, unit, source="sim", hint=hint)
              for (sfx, _l, unit, *_r), label, hint in zip(KPIS, labels, hints)]
-    charts = [html.Div(C.graph(f"{P}-{name}-chart", F.empty_figure(spec.title), 230), className="chart")
+    charts = [html.Div(components.graph(f"{P}-{name}-chart", figures.empty_figure(spec.title), 230), className="chart")
               for name, spec in CHARTS.items()]
     return html.Div([
         *page_stores(P),
-        C.page_header(_("Overview"), html.Span(_lede(W.words(None)), id=f"{P}-lede"),
+        components.page_header(_("Overview"), html.Span(_lede(words.words(None)), id=f"{P}-lede"),
                       html.Div(id=f"{P}-scenario", className="scenario-line")),
         teach.intro(**_kwargs),
         html.Div(cards, className="kpi-grid"),
         html.Div(charts, className="chart-grid"),
-        C.panel(html.Div(id=f"{P}-events", className="events"), _("Recent engine events"), "sim"),
+        components.panel(html.Div(id=f"{P}-events", className="events"), _("Recent engine events"), "sim"),
     ])
 
 
@@ -111,19 +111,19 @@ def _kpi_values(k: dict) -> list[str]:
             out.append(fmt(k.get(key)))
         elif _sfx == "ttft":
             p50, p99 = k.get("ttft_p50_ms"), k.get("ttft_p99_ms")
-            out.append(f"{C.fmt(p50 / 1e3 if p50 is not None else None)} / "
-                       f"{C.fmt(p99 / 1e3 if p99 is not None else None)}")
+            out.append(f"{components.fmt(p50 / 1e3 if p50 is not None else None)} / "
+                       f"{components.fmt(p99 / 1e3 if p99 is not None else None)}")
         elif _sfx == "tpot":
-            out.append(f"{C.fmt(k.get('tpot_p50_ms'))} / {C.fmt(k.get('tpot_p99_ms'))}")
+            out.append(f"{components.fmt(k.get('tpot_p50_ms'))} / {components.fmt(k.get('tpot_p99_ms'))}")
         elif _sfx == "gaveup":
-            out.append(f"{C.fmt(k.get('rejected'))} / {C.fmt(k.get('timed_out'))}")
+            out.append(f"{components.fmt(k.get('rejected'))} / {components.fmt(k.get('timed_out'))}")
         elif _sfx == "queue":
-            out.append(f"{C.fmt(k.get('queue_prefill'))} / {C.fmt(k.get('queue_decode'))}")
+            out.append(f"{components.fmt(k.get('queue_prefill'))} / {components.fmt(k.get('queue_decode'))}")
     return out
 
 
 def _events(snap) -> list:
-    return C.events(eventtext.once(snap.events)[-8:][::-1], _("no events yet"))
+    return components.events(eventtext.once(snap.events)[-8:][::-1], _("no events yet"))
 
 
 @page_tick(P, {
@@ -145,10 +145,10 @@ def tick(t: Tick) -> dict:
     snap = t.snap
     figs, exts = zip(*(t.strip(spec) for spec in CHARTS.values()))
     scen = (_("%(scenario)s · %(deployment)s on %(system)s · seed %(seed)s") % {
-        "scenario": snap.scenario, "deployment": snap.deployment, "system": Lg.system_title(snap.system), "seed": snap.seed}
+        "scenario": snap.scenario, "deployment": snap.deployment, "system": lang.system_title(snap.system), "seed": snap.seed}
             if t.mode == "full" else no_update)
     k = getattr(snap, "kpis", {}) or {}
-    w = W.words(snap.system)
+    w = words.words(snap.system)
     out = {"kpis": _kpi_values(k), "useful": useful_hint(k, w), "figs": list(figs), "exts": list(exts),
            "events": _events(snap), "scenario": scen}
     if t.mode == "full":              # the system may have changed: every word that names it

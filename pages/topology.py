@@ -11,18 +11,18 @@ from urllib.parse import urlencode
 import dash
 from dash import Input, Output, State, ctx, dcc, html, no_update
 
-from twin.ui import components as C
-from twin.ui import faultview as FV
-from twin.ui import guard as G
-from twin.ui import theme as T
-from twin.ui import topolive as TL
-from twin.ui import topostyle as TS
-from twin.ui import topoview as TV
-from twin.ui.live import Tick, page_stores, page_tick, twin_for
-from twin.ui import lang as Lg
+from twin.ui import components
+from twin.ui import faultview
+from twin.ui import guard
+from twin.ui import theme
+from twin.ui import topolive
+from twin.ui import topostyle
+from twin.ui import topoview
+from twin.ui.polling import Tick, page_stores, page_tick, twin_for
+from twin.ui import lang
 from twin.ui.lang import N_, _
 
-dash.register_page(__name__, path="/topology", name=N_("Topology"), title=Lg.title("Topology"), order=1)
+dash.register_page(__name__, path="/topology", name=N_("Topology"), title=lang.title("Topology"), order=1)
 
 P = "topo"
 HINT = N_("Click an element to see its live numbers.")
@@ -32,7 +32,7 @@ def help_text(info, kind: str) -> str:
     """How to read a view, for the system on screen."""
     if info.supernode:
         return {
-            TV.AGG: _("The whole supernode: %(nodes)s nodes in %(racks)s compute racks. Every node has "
+            topoview.AGG: _("The whole supernode: %(nodes)s nodes in %(racks)s compute racks. Every node has "
                       "an L1 UB switch chip for each of the %(subplanes)s UB sub-planes, and each L1 connects "
                       "optically to all %(l2)s L2 chips of its sub-plane: that is why every NPU "
                       "reaches every other at nearly the same bandwidth (a flat network), which MoE all-to-all "
@@ -48,7 +48,7 @@ def help_text(info, kind: str) -> str:
                           "switch hops apart. Click a link or a chip."),
         }[kind] % _help_args(info)
     return {
-        TV.AGG: _("The whole GPU cluster: %(nodes)s servers of %(npus)s GPUs. Inside a server the "
+        topoview.AGG: _("The whole GPU cluster: %(nodes)s servers of %(npus)s GPUs. Inside a server the "
                   "GPUs share an NVSwitch (NVLink); between servers every byte crosses the RDMA fabric "
                   "(orange: a leaf switch per rack under a spine), so expert all-to-all pays the scale-out "
                   "bandwidth that a supernode's flat scale-up fabric avoids. VPC (green) reaches the datacenter. "
@@ -68,9 +68,9 @@ def _help_args(info) -> dict:
 
 
 def _legend() -> html.Div:
-    return html.Div([TS.legend(), html.Div([
-        html.Span([html.Span(className="swatch", style={"background": T.TEAL}), _("prefill")]),
-        html.Span([html.Span(className="swatch", style={"background": T.PURPLE}), _("decode")]),
+    return html.Div([topostyle.legend(), html.Div([
+        html.Span([html.Span(className="swatch", style={"background": theme.TEAL}), _("prefill")]),
+        html.Span([html.Span(className="swatch", style={"background": theme.PURPLE}), _("decode")]),
     ], className="legend")])
 
 
@@ -78,46 +78,46 @@ def layout(view: str | None = None, **_kwargs):
     """System-free: the first tick draws the viewer's system (and `view`, if that system has it)."""
     return html.Div([
         *page_stores(P),
-        dcc.Store(id=f"{P}-view", data=G.ident(view) or TV.AGG),
+        dcc.Store(id=f"{P}-view", data=guard.ident(view) or topoview.AGG),
         dcc.Store(id=f"{P}-sel"),
         dcc.Store(id=f"{P}-live"),
-        C.page_header(_("Topology"), html.Span(id=f"{P}-caption"), _legend()),
+        components.page_header(_("Topology"), html.Span(id=f"{P}-caption"), _legend()),
         html.Div([
             html.Button(_("◀ Whole system"), id=f"{P}-back", className="btn", n_clicks=0),
             html.Span(id=f"{P}-crumbs", className="crumbs"),
-            html.Div(C.dropdown(id=f"{P}-select", options=[], value=None, clearable=False,
+            html.Div(components.dropdown(id=f"{P}-select", options=[], value=None, clearable=False,
                                   className="dd dd-wide"), style={"marginLeft": "auto"}),
         ], className="topo-bar"),
         html.Div([
             html.Div(_canvas(), id=f"{P}-cy-wrap", className="panel topo-wrap"),
             html.Div([
-                C.panel([html.Div(html.Div(_(HINT), className="hint"), id=f"{P}-stats", className="stats"),
+                components.panel([html.Div(html.Div(_(HINT), className="hint"), id=f"{P}-stats", className="stats"),
                          dcc.Link(_("Break this part →"), id=f"{P}-break", href="/failures", className="break-link",
                                   style={"display": "none"})], _("Selected"), "sim"),
-                C.panel(html.P(id=f"{P}-help", className="hint"), _("How to read this view")),
+                components.panel(html.P(id=f"{P}-help", className="hint"), _("How to read this view")),
             ]),
         ], className="two-col"),
     ])
 
 
-def _canvas(info=None, v: TV.View | None = None):
+def _canvas(info=None, v: topoview.View | None = None):
     """The drawing: empty until the first tick, then the view `v` of the system `info`."""
-    return TS.canvas(f"{P}-cy", TS.stylesheet(), padding=24, height=640, class_name="topo-cy",
+    return topostyle.canvas(f"{P}-cy", topostyle.stylesheet(), padding=24, height=640, class_name="topo-cy",
                      elements=v.elements if v else [], view=f"{info.name}:{v.name}" if v else "")
 
 
 def caption(info) -> str:
-    return Lg.system_title(info) + _(". Fill, link colour and width follow how busy a part is (blue, lighter when busier); failed parts are "
+    return lang.system_title(info) + _(". Fill, link colour and width follow how busy a part is (blue, lighter when busier); failed parts are "
                                        "black with a red dashed outline and a ✕, and a group with failed parts inside "
                                        "has a red ring and their count, at every zoom level.")
 
 
-def _view(info, name: str | None) -> TV.View:
+def _view(info, name: str | None) -> topoview.View:
     """The view `name` of the system on screen, or the whole system if it has no such view."""
     try:
-        return TV.view(info.topology, G.ident(name) or TV.AGG)
+        return topoview.view(info.topology, guard.ident(name) or topoview.AGG)
     except ValueError:
-        return TV.view(info.topology, TV.AGG)
+        return topoview.view(info.topology, topoview.AGG)
 
 
 def _stats(rows) -> list:
@@ -126,28 +126,28 @@ def _stats(rows) -> list:
 
 
 def _sel_stats(info, snap, sel: dict) -> list:
-    return _stats(TL.element_stats(_view(info, sel.get("view")), snap, sel["kind"], sel["id"]))
+    return _stats(topolive.element_stats(_view(info, sel.get("view")), snap, sel["kind"], sel["id"]))
 
 
 def _tapped(data) -> dict | None:
     """Tap data from cytoscape: a dict with a plain id (and kind), else nothing."""
-    if not isinstance(data, dict) or G.ident(data.get("id")) is None:
+    if not isinstance(data, dict) or guard.ident(data.get("id")) is None:
         return None
     return {"id": data["id"], "kind": data.get("kind") if isinstance(data.get("kind"), str) else ""}
 
 
 def _selection(sel) -> dict | None:
     """The page's own selection store, checked (kind, id, view) or nothing."""
-    if not isinstance(sel, dict) or sel.get("kind") not in ("node", "edge") or G.ident(sel.get("id")) is None:
+    if not isinstance(sel, dict) or sel.get("kind") not in ("node", "edge") or guard.ident(sel.get("id")) is None:
         return None
-    return {"kind": sel["kind"], "id": sel["id"], "view": G.ident(sel.get("view")) or TV.AGG}
+    return {"kind": sel["kind"], "id": sel["id"], "view": guard.ident(sel.get("view")) or topoview.AGG}
 
 
-def _drawing(info, v: TV.View) -> dict:
+def _drawing(info, v: topoview.View) -> dict:
     """Everything that changes when another view (or another system) is drawn."""
-    return {"view": v.name, "elements": v.elements, "select": v.name, "options": TV.view_options(info.topology),
+    return {"view": v.name, "elements": v.elements, "select": v.name, "options": topoview.view_options(info.topology),
             "layout": {"name": "preset", "fit": True, "padding": 24, "view": f"{info.name}:{v.name}"},
-            "crumbs": TV.crumb(info.topology, v.name), "help": help_text(info, TV.view_kind(v.name))}
+            "crumbs": topoview.crumb(info.topology, v.name), "help": help_text(info, topoview.view_kind(v.name))}
 
 
 DRAWING = {
@@ -175,15 +175,15 @@ def navigate(node, edge, selected, back, current, choice):
     prop = ctx.triggered[0]["prop_id"] if ctx.triggered else ""
     snap = twin_for(choice)[0].snapshot
     info = snap.system
-    node, edge, selected = _tapped(node), _tapped(edge), G.ident(selected)
-    current = G.ident(current) or TV.AGG
+    node, edge, selected = _tapped(node), _tapped(edge), guard.ident(selected)
+    current = guard.ident(current) or topoview.AGG
     target, sel = current, None
     if trig == f"{P}-back":
-        target = TV.AGG
+        target = topoview.AGG
     elif trig == f"{P}-select":
-        target = selected or TV.AGG
+        target = selected or topoview.AGG
     elif prop.endswith("tapNodeData") and node:
-        if current == TV.AGG and node.get("kind") in ("node", "subplane"):
+        if current == topoview.AGG and node.get("kind") in ("node", "subplane"):
             target = node["id"]
         # the selection remembers the view it was made in: a drilled-into node keeps its
         # whole-node numbers (from the supernode view) while its parts are drawn
@@ -193,7 +193,7 @@ def navigate(node, edge, selected, back, current, choice):
     v = _view(info, target)
     out = {"sel": sel, "stats": _sel_stats(info, snap, sel) if sel else html.Div(_(HINT), className="hint")}
     if v.name != current:
-        out.update(_drawing(info, v), live=TL.live(v, snap))
+        out.update(_drawing(info, v), live=topolive.live(v, snap))
     return {**dict.fromkeys(DRAWING, no_update), "live": no_update, **out}
 
 
@@ -205,12 +205,12 @@ def tick(t: Tick, view_name, sel) -> dict:
     tick draws the system; a reset onto another system redraws it."""
     info = t.system
     drawn = t.prior.get("system")
-    requested = G.ident(view_name) or TV.AGG
+    requested = guard.ident(view_name) or topoview.AGG
     if not t.changed and drawn == info.name:
         return {}
     v = _view(info, requested)
     sel = _selection(sel)
-    out = {"live": t.twin.memo(f"topo:{v.name}", lambda s: TL.live(v, s)),
+    out = {"live": t.twin.memo(f"topo:{v.name}", lambda s: topolive.live(v, s)),
            "stats": _sel_stats(info, t.snap, sel) if sel else no_update,
            "cursor": dict(t.cursor, view=v.name, system=info.name)}
     if drawn != info.name:           # another system: a new drawing (see TS.canvas)
@@ -221,7 +221,7 @@ def tick(t: Tick, view_name, sel) -> dict:
     return out
 
 
-TS.merge_live(P)
+topostyle.merge_live(P)
 
 
 @dash.callback(
@@ -234,7 +234,7 @@ def break_link(sel, choice):
     """Show the link "Break this part →" (to the Failures page) when the selection can be failed."""
     info = twin_for(choice)[0].snapshot.system
     sel = _selection(sel)
-    picked = FV.pick(info.topology, sel["id"]) if sel else None
+    picked = faultview.pick(info.topology, sel["id"]) if sel else None
     if not picked:
         return no_update, {"display": "none"}
     kind, target = picked

@@ -4,17 +4,17 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, Patch, State, dcc, html, no_update
 
-from twin.config import catalog
-from twin.ui import components as C
-from twin.ui import guard as G
-from twin.ui import tradeoffs as TO
-from twin.ui import figures as F
-from twin.ui import words as W
-from twin.ui.live import Tick, page_stores, page_tick, twin_for
-from twin.ui import lang as Lg
+from twin.model.config import catalog
+from twin.ui import components
+from twin.ui import guard
+from twin.ui import tradeoffs
+from twin.ui import figures
+from twin.ui import words
+from twin.ui.polling import Tick, page_stores, page_tick, twin_for
+from twin.ui import lang
 from twin.ui.lang import N_, _
 
-dash.register_page(__name__, path="/tradeoffs", name=N_("Trade-offs"), title=Lg.title("Trade-offs"),
+dash.register_page(__name__, path="/tradeoffs", name=N_("Trade-offs"), title=lang.title("Trade-offs"),
                    order=4)
 
 P = "to"
@@ -26,40 +26,40 @@ def layout(**_kwargs):
     return html.Div([
         *page_stores(P),
         dcc.Store(id=f"{P}-dep"),
-        C.page_header(_("Throughput vs latency"), _("A bigger decode batch gives more tokens per second per chip "
+        components.page_header(_("Throughput vs latency"), _("A bigger decode batch gives more tokens per second per chip "
                                                     "but a slower token for each user. The curve comes from the "
                                                     "calibrated perf model; the stars, where drawn, are published "
                                                     "measurements of the system shown; the pink dot is the running twin.")),
         html.Div([
-            C.panel(C.graph(f"{P}-fig", F.empty_figure("", height=520), 520), _("Decode throughput vs TPOT"), "model",
-                    extra=html.Span([C.tag("paper"), C.tag("sim"),
+            components.panel(components.graph(f"{P}-fig", figures.empty_figure("", height=520), 520), _("Decode throughput vs TPOT"), "model",
+                    extra=html.Span([components.tag("paper"), components.tag("sim"),
                                      html.Button(_("Download CSV"), id=f"{P}-csv", className="btn btn-small",
                                                  title=_("The curve, the largest batch within the SLO, the paper's "
                                                          "points and the live points, as CSV")),
                                      dcc.Download(id=f"{P}-csv-dl")])),
             html.Div([
-                C.panel(html.Div([
-                    html.Label(_("TPOT SLO") + f" ({TO.SLO_MIN}–{TO.SLO_MAX} ms)", className="ctl-label",
+                components.panel(html.Div([
+                    html.Label(_("TPOT SLO") + f" ({tradeoffs.SLO_MIN}–{tradeoffs.SLO_MAX} ms)", className="ctl-label",
                                htmlFor=f"{P}-slo"),
-                    dcc.Slider(id=f"{P}-slo", min=TO.SLO_MIN, max=TO.SLO_MAX, step=1, value=FIRST_SLO,
+                    dcc.Slider(id=f"{P}-slo", min=tradeoffs.SLO_MIN, max=tradeoffs.SLO_MAX, step=1, value=FIRST_SLO,
                                marks={v: f"{v}" for v in (5, 50, 100, 150)},
                                updatemode="drag", allow_direct_input=True,
                                tooltip={"placement": "bottom", "always_visible": False}),
                     html.Label(_("Context length (KV tokens per sequence)"), className="ctl-label",
                                htmlFor=f"{P}-kv"),
-                    C.dropdown(id=f"{P}-kv", options=[{"label": f"{k // 1024}K" + (" (" + _("paper") + ")" if k == 4096 else ""),
-                                                       "value": k} for k in TO.KV_CHOICES],
+                    components.dropdown(id=f"{P}-kv", options=[{"label": f"{k // 1024}K" + (" (" + _("paper") + ")" if k == 4096 else ""),
+                                                       "value": k} for k in tradeoffs.KV_CHOICES],
                                value=4096, clearable=False, className="dd"),
                     html.Div(id=f"{P}-answer", className="slo-box"),
                 ], className="slo-box"), _("What does the SLO allow?"), "model"),
-                C.panel(html.Div(id=f"{P}-live", className="stats"), _("Running twin now"), "sim"),
+                components.panel(html.Div(id=f"{P}-live", className="stats"), _("Running twin now"), "sim"),
             ]),
         ], className="two-col"),
     ])
 
 
 def _answer(dep: str, slo: float, kv: int) -> list:
-    best, w = TO.best_for_slo(dep, float(slo), int(kv)), W.words(dep)
+    best, w = tradeoffs.best_for_slo(dep, float(slo), int(kv)), words.words(dep)
     if not best["batch_per_npu"]:
         return [html.Div(_("No batch meets %(slo)s ms at %(kv)sK context on %(dep)s.") % {
             "slo": f"{slo:g}", "kv": kv // 1024, "dep": dep}, className="msg-error")]
@@ -81,7 +81,7 @@ def _dep(v) -> str | None:
 
 def _kv(v) -> int:
     """One of the offered context lengths (4K if the value is anything else)."""
-    return v if type(v) is int and v in TO.KV_CHOICES else 4096
+    return v if type(v) is int and v in tradeoffs.KV_CHOICES else 4096
 
 
 @dash.callback(
@@ -94,12 +94,12 @@ def on_slo(slo, kv, dep):
     dep = _dep(dep)
     if dep is None:               # the first tick has not drawn the viewer's deployment yet
         return no_update, no_update
-    slo = G.number(slo)
-    if slo is None or not TO.SLO_MIN <= slo <= TO.SLO_MAX:
-        return no_update, [html.Div(_("TPOT SLO: allowed %(lo)s to %(hi)s ms") % {"lo": TO.SLO_MIN, "hi": TO.SLO_MAX},
+    slo = guard.number(slo)
+    if slo is None or not tradeoffs.SLO_MIN <= slo <= tradeoffs.SLO_MAX:
+        return no_update, [html.Div(_("TPOT SLO: allowed %(lo)s to %(hi)s ms") % {"lo": tradeoffs.SLO_MIN, "hi": tradeoffs.SLO_MAX},
                                    className="msg-error")]
     kv = _kv(kv)
-    return TO.figure(dep, kv, slo), _answer(dep, slo, kv)
+    return tradeoffs.figure(dep, kv, slo), _answer(dep, slo, kv)
 
 
 @dash.callback(Output(f"{P}-csv-dl", "data"), Input(f"{P}-csv", "n_clicks"),
@@ -111,10 +111,10 @@ def download_csv(_clicks, dep, slo, kv, choice):
     dep = _dep(dep) or (snap.deployment if snap is not None else None)
     if dep is None:
         return no_update
-    slo = G.number(slo)
-    slo = slo if slo is not None and TO.SLO_MIN <= slo <= TO.SLO_MAX else TO.default_slo(dep)
-    trail = TO.trail_from(getattr(snap, "history", None)) if snap is not None and snap.deployment == dep else ([], [])
-    return dcc.send_string(TO.csv_text(dep, _kv(kv), slo, trail), f"tradeoffs-{dep}.csv")
+    slo = guard.number(slo)
+    slo = slo if slo is not None and tradeoffs.SLO_MIN <= slo <= tradeoffs.SLO_MAX else tradeoffs.default_slo(dep)
+    trail = tradeoffs.trail_from(getattr(snap, "history", None)) if snap is not None and snap.deployment == dep else ([], [])
+    return dcc.send_string(tradeoffs.csv_text(dep, _kv(kv), slo, trail), f"tradeoffs-{dep}.csv")
 
 
 @page_tick(P, {
@@ -130,29 +130,29 @@ def tick(t: Tick, dep, slo, kv) -> dict:
     if not t.changed and _dep(dep) is not None:
         return {}
     dep, snap = _dep(dep), t.snap
-    trail = TO.trail_from(getattr(snap, "history", None))
+    trail = tradeoffs.trail_from(getattr(snap, "history", None))
     new_dep = snap.deployment
     k = getattr(snap, "kpis", {}) or {}
     live = [html.Div([html.Span(_(a), className="k"), html.Span(b, className="v")], className="row") for a, b in (
-        (N_("TPOT p50 / p99"), f"{C.fmt(k.get('tpot_p50_ms'))} / {C.fmt(k.get('tpot_p99_ms'))} ms"),
-        (N_("decode tokens/s per chip"), C.fmt(k.get("output_tps_per_npu"))),
-        (N_("decode batch per chip"), C.fmt(k.get("decode_batch_per_npu"))),
+        (N_("TPOT p50 / p99"), f"{components.fmt(k.get('tpot_p50_ms'))} / {components.fmt(k.get('tpot_p99_ms'))} ms"),
+        (N_("decode tokens/s per chip"), components.fmt(k.get("output_tps_per_npu"))),
+        (N_("decode batch per chip"), components.fmt(k.get("decode_batch_per_npu"))),
         (N_("decode useful work"), _("%(pct)s %% of the model's %(cap)s tok/s at batch %(batch)s") % {
-            "pct": C.pct(k.get("decode_useful")), "cap": C.fmt(k.get("decode_op_tps_per_npu")),
-            "batch": C.fmt(TO.operating_batch(new_dep))}),
-        (N_("decode pool busy (a step runs, any batch)"), f"{C.pct(k.get('util_decode'))} %"),
+            "pct": components.pct(k.get("decode_useful")), "cap": components.fmt(k.get("decode_op_tps_per_npu")),
+            "batch": components.fmt(tradeoffs.operating_batch(new_dep))}),
+        (N_("decode pool busy (a step runs, any batch)"), f"{components.pct(k.get('util_decode'))} %"),
         (N_("deployment"), new_dep),
-        (N_("system"), Lg.system_title(snap.system)),
+        (N_("system"), lang.system_title(snap.system)),
     )] + [html.Div(_("The live point mixes every request length of the workload, so it sits near, not on, "
                      "the curve drawn for one context length."), className="hint")]
     kv = _kv(kv)
     if new_dep != dep:
-        slo_v = TO.default_slo(new_dep)
-        return {"fig": TO.figure(new_dep, kv, slo_v, trail), "answer": _answer(new_dep, slo_v, kv), "live": live,
-                "dep": new_dep, "slo": slo_v if slo_v != G.number(slo) else no_update}   # unchanged: no redraw
+        slo_v = tradeoffs.default_slo(new_dep)
+        return {"fig": tradeoffs.figure(new_dep, kv, slo_v, trail), "answer": _answer(new_dep, slo_v, kv), "live": live,
+                "dep": new_dep, "slo": slo_v if slo_v != guard.number(slo) else no_update}   # unchanged: no redraw
     fig = Patch()
-    fig["data"][TO.T_TRAIL]["x"] = trail[0]
-    fig["data"][TO.T_TRAIL]["y"] = trail[1]
-    fig["data"][TO.T_LIVE]["x"] = trail[0][-1:]
-    fig["data"][TO.T_LIVE]["y"] = trail[1][-1:]
+    fig["data"][tradeoffs.T_TRAIL]["x"] = trail[0]
+    fig["data"][tradeoffs.T_TRAIL]["y"] = trail[1]
+    fig["data"][tradeoffs.T_LIVE]["x"] = trail[0][-1:]
+    fig["data"][tradeoffs.T_LIVE]["y"] = trail[1][-1:]
     return {"fig": fig, "live": live}

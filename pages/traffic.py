@@ -7,33 +7,33 @@ from __future__ import annotations
 import dash
 from dash import Output, Patch, html
 
-from twin.ui import components as C
-from twin.ui import figures as F
-from twin.ui import theme as T
-from twin.ui import topolive as TL
-from twin.ui.live import Tick, page_stores, page_tick
-from twin.ui import lang as Lg
+from twin.ui import components
+from twin.ui import figures
+from twin.ui import theme
+from twin.ui import topolive
+from twin.ui.polling import Tick, page_stores, page_tick
+from twin.ui import lang
 from twin.ui.lang import N_, _
 
-dash.register_page(__name__, path="/traffic", name=N_("Traffic"), title=Lg.title("Traffic"), order=2)
+dash.register_page(__name__, path="/traffic", name=N_("Traffic"), title=lang.title("Traffic"), order=2)
 
 P = "tr"
 STRIPS = ("scaleup", "rdma", "vpc")
 
 
-def strip_specs(info) -> dict[str, F.StripSpec]:
+def strip_specs(info) -> dict[str, figures.StripSpec]:
     """The three strip charts, titled for the system: the engine's scale-up bucket ("ub_gbps") is the UB
     plane of a supernode, and expert all-to-all over NVLink and RDMA on a GPU cluster."""
     if info.supernode:
-        up = F.StripSpec(N_("UB plane (GB/s)"), "GB/s", (F.Series("ub_gbps", "UB", T.BLUE, fill=True),))
+        up = figures.StripSpec(N_("UB plane (GB/s)"), "GB/s", (figures.Series("ub_gbps", "UB", theme.BLUE, fill=True),))
         kv = N_("RDMA plane (GB/s)")
     else:
-        up = F.StripSpec(N_("Expert all-to-all, NVLink + RDMA (GB/s)"), "GB/s",
-                         (F.Series("ub_gbps", N_("all-to-all"), T.BLUE, fill=True),))
+        up = figures.StripSpec(N_("Expert all-to-all, NVLink + RDMA (GB/s)"), "GB/s",
+                         (figures.Series("ub_gbps", N_("all-to-all"), theme.BLUE, fill=True),))
         kv = N_("RDMA: KV transfers (GB/s)")
     return {"scaleup": up,
-            "rdma": F.StripSpec(kv, "GB/s", (F.Series("rdma_gbps", "RDMA", T.ORANGE, fill=True),)),
-            "vpc": F.StripSpec(N_("VPC plane (GB/s)"), "GB/s", (F.Series("vpc_gbps", "VPC", T.GREEN, fill=True),))}
+            "rdma": figures.StripSpec(kv, "GB/s", (figures.Series("rdma_gbps", "RDMA", theme.ORANGE, fill=True),)),
+            "vpc": figures.StripSpec(N_("VPC plane (GB/s)"), "GB/s", (figures.Series("vpc_gbps", "VPC", theme.GREEN, fill=True),))}
 
 
 def explain(info) -> str:
@@ -55,13 +55,13 @@ def matrix_title(info) -> str:
 def layout(**_kwargs):
     return html.Div([
         *page_stores(P),
-        C.page_header(_("Traffic"), html.Span(id=f"{P}-explain"), html.Div(id=f"{P}-now", className="scenario-line")),
-        html.Div([html.Div(C.graph(f"{P}-{k}", F.empty_figure(""), 210), className="chart") for k in STRIPS],
+        components.page_header(_("Traffic"), html.Span(id=f"{P}-explain"), html.Div(id=f"{P}-now", className="scenario-line")),
+        html.Div([html.Div(components.graph(f"{P}-{k}", figures.empty_figure(""), 210), className="chart") for k in STRIPS],
                  className="chart-grid"),
         html.Div([
-            C.panel(C.graph(f"{P}-matrix", F.empty_matrix(470), 470),
+            components.panel(components.graph(f"{P}-matrix", figures.empty_matrix(470), 470),
                     html.Span(_("Node-to-node traffic (GB/s)"), id=f"{P}-matrix-title"), "sim"),
-            C.panel(html.Div(id=f"{P}-links"), _("Busiest links now"), "sim"),
+            components.panel(html.Div(id=f"{P}-links"), _("Busiest links now"), "sim"),
         ], className="two-col"),
     ])
 
@@ -79,7 +79,7 @@ def _links_table(rows: list[dict]) -> html.Table | html.Div:
                                                                           "alignItems": "center",
                                                                           "justifyContent": "flex-end"}),
                 className="num"),
-        html.Td(C.fmt(r["gbps"]), className="num"),
+        html.Td(components.fmt(r["gbps"]), className="num"),
     ]) for r in rows]
     return html.Table([html.Thead(head), html.Tbody(body)], className="tbl")
 
@@ -102,13 +102,13 @@ def tick(t: Tick) -> dict:
     figs, exts = zip(*(t.strip(specs[k], height=210) for k in STRIPS))
     out = {"figs": list(figs), "exts": list(exts)}
     if t.mode == "full":
-        out["matrix"] = F.heatmap_figure(snap.node_traffic, info.topology.node_ids(), "")
+        out["matrix"] = figures.heatmap_figure(snap.node_traffic, info.topology.node_ids(), "")
         out["explain"], out["matrix_title"] = explain(info), matrix_title(info)
     else:
         out["matrix"] = Patch()
-        z, text = t.twin.memo("traffic:z", lambda s: F.heatmap_z(s.node_traffic))
+        z, text = t.twin.memo("traffic:z", lambda s: figures.heatmap_z(s.node_traffic))
         out["matrix"]["data"][0]["z"], out["matrix"]["data"][0]["text"] = z, text
-        out["matrix"]["layout"]["yaxis"]["autorange"] = F.MATRIX_Y_AUTORANGE
-    out["links"] = _links_table(t.twin.memo("traffic:top", lambda s: TL.busiest_links(s, 12)))
-    out["now"] = " · ".join(f"{name} {C.fmt(gbps)} GB/s" for name, gbps in snap.fabric_gbps().items())
+        out["matrix"]["layout"]["yaxis"]["autorange"] = figures.MATRIX_Y_AUTORANGE
+    out["links"] = _links_table(t.twin.memo("traffic:top", lambda s: topolive.busiest_links(s, 12)))
+    out["now"] = " · ".join(f"{name} {components.fmt(gbps)} GB/s" for name, gbps in snap.fabric_gbps().items())
     return out

@@ -8,16 +8,16 @@ from functools import lru_cache
 import dash
 from dash import html
 
-from twin.ui import components as C
+from twin.ui import components
 from twin.ui import eventtext
-from twin.validate import predictions, rows as validation_rows
-from twin.ui import lang as Lg
+from twin.predict.validate import predictions, rows as validation_rows
+from twin.ui import lang
 from twin.ui.lang import N_, _
 
-# the predictions table's labels, from twin.validate (translated where shown)
+# the predictions table's labels, from twin.predict.validate (translated where shown)
 LABELS = (N_("calibrated"), N_("model"), N_("validated"), N_("prediction"), N_("calibration"), N_("validation"))
 
-dash.register_page(__name__, path="/validation", name=N_("Validation"), title=Lg.title("Validation"),
+dash.register_page(__name__, path="/validation", name=N_("Validation"), title=lang.title("Validation"),
                    order=5)
 
 P = "va"
@@ -45,7 +45,7 @@ def calibration_table(rows: list[dict], id_: str | None = None) -> html.Table:
         html.Td(_num(r["twin"]), className="num"),
         html.Td(f"{r['error_pct']:+.1f} %", className="num"),
         html.Td(f"±{r['tolerance_pct']:g} %", className="num"),
-        html.Td(C.badge(r["pass"])),
+        html.Td(components.badge(r["pass"])),
         html.Td(r["source"], className="muted i18n-skip"),
     ], className="row-pass" if r["pass"] else "row-fail") for r in rows]
     return html.Table([html.Thead(head), html.Tbody(body)], className="tbl", id=id_)
@@ -62,7 +62,7 @@ def predictions_table(preds: list[dict]) -> html.Table:
                      html.Td(_num(p["tokens_per_s_per_tflops"], 3), className="num"),
                      html.Td(f"{p['tokens_per_s_per_kw']:,.0f}", className="num"),
                      html.Td(_num(p["usd_per_million_tokens"], 3), className="num"),
-                     html.Td(f"{p['tpot_ms']} {Lg.unit('ms')}" if p["tpot_ms"] else "–", className="num"),
+                     html.Td(f"{p['tpot_ms']} {lang.unit('ms')}" if p["tpot_ms"] else "–", className="num"),
                      html.Td(eventtext.said(p["setting"]), className="muted")]) for p in preds]
     return html.Table([html.Thead(head), html.Tbody(body)], className="tbl", id=f"{P}-predictions")
 
@@ -77,7 +77,7 @@ def layout(**_kwargs):
     cal = [r for r in rows if r["kind"] == "calibration"]
     val = [r for r in rows if r["kind"] == "validation"]
     summary = html.Div([
-        C.badge(n_pass == len(rows) and bool(rows), _("ALL %(n)s PASS") % {"n": len(rows)},
+        components.badge(n_pass == len(rows) and bool(rows), _("ALL %(n)s PASS") % {"n": len(rows)},
                 _("%(n)s FAIL") % {"n": len(rows) - n_pass}),
         html.Span("  " + _("%(cal)s of %(ncal)s calibration rows and %(val)s of %(nval)s validation rows within "
                            "tolerance") % {"cal": sum(r["pass"] for r in cal), "ncal": len(cal),
@@ -85,16 +85,16 @@ def layout(**_kwargs):
                   className="muted"),
     ], id=f"{P}-summary")
     return html.Div([
-        C.page_header(_("Validation"), _("The perf model against published numbers, by the same code path the "
+        components.page_header(_("Validation"), _("The perf model against published numbers, by the same code path the "
                                          "engine uses. Calibration rows fixed a constant; validation rows fixed "
                                          "nothing. Tolerances are set per row before looking at results."), summary),
         html.Div(error, className="ctl-msg msg-error") if error else None,
-        C.panel(calibration_table(val, f"{P}-validation"),
-                _("Validation: SGLang's H100 serving figures, nothing fitted to their source"), "model", extra=C.tag("paper")),
-        C.panel(calibration_table(cal, f"{P}-table"),
+        components.panel(calibration_table(val, f"{P}-validation"),
+                _("Validation: SGLang's H100 serving figures, nothing fitted to their source"), "model", extra=components.tag("paper")),
+        components.panel(calibration_table(cal, f"{P}-table"),
                 _("Calibration: paper, kernel tables and DeepSeek's H800 profile (overlap stretch) vs twin"), "model",
-                extra=C.tag("paper")),
-        C.panel(predictions_table(preds), _("Every deployment: per chip, per TFLOPS, per kW and cost per "
+                extra=components.tag("paper")),
+        components.panel(predictions_table(preds), _("Every deployment: per chip, per TFLOPS, per kW and cost per "
                                             "million tokens. \"prediction\": no published figure checks it (power "
                                             "and price are catalog assumptions, editable in systems.toml)"), "model"),
     ])

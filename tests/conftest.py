@@ -42,8 +42,8 @@ def dash_app():
 @pytest.fixture
 def twin_registry(dash_app):
     """A fresh session registry with a fast loop; its twins are stopped afterwards."""
-    from twin import session as S
-    reg = S.configure(wall_dt=0.05, max_sandboxes=2, ttl_s=600, token=None)
+    from twin.live import session
+    reg = session.configure(wall_dt=0.05, max_sandboxes=2, ttl_s=600, token=None)
     yield reg
     reg.shutdown()
 
@@ -61,9 +61,9 @@ def live_server(dash_app):
 
     from werkzeug.serving import make_server
 
-    from twin import session as S
+    from twin.live import session
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    reg = S.configure(max_sandboxes=4, per_address=4, token=None)     # every browser here is 127.0.0.1
+    reg = session.configure(max_sandboxes=4, per_address=4, token=None)     # every browser here is 127.0.0.1
     reg.shared()
     srv = make_server("127.0.0.1", _free_port(), dash_app.server, threaded=True)
     th = threading.Thread(target=srv.serve_forever, name="e2e-server", daemon=True)
@@ -89,9 +89,9 @@ def chromium():
 @pytest.fixture
 def browser_page(chromium, live_server):
     """A fresh browser page that records console errors and uncaught exceptions in page.errors."""
-    from twin import session as S
+    from twin.live import session
     url, reg = live_server
-    S._registry = reg          # the server's registry, even if a callback test replaced it
+    session._registry = reg          # the server's registry, even if a callback test replaced it
     ctx = chromium.new_context(viewport={"width": 1600, "height": 1000})
     pg = ctx.new_page()
     pg.errors = []

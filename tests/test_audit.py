@@ -196,7 +196,7 @@ def _cli(*args: str) -> tuple[int, str, str]:
     import contextlib
     import io
 
-    from twin.__main__ import main
+    from twin.cli.main import main
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -230,7 +230,7 @@ def test_run_out_streams_request_rows_in_chunks(tmp_path, monkeypatch, ext):
 
     import pandas as pd
 
-    from twin import cli_run
+    from twin.cli import run as cli_run
     monkeypatch.setattr("twin.engine.core.KEEP_ROWS", 300)
     writes = []
     real = cli_run._RowWriter.write

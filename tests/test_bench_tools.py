@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from twin.bench_turns import HERE, WARMUP_S, in_turns
-from twin.fingerprint import fingerprint
+from twin.cli.bench_turns import HERE, WARMUP_S, in_turns
+from twin.cli.fingerprint import fingerprint
 
 
 def test_a_checkout_against_itself_takes_turns_slice_by_slice():

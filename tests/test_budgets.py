@@ -9,9 +9,9 @@ import time
 import pytest
 from dash import no_update
 
-from twin import session as S
-from twin import tracestore
-from twin.budget import RateLimit
+from twin.live import session
+from twin.live import tracestore
+from twin.live.budget import RateLimit
 
 from test_callbacks import answered, failures, pages, pm_id, triggered, wait_until  # noqa: F401 (fixtures)
 
@@ -21,7 +21,7 @@ SECRET_A, SECRET_B = "A" * 32, "B" * 32
 @pytest.fixture
 def reg(dash_app, monkeypatch):
     monkeypatch.setenv("TWIN_INSTRUCTOR_TOKEN", "tok-in-the-environment-9f3a")
-    r = S.configure(wall_dt=0.05, max_sandboxes=3, ttl_s=600, token="")     # unlocked, token in env
+    r = session.configure(wall_dt=0.05, max_sandboxes=3, ttl_s=600, token="")     # unlocked, token in env
     yield r
     r.shutdown()
 
@@ -121,18 +121,18 @@ def test_uploads_are_kept_in_bounded_memory_and_throttled(dash_app, reg, monkeyp
     assert tracestore.workload(keys[0]) is None and tracestore.workload(keys[2]) is not None
     with pytest.raises(tracestore.TraceChoiceError, match="no longer kept"):
         tracestore.check(keys[0])
-    for i in range(S.UPLOADS_PER_MIN):
+    for i in range(session.UPLOADS_PER_MIN):
         assert "msg-ok" in triggered(dash_app.on_upload, "ctl-trace-upload.contents", _data_url(row % i),
                                      "t.jsonl", [], SECRET_B)[4]
     out = triggered(dash_app.on_upload, "ctl-trace-upload.contents", _data_url(row % 9), "t.jsonl", [], SECRET_B)
-    assert "msg-error" in out[4] and f"at most {S.UPLOADS_PER_MIN} per minute" in out[3]
+    assert "msg-error" in out[4] and f"at most {session.UPLOADS_PER_MIN} per minute" in out[3]
 
 
 def test_a_forged_demo_or_fault_file_path_is_refused(dash_app, reg, failures):
     tw = reg.shared()
     msg, cls = triggered(failures.on_demo, pm_id("fl-demo", "/etc/passwd"), [1], "shared", None, "v", None)
     assert "msg-error" in cls and "demo buttons" in msg
-    with pytest.raises(S.ControlError, match="not a demo"):
+    with pytest.raises(session.ControlError, match="not a demo"):
         tw.control("reset", {"faults": "/etc/passwd"})
     assert tw.run == 0
 
@@ -140,26 +140,26 @@ def test_a_forged_demo_or_fault_file_path_is_refused(dash_app, reg, failures):
 # ---- 2. budgets ------------------------------------------------------------------------------------
 
 def test_sandboxes_per_client_per_address_and_in_total(reg):
-    a = reg.open_sandbox(client=S.client_id(SECRET_A, "10.0.0.1"), addr="10.0.0.1")
-    with pytest.raises(S.SandboxLimit, match="this browser already has 1"):
-        reg.open_sandbox(client=S.client_id(SECRET_A, "10.0.0.1"), addr="10.0.0.1")
-    reg.open_sandbox(client=S.client_id(SECRET_B, "10.0.0.1"), addr="10.0.0.1")
-    with pytest.raises(S.SandboxLimit, match="from your network address"):     # a fresh secret, same address
-        reg.open_sandbox(client=S.client_id("C" * 32, "10.0.0.1"), addr="10.0.0.1")
-    reg.open_sandbox(client=S.client_id("C" * 32, "10.0.0.2"), addr="10.0.0.2")
-    with pytest.raises(S.SandboxLimit, match="all 3 private sandboxes"):
-        reg.open_sandbox(client=S.client_id("D" * 32, "10.0.0.3"), addr="10.0.0.3")
-    assert a.owner == S.client_id(SECRET_A, "x") != S.client_id(None, "10.0.0.1") == "a-10.0.0.1"
+    a = reg.open_sandbox(client=session.client_id(SECRET_A, "10.0.0.1"), addr="10.0.0.1")
+    with pytest.raises(session.SandboxLimit, match="this browser already has 1"):
+        reg.open_sandbox(client=session.client_id(SECRET_A, "10.0.0.1"), addr="10.0.0.1")
+    reg.open_sandbox(client=session.client_id(SECRET_B, "10.0.0.1"), addr="10.0.0.1")
+    with pytest.raises(session.SandboxLimit, match="from your network address"):     # a fresh secret, same address
+        reg.open_sandbox(client=session.client_id("C" * 32, "10.0.0.1"), addr="10.0.0.1")
+    reg.open_sandbox(client=session.client_id("C" * 32, "10.0.0.2"), addr="10.0.0.2")
+    with pytest.raises(session.SandboxLimit, match="all 3 private sandboxes"):
+        reg.open_sandbox(client=session.client_id("D" * 32, "10.0.0.3"), addr="10.0.0.3")
+    assert a.owner == session.client_id(SECRET_A, "x") != session.client_id(None, "10.0.0.1") == "a-10.0.0.1"
 
 
 def test_a_sandbox_id_alone_neither_controls_nor_closes_it(dash_app, reg):
     key, msg, cls = triggered(dash_app.on_twin_choice, "ctl-sandbox.n_clicks", 1, 0, "shared", SECRET_A)
     assert key.startswith("sb-") and len(key) == 19
     tw = reg.get(key)
-    stranger = S.client_id(SECRET_B, "127.0.0.1")
-    with pytest.raises(S.ControlError, match="belongs to another browser"):
+    stranger = session.client_id(SECRET_B, "127.0.0.1")
+    with pytest.raises(session.ControlError, match="belongs to another browser"):
         tw.control("pause", client=stranger)
-    with pytest.raises(S.ControlError, match="belongs to another browser"):
+    with pytest.raises(session.ControlError, match="belongs to another browser"):
         reg.close(key, stranger)
     msg, cls = triggered(dash_app.on_control, "ctl-play.n_clicks", 1, [0] * 6, None, [0] * 7, None, 0,
                             key, None, "v2", "default", "", None, 0, SECRET_B)
@@ -174,7 +174,7 @@ def test_a_sandbox_id_alone_neither_controls_nor_closes_it(dash_app, reg):
 
 
 def test_idle_is_measured_from_the_last_action_not_from_polls(dash_app, pages):
-    reg = S.configure(wall_dt=0.05, max_sandboxes=2, ttl_s=0.8, token=None)
+    reg = session.configure(wall_dt=0.05, max_sandboxes=2, ttl_s=0.8, token=None)
     try:
         sb = reg.open_sandbox(client="c1", addr="a")
         end = time.monotonic() + 2.4
@@ -194,15 +194,15 @@ def test_idle_is_measured_from_the_last_action_not_from_polls(dash_app, pages):
 def test_faults_are_bounded_in_horizon_pending_count_and_rate(reg):
     tw = reg.shared()
     tw.control("pause")
-    with pytest.raises(S.ControlError, match="allowed up to 86,400 s after now"):
+    with pytest.raises(session.ControlError, match="allowed up to 86,400 s after now"):
         tw.control("fault", {"kind": "l2", "target": "sp2/l2-5", "at_s": 1e12})
-    for i in range(S.MAX_PENDING_FAULTS):
+    for i in range(session.MAX_PENDING_FAULTS):
         tw.control("fault", {"kind": "l2", "target": "sp2/l2-5", "at_s": 1000 + i}, client="c1")
-    with pytest.raises(S.ControlError, match=f"{S.MAX_PENDING_FAULTS} scheduled faults are already waiting"):
+    with pytest.raises(session.ControlError, match=f"{session.MAX_PENDING_FAULTS} scheduled faults are already waiting"):
         tw.control("fault", {"kind": "l2", "target": "sp2/l2-5", "at_s": 5000}, client="c2")
-    for _ in range(S.FAULTS_PER_MIN - S.MAX_PENDING_FAULTS):
+    for _ in range(session.FAULTS_PER_MIN - session.MAX_PENDING_FAULTS):
         tw.control("fault", {"kind": "l2", "target": "sp2/l2-5"}, client="c1")
-    with pytest.raises(S.ControlError, match=f"at most {S.FAULTS_PER_MIN} per minute"):
+    with pytest.raises(session.ControlError, match=f"at most {session.FAULTS_PER_MIN} per minute"):
         tw.control("fault", {"kind": "l2", "target": "sp2/l2-5"}, client="c1")
     tw.control("fault", {"kind": "l2", "target": "sp2/l2-6"}, client="c2")     # another client is not slowed
 
@@ -214,21 +214,21 @@ def test_random_failure_rate_is_bounded(reg, rate, ok):
     if ok:
         assert "random failures on" in tw.control("random", rate)
     else:
-        with pytest.raises(S.ControlError, match="allowed a number 0 <= x <= 10"):
+        with pytest.raises(session.ControlError, match="allowed a number 0 <= x <= 10"):
             tw.control("random", rate)
 
 
 def test_unlock_attempts_are_throttled_per_browser_and_per_address(dash_app):
-    reg = S.configure(wall_dt=0.05, token="s3cret")
+    reg = session.configure(wall_dt=0.05, token="s3cret")
     try:
         def unlock(value, secret):
             return triggered(dash_app.on_unlock, "ctl-unlock.n_clicks", 1, None, value, secret)
-        for _ in range(S.UNLOCK_PER_MIN):
+        for _ in range(session.UNLOCK_PER_MIN):
             assert "Wrong instructor token" in unlock("guess", SECRET_A)[1]
         tok, msg, cls = unlock("s3cret", SECRET_A)                   # even the right one waits
         assert tok is no_update and "at most 5 per minute" in msg and "msg-error" in cls
         assert unlock("s3cret", SECRET_B)[0]["ok"] is True
-        for i in range(S.UNLOCK_PER_MIN_ADDRESS - S.UNLOCK_PER_MIN - 1):   # fresh secrets, same address
+        for i in range(session.UNLOCK_PER_MIN_ADDRESS - session.UNLOCK_PER_MIN - 1):   # fresh secrets, same address
             unlock("guess", f"{i:032d}")
         assert "from this address" in unlock("s3cret", "Z" * 32)[1]
     finally:
@@ -250,10 +250,10 @@ def test_rate_limit_window_slides_and_its_memory_is_bounded():
 
 
 def test_client_identity_is_the_secret_or_the_address():
-    assert S.client_id("short", "1.2.3.4") == "a-1.2.3.4"
-    assert S.client_id(["x"], None) == "a-unknown"
-    a = S.client_id(SECRET_A, "1.2.3.4")
-    assert a.startswith("s-") and a == S.client_id(SECRET_A, "5.6.7.8") and SECRET_A not in a
+    assert session.client_id("short", "1.2.3.4") == "a-1.2.3.4"
+    assert session.client_id(["x"], None) == "a-unknown"
+    a = session.client_id(SECRET_A, "1.2.3.4")
+    assert a.startswith("s-") and a == session.client_id(SECRET_A, "5.6.7.8") and SECRET_A not in a
 
 
 @pytest.mark.parametrize("scenario,deployment", [(["default"], ""), ({"a": 1}, ""), ("default", ["x"]),
@@ -267,14 +267,14 @@ def test_a_forged_scenario_or_deployment_is_refused_not_replaced(dash_app, reg, 
 
 def test_arrival_rate_has_one_limit_the_scenario_models():
     from twin.engine.scenario import Scenario
-    from twin.settings import MAX_RATE
+    from twin.model.settings import MAX_RATE
     from twin.engine.source import SyntheticSource
     bound = next(m.le for m in Scenario.model_fields["rate"].metadata if hasattr(m, "le"))
     assert MAX_RATE == bound == 100_000
-    assert S.parse_rate(MAX_RATE) == MAX_RATE
+    assert session.parse_rate(MAX_RATE) == MAX_RATE
     for bad in (MAX_RATE * 1.000001, 1e6, float("nan"), "fast", [5]):
-        with pytest.raises(S.ControlError, match=r"rate = .*: allowed 0 < rate <= 100,000 req/s"):
-            S.parse_rate(bad)
+        with pytest.raises(session.ControlError, match=r"rate = .*: allowed 0 < rate <= 100,000 req/s"):
+            session.parse_rate(bad)
     src = SyntheticSource.__new__(SyntheticSource)
     with pytest.raises(ValueError, match="allowed 0 < rate <= 100,000 req/s"):
         src.set_rate(0.0, 1e6)

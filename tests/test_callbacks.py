@@ -15,10 +15,10 @@ from dash import no_update
 from dash._callback_context import context_value
 from dash._utils import AttributeDict
 
-from twin import session as S
+from twin.live import session
 from twin.engine.commands import InjectFault
-from twin.ui import figures as F
-from twin.ui.live import beat
+from twin.ui import figures
+from twin.ui.polling import beat
 
 
 def wait_until(pred, timeout: float = 15.0, interval: float = 0.05) -> bool:
@@ -50,7 +50,7 @@ def answered(out: tuple, store: str, choice: str = "shared") -> tuple:
     data = (SET_PROPS.get(store) or {}).get("data")
     if data is None:
         return out
-    ticket = S.sessions().get(choice).ticket(data["id"])
+    ticket = session.sessions().get(choice).ticket(data["id"])
     assert ticket.wait(15), "the engine did not answer"
     return answer.answered(data, choice)[:2]
 
@@ -82,33 +82,33 @@ def pages(dash_app):
 
 @pytest.mark.parametrize("value,expected", [(1, 1.0), ("20", 20.0), (1000, 1000.0), ("max", "max"), ("MAX", "max")])
 def test_speed_accepts_the_documented_range(value, expected):
-    assert S.parse_speed(value) == expected
+    assert session.parse_speed(value) == expected
 
 
 @pytest.mark.parametrize("value", [0, 0.5, 1001, "fast", None, float("nan"), float("inf")])
 def test_speed_outside_range_names_the_allowed_range(value):
-    with pytest.raises(S.ControlError, match="allowed 1 to 1000"):
-        S.parse_speed(value)
+    with pytest.raises(session.ControlError, match="allowed 1 to 1000"):
+        session.parse_speed(value)
 
 
 @pytest.mark.parametrize("value", [0, -1, 5.01, "x", float("nan"), True])
 def test_load_outside_range_is_refused(value):
-    with pytest.raises(S.ControlError, match=r"allowed 0 < load <= 5 \(fraction of capacity"):
-        S.parse_load(value)
+    with pytest.raises(session.ControlError, match=r"allowed 0 < load <= 5 \(fraction of capacity"):
+        session.parse_load(value)
 
 
 def test_load_has_one_bound_the_scenario_models():
     from twin.engine.scenario import Scenario
-    from twin.settings import LOAD_MAX
+    from twin.model.settings import LOAD_MAX
     bound = next(m.le for m in Scenario.model_fields["load"].metadata if hasattr(m, "le"))
     assert LOAD_MAX == bound == 5
-    assert S.parse_load(LOAD_MAX) == LOAD_MAX
+    assert session.parse_load(LOAD_MAX) == LOAD_MAX
 
 
 @pytest.mark.parametrize("value", [-1, 1.5, 2**31, "seven"])
 def test_seed_must_be_a_whole_number_in_range(value):
-    with pytest.raises(S.ControlError, match="whole number 0 to"):
-        S.parse_seed(value)
+    with pytest.raises(session.ControlError, match="whole number 0 to"):
+        session.parse_seed(value)
 
 
 # ---- the runner -----------------------------------------------------------------------------------
@@ -162,7 +162,7 @@ def test_engine_thread_survives_failing_steps_and_bad_commands(twin_registry):
         return real(dt)
 
     eng.advance = flaky
-    with pytest.raises(S.ControlError, match="fault kind = .fail.: allowed npu_die"):          # checked before it is queued ...
+    with pytest.raises(session.ControlError, match="fault kind = .fail.: allowed npu_die"):          # checked before it is queued ...
         tw.control("fault", {"target": "n99", "kind": "fail"})
     refused = tw._engine.submit(InjectFault({"target": "n99", "kind": "fail"}))   # ... the engine refuses it too
     v = tw.snapshot.version
@@ -187,7 +187,7 @@ def test_bad_reset_leaves_the_running_twin_untouched(twin_registry):
                         (dict(trace="/nonexistent/trace.jsonl"), "trace"),
                         (dict(deployment="deepseek-h800"), "deepseek-h800"),
                         (dict(seed=-3), "seed")):
-        with pytest.raises(S.ControlError, match=match):
+        with pytest.raises(session.ControlError, match=match):
             tw.control("reset", spec)
     time.sleep(0.2)
     assert tw.run == run and tw.params.scenario == scen and not tw.paused
@@ -209,16 +209,16 @@ def test_load_on_a_trace_scenario_says_why_it_cannot(twin_registry):
     tw.control("reset", {"scenario": "mooncake-live"})
     assert wait_until(lambda: tw.run == run + 1)
     assert tw.status()["workload"] == "trace"
-    with pytest.raises(S.ControlError, match="trace replays its own arrival"):
+    with pytest.raises(session.ControlError, match="trace replays its own arrival"):
         tw.control("load", 0.9)
 
 
 def test_sandboxes_are_bounded_private_and_reaped(dash_app):
-    reg = S.configure(wall_dt=0.05, max_sandboxes=2, ttl_s=1.5, token=None)
+    reg = session.configure(wall_dt=0.05, max_sandboxes=2, ttl_s=1.5, token=None)
     try:
         a, b = reg.open_sandbox(), reg.open_sandbox()
         assert a.key != b.key and not a.shared
-        with pytest.raises(S.SandboxLimit, match="all 2 private sandboxes"):
+        with pytest.raises(session.SandboxLimit, match="all 2 private sandboxes"):
             reg.open_sandbox()
         a.control("pause")
         assert reg.shared().actions() and not any("pause" in x["what"] for x in reg.shared().actions())
@@ -231,13 +231,13 @@ def test_sandboxes_are_bounded_private_and_reaped(dash_app):
 
 
 def test_instructor_token_locks_shared_controls_and_actions_are_logged(dash_app):
-    reg = S.configure(wall_dt=0.05, token="s3cret")
+    reg = session.configure(wall_dt=0.05, token="s3cret")
     try:
         tw = reg.shared()
         assert tw.status()["locked"]
-        with pytest.raises(S.ControlError, match="locked by the instructor"):
+        with pytest.raises(session.ControlError, match="locked by the instructor"):
             tw.control("pause", who="viewer v1")
-        with pytest.raises(S.ControlError, match="locked"):
+        with pytest.raises(session.ControlError, match="locked"):
             tw.control("pause", who="viewer v1", credential="s3cret")      # the token is not a credential
         tw.control("pause", who="instructor (viewer v2)", credential=reg.unlock("s3cret", "c2", "10.0.0.2"))
         top = tw.actions(1)[0]
@@ -358,13 +358,13 @@ def test_topology_drill_down_and_back(pages, twin_registry):
 
 def test_topology_tick_sends_compact_utilisation(pages, twin_registry):
     from twin.topology import static
-    from twin.ui import topoview as TV
+    from twin.ui import topoview
     tw = twin_registry.shared()
     tw.control("speed", 20)
     assert wait_until(lambda: len(tw.snapshot.history.get("t", [])) >= 3)
     out = pages.topology.tick(1, "shared", None, view_name="supernode", sel={"kind": "node", "id": "n03"})
     live, stats, cursor = out["live"], out["stats"], out["cursor"]
-    v = TV.view(static("cloudmatrix384"), "supernode")
+    v = topoview.view(static("cloudmatrix384"), "supernode")
     assert live["view"] == "supernode" and len(live["u"]) == v.n_edges and len(live["n"]) == len(v.node_ids)
     assert any(u > 0 for u in live["u"])                                # traffic is flowing somewhere
     assert stats is not no_update and cursor["view"] == "supernode" and cursor["system"] == "cloudmatrix384"
@@ -412,7 +412,7 @@ def test_tradeoffs_slo_answer_and_bad_values(pages, twin_registry):
 
 
 def test_validation_page_has_a_badge_per_row(pages):
-    from twin.validate import rows
+    from twin.predict.validate import rows
     layout = pages.validation.layout()
     n = len(rows())
     badges = [c for c in _components(layout) if "badge" in (getattr(c, "className", "") or "")
@@ -484,7 +484,7 @@ def fault_click(fl, prop_id, kind, target, at=None, dur=None, factor=None, perio
 
 def test_fault_targets_are_validated_with_the_engine_rules_without_touching_the_twin(twin_registry):
     tw = twin_registry.shared()
-    assert S.fault_command({"kind": "optical_link", "target": "sp3/l2-7--n20/l1-3"}, None).spec == \
+    assert session.fault_command({"kind": "optical_link", "target": "sp3/l2-7--n20/l1-3"}, None).spec == \
         {"kind": "optical_link", "target": "n20/l1-3--sp3/l2-7"}                  # canonical link id
     bad = ((dict(kind="l2", target="n20"), "is a node; fault kind l2 breaks an L2 UB switch"),
            (dict(kind="npu_die", target="n99/npu0/d0"), "node index 99 out of range 0..47"),
@@ -493,32 +493,32 @@ def test_fault_targets_are_validated_with_the_engine_rules_without_touching_the_
            (dict(kind="l2", target="sp2/l2-5", duration_s=0), "0 < duration_s"),
            (dict(kind="optical_degrade", target="n20/l1-3--sp3/l2-7", factor=1.5), "0 <= factor < 1"))
     for spec, match in bad:
-        with pytest.raises(S.ControlError, match=match):
-            S.fault_command(spec, None)
+        with pytest.raises(session.ControlError, match=match):
+            session.fault_command(spec, None)
     time.sleep(0.2)
     assert tw.snapshot.faults == () and not any(e["kind"] == "error" for e in tw.snapshot.events)
 
 
 def test_failures_picker_kinds_targets_and_suggestions():
     from twin.topology import static
-    from twin.ui import faultview as FV
+    from twin.ui import faultview as faultview
     sys_ = static("cloudmatrix384")
-    assert FV.pick(sys_, "n07/npu3/d1") == ("npu_die", "n07/npu3/d1")
-    assert FV.pick(sys_, "n07/npu3/d1", "npu") == ("npu", "n07/npu3")          # the die's NPU
-    assert FV.pick(sys_, "sp4/l2-11--n07/l1-4", "optical_flap") == ("optical_flap", "n07/l1-4--sp4/l2-11")
-    assert FV.pick(sys_, "sp4") == ("subplane", "sp4") and FV.pick(sys_, "rdma/spine-0")[0] == "rdma_plane"
-    assert FV.pick(sys_, "vpc/switch") is None and FV.pick(sys_, "r00") is None
-    assert FV.related(sys_, "node", "n07/npu3/d1") == "n07"
-    assert FV.related(sys_, "rdma_nic", "n07/npu3/d1") == "n07/rdma3"
-    assert FV.related(sys_, "subplane", "sp2/l2-5") == "sp2"
-    assert FV.related(sys_, "l2", "n07") == "sp2/l2-5"                         # the kind's example
-    assert len(FV.ids_for(sys_, "optical_link")) == 48 * 7 * 16 and len(FV.ids_for(sys_, "npu")) == 384
-    assert FV.suggest(sys_, "optical_link", "n20/l1-3") == \
+    assert faultview.pick(sys_, "n07/npu3/d1") == ("npu_die", "n07/npu3/d1")
+    assert faultview.pick(sys_, "n07/npu3/d1", "npu") == ("npu", "n07/npu3")          # the die's NPU
+    assert faultview.pick(sys_, "sp4/l2-11--n07/l1-4", "optical_flap") == ("optical_flap", "n07/l1-4--sp4/l2-11")
+    assert faultview.pick(sys_, "sp4") == ("subplane", "sp4") and faultview.pick(sys_, "rdma/spine-0")[0] == "rdma_plane"
+    assert faultview.pick(sys_, "vpc/switch") is None and faultview.pick(sys_, "r00") is None
+    assert faultview.related(sys_, "node", "n07/npu3/d1") == "n07"
+    assert faultview.related(sys_, "rdma_nic", "n07/npu3/d1") == "n07/rdma3"
+    assert faultview.related(sys_, "subplane", "sp2/l2-5") == "sp2"
+    assert faultview.related(sys_, "l2", "n07") == "sp2/l2-5"                         # the kind's example
+    assert len(faultview.ids_for(sys_, "optical_link")) == 48 * 7 * 16 and len(faultview.ids_for(sys_, "npu")) == 384
+    assert faultview.suggest(sys_, "optical_link", "n20/l1-3") == \
         [f"n20/l1-3--sp3/l2-{j}" for j in range(16)]
-    assert len(FV.suggest(sys_, "npu_die", "")) == FV.SUGGESTIONS
-    assert FV.parse_at("+30", 100.0) == 130.0 and FV.parse_at("250", 100.0) == 250.0
+    assert len(faultview.suggest(sys_, "npu_die", "")) == faultview.SUGGESTIONS
+    assert faultview.parse_at("+30", 100.0) == 130.0 and faultview.parse_at("250", 100.0) == 250.0
     with pytest.raises(ValueError, match="now t = 100.0 s"):
-        FV.parse_at("", 100.0)
+        faultview.parse_at("", 100.0)
 
 
 def test_failures_inject_now_sends_a_logged_command(failures, twin_registry):
@@ -586,8 +586,8 @@ def test_failures_policy_change(failures, twin_registry):
                             None, "vtest", None)
     assert "msg-error" in cls and "policy.detect_s = -1.0: allowed a number of seconds 0..86400" in msg
     assert tw.policy["detect_s"] == 15.0
-    from twin.ui import faulttable as FT
-    assert "detect 15 s, redundant experts off, weights from OBS" in FT.policy_text(tw.policy)
+    from twin.ui import faulttable
+    assert "detect 15 s, redundant experts off, weights from OBS" in faulttable.policy_text(tw.policy)
 
 
 def random_switch(fl, value, rate) -> tuple:
@@ -641,13 +641,13 @@ def test_failures_demo_load_replays_the_file(failures, twin_registry):
     assert "Demo decode-die-no-redundancy" in out["demo_line"]
     sb = twin_registry.open_sandbox()                        # a sandbox copies the demo too
     assert sb.params.faults == tw.params.faults
-    with pytest.raises(S.ControlError, match="not a demo \\(allowed: .*decode-die-no-redundancy"):
+    with pytest.raises(session.ControlError, match="not a demo \\(allowed: .*decode-die-no-redundancy"):
         tw.control("reset", {"faults": "no-such-demo"})
     assert tw.run == 1
 
 
 def test_failures_locked_twin_refuses_and_says_why(failures, dash_app):
-    reg = S.configure(wall_dt=0.05, token="s3cret")
+    reg = session.configure(wall_dt=0.05, token="s3cret")
     try:
         tw = reg.shared()
         msg, cls = fault_click(failures, "fl-inject.n_clicks", "l2", "sp2/l2-5")
@@ -660,7 +660,7 @@ def test_failures_locked_twin_refuses_and_says_why(failures, dash_app):
 
 
 def test_failures_tick_table_marks_and_patches(failures, twin_registry):
-    from twin.ui import faulttable as FT
+    from twin.ui import faulttable
     fl = failures
     tw = twin_registry.shared()
     tw.control("speed", "max")
@@ -697,7 +697,7 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
     upd = fl.tick(3, "shared", cursor, view_name="supernode")
     assert all(f is no_update for f in upd["figs"])                       # charts never resent whole
     strips = upd["strips"]                                                # one compact update for all four
-    assert strips["x"] and strips["x"][0] > cursor["t"] and strips["keep"] == F.HISTORY_POINTS
+    assert strips["x"] and strips["x"][0] > cursor["t"] and strips["keep"] == figures.HISTORY_POINTS
     assert [len(y) for y in strips["y"]] == [len(spec.series) for spec in fl.CHARTS.values()]
     assert all(len(ys) == len(strips["x"]) for y in strips["y"] for ys in y)
     assert strips["notes"][-1]["text"] == "#2 node down"                  # the new fault's mark
@@ -706,18 +706,18 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
     live = upd["live"]
     assert live["ndown"] and live["view"] == "supernode"                  # n20 drawn as failed
     assert size(upd) < 30_000
-    rows = FT.rows(tw.snapshot.faults, tw.snapshot.sim_time)
+    rows = faulttable.rows(tw.snapshot.faults, tw.snapshot.sim_time)
     assert rows[0]["slo_before"] is not None and rows[0]["state"] == "recovered"
 
 
 def test_fault_marks_merge_bands_and_keep_to_the_window():
-    from twin.ui import faulttable as FV
+    from twin.ui import faulttable as faulttable
     reps = [{"id": 1, "kind": "l2", "at_s": 10.0, "recover_s": 5.0, "served_s": 5.0, "active": False},       # ends before t_from
             {"id": 2, "kind": "l2", "at_s": 100.0, "recover_s": 50.0, "served_s": 50.0, "detect_s": 20.0, "active": False},
             {"id": 3, "kind": "cpu", "at_s": 120.0, "recover_s": None, "served_s": None, "active": True},    # overlaps #2
             {"id": 4, "kind": "node", "at_s": 300.0, "recover_s": 10.0, "served_s": 10.0, "active": False},
             {"id": 5, "kind": "npu", "at_s": 900.0, "active": False}]                     # not struck yet
-    shapes, notes = FV.marks(reps, 400.0, t_from=50.0)
+    shapes, notes = faulttable.marks(reps, 400.0, t_from=50.0)
     bands = [(s["x0"], s["x1"]) for s in shapes if s["type"] == "rect"]
     assert bands == [(100.0, 400.0)]                    # #2 and #3 (still active: to now) and #4 merged
     lines = [(s["x0"], s["line"]["color"]) for s in shapes if s["type"] == "line"]
@@ -725,9 +725,9 @@ def test_fault_marks_merge_bands_and_keep_to_the_window():
     assert [n["text"] for n in notes] == ["#2 L2 lost", "#3 CPU lost", "#4 node down"]
     many = [{"id": i, "kind": "l1", "at_s": float(i), "recover_s": 0.5, "served_s": 0.5,
              "active": False} for i in range(1, 31)]
-    shapes, notes = FV.marks(many, 40.0)
+    shapes, notes = faulttable.marks(many, 40.0)
     assert len([s for s in shapes if s["type"] == "rect"]) == 30
-    assert 0 < len(notes) <= FV.MARK_LABELS and len(notes) <= len(FV.LABEL_ROWS)  # crowded: only what has room
+    assert 0 < len(notes) <= faulttable.MARK_LABELS and len(notes) <= len(faulttable.LABEL_ROWS)  # crowded: only what has room
     assert notes[-1]["text"] == "#30 L1 lost"
 
 

@@ -80,20 +80,20 @@ def test_every_chart_has_an_info_text(dash_app, page, lang):
 def test_the_check_finds_a_chart_without_info():
     from dash import html
 
-    from twin.ui import components as C
-    bare = html.Div([C.panel(C.graph("a", {}), "A chart"), C.graph("b", {}, info_text="x" * 30)])
+    from twin.ui import components
+    bare = html.Div([components.panel(components.graph("a", {}), "A chart"), components.graph("b", {}, info_text="x" * 30)])
     assert charts_without_info(bare) == ["a"]
-    headed = C.panel(C.graph("c", {}), "A chart", info_text="What it shows, from the simulation.")
+    headed = components.panel(components.graph("c", {}), "A chart", info_text="What it shows, from the simulation.")
     assert charts_without_info(headed) == []
 
 
 def test_glossary_acronyms_in_panel_titles_and_kpis_get_their_definition(dash_app):
     from dash import html
 
-    from twin.ui import components as C
+    from twin.ui import components
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
-        h3 = C.panel("x", "每芯片解码吞吐与 TPOT（EP320、UB-plane）").children[0].children[0]
-        kpi = C.kpi("k", "SLO attainment")
+        h3 = components.panel("x", "每芯片解码吞吐与 TPOT（EP320、UB-plane）").children[0].children[0]
+        kpi = components.kpi("k", "SLO attainment")
     abbrs = [c for c in h3.children if isinstance(c, html.Abbr)]
     assert [a.children.href for a in abbrs] == ["/glossary#gl-tpot"] and abbrs[0].title.startswith("首个词元之后")
     assert h3.children[-1] == "（EP320、UB-plane）"

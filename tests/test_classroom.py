@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from twin import classroom as CR
-from twin import lessons as L
-from twin.controls import ControlError
-from twin.runner import Twin
+from twin.live import classroom
+from twin import lessons
+from twin.live.controls import ControlError
+from twin.live.runner import Twin
 
 
 class FakeTwin:
@@ -29,7 +29,7 @@ class FakeTwin:
 
 
 def test_every_lesson_step_asks_a_question_its_own_figures_answer():
-    steps = [(les.id, i, s) for les in L.lessons() for i, s in enumerate(les.steps, 1)]
+    steps = [(les.id, i, s) for les in lessons.lessons() for i, s in enumerate(les.steps, 1)]
     assert len(steps) == 16 and all(s.question for _l, _i, s in steps)
     by = {(lid, i): s for lid, i, s in steps}
     q = by[("prefill-decode", 1)].question
@@ -43,24 +43,24 @@ def test_every_lesson_step_asks_a_question_its_own_figures_answer():
 
 
 def test_bad_question_is_refused_naming_the_field(tmp_path):
-    src = (L.DATA_DIR / "1-prefill-decode.toml").read_text()
+    src = (lessons.DATA_DIR / "1-prefill-decode.toml").read_text()
     bad = src.replace('figure = "in_npu/out_npu"', 'figure = "nope"', 1)
     (tmp_path / "x.toml").write_text(bad)
-    with pytest.raises(L.LessonError, match=r"step 1.question.figure = 'nope': allowed a figure of the step"):
-        L.load_file(tmp_path / "x.toml")
+    with pytest.raises(lessons.LessonError, match=r"step 1.question.figure = 'nope': allowed a figure of the step"):
+        lessons.load_file(tmp_path / "x.toml")
 
 
 def test_the_class_plan_is_45_minutes_of_real_steps():
-    p = L.plan("why-supernode")
+    p = lessons.plan("why-supernode")
     assert p.minutes == 45 and len(p.items) == 8
     for it in p.items:
-        assert L.get(it.lesson).steps[it.step - 1].question is not None and it.say
-    with pytest.raises(L.LessonError, match="no such plan; allowed why-supernode"):
-        L.plan("nope")
+        assert lessons.get(it.lesson).steps[it.step - 1].question is not None and it.say
+    with pytest.raises(lessons.LessonError, match="no such plan; allowed why-supernode"):
+        lessons.plan("nope")
 
 
 def test_publish_answer_once_reveal_and_export():
-    room, tw = CR.Classroom(), FakeTwin(locked=True)
+    room, tw = classroom.Classroom(), FakeTwin(locked=True)
     with pytest.raises(ControlError, match="locked by the instructor"):
         room.publish(tw, None, lesson="prefill-decode", step=1, page="/lessons", presenter=False)
     assert room.publish(tw, "cred", lesson="prefill-decode", step=1, page="/lessons", presenter=True)
@@ -92,13 +92,13 @@ def test_publish_answer_once_reveal_and_export():
 
 
 def test_choice_answers_and_bounds(monkeypatch):
-    room, tw = CR.Classroom(), FakeTwin()
+    room, tw = classroom.Classroom(), FakeTwin()
     room.publish(tw, None, lesson="supernode", step=1, page="/validation", presenter=False)
     with pytest.raises(ControlError, match="allowed one of the 2 choices"):
         room.answer("s-a", None, "supernode", 1, 2)
     room.answer("s-a", None, "supernode", 1, 1)
     assert room.tally("supernode", 1)["bars"] == [("The H800 cluster", 0), ("CloudMatrix384", 1)]
-    monkeypatch.setattr(CR, "MAX_ANSWERS", 3)
+    monkeypatch.setattr(classroom, "MAX_ANSWERS", 3)
     for c in ("s-b", "s-c"):
         room.answer(c, None, "supernode", 1, 0)
     with pytest.raises(ControlError, match="already has 3 answers, the most kept"):
@@ -110,7 +110,7 @@ def test_choice_answers_and_bounds(monkeypatch):
             except ControlError as exc:
                 if "per minute" in str(exc):
                     raise
-    monkeypatch.setattr(CR, "MAX_STEPS", 2)
+    monkeypatch.setattr(classroom, "MAX_STEPS", 2)
     for les, n in (("supernode", 2), ("cloud", 1)):
         room.publish(tw, None, lesson=les, step=n, page="/", presenter=False)
     assert room.tally("supernode", 1) is None and room.tally("cloud", 1) is not None     # oldest dropped
@@ -137,7 +137,7 @@ SECRET = "x" * 24
 
 
 def test_status_carries_the_class_and_the_beat_moves_with_the_lecturer(twin_registry):
-    from twin.ui import live
+    from twin.ui import polling as live
     tw = twin_registry.shared()
     b0 = live.beat(tw)
     twin_registry.classroom.publish(tw, None, lesson="faults", step=3, page="/lessons", presenter=True)
@@ -148,33 +148,33 @@ def test_status_carries_the_class_and_the_beat_moves_with_the_lecturer(twin_regi
 
 
 def test_send_counts_once_and_explains_the_refusal_in_chinese(twin_registry, dash_app):
-    from twin.ui import classbar as CB
+    from twin.ui import classbar
     room = twin_registry.classroom
     room.publish(twin_registry.shared(), None, lesson="faults", step=3, page="/lessons", presenter=False)
     state = room.public()
     with dash_app.server.test_request_context("/?lang=zh"):
-        msg, cls, mine = CB.send(1, 20000, None, state, {}, SECRET)
+        msg, cls, mine = classbar.send(1, 20000, None, state, {}, SECRET)
         assert (msg, cls, mine) == ("已计入，谢谢！", "ctl-msg msg-ok", {"faults/3": 20000.0})
-        msg, cls, mine = CB.send(2, 30000, None, state, mine, SECRET)
+        msg, cls, mine = classbar.send(2, 30000, None, state, mine, SECRET)
         assert msg == "未计入：你已经回答过这一步：每个浏览器只能回答一次" and cls == "ctl-msg msg-error"
-        out = CB.render(state, {"on": True}, None, {"faults/3": 20000.0})
+        out = classbar.render(state, {"on": True}, None, {"faults/3": 20000.0})
         assert out[8] == "你的答案：20,000 请求。等待讲师揭晓。" and out[6] == {}       # waiting, no input
     assert room.tally("faults", 3)["n"] == 1
     room.reveal(twin_registry.shared(), None)
     with dash_app.server.test_request_context("/?lang=en"):
-        out = CB.render(room.public(), {"on": True}, None, {"faults/3": 20000.0})
+        out = classbar.render(room.public(), {"on": True}, None, {"faults/3": 20000.0})
         assert out[8].startswith("Measured: 27,197 requests · your answer: 20,000 requests")
         fig = out[9].children[0].figure                                  # the chart and its (i)
         assert [s["x0"] for s in fig["layout"]["shapes"]] == [pytest.approx(27197), 20000]
-        msg, _cls, _mine = CB.send(3, 1, None, room.public(), {}, "y" * 24)
+        msg, _cls, _mine = classbar.send(3, 1, None, room.public(), {}, "y" * 24)
         assert msg == "Not counted: the answer is already revealed: answers to this step are closed"
 
 
 def test_a_student_cannot_lead_a_locked_twin(twin_registry, dash_app):
-    from twin.ui import classbar as CB
+    from twin.ui import classbar
     twin_registry.gate.token = "tok"
     with dash_app.server.test_request_context("/?lang=zh"):
-        store, msg, cls = CB.lead(None)
+        store, msg, cls = classbar.lead(None)
     assert store is None and msg.startswith("未开始带领：共享孪生已被讲师锁定") and cls == "ctl-msg msg-error"
 
 

@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 
-from twin.__main__ import main
+from twin.cli.main import main
 from twin.cloud.copool import HOLD, CoPool, load_params
 from twin.cloud.cost import day_report, load_prices, peak_load
 from twin.cloud.training import TrainingJob, compare
-from twin.config import CatalogError
+from twin.model.config import CatalogError
 from twin.engine import Engine
 from twin.engine.requests import DONE
 from twin.engine.source import SyntheticSource
@@ -441,7 +441,7 @@ def test_cli_day_lengths_prints_intervals_and_the_verdict(capsys, monkeypatch):
     monkeypatch.setattr(cost, "run_day", lambda sc, p, seed, **kw: (None, (p.policy, seed)))
     base = {"copool": 0.8, "dedicated": 0.7}
     monkeypatch.setattr(cost, "day_usage", lambda ps: {"u": base[ps[0]] + 0.01 * ps[1], "usd": 2 - base[ps[0]]})
-    monkeypatch.setattr("twin.cloud.cli.priced", lambda u, pr: _report(u["u"], u["usd"]))
+    monkeypatch.setattr("twin.cli.cloud.priced", lambda u, pr: _report(u["u"], u["usd"]))
     assert main(["cloud", "--day-lengths", "60,120", "--seeds", "3"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1].split()[0] == "60" and "81.0% [78.5%, 83.5%]" in out[1]

@@ -33,12 +33,12 @@ def run(cloud):
 
 
 def test_the_comparison_ran_in_a_job_process_and_is_kept_for_this_browser_only(cloud, run):
-    from twin import jobs as JP
+    from twin.live import jobs
     job = cloud._job(run, SECRET)
     assert job["kind"] == "cloud" and job["done"] == 9 and set(job["result"]) == {"copool", "dedicated", "inference-only"}
     assert job["total"] == 9 and all(len(days) == 3 for days in job["result"].values())       # 3 seeds each
     assert cloud.job_text(job) == "" and cloud.on_job_tick(1, run, SECRET)[1] is True
-    assert JP.pool().view(run["job"], "s-someone-else") is None
+    assert jobs.pool().view(run["job"], "s-someone-else") is None
     assert cloud.on_show(run, list(PRICES), "t" * 32)[0].children == \
         "Run the comparison to see the three policies side by side."
 

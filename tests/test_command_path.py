@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from twin import session as S
-from twin.actions import FAULTS_PER_MIN, RESET_LATE
+from twin.live import session
+from twin.live.actions import FAULTS_PER_MIN, RESET_LATE
 from twin.engine import Engine, commands
 from twin.engine.commands import InjectFault, SetPolicy
 from twin.engine.faults import manager, spec
@@ -35,8 +35,8 @@ def spy(monkeypatch):
     return calls
 
 
-def twin() -> S.Twin:
-    return S.Twin("t-cmd", params={"scenario": "paper-decode"})        # not started: advance_to drives it
+def twin() -> session.Twin:
+    return session.Twin("t-cmd", params={"scenario": "paper-decode"})        # not started: advance_to drives it
 
 
 def test_a_live_fault_is_validated_once_and_accepted_at_the_sim_time_it_lands(spy):
@@ -65,7 +65,7 @@ def test_a_policy_and_a_load_are_checked_once(spy, monkeypatch):
     t = tw.send("policy", {"detect_s": 5})
     tw.advance_to(1.0)
     assert t.accepted and spy["policy"] == 1 and tw._engine.faults.policy.detect_s == 5
-    from twin import settings
+    from twin.model import settings
     checks = []
     real = settings.get
 
@@ -118,7 +118,7 @@ def test_refusals_at_the_edge_are_tickets_too_and_queue_nothing():
     assert bad.refused and bad.reason.startswith("fault target = 'n20' is a node; fault kind l2 breaks")
     assert tw.send("teleport").reason.startswith("unknown action 'teleport': allowed play")
     assert tw._engine.commands.empty()
-    with pytest.raises(S.ControlError, match="is a node"):     # control(): the same answer, raised
+    with pytest.raises(session.ControlError, match="is a node"):     # control(): the same answer, raised
         tw.control("fault", {"kind": "l2", "target": "n20"})
     for i in range(FAULTS_PER_MIN):
         assert not tw.send("fault", {"kind": "l2", "target": "sp2/l2-5"}, client="c1").refused
@@ -127,7 +127,7 @@ def test_refusals_at_the_edge_are_tickets_too_and_queue_nothing():
 
 
 def test_a_locked_twin_answers_refused_with_the_reason():
-    reg = S.configure(wall_dt=0.05, token="s3cret")
+    reg = session.configure(wall_dt=0.05, token="s3cret")
     try:
         t = reg.shared().send("load", 0.5)
         assert t.refused and t.reason.startswith("the shared twin is locked by the instructor")

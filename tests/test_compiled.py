@@ -5,8 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from twin.compiled import KERNELS, PLAIN
-from twin.fingerprint import fingerprint
+from twin.engine.compiled import KERNELS, PLAIN
+from twin.cli.fingerprint import fingerprint
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = (("default", 60, {}), ("diurnal", 40, {"random_faults": True}))   # EMS, KV transfer, faults
@@ -20,13 +20,13 @@ def _plain(code: str, *args: str, timeout: int = 600) -> subprocess.CompletedPro
 
 def test_every_kernel_is_compiled_here_and_listed():
     import twin.engine  # noqa: F401  (imports every module that declares a kernel)
-    import twin.ems_index  # noqa: F401
+    import twin.engine.ems.index  # noqa: F401
     assert not PLAIN and len(KERNELS) == 18
     assert all(type(k).__name__ == "CPUDispatcher" for k in KERNELS)
 
 
 def test_plain_python_mode_fingerprints_equal_the_compiled_ones():
-    code = ("import json; from twin.fingerprint import fingerprint; from twin.compiled import PLAIN, KERNELS; "
+    code = ("import json; from twin.cli.fingerprint import fingerprint; from twin.engine.compiled import PLAIN, KERNELS; "
             f"print(json.dumps([PLAIN, len(KERNELS)] + [fingerprint(n, d, **kw) for n, d, kw in {RUNS!r}]))")
     out = _plain(code)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from test_cli import cli
-from twin.config import CatalogError
+from twin.model.config import CatalogError
 from twin.engine import Engine
 from twin.engine.faults import RANDOM_MAX
 from twin.engine.requests import TIMED_OUT, RequestTable

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from twin import settings
+from twin.model import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -80,7 +80,7 @@ def _section(page: str, prog: str) -> str:
 
 
 def test_cli_page_gives_run_and_bench_the_settings_bounds(page):
-    """`run` and `bench` take their flags from twin.settings: each row shows the declared range."""
+    """`run` and `bench` take their flags from twin.model.settings: each row shows the declared range."""
     flagged = [s for s in settings.SETTINGS.values() if s.flag]
     assert {s.flag for s in flagged} >= {"--duration", "--rate", "--load", "--speedup", "--seed"}
     for prog in ("python -m twin run", "python -m twin bench"):

@@ -10,9 +10,9 @@ import re
 import pytest
 
 from test_e2e import wait_text
-from twin import i18n as I
-from twin import lessons as L
-from twin.classroom import Classroom
+from twin import i18n
+from twin import lessons
+from twin.live.classroom import Classroom
 
 pytestmark = pytest.mark.e2e
 
@@ -99,8 +99,8 @@ def test_students_follow_predict_and_see_the_reveal(chromium, live_server, artif
         # the measured answer is read from the shared twin at the reveal (27,197 on a fresh twin; other
         # tests may have left it elsewhere): each student sees that figure against their own guess
         tally = reg.classroom.tally("faults", 3)
-        q = L.get("faults").steps[2].question
-        measured = re.escape(I.number(tally["measured"], "en", q.digits))
+        q = lessons.get("faults").steps[2].question
+        measured = re.escape(i18n.number(tally["measured"], "en", q.digits))
         for s, g in zip(students, ("20,000", "30,000", "5")):
             wait_text(s, "#class-result", f"(Measured|实测).*{measured}.*(your answer|你的答案).*{g}")
             s.wait_for_function("() => { const g = document.querySelector('#class-chart .js-plotly-plot'); return g && "

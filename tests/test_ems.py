@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from twin.ems import EMS, ModelCache, UnknownServerError
+from twin.engine.ems.pool import EMS, ModelCache, UnknownServerError
 from twin.workload import TraceError, default_trace_path, ideal_hit_ratio, load_trace, synthetic
 
 SERVERS = [f"cpu{i}" for i in range(32)]

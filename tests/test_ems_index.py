@@ -5,8 +5,8 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from twin.ems import EMS
-from twin.ems_index import STAMP_LIMIT, BlockIndex
+from twin.engine.ems.pool import EMS
+from twin.engine.ems.index import STAMP_LIMIT, BlockIndex
 
 
 class Reference:

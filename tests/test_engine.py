@@ -4,9 +4,9 @@ import json
 import numpy as np
 import pytest
 
-from twin.config import CatalogError
+from twin.model.config import CatalogError
 from twin.engine import Engine, command, list_scenarios
-from twin.perf import PerfModel
+from twin.predict.perf import PerfModel
 from twin.workload import default_trace_path, ideal_hit_ratio, load_trace
 
 MOONCAKE = default_trace_path("mooncake_conversation")

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from twin.config import CatalogError
+from twin.model.config import CatalogError
 from twin.engine import Engine, load_scenario
 from twin.engine.scheduling import REGISTRY, Policies, register
 from twin.engine.scheduling.base import PLACEMENT, Placement

@@ -4,9 +4,9 @@ import json
 import pytest
 
 from tests.test_cli import cli
-from twin.config import catalog
-from twin.explore import points as P
-from twin.explore.cache import Cache
+from twin.model.config import catalog
+from twin.explore import points
+from twin.explore.rowcache import Cache
 from twin.explore.evaluate import evaluate
 from twin.explore.sweep import ci95, pareto, run_sweep, summarize
 
@@ -20,11 +20,11 @@ def _cache_dir(tmp_path, monkeypatch):
 
 # ---- keys, values and limits ---------------------------------------------------------------------
 def test_parse_lists_and_ranges():
-    assert P.parse_vary("load=0.5,0.9") == ("load", [0.5, 0.9])
-    assert P.parse_vary("decode_ep=64:320:128") == ("decode_ep", [64, 192, 320])
-    assert P.parse_vary("load=0.2:0.6:0.2") == ("load", [0.2, 0.4, 0.6])
-    assert P.parse_vary("mtp=on,false") == ("mtp", [True, False])
-    assert P.parse_vary("ems=ub,off") == ("ems", ["ub", "off"])
+    assert points.parse_vary("load=0.5,0.9") == ("load", [0.5, 0.9])
+    assert points.parse_vary("decode_ep=64:320:128") == ("decode_ep", [64, 192, 320])
+    assert points.parse_vary("load=0.2:0.6:0.2") == ("load", [0.2, 0.4, 0.6])
+    assert points.parse_vary("mtp=on,false") == ("mtp", [True, False])
+    assert points.parse_vary("ems=ub,off") == ("ems", ["ub", "off"])
 
 
 @pytest.mark.parametrize("arg, words", [
@@ -66,10 +66,10 @@ def test_model_source_needs_a_synthetic_workload():
 def test_size_limits_stated():
     code, _, err = cli("sweep", "--vary", "load=0.1:5:0.1", "--vary", "decode_batch_per_die=1:48:1",
                        "--no-progress")
-    assert code == 2 and f"at most {P.MAX_POINTS} per sweep" in err, err
+    assert code == 2 and f"at most {points.MAX_POINTS} per sweep" in err, err
     code, _, err = cli("sweep", "--vary", "load=0.1:5:0.1", "--seeds", "32", "--duration", "600",
                        "--no-progress")
-    assert code == 2 and "simulated seconds" in err and f"{P.MAX_SIM_SECONDS:,}" in err, err
+    assert code == 2 and "simulated seconds" in err and f"{points.MAX_SIM_SECONDS:,}" in err, err
     code, _, err = cli("sweep", "--vary", "load=0.5", "--scheduler", "http://x", "--no-progress")
     assert code == 2 and "tcp://HOST:PORT" in err, err
 
@@ -81,40 +81,40 @@ def test_unreachable_scheduler_is_one_line():
 
 
 def test_overrides_reach_the_deployment_and_scenario():
-    base, dep, sc = P.configure(DEP, SC, {"decode_ep": 160, "mtp": False, "ems": "vpc", "output_len": 128,
+    base, dep, sc = points.configure(DEP, SC, {"decode_ep": 160, "mtp": False, "ems": "vpc", "output_len": 128,
                                           "load": 0.7})
     assert base == DEP and dep["decode"]["ep"] == 160 and dep["decode"]["dies_per_instance"] == 160
     assert dep["mtp"] is False and dep["cache_plane"] == "vpc"
     assert sc["output"] == {"kind": "fixed", "value": 128, "lo": 1, "hi": 8192, "mean": 4096.0,
                             "sigma": 0.5, "max": None}
     assert sc["load"] == 0.7 and sc["rate"] is None
-    _, dep, _ = P.configure(DEP, SC, {"deployment": "hgx-b200-r1"})
+    _, dep, _ = points.configure(DEP, SC, {"deployment": "hgx-b200-r1"})
     assert dep == catalog().deployment("hgx-b200-r1").model_dump()
 
 
 def test_task_key_is_the_full_config():
-    a = P.plan(DEP, SC, [("load", [0.5, 0.6])], seeds=2, duration_s=10)
+    a = points.plan(DEP, SC, [("load", [0.5, 0.6])], seeds=2, duration_s=10)
     keys = {t.key for t in a}
     assert len(keys) == 4                                   # two points x two seeds
-    assert [t.key for t in P.plan(DEP, SC, [("load", [0.5, 0.6])], seeds=2, duration_s=10)] == [t.key for t in a]
-    assert P.plan(DEP, SC, [("load", [0.5])], duration_s=11)[0].key != a[0].key
+    assert [t.key for t in points.plan(DEP, SC, [("load", [0.5, 0.6])], seeds=2, duration_s=10)] == [t.key for t in a]
+    assert points.plan(DEP, SC, [("load", [0.5])], duration_s=11)[0].key != a[0].key
 
 
 def test_registered_deployment_is_removed_after_use():
-    t = P.plan(DEP, SC, [("decode_ep", [160])], duration_s=5)[0]
+    t = points.plan(DEP, SC, [("decode_ep", [160])], duration_s=5)[0]
     before = set(catalog().deployments)
-    with P.registered(t) as name:
+    with points.registered(t) as name:
         assert name.startswith(f"{DEP}~") and catalog().deployment(name).decode.ep == 160
     assert set(catalog().deployments) == before
 
 
 # ---- rows ----------------------------------------------------------------------------------------
 def test_engine_row_is_deterministic_and_agrees_with_the_model_below_capacity():
-    eng = P.plan(DEP, SC, [("load", [0.5])], duration_s=20)[0]
+    eng = points.plan(DEP, SC, [("load", [0.5])], duration_s=20)[0]
     r1, r2 = evaluate(eng), evaluate(eng)
     assert r1 == r2 and r1["source"] == "engine" and r1["seed"] == 0 and r1["chips"] == 160
     assert r1["slo_attainment"] == 1.0 and r1["goodput_per_chip"] == r1["tokens_per_s_per_chip"]
-    mod = evaluate(P.plan(DEP, SC, [("load", [0.5])], source="model")[0])
+    mod = evaluate(points.plan(DEP, SC, [("load", [0.5])], source="model")[0])
     assert mod["source"] == "model" and mod["seed"] is None
     # below capacity both carry the offered load: the same tokens/s per chip within 2%
     assert r1["tokens_per_s_per_chip"] == pytest.approx(mod["tokens_per_s_per_chip"], rel=0.02)
@@ -123,20 +123,20 @@ def test_engine_row_is_deterministic_and_agrees_with_the_model_below_capacity():
 
 def test_model_row_overloaded_has_no_goodput():
     # a loose TPOT SLO: the largest batch (96/NPU) meets it, yet 1.5x capacity cannot be carried
-    r = evaluate(P.plan(DEP, SC, [("load", [1.5]), ("tpot_slo_ms", [100.0])], source="model")[0])
+    r = evaluate(points.plan(DEP, SC, [("load", [1.5]), ("tpot_slo_ms", [100.0])], source="model")[0])
     assert r["slo_attainment"] == 0.0 and r["goodput_per_chip"] == 0.0 and r["ttft_ms_p50"] is None
     assert 50 <= r["tpot_ms_p50"] <= 51      # TPOT at the batch cap of 96 per NPU (ref 4: 49.4 ms)
 
 
 def test_engine_overload_misses_slos():
-    r = evaluate(P.plan(DEP, SC, [("load", [1.5])], duration_s=20)[0])
+    r = evaluate(points.plan(DEP, SC, [("load", [1.5])], duration_s=20)[0])
     assert r["slo_attainment"] < 0.9 and r["goodput_per_chip"] < r["tokens_per_s_per_chip"]
 
 
 # ---- sweep, cache, CIs ---------------------------------------------------------------------------
 def test_cache_returns_identical_rows(tmp_path):
-    tasks = P.plan(DEP, SC, [("load", [0.4, 0.8])], seeds=2, duration_s=10)
-    tasks += P.plan(DEP, SC, [("load", [1.5])], source="model")      # None fields: seed, TTFT
+    tasks = points.plan(DEP, SC, [("load", [0.4, 0.8])], seeds=2, duration_s=10)
+    tasks += points.plan(DEP, SC, [("load", [1.5])], source="model")      # None fields: seed, TTFT
     cache = Cache(tmp_path / "c")
     rows1, c1 = run_sweep(tasks, cache, workers=1, progress=False)
     rows2, c2 = run_sweep(tasks, cache, workers=1, progress=False)
@@ -147,7 +147,7 @@ def test_cache_returns_identical_rows(tmp_path):
 
 def test_pool_equals_in_process():
     # the first point is the slowest (most requests), so the pool finishes them out of order
-    tasks = P.plan(DEP, SC, [("load", [1.2, 0.1, 0.2, 0.3])], duration_s=20)
+    tasks = points.plan(DEP, SC, [("load", [1.2, 0.1, 0.2, 0.3])], duration_s=20)
     a, _ = run_sweep(tasks, None, workers=1, progress=False)
     b, _ = run_sweep(tasks, None, workers=2, progress=False)
     assert a == b and [r["load"] for r in b] == [1.2, 0.1, 0.2, 0.3]
@@ -197,7 +197,7 @@ def _sleep_then(x):
 
 
 def test_runner_keeps_input_order_when_work_finishes_out_of_order():
-    from twin.explore.runner import run
+    from twin.explore.executor import run
     done = []
     assert run(_sleep_then, [1.5, 0.0, 0.1, 0.2], workers=2, progress=lambda n, t: done.append((n, t))) \
         == [1.5, 0.0, 0.1, 0.2]
@@ -207,8 +207,8 @@ def test_runner_keeps_input_order_when_work_finishes_out_of_order():
 def test_scheduling_policies_are_sweep_keys():
     from twin.engine.scheduling import DEFAULTS, REGISTRY
     for kind, default in DEFAULTS.items():
-        assert P.parse_vary(f"{kind}={default}") == (kind, [default])
-        _, _, sc = P.configure(DEP, SC, {kind: default})
+        assert points.parse_vary(f"{kind}={default}") == (kind, [default])
+        _, _, sc = points.configure(DEP, SC, {kind: default})
         assert sc["scheduling"][kind] == default
     code, _, err = cli("sweep", "--vary", "placement=nope", "--no-progress")
     assert code == 2 and "--vary placement='nope'" in err and ", ".join(REGISTRY["placement"]) in err, err

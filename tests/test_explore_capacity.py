@@ -4,22 +4,22 @@ import json
 import pytest
 
 from tests.test_cli import cli
-from twin.config import catalog
-from twin.explore import capacity as C
+from twin.model.config import catalog
+from twin.explore import capacity
 from twin.explore.compare import SYSTEMS, alltoall_share, compare, ep_sweep
-from twin.perf import PerfModel
+from twin.predict.perf import PerfModel
 
 DEP = "cloudmatrix-infer-paper"
 
 
 def test_capacity_brackets_the_highest_rate_meeting_the_slos():
-    out = C.capacity(C.Spec(DEP, "paper-decode"))
+    out = capacity.capacity(capacity.Spec(DEP, "paper-decode"))
     ok = [p for p in out["probes"] if p["slo_attainment"] >= 0.99]
     bad = [p for p in out["probes"] if p["slo_attainment"] < 0.99]
     assert out["max_rate"] == max(p["rate"] for p in ok)
     # the bisection ends with a failing rate within REL_TOL above the answer
-    assert min(p["rate"] for p in bad if p["rate"] > out["max_rate"]) <= out["max_rate"] * (1 + C.REL_TOL) + 1e-6
-    assert len(out["probes"]) <= C.MAX_PROBES
+    assert min(p["rate"] for p in bad if p["rate"] > out["max_rate"]) <= out["max_rate"] * (1 + capacity.REL_TOL) + 1e-6
+    assert len(out["probes"]) <= capacity.MAX_PROBES
     # the engine's answer is near the perf model's capacity (decode-bound, 4K/256): within 20%
     assert out["max_rate"] == pytest.approx(out["model_capacity_rps"], rel=0.2)
     assert out["row"]["slo_attainment"] >= 0.99 and out["goodput_per_chip"] == out["row"]["goodput_per_chip"]
@@ -27,15 +27,15 @@ def test_capacity_brackets_the_highest_rate_meeting_the_slos():
 
 
 def test_tighter_tpot_slo_lowers_capacity():
-    loose = C.capacity(C.Spec(DEP, "paper-decode"))
-    tight = C.capacity(C.Spec(DEP, "paper-decode", (("tpot_slo_ms", 30.0),)))
+    loose = capacity.capacity(capacity.Spec(DEP, "paper-decode"))
+    tight = capacity.capacity(capacity.Spec(DEP, "paper-decode", (("tpot_slo_ms", 30.0),)))
     assert tight["config"]["tpot_slo_ms"] == 30.0
     assert tight["max_rate"] < 0.8 * loose["max_rate"]
 
 
 def test_search_ranks_configurations_and_skips_impossible_ones():
-    spec = C.Spec(DEP, "paper-prefill", (("output_len", 64),), duration_s=10)
-    out = C.search(spec, [4, 6], [320, 7], workers=1, progress=False)
+    spec = capacity.Spec(DEP, "paper-prefill", (("output_len", 64),), duration_s=10)
+    out = capacity.search(spec, [4, 6], [320, 7], workers=1, progress=False)
     assert out["tried"] == 2                           # decode EP 7 does not divide 320 expert slots
     g = [r["goodput_per_chip"] for r in out["all"]]
     assert g == sorted(g, reverse=True)

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from tests.test_cli import cli
-from twin.explore import points as P
-from twin.explore import runner
+from twin.explore import points
+from twin.explore import executor as runner
 from twin.explore.sweep import run_sweep
 
 
@@ -22,7 +22,7 @@ def dask_address():
 
 
 def test_distributed_rows_equal_local(dask_address):
-    tasks = P.plan("cloudmatrix-infer-paper", "paper-decode", [("load", [1.2, 0.3, 0.6]), ("mtp", [True, False])],
+    tasks = points.plan("cloudmatrix-infer-paper", "paper-decode", [("load", [1.2, 0.3, 0.6]), ("mtp", [True, False])],
                    seeds=2, duration_s=10)
     local, _ = run_sweep(tasks, None, workers=1, progress=False)
     client = runner.connect(dask_address)

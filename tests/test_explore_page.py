@@ -3,14 +3,14 @@ import time
 
 import pytest
 
-from twin import jobs as JP
-from twin.explore import jobs as J
+from twin.live import jobs
+from twin.explore import sweepjobs
 
 
 @pytest.fixture(scope="module")
 def E(dash_app):
-    import pages.explorer as mod
-    return mod
+    from pages import explorer
+    return explorer
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +45,7 @@ def test_a_model_sweep_runs_in_the_background_and_draws_the_frontier(E):
     assert cls == "ctl-msg msg-ok" and tick is False
     viewer = E._viewer("a" * 32)
     for _ in range(600):
-        j = JP.pool().view(job, viewer)
+        j = jobs.pool().view(job, viewer)
         if j["state"] not in ("queued", "running"):
             break
         time.sleep(0.05)
@@ -55,7 +55,7 @@ def test_a_model_sweep_runs_in_the_background_and_draws_the_frontier(E):
     names = [t["name"] for t in fig["data"]]
     assert names == ["mtp = on", "mtp = off", "Pareto frontier", "paper (decode, per NPU)"]
     # another browser cannot read this job
-    assert JP.pool().view(job, E._viewer("b" * 32)) is None
+    assert jobs.pool().view(job, E._viewer("b" * 32)) is None
     assert E.on_tick(1, job, "tokens_per_s_per_user", "b" * 32)[4] is True
     # against TTFT p99 (lower is better), from a forged axis value back to the default
     ttft = E.on_tick(1, job, "ttft_ms_p99", "a" * 32)[3]
@@ -77,11 +77,11 @@ def test_pareto_figure_frontier_and_bands(E):
 
 
 def test_compare_page_lists_the_five_systems_and_downloads_them(dash_app):
-    import pages.compare as cmp
-    d = cmp._compare()
-    assert len(cmp.table(d).children.children[1].children) == 5      # a scrolling wrapper around the table
-    assert [t["name"] for t in cmp.ep_figure(d)["data"]] == list(d["ep_sweep"])
-    assert cmp.on_csv(1)["filename"] == "compare.csv"
+    from pages import compare
+    d = compare._compare()
+    assert len(compare.table(d).children.children[1].children) == 5      # a scrolling wrapper around the table
+    assert [t["name"] for t in compare.ep_figure(d)["data"]] == list(d["ep_sweep"])
+    assert compare.on_csv(1)["filename"] == "compare.csv"
 
 
 def test_csv_needs_a_finished_sweep(E):
@@ -95,16 +95,16 @@ def test_an_engine_sweep_is_costed_by_rate_duration_and_runs_and_runs_outside_th
     from twin.explore.points import plan, parse_vary
     small = plan("cloudmatrix-infer-paper", "paper-decode", [parse_vary("rate=1000")], 1, 10.0)
     big = plan("cloudmatrix-infer-paper", "paper-decode", [parse_vary("rate=99000")], 1, 10.0)
-    assert J.cost_s(big) > 10 * J.cost_s(small)          # the rate counts, not only simulated seconds
+    assert sweepjobs.cost_s(big) > 10 * sweepjobs.cost_s(small)          # the rate counts, not only simulated seconds
     seen = {}
 
     def submit(kind, fn, fargs, **kw):
         seen.update(kw, kind=kind, fn=fn, n=len(fargs[0]))
         return "sw-test"
-    monkeypatch.setattr(JP.pool(), "submit", submit)
+    monkeypatch.setattr(jobs.pool(), "submit", submit)
     job, msg, cls, tick = E.on_start(1, *args, "d" * 32)
-    assert job == "sw-test" and seen["fn"] is J.sweep_job and seen["n"] == 4 and seen["total"] == 4
-    assert seen["cost_s"] == pytest.approx(J.cost_s(plan("cloudmatrix-infer-paper", "paper-decode",
+    assert job == "sw-test" and seen["fn"] is sweepjobs.sweep_job and seen["n"] == 4 and seen["total"] == 4
+    assert seen["cost_s"] == pytest.approx(sweepjobs.cost_s(plan("cloudmatrix-infer-paper", "paper-decode",
                                                           [parse_vary("rate=1000,99000")], 2, 10.0)))
     assert seen["client"] == E._viewer("d" * 32)
 
@@ -122,7 +122,7 @@ def test_cancel_stops_this_browsers_sweep_only(E):
     assert cls == "ctl-msg msg-ok", msg
     assert E.on_cancel(1, job, "g" * 32)[1] == "ctl-msg msg-error"       # not that browser's job
     assert E.on_cancel(1, job, "f" * 32) == ("Sweep cancelled.", "ctl-msg msg-ok")
-    assert JP.pool().view(job, E._viewer("f" * 32))["state"] == "cancelled"
+    assert jobs.pool().view(job, E._viewer("f" * 32))["state"] == "cancelled"
 
 
 def test_a_queued_sweep_shows_its_place_in_line(E):
@@ -150,13 +150,13 @@ def test_click_opens_a_sandbox_or_says_why_not(E, twin_registry):
     key, msg, cls = E.on_click({"points": [{"customdata": 0}]}, "j-none", "c" * 32)
     assert "click a point of a finished sweep" in msg and cls == "ctl-msg msg-error"
     viewer = E._viewer("c" * 32)
-    job = JP.Job("j-click", "sweep", viewer, None, 1, 1.0, 1.0, state="done", result={"rows": [], "varied": ["load"], "points": [
+    job = jobs.Job("j-click", "sweep", viewer, None, 1, 1.0, 1.0, state="done", result={"rows": [], "varied": ["load"], "points": [
         {"deployment": "cloudmatrix-infer-paper", "scenario": "paper-decode", "load": 0.5, "rate": None}]})
-    JP.pool()._jobs[job.id] = job
+    jobs.pool()._jobs[job.id] = job
     try:
         key, msg, cls = E.on_click({"points": [{"customdata": 0}]}, job.id, "c" * 32)
     finally:
-        del JP.pool()._jobs[job.id]
+        del jobs.pool()._jobs[job.id]
     assert cls == "ctl-msg msg-ok" and key in twin_registry.sandboxes(), msg
     tw = twin_registry.get(key)
     assert tw.owner == viewer and tw.params.scenario == "paper-decode" and tw.params.rate > 0

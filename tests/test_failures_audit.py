@@ -70,13 +70,13 @@ def test_goodput_never_rises_above_all_output_through_an_optical_flap():
     every point (goodput counted at completion drawn over output counted per token reached 2.4x)."""
     from twin.engine import Engine
     from twin.engine.commands import InjectFault
-    from twin.ui import faultconsole as FC
+    from twin.ui import faultconsole
     eng = Engine(scenario="paper-decode", seed=1)
     eng.submit(InjectFault({"kind": "optical_flap", "target": "n20/l1-3--sp3/l2-7", "at_s": 20.0,
                             "period_s": 10, "duration_s": 200}))
     eng.advance(120.0)
     hist = eng.snapshot().history
-    good, out = (s.key for s in FC.CHARTS["good"].series)
+    good, out = (s.key for s in faultconsole.CHARTS["good"].series)
     assert good == "goodput_tps"
     g, o = np.array(hist[good]), np.array(hist[out])
     assert len(g) >= 119 and g.max() > 0

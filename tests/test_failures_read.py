@@ -10,7 +10,7 @@ import numpy as np
 
 from twin.engine.accounting import fault_windows
 from twin.engine.faults import Fault, FaultManager
-from twin.ui import faulttable as FT
+from twin.ui import faulttable
 
 from test_callbacks import failures  # noqa: F401 (fixture)
 
@@ -39,10 +39,10 @@ def test_a_later_faults_numbers_stay_out_of_an_earlier_faults_row():
     assert (first["slo_before"], first["slo_during"]) == (1.0, 1.0)
     assert (second["goodput_before"], second["goodput_during"]) == (100.0, 40.0)
     assert (second["slo_before"], second["slo_during"]) == (1.0, None)               # no completions
-    row = FT.rows([second], 300.0)[0]
-    assert FT._cells(row)[11].children == "100.0 → no completions"
-    fresh = FT.rows([dict(second, goodput_during=None, slo_during=None)], 200.5)[0]   # no interval ended yet
-    assert FT._cells(fresh)[11].children == "100.0 → …" and FT._cells(fresh)[10].children == "100 → …"
+    row = faulttable.rows([second], 300.0)[0]
+    assert faulttable._cells(row)[11].children == "100.0 → no completions"
+    fresh = faulttable.rows([dict(second, goodput_during=None, slo_during=None)], 200.5)[0]   # no interval ended yet
+    assert faulttable._cells(fresh)[11].children == "100.0 → …" and faulttable._cells(fresh)[10].children == "100 → …"
 
 
 def test_each_fault_appears_once_in_the_timeline():
@@ -62,7 +62,7 @@ def test_each_fault_appears_once_in_the_timeline():
 
 def FT_events(evs) -> list[dict]:
     """The timeline's events, as the page lists them (newest first)."""
-    return [e for e in evs or () if e.get("kind") in FT.TIMELINE_KINDS][::-1]
+    return [e for e in evs or () if e.get("kind") in faulttable.TIMELINE_KINDS][::-1]
 
 
 def test_a_network_faults_band_ends_when_traffic_flows_again_not_at_the_repair():
@@ -77,41 +77,41 @@ def test_a_network_faults_band_ends_when_traffic_flows_again_not_at_the_repair()
     down, flap = eng.snapshot().faults
     assert down["active"] and down["recover_s"] is None and down["served_s"] == 2.0   # rerouted (reroute_s)
     assert flap["active"] and flap["served_s"] == 60.0                                # isolated at detection
-    shapes, _ = FT.marks([down], 100.0)
+    shapes, _ = faulttable.marks([down], 100.0)
     assert [(s["x0"], s["x1"]) for s in shapes if s["type"] == "rect"] == [(1.0, 3.0)]
     # the flap is isolated at its detection, 60 s after it struck
-    shapes, _ = FT.marks([flap], 100.0)
+    shapes, _ = faulttable.marks([flap], 100.0)
     assert [(s["x0"], s["x1"]) for s in shapes if s["type"] == "rect"] == [(1.0, 61.0)]
 
 
 def test_a_30_s_p99_tpot_is_clipped_and_named_instead_of_flattening_the_chart():
-    from twin.ui import faultconsole as FC
-    from twin.ui import figures as F
+    from twin.ui import faultconsole
+    from twin.ui import figures
     t = list(range(1, 201))
     hist = {"t": t, "tpot_p50_ms": [40.0] * 200, "tpot_p99_ms": [48.0 if x != 150 else 30_000.0 for x in t]}
-    fig = F.strip_figure(FC.CHARTS["tpot"], hist)
+    fig = figures.strip_figure(faultconsole.CHARTS["tpot"], hist)
     ax = fig["layout"]["yaxis"]
     assert ax["range"] == [0, 192.0] and ax["autorange"] is False          # 4x the 90th percentile (48 ms)
     assert ax["title"]["text"] == "ms · clipped at 192; max 30,000 at t=150 s"
     spiky = dict(hist, tpot_p99_ms=[48.0 if x % 5 else 120.0 for x in t])   # ordinary p99 spikes stay drawn
-    assert F.strip_figure(FC.CHARTS["tpot"], spiky)["layout"]["yaxis"]["autorange"] is True
+    assert figures.strip_figure(faultconsole.CHARTS["tpot"], spiky)["layout"]["yaxis"]["autorange"] is True
     start = {"t": [1, 2, 3], "tpot_p50_ms": [20.0, 15.0, 14.0], "tpot_p99_ms": [22.0, 16.0, 400.0]}
-    assert F.strip_figure(FC.CHARTS["tpot"], start)["layout"]["yaxis"]["autorange"] is True
+    assert figures.strip_figure(faultconsole.CHARTS["tpot"], start)["layout"]["yaxis"]["autorange"] is True
 
 
 def test_the_fault_table_downloads_as_csv():
-    rows = FT.rows([{"id": 2, "kind": "l2", "target": "sp2/l2-5", "at_s": 30.0, "detect_s": None, "recover_s": 2.5,
+    rows = faulttable.rows([{"id": 2, "kind": "l2", "target": "sp2/l2-5", "at_s": 30.0, "detect_s": None, "recover_s": 2.5,
                      "served_s": 2.5, "requests_affected": 5, "requeued": 0, "recomputed": 0, "lost": 0,
                      "goodput_before": 100.0, "goodput_during": 90.0, "slo_before": 1.0, "slo_during": None,
                      "active": False},
                     {"id": 1, "kind": "cpu", "target": "n05/cpu0", "at_s": 10.0, "active": True}], 40.0)
-    assert FT.csv_text(rows).splitlines() == [
+    assert faulttable.csv_text(rows).splitlines() == [
         "id,kind,target,at_s,detect_s,recover_s,requests_affected,requeued,recomputed,lost,goodput_before,"
         "goodput_during,goodput_after,slo_before,slo_during,slo_after,state,impact",
         "1,cpu,n05/cpu0,10.0,,,,,,,,,,,,,active,not measured yet",
         "2,l2,sp2/l2-5,30.0,,2.5,5,0,0,0,100.0,90.0,,1.0,,,recovered,\"goodput fell 10 % until service was "
         "restored; 5 requests affected, 0 requeued, 0 recomputed, none lost\""]
-    assert json.loads(FT.json_text(rows))[1]["impact"].startswith("goodput fell 10 %")
+    assert json.loads(faulttable.json_text(rows))[1]["impact"].startswith("goodput fell 10 %")
 
 
 def test_the_csv_button_sends_the_viewed_twins_table(failures, twin_registry):   # noqa: F811

@@ -13,12 +13,12 @@ from twin.engine import Engine, command
 from twin.engine.faults import KINDS, Policy
 from twin.engine.faults.manager import SNAPSHOT_FAULTS
 from twin.topology import static
-from twin.ui import faultreport as FR
-from twin.ui import faulttable as FT
+from twin.ui import faultreport
+from twin.ui import faulttable
 from twin.ui import theme
-from twin.ui import topolive as TL
-from twin.ui import topostyle as TS
-from twin.ui import topoview as TV
+from twin.ui import topolive
+from twin.ui import topostyle
+from twin.ui import topoview
 
 # ---- colours: CIELAB distance under normal vision and simulated colour-vision deficiencies ----------
 
@@ -58,10 +58,10 @@ def test_no_busy_colour_reads_as_failed_in_any_vision(vision):
 def test_busy_scale_is_sequential_lighter_when_busier():
     lightness = [_lab(c, "normal")[0] for c in theme.UTIL_STOPS[1:]]
     assert all(b - a >= 8 for a, b in zip(lightness, lightness[1:])), lightness
-    assert len(TS.UTIL_LABELS) == len(theme.UTIL_STOPS)
+    assert len(topostyle.UTIL_LABELS) == len(theme.UTIL_STOPS)
 
 
-@pytest.mark.parametrize("sheet", [TS.stylesheet, TS.picker_stylesheet])
+@pytest.mark.parametrize("sheet", [topostyle.stylesheet, topostyle.picker_stylesheet])
 def test_failed_is_a_pattern_and_a_marker_drawn_over_any_fill(sheet):
     css = sheet()
     sel = [r["selector"] for r in css]
@@ -78,9 +78,9 @@ def test_failed_is_a_pattern_and_a_marker_drawn_over_any_fill(sheet):
 
 
 def test_legend_states_busy_and_failed():
-    text = str(TS.legend().to_plotly_json())
+    text = str(topostyle.legend().to_plotly_json())
     assert ">80 %" in text and "failed (black, red dashed)" in text and "n failed parts inside (red ring)" in text
-    assert "idle" not in str(TS.legend(busy=False).to_plotly_json())
+    assert "idle" not in str(topostyle.legend(busy=False).to_plotly_json())
 
 
 # ---- failed parts aggregate upwards ------------------------------------------------------------
@@ -98,26 +98,26 @@ def _named(v, pairs) -> dict:
 
 
 def test_whole_supernode_shows_a_lost_l2_switch_and_a_dead_optical_link():
-    v = TV.view(static("cloudmatrix384"), TV.AGG)
-    live = TL.live(v, _snap([L2, OPTICAL]))
+    v = topoview.view(static("cloudmatrix384"), topoview.AGG)
+    live = topolive.live(v, _snap([L2, OPTICAL]))
     assert _named(v, live["nfail"]) == {"sp3": 1, "sp2": 1, "n07": 1}      # main drew none of them
     assert live["ndown"] == []
-    live = TL.live(v, _snap([L2, "sp3/l2-6"], {"n01/l1-3--sp3/l2-0": 0.5}))   # a degraded link counts too
+    live = topolive.live(v, _snap([L2, "sp3/l2-6"], {"n01/l1-3--sp3/l2-0": 0.5}))   # a degraded link counts too
     assert _named(v, live["nfail"]) == {"sp3": 3, "n01": 1}
 
 
 def test_drilled_in_views_count_the_same_faults():
     t = static("cloudmatrix384")
-    node = TV.view(t, "n07")
-    assert _named(node, TL.live(node, _snap([L2, OPTICAL]))["nfail"]) == {"sp3": 1, "sp2": 1, "n07/l1-2": 1}
-    plane = TV.view(t, "sp3")
-    live = TL.live(plane, _snap([L2]))
+    node = topoview.view(t, "n07")
+    assert _named(node, topolive.live(node, _snap([L2, OPTICAL]))["nfail"]) == {"sp3": 1, "sp2": 1, "n07/l1-2": 1}
+    plane = topoview.view(t, "sp3")
+    live = topolive.live(plane, _snap([L2]))
     assert [plane.node_ids[i] for i in live["ndown"]] == [L2] and live["nfail"] == []   # drawn failed itself
 
 
 def test_a_wholly_failed_node_is_down_not_counted():
-    v = TV.view(static("cloudmatrix384"), TV.AGG)
-    live = TL.live(v, _snap(["n07"]))
+    v = topoview.view(static("cloudmatrix384"), topoview.AGG)
+    live = topolive.live(v, _snap(["n07"]))
     assert [v.node_ids[i] for i in live["ndown"]] == ["n07"] and live["nfail"] == []
 
 
@@ -129,46 +129,46 @@ def _strike(i, at, kind="l2", target="sp3/l2-5"):
 
 def test_near_strikes_get_short_words_in_staggered_rows():
     reps = [_strike(1, 81.3), _strike(2, 90.8, "optical_link", OPTICAL), _strike(3, 95.0, "node", "n20")]
-    _, notes = FT.marks(reps, 200.0, t_from=0.0)
+    _, notes = faulttable.marks(reps, 200.0, t_from=0.0)
     assert [n["text"] for n in notes] == ["#1 L2 lost", "#2 link down", "#3 node down"]
     assert [n["y"] for n in notes] == [0.72, 0.86, 1.0]                 # the newest on top
     assert "optical link down on n07/l1-2--sp2/l2-4 at t = 90.8 s" in notes[1]["hovertext"]
-    assert notes[1]["captureevents"] and FR.fault_id({"annotation": notes[1]}) == 2
+    assert notes[1]["captureevents"] and faultreport.fault_id({"annotation": notes[1]}) == 2
 
 
 def test_label_rows_keep_labels_apart_and_drop_what_has_no_room():
     xs = [10.0, 12.0, 14.0, 16.0, 60.0]
-    rows = FT.label_rows(xs, 100.0)
+    rows = faulttable.label_rows(xs, 100.0)
     assert rows == [None, 2, 1, 0, 0]                    # the oldest of four close strikes has no room
-    gap = FT.LABEL_GAP * 100.0
+    gap = faulttable.LABEL_GAP * 100.0
     for r in set(rows) - {None}:
         same = sorted(x for x, rr in zip(xs, rows) if rr == r)
         assert all(b - a >= gap for a, b in zip(same, same[1:]))
 
 
 def test_every_fault_kind_has_short_words():
-    assert set(FT.SHORT_LABEL) == set(KINDS)
-    assert all(len(w) <= 16 and "_" not in w for w in FT.SHORT_LABEL.values())
+    assert set(faulttable.SHORT_LABEL) == set(KINDS)
+    assert all(len(w) <= 16 and "_" not in w for w in faulttable.SHORT_LABEL.values())
 
 
 # ---- reports: every kept one can be opened and exported ------------------------------------------
 
 def _report(i):
     return {**_strike(i, float(i)), "detect_s": None, "requests_affected": 0, "requeued": 0, "recomputed": 0,
-            "lost": 0, **{k: 1.0 for k in FT.MEASURED}, "note": "", "final": True}
+            "lost": 0, **{k: 1.0 for k in faulttable.MEASURED}, "note": "", "final": True}
 
 
 def test_export_and_reports_cover_the_archive_not_only_the_snapshot():
     snap = SimpleNamespace(fault_archive=tuple(_report(i) for i in range(1, 31)),
                            faults=tuple(_report(i) for i in range(31, 51)), sim_time=123.4,
                            scenario="default", deployment="cloudmatrix-infer-paper", seed=3)
-    rows = FR.export_rows(snap)
+    rows = faultreport.export_rows(snap)
     assert [r["id"] for r in rows] == list(range(1, 51))
-    assert FT.csv_text(rows).count("\n") == 51
-    assert FR.find(snap, 7)["id"] == 7 and FR.find(snap, "50")["id"] == 50 and FR.find(snap, 51) is None
-    assert FR.file_name(snap, "csv") == "faults-default-cloudmatrix-infer-paper-seed3-t123s.csv"
-    assert FR.final(_report(3)) and not FR.final({**_report(3), "final": False})
-    text = str(FR.panel(_report(7), 200.0).to_plotly_json())
+    assert faulttable.csv_text(rows).count("\n") == 51
+    assert faultreport.find(snap, 7)["id"] == 7 and faultreport.find(snap, "50")["id"] == 50 and faultreport.find(snap, 51) is None
+    assert faultreport.file_name(snap, "csv") == "faults-default-cloudmatrix-infer-paper-seed3-t123s.csv"
+    assert faultreport.final(_report(3)) and not faultreport.final({**_report(3), "final": False})
+    text = str(faultreport.panel(_report(7), 200.0).to_plotly_json())
     assert "Fault #7: L2 " in text and "switch lost on sp3/l2-5" in text and "Final:" in text   # UB: glossed
 
 
@@ -176,16 +176,16 @@ def test_export_and_reports_cover_the_archive_not_only_the_snapshot():
                                        ({"annotation": {"name": "fault-9"}}, 9), ({"annotation": {}}, None),
                                        ({"annotation": [1]}, None), ({"annotation": {"name": ["x"]}}, None)])
 def test_fault_id_from_links_labels_and_urls(value, fid):
-    assert FR.fault_id(value) == fid
+    assert faultreport.fault_id(value) == fid
 
 
 def test_timeline_lines_link_to_their_fault_reports():
     evs = [{"t": 1.0, "kind": "fault", "message": "#4 l2 on sp3/l2-5", "template": "#%(id)s %(kind)s on %(target)s",
             "args": {"id": 4, "kind": "l2", "target": "sp3/l2-5"}},
            {"t": 2.0, "kind": "policy", "message": "policy set"}]
-    lines = FT.timeline(evs)
+    lines = faulttable.timeline(evs)
     ids = [c.id for line in lines for c in line.children if getattr(c, "id", None)]
-    assert ids == [{"type": FT.LINK, "index": 4, "at": "ev1"}]        # newest first: the fault is line 1
+    assert ids == [{"type": faulttable.LINK, "index": 4, "at": "ev1"}]        # newest first: the fault is line 1
 
 
 def test_engine_archive_keeps_every_report_and_makes_final_ones_once():
@@ -199,8 +199,8 @@ def test_engine_archive_keeps_every_report_and_makes_final_ones_once():
     eng.advance(100.0)                      # every fault over and its "after" window (<= 60 s) frozen
     snap = eng.snapshot()
     assert len(snap.faults) == SNAPSHOT_FAULTS and len(snap.fault_archive) == n - SNAPSHOT_FAULTS
-    assert [r["id"] for r in FR.kept(snap)] == list(range(1, n + 1))
-    assert all(FR.final(r) for r in snap.fault_archive)
+    assert [r["id"] for r in faultreport.kept(snap)] == list(range(1, n + 1))
+    assert all(faultreport.final(r) for r in snap.fault_archive)
     eng.advance(1.0)
     again = eng.snapshot()
     assert all(a is b for a, b in zip(again.fault_archive, snap.fault_archive))    # made once, kept

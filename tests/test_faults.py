@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from twin.config import CATALOG_DIR, CatalogError
-from twin.ems import ModelCache
+from twin.model.config import CATALOG_DIR, CatalogError
+from twin.engine.ems.pool import ModelCache
 from twin.engine import Engine, command
 from twin.engine.faults import EXAMPLES, KINDS, Policy, load_fault_file, recovery
 from twin.engine.requests import DECODE_QUEUE, DECODING, DONE, PREFILL, QUEUED, TRANSFER
-from twin.perf import NetState
+from twin.predict.perf import NetState
 from twin.workload import default_trace_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -552,15 +552,15 @@ def test_random_failures_replay_identically(tmp_path):
 def test_random_failures_hit_every_class_with_an_mtbf(monkeypatch):
     """NPUs and whole nodes are not graph elements: random failures must still reach them. With
     MTBFs scaled so that every class fails equally often, ~60 failures hit all six classes."""
-    from twin.engine import faults as FM
-    real = FM.defaults()
+    from twin.engine import faults
+    real = faults.defaults()
     eng = busy()
-    classes = FM.random_classes(eng.topo)
+    classes = faults.random_classes(eng.topo)
     assert {k: len(v) for k, v in classes.items()} == {"optical_link": 5376, "npu": 384, "cpu": 192,
                                                        "l1": 336, "l2": 112, "node": 48}
     equal = dict(real, mtbf_hours={k: 6.0 * len(v) for k, v in classes.items()})   # 1 per hour in all
-    monkeypatch.setattr(FM.random, "defaults", lambda: equal)
-    eng.faults.set_random(FM.RANDOM_MAX)
+    monkeypatch.setattr(faults.random, "defaults", lambda: equal)
+    eng.faults.set_random(faults.RANDOM_MAX)
     eng.advance(6.0)
     kinds = [f.kind for f in eng.faults.faults]
     assert 40 <= len(kinds) <= 90 and set(kinds) == set(classes)

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from twin.__main__ import main
-from twin.config import CatalogError
+from twin.cli.main import main
+from twin.model.config import CatalogError
 from twin.engine.faults import EXAMPLES, KINDS, load_fault_file
 from twin.workload import TraceError, Workload, parse_trace_text
 

@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from twin import session as S
-from twin.runner import default_factory
+from twin.live import session
+from twin.live.runner import default_factory
 
 from test_callbacks import triggered
 
@@ -23,7 +23,7 @@ ROOM = "10.0.0.1"                   # a classroom behind one address
 
 @pytest.fixture
 def locked(dash_app):
-    reg = S.configure(wall_dt=0.05, token=TOKEN)
+    reg = session.configure(wall_dt=0.05, token=TOKEN)
     reg.shared()
     yield reg
     reg.shutdown()
@@ -71,7 +71,7 @@ def test_unlock_hands_the_browser_a_random_credential_never_the_token(dash_app, 
 
 
 def test_a_credential_expires_and_their_number_is_bounded():
-    from twin.gate import Gate
+    from twin.live.gate import Gate
     now = [0.0]
     g = Gate(TOKEN, ttl_s=100, max_credentials=3, clock=lambda: now[0])
     creds = [g.unlock(TOKEN, f"c{i}", f"a{i}") for i in range(4)]
@@ -81,17 +81,17 @@ def test_a_credential_expires_and_their_number_is_bounded():
 
 
 def test_failed_unlocks_are_logged_one_line_each_with_totals_and_bounded(dash_app, locked, caplog):
-    from twin import gate
-    caplog.set_level(logging.INFO, logger="twin.gate")
+    from twin.live import gate
+    caplog.set_level(logging.INFO, logger="twin.live.gate")
     for i in range(3):
         unlock(dash_app, "wrong", "W" * 32)
-    lines = [r.getMessage() for r in caplog.records if r.name == "twin.gate"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "twin.live.gate"]
     assert len(lines) == 3 and all("\n" not in s for s in lines)
     assert "3 wrong" in lines[-1] and "10.0.0.1" in lines[-1] and TOKEN not in " ".join(lines)
     for a in range(50):                            # a flood from many addresses: the log stays bounded
         for s in range(5):
             unlock(dash_app, "wrong", f"{a:02d}{s:030d}", addr=f"10.9.{a}.1")
-    lines = [r for r in caplog.records if r.name == "twin.gate"]
+    lines = [r for r in caplog.records if r.name == "twin.live.gate"]
     assert len(lines) <= gate.LOG_LINES_PER_MIN + 1 and all(r.exc_info is None for r in lines)
 
 
@@ -105,13 +105,13 @@ def test_others_failing_never_lock_out_an_instructor_who_unlocked(dash_app, lock
     assert "msg-ok" in play(dash_app, store)[1]                      # ... the instructor keeps working
     again, msg, cls = unlock(dash_app, TOKEN, ME)                    # and a second tab of that browser
     assert "msg-ok" in cls and again["credential"] != store["credential"]
-    for _ in range(S.UNLOCK_PER_MIN):                                # its own bucket still holds
+    for _ in range(session.UNLOCK_PER_MIN):                                # its own bucket still holds
         unlock(dash_app, "typo", ME)
     assert "try again" in unlock(dash_app, TOKEN, ME)[1]
 
 
 def test_guesses_checked_stay_within_the_stated_bounds(dash_app, locked):
-    assert (S.UNLOCK_PER_MIN, S.UNLOCK_PER_MIN_ADDRESS, S.UNLOCK_PER_MIN_TOTAL) == (5, 20, 60)
+    assert (session.UNLOCK_PER_MIN, session.UNLOCK_PER_MIN_ADDRESS, session.UNLOCK_PER_MIN_TOTAL) == (5, 20, 60)
     per_client, per_addr, total = {}, {}, 0
     for a in range(12):                            # 12 addresses x 10 browsers x 3 guesses in one minute
         addr = f"10.1.{a}.1"
@@ -135,15 +135,15 @@ def _slow_factory(**params):
 
 @pytest.mark.parametrize("secrets_,allowed", [(["A" * 32] * 6, 1), ([f"{i:032d}" for i in range(6)], 2)])
 def test_simultaneous_opens_respect_the_per_browser_and_per_address_caps(dash_app, secrets_, allowed):
-    reg = S.configure(wall_dt=0.05, max_sandboxes=4, token=None, factory=_slow_factory)
+    reg = session.configure(wall_dt=0.05, max_sandboxes=4, token=None, factory=_slow_factory)
     reg.shared()
     start = threading.Barrier(len(secrets_))
 
     def open_one(secret):
         start.wait()
         try:
-            return reg.open_sandbox(client=S.client_id(secret, ROOM), addr=ROOM)
-        except S.SandboxLimit:
+            return reg.open_sandbox(client=session.client_id(secret, ROOM), addr=ROOM)
+        except session.SandboxLimit:
             return None
     try:
         with ThreadPoolExecutor(len(secrets_)) as ex:
@@ -165,13 +165,13 @@ def test_simultaneous_opens_respect_the_per_browser_and_per_address_caps(dash_ap
     ("127.0.0.1", "127.0.0.1", "", "127.0.0.1"),
 ])
 def test_forwarded_for_is_believed_only_from_a_trusted_proxy(dash_app, monkeypatch, trusted, peer, xff, seen):
-    from twin.ui import guard as G
+    from twin.ui import guard
     if trusted is None:
         monkeypatch.delenv("TWIN_TRUSTED_PROXIES", raising=False)
     else:
         monkeypatch.setenv("TWIN_TRUSTED_PROXIES", trusted)
     with _at(dash_app, peer, {"X-Forwarded-For": xff}):
-        assert G.client("A" * 32)[1] == seen
+        assert guard.client("A" * 32)[1] == seen
 
 
 def test_a_room_behind_one_proxy_keeps_per_browser_budgets(dash_app, locked, monkeypatch):
@@ -180,7 +180,7 @@ def test_a_room_behind_one_proxy_keeps_per_browser_budgets(dash_app, locked, mon
     def via_proxy(value, secret):
         with _at(dash_app, "127.0.0.1", {"X-Forwarded-For": ROOM}):
             return triggered(dash_app.on_unlock, "ctl-unlock.n_clicks", 1, None, value, secret)
-    for _ in range(S.UNLOCK_PER_MIN + 1):
+    for _ in range(session.UNLOCK_PER_MIN + 1):
         via_proxy("typo", "T" * 32)
     assert "try again" in via_proxy(TOKEN, "T" * 32)[1]
     assert via_proxy(TOKEN, ME)[0]["ok"] is True                    # a neighbour is not slowed

@@ -8,9 +8,9 @@ import time
 import pytest
 from dash.development.base_component import Component
 
-from twin import i18n as I
+from twin import i18n
 from twin.i18n import catalog
-from twin import session as S
+from twin.live import session
 
 # Pages whose every user-visible string comes from the catalogs, with the layouts to render
 # (module, kwargs). Convert a page (see twin/i18n/catalog.py) and add it here.
@@ -152,29 +152,29 @@ def test_the_check_catches_a_string_outside_the_catalogs(dash_app):
 
 @pytest.mark.parametrize("value,expected", [("zh", "zh"), ("EN", "en"), ("zh-CN", "zh"), ("zh_Hans", "zh")])
 def test_language_codes(value, expected):
-    assert I.check_lang(value) == expected
+    assert i18n.check_lang(value) == expected
 
 
 @pytest.mark.parametrize("value", ["fr", "", None, 3, "zh;drop", "x" * 500])
 def test_unknown_language_names_the_allowed_ones(value):
-    with pytest.raises(I.LangError, match="allowed en or zh"):
-        I.check_lang(value)
-    assert I.lang_or_default(value) == "en"
+    with pytest.raises(i18n.LangError, match="allowed en or zh"):
+        i18n.check_lang(value)
+    assert i18n.lang_or_default(value) == "en"
 
 
 def test_gettext_translates_and_falls_back_to_english():
-    assert I.gettext("zh")("Lessons") == "课程"
-    assert I.gettext("en")("Lessons") == "Lessons"
-    assert I.gettext("zh")("a text nobody translated") == "a text nobody translated"
+    assert i18n.gettext("zh")("Lessons") == "课程"
+    assert i18n.gettext("en")("Lessons") == "Lessons"
+    assert i18n.gettext("zh")("a text nobody translated") == "a text nobody translated"
 
 
 def test_numbers_follow_the_locale():
-    assert I.number(27197, "en") == "27,197"
-    assert I.number(1943.24, "zh", 1) == "1,943.2"
-    assert I.number(0.05512, "en", 2) == "0.06"
-    assert I.percent(0.7921, "zh", 1) == "79.2%"
-    assert I.number(None, "zh") == "–" and I.percent(float("nan"), "en") == "–"
-    assert I.language_name("zh").startswith("中文")
+    assert i18n.number(27197, "en") == "27,197"
+    assert i18n.number(1943.24, "zh", 1) == "1,943.2"
+    assert i18n.number(0.05512, "en", 2) == "0.06"
+    assert i18n.percent(0.7921, "zh", 1) == "79.2%"
+    assert i18n.number(None, "zh") == "–" and i18n.percent(float("nan"), "en") == "–"
+    assert i18n.language_name("zh").startswith("中文")
 
 
 def test_lang_query_sets_cookie_and_html_lang(dash_app):
@@ -243,20 +243,20 @@ def test_live_updates_show_no_english_in_chinese(dash_app, twin_registry):
 
 
 @pytest.mark.parametrize("make,expected", [
-    (lambda S: S.parse_speed(5000), "速度 = 5000：允许实时的 1 到 1000 倍，或 'max'"),
-    (lambda S: S.parse_load(9), "负载 = 9：允许 0 < 负载 <= 5（容量的比例；1 = 100 %）"),
-    (lambda S: S.parse_seed(-1), "种子 = -1：允许 0 到 2147483647 的整数"),
+    (lambda session: session.parse_speed(5000), "速度 = 5000：允许实时的 1 到 1000 倍，或 'max'"),
+    (lambda session: session.parse_load(9), "负载 = 9：允许 0 < 负载 <= 5（容量的比例；1 = 100 %）"),
+    (lambda session: session.parse_seed(-1), "种子 = -1：允许 0 到 2147483647 的整数"),
 ])
 def test_control_errors_reach_the_browser_in_chinese(dash_app, make, expected):
     """The engine's English ControlError, translated at the UI boundary with its values kept; English
     and unknown forms pass through unchanged."""
-    from twin import session as S
+    from twin.live import session
     from twin.ui.errors import explain
-    with pytest.raises(S.ControlError) as info:
-        make(S)
+    with pytest.raises(session.ControlError) as info:
+        make(session)
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
         assert explain(info.value) == expected
-        assert explain(S.ControlError("a message of a new form")) == "a message of a new form"
+        assert explain(session.ControlError("a message of a new form")) == "a message of a new form"
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
         assert explain(info.value) == str(info.value)
 
@@ -264,7 +264,7 @@ def test_control_errors_reach_the_browser_in_chinese(dash_app, make, expected):
 def test_explorer_callbacks_answer_in_chinese(dash_app):
     """What the Explorer sends: a refused form (its own checks and the sweep planner's, translated at
     the UI boundary), progress, the finished frontier's chart and the empty-CSV message."""
-    import pages.explorer as E
+    from pages import explorer
     good = ["cloudmatrix-infer-paper", "paper-decode", "load", "0.4,0.8", "mtp", "true,false", 1, 10, "model"]
     bad = {0: "x", 3: "0.9:0.1:0.1", 3.5: None, 6: 99, 7: 1e9, 8: "gpu"}
     from twin.explore.points import KEYS
@@ -274,13 +274,13 @@ def test_explorer_callbacks_answer_in_chinese(dash_app):
         for i, v in bad.items():
             args = list(good)
             args[int(i)] = v if i != 3.5 else "0.1:5:0.05"
-            msgs.append(E.on_start(1, *args, None)[1])
+            msgs.append(explorer.on_start(1, *args, None)[1])
         job = {"state": "done", "done": 2, "total": 2, "cpu_s": 3.0, "ceiling_s": 36.0, "position": 2, "wait_s": 9,
                "cost_s": 3.0, "result": {"varied": ["load", "mtp"], "rows": [], "points": [
                    {"load": v, "mtp": m, "tokens_per_s_per_user": 20.0 + v, "goodput_per_chip": 900.0 * v}
                    for v in (0.4, 0.8) for m in (True, False)]}}
-        out = list(E.progress_view(job)) + [E.on_csv(1, None, None)[1], E.progress_view(dict(job, state="running"))[2],
-                                            E.progress_view(dict(job, state="queued"))[2]]
+        out = list(explorer.progress_view(job)) + [explorer.on_csv(1, None, None)[1], explorer.progress_view(dict(job, state="running"))[2],
+                                            explorer.progress_view(dict(job, state="queued"))[2]]
         texts = output_texts(msgs + out, [])
     assert "范围颠倒" in msgs[1] and "网格共" in msgs[2] and msgs[0] == "部署：请从列表中选择一个"
     leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in scenarios])}
@@ -292,7 +292,7 @@ def test_engine_event_lines_read_in_chinese(dash_app):
     the CLI and JSON), Chinese on the dashboard with the fault kind in words and ids kept."""
     from twin.engine import Engine
     from twin.engine.commands import InjectFault, SetLoad, SetPolicy, SetRandom
-    from twin.ui import components as C
+    from twin.ui import components
     eng = Engine(scenario="paper-decode")
     eng.advance(1.0)
     for cmd in (InjectFault({"kind": "optical_flap", "target": "n20/l1-3--sp3/l2-7", "duration_s": 90}),
@@ -305,12 +305,12 @@ def test_engine_event_lines_read_in_chinese(dash_app):
     assert "#1 optical_flap on n20/l1-3--sp3/l2-7 scheduled now" in [e["message"] for e in evs]
     assert {"fault", "detect", "recover", "error", "rate", "policy", "schedule"} <= {e["kind"] for e in evs}
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
-        texts = visible_texts(C.events(evs[::-1], "-"), [])
+        texts = visible_texts(components.events(evs[::-1], "-"), [])
     assert "#1 光链路抖动：n20/l1-3--sp3/l2-7 立即注入" in texts
     leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in _scenarios()])}
     assert leftovers == {}, f"event lines outside the catalogs: {leftovers}"
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
-        assert "#1 optical link flapping on n20/l1-3--sp3/l2-7 scheduled now" in visible_texts(C.events(evs, "-"), [])
+        assert "#1 optical link flapping on n20/l1-3--sp3/l2-7 scheduled now" in visible_texts(components.events(evs, "-"), [])
 
 
 @pytest.mark.parametrize("system", ["cloudmatrix384", "gpu-cluster-h800"])
@@ -318,15 +318,15 @@ def test_topology_drawing_labels_read_in_chinese(dash_app, system):
     """The labels drawn on the topology (racks, UB planes, RDMA and VPC switches, storage) in Chinese;
     part ids (n07, L2-5, NPU3·d1) stay as they are, and English stays the engine's wording."""
     from twin.topology import static
-    from twin.ui import topoview as TV
+    from twin.ui import topoview
     t = static(system)
-    names = [TV.AGG, t.node_ids()[0]] + list(t.subplane_ids()[:1])
+    names = [topoview.AGG, t.node_ids()[0]] + list(t.subplane_ids()[:1])
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
-        labels = [el["data"]["label"] for n in names for el in TV.view(t, n).elements if "label" in el["data"]]
+        labels = [el["data"]["label"] for n in names for el in topoview.view(t, n).elements if "label" in el["data"]]
     leftovers = {x: w for x in labels if (w := english_words(x))}
     assert labels and leftovers == {}, f"drawing labels outside the catalogs: {leftovers}"
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
-        en = {el["data"]["label"] for el in TV.view(t, TV.AGG).elements if "label" in el["data"]}
+        en = {el["data"]["label"] for el in topoview.view(t, topoview.AGG).elements if "label" in el["data"]}
     assert {"RDMA spine", "VPC switch", "OBS storage"} <= en
 
 
@@ -348,7 +348,8 @@ def test_control_confirmations_and_the_action_log_read_in_chinese(twin_registry)
     """What the controls answer ("speed 20x", "reset: scenario ...") and the shared-action log: English
     for the CLI and JSON, Chinese on the dashboard (ids, names and numbers kept)."""
     import app as dash_app
-    from twin.ui import eventtext, live
+    from twin.ui import eventtext
+    from twin.ui import polling as live
     tw = twin_registry.shared()
     said = [tw.control("speed", 20, who="viewer ab12"), tw.control("speed", "max"), tw.control("pause"),
             tw.control("play", who="instructor (viewer ab12)"),
@@ -376,16 +377,16 @@ def test_scenario_and_demo_descriptions_read_in_chinese(dash_app):
     """The start line's scenario description, the scenario list's hover texts and the fault demos'
     stories come from the catalog data, extracted as msgids (twin.i18n.catalog.data_texts)."""
     from twin.engine import Engine, list_scenarios
-    from twin.ui import components as C
+    from twin.ui import components
     from twin.ui import eventtext
-    from twin.ui import faultconsole as FC
+    from twin.ui import faultconsole
     start = Engine(scenario="paper-decode").snapshot().events[0]
     assert start["kind"] == "start" and start["args"]["about"].startswith("The paper's decode setting")
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
         lines = [eventtext.line({**start, "args": {**start["args"], "name": s["name"], "about": s["description"]}})
                  for s in list_scenarios() if s.get("description")]
-        demos = [d.children[0].title for d in _find(FC.demos(), None, "demos").children]
-        scen = [o["title"] for o in _find(C.controls_bar(list_scenarios(), []), "ctl-scenario").options]
+        demos = [d.children[0].title for d in _find(faultconsole.demos(), None, "demos").children]
+        scen = [o["title"] for o in _find(components.controls_bar(list_scenarios(), []), "ctl-scenario").options]
     names = [s["name"] for s in list_scenarios() if s.get("description")]
     assert len(lines) >= 10 and lines[names.index("paper-decode")].startswith("场景 paper-decode：论文的解码设置")
     assert len(demos) == 6 and all(len(t) > 40 for t in demos)
@@ -410,7 +411,7 @@ def test_co_pool_scheduler_lines_read_in_chinese(dash_app):
     change; English in the engine, Chinese on the dashboard with group names and knob names kept."""
     from twin.cloud import live
     from twin.engine import Engine
-    from twin.ui import components as C
+    from twin.ui import components
     eng = live.attach(Engine("copool-day", seed=3))
     eng.advance(1.5)
     eng.submit(live.SetCoPool({"policy": "dedicated", "dedicated_prefill_groups": 2, "dedicated_decode_groups": 1}))
@@ -419,7 +420,7 @@ def test_co_pool_scheduler_lines_read_in_chinese(dash_app):
     assert evs[0]["message"] == "prefill-16 (16 NPUs) -> training: policy dedicated"
     assert evs[-1]["message"] == "co-pool: policy=dedicated, dedicated_prefill_groups=2, dedicated_decode_groups=1"
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
-        texts = visible_texts(C.events(evs, "-"), [])
+        texts = visible_texts(components.events(evs, "-"), [])
     assert "prefill-16（16 个 NPU）→ 训练：策略 'dedicated'" in texts and "共池" in texts
     leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in _scenarios()])}
     assert leftovers == {}, f"co-pool lines outside the catalogs: {leftovers}"
@@ -444,7 +445,7 @@ def test_refusal_reasons_read_in_chinese(twin_registry):
     tw = twin_registry.shared()
     errors = []
     for action, value in REFUSALS:
-        with pytest.raises(S.ControlError) as exc:
+        with pytest.raises(session.ControlError) as exc:
             tw.control(action, value)
         errors.append(exc.value)
     cloud = live.attach(Engine("copool-day", seed=3)).snapshot().cloud

@@ -12,7 +12,7 @@ MODULES = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffi
 
 
 def test_every_module_is_listed():
-    assert {"twin.engine.core", "twin.engine.metrics", "twin.config", "twin.perf",
+    assert {"twin.engine.core", "twin.engine.metrics", "twin.model.config", "twin.predict.perf",
             "twin.engine.scheduling.base"} <= set(MODULES)
 
 
@@ -24,7 +24,7 @@ def test_module_imports_alone_in_a_fresh_process(module):
 
 
 def test_the_simulation_core_never_imports_the_ui():
-    code = ("import sys, twin.engine, twin.session, twin.cli_run, twin.perf; "
+    code = ("import sys, twin.engine, twin.live.session, twin.cli.run, twin.predict.perf; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dash', 'plotly')))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]

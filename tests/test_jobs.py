@@ -1,4 +1,4 @@
-"""The job pool (twin.jobs): heavy work in processes of their own at the lowest CPU priority, with
+"""The job pool (twin.live.jobs): heavy work in processes of their own at the lowest CPU priority, with
 quotas per browser, per address and in all, a cost ceiling, queue positions, progress, Cancel, and
 CPU and memory ceilings that stop a job that outgrows them. Jobs here are real processes."""
 import os
@@ -7,7 +7,7 @@ import time
 import psutil
 import pytest
 
-from twin.jobs import JobPool, JobRefused
+from twin.live.jobs import JobPool, JobRefused
 
 
 def report(progress):

@@ -13,8 +13,8 @@ from dash import no_update
 from dash._callback_context import context_value
 from dash._utils import AttributeDict
 
-from twin import lessons as L
-from twin import session as S
+from twin import lessons
+from twin.live import session
 from twin.lessons import check, measure
 from twin.lessons import __main__ as lessons_cli
 from twin.lessons.screen import READERS
@@ -36,19 +36,19 @@ def lessons_page(dash_app):
 
 
 def test_seven_lessons_cover_the_topics_with_steps_and_measured_answers():
-    ids = [les.id for les in L.lessons()]
+    ids = [les.id for les in lessons.lessons()]
     assert ids == list(TOPICS)
-    for les in L.lessons():
+    for les in lessons.lessons():
         assert len(les.steps) >= 2, les.id
         for s in les.steps:
-            assert all(m.command.startswith(L.COMMAND_PREFIXES) for m in s.measures)
-            assert set(L._PLACEHOLDER.findall(s.answer)) == set(s.figures), les.id   # every figure shown
+            assert all(m.command.startswith(lessons.COMMAND_PREFIXES) for m in s.measures)
+            assert set(lessons._PLACEHOLDER.findall(s.answer)) == set(s.figures), les.id   # every figure shown
             assert s.screen.figures and {READERS[f.read.split("@")[0]].page for f in s.screen.figures} == {
                 s.action.page}, les.id                           # what the answer cites is on the opened page
-    faults = L.get("faults")
+    faults = lessons.get("faults")
     demos = [s.action.value.get("faults") for s in faults.steps]
     assert demos == ["optical-flap", "decode-die-redundant", "decode-die-no-redundancy"]
-    assert L.get("supernode").steps[0].action.page == "/validation"
+    assert lessons.get("supernode").steps[0].action.page == "/validation"
 
 
 def test_check_quick_every_fast_step_shows_its_answer_on_its_page():
@@ -56,7 +56,7 @@ def test_check_quick_every_fast_step_shows_its_answer_on_its_page():
     page the figures its answer states (about 15 s on one core)."""
     lines = []
     rows = check.check(quick=True, out=lines.append)
-    fast = sum(not s.screen.slow for les in L.lessons() for s in les.steps)
+    fast = sum(not s.screen.slow for les in lessons.lessons() for s in les.steps)
     assert fast >= 11 and len({r.where for r in rows}) == fast
     assert [(r.where, r.figure.name, r.figure.value, r.shown) for r in rows if not r.ok] == []
     assert any("PASS" in x for x in lines) and not any("FAIL" in x for x in lines)
@@ -64,7 +64,7 @@ def test_check_quick_every_fast_step_shows_its_answer_on_its_page():
 
 def test_check_fails_when_an_answer_figure_is_edited(monkeypatch, capsys):
     """Break one written figure: the check reports FAIL for it and exits 1 (the test above can fail)."""
-    les = L.get("supernode")
+    les = lessons.get("supernode")
     fig = les.steps[0].screen.figures[0]
     monkeypatch.setattr(check, "lessons", lambda: (les,))
     object.__setattr__(fig, "value", fig.value * 1.2)
@@ -88,8 +88,8 @@ def test_every_action_passes_the_twins_validation_and_opens_a_page(dash_app, twi
     """Each action goes through Twin.control, as the control bar's do (engines are built, not run)."""
     import dash
     registered = {p["path"] for p in dash.page_registry.values()}
-    tw = S.Twin("lesson-test", params={"scenario": "paper-decode"})
-    for les in L.lessons():
+    tw = session.Twin("lesson-test", params={"scenario": "paper-decode"})
+    for les in lessons.lessons():
         for i, s in enumerate(les.steps, 1):
             msg = tw.control(s.action.control, s.action.value, who="test")
             assert msg.startswith(s.action.control), f"{les.id} step {i}: {msg}"
@@ -107,17 +107,17 @@ def test_quick_measure_matches_the_written_figures():
 def test_measure_reads_json_paths_and_filters():
     doc = {"a": [{"k": "x", "v": 1}, {"k": "y", "v": 2}], "b": {"c": [5, 6]}}
     assert measure.read_path(doc, "a[k=y].v") == 2 and measure.read_path(doc, "b.c.1") == 6
-    with pytest.raises(L.LessonError, match="0 rows match"):
+    with pytest.raises(lessons.LessonError, match="0 rows match"):
         measure.read_path(doc, "a[k=z].v")
-    with pytest.raises(L.LessonError, match="not a command"):
+    with pytest.raises(lessons.LessonError, match="not a command"):
         measure.run_command("rm -rf /")
 
 
 def test_a_changed_result_is_reported(monkeypatch):
     """Break the figure: measure says which one differs (the check above can fail)."""
-    les = L.get("pipelining")
+    les = lessons.get("pipelining")
     fig = les.steps[0].measures[0].figures[0]
-    monkeypatch.setattr(L, "lessons", lambda: (les,))
+    monkeypatch.setattr(lessons, "lessons", lambda: (les,))
     monkeypatch.setattr(measure, "lessons", lambda: (les,))
     object.__setattr__(fig, "value", fig.value * 1.1)
     try:
@@ -151,8 +151,8 @@ figures = {{ a = {{ path = "tpot_ms", value = 1 }} }}
 """
     p = tmp_path / "bad.toml"
     p.write_text(body)
-    with pytest.raises(L.LessonError, match=match) as exc:
-        L.load_file(p)
+    with pytest.raises(lessons.LessonError, match=match) as exc:
+        lessons.load_file(p)
     assert str(exc.value).startswith("bad.toml")
 
 
@@ -161,8 +161,8 @@ figures = {{ a = {{ path = "tpot_ms", value = 1 }} }}
     ("faults", "4", "allowed 1 to 3"), ("faults", "1e3", "allowed 1 to 3"), ("faults", True, "allowed 1 to 3"),
     (None, 1, "no such lesson"), ({"x": 1}, 1, "no such lesson")])
 def test_unknown_lesson_or_step(lesson, step, match):
-    with pytest.raises(L.LessonError, match=match):
-        L.step_index(L.get(lesson), step)
+    with pytest.raises(lessons.LessonError, match=match):
+        lessons.step_index(lessons.get(lesson), step)
 
 
 @pytest.mark.parametrize("kwargs,shown", [
@@ -195,7 +195,7 @@ def test_action_callback_resets_the_viewed_twin_narrates_and_opens_the_page(less
     while tw.run < 1 and time.monotonic() < end:
         time.sleep(0.05)
     assert tw.snapshot.scenario == "peak-384" and tw.params.faults.endswith("decode-die-redundant.toml")
-    assert tw.speed == L.get("faults").steps[1].screen.speed         # the pace the step's figures assume
+    assert tw.speed == lessons.get("faults").steps[1].screen.speed         # the pace the step's figures assume
     assert "lesson faults" in tw.actions(1)[0]["who"]
 
 
@@ -218,7 +218,7 @@ def test_action_on_a_locked_twin_says_why_in_the_viewers_language_and_still_open
         lessons_page, dash_app, lang, said):
     """Issue 23 bug 7: the refusal is wholly in the viewer's language and the student still gets
     the step's page, narrated, to watch (nothing is marked done)."""
-    reg = S.configure(wall_dt=0.05, token="s3cret")
+    reg = session.configure(wall_dt=0.05, token="s3cret")
     try:
         reg.shared()
         with dash_app.server.test_request_context("/", headers={"Cookie": f"twin_lang={lang}"}):

@@ -2,7 +2,7 @@
 import numpy as np
 
 from twin.engine import Engine
-from twin.ui import figures as F
+from twin.ui import figures
 
 
 def test_log_matrix_draws_every_decode_node_pair_and_the_prefill_blocks():
@@ -14,7 +14,7 @@ def test_log_matrix_draws_every_decode_node_pair_and_the_prefill_blocks():
     eng = Engine("default", seed=0)
     eng.advance(30)
     snap = eng.snapshot()
-    z, text = F.heatmap_z(snap.node_traffic)
+    z, text = figures.heatmap_z(snap.node_traffic)
     dec = np.asarray(eng.decode[0].nodes)
     assert len(dec) == 20
     block = np.array([[z[i][j] for j in dec] for i in dec], dtype=float)

@@ -73,9 +73,9 @@ def test_past_the_window_ceiling_arrivals_get_no_row_and_memory_is_bounded(monke
 
 
 def test_a_sweep_row_counts_arrivals_refused_without_a_row_as_misses(monkeypatch):
-    from twin.explore import points as P
+    from twin.explore import points
     from twin.explore.evaluate import evaluate
-    task = P.plan("cloudmatrix-infer-paper", "paper-decode", [("load", [0.9])], duration_s=20)[0]
+    task = points.plan("cloudmatrix-infer-paper", "paper-decode", [("load", [0.9])], duration_s=20)[0]
     full = evaluate(task)
     monkeypatch.setattr(core, "MAX_WINDOW_ROWS", 2_000)      # the window fills: arrivals lose their rows
     capped = evaluate(task)

@@ -33,8 +33,8 @@ def http(dash_app):
     """The Flask test client, every Python callback spec, and the real pattern-matching ids."""
     import importlib
 
-    from twin import session as S
-    reg = S.configure(wall_dt=0.05, max_sandboxes=2, ttl_s=600, token=None)
+    from twin.live import session
+    reg = session.configure(wall_dt=0.05, max_sandboxes=2, ttl_s=600, token=None)
     reg.shared().control("pause")
     client = dash_app.server.test_client()
     assert client.get("/").status_code == 200          # Dash registers its callbacks on first use

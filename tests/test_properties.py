@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twin.ems import EMS
+from twin.engine.ems.pool import EMS
 from twin.engine.clock import Clock
 from twin.engine.flows import FlowNet
 

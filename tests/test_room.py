@@ -1,13 +1,13 @@
 """The room is protected by design: sandboxes' engines share a bounded slice of one core, so the
-shared twin keeps its pace and polls stay fast whatever private twins run (twin.budget.CpuShare,
-twin.runner); heavy jobs run elsewhere (tests/test_jobs.py)."""
+shared twin keeps its pace and polls stay fast whatever private twins run (twin.live.budget.CpuShare,
+twin.live.runner); heavy jobs run elsewhere (tests/test_jobs.py)."""
 import time
 
 import psutil
 import pytest
 
-from twin import session as S
-from twin.budget import CpuShare
+from twin.live import session
+from twin.live.budget import CpuShare
 
 
 def test_a_cpu_share_refills_at_its_rate_and_bounds_bursts():
@@ -24,7 +24,7 @@ def test_a_cpu_share_refills_at_its_rate_and_bounds_bursts():
 
 
 def test_sandboxes_at_max_speed_get_a_bounded_share_of_the_cpu(dash_app):
-    reg = S.configure(wall_dt=0.2, max_sandboxes=2, ttl_s=600, token=None, per_address=4)
+    reg = session.configure(wall_dt=0.2, max_sandboxes=2, ttl_s=600, token=None, per_address=4)
     try:
         shared = reg.shared()
         boxes = [reg.open_sandbox(client=f"c{i}", addr="a") for i in range(2)]
@@ -45,21 +45,21 @@ def test_sandboxes_at_max_speed_get_a_bounded_share_of_the_cpu(dash_app):
 
 def test_resets_are_rate_limited_per_browser(twin_registry):
     """A reset builds an engine in the web process: a browser may not send a stream of them."""
-    from twin.actions import RESETS_PER_MIN
+    from twin.live.actions import RESETS_PER_MIN
     tw = twin_registry.open_sandbox(client="c1", addr="a")
     for _ in range(RESETS_PER_MIN):
         tw.control("reset", {"scenario": "paper-decode"}, client="c1")
-    with pytest.raises(S.ControlError, match=f"resets: at most {RESETS_PER_MIN} per minute; try again in"):
+    with pytest.raises(session.ControlError, match=f"resets: at most {RESETS_PER_MIN} per minute; try again in"):
         tw.control("reset", {"scenario": "paper-decode"}, client="c1")
 
 
 def test_a_sandbox_waits_for_the_viewers_requests_in_flight(dash_app, monkeypatch):
     """Viewers first: while a request is being served, a sandbox at max only moves a slice each
     SANDBOX_YIELD_S; when none is, it runs its share."""
-    from twin import runner
-    from twin.budget import CpuShare, REQUESTS
+    from twin.live import runner
+    from twin.live.budget import CpuShare, REQUESTS
     monkeypatch.setattr(runner, "SANDBOXES", CpuShare(1.0))     # only the yielding is measured here
-    reg = S.configure(wall_dt=0.2, max_sandboxes=1, ttl_s=600, token=None)
+    reg = session.configure(wall_dt=0.2, max_sandboxes=1, ttl_s=600, token=None)
     try:
         tw = reg.open_sandbox(client="c1", addr="a")
         tw.control("speed", "max", client="c1")

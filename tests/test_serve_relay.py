@@ -6,7 +6,7 @@ import multiprocessing as mp
 import os
 import pickle
 
-from twin.serve.live import LiveTwin
+from twin.serve.relay import LiveTwin
 
 
 def test_a_message_split_across_reads_is_dispatched_once_whole():

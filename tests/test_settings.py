@@ -1,16 +1,16 @@
-"""One typed settings model (twin.settings) drives the CLI flags, the live session's checks, the engine's
+"""One typed settings model (twin.model.settings) drives the CLI flags, the live session's checks, the engine's
 commands and the control bar: change a bound there and every consumer follows."""
 import dataclasses
 
 import pytest
 
 from test_cli import cli
-from twin import session as S
-from twin import settings
-from twin.__main__ import build_parser
+from twin.live import session
+from twin.model import settings
+from twin.cli.main import build_parser
 from twin.engine import commands
 from twin.engine.scenario import Scenario
-from twin.ui import components as C
+from twin.ui import components
 
 
 def _narrowed(monkeypatch, name: str, **change) -> settings.Setting:
@@ -32,7 +32,7 @@ def _find(node, cid):
 
 
 def _bar():
-    return C.controls_bar([{"name": "default"}], ["cloudmatrix-infer-paper"])
+    return components.controls_bar([{"name": "default"}], ["cloudmatrix-infer-paper"])
 
 
 def _flags(sub: str) -> dict:
@@ -65,24 +65,24 @@ def test_a_lower_load_bound_moves_cli_session_engine_and_control_bar(monkeypatch
     assert code == 2 and err == "error: python -m twin run: argument --load: '3': allowed a number > 0 and <= 2\n"
     code, _, err = cli("bench", "--load", "2.5")
     assert code == 2 and "allowed a number > 0 and <= 2\n" in err
-    with pytest.raises(S.ControlError, match=r"^load = 3: allowed 0 < load <= 2 \(fraction of capacity"):
-        S.parse_load(3)
-    assert S.parse_load(2) == 2.0
+    with pytest.raises(session.ControlError, match=r"^load = 3: allowed 0 < load <= 2 \(fraction of capacity"):
+        session.parse_load(3)
+    assert session.parse_load(2) == 2.0
     with pytest.raises(ValueError, match=r"allowed 0 < load <= 2 "):
         commands.SetLoad(2.5)
     bar = _bar()
     assert _find(bar, "ctl-load-custom").placeholder == "0–200%"
     assert _find(bar, "ctl-load").children[1].children == "20%"
     assert [b.id["index"] for b in _find(bar, "ctl-load").children] == ["10", "20"]
-    assert C.allowed("load") == "0 to 200"
+    assert components.allowed("load") == "0 to 200"
 
 
 def test_a_lower_rate_bound_moves_cli_session_and_the_source(monkeypatch):
     _narrowed(monkeypatch, "rate", hi=50)
     code, _, err = cli("run", "--rate", "60", "--duration", "1")
     assert code == 2 and err.endswith("argument --rate: '60': allowed a number > 0 and <= 50 req/s\n")
-    with pytest.raises(S.ControlError, match=r"^rate = 60: allowed 0 < rate <= 50 req/s$"):
-        S.parse_rate(60)
+    with pytest.raises(session.ControlError, match=r"^rate = 60: allowed 0 < rate <= 50 req/s$"):
+        session.parse_rate(60)
     from twin.engine.source import SyntheticSource
     src = SyntheticSource.__new__(SyntheticSource)
     with pytest.raises(ValueError, match="allowed 0 < rate <= 50 req/s"):
@@ -92,11 +92,11 @@ def test_a_lower_rate_bound_moves_cli_session_and_the_source(monkeypatch):
 def test_speed_and_seed_bounds_move_the_session_and_the_control_bar(monkeypatch):
     _narrowed(monkeypatch, "speed", hi=50.0, presets=(1, 50, "max"))
     _narrowed(monkeypatch, "live_seed", hi=99)
-    with pytest.raises(S.ControlError, match=r"allowed 1 to 50 \(times real time\) or 'max'"):
-        S.parse_speed(60)
-    assert S.parse_speed(50) == 50.0
-    with pytest.raises(S.ControlError, match="allowed a whole number 0 to 99"):
-        S.parse_seed(100)
+    with pytest.raises(session.ControlError, match=r"allowed 1 to 50 \(times real time\) or 'max'"):
+        session.parse_speed(60)
+    assert session.parse_speed(50) == 50.0
+    with pytest.raises(session.ControlError, match="allowed a whole number 0 to 99"):
+        session.parse_seed(100)
     bar = _bar()
     assert _find(bar, "ctl-speed-custom").placeholder == "1–50×"
     assert [b.children for b in _find(bar, "ctl-speed").children] == ["1×", "50×", "max"]
@@ -118,4 +118,4 @@ def test_the_shipped_bounds():
     assert got == {"duration_s": (0, 2_592_000, True), "rate": (0, 100_000, True), "load": (0, 5.0, True),
                    "speedup": (0.001, 10_000, False), "deadline_s": (1, 86_400, False), "seed": (0, 2**63 - 1, False),
                    "live_seed": (0, 2**31 - 1, False), "speed": (1.0, 1000.0, False)}
-    assert C.allowed("load", "–") == "0–500" and C.allowed("seed") == "0 to 2147483647"
+    assert components.allowed("load", "–") == "0–500" and components.allowed("seed") == "0 to 2147483647"

@@ -58,20 +58,20 @@ def test_live_capacities_show_failures_and_degradations():
 
 
 def test_topology_views_draw_degraded_and_failed_links_from_the_snapshot():
-    from twin.ui import topolive as TL
-    from twin.ui import topoview as TV
+    from twin.ui import topolive
+    from twin.ui import topoview
     eng = Engine(scenario="default", seed=0)
     link = "n20/l1-3--sp3/l2-7"
     eng.topo.degrade(link, 0.5)
     eng.advance(1.0)
     snap = eng.snapshot()
-    v = TV.view(snap.system.topology, "sp3")
+    v = topoview.view(snap.system.topology, "sp3")
     j = v.edge_ids.index(link)
-    live = TL.live(v, snap)
+    live = topolive.live(v, snap)
     assert live["part"] == [j] and live["down"] == []                  # degraded: drawn dashed, not down
-    rows = dict(TL.element_stats(v, snap, "edge", link))
+    rows = dict(topolive.element_stats(v, snap, "edge", link))
     assert rows["capacity"] == "28.0 GB/s one way" and rows["live capacity"] == "14.0 GB/s"
     eng.topo.fail(link)
     eng.advance(1.0)
-    live = TL.live(v, eng.snapshot())
+    live = topolive.live(v, eng.snapshot())
     assert live["down"] == [j] and live["part"] == []

@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from twin import rules
-from twin.bench import SCALING_DEPLOYMENTS, bench, scaling, table
-from twin.ems import EMS
+from twin.model import rules
+from twin.cli.bench import SCALING_DEPLOYMENTS, bench, scaling, table
+from twin.engine.ems.pool import EMS
 from twin.engine import Engine, command, batch_rows, timing
 from twin.engine.clock import Clock
 from twin.engine.flows import FlowNet

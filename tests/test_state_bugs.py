@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from twin import session as S
+from twin.live import session
 
 from test_callbacks import wait_until
 
 
 def test_a_made_up_trace_on_paper_decode_is_refused_naming_the_allowed_ones(twin_registry):
     tw = twin_registry.shared()
-    with pytest.raises(S.ControlError, match="not a trace this dashboard offers") as exc:
+    with pytest.raises(session.ControlError, match="not a trace this dashboard offers") as exc:
         tw.control("reset", {"scenario": "paper-decode", "trace": "made-up-trace"})
     assert "mooncake_conversation" in str(exc.value) and "azure_conv" in str(exc.value)
     assert tw.run == 0 and tw.params.trace is None

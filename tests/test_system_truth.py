@@ -23,9 +23,9 @@ def _reset(dash_app, scenario, deployment):
     msg, cls, props = copy_context().run(run)
     pending = props.pop("ctl-ticket", None)       # the reset not yet taken by the twin's thread: its answer
     if pending:
-        from twin import session as S
+        from twin.live import session
         from twin.ui import answer
-        assert S.sessions().shared().ticket(pending["data"]["id"]).wait(15)
+        assert session.sessions().shared().ticket(pending["data"]["id"]).wait(15)
         msg, cls = answer.answered(pending["data"], "shared")[:2]
     return msg, cls, props
 
@@ -80,15 +80,15 @@ def test_overview_on_a_gpu_cluster_speaks_of_gpus_and_the_cluster(pages, twin_re
 
 
 def test_tradeoffs_draws_no_paper_stars_on_another_system(pages, twin_registry):
-    from twin.ui import tradeoffs as TO
-    h800 = TO.figure("deepseek-h800", 4096, 50.0)
-    paper = h800["data"][TO.T_PAPER]
+    from twin.ui import tradeoffs
+    h800 = tradeoffs.figure("deepseek-h800", 4096, 50.0)
+    paper = h800["data"][tradeoffs.T_PAPER]
     assert paper["x"] == [] and paper["y"] == []
     assert "No published reference points for gpu-cluster-h800" in _text(h800["layout"]["annotations"])
     assert "GPU" in h800["layout"]["yaxis"]["title"]["text"] and "NPU" not in _text(h800)
-    assert "paper" not in TO.csv_text("deepseek-h800", 4096, 50.0)
-    cm = TO.figure("cloudmatrix-infer-paper", 4096, 50.0)
-    stars = cm["data"][TO.T_PAPER]
+    assert "paper" not in tradeoffs.csv_text("deepseek-h800", 4096, 50.0)
+    cm = tradeoffs.figure("cloudmatrix-infer-paper", 4096, 50.0)
+    stars = cm["data"][tradeoffs.T_PAPER]
     assert stars["x"] == [49.4, 14.9] and "text" not in stars["mode"]     # labels in the hover: none covers the live point
     sb = _h800(twin_registry)
     out = pages.tradeoffs.tick(1, sb.key, None, dep=None, slo=50, kv=4096)

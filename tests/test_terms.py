@@ -9,11 +9,10 @@ import shutil
 import pytest
 from babel.messages.catalog import Catalog
 
-from twin import i18n as I
 from twin.i18n import LangError, catalog, terms
 from twin.i18n.__main__ import main
 
-ZH_PO = I.po_path("zh")
+ZH_PO = i18n.po_path("zh")
 CONCEPTS = {"ttft", "tpot", "throughput", "goodput", "token", "tokens-per-s", "ms", "s", "all-to-all",
             "expert-parallelism", "prefill", "decode", "supernode", "npu", "die", "ems", "cache-hit", "kv-cache",
             "microbatch", "mtp", "slo", "optical-link", "ub-switch", "switch-levels", "planes"}
@@ -111,11 +110,11 @@ def test_a_broken_termbase_entry_is_named(data, message):
 
 
 def test_overview_in_chinese_shows_units_in_chinese_words(dash_app):
-    import pages.overview as ov
-    from twin.ui import figures as F
+    from pages import overview
+    from twin.ui import figures
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
-        tree = ov.layout(lang="zh")
-        axes = [F.strip_figure(spec, {})["layout"]["yaxis"]["title"]["text"] for spec in ov.CHARTS.values()]
+        tree = overview.layout(lang="zh")
+        axes = [figures.strip_figure(spec, {})["layout"]["yaxis"]["title"]["text"] for spec in overview.CHARTS.values()]
     units = []
 
     def walk(c):
@@ -143,7 +142,7 @@ def test_the_status_strip_units_follow_the_viewers_language():
     """assets/twin.js draws "t = 12.3 s" with these words: 秒 / 分钟 / 小时 on a Chinese screen."""
     import flask
 
-    from twin.ui.live import status_text
+    from twin.ui.polling import status_text
     app = flask.Flask("units")
     for lang, words in (("zh", ("秒", "分钟", "小时")), ("en", ("s", "min", "h"))):
         with app.test_request_context(f"/?lang={lang}"):

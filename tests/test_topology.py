@@ -8,7 +8,7 @@ import pytest
 from twin.topology import (STORAGE, Route, TopologyError, UnknownElementError, build, cpu_id, die_id,
                            l1_id, l2_id, link_id, node_label, parse, rdma_nic_id, static, topology,
                            topology_summary, vpc_nic_id)
-from twin.config import catalog
+from twin.model.config import catalog
 
 L, SW = 0.05, 0.2        # systems.toml link_latency_us, switch_latency_us
 UPLINK = 7 * 16 * 28     # per-node L1-L2 capacity (ref 1: 3,136 GB/s)

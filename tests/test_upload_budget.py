@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from twin import session as S
-from twin import tracestore
+from twin.live import session
+from twin.live import tracestore
 from twin.workload import TRACES, TraceError, default_trace_path, load_trace, parse_trace_text
-from twin.workload import tracefile as TF
+from twin.workload import tracefile
 
 from test_callbacks import triggered, wait_until
 
@@ -47,7 +47,7 @@ def empty_store():
 
 @pytest.fixture
 def reg(dash_app):
-    r = S.configure(wall_dt=0.05, max_sandboxes=3, ttl_s=600, token="")
+    r = session.configure(wall_dt=0.05, max_sandboxes=3, ttl_s=600, token="")
     yield r
     r.shutdown()
 
@@ -73,26 +73,26 @@ def test_a_one_kilobyte_upload_cannot_hold_a_gigabyte():
     peak = _peak_mib(lambda: errors.append(pytest.raises(TraceError, tracestore.upload, _data_url(bomb), "bomb.csv")))
     msg = str(errors[0].value)
     assert msg == (f"bomb.csv line 2: ContextTokens = '2147483647': must be an integer >= 1 "
-                   f"(and <= {TF.UPLOAD_LIMITS.row_tokens})")
+                   f"(and <= {tracefile.UPLOAD_LIMITS.row_tokens})")
     assert peak < 2, peak
 
 
 def test_output_tokens_per_row_are_capped_too():
     with pytest.raises(TraceError, match=r"x.csv line 2: GeneratedTokens = '2147483647': must be an integer "
-                                         rf">= 1 \(and <= {TF.UPLOAD_LIMITS.row_tokens}\)"):
-        parse_trace_text(_azure(1, 10, 2_147_483_647), "x.csv", limits=TF.UPLOAD_LIMITS)
+                                         rf">= 1 \(and <= {tracefile.UPLOAD_LIMITS.row_tokens}\)"):
+        parse_trace_text(_azure(1, 10, 2_147_483_647), "x.csv", limits=tracefile.UPLOAD_LIMITS)
 
 
 def test_rows_each_within_the_row_cap_cannot_sum_past_the_block_id_budget():
-    per_row = -(-TF.UPLOAD_LIMITS.row_tokens // 512)
-    rows = TF.UPLOAD_LIMITS.block_ids // per_row + 1
-    text = _azure(rows, TF.UPLOAD_LIMITS.row_tokens)
+    per_row = -(-tracefile.UPLOAD_LIMITS.row_tokens // 512)
+    rows = tracefile.UPLOAD_LIMITS.block_ids // per_row + 1
+    text = _azure(rows, tracefile.UPLOAD_LIMITS.row_tokens)
     assert len(text) < tracestore.UPLOAD_MAX_BYTES
     errors = []
     peak = _peak_mib(lambda: errors.append(pytest.raises(TraceError, tracestore.upload, _data_url(text), "b.csv")))
     assert str(errors[0].value) == (
         f"b.csv line {rows + 1}: block ids (ContextTokens / 512, rounded up) in total reach "
-        f"{rows * per_row:,} with this row: allowed at most {TF.UPLOAD_LIMITS.block_ids:,} per trace")
+        f"{rows * per_row:,} with this row: allowed at most {tracefile.UPLOAD_LIMITS.block_ids:,} per trace")
     assert peak < 4, peak        # far below the block ids' own 8 bytes each
 
 
@@ -109,7 +109,7 @@ def test_rows_each_within_the_row_cap_cannot_sum_past_the_block_id_budget():
      "t line 3: rows in total reach 2 with this row: allowed at most 1 per trace"),
 ])
 def test_every_trace_total_has_a_budget_even_when_lenient(what, over, text, msg):
-    limits = replace(TF.FILE_LIMITS, **over)
+    limits = replace(tracefile.FILE_LIMITS, **over)
     for lenient in (False, True):      # a whole-trace budget is not a bad row to skip
         with pytest.raises(TraceError) as e:
             parse_trace_text(text, "t", lenient=lenient, limits=limits)
@@ -122,8 +122,8 @@ def test_the_shipped_traces_still_load_and_fit_an_upload():
         assert len(w) > 10_000
     moon = default_trace_path("mooncake_conversation").read_bytes()
     head = moon[:tracestore.UPLOAD_MAX_BYTES].rsplit(b"\n", 1)[0].decode()
-    assert len(parse_trace_text(head, "m", limits=TF.UPLOAD_LIMITS)) > 7_000
-    assert len(parse_trace_text(default_trace_path("azure_conv").read_text(), "a", limits=TF.UPLOAD_LIMITS)) == 19_366
+    assert len(parse_trace_text(head, "m", limits=tracefile.UPLOAD_LIMITS)) > 7_000
+    assert len(parse_trace_text(default_trace_path("azure_conv").read_text(), "a", limits=tracefile.UPLOAD_LIMITS)) == 19_366
 
 
 # ---- 2. wall-clock timestamps ---------------------------------------------------------------------
@@ -228,11 +228,11 @@ def test_twins_pin_the_upload_they_replay_until_they_drop_it(reg, monkeypatch):
 def test_a_failed_reset_or_twin_leaves_no_pin(reg):
     k0, _ = _one_row(0)
     tw = reg.shared()
-    with pytest.raises(S.ControlError):
+    with pytest.raises(session.ControlError):
         tw.control("reset", {"trace": k0, "deployment": "no-such-deployment"})
     assert not tracestore.pinned(k0)
     with pytest.raises(Exception):
-        S.Twin("t", params={"trace": k0, "deployment": "no-such-deployment"})
+        session.Twin("t", params={"trace": k0, "deployment": "no-such-deployment"})
     assert not tracestore.pinned(k0)
 
 
@@ -245,8 +245,8 @@ def test_fresh_browser_secrets_do_not_buy_more_uploads_from_one_address(dash_app
                              secrets.token_hex(16))
     outs = [upload_from("10.0.0.7", i) for i in range(16)]       # the audit's 16 secrets in 0.2 s
     assert "msg-error" in outs[-1][4]
-    assert sum("msg-ok" in o[4] for o in outs) == S.UPLOADS_PER_MIN_ADDRESS
-    assert f"trace uploads from this address: at most {S.UPLOADS_PER_MIN_ADDRESS} per minute" in outs[-1][3]
+    assert sum("msg-ok" in o[4] for o in outs) == session.UPLOADS_PER_MIN_ADDRESS
+    assert f"trace uploads from this address: at most {session.UPLOADS_PER_MIN_ADDRESS} per minute" in outs[-1][3]
     assert "msg-ok" in upload_from("10.0.0.8", 99)[4]
 
 
@@ -259,10 +259,10 @@ def test_a_reset_on_an_upload_no_longer_kept_says_so_without_a_path(reg):
     assert wait_until(lambda: tw.run == 1)
     assert tw.status()["trace"] == "t0.jsonl (uploaded)" and k0 not in str(tw.status())
     tracestore._uploads.clear()                   # gone behind the twin's back (pins now prevent this)
-    with pytest.raises(S.ControlError) as e:
+    with pytest.raises(session.ControlError) as e:
         tw.control("reset", {"seed": 3})
     assert str(e.value) == "trace: that upload is no longer kept (upload it again)"
-    with pytest.raises(S.ControlError) as e:
+    with pytest.raises(session.ControlError) as e:
         reg.open_sandbox(client="c1", addr="a")
     assert "/" not in str(e.value)
 
@@ -272,7 +272,7 @@ def test_a_shipped_trace_missing_on_the_server_is_reported_without_its_folders(r
     with pytest.raises(TraceError, match="under any of"):       # a CLI user is told where it looked
         default_trace_path("ghost")
     tw = reg.shared()
-    with pytest.raises(S.ControlError) as e:
+    with pytest.raises(session.ControlError) as e:
         tw.control("reset", {"trace": "ghost"})
     assert str(e.value) == "trace ghost: not available on this server"
     assert str(ROOT.parent) not in str(e.value)
@@ -282,8 +282,8 @@ def test_a_shipped_trace_missing_on_the_server_is_reported_without_its_folders(r
 
 def test_the_worst_allowed_upload_parses_and_builds_an_engine_in_seconds():
     from twin.engine import Engine
-    per_row = -(-TF.UPLOAD_LIMITS.row_tokens // 512)
-    text = _azure(TF.UPLOAD_LIMITS.block_ids // per_row, TF.UPLOAD_LIMITS.row_tokens, 1000)
+    per_row = -(-tracefile.UPLOAD_LIMITS.row_tokens // 512)
+    text = _azure(tracefile.UPLOAD_LIMITS.block_ids // per_row, tracefile.UPLOAD_LIMITS.row_tokens, 1000)
     t0 = time.perf_counter()
     key, w = tracestore.upload(_data_url(text), "worst.csv")
     Engine(scenario="mooncake-live", trace=key, workload="trace")

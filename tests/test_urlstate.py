@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dash import no_update
 
-from twin import session as S
-from twin.ui import urlstate as U
+from twin.live import session
+from twin.ui import urlstate
 
 from test_callbacks import triggered, wait_until
 
@@ -19,8 +19,8 @@ def _open(dash_app, search, done=None, choice="shared", token=None):
 
 
 def test_parse_keeps_the_run_fields_only():
-    assert U.parse("?scenario=paper-decode&speed=50&lang=zh&x=1") == {"scenario": "paper-decode", "speed": "50"}
-    assert U.parse("") == {} and U.parse(None) == {} and U.parse(["?seed=1"]) == {}
+    assert urlstate.parse("?scenario=paper-decode&speed=50&lang=zh&x=1") == {"scenario": "paper-decode", "speed": "50"}
+    assert urlstate.parse("") == {} and urlstate.parse(None) == {} and urlstate.parse(["?seed=1"]) == {}
 
 
 def test_a_link_opens_in_a_private_sandbox_and_leaves_the_shared_twin(dash_app, twin_registry):
@@ -31,7 +31,7 @@ def test_a_link_opens_in_a_private_sandbox_and_leaves_the_shared_twin(dash_app, 
     assert "From the link: " in msg and "scenario bursty-chat, seed 7, load 120% of capacity" in msg
     assert msg.endswith("— applied to your sandbox")
     tw = twin_registry.get(key)
-    assert tw.owner == S.client_id(SECRET, None)
+    assert tw.owner == session.client_id(SECRET, None)
     assert wait_until(lambda: tw.params.scenario == "bursty-chat")
     assert (tw.params.scenario, tw.params.seed, tw.params.load, tw.speed) == ("bursty-chat", 7, 1.2, 50.0)
     assert wait_until(lambda: abs(tw._engine.source.rate - 1.2 * tw._engine.capacity_rps()) < 1e-9)
@@ -60,7 +60,7 @@ def test_a_link_with_no_sandbox_free_applies_nothing(dash_app, twin_registry):
 
 
 def test_a_link_changes_the_shared_twin_only_when_the_instructor_confirms(dash_app):
-    reg = S.configure(wall_dt=0.05, max_sandboxes=2, token="s3cret")
+    reg = session.configure(wall_dt=0.05, max_sandboxes=2, token="s3cret")
     try:
         shared = reg.shared()
         token = {"credential": reg.unlock("s3cret", "c1", None), "ok": True}
@@ -102,12 +102,12 @@ def test_copy_link_captures_the_current_run(dash_app, twin_registry):
     url = triggered(dash_app.on_copy_link, "ctl-link.n_clicks", 1, "http://h:8050/traffic?x=1", "/traffic",
                     "shared")
     assert url == "http://h:8050/traffic?scenario=bursty-chat&seed=3&speed=20&load=75&lang=en"
-    assert U.parse(url.split("?", 1)[1]) == {"scenario": "bursty-chat", "seed": "3", "speed": "20", "load": "75"}
+    assert urlstate.parse(url.split("?", 1)[1]) == {"scenario": "bursty-chat", "seed": "3", "speed": "20", "load": "75"}
 
 
 def test_every_chart_exports_png_from_its_toolbar():
-    from twin.ui import components as C
-    wrap = C.graph("tr-matrix", {})                   # the chart and its (i)
+    from twin.ui import components
+    wrap = components.graph("tr-matrix", {})                   # the chart and its (i)
     cfg = wrap.children[0].config
     assert cfg["modeBarButtons"] == [["toImage"]] and cfg["displayModeBar"] == "hover"
     assert cfg["toImageButtonOptions"] == {"format": "png", "filename": "tr-matrix", "scale": 2}

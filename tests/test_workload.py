@@ -313,22 +313,22 @@ def test_non_regular_files_are_refused_before_reading(tmp_path):
 
 
 def test_size_and_line_limits(tmp_path, monkeypatch):
-    import twin.workload.tracefile as wl
+    from twin.workload import tracefile
     row = _row()
     p = _write(tmp_path, "t.jsonl", [row] * 3)
     limit = len(row) * 3 + 2                     # one byte short of the file (3 rows, 3 newlines)
-    monkeypatch.setattr(wl, "MAX_TRACE_BYTES", limit)
+    monkeypatch.setattr(tracefile, "MAX_TRACE_BYTES", limit)
     with pytest.raises(TraceError) as exc:
         load_trace(p)
     assert str(exc.value) == f"{p}: larger than {limit} bytes (the most a trace file may be)"
     assert len(load_trace(_write(tmp_path, "s.jsonl", [row, row]))) == 2
     with pytest.raises(TraceError, match=f"upload: larger than {limit} bytes"):
-        wl.parse_trace_text("x" * (limit + 1), "upload")
-    monkeypatch.setattr(wl, "MAX_TRACE_LINES", 3)
+        tracefile.parse_trace_text("x" * (limit + 1), "upload")
+    monkeypatch.setattr(tracefile, "MAX_TRACE_LINES", 3)
     with pytest.raises(TraceError, match="upload: more than 3 lines"):
-        wl.parse_trace_text("\n" * 3, "upload")
-    assert len(wl.parse_trace_text(row + "\n\n", "upload")) == 1
-    monkeypatch.setattr(wl, "MAX_LINE_CHARS", len(row))
+        tracefile.parse_trace_text("\n" * 3, "upload")
+    assert len(tracefile.parse_trace_text(row + "\n\n", "upload")) == 1
+    monkeypatch.setattr(tracefile, "MAX_LINE_CHARS", len(row))
     w = load_trace(_write(tmp_path, "u.jsonl", [row, row + " "]), lenient=True)
     assert len(w) == 1 and w.skip_reasons == (
         f"{tmp_path / 'u.jsonl'} line 2: line is {len(row) + 1} characters long (at most {len(row)})",)

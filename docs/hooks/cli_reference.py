@@ -1,7 +1,7 @@
 """The command-line reference page, generated at build time from the parsers themselves.
 
-`python -m twin`'s flags are generated from the settings model (`twin.settings` through
-`twin.cli_args`), so this page reads the same parsers: every command, every flag, its help, default
+`python -m twin`'s flags are generated from the settings model (`twin.model.settings` through
+`twin.cli.args`), so this page reads the same parsers: every command, every flag, its help, default
 and allowed values (a numeric flag's bounds come from the `Setting` its type checks). The tools with
 their own parsers (lessons, soak, load test, attack, screenshots) are read the same way, by stopping
 their `main` at `parse_args`. Nothing is copied by hand, so a new flag or a moved bound shows here at
@@ -21,10 +21,10 @@ PAGE = "reference/cli.md"
 # Tools run as modules with parsers of their own: (module, what it is for).
 TOOLS = (
     ("twin.lessons", "check and re-measure the lessons"),
-    ("twin.ui.soak", "soak the live twin under random failures"),
-    ("twin.ui.loadtest", "load test of the web app (`make bench-ui`)"),
-    ("twin.ui.attack", "one hostile viewer against a room (`make bench-room`)"),
-    ("twin.ui.screenshots", "the screenshots in docs/screenshots (`make screenshots`)"),
+    ("twin.cli.soak", "soak the live twin under random failures"),
+    ("twin.cli.loadtest", "load test of the web app (`make bench-ui`)"),
+    ("twin.cli.attack", "one hostile viewer against a room (`make bench-room`)"),
+    ("twin.cli.screenshots", "the screenshots in docs/screenshots (`make screenshots`)"),
 )
 
 
@@ -52,7 +52,7 @@ def _capture():
 
 def tool_parser(module: str) -> argparse.ArgumentParser:
     """The parser that `python -m module` builds (its `main` is stopped before it reads anything)."""
-    main = importlib.import_module(module if module.startswith("twin.ui.") else module + ".__main__").main
+    main = importlib.import_module(module if module.startswith("twin.cli.") else module + ".__main__").main
     with _capture():
         try:
             main([])
@@ -62,7 +62,7 @@ def tool_parser(module: str) -> argparse.ArgumentParser:
 
 
 def twin_parser() -> argparse.ArgumentParser:
-    from twin.__main__ import build_parser
+    from twin.cli.main import build_parser
     return build_parser()
 
 
@@ -143,7 +143,7 @@ def render() -> str:
         "# Command-line reference",
         "",
         "Generated at build time from the parsers (`docs/hooks/cli_reference.py`); the bounds of `run` and "
-        "`bench` come from the settings model, `twin/settings.py`, which the dashboard's controls share. "
+        "`bench` come from the settings model, `twin/model/settings.py`, which the dashboard's controls share. "
         "Every bad value prints one line naming the flag and what is allowed, and exits with status 2. "
         "Input limits beyond the flags (trace and fault files, `--out`) and worked examples: "
         "[command-line input](cli-input.md).",

@@ -27,12 +27,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..config import CatalogError, _validate
-from ..engine import handover
-from ..engine.faults import Policy as FaultPolicy
-from ..engine.ports import ExtensionHost
-from ..i18n import N_, said
-from .training import TrainingJob
+from twin.model.config import CatalogError, _validate
+from twin.engine import handover
+from twin.engine.faults import Policy as FaultPolicy
+from twin.engine.ports import ExtensionHost
+from twin.i18n import N_, said
+from twin.cloud.training import TrainingJob
 
 POLICIES = ("copool", "dedicated", "inference-only")
 HOLD = "copool"               # the key of the engine hold that marks a lent group

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..config import _validate, catalog
-from .copool import DAY_S, HELD, POLICIES, CoPool, load_params
-from .live import run_day
+from twin.model.config import _validate, catalog
+from twin.cloud.copool import DAY_S, HELD, POLICIES, CoPool, load_params
+from twin.cloud.live import run_day
 
 
 # Cost of a comparison in CPU seconds of one core (assumptions for budgeting a job, measured here: a
@@ -164,7 +164,7 @@ def comparison(day_s: float, knobs: dict, progress=lambda done: None, seeds: int
                policies=POLICIES) -> dict:
     """The whole day compressed into `day_s` under every policy and each of `seeds` seeds (0, 1, ...;
     the policies of one seed see the same arrivals), as usage to price: {policy: [usage per seed]}.
-    Run in a job process (twin.jobs); `progress` gets the runs done so far."""
+    Run in a job process (twin.live.jobs); `progress` gets the runs done so far."""
     out = {name: [] for name in policies}
     for seed in range(seeds):
         for name in policies:

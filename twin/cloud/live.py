@@ -3,7 +3,7 @@ and a live twin whose scenario is a co-pool day runs the scheduler inside its ow
 called by the runner's factory: the scheduler registers itself as the engine's "copool" extension),
 its snapshots carry the day (`CoPool.view`), and the policy knobs are a typed engine command (`SetCoPool`), checked once when
 built (against the day the twin shows, `check`) and merged with the live knobs when it lands, sent
-through the twin's action path (twin.actions: logged on the shared twin, rate-limited per client).
+through the twin's action path (twin.live.actions: logged on the shared twin, rate-limited per client).
 
 A live twin runs on past one day: the timeline keeps the last TIMELINE_ROWS intervals and the
 switch log the last SWITCH_ROWS moves (memory bounds per twin; `moves` counts them all).
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import CatalogError, _validate
-from ..engine import Engine
-from ..engine.commands import Command
-from ..engine.ports import CommandTarget
-from ..i18n import N_
-from .copool import EXTENSION, CoPool, Params, load_params
-from .training import TrainingJob
+from twin.model.config import CatalogError, _validate
+from twin.engine import Engine
+from twin.engine.commands import Command
+from twin.engine.ports import CommandTarget
+from twin.i18n import N_
+from twin.cloud.copool import EXTENSION, CoPool, Params, load_params
+from twin.cloud.training import TrainingJob
 
 SCENARIOS = ("copool-day",)
 TIMELINE_ROWS = 1200            # two 600 s days at 1 s intervals (~0.5 MB per twin)

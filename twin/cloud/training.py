@@ -1,6 +1,6 @@
 """A data-parallel + expert-parallel training step on the twin's own perf and communication models.
 
-Forward pass of one microbatch = the prefill operators of twin/perf.py in BF16 (attention stream,
+Forward pass of one microbatch = the prefill operators of twin/predict/perf.py in BF16 (attention stream,
 MoE stream with its all-to-all over the deployment's prefill fabric: UB on the supernode, NVLink +
 RDMA with DeepEP normal kernels on a GPU cluster), overlapped by the accelerator's named strategy of
 twin/predict/execution.py. Backward = twice the forward compute (assumption: the usual 2x) with
@@ -20,8 +20,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..perf import PerfModel
-from ..predict import execution
+from twin.predict.perf import PerfModel
+from twin.predict import execution
 
 PRECISION = "bf16"            # assumption: BF16 training on both systems (ref 1: the 910C has no FP8)
 GRAD_BYTES = 2                # assumption: BF16 gradients on the wire

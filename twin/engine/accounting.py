@@ -2,8 +2,8 @@
 
 Traffic is added up between groups of nodes (group = instance slot, or n_slots + node) on the hot
 path, one scalar add per batch, and spread evenly over the groups' node pairs once per interval
-(`flush`). The bytes of one step's MoE all-to-all come from `twin.rules.a2a_step_bytes`, the same
-rule the predictor times; the MTP tokens per step from `twin.rules.draft_tokens`.
+(`flush`). The bytes of one step's MoE all-to-all come from `twin.model.rules.a2a_step_bytes`, the same
+rule the predictor times; the MTP tokens per step from `twin.model.rules.draft_tokens`.
 The fault table's goodput and SLO columns both use `fault_windows` (one definition).
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from functools import partial
 
 import numpy as np
 
-from .. import rules
+from twin.model import rules
 
 BEFORE_S = 60.0   # "before" a fault = the minute before it (or the fault's length, if shorter)
 A2A_MEMO = 4096   # all-to-all bytes memoised per step shape, cleared when this full (speed only)

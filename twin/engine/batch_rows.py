@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compiled import kernel
+from twin.engine.compiled import kernel
 
-from .requests import DECODING, PREFILL
+from twin.engine.requests import DECODING, PREFILL
 
 
 @kernel

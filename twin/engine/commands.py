@@ -18,10 +18,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields, replace
 from typing import Callable, ClassVar
 
-from .. import settings
-from ..i18n import N_
-from .faults import Policy, check_random, check_shape
-from .ports import CommandTarget
+from twin.model import settings
+from twin.i18n import N_
+from twin.engine.faults import Policy, check_random, check_shape
+from twin.engine.ports import CommandTarget
 
 PENDING, ACCEPTED, REFUSED = "pending", "accepted", "refused"
 
@@ -107,7 +107,7 @@ class Command(ABC):
 
 
 class _SettingCommand(Command):
-    """A command whose one field is a declared setting (twin.settings): checked against it when the
+    """A command whose one field is a declared setting (twin.model.settings): checked against it when the
     command is built (ValueError "setting = value: allowed <range>") and stored as a float."""
 
     setting: ClassVar[str]

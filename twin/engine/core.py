@@ -4,7 +4,7 @@ arrival -> placement (scheduling/) -> prefill batch (EMS lookup, compute the mis
 blocks) -> KV transfer (transfer.py, max-min shared flows) -> decode admission and continuous
 batching -> completion. The Engine owns the clock (the SimPy environment), the one random
 generator and the wiring of its components; it applies typed commands (commands.py) between
-advances. Components: scheduling policies, the time predictor (twin.perf / twin.predict), step
+advances. Components: scheduling policies, the time predictor (twin.predict.perf / twin.predict), step
 timing (timing.py), the EMS cache (cache.py), traffic accounting (accounting.py), KV transfers,
 faults (faults/, notified through `network_changed`), metrics and reports (report.py).
 Components see the engine through the narrow ports of ports.py; each declares the snapshot fields
@@ -20,26 +20,27 @@ import numpy as np
 import simpy
 from simpy.events import URGENT
 
-from ..config import CatalogError, catalog
-from ..i18n import N_
-from ..predict.roofline import PerfModel
-from ..topology import topology
-from . import cache, network, report, traffic
-from .accounting import Accounting
-from .clock import Clock
-from .commands import Command, Ticket
-from .deadlines import Deadlines
-from .faults import FaultManager, Policy, load_fault_file
-from .metrics import Metrics
-from .pools import DecodeInstance, PrefillInstance
-from .registry import Extensions, Reporters
-from .requests import DONE, KEEP_ROWS, MAX_WINDOW_ROWS, QUEUED, RequestTable
-from .scenario import Scenario, load_scenario
-from .scheduling import Policies
-from .snapshot import Snapshot
-from .source import Staged, SyntheticSource, TraceSource
-from .timing import MAX_REUSE, StepTimes
-from .transfer import KvTransfers
+from twin.model.config import CatalogError, catalog
+from twin.i18n import N_
+from twin.predict.roofline import PerfModel
+from twin.topology import topology
+from twin.engine import network, report, traffic
+from twin.engine.ems import prefix as cache
+from twin.engine.accounting import Accounting
+from twin.engine.clock import Clock
+from twin.engine.commands import Command, Ticket
+from twin.engine.deadlines import Deadlines
+from twin.engine.faults import FaultManager, Policy, load_fault_file
+from twin.engine.metrics import Metrics
+from twin.engine.pools import DecodeInstance, PrefillInstance
+from twin.engine.registry import Extensions, Reporters
+from twin.engine.requests import DONE, KEEP_ROWS, MAX_WINDOW_ROWS, QUEUED, RequestTable
+from twin.engine.scenario import Scenario, load_scenario
+from twin.engine.scheduling import Policies
+from twin.engine.snapshot import Snapshot
+from twin.engine.source import Staged, SyntheticSource, TraceSource
+from twin.engine.timing import MAX_REUSE, StepTimes
+from twin.engine.transfer import KvTransfers
 
 ARRIVAL_TICK_S = 0.005    # assumption: the global scheduler assigns new requests every 5 ms
 MAX_EVENTS = 200          # events kept for the UI

@@ -27,8 +27,8 @@ import math
 
 import numpy as np
 
-from ..i18n import N_
-from .ports import QueueView
+from twin.i18n import N_
+from twin.engine.ports import QueueView
 
 # Default client deadline: the OpenAI Python client's default timeout, 600 s ("default timeout is
 # 10 minutes": DEFAULT_TIMEOUT = httpx.Timeout(timeout=600, connect=5.0), openai/openai-python

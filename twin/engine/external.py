@@ -19,9 +19,9 @@ import math
 
 import numpy as np
 
-from .ports import ExtensionHost
-from .requests import DONE, REJECT_REASONS, REJECTED
-from .source import Batch, _concat
+from twin.engine.ports import ExtensionHost
+from twin.engine.requests import DONE, REJECT_REASONS, REJECTED
+from twin.engine.source import Batch, _concat
 
 
 class External:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ports import ExtensionHost
-from .requests import DONE
+from twin.engine.ports import ExtensionHost
+from twin.engine.requests import DONE
 
 DRAIN_POLL_S = 0.01      # assumption: how often a draining group is checked (simulated s)
 

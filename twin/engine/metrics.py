@@ -12,9 +12,9 @@ from collections import deque
 
 import numpy as np
 
-from ..rules import slo_met
-from .requests import RequestTable
-from .snapshot import HISTORY_KEYS
+from twin.model.rules import slo_met
+from twin.engine.requests import RequestTable
+from twin.engine.snapshot import HISTORY_KEYS
 
 KPI_WINDOW = 10   # intervals the live KPIs average over (assumption: 10 s at the default 1 s interval)
 HIT_WINDOW = 90   # intervals of finishes behind each "TTFT with / without a hit" point (assumption:

@@ -4,11 +4,11 @@ a UB fault is not yet rerouted), KV flows get new capacities, and cut-off instan
 blocked (their work waits until a path returns)."""
 from __future__ import annotations
 
-from ..i18n import N_
-from ..predict.base import NetState
-from .faults import UB_KINDS
-from .ports import NetworkHost
-from .snapshot import TOPOLOGY_FIELDS, topology_fields
+from twin.i18n import N_
+from twin.predict.base import NetState
+from twin.engine.faults import UB_KINDS
+from twin.engine.ports import NetworkHost
+from twin.engine.snapshot import TOPOLOGY_FIELDS, topology_fields
 
 
 def reports(eng: NetworkHost) -> dict:

@@ -13,11 +13,10 @@ from itertools import islice
 import numpy as np
 import simpy
 
-from . import batch_rows
-from .cache import lookup
-from .ports import InstanceHost
-from .requests import DECODE_QUEUE, QUEUED
-
+from twin.engine import batch_rows
+from twin.engine.ems.prefix import lookup
+from twin.engine.ports import InstanceHost
+from twin.engine.requests import DECODE_QUEUE, QUEUED
 _NO_IDS = np.zeros(0, dtype=np.int64)
 
 

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .registry import Extensions, Reporter, Reporters
+from twin.engine.registry import Extensions, Reporter, Reporters
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..topology import Topology
-    from .accounting import Accounting
-    from .clock import Clock
-    from .metrics import Metrics
-    from .requests import RequestTable
-    from .scheduling import Policies
-    from .timing import StepTimes
+    from twin.engine.accounting import Accounting
+    from twin.engine.clock import Clock
+    from twin.engine.metrics import Metrics
+    from twin.engine.requests import RequestTable
+    from twin.engine.scheduling import Policies
+    from twin.engine.timing import StepTimes
+    from twin.topology import Topology
 
 class Reporting(Protocol):
     """A part of the engine that declares the snapshot fields it reports (twin.engine.registry)."""

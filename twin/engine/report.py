@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 
-from .ports import ReportSource
-from .snapshot import DECODE_OP_CTX
-from .traffic import link_utilisation
+from twin.engine.ports import ReportSource
+from twin.engine.snapshot import DECODE_OP_CTX
+from twin.engine.traffic import link_utilisation
 
 DRAIN_CAP_S = 600.0       # a drain stops after this many simulated seconds (stated bound)
 DECODE_TPS_GRID = 4        # decode model tok/s: batch-per-NPU grid, linear in between (assumption)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compiled import kernel
+from twin.engine.compiled import kernel
 
 # request states; everything below DONE is in flight. TIMED_OUT: its client gave up while it was
 # still queued for prefill (twin.engine.deadlines)

@@ -1,5 +1,5 @@
 """Scenarios: which deployment serves which workload, as typed, validated configs. The fields a
-user sets per run (duration, rate, load, speed-up, seed) take their bounds from twin.settings.
+user sets per run (duration, rate, load, speed-up, seed) take their bounds from twin.model.settings.
 
 Named scenarios live in twin/catalog/scenarios.toml; any field can be overridden from the CLI or
 the dashboard, and every override is validated with a message naming the field and its range.
@@ -14,12 +14,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..config import CATALOG_DIR, CatalogError, _validate, catalog
-from ..settings import SETTINGS
-from ..workload import FORMATS, LengthDist
-from .deadlines import DEFAULT_DEADLINE_S
-from .requests import MAX_WINDOW_ROWS
-from .scheduling import DEFAULTS, REGISTRY
+from twin.model.config import CATALOG_DIR, CatalogError, _validate, catalog
+from twin.model.settings import SETTINGS
+from twin.workload import FORMATS, LengthDist
+from twin.engine.deadlines import DEFAULT_DEADLINE_S
+from twin.engine.requests import MAX_WINDOW_ROWS
+from twin.engine.scheduling import DEFAULTS, REGISTRY
 
 
 MAX_CACHE_BYTES = 1e18    # 1 EB; 'unlimited' is the way to ask for no limit

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from twin.config import catalog
+from twin.model.config import catalog
 from twin.topology import StaticTopology
 
 # what each plane of a topology is called on screen

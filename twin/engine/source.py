@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import tracestore
-from ..workload import LapIds, Workload, default_trace_path, load_trace, synthetic
-from .. import settings
+from twin.live import tracestore
+from twin.workload import LapIds, Workload, default_trace_path, load_trace, synthetic
+from twin.model import settings
 
 CHUNK_S = 30.0     # synthetic generation window, sim seconds (a memory/speed trade-off only)
 STAGE_S = 1.0      # arrivals written into the request table ahead of their ticks (speed only)

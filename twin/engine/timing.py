@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
-from ..compiled import kernel
+from twin.engine.compiled import kernel
 
-from .. import rules
+from twin.model import rules
 
 PREFILL_GRID = 1024
 REUSE_GRID = 4096
@@ -86,7 +86,7 @@ class StepTimes:
 
     def step(self, ids: np.ndarray, left: np.ndarray) -> tuple[int, np.ndarray, int]:
         """One decode step over the sequences `ids` with `left` tokens still to produce: each takes
-        its accepted tokens (twin.rules.accepted_tokens); the finished ones (left <= 0) leave.
+        its accepted tokens (twin.model.rules.accepted_tokens); the finished ones (left <= 0) leave.
         In place: the k still decoding move to the front of `ids` and `left`, in order. Returns
         (k, the finished ids in order, tokens made), a finished sequence making no more than it
         had left."""

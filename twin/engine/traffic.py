@@ -14,8 +14,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..topology import parse
-from .ports import TrafficView
+from twin.topology import parse
+from twin.engine.ports import TrafficView
 
 KINDS = ("l1-l2", "die-l1", "cpu-l1", "d2d", "die-nic", "nic-leaf", "leaf-spine", "host-vpc",
          "vpc-switch", "switch-storage", "gpu-nvswitch")

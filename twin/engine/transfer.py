@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..i18n import N_
-from .flows import FlowNet
-from .ports import NetworkHost
-from .requests import TRANSFER
+from twin.i18n import N_
+from twin.engine.flows import FlowNet
+from twin.engine.ports import NetworkHost
+from twin.engine.requests import TRANSFER
 
 
 class KvTransfers:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from . import runner
-from .evaluate import build_engine, evaluate
-from .points import Task, configure, parse_vary
+from twin.explore import executor as runner
+from twin.explore.evaluate import build_engine, evaluate
+from twin.explore.points import Task, configure, parse_vary
 
 REL_TOL = 0.02          # bisection stops when the bracket is within 2% of the rate
 MAX_PROBES = 16         # engine runs per search (bracketing + bisection), a stated bound

@@ -9,12 +9,12 @@ per die and changes the decode EP degree: where the all-to-all leaves NVLink for
 """
 from __future__ import annotations
 
-from .. import crossval
-from ..config import Deployment, catalog
-from ..perf import PerfModel
-from ..predict import tco
-from ..predict.economics import figures
-from .points import configure
+from twin.predict import crossval
+from twin.model.config import Deployment, catalog
+from twin.predict.perf import PerfModel
+from twin.predict import tco
+from twin.predict.economics import figures
+from twin.explore.points import configure
 
 SYSTEMS = ("cloudmatrix-infer-paper", "deepseek-h800", "sglang-h100", "hgx-b200-r1", "gb200-nvl72-r1")
 EP_DEGREES = (8, 16, 32, 48, 64, 72, 96, 128, 144, 160, 256, 288, 320)
@@ -74,7 +74,7 @@ DECODE_FIGURES = ("tokens_per_s_per_chip", "tpot_ms", "tokens_per_s_per_tflops",
 
 
 def bands(name: str) -> dict[str, dict]:
-    """Each model figure's label and +-% band (twin/crossval.py); ratios to a throughput (per TFLOPS,
+    """Each model figure's label and +-% band (twin/predict/crossval.py); ratios to a throughput (per TFLOPS,
     per kW, per dollar) carry that throughput's relative band."""
     dec, pre = crossval.band("decode", name, "decode"), crossval.band("prefill", name, "prefill")
     return {**{f: dec for f in DECODE_FIGURES}, "prefill_tokens_per_s_per_chip": pre}

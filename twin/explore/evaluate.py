@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
-from ..engine import Engine, load_scenario
-from ..perf import PerfModel
-from .points import Task, registered
+from twin.engine import Engine, load_scenario
+from twin.predict.perf import PerfModel
+from twin.explore.points import Task, registered
 
 WARMUP_FRACTION = 0.25    # assumption: the first quarter of a run is warm-up, not measured
 DRAIN_CAP_S = 120.0       # assumption: a cohort request not finished 120 s after arrivals stop misses

@@ -18,12 +18,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from ..config import CatalogError, Deployment, _validate, catalog, check_deployment
-from ..engine.scenario import load_scenario
-from ..engine.scheduling import DEFAULTS as POLICY_DEFAULTS
-from ..engine.scheduling import REGISTRY as POLICIES
-from ..i18n import N_
-from ..workload import TRACES
+from twin.model.config import CatalogError, Deployment, _validate, catalog, check_deployment
+from twin.engine.scenario import load_scenario
+from twin.engine.scheduling import DEFAULTS as POLICY_DEFAULTS
+from twin.engine.scheduling import REGISTRY as POLICIES
+from twin.i18n import N_
+from twin.workload import TRACES
 
 # Size limits of one sweep (assumptions sized to this twin's speed: a 30 s paper-decode point takes
 # ~0.25 s of one core, so the largest sweep is ~15 core-minutes).

@@ -7,10 +7,10 @@ from collections import defaultdict
 
 import numpy as np
 
-from . import runner
-from .cache import Cache
-from .evaluate import METRICS, evaluate
-from .points import Task
+from twin.explore import executor as runner
+from twin.explore.rowcache import Cache
+from twin.explore.evaluate import METRICS, evaluate
+from twin.explore.points import Task
 
 
 def run_sweep(tasks: list[Task], cache: Cache | None = None, workers: int | None = None,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import sys
 
-from . import terms
-from .catalog import extract, problems, update
+from twin.i18n import terms
+from twin.i18n.catalog import extract, problems, update
 
 
 def main(argv=None) -> int:

@@ -25,14 +25,14 @@ from babel.messages.pofile import read_po, write_po
 
 from twin.lessons import messages
 
-from . import BABEL_LOCALE, DOMAIN, LANGS, LOCALE_DIR, po_path
+from twin.i18n import BABEL_LOCALE, DOMAIN, LANGS, LOCALE_DIR, po_path
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # converted to the catalogs
            "app.py", "twin/ui/components.py", "twin/ui/figures.py", "pages/overview.py", "pages/topology.py",
            "pages/traffic.py", "pages/cache.py", "pages/failures.py", "pages/tradeoffs.py",
            "pages/validation.py", "pages/cloud.py", "twin/ui/lang.py", "twin/ui/topolive.py", "twin/ui/topoview.py",
-           "twin/ui/tradeoffs.py", "twin/ui/live.py", "twin/ui/topostyle.py", "twin/ui/faultreport.py",
+           "twin/ui/tradeoffs.py", "twin/ui/polling.py", "twin/ui/topostyle.py", "twin/ui/faultreport.py",
            "twin/ui/answer.py",
            "twin/ui/faultconsole.py", "twin/ui/faulttable.py", "twin/ui/faultview.py", "twin/ui/failpanels.py",
            "twin/ui/errors.py", "twin/ui/guard.py", "twin/ui/runnable.py", "twin/ui/words.py",
@@ -41,8 +41,8 @@ SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # conv
            "twin/ui/eventtext.py", "twin/engine/core.py", "twin/engine/commands.py",   # engine event lines
            "twin/engine/network.py", "twin/engine/transfer.py", "twin/engine/deadlines.py",
            "twin/engine/faults/manager.py",
-           "twin/engine/faults/spec.py", "twin/actions.py", "twin/session.py",
-           "twin/cloud/copool.py", "twin/cloud/live.py", "twin/validate.py",   # twin/actions: the controls' confirmations
+           "twin/engine/faults/spec.py", "twin/live/actions.py", "twin/live/session.py",
+           "twin/cloud/copool.py", "twin/cloud/live.py", "twin/predict/validate.py",   # twin/actions: the controls' confirmations
            "twin/ui/classbar.py")
 KEYWORDS = {"_": None, "N_": None}
 DATA = "twin/catalog"               # where the catalog data's texts (data_texts) are said to come from
@@ -66,7 +66,7 @@ def extract() -> Catalog:
 
 def data_texts() -> list[tuple[str, str]]:
     """(text, where) of the catalog data shown on the dashboard: scenario and fault-demo descriptions."""
-    from twin.config import CATALOG_DIR
+    from twin.model.config import CATALOG_DIR
     from twin.engine.faults import describe, load_fault_file
     scen = tomllib.loads((CATALOG_DIR / "scenarios.toml").read_text())
     out = [(s["description"], f"scenario {name}") for name, s in scen.items()

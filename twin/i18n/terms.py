@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from . import LANGS, check_lang, po_path
+from twin.i18n import LANGS, check_lang, po_path
 
 TERMS_FILE = Path(__file__).resolve().parent / "terms.toml"
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ never touches a translation. `python -m twin.lessons check` drives every step on
 compares its page with the answer (check.py); `python -m twin.lessons measure` re-runs the commands.
 
 A step may declare a `[step.question]` (a number with a unit, or choices) that one of its figures
-answers: the class predicts it on their own screens before the reveal (twin.classroom). Class plans
+answers: the class predicts it on their own screens before the reveal (twin.live.classroom). Class plans
 (`data/plans/*.toml`) string lesson steps into a timed session with what the lecturer says.
 
 Text fields are English msgids; `twin.i18n` translates them. Nothing here imports dash.
@@ -153,7 +153,7 @@ def _figure(name: str, spec, where: str) -> Figure:
 
 def _screen(d: dict, action: Action, where: str) -> Screen:
     """The step's `[step.screen]`: every figure read from the page the step opens (or its fallback)."""
-    from .screen import reader
+    from twin.lessons.screen import reader
     sc = _need(d, "screen", dict, where)
     w = f"{where}.screen"
     speed, warm, tol = (_need(sc, k, (int, float), w) for k in ("speed", "warmup_s", "tolerance"))

@@ -6,10 +6,10 @@ import argparse
 import json
 import sys
 
-from . import LessonError
-from .check import main as check
-from .measure import main as measure
-from .probes import PROBES
+from twin.lessons import LessonError
+from twin.lessons.check import main as check
+from twin.lessons.measure import main as measure
+from twin.lessons.probes import PROBES
 
 
 def main(argv=None) -> int:

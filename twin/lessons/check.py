@@ -1,6 +1,6 @@
 """Drive every lesson step on a live twin and compare what its page shows with the step's answer.
 
-`python -m twin.lessons check [--quick] [--lesson ID]`: for each step, a fresh `twin.runner.Twin`
+`python -m twin.lessons check [--quick] [--lesson ID]`: for each step, a fresh `twin.live.runner.Twin`
 (not started: driven here, in order) takes the step's action through `Twin.control`, the control
 path the lesson page uses, then the speed the step sets; it runs the step's warm-up simulated
 seconds (`Twin.advance_to`) and each screen figure is read from the page's own numbers
@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from twin.runner import Twin
+from twin.live.runner import Twin
 
-from . import Lesson, LessonError, ScreenFigure, Step, lessons
-from .screen import reader
+from twin.lessons import Lesson, LessonError, ScreenFigure, Step, lessons
+from twin.lessons.screen import reader
 
 WHO = "python -m twin.lessons check"
 

@@ -12,10 +12,10 @@ import io
 import json
 import shlex
 
-from twin.__main__ import main as twin_main
+from twin.cli.main import main as twin_main
 
-from . import Figure, LessonError, lessons
-from .probes import PROBES
+from twin.lessons import Figure, LessonError, lessons
+from twin.lessons.probes import PROBES
 
 TOLERANCE = 0.03              # relative; perf figures are exact, engine runs are seeded
 

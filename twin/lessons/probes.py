@@ -2,7 +2,7 @@
 plain dict (printed as JSON by `python -m twin.lessons probe NAME`)."""
 from __future__ import annotations
 
-from twin.perf import PerfModel
+from twin.predict.perf import PerfModel
 
 TOKENS_PER_RANK = 48          # the paper's decode batch: 96 per NPU = 48 per die (ref 4 via deployments.toml)
 

@@ -1,6 +1,6 @@
 """What a lesson's page shows, read from a live twin the way the page reads it.
 
-Each reader names one number a page draws and the page it is on; it takes the `twin.runner.Twin`
+Each reader names one number a page draws and the page it is on; it takes the `twin.live.runner.Twin`
 and returns the value from the same snapshot fields and figure functions that page calls (the
 Overview's `snap.kpis`, the Trade-offs curve `twin.ui.tradeoffs.curve`, the Failures table
 `twin.ui.faulttable.rows`, ...), never a re-computation. A lesson figure names its reader as
@@ -34,8 +34,8 @@ def _last(key: str, scale: float = 1.0):
 def _curve(field: str):
     """The Trade-offs model curve at the 4K context the page opens with, at batch `arg` per NPU."""
     def read(tw, arg):
-        from twin.ui import tradeoffs as TO
-        pts = {p["batch_per_npu"]: p for p in TO.curve(tw.snapshot.deployment, 4096)}
+        from twin.ui import tradeoffs
+        pts = {p["batch_per_npu"]: p for p in tradeoffs.curve(tw.snapshot.deployment, 4096)}
         return pts[int(arg)][field]
     return read
 
@@ -43,17 +43,17 @@ def _curve(field: str):
 def _fault(field: str):
     """A cell of the Failures page's table: fault number `arg` (1 if none), `twin.ui.faulttable.rows`."""
     def read(tw, arg):
-        from twin.ui import faulttable as FT
+        from twin.ui import faulttable
         snap = tw.snapshot
-        row = next(r for r in FT.rows(snap.faults, snap.sim_time) if int(r["id"]) == int(arg or 1))
+        row = next(r for r in faulttable.rows(snap.faults, snap.sim_time) if int(r["id"]) == int(arg or 1))
         return row[field]
     return read
 
 
 def _prediction(field: str):
-    """A cell of the Validation page's predictions table (`twin.validate.predictions`), row `deployment/phase`."""
+    """A cell of the Validation page's predictions table (`twin.predict.validate.predictions`), row `deployment/phase`."""
     def read(_tw, arg):
-        from twin.validate import predictions
+        from twin.predict.validate import predictions
         dep, phase = arg.split("/")
         return next(p for p in predictions() if p["deployment"] == dep and p["phase"] == phase)[field]
     return read
@@ -62,8 +62,8 @@ def _prediction(field: str):
 def _day(field: str):
     """The Cloud page's live line: `twin.cloud.live.day_figures` of the snapshot's co-pool day."""
     def read(tw, _arg):
-        from twin.cloud import live as CL
-        return CL.day_figures(tw.snapshot.cloud)[field]
+        from twin.cloud import live
+        return live.day_figures(tw.snapshot.cloud)[field]
     return read
 
 

@@ -4,7 +4,7 @@ fabric, an accelerator's execution strategy or the EMS cost can be read (and rep
 base.py       the TimePredictor interface (decode_step, prefill_batch, with_net), NetState,
               StepResult, the largest batch within the TPOT SLO, and a registry by name
 memory.py     where a die's HBM goes (weights, buffers, KV cache): shared by predictors and config
-roofline.py   PerfModel: the calibrated operator-level model (also `twin.perf.PerfModel`)
+roofline.py   PerfModel: the calibrated operator-level model (also `twin.predict.perf.PerfModel`)
 constant.py   ConstantPredictor: fixed step times, for exact engine tests
 comm.py       MoE all-to-all per fabric: UB (supernode) and NVLink + RDMA (DeepEP normal and
               low-latency kernels on a GPU cluster or NVLink domain)

@@ -13,9 +13,9 @@ import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
-from .. import rules
-from ..config import Catalog, Chip, Deployment, Model, System, catalog, constants
-from .memory import Geometry
+from twin.model import rules
+from twin.model.config import Catalog, Chip, Deployment, Model, System, catalog, constants
+from twin.predict.memory import Geometry
 
 DECODE_CURVE_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 256)   # batch per NPU
 

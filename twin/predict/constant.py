@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from .. import rules
-from .base import HEALTHY, StepResult, TimePredictor, register
+from twin.model import rules
+from twin.predict.base import HEALTHY, StepResult, TimePredictor, register
 
 
 @register("constant")

@@ -40,9 +40,9 @@ def main(inbox, conn, scenario: str, seed, background: bool, lead_s: float, step
     or the pipe closes (the HTTP process is gone)."""
     import os
     os.setsid()     # a session of its own: the kernel's autogroup scheduler gives it its own CPU share
-    from ..engine import Engine
-    from ..engine.external import External
-    from .metrics import engine_gauges
+    from twin.engine import Engine
+    from twin.engine.external import External
+    from twin.serve.metrics import engine_gauges
     eng = Engine(scenario, seed=seed, **overrides)
     ext = External.attach(eng, background)
     draws = 0
@@ -102,7 +102,7 @@ def main(inbox, conn, scenario: str, seed, background: bool, lead_s: float, step
 
 
 def _fault(eng, cmd) -> dict:
-    """A fault command checked at the edge (twin.controls.fault_command): on the engine's one queue,
+    """A fault command checked at the edge (twin.live.controls.fault_command): on the engine's one queue,
     applied now, and its ticket's answer (accepted at t, or refused with the engine's reason)."""
     ticket = eng.submit(cmd)
     eng.apply_commands()

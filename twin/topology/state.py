@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .routes import Routing
-from .static import LinkArrays, StaticTopology
-from .structure import Structure
-from .ids import TopologyError
+from twin.topology.routes import Routing
+from twin.topology.static import LinkArrays, StaticTopology
+from twin.topology.structure import Structure
+from twin.topology.ids import TopologyError
 
 
 class Topology(Routing, StaticTopology):

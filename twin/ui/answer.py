@@ -12,10 +12,10 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, State, no_update
 
-from . import guard
-from .errors import explain
-from .lang import _
-from .live import twin_for
+from twin.ui import guard
+from twin.ui.errors import explain
+from twin.ui.lang import _
+from twin.ui.polling import twin_for
 
 WAIT_S = 0.4          # a callback waits this long for the engine thread (it answers within one 0.2 s loop)
 MAX_WHAT = 600        # characters of the sender's wording kept in the browser until the answer

@@ -7,7 +7,7 @@ shows published figures, whether they are calibration rows (fitted) or validatio
 """
 from __future__ import annotations
 
-from .lang import N_, _, request_lang
+from twin.ui.lang import N_, _, request_lang
 
 _STRIP = N_("One point per sampling interval of the running twin's simulated time (the window keeps the "
             "last 600).")

@@ -1,6 +1,6 @@
 """The class bar under the narration banner: follow the lecturer, predict, see the tally (issue 26).
 
-Every viewer's status already carries the shared twin's class (`twin.classroom`, `status["class"]`).
+Every viewer's status already carries the shared twin's class (`twin.live.classroom`, `status["class"]`).
 A clientside callback (assets/classbar.js `sync`) turns it into the `class-state` store only when its
 revision changes (for the lecturer also when the count does), so the server callbacks here run once
 per lecturer move, not per poll; a following browser is moved there in the browser (page, narrated
@@ -14,15 +14,15 @@ from __future__ import annotations
 import dash
 from dash import Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
-from twin import i18n as I
-from twin import lessons as L
-from twin import session as S
+from twin import i18n
+from twin import lessons
+from twin.live import session
 
-from . import components as C
-from . import guard as G
-from . import theme
-from .errors import explain
-from .lang import N_, _, request_lang
+from twin.ui import components
+from twin.ui import guard
+from twin.ui import theme
+from twin.ui.errors import explain
+from twin.ui.lang import N_, _, request_lang
 
 HIDE, SHOW = {"display": "none"}, {}
 MINE_KEPT = 64                   # guesses this browser remembers (one per step; the oldest dropped)
@@ -64,14 +64,14 @@ def bar() -> html.Div:
 
 
 def _state(v) -> dict | None:
-    """The class state from the browser store (as twin.classroom.public wrote it), checked."""
-    v = G.store(v)
+    """The class state from the browser store (as twin.live.classroom.public wrote it), checked."""
+    v = guard.store(v)
     if not v.get("lesson"):
         return None
     try:
-        les = L.get(v["lesson"])
-        return {**v, "les": les, "n": L.step_index(les, v.get("step")), "count": v.get("n", 0)}
-    except L.LessonError:
+        les = lessons.get(v["lesson"])
+        return {**v, "les": les, "n": lessons.step_index(les, v.get("step")), "count": v.get("n", 0)}
+    except lessons.LessonError:
         return None
 
 
@@ -80,17 +80,17 @@ def _on(v) -> bool:
 
 
 def _mine(v) -> dict:
-    v = G.store(v)
+    v = guard.store(v)
     return {k: x for k, x in list(v.items())[-MINE_KEPT:] if isinstance(k, str) and isinstance(x, (int, float))}
 
 
-def _fmt(q: L.Question, v: float, lang: str) -> str:
+def _fmt(q: lessons.Question, v: float, lang: str) -> str:
     if q.kind == "choice":
         return _(q.choices[int(v)])
-    return f"{I.number(v, lang, q.digits)} {_(q.unit)}".strip()
+    return f"{i18n.number(v, lang, q.digits)} {_(q.unit)}".strip()
 
 
-def figure(tally: dict, q: L.Question, mine: float | None) -> dict:
+def figure(tally: dict, q: lessons.Question, mine: float | None) -> dict:
     """The room's answers as bars, the measured answer (once revealed) and this browser's guess (a
     plain figure dict: no plotly validation in a callback every follower runs at the reveal)."""
     lang = request_lang()
@@ -147,7 +147,7 @@ def render(state, follow, lead, mine):
     guess = _mine(mine).get(f"{les.id}/{n}")
     revealed = bool(st.get("revealed"))
     asking = not lead and not revealed and guess is None
-    tally = S.sessions().classroom.tally(les.id, n) if (lead or revealed) else None
+    tally = session.sessions().classroom.tally(les.id, n) if (lead or revealed) else None
     result = ""
     if revealed and tally and tally["measured"] is not None:
         result = _("Measured: %(value)s") % {"value": _fmt(q, tally["measured"], lang)}
@@ -157,7 +157,7 @@ def render(state, follow, lead, mine):
                            else _("the lesson's checked figure"))
     elif guess is not None:
         result = _("Your answer: %(value)s. Waiting for the lecturer to reveal.") % {"value": _fmt(q, guess, lang)}
-    chart = C.graph("class-chart", figure(tally, q, guess), 190, _(CHART_INFO)) if tally and (lead or revealed) else None
+    chart = components.graph("class-chart", figure(tally, q, guess), 190, _(CHART_INFO)) if tally and (lead or revealed) else None
     return (where, _(q.ask), _(q.unit) if q.kind == "number" else "",
             SHOW if asking and q.kind == "number" else HIDE,
             [{"label": _(c), "value": i} for i, c in enumerate(q.choices)],
@@ -178,10 +178,10 @@ def send(_n, num, choice, state, mine, secret):
     if st is None:
         return _("No lesson step is published; nothing to answer."), "ctl-msg msg-error", no_update
     q = st["les"].steps[st["n"] - 1].question
-    who, addr = G.client(secret)
+    who, addr = guard.client(secret)
     try:
-        v = S.sessions().classroom.answer(who, addr, st["les"].id, st["n"], choice if q and q.kind == "choice" else num)
-    except S.ControlError as exc:
+        v = session.sessions().classroom.answer(who, addr, st["les"].id, st["n"], choice if q and q.kind == "choice" else num)
+    except session.ControlError as exc:
         return _("Not counted: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", no_update
     kept = _mine(mine)
     kept[f"{st['les'].id}/{st['n']}"] = v
@@ -196,16 +196,16 @@ def send(_n, num, choice, state, mine, secret):
 )
 def publish(pub, token):
     """The lecturer's tab says where it is (from assets/classbar.js `pub`: only while leading)."""
-    pub = G.store(pub)
+    pub = guard.store(pub)
     if not pub.get("lesson"):
         return no_update, no_update, no_update
     try:
-        S.sessions().classroom.publish(S.sessions().shared(), G.credential(token), lesson=pub.get("lesson"),
-                                       step=pub.get("step"), page=G.text(pub.get("page"), 40),
+        session.sessions().classroom.publish(session.sessions().shared(), guard.credential(token), lesson=pub.get("lesson"),
+                                       step=pub.get("step"), page=guard.text(pub.get("page"), 40),
                                        presenter=pub.get("presenter") is True)
-    except S.ControlError as exc:
+    except session.ControlError as exc:
         return _("Not leading: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", {"on": False}
-    except L.LessonError:
+    except lessons.LessonError:
         return no_update, no_update, no_update
     return no_update, no_update, no_update
 
@@ -219,7 +219,7 @@ def publish(pub, token):
 )
 def lecturer(_reveal, _csv, _end, token):
     """Reveal the measured answer, export the tally, or stop leading (followers stay where they are)."""
-    room, tw, cred = S.sessions().classroom, S.sessions().shared(), G.credential(token)
+    room, tw, cred = session.sessions().classroom, session.sessions().shared(), guard.credential(token)
     try:
         if ctx.triggered_id == "class-reveal":
             room.reveal(tw, cred)
@@ -230,7 +230,7 @@ def lecturer(_reveal, _csv, _end, token):
         if ctx.triggered_id == "class-end":
             room.end(tw, cred)
             return _("You stopped leading; followers stay where they are."), "ctl-msg msg-ok", {"on": False}, no_update
-    except S.ControlError as exc:
+    except session.ControlError as exc:
         return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", no_update, no_update
     return no_update, no_update, no_update, no_update
 
@@ -239,8 +239,8 @@ def lead(token) -> tuple[dict | None, str, str]:
     """(class-lead store, message, class) when a lesson page's "Lead the class" is pressed: only
     someone who may control the shared twin leads it."""
     try:
-        S.sessions().shared().require(G.credential(token))
-    except S.ControlError as exc:
+        session.sessions().shared().require(guard.credential(token))
+    except session.ControlError as exc:
         return None, _("Not leading: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
     return {"on": True}, _("You lead the class: following screens move with yours."), "ctl-msg msg-ok"
 

@@ -6,17 +6,17 @@ import hashlib
 
 from dash import dcc, html
 
-from twin import session as S
-from twin.settings import get as setting
-from twin.tracestore import UPLOAD_MAX_BYTES, names
+from twin.live import session
+from twin.model.settings import get as setting
+from twin.live.tracestore import UPLOAD_MAX_BYTES, names
 
-from . import chartinfo, eventtext, teach
-from .lang import N_, _, unit, unit_or_text
+from twin.ui import chartinfo, eventtext, teach
+from twin.ui.lang import N_, _, unit, unit_or_text
 
 # How a number was obtained (design convention 4): shown as a small tag next to it.
 PROVENANCE = {
     "sim": (N_("simulated"), N_("Measured in the running discrete-event simulation (SimPy engine)")),
-    "model": (N_("model"), N_("Computed by the calibrated operator-level performance model (twin.perf)")),
+    "model": (N_("model"), N_("Computed by the calibrated operator-level performance model (twin.predict.perf)")),
     "paper": (N_("paper"), N_("Published value from the CloudMatrix384 / CloudMatrix-Infer paper")),
     "config": (N_("config"), N_("Set in the catalog or by the controls")),
 }
@@ -144,7 +144,7 @@ CONTROL_FIELDS = {"speed": ("speed", 1), "load": ("load", 100), "seed": ("live_s
 
 
 def allowed(field: str, sep: str = " to ") -> str:
-    """A control-bar field's bounds, from its declared setting (twin.settings): "0 to 500" (load, %)."""
+    """A control-bar field's bounds, from its declared setting (twin.model.settings): "0 to 500" (load, %)."""
     key, scale = CONTROL_FIELDS[field]
     s = setting(key)
     return sep.join(f"{x * scale:.0f}" if s.integer else f"{x * scale:g}" for x in (s.lo, s.hi))
@@ -244,7 +244,7 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
                 html.Button(_("Open private sandbox"), id="ctl-sandbox", className="btn", n_clicks=0,
                             title=_("Your own twin, not shared (one per browser, at most %(n)s at once; freed "
                                     "after %(min)s min without an action)") % {
-                                "n": S.MAX_SANDBOXES, "min": f"{S.SANDBOX_TTL_S / 60:.0f}"}),
+                                "n": session.MAX_SANDBOXES, "min": f"{session.SANDBOX_TTL_S / 60:.0f}"}),
                 html.Button(_("Back to shared twin"), id="ctl-shared", className="btn", n_clicks=0),
             ], className="field field-row"),
             html.Div([

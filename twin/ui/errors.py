@@ -10,152 +10,117 @@ import re
 
 from twin.engine.faults.spec import PART_LABEL
 
-from .lang import N_, _, request_lang
+from twin.ui.lang import N_, _, request_lang
 
-_V = r"(?P<%s>.+?)"
-# (regular expression over the English message, its catalog msgid with the same named values)
+# the English forms, each its catalog msgid: the values are %(name)s, matched by a pattern made from the
+# msgid itself; a form whose English text differs from its msgid is a (regular expression, msgid) pair
 FORMS = (
-    (r"speed = {v}: allowed {lo} to {hi} \(times real time\) or 'max'",
-     N_("speed = %(v)s: allowed %(lo)s to %(hi)s (times real time) or 'max'")),
-    (r"speed: allowed {lo} to {hi} \(times real time\)", N_("speed: allowed %(lo)s to %(hi)s (times real time)")),
-    (r"load: allowed {lo} to {hi} % of capacity", N_("load: allowed %(lo)s to %(hi)s %% of capacity")),
-    (r"load = {v}: allowed 0 < load <= {hi} \(fraction of capacity; 1 = 100 %\)",
-     N_("load = %(v)s: allowed 0 < load <= %(hi)s (fraction of capacity; 1 = 100 %%)")),
-    (r"seed = {v}: allowed a whole number {lo} to {hi}", N_("seed = %(v)s: allowed a whole number %(lo)s to %(hi)s")),
-    (r"seed: allowed a whole number {lo} to {hi}", N_("seed: allowed a whole number %(lo)s to %(hi)s")),
-    (r"scenario and deployment: allowed one of the names in their lists",
-     N_("scenario and deployment: allowed one of the names in their lists")),
-    (r"{what}: at most {n} per minute; try again in {s} s", N_("%(what)s: at most %(n)s per minute; try again in %(s)s s")),
-    (r"the shared twin is locked by the instructor: enter the instructor token, or open a private sandbox to "
-     r"experiment", N_("the shared twin is locked by the instructor: enter the instructor token, or open a private "
-                       "sandbox to experiment")),
-    (r"sandbox {key} belongs to another browser: only the browser that opened it can control or close it "
-     r"\(open your own sandbox\)", N_("sandbox %(key)s belongs to another browser: only the browser that opened it "
-                                      "can control or close it (open your own sandbox)")),
-    (r"{action}: a trace replays its own arrival times; pick a synthetic scenario \(e\.g\. bursty-chat or "
-     r"diurnal\) to set the load, or change the speed",
-     N_("%(action)s: a trace replays its own arrival times; pick a synthetic scenario (e.g. bursty-chat or "
-        "diurnal) to set the load, or change the speed")),
-    (r"this browser already has {n} private sandbox\(es\), the most allowed: go back to it, or close it first",
-     N_("this browser already has %(n)s private sandbox(es), the most allowed: go back to it, or close it first")),
-    (r"{n} private sandboxes are already open from your network address, the most allowed: close one first",
-     N_("%(n)s private sandboxes are already open from your network address, the most allowed: close one first")),
-    (r"all {n} private sandboxes are in use; idle ones are freed after {min} min\. Watch the shared twin "
-     r"meanwhile\.", N_("all %(n)s private sandboxes are in use; idle ones are freed after %(min)s min. Watch the "
-                        "shared twin meanwhile.")),
-    (r"fault at_s = {at}: allowed up to {s} s after now \(t = {now} s\)",
-     N_("fault at_s = %(at)s: allowed up to %(s)s s after now (t = %(now)s s)")),
-    (r"fault at_s = {at}: in the past \(now {now} s\)", N_("fault at_s = %(at)s: in the past (now %(now)s s)")),
-    (r"fault duration_s = {v}: allowed 0 < duration_s <= {hi} s",
-     N_("fault duration_s = %(v)s: allowed 0 < duration_s <= %(hi)s s")),
-    (r"fault factor = {v}: allowed 0 <= factor < 1 \(fraction of capacity kept\)",
-     N_("fault factor = %(v)s: allowed 0 <= factor < 1 (fraction of capacity kept)")),
-    (r"fault: {n} scheduled faults are already waiting on this twin \(the most allowed\); wait for them to "
-     r"strike or reset", N_("fault: %(n)s scheduled faults are already waiting on this twin (the most allowed); "
-                            "wait for them to strike or reset")),
-    (r"detect after: allowed a number of seconds 0 to 86,400", N_("detect after: allowed a number of seconds 0 to 86,400")),
-    (r"random failures: rate = {v}: allowed 0 < x <= {hi} failure-clock hours per sim second \(switch off to "
-     r"stop\)", N_("random failures: rate = %(v)s: allowed 0 < x <= %(hi)s failure-clock hours per sim second "
-                   "(switch off to stop)")),
-    (r"{name}: allowed a number", N_("%(name)s: allowed a number")),
+    N_("speed = %(v)s: allowed %(lo)s to %(hi)s (times real time) or 'max'"),
+    N_("speed: allowed %(lo)s to %(hi)s (times real time)"),
+    N_("load: allowed %(lo)s to %(hi)s %% of capacity"),
+    N_("load = %(v)s: allowed 0 < load <= %(hi)s (fraction of capacity; 1 = 100 %%)"),
+    N_("seed = %(v)s: allowed a whole number %(lo)s to %(hi)s"),
+    N_("seed: allowed a whole number %(lo)s to %(hi)s"),
+    N_("scenario and deployment: allowed one of the names in their lists"),
+    N_("%(what)s: at most %(n)s per minute; try again in %(s)s s"),
+    N_("the shared twin is locked by the instructor: enter the instructor token, or open a private "
+       "sandbox to experiment"),
+    N_("sandbox %(key)s belongs to another browser: only the browser that opened it "
+       "can control or close it (open your own sandbox)"),
+    N_("%(action)s: a trace replays its own arrival times; pick a synthetic scenario (e.g. bursty-chat or "
+       "diurnal) to set the load, or change the speed"),
+    N_("this browser already has %(n)s private sandbox(es), the most allowed: go back to it, or close it first"),
+    N_("%(n)s private sandboxes are already open from your network address, the most allowed: close one first"),
+    N_("all %(n)s private sandboxes are in use; idle ones are freed after %(min)s min. Watch the "
+       "shared twin meanwhile."),
+    N_("fault at_s = %(at)s: allowed up to %(s)s s after now (t = %(now)s s)"),
+    N_("fault at_s = %(at)s: in the past (now %(now)s s)"),
+    N_("fault duration_s = %(v)s: allowed 0 < duration_s <= %(hi)s s"),
+    N_("fault factor = %(v)s: allowed 0 <= factor < 1 (fraction of capacity kept)"),
+    N_("fault: %(n)s scheduled faults are already waiting on this twin (the most allowed); "
+       "wait for them to strike or reset"),
+    N_("detect after: allowed a number of seconds 0 to 86,400"),
+    N_("random failures: rate = %(v)s: allowed 0 < x <= %(hi)s failure-clock hours per sim second "
+       "(switch off to stop)"),
+    N_("%(name)s: allowed a number"),
     # a fault's target (twin.engine.faults.spec, twin.topology): {why} and the part names are translated too
-    (r"fault target = {t}: unknown topology element {e} in {sys} \({why}\); valid ids look like: {ids}",
-     N_("fault target = %(t)s: unknown topology element %(e)s in %(sys)s (%(why)s); valid ids look like: %(ids)s")),
-    (r"fault target = {t}: unknown topology element {e} in {sys}; valid ids look like: {ids}",
-     N_("fault target = %(t)s: unknown topology element %(e)s in %(sys)s; valid ids look like: %(ids)s")),
-    (r"not a well-formed id", N_("not a well-formed id")),
-    (r"{part} index {i} out of range {lo}\.\.{hi}", N_("%(part)s index %(i)s out of range %(lo)s..%(hi)s")),
-    (r"edge index out of range {lo}\.\.{hi}", N_("edge index out of range %(lo)s..%(hi)s")),
-    (r"these two elements are not directly linked", N_("these two elements are not directly linked")),
-    (r"no {part} with this id in a {where}", N_("no %(part)s with this id in a %(where)s")),
-    (r"fault target = {t} is {what}; fault kind {kind} breaks {wanted} \(e\.g\. {ex}\)",
-     N_("fault target = %(t)s is %(what)s; fault kind %(kind)s breaks %(wanted)s (e.g. %(ex)s)")),
-    (r"fault target = {t}: required, e\.g\. {ex}", N_("fault target = %(t)s: required, e.g. %(ex)s")),
-    (r"fault kind = {v}: allowed {kinds}", N_("fault kind = %(v)s: allowed %(kinds)s")),
-    # what the engine decides when a command lands (twin.engine.faults.manager, twin.actions)
-    (r"fault target = {t} is already down: fault #{id} \({k}\) struck it at t = {at} s and it is not repaired yet",
-     N_("fault target = %(t)s is already down: fault #%(id)s (%(k)s) struck it at t = %(at)s s and it is not "
-        "repaired yet")),
-    (r"the twin was reset before this command landed; send it again",
-     N_("the twin was reset before this command landed; send it again")),
-    (r"a later reset replaced this one before it took effect",
-     N_("a later reset replaced this one before it took effect")),
-    (r"the twin was stopped before this reset took effect", N_("the twin was stopped before this reset took effect")),
+    N_("fault target = %(t)s: unknown topology element %(e)s in %(sys)s (%(why)s); valid ids look like: %(ids)s"),
+    N_("fault target = %(t)s: unknown topology element %(e)s in %(sys)s; valid ids look like: %(ids)s"),
+    N_("not a well-formed id"),
+    N_("%(part)s index %(i)s out of range %(lo)s..%(hi)s"),
+    N_("edge index out of range %(lo)s..%(hi)s"),
+    N_("these two elements are not directly linked"),
+    N_("no %(part)s with this id in a %(where)s"),
+    N_("fault target = %(t)s is %(what)s; fault kind %(kind)s breaks %(wanted)s (e.g. %(ex)s)"),
+    N_("fault target = %(t)s: required, e.g. %(ex)s"),
+    N_("fault kind = %(v)s: allowed %(kinds)s"),
+    # what the engine decides when a command lands (twin.engine.faults.manager, twin.live.actions)
+    N_("fault target = %(t)s is already down: fault #%(id)s (%(k)s) struck it at t = %(at)s s and it is not "
+       "repaired yet"),
+    N_("the twin was reset before this command landed; send it again"),
+    N_("a later reset replaced this one before it took effect"),
+    N_("the twin was stopped before this reset took effect"),
     # a reset's choices (normally picked from lists)
-    (r"{field} = {v}: unknown \(allowed: {names}\)", N_("%(field)s = %(v)s: unknown (allowed: %(names)s)")),
-    (r"trace = {v}: not a trace this dashboard offers \(allowed: {names}, empty for the scenario's own workload, "
-     r"or upload a trace file of at most {mb} MB\)",
-     N_("trace = %(v)s: not a trace this dashboard offers (allowed: %(names)s, empty for the scenario's own "
-        "workload, or upload a trace file of at most %(mb)s MB)")),
-    (r"faults = {v}: not a demo \(allowed: {names}\)", N_("faults = %(v)s: not a demo (allowed: %(names)s)")),
+    N_("%(field)s = %(v)s: unknown (allowed: %(names)s)"),
+    N_("trace = %(v)s: not a trace this dashboard offers (allowed: %(names)s, empty for the scenario's own "
+       "workload, or upload a trace file of at most %(mb)s MB)"),
+    N_("faults = %(v)s: not a demo (allowed: %(names)s)"),
     # the Cloud page (twin.cloud.live)
-    (r"copool: this twin does not run a co-pool day; load scenario copool-day first",
-     N_("copool: this twin does not run a co-pool day; load scenario copool-day first")),
-    (r"copool\.{knob} = {v}: allowed {lo}\.\.{hi} \({n} {kind} groups, {m} must serve\)",
-     N_("copool.%(knob)s = %(v)s: allowed %(lo)s..%(hi)s (%(n)s %(kind)s groups, %(m)s must serve)")),
-    (r"copool\.{knob} = {v}: must differ from {other} \(an empty training window; use policy inference-only\)",
-     N_("copool.%(knob)s = %(v)s: must differ from %(other)s (an empty training window; use policy inference-only)")),
+    N_("copool: this twin does not run a co-pool day; load scenario copool-day first"),
+    N_("copool.%(knob)s = %(v)s: allowed %(lo)s..%(hi)s (%(n)s %(kind)s groups, %(m)s must serve)"),
+    N_("copool.%(knob)s = %(v)s: must differ from %(other)s (an empty training window; use policy inference-only)"),
     (r"copool\.{knob} = {v}: Input should be {rule} \(allowed: {allowed}\)",
      N_("copool.%(knob)s = %(v)s: not allowed (allowed: %(allowed)s)")),
-    (r"{name} = {v}: not a number", N_("%(name)s = %(v)s: not a number")),
+    N_("%(name)s = %(v)s: not a number"),
     # sweeps (twin.explore: the Explorer page's values and limits)
-    (r"values of {key}={v}: not allowed \(allowed: {allowed}\)",
-     N_("values of %(key)s=%(v)s: not allowed (allowed: %(allowed)s)")),
-    (r"values of {key}={v}: step must be > 0", N_("values of %(key)s=%(v)s: step must be > 0")),
-    (r"values of {key}={v}: inverted range \(LO {lo} > HI {hi}; allowed LO <= HI\)",
-     N_("values of %(key)s=%(v)s: inverted range (LO %(lo)s > HI %(hi)s; allowed LO <= HI)")),
-    (r"values of {key}={v}: {n} values \(allowed at most {max} per key\)",
-     N_("values of %(key)s=%(v)s: %(n)s values (allowed at most %(max)s per key)")),
-    (r"values of {key}: empty value list \(allowed: {allowed}\)",
-     N_("values of %(key)s: empty value list (allowed: %(allowed)s)")),
-    (r"values of {key}={v}: a value is repeated \(allowed: distinct values\)",
-     N_("values of %(key)s=%(v)s: a value is repeated (allowed: distinct values)")),
-    (r"--vary {key}: given twice \(allowed: each key once, with a list of values\)",
-     N_("--vary %(key)s: given twice (allowed: each key once, with a list of values)")),
-    (r"--vary: {n} grid points \(allowed at most {max} per sweep\)",
-     N_("--vary: %(n)s grid points (allowed at most %(max)s per sweep)")),
-    (r"sweep: {p} points x {s} seeds = {r} runs \(allowed at most {max}; fewer values or seeds\)",
-     N_("sweep: %(p)s points x %(s)s seeds = %(r)s runs (allowed at most %(max)s; fewer values or seeds)")),
-    (r"sweep: {r} runs x {d} s = {t} simulated seconds \(allowed at most {max}; shorter --duration or fewer "
-     r"points\)", N_("sweep: %(r)s runs x %(d)s s = %(t)s simulated seconds (allowed at most %(max)s; shorter "
-                     "--duration or fewer points)")),
-    # heavy jobs (twin.jobs: sweeps, Cloud comparisons)
-    (r"this job would take about {cost} CPU-seconds \(allowed at most {max}\): fewer points, seeds or simulated "
-     r"seconds, or a lower rate", N_("this job would take about %(cost)s CPU-seconds (allowed at most %(max)s): fewer "
-                                     "points, seeds or simulated seconds, or a lower rate")),
-    (r"a job of yours is still queued or running \(allowed: {n} at a time per browser\); wait for it or cancel it",
-     N_("a job of yours is still queued or running (allowed: %(n)s at a time per browser); wait for it or cancel it")),
-    (r"{n} jobs are already queued or running from your network address \(the most allowed\); wait for one to end",
-     N_("%(n)s jobs are already queued or running from your network address (the most allowed); wait for one to "
-        "end")),
-    (r"{n} jobs are waiting \(the most allowed\); try again in a few minutes",
-     N_("%(n)s jobs are waiting (the most allowed); try again in a few minutes")),
-    (r"your network address asked for {used} CPU-seconds of jobs this hour; this one needs about {cost} \(allowed "
-     r"{max} an hour\)", N_("your network address asked for %(used)s CPU-seconds of jobs this hour; this one needs "
-                            "about %(cost)s (allowed %(max)s an hour)")),
-    (r"stopped after {cpu} CPU-seconds, its ceiling \(estimated {cost}\); make it smaller",
-     N_("stopped after %(cpu)s CPU-seconds, its ceiling (estimated %(cost)s); make it smaller")),
-    (r"stopped at {rss} MB of memory, more than the {max} MB a job may hold; make it smaller",
-     N_("stopped at %(rss)s MB of memory, more than the %(max)s MB a job may hold; make it smaller")),
-    (r"the job's process ended without a result", N_("the job's process ended without a result")),
-    # the class (twin.classroom) and the lesson timeline's hold (twin.actions)
-    (r"you already answered this step: one answer per browser",
-     N_("you already answered this step: one answer per browser")),
-    (r"the answer is already revealed: answers to this step are closed",
-     N_("the answer is already revealed: answers to this step are closed")),
-    (r"this step is not the one the lecturer is on: answer the current step",
-     N_("this step is not the one the lecturer is on: answer the current step")),
-    (r"this step asks no question", N_("this step asks no question")),
-    (r"this step asks no question: nothing to reveal", N_("this step asks no question: nothing to reveal")),
-    (r"this step already has {n} answers, the most kept", N_("this step already has %(n)s answers, the most kept")),
-    (r"answer = {v}: allowed a number from {lo} to {hi}", N_("answer = %(v)s: allowed a number from %(lo)s to %(hi)s")),
-    (r"answer: allowed one of the {n} choices", N_("answer: allowed one of the %(n)s choices")),
-    (r"no lesson step is published: lead the class on a lesson step first",
-     N_("no lesson step is published: lead the class on a lesson step first")),
-    (r"page = {v}: allowed a page path such as /traffic", N_("page = %(v)s: allowed a page path such as /traffic")),
-    (r"hold = {v}: allowed 0 < seconds <= {hi} \(simulated\)", N_("hold = %(v)s: allowed 0 < seconds <= %(hi)s (simulated)")),
+    N_("values of %(key)s=%(v)s: not allowed (allowed: %(allowed)s)"),
+    N_("values of %(key)s=%(v)s: step must be > 0"),
+    N_("values of %(key)s=%(v)s: inverted range (LO %(lo)s > HI %(hi)s; allowed LO <= HI)"),
+    N_("values of %(key)s=%(v)s: %(n)s values (allowed at most %(max)s per key)"),
+    N_("values of %(key)s: empty value list (allowed: %(allowed)s)"),
+    N_("values of %(key)s=%(v)s: a value is repeated (allowed: distinct values)"),
+    N_("--vary %(key)s: given twice (allowed: each key once, with a list of values)"),
+    N_("--vary: %(n)s grid points (allowed at most %(max)s per sweep)"),
+    N_("sweep: %(p)s points x %(s)s seeds = %(r)s runs (allowed at most %(max)s; fewer values or seeds)"),
+    N_("sweep: %(r)s runs x %(d)s s = %(t)s simulated seconds (allowed at most %(max)s; shorter "
+       "--duration or fewer points)"),
+    # heavy jobs (twin.live.jobs: sweeps, Cloud comparisons)
+    N_("this job would take about %(cost)s CPU-seconds (allowed at most %(max)s): fewer "
+       "points, seeds or simulated seconds, or a lower rate"),
+    N_("a job of yours is still queued or running (allowed: %(n)s at a time per browser); wait for it or cancel it"),
+    N_("%(n)s jobs are already queued or running from your network address (the most allowed); wait for one to "
+       "end"),
+    N_("%(n)s jobs are waiting (the most allowed); try again in a few minutes"),
+    N_("your network address asked for %(used)s CPU-seconds of jobs this hour; this one needs "
+       "about %(cost)s (allowed %(max)s an hour)"),
+    N_("stopped after %(cpu)s CPU-seconds, its ceiling (estimated %(cost)s); make it smaller"),
+    N_("stopped at %(rss)s MB of memory, more than the %(max)s MB a job may hold; make it smaller"),
+    N_("the job's process ended without a result"),
+    # the class (twin.live.classroom) and the lesson timeline's hold (twin.live.actions)
+    N_("you already answered this step: one answer per browser"),
+    N_("the answer is already revealed: answers to this step are closed"),
+    N_("this step is not the one the lecturer is on: answer the current step"),
+    N_("this step asks no question"),
+    N_("this step asks no question: nothing to reveal"),
+    N_("this step already has %(n)s answers, the most kept"),
+    N_("answer = %(v)s: allowed a number from %(lo)s to %(hi)s"),
+    N_("answer: allowed one of the %(n)s choices"),
+    N_("no lesson step is published: lead the class on a lesson step first"),
+    N_("page = %(v)s: allowed a page path such as /traffic"),
+    N_("hold = %(v)s: allowed 0 < seconds <= %(hi)s (simulated)"),
 )
-_COMPILED = tuple((re.compile(re.sub(r"\{(\w+)\}", lambda m: _V % m.group(1), rx)), msg) for rx, msg in FORMS)
+
+
+def _pattern(form) -> re.Pattern:
+    """The regular expression of a form: its msgid's text, each %(name)s a named value."""
+    if isinstance(form, tuple):
+        return re.compile(re.sub(r"\{(\w+)\}", r"(?P<\1>.+?)", form[0]))
+    parts = re.split(r"(%\(\w+\)s|%%)", form)
+    return re.compile("".join("%" if p == "%%" else f"(?P<{p[2:-2]}>.+?)" if p.startswith("%(") else re.escape(p)
+                              for p in parts))
+
+
+_COMPILED = tuple((_pattern(f), f[1] if isinstance(f, tuple) else f) for f in FORMS)
 
 
 # values that are words, by their name in the forms above

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
-from .errors import explain
-from .faultview import KIND_LABEL
-from .lang import N_, _
+from twin.ui.errors import explain
+from twin.ui.faultview import KIND_LABEL
+from twin.ui.lang import N_, _
 
 # the event's kind, shown as a tag before the line
 KINDS = {"start": N_("start"), "schedule": N_("scheduled"), "fault": N_("fault"), "detect": N_("detected"),

@@ -6,26 +6,26 @@ from __future__ import annotations
 
 from dash import html, no_update
 
-from . import eventtext
-from . import faultconsole as FC
-from . import faulttable as FT
-from . import faultview as FV
-from . import figures as F
-from . import guard as G
-from .lang import _, system_title
-from .live import Tick
+from twin.ui import eventtext
+from twin.ui import faultconsole
+from twin.ui import faulttable
+from twin.ui import faultview
+from twin.ui import figures
+from twin.ui import guard
+from twin.ui.lang import _, system_title
+from twin.ui.polling import Tick
 
 def window_start(hist: dict) -> float | None:
     ts = (hist or {}).get("t") or []
     if not ts:
         return None
-    return float(ts[max(0, len(ts) - F.HISTORY_POINTS)])
+    return float(ts[max(0, len(ts) - figures.HISTORY_POINTS)])
 
 
 def cursor(cur) -> dict:
     """This page's cursor fields from the browser, each of the right type (else dropped: a redraw)."""
-    cur = G.store(cur)
-    out = {k: cur[k] for k in ("system", "view") if G.ident(cur.get(k))}
+    cur = guard.store(cur)
+    out = {k: cur[k] for k in ("system", "view") if guard.ident(cur.get(k))}
     if isinstance(cur.get("drawn"), bool):
         out["drawn"] = cur["drawn"]
     if isinstance(cur.get("s"), dict):
@@ -42,7 +42,7 @@ def banner_of(snap) -> tuple:
 
 
 def demo_line(tw, snap) -> str:
-    name = FV.demo_name(tw.params.faults)
+    name = faultview.demo_name(tw.params.faults)
     base = _("%(scenario)s · seed %(seed)s · %(system)s") % {"scenario": snap.scenario, "seed": snap.seed,
                                                               "system": system_title(snap.system)}
     return _("Demo %(name)s: %(base)s") % {"name": name, "base": base} if name else base
@@ -58,22 +58,22 @@ def charts(t: Tick, panels: dict, changed) -> dict:
     if t.mode == "full":
         changed("marks", sig, force=True)
         figs = []
-        for spec in FC.CHARTS.values():
-            fig = F.strip_figure(spec, hist, height=FC.CHART_H)
+        for spec in faultconsole.CHARTS.values():
+            fig = figures.strip_figure(spec, hist, height=faultconsole.CHART_H)
             fig["layout"]["shapes"], fig["layout"]["annotations"] = shapes, notes
             fig["layout"]["margin"] = {**fig["layout"]["margin"], "t": 54}   # legend under the title: the
             figs.append(fig)                                                   # charts are half a column wide
         return {"figs": figs}
-    ext = [F.extend(spec, hist, t.since_t) for spec in FC.CHARTS.values()]
+    ext = [figures.extend(spec, hist, t.since_t) for spec in faultconsole.CHARTS.values()]
     new_marks = changed("marks", sig)
     if ext[0] is None and not new_marks:
         return {}
-    upd = {"v": t.cursor["v"], "keep": F.HISTORY_POINTS, "x": ext[0][0]["x"][0] if ext[0] else [],
+    upd = {"v": t.cursor["v"], "keep": figures.HISTORY_POINTS, "x": ext[0][0]["x"][0] if ext[0] else [],
            "y": [e[0]["y"] if e else [] for e in ext]}
     if new_marks:
         upd["shapes"], upd["notes"] = shapes, notes
-    axes = [F.robust_axis(spec, hist) if spec.robust else None for spec in FC.CHARTS.values()]
-    if changed("axes", FV.crc(axes)):     # a clipped axis moves with its window (assets/twin.js)
+    axes = [figures.robust_axis(spec, hist) if spec.robust else None for spec in faultconsole.CHARTS.values()]
+    if changed("axes", faultview.crc(axes)):     # a clipped axis moves with its window (assets/twin.js)
         upd["yaxes"] = axes
     return {"strips": upd}
 
@@ -84,34 +84,34 @@ def panels(snap) -> dict:
     signatures it has, so a part is sent only when it changed."""
     now = float(snap.sim_time)
     reports, failed, hist = list(snap.faults or ()), list(snap.failed or ()), snap.history
-    rows = FT.rows(reports, now)
+    rows = faulttable.rows(reports, now)
     summary = snap.fault_summary or {}
-    evs = [e for e in (snap.events or ()) if e.get("kind") in FT.TIMELINE_KINDS][-14:]
-    marks = FT.marks(reports, now, window_start(hist))
+    evs = [e for e in (snap.events or ()) if e.get("kind") in faulttable.TIMELINE_KINDS][-14:]
+    marks = faulttable.marks(reports, now, window_start(hist))
     banner = [snap.partitioned, snap.message]
-    return {"table": (FV.crc([rows, summary.get("injected")]), FT.table(rows, now, summary)),
-            "events": (FV.crc(evs), FT.timeline(evs)),
-            "failed": (FV.crc([failed, [r["target"] for r in reports]]),
-                       FT.failed_list(snap.system.topology, failed, reports)),
-            "banner": (FV.crc(banner), banner_of(snap)),
-            "marks": (FV.crc(marks), marks)}
+    return {"table": (faultview.crc([rows, summary.get("injected")]), faulttable.table(rows, now, summary)),
+            "events": (faultview.crc(evs), faulttable.timeline(evs)),
+            "failed": (faultview.crc([failed, [r["target"] for r in reports]]),
+                       faulttable.failed_list(snap.system.topology, failed, reports)),
+            "banner": (faultview.crc(banner), banner_of(snap)),
+            "marks": (faultview.crc(marks), marks)}
 
 
 def twin_settings(tw, info, changed) -> dict:
     """Policy, random failures and the demo line: they follow the viewed twin (another viewer or a
     demo may change them), and can change without a new snapshot (a policy set on a paused twin)."""
     out = {}
-    if changed("pol", FV.crc(tw.policy)):
+    if changed("pol", faultview.crc(tw.policy)):
         pp = tw.policy
-        out.update(policy_now=FT.policy_text(pp), detect=pp.get("detect_s", no_update),
+        out.update(policy_now=faulttable.policy_text(pp), detect=pp.get("detect_s", no_update),
                    redundant=("on" if pp.get("redundant_experts") else "off") if pp else no_update,
                    weights=pp.get("weights_from", no_update))
-    if changed("rnd", FV.crc([tw.random, info.name])):
+    if changed("rnd", faultview.crc([tw.random, info.name])):
         on = tw.random is not None
-        out.update(random_now=FT.random_text(info.topology, tw.random), random=["on"] if on else [],
+        out.update(random_now=faulttable.random_text(info.topology, tw.random), random=["on"] if on else [],
                    random_rate=tw.random if on else no_update)
     snap = tw.snapshot
-    if changed("demo", FV.crc([tw.params.faults, snap.scenario, snap.seed, info.name])):
+    if changed("demo", faultview.crc([tw.params.faults, snap.scenario, snap.seed, info.name])):
         out["demo_line"] = demo_line(tw, snap)
     return out
 
@@ -119,15 +119,15 @@ def twin_settings(tw, info, changed) -> dict:
 def url_pick(info, url) -> dict:
     """The part named in the URL, checked against the system on screen (first draw only). Only a URL
     without a part falls back to one: the kind's example, or the first part of a kind this system has."""
-    url, t = G.store(url), info.topology
-    given, url_kind = G.ident(url.get("target")), url.get("kind")
-    kind, target = FC.initial(t, given, url_kind)
-    if not given and not FV.ids_for(t, kind):     # e.g. an L2 switch on a GPU cluster: a part it has
+    url, t = guard.store(url), info.topology
+    given, url_kind = guard.ident(url.get("target")), url.get("kind")
+    kind, target = faultconsole.initial(t, given, url_kind)
+    if not given and not faultview.ids_for(t, kind):     # e.g. an L2 switch on a GPU cluster: a part it has
         kind = "npu_die"
-    if not given and not FV.fits(t, kind, target):
-        target = FV.ids_for(t, kind)[0]
-    fs, ps = FC.extra_styles(kind)
-    same = (kind, target) == FC.initial(None, given, url_kind)       # as the layout drew them
+    if not given and not faultview.fits(t, kind, target):
+        target = faultview.ids_for(t, kind)[0]
+    fs, ps = faultconsole.extra_styles(kind)
+    same = (kind, target) == faultconsole.initial(None, given, url_kind)       # as the layout drew them
     return {"kind": no_update if same else kind, "target": no_update if same else target,
-            "hint": FV.target_hint(t, kind, target),
+            "hint": faultview.target_hint(t, kind, target),
             "factor_style": fs, "period_style": ps}

@@ -8,31 +8,31 @@ from dash import dcc, html
 from twin.engine.faults import EXAMPLES, KINDS, RANDOM_MAX
 from twin.topology import StaticTopology
 
-from . import components as C
-from . import faultview as FV
-from . import figures as F
-from . import theme as T
-from . import topostyle as TS
-from . import topoview as TV
-from .lang import N_, _, unit
+from twin.ui import components
+from twin.ui import faultview
+from twin.ui import figures
+from twin.ui import theme
+from twin.ui import topostyle
+from twin.ui import topoview
+from twin.ui.lang import N_, _, unit
 
 P = "fl"
 CHART_H = 230
 DEFAULT_KIND = "l2"
 
 CHARTS = {
-    "tpot": F.StripSpec(N_("Time per output token (ms)"), "ms", (
-        F.Series("tpot_p50_ms", "p50", T.PURPLE), F.Series("tpot_p99_ms", "p99", T.PINK, dash="dot")),
+    "tpot": figures.StripSpec(N_("Time per output token (ms)"), "ms", (
+        figures.Series("tpot_p50_ms", "p50", theme.PURPLE), figures.Series("tpot_p99_ms", "p99", theme.PINK, dash="dot")),
         robust=True),
-    "ttft": F.StripSpec(N_("Time to first token p50 (s)"), "s", (
-        F.Series("ttft_p50_ms", "p50", T.TEAL, scale=1e-3),), robust=True),
+    "ttft": figures.StripSpec(N_("Time to first token p50 (s)"), "s", (
+        figures.Series("ttft_p50_ms", "p50", theme.TEAL, scale=1e-3),), robust=True),
     # both counted when a request finishes (its output tokens, meeting the SLOs or not): one basis, so
     # goodput <= all output; tokens counted as generated ("output_tps") run ahead in a stall's backlog
-    "good": F.StripSpec(N_("Goodput (output tokens/s meeting the SLOs)"), "tok/s", (
-        F.Series("goodput_tps", N_("goodput"), T.GREEN, fill=True),
-        F.Series("finished_output_tps", N_("all finished output"), T.ORANGE, dash="dot"))),
-    "slo": F.StripSpec(N_("SLO attainment (%)"), "%", (
-        F.Series("slo_attainment", N_("TTFT and TPOT met"), T.BLUE, scale=100),), y_range=(0, 105)),
+    "good": figures.StripSpec(N_("Goodput (output tokens/s meeting the SLOs)"), "tok/s", (
+        figures.Series("goodput_tps", N_("goodput"), theme.GREEN, fill=True),
+        figures.Series("finished_output_tps", N_("all finished output"), theme.ORANGE, dash="dot"))),
+    "slo": figures.StripSpec(N_("SLO attainment (%)"), "%", (
+        figures.Series("slo_attainment", N_("TTFT and TPOT met"), theme.BLUE, scale=100),), y_range=(0, 105)),
 }
 
 def picker_help(info) -> str:
@@ -57,12 +57,12 @@ def initial(t: StaticTopology | None, target: str | None, kind: str | None) -> t
     if not target:
         kind = kind or DEFAULT_KIND
         return kind, EXAMPLES.get(kind, "")
-    picked = FV.pick(t, target, kind)
+    picked = faultview.pick(t, target, kind)
     return picked if picked else (kind or DEFAULT_KIND, target)
 
 
 def extra_styles(kind: str) -> tuple[dict, dict]:
-    show = FV.EXTRA_FIELDS.get(kind)
+    show = faultview.EXTRA_FIELDS.get(kind)
     return ({} if show == "factor" else {"display": "none"}), ({} if show == "period_s" else {"display": "none"})
 
 
@@ -72,9 +72,9 @@ def field(label: str, child, title: str = "", **kw) -> html.Div:
 
 def console(kind: str, target: str) -> html.Div:
     fstyle, pstyle = extra_styles(kind)
-    return C.panel([
+    return components.panel([
         html.Div([
-            field(_("Fault"), C.dropdown(id=f"{P}-kind", options=FV.kind_options(), value=kind, clearable=False,
+            field(_("Fault"), components.dropdown(id=f"{P}-kind", options=faultview.kind_options(), value=kind, clearable=False,
                                          searchable=True, className="dd fl-kind")),
             field(_("Part (topology id)"), html.Div([
                 dcc.Input(id=f"{P}-target", type="text", value=target, list=f"{P}-target-list",
@@ -114,7 +114,7 @@ def console(kind: str, target: str) -> html.Div:
 
 
 def policy() -> html.Div:
-    return C.panel([
+    return components.panel([
         html.Div([
             field(_("Detect after (s)"), dcc.Input(id=f"{P}-detect", type="number",
                                                  className="num-input", debounce=True),
@@ -139,7 +139,7 @@ def policy() -> html.Div:
 
 
 def random_failures() -> html.Div:
-    return C.panel([
+    return components.panel([
         html.Div([
             dcc.Checklist(id=f"{P}-random", options=[{"label": " " + _("Random failures"), "value": "on"}],
                           value=[], className="switch"),
@@ -154,7 +154,7 @@ def random_failures() -> html.Div:
 
 def demos() -> html.Div:
     items = []
-    for d in FV.demos():
+    for d in faultview.demos():
         at = ", ".join(f"{a:g}" for a in d["at_s"])
         meta = _("%(scenario)s · seed %(seed)s · fault at %(at)s s") % {"scenario": d["scenario"], "seed": d["seed"],
                                                                        "at": at}
@@ -164,7 +164,7 @@ def demos() -> html.Div:
                         n_clicks=0, title=f"{story} ({d['name']}: {meta}, {d['duration_s']:g} {unit('s')})".strip()),
             html.Div(meta, className="demo-meta"),
         ], className="demo"))
-    return C.panel([
+    return components.panel([
         html.Div(items, className="demos"),
         html.Div(_("A demo resets the twin you view to its scenario, seed, policy and faults, so it replays "
                    "exactly. Hover a button for the story; at 20× a fault at 120 s comes in 6 s."),
@@ -174,29 +174,29 @@ def demos() -> html.Div:
 
 def legend() -> html.Div:
     return html.Div([
-        html.Span([html.Span(className="swatch", style={"background": T.RED, "opacity": 0.5}), _("service disturbed (until rerouted or recovered)")]),
-        html.Span([html.Span(className="swatch swatch-line", style={"background": T.RED}), _("struck")]),
-        html.Span([html.Span(className="swatch swatch-dash", style={"borderColor": T.YELLOW}), _("detected")]),
+        html.Span([html.Span(className="swatch", style={"background": theme.RED, "opacity": 0.5}), _("service disturbed (until rerouted or recovered)")]),
+        html.Span([html.Span(className="swatch swatch-line", style={"background": theme.RED}), _("struck")]),
+        html.Span([html.Span(className="swatch swatch-dash", style={"borderColor": theme.YELLOW}), _("detected")]),
     ], className="legend")
 
 
 def canvas(info=None, v=None):
     """The picker's drawing: empty at first, then the view `v` of the system `info` (a new one
     whenever the system changes, see `topostyle.canvas`)."""
-    return TS.canvas(f"{P}-cy", TS.picker_stylesheet(), padding=14, height=420, class_name="topo-cy fl-cy",
+    return topostyle.canvas(f"{P}-cy", topostyle.picker_stylesheet(), padding=14, height=420, class_name="topo-cy fl-cy",
                      elements=v.elements if v else [], view=f"{info.name}:{v.name}" if v else "")
 
 
 def picker() -> html.Div:
     """The topology picker; its elements arrive with the second tick (drawing them takes the browser
     about a second, which would otherwise hold back the page's first numbers)."""
-    return C.panel([
+    return components.panel([
         html.Div([
-            C.dropdown(id=f"{P}-view-select", options=[], value=TV.AGG,
+            components.dropdown(id=f"{P}-view-select", options=[], value=topoview.AGG,
                          clearable=False, className="dd dd-wide"),
             html.Span(id=f"{P}-picker-help", className="hint small"),
         ], className="fl-topo-bar"),
-        TS.legend(busy=False),
+        topostyle.legend(busy=False),
         html.Div(canvas(), id=f"{P}-cy-wrap"),
         html.Div(id=f"{P}-failed", className="fl-failed"),
     ], _("Pick a part · failed parts in red"), "sim")

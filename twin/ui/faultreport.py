@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dash import html
 
-from . import components as C
-from .faulttable import CLOSE, KIND_LABEL, LINK, impact, rows, state
-from .lang import N_, _
+from twin.ui import components
+from twin.ui.faulttable import CLOSE, KIND_LABEL, LINK, impact, rows, state
+from twin.ui.lang import N_, _
 
 
 
@@ -71,8 +71,8 @@ ROWS = (   # label, value from the report
     (N_("recovered after"), lambda r: _secs(r.get("recover_s"))),
     (N_("requests affected / requeued / recomputed / lost"),
      lambda r: " / ".join(str(int(r.get(k) or 0)) for k in ("requests_affected", "requeued", "recomputed", "lost"))),
-    (N_("goodput before / during / after (tok/s)"), lambda r: _trio(r, "goodput", C.fmt)),
-    (N_("SLO attainment before / during / after (%)"), lambda r: _trio(r, "slo", C.pct)),
+    (N_("goodput before / during / after (tok/s)"), lambda r: _trio(r, "goodput", components.fmt)),
+    (N_("SLO attainment before / during / after (%)"), lambda r: _trio(r, "slo", components.pct)),
 )
 
 
@@ -100,7 +100,7 @@ def panel(r: dict, now: float) -> html.Div:
                           "lasts up to a minute)."), className="hint small"))
     close = html.Button("✕", id={"type": LINK, "index": CLOSE, "at": "report"}, className="btn btn-small", n_clicks=0,
                         title=_("Close the report"))
-    return C.panel([html.Div(body, className="stats fl-report-rows"), *notes],
+    return components.panel([html.Div(body, className="stats fl-report-rows"), *notes],
                    head, "sim", extra=close, className="fl-block fl-report")
 
 

@@ -13,10 +13,10 @@ from dash import html
 from twin.engine.faults import failure_rates
 from twin.topology import StaticTopology
 
-from . import components as C
-from . import theme
-from .faultview import ELEMENT_LABEL, KIND_LABEL, element_kind
-from .lang import N_, _, unit
+from twin.ui import components
+from twin.ui import theme
+from twin.ui.faultview import ELEMENT_LABEL, KIND_LABEL, element_kind
+from twin.ui.lang import N_, _, unit
 
 
 # ---- chart marks -------------------------------------------------------------------------------------
@@ -249,11 +249,11 @@ def _cells(r: dict) -> list:
         html.Td(_secs(r["at_s"])),
         html.Td(det_txt),
         html.Td(_secs(r.get("recover_s")) if started else dash),
-        html.Td(C.fmt(r.get("requests_affected")) if started else dash),
-        html.Td(C.fmt(r.get("requeued")) if started else dash),
-        html.Td(C.fmt(r.get("recomputed")) if started else dash),
+        html.Td(components.fmt(r.get("requests_affected")) if started else dash),
+        html.Td(components.fmt(r.get("requeued")) if started else dash),
+        html.Td(components.fmt(r.get("recomputed")) if started else dash),
         html.Td(str(lost), className="lost-ok" if lost == 0 else "lost-bad"),
-        _change(r.get("goodput_before"), r.get("goodput_during"), C.fmt) if started else html.Td(dash),
+        _change(r.get("goodput_before"), r.get("goodput_during"), components.fmt) if started else html.Td(dash),
         # an interval ended in the window (goodput measured) but nothing completed: a hang, not 100 %
         _change(r.get("slo_before"), r.get("slo_during"), _pct,
                 missing=_("no completions") if r.get("goodput_during") is not None else "…")
@@ -316,7 +316,7 @@ def timeline(events, n: int = 14) -> list:
     """The newest fault events, each line about one fault ending in a link to its report."""
     evs = [e for e in events or () if e.get("kind") in TIMELINE_KINDS][-n:][::-1]
     lines = iter(range(len(evs)))
-    return C.events(evs, _("No fault events yet."), ",.1f", extra=lambda e: _report_link(e, next(lines)))
+    return components.events(evs, _("No fault events yet."), ",.1f", extra=lambda e: _report_link(e, next(lines)))
 
 
 def _report_link(e: dict, line: int):

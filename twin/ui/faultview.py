@@ -3,7 +3,7 @@ from the topology drawing, fault marks on the KPI charts, the per-fault table an
 
 Everything here reads snapshots: the failure-free topology a snapshot carries
 (`Snapshot.system.topology`, a `StaticTopology`) and plain dicts and lists; nothing touches a
-running engine or builds a topology. A fault is validated once, by `Twin.send` (twin.controls).
+running engine or builds a topology. A fault is validated once, by `Twin.send` (twin.live.controls).
 The fault table, chart marks and demos live in `twin.ui.faulttable`.
 """
 from __future__ import annotations
@@ -14,13 +14,13 @@ import zlib
 from functools import lru_cache
 from pathlib import Path
 
-from twin.config import CATALOG_DIR
+from twin.model.config import CATALOG_DIR
 from twin.engine.faults import EXAMPLES, KINDS, describe, load_fault_file
 from twin.engine.faults.spec import PART_LABEL, part_label
 from twin.topology import (StaticTopology, UnknownElementError, l1_id, l2_id, link_id, node_label, npu_id,
                            parse, rdma_nic_id, subplane_id, vpc_nic_id, cpu_id, die_id)
 
-from .lang import N_, _, request_lang
+from twin.ui.lang import N_, _, request_lang
 
 
 # fault kind -> what the dropdown says

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import theme
-from .lang import _, unit_or_text
-from .lang import unit as in_lang
+from twin.ui import theme
+from twin.ui.lang import _, unit_or_text
+from twin.ui.lang import unit as in_lang
 
 HISTORY_POINTS = 600    # points kept on a strip chart (the snapshot history is bounded too)
 OUTLIER_X = 4.0         # assumption: on a `robust` chart, a point above 4x the window's 90th percentile

@@ -17,7 +17,7 @@ from functools import lru_cache
 import dash
 import flask
 
-from twin import session as S
+from twin.live import session
 
 log = logging.getLogger(__name__)
 
@@ -73,24 +73,24 @@ def client(secret) -> tuple[str, str | None]:
     """(client id, remote address) of the browser behind this callback (see session.client_id):
     the one place the address is read."""
     addr = remote_address()
-    return S.client_id(secret, addr), addr
+    return session.client_id(secret, addr), addr
 
 
 def choice(v) -> str | None:
     """The twin a tab views: "shared" or a sandbox id; anything else means the shared twin."""
-    return v if isinstance(v, str) and (v == S.SHARED or re.match(r"^sb-[0-9a-f]{1,32}$", v)) else None
+    return v if isinstance(v, str) and (v == session.SHARED or re.match(r"^sb-[0-9a-f]{1,32}$", v)) else None
 
 
 def credential(v) -> str | None:
     """The credential in this tab's ctl-token store ({"credential": str, "ok": true}, written by a
-    successful unlock: twin.gate), or None. The instructor token itself is never kept in a browser."""
+    successful unlock: twin.live.gate), or None. The instructor token itself is never kept in a browser."""
     c = v.get("credential") if isinstance(v, dict) else None
     return c if isinstance(c, str) and len(c) <= MAX_TEXT else None
 
 
 def unlocked(v) -> bool:
     """Whether this tab holds a credential the gate accepts (the instructor's controls are open)."""
-    return S.sessions().locked and S.sessions().gate.check(credential(v))
+    return session.sessions().locked and session.sessions().gate.check(credential(v))
 
 
 def viewer(v) -> str | None:
@@ -147,7 +147,7 @@ def on_error(err: Exception):
     log.warning("callback %s refused a payload: %s: %s", str(where)[:80], type(err).__name__,
                 " ".join(str(err).split())[:200])
     try:
-        from .lang import _     # here: lang imports teach, which imports this module
+        from twin.ui.lang import _     # here: lang imports teach, which imports this module
         dash.set_props("ctl-msg", {"children": _("Not applied: the request carried values this page does "
                                                  "not accept; reload the page if it persists"),
                                    "className": "ctl-msg msg-error"})

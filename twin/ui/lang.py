@@ -4,17 +4,17 @@ and callbacks alike render in the viewer's language. `N_` only marks a module-le
 extraction (`python -m twin.i18n update`); translate it with `_` where it is shown."""
 from __future__ import annotations
 
-from twin import i18n as I
+from twin import i18n
 from twin.i18n import terms
 
-from .teach import request_lang
+from twin.ui.teach import request_lang
 
 __all__ = ["N_", "_", "num", "unit", "unit_or_text", "title", "system_title", "request_lang"]
 
 
 def _(msgid: str) -> str:
     """The message in the viewer's language ('' stays '': gettext would return the catalog header)."""
-    return I.gettext(request_lang())(msgid) if msgid else msgid
+    return i18n.gettext(request_lang())(msgid) if msgid else msgid
 
 
 def N_(msgid: str) -> str:
@@ -23,7 +23,7 @@ def N_(msgid: str) -> str:
 
 def num(value, digits: int = 0) -> str:
     """A number in the viewer's locale format (see `twin.i18n.number`)."""
-    return I.number(value, request_lang(), digits)
+    return i18n.number(value, request_lang(), digits)
 
 
 def unit(symbol: str) -> str:
@@ -43,7 +43,7 @@ def title(name: str):
 
 def system_title(info) -> str:
     """A system's one-line title (`SystemInfo.title`, English from the engine) in the viewer's language."""
-    if request_lang() == I.DEFAULT:
+    if request_lang() == i18n.DEFAULT:
         return info.title
     s = info.topology.system
     args = {"name": info.name, "nodes": s.nodes, "npus": s.npus_per_node, "acc": info.accelerator,

@@ -4,11 +4,11 @@ predicted on its own), so choosing one on the default scenario would only earn a
 control bar moves such a choice to a scenario that runs it, and says so."""
 from __future__ import annotations
 
-from twin.config import catalog
+from twin.model.config import catalog
 from twin.engine import list_scenarios
 from twin.engine.scenario import load_scenario
 
-from .lang import _
+from twin.ui.lang import _
 
 
 def fit(scenario: str, deployment: str | None) -> tuple[str, str | None]:

@@ -17,11 +17,11 @@ import dash
 import flask
 from dash import Input, Output, State, clientside_callback, dcc, html
 
-from twin import i18n as I
+from twin import i18n
 from twin.i18n import N_
-from twin import lessons as L
+from twin import lessons
 
-from . import guard as G
+from twin.ui import guard
 
 COOKIE = "twin_lang"
 COOKIE_AGE_S = 365 * 86400
@@ -30,21 +30,21 @@ COOKIE_AGE_S = 365 * 86400
 def request_lang() -> str:
     """The viewer's language for this request: `?lang=` on it, else the cookie, else English."""
     if not flask.has_request_context():
-        return I.DEFAULT
+        return i18n.DEFAULT
     arg = flask.request.args.get("lang")
     if arg is not None:
         try:
-            return I.check_lang(arg)
-        except I.LangError:
+            return i18n.check_lang(arg)
+        except i18n.LangError:
             pass
-    return I.lang_or_default(flask.request.cookies.get(COOKIE))
+    return i18n.lang_or_default(flask.request.cookies.get(COOKIE))
 
 
 def bad_lang(value, lang: str) -> str:
     """The message for an unknown `lang` in a URL, in the language shown instead."""
-    _ = I.gettext(lang)
+    _ = i18n.gettext(lang)
     return _("Language %(value)s is not available (allowed: %(allowed)s); showing %(shown)s.") % {
-        "value": repr(str(value)[:24]), "allowed": ", ".join(I.LANGS), "shown": I.NAMES[lang]}
+        "value": repr(str(value)[:24]), "allowed": ", ".join(i18n.LANGS), "shown": i18n.NAMES[lang]}
 
 
 def page_lang(value) -> tuple[str, str | None]:
@@ -53,8 +53,8 @@ def page_lang(value) -> tuple[str, str | None]:
     if value is None:
         return request_lang(), None
     try:
-        return I.check_lang(value), None
-    except I.LangError:
+        return i18n.check_lang(value), None
+    except i18n.LangError:
         lang = request_lang()
         return lang, bad_lang(value, lang)
 
@@ -65,7 +65,7 @@ def install(app: dash.Dash) -> None:
 
     def interpolate_index(**kw):
         out = base(**kw)
-        return out.replace("<html>", f'<html lang="{I.HTML_LANG[request_lang()]}">', 1)
+        return out.replace("<html>", f'<html lang="{i18n.HTML_LANG[request_lang()]}">', 1)
     app.interpolate_index = interpolate_index
 
     @app.server.after_request
@@ -73,8 +73,8 @@ def install(app: dash.Dash) -> None:
         arg = flask.request.args.get("lang")
         if arg is not None:
             try:
-                resp.set_cookie(COOKIE, I.check_lang(arg), max_age=COOKIE_AGE_S, samesite="Lax")
-            except I.LangError:
+                resp.set_cookie(COOKIE, i18n.check_lang(arg), max_age=COOKIE_AGE_S, samesite="Lax")
+            except i18n.LangError:
                 pass
         return resp
 
@@ -84,16 +84,16 @@ def install(app: dash.Dash) -> None:
 def tools() -> html.Div:
     """Language toggle and presenter switch (in the top bar), plus the stores they use."""
     lang = request_lang()
-    _ = I.gettext(lang)
+    _ = i18n.gettext(lang)
     return html.Div([
         dcc.Location(id="teach-nav", refresh="callback-nav"),
         dcc.Store(id="teach-presenter", storage_type="local"),
         dcc.Store(id="teach-step", storage_type="local"),        # {"lesson", "step"} being narrated
         dcc.Store(id="teach-progress", storage_type="local"),    # {lesson id: [steps done]}
-        html.Div([html.A(I.NAMES[code], id=f"teach-lang-{code}", href=f"?lang={code}", lang=code,
+        html.Div([html.A(i18n.NAMES[code], id=f"teach-lang-{code}", href=f"?lang={code}", lang=code,
                          className="lang-link i18n-skip" + (" lang-active" if code == lang else ""),
                          title=_("Show the dashboard in this language"))
-                  for code in I.LANGS], className="lang-toggle", role="group"),
+                  for code in i18n.LANGS], className="lang-toggle", role="group"),
         html.Button(_("Presenter"), id="teach-presenter-btn", className="pill", n_clicks=0,
                     title=_("Large type and the lesson narration on every page, for a projector")),
     ], className="teach-tools")
@@ -101,7 +101,7 @@ def tools() -> html.Div:
 
 def banner() -> html.Div:
     """The narration banner every page shows (filled by `narrate` while a lesson step is active)."""
-    _ = I.gettext(request_lang())
+    _ = i18n.gettext(request_lang())
     return html.Div([
         html.Div(id="teach-banner-text", className="teach-banner-text"),
         html.Button(_("Close"), id="teach-banner-close", className="btn btn-small", n_clicks=0,
@@ -109,14 +109,14 @@ def banner() -> html.Div:
     ], id="teach-banner", className="teach-banner teach-hidden", role="status", **{"aria-live": "polite"})
 
 
-def step_store(value) -> tuple[L.Lesson, int] | None:
+def step_store(value) -> tuple[lessons.Lesson, int] | None:
     """A narrated step from the browser store: (lesson, step number) if it names a real one."""
     if not isinstance(value, dict):
         return None
     try:
-        les = L.get(value.get("lesson"))
-        return les, L.step_index(les, value.get("step"))
-    except L.LessonError:
+        les = lessons.get(value.get("lesson"))
+        return les, lessons.step_index(les, value.get("step"))
+    except lessons.LessonError:
         return None
 
 
@@ -134,13 +134,13 @@ def lesson_href(lesson_id: str, step: int | None = None, lang: str | None = None
 def narrate(step, search):
     """The banner: the narrated step's 'what to notice', or a message for a bad `lang` in the URL."""
     lang = request_lang()
-    _ = I.gettext(lang)
+    _ = i18n.gettext(lang)
     bad = None
-    raw = parse_qs((G.text(search, 400) or "").lstrip("?")).get("lang")
+    raw = parse_qs((guard.text(search, 400) or "").lstrip("?")).get("lang")
     if raw:
         try:
-            I.check_lang(raw[0])
-        except I.LangError:
+            i18n.check_lang(raw[0])
+        except i18n.LangError:
             bad = bad_lang(raw[0], lang)
     found = step_store(step)
     if found is None:
@@ -184,10 +184,10 @@ clientside_callback(
 def term(key: str, label: str | None = None) -> html.Abbr:
     """A word with its glossary sentence on hover and a link to its entry (for labels on any page):
     `term("ttft")` shows "TTFT" with the definition in the viewer's language."""
-    _ = I.gettext(request_lang())
-    t = next((t for t in L.glossary() if t.key == key), None)
+    _ = i18n.gettext(request_lang())
+    t = next((t for t in lessons.glossary() if t.key == key), None)
     if t is None:
-        raise KeyError(f"glossary term {key!r}: allowed {', '.join(x.key for x in L.glossary())}")
+        raise KeyError(f"glossary term {key!r}: allowed {', '.join(x.key for x in lessons.glossary())}")
     return html.Abbr(dcc.Link(label or _(t.term).split("（")[0].split(" (")[0], href=f"/glossary#gl-{key}"),
                      title=_(t.text), className="teach-term")
 
@@ -222,7 +222,7 @@ INTRO_SUPERNODE = (
 
 def intro_system(info, deployment: str) -> list[str]:
     """The intro's sentences about the machine for system `info` (a snapshot's SystemInfo)."""
-    from .lang import _, system_title       # here: lang imports this module
+    from twin.ui.lang import _, system_title       # here: lang imports this module
     if info.supernode:
         return [_(t) for t in INTRO_SUPERNODE]
     return [_("This twin runs a GPU cluster: %(title)s.") % {"title": system_title(info)},
@@ -233,7 +233,7 @@ def intro_system(info, deployment: str) -> list[str]:
 def intro(**kwargs) -> html.Details:
     """A short 'what is this' for the Overview page: the supernode, the model, what runs, what to try."""
     lang, _msg = page_lang(kwargs.get("lang"))
-    _ = I.gettext(lang)
+    _ = i18n.gettext(lang)
     tries = [
         (_("Predict, then watch: follow a guided lesson."), "/lessons"),
         (_("Break an optical link or a die and watch the twin recover."), lesson_href("faults", 1)),

@@ -14,8 +14,8 @@ import numpy as np
 
 from twin.engine.snapshot import PLANE_LABEL
 
-from .lang import N_, _
-from .topoview import View
+from twin.ui.lang import N_, _
+from twin.ui.topoview import View
 
 KIND_LABEL = {"die": N_("NPU die"), "cpu": N_("Kunpeng CPU"), "l1": N_("L1 UB switch"), "l2": N_("L2 UB switch"),
               "rdma_nic": N_("RDMA NIC"), "rdma_switch": N_("RDMA switch"), "vpc_nic": N_("VPC card (QingTian)"),

@@ -13,8 +13,8 @@ import dash
 import dash_cytoscape as cyto
 from dash import Input, Output, State, clientside_callback, html
 
-from . import theme
-from .lang import N_, _
+from twin.ui import theme
+from twin.ui.lang import N_, _
 
 _LAST = ("edge.part", "edge.down", "node.npart", "node.down", ":selected", "node:active")   # rules that must win
 _INSIDE = (".k-node", ".k-subplane", ".k-die", ".k-cpu")     # kinds whose label sits on their fill

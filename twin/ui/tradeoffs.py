@@ -5,13 +5,13 @@ import csv
 import io
 from functools import lru_cache
 
-from twin.config import catalog
-from twin.perf import PerfModel
+from twin.model.config import catalog
+from twin.predict.perf import PerfModel
 
-from . import theme
-from .figures import r4
-from .lang import N_, _, unit
-from .words import words
+from twin.ui import theme
+from twin.ui.figures import r4
+from twin.ui.lang import N_, _, unit
+from twin.ui.words import words
 
 # ref 4 (CloudMatrix-Infer) decode rows: (TPOT ms, tokens/s per NPU, label), measured on PAPER_SYSTEM only
 PAPER_POINTS = ((49.4, 1943.0, N_("batch 96")), (14.9, 538.0, N_("batch 8")))

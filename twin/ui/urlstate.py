@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlencode
 
-from twin.controls import ControlError
+from twin.live.controls import ControlError
 
-from .faultview import demo_name
+from twin.ui.faultview import demo_name
 
 KEYS = ("scenario", "deployment", "seed", "speed", "load", "demo")
 MAX_QUERY = 512                  # characters of a query string read (a link is far shorter)

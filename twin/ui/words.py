@@ -5,9 +5,9 @@ snapshot (`SystemInfo`) or, for a chart drawn from the perf model, from the cata
 deployment; None (not known yet, e.g. a layout drawn before the first tick) gives neutral words."""
 from __future__ import annotations
 
-from twin.config import catalog
+from twin.model.config import catalog
 
-from .lang import N_, _
+from twin.ui.lang import N_, _
 
 CHIP = {"NPU": N_("NPU"), "GPU": N_("GPU"), None: N_("chip")}
 SYSTEM = {"supernode": N_("supernode"), "cluster": N_("cluster"), None: N_("system")}

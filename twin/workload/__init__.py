@@ -1,8 +1,8 @@
 """Request workloads for the engine: real traces and synthetic generators, as numpy arrays
 (see `model` for the arrays and the hit-ratio definition)."""
-from .model import MOONCAKE_BLOCK_SIZE, SHARED_MIN, LapIds, TraceError, Workload, ideal_hit_ratio
-from .synthetic import MAX_SYNTHETIC_REQUESTS, PREFIX_DEPTH, LengthDist, synthetic
-from .tracefile import (FILE_LIMITS, FORMATS, MAX_LINE_CHARS, MAX_TRACE_BYTES, MAX_TRACE_LINES, MAX_TRACE_SPAN_S,
+from twin.workload.model import MOONCAKE_BLOCK_SIZE, SHARED_MIN, LapIds, TraceError, Workload, ideal_hit_ratio
+from twin.workload.synthetic import MAX_SYNTHETIC_REQUESTS, PREFIX_DEPTH, LengthDist, synthetic
+from twin.workload.tracefile import (FILE_LIMITS, FORMATS, MAX_LINE_CHARS, MAX_TRACE_BYTES, MAX_TRACE_LINES, MAX_TRACE_SPAN_S,
                         TRACES, UPLOAD_LIMITS, TraceLimits, TraceNotFound, brief, default_trace_path, load_trace, parse_trace_text,
                         read_regular_file)
 

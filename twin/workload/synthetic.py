@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import _INT32_MAX, MOONCAKE_BLOCK_SIZE, Workload, _check_number
+from twin.workload.model import _INT32_MAX, MOONCAKE_BLOCK_SIZE, Workload, _check_number
 
 
 @dataclass(frozen=True)

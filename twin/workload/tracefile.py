@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .model import _INT32_MAX, _INT64, MOONCAKE_BLOCK_SIZE, TraceError, Workload
+from twin.workload.model import _INT32_MAX, _INT64, MOONCAKE_BLOCK_SIZE, TraceError, Workload
 
 FORMATS = ("mooncake", "azure", "burstgpt")
 _FORMAT_HELP = ("mooncake (JSONL: timestamp, input_length, output_length, hash_ids), "

@@ -7,9 +7,9 @@ import math
 import tomllib
 from pathlib import Path
 
-from ...config import CATALOG_DIR, CatalogError
-from ...workload import brief, read_regular_file
-from .spec import EXAMPLES, FAULT_KEYS, KINDS, Policy, check_random
+from twin.model.config import CATALOG_DIR, CatalogError
+from twin.workload import brief, read_regular_file
+from twin.engine.faults.spec import EXAMPLES, FAULT_KEYS, KINDS, Policy, check_random
 
 MAX_FAULT_FILE_BYTES = 1 << 20   # input bounds (assumptions): a hand-written scenario is a few KB
 MAX_FILE_FAULTS = 1000           # scheduled faults one file may hold

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...i18n import N_
-from ...topology import parse
-from . import recovery
-from .random import random_failures
-from ..accounting import BEFORE_S
-from ..ports import FaultHost
-from .spec import MAX_RECORDS, NETWORK, Fault, Policy, check_shape, check_spec, make_fault
+from twin.i18n import N_
+from twin.topology import parse
+from twin.engine.faults import recovery
+from twin.engine.faults.random import random_failures
+from twin.engine.accounting import BEFORE_S
+from twin.engine.ports import FaultHost
+from twin.engine.faults.spec import MAX_RECORDS, NETWORK, Fault, Policy, check_shape, check_spec, make_fault
 
 SNAPSHOT_FAULTS = 20      # fault reports a snapshot carries (the newest, a screenful); the rest as counts
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...topology import node_label
-from .spec import defaults
+from twin.topology import node_label
+from twin.engine.faults.spec import defaults
 
 
 def random_classes(topo) -> dict[str, list[str]]:

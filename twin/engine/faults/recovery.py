@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...topology import parse
-from ..ports import FaultHost
+from twin.topology import parse
+from twin.engine.ports import FaultHost
 
 
 def dies_of(eng: FaultHost, target: str) -> np.ndarray:

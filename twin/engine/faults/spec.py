@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...config import CATALOG_DIR, CatalogError
-from ...i18n import N_
-from ...ems import ModelCache
-from ...topology import TopologyError, parse
-from ...workload import brief
-from ..accounting import fault_windows, mean_in
+from twin.model.config import CATALOG_DIR, CatalogError
+from twin.i18n import N_
+from twin.engine.ems.pool import ModelCache
+from twin.topology import TopologyError, parse
+from twin.workload import brief
+from twin.engine.accounting import fault_windows, mean_in
 
 # kind -> element kinds it may target ("link:l1-l2" = an optical L1-L2 link)
 KINDS = {
@@ -89,7 +89,7 @@ class Policy:
         return p
 
     def restart_s(self) -> float:
-        """Instance restart: load the weights (ref 3 model caching via twin.ems.ModelCache)."""
+        """Instance restart: load the weights (ref 3 model caching via twin.engine.ems.pool.ModelCache)."""
         return ModelCache().load_time_s(self.weights_from)
 
 

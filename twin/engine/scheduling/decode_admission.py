@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import DECODE_ADMISSION, DecodeAdmission, register
+from twin.engine.scheduling.base import DECODE_ADMISSION, DecodeAdmission, register
 
 
 @register(DECODE_ADMISSION, "fifo-kv-reserve")

@@ -2,7 +2,7 @@
 holding the fewest sequences, running and queued (the first such in index order)."""
 from __future__ import annotations
 
-from .base import KV_PLACEMENT, KvPlacement, register
+from twin.engine.scheduling.base import KV_PLACEMENT, KvPlacement, register
 
 
 @register(KV_PLACEMENT, "least-loaded")

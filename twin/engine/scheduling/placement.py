@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 
-from .base import PLACEMENT, Placement, register
+from twin.engine.scheduling.base import PLACEMENT, Placement, register
 
 _QUEUED_TOKENS = operator.attrgetter("queued_tokens")
 

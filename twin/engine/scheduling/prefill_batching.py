@@ -2,7 +2,7 @@
 instance batches prompts up to its tokens per die). A prompt longer than the budget runs alone."""
 from __future__ import annotations
 
-from .base import PREFILL_BATCHING, PrefillBatching, register
+from twin.engine.scheduling.base import PREFILL_BATCHING, PrefillBatching, register
 
 
 @register(PREFILL_BATCHING, "fifo-token-budget")

@@ -1,0 +1,1 @@
+"""The live service: shared and private twins, their runner threads, viewers' actions and budgets."""

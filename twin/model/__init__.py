@@ -1,0 +1,1 @@
+"""The domain model: the typed catalog, the run settings and the rules every part shares."""
