@@ -9,6 +9,7 @@ import shutil
 import pytest
 from babel.messages.catalog import Catalog
 
+from twin import i18n
 from twin.i18n import LangError, catalog, terms
 from twin.i18n.__main__ import main
 
