@@ -1,5 +1,5 @@
-"""The seams of the engine: each component touches only what its port declares (read from its source),
-the Engine satisfies every port, the snapshot is assembled from the declared reporters (the same fields
+"""The seams of the engine: each component touches only what its port declares and each port declares
+only what its components touch (both read from their source), the Engine satisfies every port, the snapshot is assembled from the declared reporters (the same fields
 as the hand-built snapshot had), and extensions register through the engine's registry."""
 import ast
 from pathlib import Path
@@ -14,8 +14,8 @@ from twin.engine.snapshot import Snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# component module -> the port it receives the engine through
-PORT_OF = {"twin/engine/pools.py": ports.InstanceHost, "twin/engine/deadlines.py": ports.QueueView,
+# component module (or "module::Class") -> the port it receives the engine through
+PORT_OF = {"twin/cloud/live.py::SetCoPool": ports.CommandTarget, "twin/engine/pools.py": ports.InstanceHost, "twin/engine/deadlines.py": ports.QueueView,
            "twin/engine/traffic.py": ports.TrafficView, "twin/engine/network.py": ports.NetworkHost,
            "twin/engine/transfer.py": ports.NetworkHost, "twin/engine/faults/manager.py": ports.FaultHost,
            "twin/engine/faults/recovery.py": ports.FaultHost, "twin/engine/faults/random.py": ports.FaultHost,
@@ -35,10 +35,15 @@ def members(port) -> set[str]:
     return out
 
 
-def engine_reads(path: Path) -> set[str]:
-    """Attributes the module reads off the engine: `eng.x` and `self.eng.x`."""
+def engine_reads(where: str) -> set[str]:
+    """Attributes a module (or one class of it, "path::Class") reads off the engine: `eng.x` and
+    `self.eng.x`."""
+    path, _, cls = where.partition("::")
+    tree = ast.parse((ROOT / path).read_text())
+    if cls:
+        tree = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls)
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
             v = node.value
             if (isinstance(v, ast.Name) and v.id == "eng") or (
@@ -48,19 +53,24 @@ def engine_reads(path: Path) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("path", sorted(PORT_OF))
-def test_a_component_touches_only_what_its_port_declares(path):
-    reads = engine_reads(ROOT / path)
-    assert reads, path                       # the reader found its uses
-    assert sorted(reads - members(PORT_OF[path])) == []
+@pytest.mark.parametrize("where", sorted(PORT_OF))
+def test_a_component_touches_only_what_its_port_declares(where):
+    reads = engine_reads(where)
+    assert reads, where                      # the reader found its uses
+    assert sorted(reads - members(PORT_OF[where])) == []
+
+
+def test_a_port_declares_only_what_its_components_touch():
+    used: dict = {}
+    for where, port in PORT_OF.items():
+        used.setdefault(port, set()).update(engine_reads(where))
+    assert {p.__name__: sorted(members(p) - u) for p, u in used.items() if members(p) - u} == {}
 
 
 def test_the_engine_satisfies_every_port():
     eng = Engine("default", seed=0, duration_s=1)
-    for port in {*PORT_OF.values(), ports.Reporting}:
-        if port is ports.Reporting:
-            assert callable(eng.reports)
-            continue
+    assert callable(eng.reports)           # it reports too (registry.Reporting)
+    for port in set(PORT_OF.values()):
         assert sorted(m for m in members(port) if not hasattr(eng, m)) == [], port.__name__
 
 

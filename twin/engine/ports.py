@@ -1,15 +1,16 @@
 """The narrow interfaces (ports) through which the engine's components see it, never the whole Engine.
 
-Each component names the port it needs; `Engine` satisfies them all structurally (typing.Protocol),
-so a component is tested on any object with those attributes, and a reader sees what it touches.
-The ports are built from a few facets (clock and log, requests, pools, hardware); this module
-imports only leaf modules, so no component's import leads back to the core.
+Each component names the port it needs, and a port declares exactly what its components read or
+call (tests/test_ports.py checks both ways against their source). `Engine` satisfies them all
+structurally (typing.Protocol): nothing changes at run time, a component can be driven by any object
+with those members, and a reader sees what it touches. This module imports only leaf modules, so no
+component's import leads back to the core.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from twin.engine.registry import Extensions, Reporter, Reporters
+from twin.engine.registry import Extensions
 
 if TYPE_CHECKING:
     import numpy as np
@@ -22,90 +23,70 @@ if TYPE_CHECKING:
     from twin.engine.timing import StepTimes
     from twin.topology import Topology
 
-class Reporting(Protocol):
-    """A part of the engine that declares the snapshot fields it reports (twin.engine.registry)."""
+# Types of engine parts this module cannot import without a circle (they import their port).
+Scenario = Any          # twin.engine.scenario.Scenario
+Deployment = Any        # twin.model.config deployment
+System = Any            # twin.model.config system
+Predictor = Any         # twin.predict TimePredictor
+Instance = Any          # twin.engine.pools PrefillInstance / DecodeInstance
 
-    def reports(self) -> dict[str | tuple[str, ...], Reporter]: ...
 
-
-# ---- facets -------------------------------------------------------------------------------------
-class Timed(Protocol):
-    """The clock and the event log."""
+class Logged(Protocol):
+    """The clock and the event log (the engine's `log`: a line, a msgid template and its values)."""
     env: Clock
-    scenario: Any                 # twin.engine.scenario.Scenario
 
     def log(self, kind: str, message: str, /, **args) -> None: ...
 
 
-class Hardware(Protocol):
-    """What runs: deployment, system, live topology, the time predictor and the KV sizes it implies."""
-    dep: Any                      # twin.config deployment
-    system: Any                   # twin.config system
-    topo: Topology
-    pm: Any                       # the time predictor (twin.predict)
-    dies_per_node: int
-    kv_bytes: float
-    kv_capacity_tokens: float
-
-
-class Requests(Protocol):
-    """The request table, kept exact by `catch_up`, and the one way a request completes."""
+class InstanceHost(Protocol):
+    """A prefill or decode instance (pools.py): the step machinery around it."""
+    env: Clock
     req: RequestTable
+    dep: Deployment
+    pm: Predictor
+    dies_per_node: int
+    kv_capacity_tokens: float
+    policies: Policies
+    timing: StepTimes
+    metrics: Metrics
+    acct: Accounting
+    ems: Any                      # twin.engine.ems.pool.EMS or None
+    deadlines: Any                # twin.engine.deadlines.Deadlines
+    kv: Any                       # twin.engine.transfer.KvTransfers
+    health: int                   # bumped whenever an instance is held down or released
+    interval_end: float
+    external: Any                 # the "external" extension slot (twin.engine.external) or None
+    lazy_decode: Instance | None  # the decode instance that takes arrivals itself, or None
 
-    def catch_up(self) -> None: ...
+    def take_ticks(self, upto: float, inclusive: bool = True) -> None: ...
 
     def finish(self, ids: np.ndarray) -> None: ...
 
 
-class Pools(Protocol):
-    """The prefill and decode instances, which of them serve, and the scheduler's entry points."""
-    prefill: list
-    decode: list
-    instances: list
-    policies: Policies
-    health: int                   # bumped whenever an instance is held down or released
-    kv: Any                       # twin.engine.transfer.KvTransfers
-
-    def live(self) -> tuple[list, list]: ...
-
-    def schedule_prefill(self, rid: int, wake: bool = True, live: list | None = None) -> Any: ...
-
-    def requeue(self, ids: np.ndarray) -> tuple[int, int]: ...
-
-    def bring_online(self, inst, key: str) -> None: ...
-
-
-# ---- the ports components receive ------------------------------------------------------------------
-class InstanceHost(Timed, Hardware, Requests, Pools, Protocol):
-    """What a prefill or decode instance (pools.py) uses: the step machinery around it."""
-    metrics: Metrics
-    acct: Accounting
-    timing: StepTimes
-    deadlines: Any                # twin.engine.deadlines.Deadlines
-    ems: Any                      # twin.ems.EMS or None
-    interval_end: float
-    external: Any                 # the "external" extension (twin.engine.external) or None
-    lazy_decode: Any              # the decode instance that takes arrivals itself, or None
-
-    def take_ticks(self, upto: float, inclusive: bool = True) -> None: ...
-
-
-class QueueView(Timed, Requests, Protocol):
-    """What client deadlines (deadlines.py) read: queues and the request table."""
-    instances: list
+class QueueView(Logged, Protocol):
+    """Client deadlines (deadlines.py): the queues and the request table."""
+    scenario: Scenario
+    req: RequestTable
+    instances: list[Instance]
 
 
 class TrafficView(Protocol):
-    """What per-link utilisation (traffic.py) reads."""
+    """Per-link utilisation (traffic.py)."""
     topo: Topology
     metrics: Metrics
-    dep: Any
+    dep: Deployment
 
 
-class NetworkHost(Timed, Hardware, Protocol):
-    """What follows a topology change (network.py, transfer.py): instances, flows, partition state."""
-    instances: list
-    decode: list
+class NetworkHost(Logged, Protocol):
+    """What follows a topology change (network.py) and moves KV (transfer.py)."""
+    topo: Topology
+    system: System
+    dep: Deployment
+    pm: Predictor
+    dies_per_node: int
+    kv_bytes: float
+    instances: list[Instance]
+    decode: list[Instance]
     policies: Policies
     faults: Any                   # twin.engine.faults.FaultManager
     kv: Any
@@ -117,48 +98,89 @@ class NetworkHost(Timed, Hardware, Protocol):
     def live(self) -> tuple[list, list]: ...
 
 
-class FaultHost(Timed, Hardware, Requests, Pools, Protocol):
-    """What the fault manager (faults/) strikes and reads."""
+class FaultHost(Logged, Protocol):
+    """What the fault manager (faults/) strikes, recovers and reads."""
+    scenario: Scenario
     rng: np.random.Generator
+    topo: Topology
+    system: System
+    dep: Deployment
+    pm: Predictor
+    req: RequestTable
     metrics: Metrics
     ems: Any
     ems_node: dict
-    die_pool: list
+    instances: list[Instance]
+    prefill: list[Instance]
+    die_pool: list[str]
+
+    def catch_up(self) -> None: ...
+
+    def requeue(self, ids: np.ndarray) -> tuple[int, int]: ...
 
     def network_changed(self) -> None: ...
 
     def lost_ids(self) -> np.ndarray: ...
 
 
-class CommandTarget(Timed, Protocol):
-    """What a typed command (commands.py) changes when it lands."""
+class CommandTarget(Protocol):
+    """What a typed command (commands.py, twin.cloud.live.SetCoPool) changes when it lands."""
     faults: Any
     extensions: Extensions
+
+    def log(self, kind: str, message: str, /, **args) -> None: ...
 
     def set_rate(self, rate: float) -> None: ...
 
     def capacity_rps(self, input_mean: float | None = None, output_mean: float | None = None) -> float: ...
 
 
-class ReportSource(Timed, Hardware, Requests, Pools, Protocol):
-    """What the engine-wide reports (report.py) read: metrics, pools, the run's identity and state."""
+class ReportSource(Protocol):
+    """The engine-wide reports (report.py): metrics, pools, the run's identity and state."""
+    env: Clock
+    scenario: Scenario
     seed: int
-    metrics: Metrics
-    source: Any
-    die_pool: list
-    drained: dict | None
-    arrivals_on: bool
     version: int
+    dep: Deployment
+    topo: Topology
+    req: RequestTable
+    metrics: Metrics
     decode_rate: Any              # report.DecodeRate: model tok/s per decode NPU, memoised
     ems: Any
+    source: Any
+    kv: Any
+    instances: list[Instance]
+    prefill: list[Instance]
+    decode: list[Instance]
+    die_pool: list[str]
+    drained: dict | None
+    arrivals_on: bool
+
+    def catch_up(self) -> None: ...
 
 
-class ExtensionHost(Timed, Hardware, Requests, Pools, Protocol):
-    """What an extension registered on the engine (the co-pool scheduler, outside requests) may use."""
+class ExtensionHost(Logged, Protocol):
+    """An extension registered on the engine (the co-pool scheduler, outside requests) and the
+    hand-over it uses (handover.py)."""
+    scenario: Scenario
+    dep: Deployment
+    pm: Predictor
+    kv_bytes: float
+    req: RequestTable
     metrics: Metrics
+    kv: Any
     source: Any
     incoming: Any                 # twin.engine.source.Staged
-    reporters: Reporters
+    prefill: list[Instance]
+    decode: list[Instance]
     extensions: Extensions
+
+    def catch_up(self) -> None: ...
+
+    def live(self) -> tuple[list, list]: ...
+
+    def schedule_prefill(self, rid: int, wake: bool = True, live: list | None = None) -> Instance: ...
+
+    def bring_online(self, inst: Instance, key: str) -> None: ...
 
     def restart_arrivals(self) -> None: ...

@@ -11,9 +11,15 @@ reports join the snapshot, and a name the engine's hot path reads as an attribut
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 Reporter = Callable[[], Any]      # a figure a part reports (Mesa's reporter), read when a snapshot is taken
+
+
+class Reporting(Protocol):
+    """A part that declares the snapshot fields it reports."""
+
+    def reports(self) -> dict[str | tuple[str, ...], Reporter]: ...
 
 
 class Reporters:
@@ -62,7 +68,7 @@ class Extensions:
         self._host, self._reporters, self._slots = host, reporters, slots
         self._parts: dict[str, Any] = {}
 
-    def add(self, name: str, part: Any) -> Any:
+    def add(self, name: str, part: Reporting | Any) -> Any:
         """Register `part` as `name`: its reports (if it has any) join the snapshot; a slot name is
         also set on the engine for its hot path. Returns the part."""
         if name in self._parts:
