@@ -1,9 +1,10 @@
 """The co-pool day on an engine (the wiring that builds one): `run_day` runs a day under one policy,
 and a live twin whose scenario is a co-pool day runs the scheduler inside its own engine (`attach`,
 called by the runner's factory: the scheduler registers itself as the engine's "copool" extension),
-its snapshots carry the day (`CoPool.view`), and the policy knobs are a typed engine command (`SetCoPool`), checked once when
-built (against the day the twin shows, `check`) and merged with the live knobs when it lands, sent
-through the twin's action path (twin.live.actions: logged on the shared twin, rate-limited per client).
+its snapshots carry the day (`CoPool.view`), and the policy knobs are a typed engine command
+(`SetCoPool`), checked once when built (against the day the twin shows, `check`) and merged with the
+live knobs when it lands, sent through the twin's action path (twin.live.actions: logged on the
+shared twin, rate-limited per client).
 
 A live twin runs on past one day: the timeline keeps the last TIMELINE_ROWS intervals and the
 switch log the last SWITCH_ROWS moves (memory bounds per twin; `moves` counts them all).

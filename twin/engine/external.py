@@ -1,10 +1,10 @@
 """Requests from outside the run (`twin serve`): injected at a sim time, followed token by token.
 
 `External.attach(eng)` registers itself as the engine's "external" extension and puts itself in
-front of the engine's arrival source: the requests given to
-`inject()` merge, in arrival order, with the scenario's own traffic (or replace it, without
-`background`). It stages arrivals only up to the tick being taken (`horizon()` is -inf), so the
-ids a tick admits are the rows of the batch it just took, and an injected request learns its id.
+front of the engine's arrival source: the requests given to `inject()` merge, in arrival order,
+with the scenario's own traffic (or replace it, without `background`). It stages arrivals only up
+to the tick being taken (`horizon()` is -inf), so the ids a tick admits are the rows of the batch it
+just took, and an injected request learns its id.
 The engine calls three hooks, each behind one `eng.external is not None` test (runs without
 served requests pay nothing more): `admitted` after each arrival tick, `prefilled` when a prefill
 batch ends (first token), `stepped` after each decode step (its tokens, MTP included). They append
