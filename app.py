@@ -36,7 +36,7 @@ from twin.ui import runnable
 from twin.ui import teach
 from twin.ui import urlstate
 from twin.ui.errors import explain
-from twin.ui.lang import _
+from twin.ui.lang import _, request_lang
 from twin.ui.polling import BEAT, TICKET, shell_stores, shell_tick, twin_for
 
 MAX_BODY_BYTES = 4 * 1024 * 1024     # a request body; the largest is a trace upload (2 MB, base64)
@@ -337,7 +337,7 @@ def on_copy_link(_clicks, href, path, choice):
     """The current run as a link (copied to the clipboard by dcc.Clipboard)."""
     parts = urlsplit(guard.text(href, 2048) or "")
     base = f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") and parts.netloc else ""
-    return urlstate.link(base, guard.text(path) or "/", twin_for(choice)[0], teach.request_lang())
+    return urlstate.link(base, guard.text(path) or "/", twin_for(choice)[0], request_lang())
 
 
 @dash.callback(

@@ -251,7 +251,7 @@ def _progress(value) -> dict[str, list[int]]:
 )
 def show_progress(progress, ids):
     """'k of n done' on each lesson card, from this browser's local store."""
-    _ = i18n.gettext(teach.request_lang())
+    _ = i18n.gettext(ui_lang.request_lang())
     prog = _progress(progress)
     out = []
     for i in ids if isinstance(ids, list) else []:
@@ -294,7 +294,7 @@ def _step_of(button_id) -> tuple[lessons.Lesson, int] | None:
 def act(clicks, progress, choice, token, viewer, secret):
     """Do the step's action on the twin this viewer watches (the control bar's path, so the lock,
     sandbox ownership and validation apply), narrate the step and open its page."""
-    _ = i18n.gettext(teach.request_lang())
+    _ = i18n.gettext(ui_lang.request_lang())
     n_msgs = len(clicks) if isinstance(clicks, list) else 0
     found = _step_of(ctx.triggered_id)
     if not any(isinstance(c, int) and c > 0 for c in (clicks if isinstance(clicks, list) else [])):
@@ -349,7 +349,7 @@ def run_step(les: lessons.Lesson, n: int, choice, token, viewer, secret, hold: b
 def go(clicks, choice, token, viewer, secret):
     """The timeline: ready the twin for a step (its speed, its action, a pause once its figures are
     there) and open the step, so the class predicts while the twin warms up."""
-    _ = i18n.gettext(teach.request_lang())
+    _ = i18n.gettext(ui_lang.request_lang())
     shown = len(ctx.outputs_list[0]) if ctx.outputs_list else 0       # the timeline's message line, if shown
     say = lambda text, cls: ([text] * shown, [cls] * shown)
     if not any(isinstance(c, int) and c > 0 for c in (clicks if isinstance(clicks, list) else [])):

@@ -2,11 +2,11 @@
 
 Each reader names one number a page draws and the page it is on; it takes the `twin.live.runner.Twin`
 and returns the value from the same snapshot fields and figure functions that page calls (the
-Overview's `snap.kpis`, the Trade-offs curve `twin.ui.tradeoffs.curve`, the Failures table
-`twin.ui.faulttable.rows`, ...), never a re-computation. A lesson figure names its reader as
+Overview's `snap.kpis`, the Trade-offs curve `twin.predict.perf.decode_curve`, the Failures table
+`twin.engine.faults.rows.rows`, ...), never a re-computation. A lesson figure names its reader as
 `name` or `name@arg` (e.g. `tradeoffs.curve_tpot_ms@96`); the loader refuses a reader of another
 page than the one the step opens, so what the class is asked to predict is on the screen.
-The twin.ui modules are imported when a figure is read (they import dash; loading lessons does not).
+No reader imports the UI (twin.ui imports the lessons).
 """
 from __future__ import annotations
 
@@ -34,18 +34,18 @@ def _last(key: str, scale: float = 1.0):
 def _curve(field: str):
     """The Trade-offs model curve at the 4K context the page opens with, at batch `arg` per NPU."""
     def read(tw, arg):
-        from twin.ui import tradeoffs
-        pts = {p["batch_per_npu"]: p for p in tradeoffs.curve(tw.snapshot.deployment, 4096)}
+        from twin.predict.perf import decode_curve
+        pts = {p["batch_per_npu"]: p for p in decode_curve(tw.snapshot.deployment, 4096)}
         return pts[int(arg)][field]
     return read
 
 
 def _fault(field: str):
-    """A cell of the Failures page's table: fault number `arg` (1 if none), `twin.ui.faulttable.rows`."""
+    """A cell of the Failures page's table: fault number `arg` (1 if none), `twin.engine.faults.rows.rows`."""
     def read(tw, arg):
-        from twin.ui import faulttable
+        from twin.engine.faults.rows import rows
         snap = tw.snapshot
-        row = next(r for r in faulttable.rows(snap.faults, snap.sim_time) if int(r["id"]) == int(arg or 1))
+        row = next(r for r in rows(snap.faults, snap.sim_time) if int(r["id"]) == int(arg or 1))
         return row[field]
     return read
 

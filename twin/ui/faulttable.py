@@ -3,9 +3,6 @@ attainment before and during each fault, over the engine's goodput windows), fai
 fault timeline and the policy and random-failure lines. Everything is built from snapshot data."""
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 
 from dash import html
@@ -17,27 +14,10 @@ from twin.ui import components
 from twin.ui import theme
 from twin.ui.faultview import ELEMENT_LABEL, KIND_LABEL, element_kind
 from twin.ui.lang import N_, _, unit
+from twin.engine.faults.rows import CSV_FIELDS, MEASURED, csv_text, impact, json_text, num, rows, state  # noqa: F401
 
 
 # ---- chart marks -------------------------------------------------------------------------------------
-
-def state(r: dict, now: float) -> str:
-    if r.get("active"):
-        if r.get("served_s") is not None:         # service back (rerouted), the part still under repair
-            return N_("served again · part in repair")
-        return N_("active · detected") if r.get("detect_s") is not None else N_("active")
-    if r.get("recover_s") is not None:
-        return N_("recovered")
-    return N_("scheduled") if r.get("at_s", 0) > now - 1e-9 else N_("starting")
-
-
-def _num(v) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
 
 MARK_LABELS = 6            # strike lines labelled on a chart (at most the newest 6)
 LABEL_ROWS = (1.0, 0.86, 0.72)   # heights (share of the plot) a label may take: near strikes are staggered
@@ -88,17 +68,17 @@ def marks(reports, now: float, t_from: float | None = None) -> tuple[list, list]
     spans, strikes, detects = [], [], []
     lo = -math.inf if t_from is None else t_from
     for r in reports or ():
-        at = _num(r.get("at_s"))
+        at = num(r.get("at_s"))
         if at is None or at > now + 1e-9 or (not r.get("active") and r.get("recover_s") is None):
             continue
-        rec = _num(r.get("served_s"))
+        rec = num(r.get("served_s"))
         end = min(at + rec, now) if rec is not None else now
         if end < lo:
             continue
         spans.append((max(at, lo), end))
         if at >= lo:
             strikes.append((at, r.get("id"), r.get("kind"), r.get("target")))
-        det = _num(r.get("detect_s"))
+        det = num(r.get("detect_s"))
         if det is not None and lo <= at + det <= now + 1e-9:
             detects.append(at + det)
     bands: list[list[float]] = []
@@ -118,13 +98,13 @@ def _labels(strikes: list, lo: float, now: float) -> list[dict]:
     none overprints another (`label_rows`); the hover says the fault in full, and a click on a label
     opens its report (the page reads the chart's clickAnnotationData)."""
     newest = sorted(sorted(strikes, key=lambda s: -int(s[1] or 0))[:MARK_LABELS])
-    rows = label_rows([s[0] for s in newest], now - lo)
+    heights = label_rows([s[0] for s in newest], now - lo)
     return [{"x": round(at, 1), "y": LABEL_ROWS[row], "xref": "x", "yref": "paper", "yanchor": "top",
              "xanchor": "left", "showarrow": False, "text": f"#{i} " + _(SHORT_LABEL.get(k, k)),
              "font": {"size": 10, "color": theme.RED}, "bgcolor": theme.PANEL, "captureevents": True,
              "hovertext": _("#%(id)s %(kind)s on %(target)s at t = %(t)s s: click for its report") % {
                  "id": i, "kind": _(KIND_LABEL.get(k, k)), "target": target, "t": f"{at:,.1f}"}, "name": f"fault-{i}"}
-            for (at, i, k, target), row in zip(newest, rows) if row is not None]
+            for (at, i, k, target), row in zip(newest, heights) if row is not None]
 
 
 # ---- the fault table --------------------------------------------------------------------------------
@@ -140,64 +120,8 @@ def link(fid: int, at: str, text: str | None = None) -> html.Button:
                        n_clicks=0, title=_("Open the report of fault #%(id)s") % {"id": fid})
 
 
-MEASURED = ("goodput_before", "goodput_during", "goodput_after", "slo_before", "slo_during", "slo_after")
-
-
-def rows(reports, now: float) -> list[dict]:
-    """One dict per fault: the engine's report (goodput and SLO attainment before, during and after
-    it, over the engine's windows, `accounting.fault_windows`, frozen once service was restored),
-    its state and its impact in words."""
-    out = []
-    for r in reports or ():
-        row = {k: r.get(k) for k in ("id", "kind", "target", "at_s", "detect_s", "recover_s", "requests_affected",
-                                     "requeued", "recomputed", "lost", *MEASURED, "active", "note")}
-        for k in MEASURED:
-            row[k] = _num(row[k])
-        row["state"] = state(r, now)
-        row["impact"] = impact(row)
-        out.append(row)
-    return out
-
-
-def impact(r: dict) -> str:
-    """What the fault cost, in plain words (English: the reports' export), from its frozen numbers."""
-    b, d = r.get("goodput_before"), r.get("goodput_during")
-    drop = (d - b) / b if b and d is not None else None
-    lost, affected = int(r.get("lost") or 0), int(r.get("requests_affected") or 0)
-    if lost:
-        return f"{lost} requests lost"
-    if drop is None:
-        return "not measured yet"
-    if drop >= -0.05:
-        why = ("no request was on the part" if not affected else
-               f"its {affected} requests were requeued and served (none lost)")
-        return f"no impact, because {why}"
-    return (f"goodput fell {-drop * 100:.0f} % until service was restored; {affected} requests affected, "
-            f"{int(r.get('requeued') or 0)} requeued, {int(r.get('recomputed') or 0)} recomputed, none lost")
-
-
-CSV_FIELDS = ("id", "kind", "target", "at_s", "detect_s", "recover_s", "requests_affected", "requeued",
-              "recomputed", "lost", *MEASURED, "state", "impact")
-
-
-def csv_text(rows_: list[dict]) -> str:
-    """The fault table as CSV (one row per fault, oldest first; empty cells for "not measured")."""
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(CSV_FIELDS)
-    for r in sorted(rows_, key=lambda x: int(x.get("id") or 0)):
-        w.writerow(["" if r.get(k) is None else r.get(k) for k in CSV_FIELDS])
-    return out.getvalue()
-
-
-def json_text(rows_: list[dict]) -> str:
-    """The fault reports as JSON (oldest first; null for "not measured")."""
-    return json.dumps([{k: r.get(k) for k in CSV_FIELDS} for r in sorted(rows_, key=lambda x: int(x.get("id") or 0))],
-                      indent=1)
-
-
 def _secs(v, pending: str = "…") -> str:
-    f = _num(v)
+    f = num(v)
     return pending if f is None else f"{f:,.1f} {unit('s')}"
 
 

@@ -1,15 +1,31 @@
 """UI text in the viewer's language: `_("...")` translates a catalog message into the language of
-the current request (`?lang=`, else the `twin_lang` cookie, else English; see `teach`), so layouts
+the current request (`?lang=`, else the `twin_lang` cookie, else English: `request_lang`), so layouts
 and callbacks alike render in the viewer's language. `N_` only marks a module-level string for
 extraction (`python -m twin.i18n update`); translate it with `_` where it is shown."""
 from __future__ import annotations
 
+import flask
+
 from twin import i18n
 from twin.i18n import terms
 
-from twin.ui.teach import request_lang
-
 __all__ = ["N_", "_", "num", "unit", "unit_or_text", "title", "system_title", "request_lang"]
+
+COOKIE = "twin_lang"
+COOKIE_AGE_S = 365 * 86400
+
+
+def request_lang() -> str:
+    """The viewer's language for this request: `?lang=` on it, else the cookie, else English."""
+    if not flask.has_request_context():
+        return i18n.DEFAULT
+    arg = flask.request.args.get("lang")
+    if arg is not None:
+        try:
+            return i18n.check_lang(arg)
+        except i18n.LangError:
+            pass
+    return i18n.lang_or_default(flask.request.cookies.get(COOKIE))
 
 
 def _(msgid: str) -> str:

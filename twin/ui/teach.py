@@ -22,23 +22,7 @@ from twin.i18n import N_
 from twin import lessons
 
 from twin.ui import guard
-
-COOKIE = "twin_lang"
-COOKIE_AGE_S = 365 * 86400
-
-
-def request_lang() -> str:
-    """The viewer's language for this request: `?lang=` on it, else the cookie, else English."""
-    if not flask.has_request_context():
-        return i18n.DEFAULT
-    arg = flask.request.args.get("lang")
-    if arg is not None:
-        try:
-            return i18n.check_lang(arg)
-        except i18n.LangError:
-            pass
-    return i18n.lang_or_default(flask.request.cookies.get(COOKIE))
-
+from twin.ui.lang import COOKIE, COOKIE_AGE_S, request_lang
 
 def bad_lang(value, lang: str) -> str:
     """The message for an unknown `lang` in a URL, in the language shown instead."""

@@ -6,7 +6,7 @@ import io
 from functools import lru_cache
 
 from twin.model.config import catalog
-from twin.predict.perf import PerfModel
+from twin.predict.perf import PerfModel, decode_curve
 
 from twin.ui import theme
 from twin.ui.figures import r4
@@ -16,20 +16,12 @@ from twin.ui.words import words
 # ref 4 (CloudMatrix-Infer) decode rows: (TPOT ms, tokens/s per NPU, label), measured on PAPER_SYSTEM only
 PAPER_POINTS = ((49.4, 1943.0, N_("batch 96")), (14.9, 538.0, N_("batch 8")))
 PAPER_SYSTEM = "cloudmatrix384"
-BATCHES = (1, 2, 4, 6, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 128, 144, 160,
-           192, 224, 256)
 KV_CHOICES = (1024, 2048, 4096, 8192, 16384, 32768)
 SLO_MIN, SLO_MAX = 5, 150
 TRAIL = 40   # live points kept on the chart
 
 # trace indices in the figure (the live tick patches 4 and 5)
 T_CURVE, T_OVER, T_PAPER, T_BEST, T_TRAIL, T_LIVE = range(6)
-
-
-@lru_cache(maxsize=32)
-def curve(deployment: str, kv_len: int) -> tuple:
-    pm = PerfModel(deployment)
-    return tuple(pm.decode_curve(kv_len, list(BATCHES)))
 
 
 @lru_cache(maxsize=256)
@@ -56,7 +48,7 @@ def default_slo(deployment: str) -> float:
 
 def figure(deployment: str, kv_len: int, slo_ms: float, trail: tuple[list, list] = ([], []),
            height: int = 520) -> dict:
-    pts = curve(deployment, kv_len)
+    pts = decode_curve(deployment, kv_len)
     fit = [p for p in pts if p["fits_kv"]]
     over = [p for p in pts if not p["fits_kv"]]
     if fit and over:
@@ -129,7 +121,7 @@ def csv_text(deployment: str, kv_len: int, slo_ms: float, trail: tuple[list, lis
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_FIELDS)
-    for p in curve(deployment, kv_len):
+    for p in decode_curve(deployment, kv_len):
         w.writerow(("model", "curve", deployment, kv_len, p["batch_per_npu"], f"{p['tpot_ms']:.4f}",
                     f"{p['tokens_per_s_per_npu']:.2f}", p["fits_kv"]))
     best = best_for_slo(deployment, slo_ms, kv_len)

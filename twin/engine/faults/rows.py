@@ -1,0 +1,85 @@
+"""The fault reports as rows: each fault's state, its measured goodput and SLO attainment before, during
+and after it, and its impact in words; exported as CSV or JSON. The Failures page's table, its export
+and the lesson checks read these rows (the table is in `twin.ui.faulttable`)."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+from twin.i18n import N_
+
+
+def state(r: dict, now: float) -> str:
+    if r.get("active"):
+        if r.get("served_s") is not None:         # service back (rerouted), the part still under repair
+            return N_("served again · part in repair")
+        return N_("active · detected") if r.get("detect_s") is not None else N_("active")
+    if r.get("recover_s") is not None:
+        return N_("recovered")
+    return N_("scheduled") if r.get("at_s", 0) > now - 1e-9 else N_("starting")
+
+
+def num(v) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+MEASURED = ("goodput_before", "goodput_during", "goodput_after", "slo_before", "slo_during", "slo_after")
+
+
+def rows(reports, now: float) -> list[dict]:
+    """One dict per fault: the engine's report (goodput and SLO attainment before, during and after
+    it, over the engine's windows, `accounting.fault_windows`, frozen once service was restored),
+    its state and its impact in words."""
+    out = []
+    for r in reports or ():
+        row = {k: r.get(k) for k in ("id", "kind", "target", "at_s", "detect_s", "recover_s", "requests_affected",
+                                     "requeued", "recomputed", "lost", *MEASURED, "active", "note")}
+        for k in MEASURED:
+            row[k] = num(row[k])
+        row["state"] = state(r, now)
+        row["impact"] = impact(row)
+        out.append(row)
+    return out
+
+
+def impact(r: dict) -> str:
+    """What the fault cost, in plain words (English: the reports' export), from its frozen numbers."""
+    b, d = r.get("goodput_before"), r.get("goodput_during")
+    drop = (d - b) / b if b and d is not None else None
+    lost, affected = int(r.get("lost") or 0), int(r.get("requests_affected") or 0)
+    if lost:
+        return f"{lost} requests lost"
+    if drop is None:
+        return "not measured yet"
+    if drop >= -0.05:
+        why = ("no request was on the part" if not affected else
+               f"its {affected} requests were requeued and served (none lost)")
+        return f"no impact, because {why}"
+    return (f"goodput fell {-drop * 100:.0f} % until service was restored; {affected} requests affected, "
+            f"{int(r.get('requeued') or 0)} requeued, {int(r.get('recomputed') or 0)} recomputed, none lost")
+
+
+CSV_FIELDS = ("id", "kind", "target", "at_s", "detect_s", "recover_s", "requests_affected", "requeued",
+              "recomputed", "lost", *MEASURED, "state", "impact")
+
+
+def csv_text(rows_: list[dict]) -> str:
+    """The fault table as CSV (one row per fault, oldest first; empty cells for "not measured")."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(CSV_FIELDS)
+    for r in sorted(rows_, key=lambda x: int(x.get("id") or 0)):
+        w.writerow(["" if r.get(k) is None else r.get(k) for k in CSV_FIELDS])
+    return out.getvalue()
+
+
+def json_text(rows_: list[dict]) -> str:
+    """The fault reports as JSON (oldest first; null for "not measured")."""
+    return json.dumps([{k: r.get(k) for k in CSV_FIELDS} for r in sorted(rows_, key=lambda x: int(x.get("id") or 0))],
+                      indent=1)
