@@ -15,6 +15,7 @@ from .cloud.cli import SCENARIOS, add_cloud_command, cmd_run_day
 from .config import CatalogError
 from .explore.cli import add_explore_commands
 from .perf import PerfModel, economics
+from .region.cli import add_region_command
 from .serve.cli import add_serve_commands
 from .topology import topology_summary
 from .validate import predictions, rows
@@ -195,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cloud_command(sub)
     add_explore_commands(sub)
     add_serve_commands(sub)
+    add_region_command(sub)
     return p
 
 

@@ -103,15 +103,20 @@ class LeastLoad(Router):
 
 @register("prefix-affinity")
 class PrefixAffinity(Router):
-    """The supernode holding the longest prefix of the prompt, unless it is loaded past the slack
-    (then the least loaded): cache hits without hot spots."""
+    """Of the supernodes within the slack of the least loaded, the one holding the longest prefix of
+    the prompt (ties: the lowest index); the least loaded when none holds any: cache hits without
+    hot spots."""
 
     def choose(self, view, blocks, session):
         if blocks:
             load = view.load()
-            leads = [view.index.lead(s, blocks) if view.up[s] else -1 for s in range(len(load))]
-            best = int(np.argmax(leads))
-            if leads[best] > 0 and view.near_least(best, load):
+            best, most = -1, 0
+            for s in range(len(load)):
+                if view.near_least(s, load):
+                    n = view.index.lead(s, blocks)
+                    if n > most:
+                        best, most = s, n
+            if best >= 0:
                 return best
         return view.least()
 

@@ -1,0 +1,58 @@
+"""Weak scaling of a region on local Dask workers: K supernodes on K workers, K = 1, 2, 4, ...
+
+Each K runs the named region's first member K times over at the same load per supernode, one
+supernode per worker, and reports wall and CPU time; `efficiency` is one supernode's speed on one
+worker over the speed per supernode at K (1.0: no cost of scale). The projection to a larger K
+uses the measured costs that grow with K: the driver's routing and the exchange per window
+(fitted as a + b K over the measured points); the workers' own compute per window stays flat.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .driver import run_region
+from .spec import RegionSpec
+
+
+def weak_scaling(spec: RegionSpec, ks: list[int], duration_s: float, window_s: float, seed: int,
+                 load: float | None = None, project_to: int = 64) -> dict:
+    rows = []
+    for k in ks:
+        before = os.getloadavg()[0]
+        out = run_region(spec.resized(k), duration_s, seed=seed, load=load, window_s=window_s, workers=k)
+        c = out["cost"]
+        cpu = sorted({p["worker_cpu_s"] for p in out["supernodes"]})
+        rows.append({"supernodes": k, "workers": out["workers"], "wall_s": c["wall_s"],
+                     "sim_s_per_wall_s": round(duration_s / c["wall_s"], 3),
+                     "worker_cpu_s": cpu, "driver_cpu_s": c["driver_cpu_s"], "windows": c["windows"],
+                     "exchange_ms_per_window": c["exchange_ms_per_window"],
+                     "driver_ms_per_window": round(1e3 * c["driver_cpu_s"] / c["windows"], 3),
+                     "sent_bytes_per_window": c["sent_bytes_per_window"],
+                     "reply_bytes_per_window": c["reply_bytes_per_window"],
+                     "completed": out["regional"]["requests"]["completed"],
+                     "load_average_1m": [round(before, 2), round(os.getloadavg()[0], 2)]})
+    base = rows[0]["wall_s"] * (1 if rows[0]["supernodes"] == 1 else 1)
+    for r in rows:
+        r["efficiency"] = round(base / r["wall_s"], 3)
+    return {"region": spec.name, "deployment": spec.deployments[0], "duration_s": duration_s,
+            "window_s": window_s, "cpus": os.cpu_count(), "rows": rows,
+            "projection": project(rows, project_to)}
+
+
+def project(rows: list[dict], k: int) -> dict:
+    """Efficiency at `k` supernodes on `k` workers (a core each) from the measured costs: the
+    compute per window of one worker (its CPU over the windows, at K = 1), plus the exchange and
+    the driver's work per window, each fitted as a + b K."""
+    ks = np.array([r["supernodes"] for r in rows], dtype=float)
+    compute = 1e3 * max(rows[0]["worker_cpu_s"]) / rows[0]["windows"]
+    fit = {}
+    for key in ("exchange_ms_per_window", "driver_ms_per_window", "sent_bytes_per_window"):
+        y = np.array([r[key] for r in rows], dtype=float)
+        b, a = np.polyfit(ks, y, 1) if len(ks) > 1 else (0.0, y[0])
+        fit[key] = {"a": round(float(a), 3), "b_per_supernode": round(float(b), 3),
+                    f"at_{k}": round(float(a + b * k), 1)}
+    over = fit["exchange_ms_per_window"][f"at_{k}"] + fit["driver_ms_per_window"][f"at_{k}"]
+    return {"supernodes": k, "worker_compute_ms_per_window": round(compute, 3), "fits": fit,
+            "efficiency": round(compute / (compute + max(over, 0.0)), 3)}
