@@ -50,7 +50,7 @@ class OnDask:
             if workers:
                 self.client.wait_for_workers(workers, timeout=60)
             names = sorted(self.client.scheduler_info()["workers"])
-            self.workers = len(names)
+            self.workers = min(len(names), len(parts))       # the workers that hold a group
             with self.client.as_current():      # actors find their client as the current one
                 futures = [self.client.submit(Group, p, actor=True, pure=False, workers=[names[k % len(names)]])
                            for k, p in enumerate(parts)]
