@@ -201,3 +201,20 @@ def test_catalog_regions_load_and_name_their_systems():
     assert spec.resized(4).deployments == ("cloudmatrix-infer-384",) * 4
     with pytest.raises(ValueError, match="cache reuse 'maybe': allowed off, fetch"):
         Region(spec, 1.0, cache_reuse="maybe", distributed=False)
+
+
+def test_a_fetch_takes_the_missing_blocks_at_link_speed_one_at_a_time():
+    reg = Region(region("cm384-pair"), 2.0, distributed=False)
+    bb = reg.info[0]["block_bytes"]
+    reg.view.index.add(0, [1, 2, 3])
+    reg.view.index.add(1, [1])
+    store = []
+    first = reg._fetch(1, 0.5, [1, 2, 3, 4], store)
+    assert store == [2, 3]                                     # supernode 1 had block 1 already
+    assert first == pytest.approx(0.5 + 2 * bb * 8 / 400e9 + 20e-6, abs=1e-12)
+    second = reg._fetch(1, 0.5, [1, 2, 3, 4], [])           # queued behind the first on link 0 -> 1
+    assert second == pytest.approx(first + 2 * bb * 8 / 400e9, abs=1e-12)
+    assert reg._fetch(0, 0.5, [1, 2, 3], []) == 0.5            # it holds them all: no fetch
+    reg.link_up[0, 1] = False
+    assert reg._fetch(1, 0.7, [1, 2, 3, 4], []) == 0.7        # the link is down: recompute instead
+    assert reg.fetch["requests"] == 2 and reg.fetch["blocks"] == 4
