@@ -111,7 +111,8 @@ class Region:
         self.moved = {"out": 0, "in": 0}
         self.routed = np.zeros(k, dtype=np.int64)
         self.fetch = {"requests": 0, "blocks": 0, "bytes": 0.0, "delay_s": 0.0, "max_delay_s": 0.0}
-        self.stats = {"windows": 0, "wait_s": 0.0, "busy_s": 0.0, "sent_bytes": 0, "reply_bytes": 0}
+        self.stats = {"windows": 0, "wait_s": 0.0, "busy_s": 0.0, "sent_bytes": 0, "reply_bytes": 0,
+                      "route_s": 0.0}
 
     # ---- faults ------------------------------------------------------------------------------------
     def _land_faults(self, t: float) -> list[tuple]:
@@ -221,13 +222,16 @@ class Region:
             t = end
         if self.later:     # fetches done after the last edge: their requests still reach their supernode
             self._window(max(x[0] for x in self.later) + ARRIVAL_TICK_S, [])
-        parts = self.pool.call("finish", [(drain_cap,)] * len(self.pool.groups))
         wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        parts = self.pool.call("finish", [(drain_cap,)] * len(self.pool.groups))
+        self.stats["finish_s"] = time.perf_counter() - w0 - wall
         return self._report(parts, drain_cap, wall, cpu)
 
     def _window(self, end: float, reqs: list[tuple]) -> None:
         """Route `reqs`, send every group its supernodes' share, advance all to `end`, read loads."""
+        r0 = time.process_time()
         lists, stores = self._route(reqs, end)
+        self.stats["route_s"] += time.process_time() - r0
         args = [(end, {i: self._batch(lists[i]) for i in r if lists[i]},
                  {i: np.array(stores[i], dtype=np.int64) for i in r if stores[i]}) for r in self._parts()]
         st = self.stats
@@ -243,6 +247,13 @@ class Region:
             for i, v in loads.items():
                 load[i] = v
         self.view.edge(load)
+
+    def round_trip_ms(self, n: int = 20) -> float:
+        """A call to every group that does nothing, timed: the exchange's floor per window."""
+        t0 = time.perf_counter()
+        for _ in range(n):
+            self.pool.call("ping", [()] * len(self.pool.groups))
+        return round(1e3 * (time.perf_counter() - t0) / n, 3)
 
     def _parts(self) -> list[range]:
         return partition(self.spec.size, len(self.pool.groups))
@@ -299,8 +310,10 @@ class Region:
                           "link_gbps": self.spec.link_gbps, "link_latency_us": self.spec.link_latency_us},
             },
             "supernodes": per,
-            "cost": {"wall_s": round(wall, 3), "driver_cpu_s": round(cpu, 3), "windows": st["windows"],
+            "cost": {"wall_s": round(wall, 3), "finish_wall_s": round(st["finish_s"], 3), "driver_cpu_s": round(cpu, 3), "windows": st["windows"],
                      "exchange_ms_per_window": round(1e3 * (st["wait_s"] - st["busy_s"]) / n, 3),
+                     "route_ms_per_window": round(1e3 * st["route_s"] / n, 3),
+                     "round_trip_ms": self.round_trip_ms(),
                      "sent_bytes_per_window": round(st["sent_bytes"] / n), "reply_bytes_per_window":
                      round(st["reply_bytes"] / n)},
         }

@@ -123,6 +123,9 @@ class Group:
         self.busy_s += busy
         return {i: self._load(i) for i in self.engines if i not in self.failed}, busy
 
+    def ping(self) -> None:
+        """Nothing: the driver times calls to it (the exchange's fixed cost)."""
+
     def fail(self, i: int) -> dict:
         """Supernode `i` is lost at its current time: it never advances again, and the requests it
         held (admitted and in flight, or on their way) go back to the router to serve elsewhere,

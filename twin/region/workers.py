@@ -46,6 +46,7 @@ class OnDask:
                                         host="127.0.0.1", dashboard_address=None)
             address = self.cluster.scheduler_address
         self.client = runner.connect(address)
+        self.client.direct_to_workers = True     # actor calls go straight to the worker, not through the scheduler
         try:
             if workers:
                 self.client.wait_for_workers(workers, timeout=60)
