@@ -58,8 +58,9 @@ def cmd_region(a) -> int:
     g = out["regional"]
     r = g["requests"]
     print(f"region {out['region']}: {len(out['supernodes'])} supernodes, {out['policy']}, cache reuse "
-          f"{out['cache_reuse']}, window {out['window_s']:g} s, {out['workers']} worker(s), {out['sim_seconds']} s "
-          f"simulated in {out['cost']['wall_s']} s (seed {out['seed']})")
+          f"{out['cache_reuse']}, window {out['window_s']:g} s, {out['workers']} worker(s), seed {out['seed']}: "
+          f"{out['duration_s']:g} s simulated in {out['cost']['wall_s']} s, then to {out['sim_seconds']} s "
+          f"(drain and report) in {out['cost']['finish_wall_s']} s")
     print(f"  region     arrived {r['arrived']}  completed {r['completed']}  rejected {r['rejected']}  timed out "
           f"{r['timed_out']}  in flight {r['in_flight']}  moved {r['moved']['in']}  lost {r['lost']}")
     print(f"             {g['throughput_rps']} req/s  TTFT ms p50 {g['ttft_ms']['p50']} p99 {g['ttft_ms']['p99']}  "
