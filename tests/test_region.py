@@ -218,3 +218,27 @@ def test_a_fetch_takes_the_missing_blocks_at_link_speed_one_at_a_time():
     reg.link_up[0, 1] = False
     assert reg._fetch(1, 0.7, [1, 2, 3, 4], []) == 0.7        # the link is down: recompute instead
     assert reg.fetch["requests"] == 2 and reg.fetch["blocks"] == 4
+
+
+def test_least_load_assigns_a_window_at_once_as_it_would_one_by_one(monkeypatch):
+    rng = np.random.default_rng(0)
+    r = make("least-load")
+    for _ in range(200):
+        k = int(rng.integers(1, 9))
+        v = View(rng.choice([1.0, 2.5, 111.38], k))
+        v.edge(rng.integers(0, 50, k).astype(float))
+        v.sent = rng.integers(0, 5, k).astype(float)
+        v.up = rng.random(k) > 0.2
+        v.up[0] |= not v.up.any()
+        n = int(rng.integers(0, 300))
+        at_once = r.assign(v, n).tolist()
+        one_by_one = []
+        for _ in range(n):
+            one_by_one.append(r.choose(v, [], 0))
+            v.sent[one_by_one[-1]] += 1
+        assert at_once == one_by_one
+    kw = dict(window_s=0.5, faults=(parse_fault("supernode:2@1", 3, 6.0),))
+    fast = _trio(**kw)
+    monkeypatch.setattr(type(r), "assign", None)       # the router's one-by-one path
+    slow = _trio(**kw)
+    assert _comparable(fast) == _comparable(slow)
