@@ -51,13 +51,16 @@ def weak_scaling(spec: RegionSpec, ks: list[int], duration_s: float, window_s: f
 def project(rows: list[dict], k: int) -> dict:
     """Efficiency at `k` supernodes on `k` workers (a core each) from the measured costs. A window
     takes the driver's routing, a round trip to every worker, and one worker's compute (its CPU per
-    window at the first K: one supernode); routing and the round trip are fitted as a + b K."""
+    window at the first K: one supernode); routing and the round trip are fitted as a + b K (b >= 0:
+    a slope below zero is the noise of a shared machine, taken as flat at the largest measured)."""
     ks = np.array([r["supernodes"] for r in rows], dtype=float)
     compute = 1e3 * max(rows[0]["worker_cpu_s"]) / rows[0]["windows"] / rows[0]["supernodes"]
     fit = {}
     for key in ("route_ms_per_window", "round_trip_ms", "sent_bytes_per_window"):
         y = np.array([r[key] for r in rows], dtype=float)
         b, a = np.polyfit(ks, y, 1) if len(ks) > 1 else (0.0, y[0])
+        if b < 0:              # noise on a shared machine: a cost does not fall with K
+            b, a = 0.0, float(y.max())
         fit[key] = {"a": round(float(a), 3), "b_per_supernode": round(float(b), 3)}
     window = lambda n: compute + sum(max(f["a"] + f["b_per_supernode"] * n, 0.0)
                                      for key, f in fit.items() if key != "sent_bytes_per_window")
