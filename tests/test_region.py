@@ -189,6 +189,8 @@ def test_bad_input_says_what_is_allowed(args, says):
      "unknown key 'x'"),
     ({"members": [{"deployment": "cloudmatrix-infer-paper"}], "link_gbps": 1, "link_latency_us": 1,
       "scenario": "nope"}, "scenario = 'nope': unknown"),
+    ({"members": [{"deployment": "cloudmatrix-infer-paper"}], "link_gbps": 1, "link_latency_us": 1,
+      "scenario": "mooncake-replay"}, "scenario = 'mooncake-replay': replays a trace; allowed a synthetic"),
 ])
 def test_bad_region_entries_are_refused(raw, says):
     with pytest.raises(CatalogError, match=re.escape(says)):

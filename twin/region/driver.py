@@ -69,6 +69,8 @@ def _sessions(first: int, n: int, seed: int) -> np.ndarray:
 
 
 class Region:
+    """One region run: the router, the window loop, the faults; `run()` returns the report."""
+
     def __init__(self, spec: RegionSpec, duration_s: float, seed: int = 0, load: float | None = None,
                  policy: str = "least-load", cache_reuse: str = "off", window_s: float = 1.0,
                  faults: tuple = (), workers: int | None = None, scheduler: str | None = None,
@@ -96,8 +98,12 @@ class Region:
         self.where = [g for g, r in enumerate(partition(k, groups)) for _ in r]
         self.pool = OnDask(parts, workers, scheduler) if distributed else InProcess(parts)
         info: dict[int, dict] = {}
-        for part in self.pool.call("info", [()] * len(parts)):
-            info.update(part)
+        try:
+            for part in self.pool.call("info", [()] * len(parts)):
+                info.update(part)
+        except BaseException:
+            self.pool.close()
+            raise
         self.info = [info[i] for i in range(k)]
         self.view = View(np.array([m["capacity_rps"] for m in self.info]))
         sc = load_scenario(spec.scenario, seed=seed, duration_s=duration_s)

@@ -70,7 +70,9 @@ def _parse(name: str, raw: dict) -> RegionSpec:
         raise CatalogError(f"{where}: {len(deps)} supernodes; allowed at most {MAX_MEMBERS}")
     from ..engine.scenario import load_scenario
     scenario = str(raw.get("scenario", "default"))
-    load_scenario(scenario)                     # unknown scenario -> the list of allowed ones
+    if load_scenario(scenario).workload != "synthetic":     # unknown -> the list of allowed ones
+        raise CatalogError(f"{where}.scenario = {scenario!r}: replays a trace; allowed a synthetic scenario "
+                           f"(the router draws the region's arrivals at its load)")
     return RegionSpec(name, str(raw.get("description", "")), scenario, tuple(deps),
                       _number(where, "link_gbps", raw.get("link_gbps"), 0, 1e6),
                       _number(where, "link_latency_us", raw.get("link_latency_us"), 0, 1e7))
