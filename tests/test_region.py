@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.test_cli import cli, cli_json
-from twin.config import CatalogError
+from twin.model.config import CatalogError
 from twin.engine import Engine
 from twin.region import Region, parse_fault, region, run_region
 from twin.region import member

@@ -7,8 +7,8 @@ member.py    the worker side: a group of engines fed the router's arrivals at wi
 workers.py   where the groups run: in this process, or as Dask actors
 driver.py    the window loop, faults and fail-over, prefix fetches, the regional report and audit
 """
-from .driver import Region, parse_fault, run_region
-from .routing import REGISTRY as ROUTERS
-from .spec import names, region
+from twin.region.driver import Region, parse_fault, run_region
+from twin.region.routing import REGISTRY as ROUTERS
+from twin.region.spec import names, region
 
 __all__ = ["ROUTERS", "Region", "names", "parse_fault", "region", "run_region"]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..cli_args import add_setting, dumps, name, number
-from .driver import CACHE_REUSE, parse_fault, run_region
-from .routing import REGISTRY
-from .scaling import weak_scaling
-from .spec import names, region
+from twin.cli.args import add_setting, dumps, name, number
+from twin.region.driver import CACHE_REUSE, parse_fault, run_region
+from twin.region.routing import REGISTRY
+from twin.region.scaling import weak_scaling
+from twin.region.spec import names, region
 
 
 def _ks(text: str) -> list[int]:
@@ -44,7 +44,7 @@ def cmd_region(a) -> int:
         return 0
     if a.in_process and (a.scheduler or a.workers):
         raise ValueError("--in-process runs every supernode in this process; allowed without --scheduler and --workers")
-    from ..explore.runner import scheduler_address
+    from twin.explore.executor import scheduler_address
     scheduler = scheduler_address(a.scheduler)
     workers = a.workers or (None if scheduler else min(spec.size, os.cpu_count() or 1))
     drain = None if a.drain is None else (600.0 if a.drain == "default" else _cap(a.drain))

@@ -24,14 +24,14 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..engine import Engine
-from ..engine.core import ARRIVAL_TICK_S
-from ..engine.metrics import LogHistogram
-from ..engine.scenario import load_scenario
-from ..engine.source import Batch, _concat
-from .routing import View, make
-from .spec import RegionSpec
-from .workers import InProcess, OnDask, partition
+from twin.engine import Engine
+from twin.engine.core import ARRIVAL_TICK_S
+from twin.engine.metrics import LogHistogram
+from twin.engine.scenario import load_scenario
+from twin.engine.source import Batch, _concat
+from twin.region.routing import View, make
+from twin.region.spec import RegionSpec
+from twin.region.workers import InProcess, OnDask, partition
 
 CACHE_REUSE = ("off", "fetch")
 SESSIONS = 2000        # assumption: the region's users, each request from one drawn uniformly (session affinity)

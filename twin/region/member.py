@@ -14,9 +14,9 @@ import time
 import numpy as np
 from simpy.events import URGENT
 
-from ..engine import Engine, report
-from ..engine.scenario import load_scenario
-from ..engine.source import Batch, _concat
+from twin.engine import Engine, report
+from twin.engine.scenario import load_scenario
+from twin.engine.source import Batch, _concat
 
 
 class RoutedSource:

@@ -14,8 +14,8 @@ import os
 
 import numpy as np
 
-from .driver import run_region
-from .spec import RegionSpec
+from twin.region.driver import run_region
+from twin.region.spec import RegionSpec
 
 
 def weak_scaling(spec: RegionSpec, ks: list[int], duration_s: float, window_s: float, seed: int,

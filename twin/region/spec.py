@@ -10,7 +10,7 @@ import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..config import CATALOG_DIR, CatalogError, catalog
+from twin.model.config import CATALOG_DIR, CatalogError, catalog
 
 MAX_MEMBERS = 64      # the Atlas 950 SuperCluster's 64 SuperPoDs (next-supernodes.md "SuperClusters")
 
@@ -68,7 +68,7 @@ def _parse(name: str, raw: dict) -> RegionSpec:
         deps += [m["deployment"]] * _check_count(f"{where}.members[{k}]", m.get("count", 1))
     if len(deps) > MAX_MEMBERS:
         raise CatalogError(f"{where}: {len(deps)} supernodes; allowed at most {MAX_MEMBERS}")
-    from ..engine.scenario import load_scenario
+    from twin.engine.scenario import load_scenario
     scenario = str(raw.get("scenario", "default"))
     if load_scenario(scenario).workload != "synthetic":     # unknown -> the list of allowed ones
         raise CatalogError(f"{where}.scenario = {scenario!r}: replays a trace; allowed a synthetic scenario "

@@ -7,7 +7,7 @@ workers must import this `twin` (a remote cluster: the same checkout on its PYTH
 """
 from __future__ import annotations
 
-from .member import Group
+from twin.region.member import Group
 
 
 def partition(n: int, groups: int) -> list[range]:
@@ -39,7 +39,7 @@ class OnDask:
     def __init__(self, parts: list[dict], workers: int | None, address: str | None):
         from distributed import LocalCluster
 
-        from ..explore import runner
+        from twin.explore import executor as runner
         self.cluster = None
         if address is None:
             self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
