@@ -16,6 +16,7 @@ from twin.cli.cloud import SCENARIOS, add_cloud_command, cmd_run_day
 from twin.model.config import CatalogError
 from twin.cli.explore import add_explore_commands
 from twin.predict.perf import PerfModel, economics
+from twin.cli.region import add_region_command
 from twin.cli.serve import add_serve_commands
 from twin.topology import topology_summary
 from twin.predict.validate import predictions, rows
@@ -198,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_commands(sub)
     add_cloud_command(sub)
     add_explore_commands(sub)
+    add_region_command(sub)
     add_serve_commands(sub)
     return p
 

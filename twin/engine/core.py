@@ -38,11 +38,10 @@ from twin.engine.requests import DONE, KEEP_ROWS, MAX_WINDOW_ROWS, QUEUED, Reque
 from twin.engine.scenario import Scenario, load_scenario
 from twin.engine.scheduling import Policies
 from twin.engine.snapshot import Snapshot
-from twin.engine.source import Staged, SyntheticSource, TraceSource
+from twin.engine.source import ARRIVAL_TICK_S, Staged, make_source
 from twin.engine.timing import MAX_REUSE, StepTimes
 from twin.engine.transfer import KvTransfers
 
-ARRIVAL_TICK_S = 0.005    # assumption: the global scheduler assigns new requests every 5 ms
 MAX_EVENTS = 200          # events kept for the UI
 TICK_EPS = 1e-9           # float slack when mapping times onto arrival ticks
 ARRIVAL_EPS = 1e-12       # float slack: an arrival at a tick's exact time belongs to that tick
@@ -152,19 +151,12 @@ class Engine:
 
     def _make_source(self):
         sc = self.scenario
-        if sc.workload == "trace":
-            src = TraceSource(sc.trace, sc.speedup, sc.loop, sc.trace_format, sc.lenient)
-            skipped = src.workload.skipped
-            if skipped:
-                self.log("trace", N_("lenient mode skipped %(n)s bad rows: %(why)s"), n=skipped,
-                         why="; ".join(src.workload.skip_reasons[:3]))
-            return src
-        kw = dict(arrival=sc.arrival, cv=sc.cv, diurnal_amplitude=sc.diurnal_amplitude,
-                  diurnal_period_s=sc.diurnal_period_s, input=sc.input.dist(),
-                  output=sc.output.dist(), reuse_rate=sc.reuse_rate, prefix_pool=sc.prefix_pool,
-                  block_size=sc.block_size)
-        rate = sc.rate or sc.load * self.capacity_rps()
-        return SyntheticSource(rate, sc.seed, kw)
+        src = make_source(sc, None if sc.workload == "trace" or sc.rate else self.capacity_rps())
+        skipped = src.workload.skipped if sc.workload == "trace" else 0
+        if skipped:
+            self.log("trace", N_("lenient mode skipped %(n)s bad rows: %(why)s"), n=skipped,
+                     why="; ".join(src.workload.skip_reasons[:3]))
+        return src
 
     def capacity_rps(self, input_mean: float | None = None, output_mean: float | None = None) -> float:
         """Requests/s the bottleneck pool sustains for the scenario's mean lengths (predictor)."""

@@ -21,7 +21,7 @@ import numpy as np
 
 from twin.engine.ports import ExtensionHost
 from twin.engine.requests import DONE, REJECT_REASONS, REJECTED
-from twin.engine.source import Batch, _concat
+from twin.engine.source import Batch, concat
 
 
 class External:
@@ -77,7 +77,7 @@ class External:
                      np.array([m[2] for m in mine], dtype=np.int64),
                      np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
                      np.concatenate([m[3] for m in mine]).astype(np.int64))
-        both = _concat([base, ours])
+        both = concat([base, ours])
         n_base = len(base) if base is not None else 0
         # stable merge by arrival: the background's rows first at equal times
         order = np.argsort(both.arrival, kind="stable")

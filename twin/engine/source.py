@@ -17,6 +17,7 @@ from twin.model import settings
 
 CHUNK_S = 30.0     # synthetic generation window, sim seconds (a memory/speed trade-off only)
 STAGE_S = 1.0      # arrivals written into the request table ahead of their ticks (speed only)
+ARRIVAL_TICK_S = 0.005    # assumption: the global scheduler assigns new requests every 5 ms
 
 
 @dataclass
@@ -92,7 +93,7 @@ class TraceSource:
                 self.exhausted = self._i >= len(a)
                 break
             self._i, self._lap = 0, self._lap + 1
-        return _concat(parts)
+        return concat(parts)
 
     def next_arrival(self) -> float:
         """Arrival time of the next request not yet taken (inf when the trace is done)."""
@@ -136,7 +137,7 @@ class SyntheticSource:
         c = self._chunk(self._gen_until)
         p = self._pending
         rest = p.slice(self._pos, len(p)) if p is not None and self._pos < len(p) else None
-        self._pending, self._pos = _concat([rest, c]), 0
+        self._pending, self._pos = concat([rest, c]), 0
         self._gen_until += CHUNK_S
 
     def next_arrival(self) -> float:
@@ -164,7 +165,7 @@ class SyntheticSource:
         self._gen_until = now
 
 
-def _concat(parts: list) -> Batch | None:
+def concat(parts: list) -> Batch | None:
     parts = [p for p in parts if p is not None and len(p.arrival)]
     if not parts:
         return None
@@ -237,4 +238,16 @@ class Staged:
         self.source.set_rate(now, rate)
         self.req.unstage()
         self._t, self._pos, self._until, self._long = [], 0, -float("inf"), []
+
+
+def make_source(sc, capacity_rps: float | None = None):
+    """The arrivals of scenario `sc`: its trace, or synthetic arrivals at its rate (else its load times
+    `capacity_rps`, the deployment's capacity by the predictor)."""
+    if sc.workload == "trace":
+        return TraceSource(sc.trace, sc.speedup, sc.loop, sc.trace_format, sc.lenient)
+    kw = dict(arrival=sc.arrival, cv=sc.cv, diurnal_amplitude=sc.diurnal_amplitude,
+              diurnal_period_s=sc.diurnal_period_s, input=sc.input.dist(),
+              output=sc.output.dist(), reuse_rate=sc.reuse_rate, prefix_pool=sc.prefix_pool,
+              block_size=sc.block_size)
+    return SyntheticSource(sc.rate or sc.load * capacity_rps, sc.seed, kw)
 
