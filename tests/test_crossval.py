@@ -40,6 +40,24 @@ def test_bands_and_labels():
     assert row == {"label": "calibration", "band_pct": 0.0, "band_basis": "kernel table, leave one row out"}
 
 
+def test_a_label_holds_only_at_its_rows_conditions(capsys):
+    from twin.__main__ import main
+    from twin.validate import decode_point, prefill_point
+    assert crossval.band("decode", "sglang-h100", "decode", decode_point(128, 4096))["label"] == "validation"
+    off = crossval.band("decode", "sglang-h100", "decode", decode_point(64, 4096))
+    assert off["label"] == "prediction" and off["band_basis"].endswith("; away from their conditions")
+    # DeepSeek's profile rows are balanced: at the default placement a prediction
+    assert crossval.band("prefill", "deepseek-h800-profile", "prefill",
+                         prefill_point(balance="perfect"))["label"] == "calibration"
+    assert crossval.band("prefill", "deepseek-h800-profile", "prefill", prefill_point())["label"] == "prediction"
+    # the EMS row (90% reuse) is a calibration point of the paper's deployment, 50% reuse is not
+    assert crossval.band("prefill", "cloudmatrix-infer-paper", "prefill", prefill_point(reuse=0.9))["label"] == "calibration"
+    assert crossval.band("prefill", "cloudmatrix-infer-paper", "prefill", prefill_point(reuse=0.5))["label"] == "prediction"
+    for batch, label in (("96", "calibration"), ("64", "prediction")):
+        assert main(["perf", "decode", "--batch", batch, "--kv", "4096", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["label"] == label
+
+
 @pytest.mark.parametrize("argv", [["perf", "decode", "--json"], ["perf", "prefill", "--json"],
                                   ["perf", "alltoall", "--ep", "48", "--tokens", "4096", "--json"]])
 def test_perf_prints_a_band(argv, capsys):
