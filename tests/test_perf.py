@@ -551,7 +551,7 @@ def test_normal_kernel_nic_is_capped_by_its_peer_connections():
     # EP16 = 2 nodes: one remote peer per GPU, so the NIC moves at most rdma_peer_gbps
     from twin.predict.comm import ClusterFabric, Traffic
     f = ClusterFabric(8, 200, 50, 0.7, 3.0)
-    k = {"rdma_efficiency": 0.8, "rdma_peer_gbps": 20.0}
+    k = {"rdma_efficiency": 0.8, "rdma_peer_gbps": 20.0, "rdma_qp_penalty": 0.0}
     assert f.rdma_rate(Traffic(16, 4096, 1000, 8), "normal", k) == pytest.approx(20e9)
     assert f.rdma_rate(Traffic(32, 4096, 1000, 8), "normal", k) == pytest.approx(40e9)   # 3 peers
     assert f.rdma_rate(Traffic(16, 128, 1000, 8), "low-latency", k) == pytest.approx(40e9)
