@@ -1,10 +1,10 @@
-"""Leave-one-source-out cross-validation (twin/crossval.py) and the bands perf and compare print."""
+"""Leave-one-source-out cross-validation (twin/predict/crossval.py) and the bands perf and compare print."""
 import json
 
 import pytest
 
-from twin import crossval
-from twin.validate import TARGETS
+from twin.predict import crossval
+from twin.predict.validate import TARGETS
 
 
 def test_stored_crossval_covers_every_fitted_source_and_validation_row():
@@ -41,8 +41,8 @@ def test_bands_and_labels():
 
 
 def test_a_label_holds_only_at_its_rows_conditions(capsys):
-    from twin.__main__ import main
-    from twin.validate import decode_point, prefill_point
+    from twin.cli.main import main
+    from twin.predict.validate import decode_point, prefill_point
     assert crossval.band("decode", "sglang-h100", "decode", decode_point(128, 4096))["label"] == "validation"
     off = crossval.band("decode", "sglang-h100", "decode", decode_point(64, 4096))
     assert off["label"] == "prediction" and off["band_basis"].endswith("; away from their conditions")
@@ -61,7 +61,7 @@ def test_a_label_holds_only_at_its_rows_conditions(capsys):
 @pytest.mark.parametrize("argv", [["perf", "decode", "--json"], ["perf", "prefill", "--json"],
                                   ["perf", "alltoall", "--ep", "48", "--tokens", "4096", "--json"]])
 def test_perf_prints_a_band(argv, capsys):
-    from twin.__main__ import main
+    from twin.cli.main import main
     assert main(argv) == 0
     d = json.loads(capsys.readouterr().out)
     keys = [k for k in d if k.endswith("band_pct")]

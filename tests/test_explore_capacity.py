@@ -4,10 +4,10 @@ import json
 import pytest
 
 from tests.test_cli import cli
-from twin.config import catalog
+from twin.model.config import catalog
 from twin.explore import capacity as C
 from twin.explore.compare import SYSTEMS, alltoall_share, compare, ep_sweep
-from twin.perf import PerfModel
+from twin.predict.perf import PerfModel
 
 DEP = "cloudmatrix-infer-paper"
 

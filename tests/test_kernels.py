@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from twin.perf import PerfModel, with_net
+from twin.predict.perf import PerfModel, with_net
 from twin.predict import kernels
 from twin.predict.comm import distinct
 
@@ -82,7 +82,7 @@ def test_bad_table_is_refused(tmp_path):
 
 
 def test_perf_alltoall_prints_its_source(capsys):
-    from twin.__main__ import main
+    from twin.cli.main import main
     assert main(["perf", "alltoall", "--ep", "128", "--tokens", "4096", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["dispatch_gbps_ranks"] == 57 and d["combine_gbps_ranks"] == 81
@@ -90,7 +90,7 @@ def test_perf_alltoall_prints_its_source(capsys):
 
 
 def test_perf_refuses_a_batch_whose_kv_does_not_fit(capsys):
-    from twin.__main__ import main
+    from twin.cli.main import main
     cap = PerfModel("gb200-nvl72-r1").max_batch_per_die(2048)
     assert cap == 1033
     assert main(["perf", "decode", "--deployment", "gb200-nvl72-r1", "--batch", "1408", "--kv", "2048"]) == 2
@@ -208,7 +208,7 @@ def test_bad_decode_attention_table_is_refused(tmp_path):
 
 
 def test_perf_decode_prints_its_kernel_sources(capsys):
-    from twin.__main__ import main
+    from twin.cli.main import main
     assert main(["perf", "decode", "--deployment", H800, "--batch", "128", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["kernel_sources"]["experts"].startswith("table: DeepGEMM grouped masked")

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from twin.perf import HEALTHY, NetState, PerfModel, with_net
-from twin.validate import PAPER, TARGETS, rows
+from twin.predict.perf import HEALTHY, NetState, PerfModel, with_net
+from twin.predict.validate import PAPER, TARGETS, rows
 
 SLO_MS = 50.0
 
@@ -43,7 +43,7 @@ def test_targets_are_the_reference_rows():
 
 
 def test_no_constant_is_fitted_to_a_validation_row():
-    from twin.calibrate import GROUPS
+    from twin.predict.calibrate import GROUPS
     assert all(t.group == "none" for t in TARGETS if t.kind == "validation")
     # "table": kernel-table rows the predictor reads directly (kernels.toml); nothing is fitted to them
     assert {t.group for t in TARGETS if t.kind == "calibration"} == set(GROUPS) | {"table"}
@@ -406,7 +406,7 @@ def test_low_latency_kernels_run_their_copies_on_the_sms():
 def test_overlap_constant_is_fitted_to_no_sglang_row():
     """The GPU validation is independent: the overlap's constant is fitted to DeepSeek's profile,
     and no calibration row comes from SGLang's blog, whose rows validate it."""
-    from twin.calibrate import GROUPS
+    from twin.predict.calibrate import GROUPS
     assert GROUPS["sm_overlap"] == [("sm_overlap", "corun_stretch", 0.0, 3.0)]
     fitted = {t.source for t in TARGETS if t.group == "sm_overlap"}
     assert fitted == {"ref G 1 DeepSeek profile"}
@@ -451,7 +451,7 @@ def test_hbm_budget_accounts_for_the_whole_die(pm):
 
 
 def test_economics_figures(pm):
-    from twin.perf import economics
+    from twin.predict.perf import economics
     f = economics(pm, 1943.0)
     assert f["tokens_per_s_per_tflops"] == pytest.approx(1943 / 1504, abs=1e-3)   # ref 1: ~1,504 INT8 TOPS
     assert f["tokens_per_s_per_kw"] == pytest.approx(1943 / pm.system.chip_power_kw, abs=0.1)
@@ -461,7 +461,7 @@ def test_economics_figures(pm):
 
 @pytest.mark.parametrize("name", ["gb200-nvl72-r1", "hgx-b200-r1"])
 def test_new_systems_are_labelled_predictions(name):
-    from twin.validate import predictions
+    from twin.predict.validate import predictions
     p = PerfModel(name)
     assert p.dep.prediction and p.chip.fp8_tflops >= 4500
     labels = {r["label"] for r in predictions() if r["deployment"] == name}
@@ -470,7 +470,7 @@ def test_new_systems_are_labelled_predictions(name):
 
 def test_perf_alltoall_command(capsys):
     import json as _json
-    from twin.__main__ import main
+    from twin.cli.main import main
     argv = ["perf", "alltoall", "--deployment", "deepseek-h800", "--ep", "64", "--tokens", "128",
             "--kernel", "low-latency", "--json"]
     assert main(argv) == 0
@@ -494,7 +494,7 @@ def test_perf_alltoall_command(capsys):
     (["perf", "alltoall", "--ep", "8", "--tokens", "-1"], "tokens = -1.0: must be > 0"),
 ])
 def test_perf_alltoall_bad_input(argv, msg, capsys):
-    from twin.__main__ import main
+    from twin.cli.main import main
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert msg in err and err.count("\n") == 1
@@ -514,8 +514,8 @@ def test_pipelining_is_decided_per_operating_point(pm):
 def test_perf_toml_holds_the_fitted_constants():
     # `python -m twin calibrate` refits every group from the current values; perf.toml must already
     # hold its result (so every calibrated constant is what its rows fix, nothing hand-tuned)
-    from twin.calibrate import GROUPS, fit
-    from twin.perf import constants
+    from twin.predict.calibrate import GROUPS, fit
+    from twin.predict.perf import constants
     k, worst = fit()
     assert worst <= 1
     for free in GROUPS.values():
@@ -585,7 +585,7 @@ def test_fp4_weights_and_fp8_kv_are_expressible():
 def test_fp4_on_hopper_is_refused():
     with pytest.raises(ValueError, match=r"precision = 'nvfp4': h800 has no nvfp4 \(allowed: int8, bf16, fp8\)"):
         PerfModel("deepseek-h800").decode_step(128, 4096, precision="nvfp4")
-    from twin.config import CatalogError, catalog, check_deployment
+    from twin.model.config import CatalogError, catalog, check_deployment
     cat = catalog()
     dep = cat.deployment("deepseek-h800").model_copy(update={"moe_precision": "nvfp4"})
     with pytest.raises(CatalogError, match=r"moe_precision = 'nvfp4': h800 has no such data type"):

@@ -11,8 +11,8 @@ import copy
 
 import numpy as np
 
-from .perf import PerfModel, constants
-from .validate import TARGETS, Target
+from twin.predict.perf import PerfModel, constants
+from twin.predict.validate import TARGETS, Target
 
 GROUPS: dict[str, list[tuple[str, str, float, float]]] = {
     "ascend": [("comm", "alpha_us", 0.0, 200.0), ("comm", "beta_us", 0.0, 20.0),
@@ -78,7 +78,7 @@ def fit() -> tuple[dict, float]:
 
 def main(crossval: bool = False) -> int:
     if crossval:
-        from .crossval import print_table, write
+        from twin.predict.crossval import print_table, write
         print_table(write())
         return 0
     k, s = fit()

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .perf import PerfModel, constants
-from .predict import kernels
-from .validate import PAPER, TARGETS, Target, role
+from twin.predict.perf import PerfModel, constants
+from twin.predict import kernels
+from twin.predict.validate import PAPER, TARGETS, Target, role
 
 PATH = Path(__file__).parent / "catalog" / "crossval.json"
 SUPERNODE_DEPS = (PAPER,)
@@ -44,7 +44,7 @@ def _unidentified(k: dict, free, rest: list[Target]) -> list[str]:
 
 
 def _fitted_sources() -> list[dict]:
-    from .calibrate import GROUPS, fit_group
+    from twin.predict.calibrate import GROUPS, fit_group
     base = constants()
     out = []
     for group, free in GROUPS.items():
@@ -111,22 +111,22 @@ def compute_rows() -> list[dict]:
 
 
 def _deployments():
-    from .config import catalog
+    from twin.model.config import catalog
     return catalog().deployments.items()
 
 
 def _system_of(chip: str) -> str:
-    from .config import catalog
+    from twin.model.config import catalog
     return next(n for n, s in catalog().systems.items() if s.accelerator == chip)
 
 
 def _deployment_on(system: str) -> str:
-    from .config import catalog
+    from twin.model.config import catalog
     return next(n for n, d in catalog().deployments.items() if d.system == system)
 
 
 def run() -> dict:
-    from .validate import rows
+    from twin.predict.validate import rows
     val = [{"source": r["source"], "row": r["name"], "deployment": r["deployment"],
             "error_pct": r["error_pct"]} for r in rows() if r["kind"] == "validation"]
     return {"fitted": _fitted_sources(), "tables": table_rows(), "compute_tables": compute_rows(),
@@ -178,7 +178,7 @@ def band(kind: str, deployment: str, phase: str, point: tuple | None = None) -> 
               for e in (f["errors_pct"] or [])]
         return {"label": "prediction", "band_pct": _worst(ub),
                 "band_basis": "ref 4 UB table left out of the refit"}
-    from .config import catalog
+    from twin.model.config import catalog
     dep = catalog().deployment(deployment)
     supernode = catalog().system(dep.system).kind == "supernode"
     if supernode:

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
 
-from .config import catalog
-from .i18n import N_, said
-from .perf import PerfModel, economics
-from .predict import kernels
-from .predict.comm import Traffic
+from twin.model.config import catalog
+from twin.i18n import N_, said
+from twin.predict.perf import PerfModel, economics
+from twin.predict import kernels
+from twin.predict.comm import Traffic
 
 PAPER = "cloudmatrix-infer-paper"
 H800 = "deepseek-h800-profile"

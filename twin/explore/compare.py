@@ -9,13 +9,13 @@ per die and changes the decode EP degree: where the all-to-all leaves NVLink for
 """
 from __future__ import annotations
 
-from .. import crossval
-from ..config import Deployment, catalog
-from ..perf import PerfModel
-from ..predict import tco
-from ..predict.economics import figures
-from ..validate import decode_point, prefill_point
-from .points import configure
+from twin.predict import crossval
+from twin.model.config import Deployment, catalog
+from twin.predict.perf import PerfModel
+from twin.predict import tco
+from twin.predict.economics import figures
+from twin.predict.validate import decode_point, prefill_point
+from twin.explore.points import configure
 
 SYSTEMS = ("cloudmatrix-infer-paper", "deepseek-h800", "sglang-h100", "hgx-b200-r1", "gb200-nvl72-r1")
 EP_DEGREES = (8, 16, 32, 48, 64, 72, 96, 128, 144, 160, 256, 288, 320)
@@ -78,7 +78,7 @@ INPUTS = {"decode_ep": "deployments.toml", "chip_power_kw": "tco.toml, power at 
 
 
 def bands(name: str, pm: PerfModel, op: dict, slo_ms: float) -> dict[str, dict]:
-    """Each figure's label and +-% band (twin/crossval.py): model figures from the cross-validation
+    """Each figure's label and +-% band (twin/predict/crossval.py): model figures from the cross-validation
     of their class (ratios to a throughput carry its relative band; the label is a published row's
     role only at that row's conditions); the batch at the SLO as the range of batches meeting the
     SLO when TPOT is off by its band; catalog inputs labelled "input" (their sensitivities are

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..rules import remote_ranks
+from twin.model.rules import remote_ranks
 
 US = 1e-6
 KERNELS = ("normal", "low-latency")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .comm import distinct
+from twin.predict.comm import distinct
 
 PATH = Path(__file__).parent.parent / "catalog" / "kernels.toml"
 OPS = ("dispatch", "combine")

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import math
 
-from .. import rules
-from ..config import PRECISIONS
-from . import comm, execution, kernels
-from .base import HEALTHY, StepResult, TimePredictor, register
-from .ems import EmsPath, load_seconds
+from twin.model import rules
+from twin.model.config import PRECISIONS
+from twin.predict import comm, execution, kernels
+from twin.predict.base import HEALTHY, StepResult, TimePredictor, register
+from twin.predict.ems import EmsPath, load_seconds
 
 US = 1e-6
 HIDDEN_RW_BYTES = 16     # per hidden element and layer: norms and residual adds (first principles)
