@@ -29,15 +29,33 @@ def test_table_rows_left_out_match_the_stored_file():
 def test_bands_and_labels():
     assert crossval.band("decode", "cloudmatrix-infer-paper", "decode")["label"] == "calibration"
     assert crossval.band("prefill", "sglang-h100", "prefill") == {
-        "label": "validation", "band_pct": 3.2,
+        "label": "validation", "band_pct": 3.9,
         "band_basis": "GPU prefill validation rows (nothing fitted to them)"}
     # DeepSeek's profile calibrates the overlap's stretch: labelled calibration, banded by SGLang's rows
     assert crossval.band("decode", "deepseek-h800-profile", "decode") == {
-        "label": "calibration", "band_pct": 1.0,
+        "label": "calibration", "band_pct": 0.9,
         "band_basis": "GPU decode validation rows (the overlap's stretch was fitted to this deployment)"}
     assert crossval.band("decode", "gb200-nvl72-r1", "decode")["label"] == "prediction"
     row = crossval.band("alltoall", "cloudmatrix-infer-paper", "table: DeepEP-Ascend normal, row (EP8)")
     assert row == {"label": "calibration", "band_pct": 0.0, "band_basis": "kernel table, leave one row out"}
+
+
+def test_a_label_holds_only_at_its_rows_conditions(capsys):
+    from twin.cli.main import main
+    from twin.predict.validate import decode_point, prefill_point
+    assert crossval.band("decode", "sglang-h100", "decode", decode_point(128, 4096))["label"] == "validation"
+    off = crossval.band("decode", "sglang-h100", "decode", decode_point(64, 4096))
+    assert off["label"] == "prediction" and off["band_basis"].endswith("; away from their conditions")
+    # DeepSeek's profile rows are balanced: at the default placement a prediction
+    assert crossval.band("prefill", "deepseek-h800-profile", "prefill",
+                         prefill_point(balance="perfect"))["label"] == "calibration"
+    assert crossval.band("prefill", "deepseek-h800-profile", "prefill", prefill_point())["label"] == "prediction"
+    # the EMS row (90% reuse) is a calibration point of the paper's deployment, 50% reuse is not
+    assert crossval.band("prefill", "cloudmatrix-infer-paper", "prefill", prefill_point(reuse=0.9))["label"] == "calibration"
+    assert crossval.band("prefill", "cloudmatrix-infer-paper", "prefill", prefill_point(reuse=0.5))["label"] == "prediction"
+    for batch, label in (("96", "calibration"), ("64", "prediction")):
+        assert main(["perf", "decode", "--batch", batch, "--kv", "4096", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["label"] == label
 
 
 @pytest.mark.parametrize("argv", [["perf", "decode", "--json"], ["perf", "prefill", "--json"],

@@ -91,6 +91,29 @@ def test_compare_rows_follow_the_perf_model_and_the_catalog():
     assert by[DEP]["alltoall_share"] < by["deepseek-h800"]["alltoall_share"]
 
 
+def test_compare_gives_every_figure_a_band_and_a_true_label():
+    d = compare(50.0)
+    for r in d["systems"]:
+        figures = {k for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        assert figures <= set(r["bands"]), figures - set(r["bands"])
+        assert r["bands"]["chip_power_kw"] == {"label": "input", "band_pct": None,
+                                               "band_basis": "catalog input (tco.toml, power at one boundary)"}
+        lo, hi = r["bands"]["batch_per_chip"]["band_range"]
+        assert lo <= r["batch_per_chip"] <= hi
+    for rows in (*d["ep_sweep"].values(), *d["curves"].values()):
+        for p in rows:
+            assert {"tokens_per_s_per_chip", "tpot_ms"} <= set(p["bands"])
+    # a figure carries a row's role only at that row's conditions: the paper's 96 per NPU at 4K KV
+    # is a calibration row, Compare's operating point (4K prompt + 256 out) is not; its curve's batch
+    # 8 at 4K + 128 KV is ref 4 decode row 2
+    cm = next(r for r in d["systems"] if r["deployment"] == "cloudmatrix-infer-paper")
+    assert cm["bands"]["tpot_ms"]["label"] == "prediction"
+    assert cm["bands"]["prefill_tokens_per_s_per_chip"]["label"] == "calibration"
+    b8 = next(p for p in d["curves"]["cloudmatrix-infer-paper"] if p["batch_per_chip"] == 8)
+    assert b8["bands"]["tpot_ms"]["label"] == "calibration"
+    assert {p["bands"]["tpot_ms"]["label"] for p in d["ep_sweep"]["cloudmatrix-infer-paper"]} == {"prediction"}
+
+
 def test_alltoall_share_exact():
     assert alltoall_share({"dispatch": 1.0, "combine": 1.0, "experts": 2.0, "pipeline_overlap": -3.0}) == 0.5
 
@@ -125,6 +148,7 @@ def test_curves_stop_where_the_kv_cache_is_full():
     pm = PerfModel("deepseek-h800")
     cap = pm.max_batch_per_die(KV_LEN)
     assert rows[-1]["batch_per_chip"] <= cap and all(r["batch_per_chip"] <= cap for r in rows)
-    assert rows[0] == {"batch_per_chip": 1, "tpot_ms": round(pm.decode_step(1, KV_LEN).tpot_ms, 3),
+    assert {k: v for k, v in rows[0].items() if k != "bands"} == {
+                       "batch_per_chip": 1, "tpot_ms": round(pm.decode_step(1, KV_LEN).tpot_ms, 3),
                        "tokens_per_s_per_chip": round(pm.decode_step(1, KV_LEN).tokens_per_s_per_npu, 1)}
     assert [r["tpot_ms"] for r in rows] == sorted(r["tpot_ms"] for r in rows)

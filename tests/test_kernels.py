@@ -154,7 +154,7 @@ def test_decode_experts_use_the_masked_layout_and_prefill_the_contiguous(h800):
     # prefill: 8,192 tokens per microbatch x top-8 over 9 expert slots per GPU = 7,282 per expert
     assert pre.sources["experts"] == "table: DeepGEMM grouped contiguous, interpolated (M 7282)"
     assert pre.sources["attention"] == "table: FlashAttention-3 forward (prefill), row (length 4096)"
-    assert dec.sources["attention"] == "roofline: no decode attention table by batch x context"
+    assert dec.sources["attention"] == "table: FlashMLA dense decoding (H800), compute-bound"
     assert dec.sources["dispatch"] == "roofline scaled to table DeepEP low-latency (H800) at EP128 (outside table DeepEP low-latency (H800) (128 tokens per rank, EP8-256))"
 
 
@@ -164,6 +164,23 @@ def test_prefill_attention_rate_from_its_table(h800):
     rate = 565.544 + math.log2(3000 / 2048) * (590.233 - 565.544)
     assert sec == pytest.approx(flops / (rate * 1e12))
     assert h800._attention(flops, 0.0, 1.0, seq=32768)[0] == pytest.approx(flops / 620.73e12)
+
+
+def test_decode_attention_from_flashmla_regimes(h800):
+    # FlashMLA README (H800 SXM5): 660 TFLOPS compute-bound, 3,000 GB/s memory-bound
+    flops, kv = 146e9, 604e6        # one layer, batch 128 x 4K, 128 heads (docs/fidelity.md)
+    assert h800._attention(flops, kv, 1.0) == (pytest.approx(flops / 660e12),
+                                               "table: FlashMLA dense decoding (H800), compute-bound")
+    # 16 query heads (TP8) cut the FLOPs 8x: memory-bound at 3,000 GB/s
+    assert h800._attention(flops / 8, kv, 1.0) == (pytest.approx(kv / 3000e9),
+                                                   "table: FlashMLA dense decoding (H800), memory-bound")
+    # an FP8 KV cache is not what FlashMLA's dense figures measured: the roofline, saying why
+    assert PerfModel("gb200-nvl72-r1-fp4").decode_step(128, 4096).sources["attention"] == \
+        "roofline: no decode attention table on gb200"
+    t, src = kernels.decode_attention("h800", "fp8", 1)
+    assert t is None and src == "roofline: FlashMLA dense decoding (H800) is BF16 (attention fp8, 1-byte KV)"
+    # a prefill never reads FlashMLA's figures (a decode kernel): FlashAttention-3's table
+    assert h800._attention(flops, 0.0, 1.0, seq=4096)[1].startswith("table: FlashAttention-3")
 
 
 def test_ascend_keeps_the_roofline_for_compute(pm):
@@ -181,6 +198,13 @@ def test_bad_compute_table_is_refused(tmp_path):
     bad.write_text(bad.read_text().replace('"sparse"', '"dense"').replace("tflops=1", "tflops=0"))
     with pytest.raises(ValueError, match=r"\[\[gemm\]\] #1: row .*needs m \(or seq\) > 0 and tflops > 0"):
         kernels.compute_tables(bad)
+
+
+def test_bad_decode_attention_table_is_refused(tmp_path):
+    bad = tmp_path / "k.toml"
+    bad.write_text('[[decode_attention]]\nname="x"\nchips=["h800"]\nsource="s"\ntflops=660\ngbps=0\n')
+    with pytest.raises(ValueError, match=r"\[\[decode_attention\]\] #1: needs a source, chips, tflops > 0 and gbps > 0"):
+        kernels.decode_attention_tables(bad)
 
 
 def test_perf_decode_prints_its_kernel_sources(capsys):

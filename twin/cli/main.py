@@ -19,7 +19,7 @@ from twin.predict.perf import PerfModel, economics
 from twin.cli.region import add_region_command
 from twin.cli.serve import add_serve_commands
 from twin.topology import topology_summary
-from twin.predict.validate import predictions, rows
+from twin.predict.validate import decode_point, predictions, prefill_point, rows
 
 
 def _print(obj, as_json: bool, text) -> None:
@@ -49,6 +49,7 @@ def cmd_perf(a) -> int:
             out.update({f"{op}_{k}": v for k, v in b.items()})
         _print(out, a.json, lambda d: print("  ".join(f"{k}={v}" for k, v in d.items())))
         return 0
+    mtp, mb = (False if a.no_mtp else None), (False if a.no_microbatch else None)   # None: the deployment's
     if a.phase == "decode":
         kv = a.kv if a.kv is not None else a.prompt + a.output / 2
         cap = pm.max_batch_per_die(kv) * pm.dies_per_npu
@@ -60,23 +61,24 @@ def cmd_perf(a) -> int:
             raise ValueError(f"batch = {a.batch:g}: the KV cache of {kv:g} tokens per sequence fits at "
                              f"most {cap} sequences per chip on {a.deployment} (allowed: --batch <= "
                              f"{cap}, or a shorter --kv)")
-        r = pm.decode_step(a.batch, kv, mtp=False if a.no_mtp else None, microbatch=not a.no_microbatch,
-                           precision=a.precision, balance=a.eplb)
+        r = pm.decode_step(a.batch, kv, mtp=mtp, microbatch=mb, precision=a.precision, balance=a.eplb)
         out = r.as_dict()
         out.update(deployment=a.deployment, batch_per_npu=a.batch, kv_len=kv,
                    kv_capacity_gb_per_npu=round(pm.kv_capacity_bytes_per_die() * pm.dies_per_npu / 1e9, 2),
                    kv_limit_batch_per_npu=pm.max_batch_per_die(kv) * pm.dies_per_npu,
                    hbm_budget=pm.hbm_budget(kv, a.batch),
-                   slo=pm.max_batch_for_slo(kv_len=kv, mtp=False if a.no_mtp else None,
-                                            microbatch=not a.no_microbatch,
-                                            precision=a.precision, balance=a.eplb))
+                   slo=pm.max_batch_for_slo(kv_len=kv, mtp=mtp, microbatch=mb, precision=a.precision,
+                                            balance=a.eplb))
+        point = decode_point(a.batch, kv, a.eplb, mtp, mb, a.precision)
     else:
         r = pm.prefill_batch(a.prompt, a.tokens_per_npu, reuse=a.reuse, balance=a.eplb,
-                             precision=a.precision, microbatch=not a.no_microbatch)
+                             precision=a.precision, microbatch=mb)
         out = r.as_dict()
         out.update(deployment=a.deployment, prompt=a.prompt, reuse=a.reuse)
+        point = prefill_point(a.prompt, a.tokens_per_npu, a.eplb, a.reuse, mb, a.precision)
     out.update(economics(pm, r.tokens_per_s_per_npu))
-    out.update(crossval.band(a.phase, a.deployment, a.phase))   # every figure above shares this band
+    # every figure above shares this band; its label is a row's role only at that row's conditions
+    out.update(crossval.band(a.phase, a.deployment, a.phase, point))
     _print(out, a.json, _text_step)
     return 0
 

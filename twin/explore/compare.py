@@ -14,6 +14,7 @@ from twin.model.config import Deployment, catalog
 from twin.predict.perf import PerfModel
 from twin.predict import tco
 from twin.predict.economics import figures
+from twin.predict.validate import decode_point, prefill_point
 from twin.explore.points import configure
 
 SYSTEMS = ("cloudmatrix-infer-paper", "deepseek-h800", "sglang-h100", "hgx-b200-r1", "gb200-nvl72-r1")
@@ -66,18 +67,41 @@ def system_row(name: str, slo_ms: float) -> dict:
             "rental_usd_per_chip_hour": t["rental_usd_per_chip_hour"],
             "rental_usd_per_chip_hour_source": t["sources"]["rental_usd_per_chip_hour"],
             "usd_per_million_tokens_rental": rental,
-            "bands": bands(name)}
+            "bands": bands(name, pm, op, slo_ms)}
 
 
-DECODE_FIGURES = ("tokens_per_s_per_chip", "tpot_ms", "tokens_per_s_per_tflops", "tokens_per_s_per_kw",
-                  "usd_per_million_tokens")
+DECODE_FIGURES = ("tokens_per_s_per_chip", "tpot_ms", "alltoall_share", "tokens_per_s_per_tflops",
+                  "tokens_per_s_per_kw", "usd_per_million_tokens", "usd_per_million_tokens_rental")
+INPUTS = {"decode_ep": "deployments.toml", "chip_power_kw": "tco.toml, power at one boundary",
+          "usd_per_chip_hour": "tco.toml", "tco_usd_per_chip_hour": "tco.toml",
+          "rental_usd_per_chip_hour": "tco.toml, rental basis"}
 
 
-def bands(name: str) -> dict[str, dict]:
-    """Each model figure's label and +-% band (twin/predict/crossval.py); ratios to a throughput (per TFLOPS,
-    per kW, per dollar) carry that throughput's relative band."""
-    dec, pre = crossval.band("decode", name, "decode"), crossval.band("prefill", name, "prefill")
-    return {**{f: dec for f in DECODE_FIGURES}, "prefill_tokens_per_s_per_chip": pre}
+def bands(name: str, pm: PerfModel, op: dict, slo_ms: float) -> dict[str, dict]:
+    """Each figure's label and +-% band (twin/predict/crossval.py): model figures from the cross-validation
+    of their class (ratios to a throughput carry its relative band; the label is a published row's
+    role only at that row's conditions); the batch at the SLO as the range of batches meeting the
+    SLO when TPOT is off by its band; catalog inputs labelled "input" (their sensitivities are
+    `tco_sensitivities`)."""
+    dec = crossval.band("decode", name, "decode", decode_point(op["batch_per_chip"], KV_LEN))
+    pre = crossval.band("prefill", name, "prefill", prefill_point(PROMPT))
+    out = {**{f: dec for f in DECODE_FIGURES}, "prefill_tokens_per_s_per_chip": pre}
+    b, pct = op["batch_per_chip"], dec["band_pct"] or 0.0
+    lo, hi = (pm.max_batch_for_slo(slo_ms / f, kv_len=KV_LEN)["batch_per_npu"] for f in (1 + pct / 100, 1 - pct / 100))
+    out["batch_per_chip"] = {**dec, "band_pct": round(max(b - lo, hi - b) / b * 100, 1) if b else None,
+                             "band_range": [lo, hi],
+                             "band_basis": f"batches meeting the SLO when TPOT is off by its band ({dec['band_basis']})"}
+    out.update({k: {"label": "input", "band_pct": None, "band_basis": f"catalog input ({src})"}
+                for k, src in INPUTS.items()})
+    return out
+
+
+def _point_bands(name: str, batch: float, same_deployment: bool) -> dict[str, dict]:
+    """A sweep or curve point's decode band; a point off the deployment (another EP) is a prediction."""
+    b = crossval.band("decode", name, "decode", decode_point(batch, KV_LEN))
+    if not same_deployment and b["label"] != "prediction":
+        b = {**b, "label": "prediction", "band_basis": b["band_basis"] + "; another EP than deployed"}
+    return {f: b for f in ("tokens_per_s_per_chip", "tpot_ms", "alltoall_share")}
 
 
 def ep_sweep(name: str, degrees=EP_DEGREES) -> list[dict]:
@@ -103,7 +127,8 @@ def ep_sweep(name: str, degrees=EP_DEGREES) -> list[dict]:
                      "nvlink" if ep <= domain * pm.dies_per_npu else "nvlink+rdma",
                      "batch_per_chip": per_die * pm.dies_per_npu,
                      "tokens_per_s_per_chip": round(r.tokens_per_s_per_npu, 1), "tpot_ms": round(r.tpot_ms, 3),
-                     "alltoall_share": round(alltoall_share(r.breakdown), 4), "source": "model"})
+                     "alltoall_share": round(alltoall_share(r.breakdown), 4), "source": "model",
+                     "bands": _point_bands(name, per_die * pm.dies_per_npu, ep == cat.deployment(name).decode.ep)})
     return rows
 
 
@@ -115,7 +140,8 @@ def curve(name: str) -> list[dict]:
     pm = PerfModel(name)
     rows = pm.decode_curve(KV_LEN, list(CURVE_BATCHES))
     return [{"batch_per_chip": r["batch_per_npu"], "tpot_ms": round(r["tpot_ms"], 3),
-             "tokens_per_s_per_chip": round(r["tokens_per_s_per_npu"], 1)} for r in rows if r["fits_kv"]]
+             "tokens_per_s_per_chip": round(r["tokens_per_s_per_npu"], 1),
+             "bands": _point_bands(name, r["batch_per_npu"], True)} for r in rows if r["fits_kv"]]
 
 
 def compare(slo_ms: float = 50.0, systems=SYSTEMS) -> dict:

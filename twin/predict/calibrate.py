@@ -23,7 +23,8 @@ GROUPS: dict[str, list[tuple[str, str, float, float]]] = {
     "nvlink_rdma": [("nvlink_rdma", "nvlink_efficiency", 0.2, 1.0),
                     ("nvlink_rdma", "rdma_efficiency", 0.2, 1.0),
                     ("nvlink_rdma", "rdma_peer_gbps", 5.0, 100.0),
-                    ("nvlink_rdma", "ll_fixed_us", 0.0, 100.0)],
+                    ("nvlink_rdma", "ll_fixed_us", 0.0, 100.0),
+                    ("nvlink_rdma", "rdma_qp_penalty", 0.0, 1.0)],
     "sm_overlap": [("sm_overlap", "corun_stretch", 0.0, 3.0)],
 }
 

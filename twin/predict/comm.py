@@ -110,10 +110,14 @@ class ClusterFabric:
         """Bytes/s one GPU's NIC moves. A normal kernel sends each remote node's share to one peer
         GPU there (the same local index), so a GPU keeps domains - 1 connections busy; each carries at
         most rdma_peer_gbps, which caps the NIC when there are few remote nodes (EP16: one peer).
-        Low-latency kernels talk to every remote rank directly, so the NIC is the limit."""
-        nic = self.rdma_gbps * 1e9 * k["rdma_efficiency"]
+        Low-latency kernels talk to every remote rank directly (EP - 8 peers on HGX). The NIC's rate
+        falls by rdma_qp_penalty per doubling of the peers it keeps queue pairs with (connection
+        state no longer fits the NIC's cache): 248 peers at EP256 cost ~9%, 7 peers ~3%."""
+        g = min(self.gpus_per_domain, tr.ep)
+        peers = math.ceil(tr.ep / g) - 1 if kernel == "normal" else tr.ep - g
+        nic = (self.rdma_gbps * 1e9 * k["rdma_efficiency"]
+               / (1 + k["rdma_qp_penalty"] * math.log2(max(peers, 1))))
         if kernel == "normal":
-            peers = math.ceil(tr.ep / min(self.gpus_per_domain, tr.ep)) - 1
             nic = min(nic, peers * k["rdma_peer_gbps"] * 1e9)
         return nic * max(self.rdma_health, 1e-12)
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from twin.predict.perf import PerfModel, constants
 from twin.predict import kernels
-from twin.predict.validate import PAPER, TARGETS, Target
+from twin.predict.validate import PAPER, TARGETS, Target, role
 
 PATH = Path(__file__).parent.parent / "catalog" / "crossval.json"
 SUPERNODE_DEPS = (PAPER,)
@@ -151,7 +151,7 @@ def _worst(errors) -> float:
     return round(max(errors), 1) if errors else None
 
 
-def band(kind: str, deployment: str, phase: str) -> dict:
+def band(kind: str, deployment: str, phase: str, point: tuple | None = None) -> dict:
     """The error band of a figure: its label and +-% from the cross-validation of its class.
 
     alltoall (phase = a source string): interpolated table rows use the worst leave-one-row-out
@@ -160,7 +160,8 @@ def band(kind: str, deployment: str, phase: str) -> dict:
     every other supernode deployment use the worst left-out CloudMatrix serving source of that
     phase; DeepSeek's profile (calibration: the overlap's stretch is fitted to it), SGLang's
     deployment (validation) and every other GPU deployment (prediction) the worst GPU validation
-    row of that phase.
+    row of that phase. With `point` (validate.decode_point / prefill_point), a calibration or
+    validation label holds only at a published row's conditions; elsewhere the figure is a prediction.
     """
     cv = stored()
     if kind == "alltoall":
@@ -196,6 +197,9 @@ def band(kind: str, deployment: str, phase: str) -> dict:
                  if label == "calibration" else
                  "every Hopper validation row; another chip's kernel efficiencies are assumed, so "
                  "the band does not cover that assumption")
+    if point is not None and label in ("calibration", "validation"):
+        at = role(deployment, point)
+        label, basis = (at, basis) if at else ("prediction", f"{basis}; away from their conditions")
     return {"label": label, "band_pct": _worst(errs), "band_basis": basis}
 
 

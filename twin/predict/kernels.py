@@ -243,3 +243,43 @@ def shape(chip: str, kind: str, layout: str, m: float, n: int = 0, k: int = 0,
     edge = rows[0] if m < rows[0].m else rows[-1]
     return ShapeHit(None, edge, f"roofline scaled to table {t.name} at {tag} {edge.m:g} "
                                 f"(outside {tag} {rows[0].m:g}-{rows[-1].m:g})")
+
+
+# ---- decode attention by regime (FlashMLA) ------------------------------------------------------
+@dataclass(frozen=True)
+class DecodeAttention:
+    name: str
+    chips: tuple[str, ...]
+    dtype: str
+    tflops: float             # compute-bound rate
+    gbps: float               # memory-bound rate
+    source: str
+
+    def seconds(self, flops: float, kv_bytes: float, share: float = 1.0) -> tuple[float, str]:
+        """Time of one call on `share` of the chip, and which published regime bounds it."""
+        compute, memory = flops / (self.tflops * 1e12 * share), kv_bytes / (self.gbps * 1e9)
+        return max(compute, memory), "compute-bound" if compute >= memory else "memory-bound"
+
+
+@lru_cache(maxsize=2)
+def decode_attention_tables(path: Path = PATH) -> tuple[DecodeAttention, ...]:
+    out = []
+    for i, t in enumerate(tomllib.loads(path.read_text()).get("decode_attention", [])):
+        if not t.get("source") or not t.get("chips") or not t.get("tflops", 0) > 0 or not t.get("gbps", 0) > 0:
+            raise ValueError(f"kernels.toml [[decode_attention]] #{i + 1}: needs a source, chips, "
+                             f"tflops > 0 and gbps > 0")
+        out.append(DecodeAttention(t["name"], tuple(t["chips"]), t.get("dtype", "bf16"), t["tflops"],
+                                   t["gbps"], t["source"]))
+    return tuple(out)
+
+
+def decode_attention(chip: str, dtype: str, kv_dtype_bytes: float) -> tuple[DecodeAttention | None, str]:
+    """The decode attention table of this chip at this precision, or why the roofline applies."""
+    mine = [t for t in decode_attention_tables() if chip in t.chips]
+    if not mine:
+        return None, f"roofline: no decode attention table on {chip}"
+    t = next((t for t in mine if t.dtype == dtype and kv_dtype_bytes == 2), None)
+    if t is None:
+        return None, (f"roofline: {mine[0].name} is BF16 (attention {dtype}, "
+                      f"{kv_dtype_bytes:g}-byte KV)")
+    return t, f"table: {t.name}"

@@ -99,10 +99,18 @@ class PerfModel(TimePredictor):
 
     def _attention(self, flops: float, kv_bytes: float, cube_fraction: float,
                    seq: float | None = None) -> tuple[float, str]:
-        """(seconds, source): decode (FlashMLA-like, no table by shape: the roofline with ref G 3's
-        efficiencies) or prefill at sequence length `seq` (kernels.toml [[attention]] where the
-        chip has a table: the rate at that length, the nearest row's outside it)."""
+        """(seconds, source): MLA decode (kernels.toml [[decode_attention]], FlashMLA's published
+        regimes, where the chip and precision have one) or prefill at sequence length `seq`
+        (kernels.toml [[attention]] where the chip has a table: the rate at that length, the nearest
+        row's outside it); otherwise the roofline."""
         c = self.chip
+        why = None
+        if not seq and self.model.attention == "mla":
+            table, why = kernels.decode_attention(self.system.accelerator, self.dep.attention_dtype,
+                                                  self.dep.kv_dtype_bytes)
+            if table:
+                t, regime = table.seconds(flops, kv_bytes, cube_fraction)
+                return t, f"{why}, {regime}"
         if seq and self.dep.attention_dtype == "bf16":     # the table is BF16 FlashAttention-3
             hit = kernels.shape(self.system.accelerator, "attention", "prefill", seq)
             rate = hit.tflops or (hit.edge.tflops if hit.edge else None)
@@ -111,9 +119,9 @@ class PerfModel(TimePredictor):
                     "roofline scaled to table", "nearest row of table")
         peak = c.peak_tflops(self.dep.attention_dtype) * 1e12 * c.mla_compute_eff * cube_fraction
         t = max(flops / peak, kv_bytes / (c.hbm_gbps * 1e9 * c.mem_eff))
-        return t, "roofline: " + ("no decode attention table by batch x context" if not seq else
-                                  f"no {self.dep.attention_dtype} prefill attention table on "
-                                  f"{self.system.accelerator}")
+        return t, why or ("roofline: " + ("no decode attention table" if not seq else
+                                          f"no {self.dep.attention_dtype} prefill attention table on "
+                                          f"{self.system.accelerator}"))
 
     def _vector_scale(self) -> float:
         """Vector work calibrated on a 910C die runs faster on a chip with more BF16 throughput."""

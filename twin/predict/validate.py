@@ -40,6 +40,20 @@ class Target:
     deployment: str = PAPER
     kind: str = "calibration"      # or "validation": nothing was fitted to it
     group: str = "ascend"          # which constants of perf.toml it calibrates (calibrate.py)
+    point: tuple = ()              # a serving row's conditions (decode_point / prefill_point)
+
+
+def decode_point(batch: float, kv: float, balance: str = "default", mtp: bool | None = None,
+                 microbatch: bool | None = None, precision: str | None = None) -> tuple:
+    """The conditions of one decode figure (None: the deployment's own setting), comparable with
+    a row's: a figure carries a row's role only at that row's conditions (`role`)."""
+    return ("decode", float(batch), float(kv), balance, mtp, microbatch, precision)
+
+
+def prefill_point(prompt: float = 4096, tokens_per_npu: float | None = None, balance: str = "default",
+                  reuse: float = 0.0, microbatch: bool | None = None, precision: str | None = None) -> tuple:
+    return ("prefill", float(prompt), tokens_per_npu and float(tokens_per_npu), balance, float(reuse),
+            microbatch, precision)
 
 
 def _deepep_normal(ep: int, nbytes: float) -> Callable[[PerfModel], float]:
@@ -75,26 +89,32 @@ ASCEND_ROW = {("normal", "dispatch"): N_("DeepEP-Ascend normal dispatch GB/s (EP
 def _targets() -> list[Target]:
     t = [
         Target(N_("prefill tokens/s per NPU (4K, default balance)"), 5655, 5,
-               lambda pm: pm.prefill_batch(4096).tokens_per_s_per_npu, "ref 4 prefill row 1"),
+               lambda pm: pm.prefill_batch(4096).tokens_per_s_per_npu, "ref 4 prefill row 1",
+               point=prefill_point()),
         Target(N_("prefill tokens/s per NPU (4K, perfect balance)"), 6688, 5,
                lambda pm: pm.prefill_batch(4096, balance="perfect").tokens_per_s_per_npu,
-               "ref 4 prefill row 2"),
+               "ref 4 prefill row 2", point=prefill_point(balance="perfect")),
         Target(N_("decode TPOT ms (batch 96, 4K KV)"), 49.4, 5,
-               lambda pm: pm.decode_step(96, 4096).tpot_ms, "ref 4 decode row 1"),
+               lambda pm: pm.decode_step(96, 4096).tpot_ms, "ref 4 decode row 1",
+               point=decode_point(96, 4096)),
         Target(N_("decode tokens/s per NPU (batch 96, 4K KV)"), 1943, 5,
-               lambda pm: pm.decode_step(96, 4096).tokens_per_s_per_npu, "ref 4 decode row 1"),
+               lambda pm: pm.decode_step(96, 4096).tokens_per_s_per_npu, "ref 4 decode row 1",
+               point=decode_point(96, 4096)),
         Target(N_("decode TPOT ms (batch 8, 4K prompt + 256 out)"), 14.9, 5,
-               lambda pm: pm.decode_step(8, 4096 + 128).tpot_ms, "ref 4 decode row 2"),
+               lambda pm: pm.decode_step(8, 4096 + 128).tpot_ms, "ref 4 decode row 2",
+               point=decode_point(8, 4096 + 128)),
         Target(N_("decode tokens/s per NPU (batch 8)"), 538, 5,
-               lambda pm: pm.decode_step(8, 4096 + 128).tokens_per_s_per_npu, "ref 4 decode row 2"),
+               lambda pm: pm.decode_step(8, 4096 + 128).tokens_per_s_per_npu, "ref 4 decode row 2",
+               point=decode_point(8, 4096 + 128)),
         Target(N_("MTP per-layer us without MTP (batch 96)"), 874, 5,
                lambda pm: pm.decode_step(96, 4096, mtp=False).streams_ms["per_layer"] * 1e3,
-               "ref 3 MTP"),
+               "ref 3 MTP", point=decode_point(96, 4096, mtp=False)),
         Target(N_("MTP per-layer us with MTP (batch 96)"), 1260, 5,
                lambda pm: pm.decode_step(96, 4096).streams_ms["per_layer"] * 1e3, "ref 3 MTP"),
         Target(N_("EMS prefill speed-up at 90% token reuse"), 2.28, 5,
                lambda pm: pm.prefill_batch(4096, reuse=0.9).tokens_per_s_per_npu
-               / pm.prefill_batch(4096).tokens_per_s_per_npu, "ref 3 context caching"),
+               / pm.prefill_batch(4096).tokens_per_s_per_npu, "ref 3 context caching",
+               point=prefill_point(reuse=0.9)),
     ]
     for ep, d, c in zip(EP_TABLE, DISPATCH_US, COMBINE_US):
         t.append(Target(said(N_("UB dispatch us (EP%(ep)s, 128 tokens/rank)"), ep=ep), d, 5,
@@ -106,10 +126,9 @@ def _targets() -> list[Target]:
             t.append(Target(said(DEEPEP_ROW["normal", name], ep=ep), v, 5,
                             _deepep_normal(ep, nbytes), "ref G 3 DeepEP normal kernels", H800,
                             group="nvlink_rdma"))
-    # 5.5%: no fixed-plus-bytes model fits this table within 5% (docs/fidelity.md, DeepEP low-latency)
     for ep, (d, c) in DEEPEP_LL.items():
         for name, v, nbytes in (("dispatch", d, DEEPEP_FP8_BYTES), ("combine", c, DEEPEP_BF16_BYTES)):
-            t.append(Target(said(DEEPEP_ROW["low-latency", name], ep=ep), v, 5.5,
+            t.append(Target(said(DEEPEP_ROW["low-latency", name], ep=ep), v, 5,
                             _deepep_ll(ep, nbytes), "ref G 3 DeepEP low-latency kernels", H800,
                             group="nvlink_rdma"))
     # kernel tables by shape (kernels.toml): the predictor reads these rows, nothing is fitted to them
@@ -124,10 +143,11 @@ def _targets() -> list[Target]:
     t += [
         Target(N_("DeepSeek H800 prefill tok/s per GPU (4K, 16K/GPU, balanced)"), 7839, 5,
                lambda pm: pm.prefill_batch(4096, balance="perfect").tokens_per_s_per_npu,
-               "ref G 1 DeepSeek profile", H800, group="sm_overlap"),
+               "ref G 1 DeepSeek profile", H800, group="sm_overlap", point=prefill_point(balance="perfect")),
         Target(N_("DeepSeek H800 decode tok/s per GPU (batch 128, 4K KV, balanced)"), 2325, 5,
                lambda pm: pm.decode_step(128, 4096, balance="perfect").tokens_per_s_per_npu,
-               "ref G 1 DeepSeek profile", H800, group="sm_overlap"),
+               "ref G 1 DeepSeek profile", H800, group="sm_overlap",
+               point=decode_point(128, 4096, "perfect")),
     ]
     # validation: SGLang's published H100 figures, nothing fitted to that source
     t += [
@@ -135,18 +155,25 @@ def _targets() -> list[Target]:
                "ref G 2 SGLang: +27-35%", H100, "validation", "none"),
         Target(N_("SGLang H100 prefill tok/s per GPU (default placement)"), 6288, 10,
                lambda pm: pm.prefill_batch(4096).tokens_per_s_per_npu,
-               "ref G 1 SGLang large-scale EP", H100, "validation", "none"),
+               "ref G 1 SGLang large-scale EP", H100, "validation", "none", prefill_point()),
         Target(N_("SGLang H100 prefill tok/s per GPU (perfect EPLB)"), 7417, 10,
                lambda pm: pm.prefill_batch(4096, balance="perfect").tokens_per_s_per_npu,
-               "ref G 1 SGLang large-scale EP", H100, "validation", "none"),
+               "ref G 1 SGLang large-scale EP", H100, "validation", "none", prefill_point(balance="perfect")),
         Target(N_("SGLang H100 decode tok/s per GPU (batch 128, 4K KV, MTP 60%)"), 2172, 10,
                lambda pm: pm.decode_step(128, 4096).tokens_per_s_per_npu,
-               "ref G 1 SGLang large-scale EP", H100, "validation", "none"),
+               "ref G 1 SGLang large-scale EP", H100, "validation", "none", decode_point(128, 4096)),
     ]
     return t
 
 
 TARGETS = _targets()
+
+
+def role(deployment: str, point: tuple) -> str | None:
+    """"calibration" or "validation" when a published row was taken at exactly this deployment and
+    these conditions, else None: the figure is a prediction (of a calibrated or validated model)."""
+    kinds = {t.kind for t in TARGETS if t.deployment == deployment and t.point == point}
+    return "calibration" if "calibration" in kinds else kinds.pop() if kinds else None
 
 
 def row(t: Target, pm: PerfModel) -> dict:
@@ -176,12 +203,16 @@ def predictions() -> list[dict]:
         pre = pm.prefill_batch(4096)
         dec = pm.decode_step(None, dep.context_tokens)
         chips = pm.dies_per_npu
-        label = ("prediction" if dep.prediction else "calibrated" if name in (PAPER, H800)
-                 else "validated" if name == H100 else "model")
+        points = {"prefill": prefill_point(), "decode": decode_point(dep.decode.batch_per_die * chips,
+                                                                      dep.context_tokens)}
         for phase, r, setting in (
                 ("prefill", pre, said(N_("%(n)s tokens/chip, 4K prompt"), n=dep.prefill.tokens_per_die * chips)),
                 ("decode", dec, said(N_("batch %(b)s/chip, %(kv)s KV"), b=dep.decode.batch_per_die * chips,
                                      kv=dep.context_tokens))):
+            # a row's role only at that row's conditions (DeepSeek's profile rows are balanced, the
+            # operating point here is not: a model figure)
+            label = {"calibration": "calibrated", "validation": "validated"}.get(
+                role(name, points[phase]), "prediction" if dep.prediction else "model")
             out.append({"deployment": name, "system": dep.system, "phase": phase, "label": label,
                         "tpot_ms": round(dec.tpot_ms, 2) if phase == "decode" else None,
                         "setting": setting, "tokens_per_s_per_gpu": round(r.tokens_per_s_per_npu, 1),
