@@ -116,6 +116,8 @@ class Routing:
                 return self._cut(si, di, plane, f"die-to-die link {self.link_id(e)} is down")
             if si in s.ub_access and di in s.ub_access:
                 return self._route_ub(si, di)
+            if s.fabric == "nd-fullmesh" and s.die_lin[si] >= 0 and s.die_lin[di] >= 0:
+                return self._route_mesh(si, di)
             return self._route_generic(si, di, plane)
         return self._route_tree(si, di, plane)
 
@@ -143,6 +145,31 @@ class Routing:
         flow = (fab * scale[:, None])[ks, js]
         paths = np.stack([acc_s[ks], s.l1l2[a, ks, js], s.l1l2[b, ks, js], acc_d[ks]], axis=1)
         return self._mk(si, di, "ub", paths, 3, flow)
+
+    def _route_mesh(self, si: int, di: int) -> Route:
+        """nD-FullMesh: the minimal paths that fix the differing coordinates in each cyclic order of them.
+        These h paths (h = differing dimensions = hops) are link-disjoint (each starts and ends on a
+        different dimension), so each carries its own bottleneck; every die between is a relay counted
+        as a switch hop (assumption: the NPU's UB port forwards like a switch chip). When all of them are
+        cut, the shortest live detour (UB-Mesh's All-Path-Routing also uses non-minimal paths)."""
+        s = self._s
+        g, t = int(s.die_lin[si]), int(s.die_lin[di])
+        dims, strides = s.system.mesh_dims, s.mesh_strides
+        src = [(g // int(strides[i])) % d for i, d in enumerate(dims)]
+        dst = [(t // int(strides[i])) % d for i, d in enumerate(dims)]
+        diff = [i for i in range(len(dims)) if src[i] != dst[i]]
+        paths = []
+        for r in range(len(diff)):
+            x, row = g, []
+            for i in diff[r:] + diff[:r]:
+                row.append(int(s.mesh_eid[i][x, dst[i]]))
+                x += (dst[i] - (x // int(strides[i])) % dims[i]) * int(strides[i])
+            paths.append(row)
+        eids = np.array(paths, dtype=np.int64)
+        live = self.capacity[eids].min(axis=1) > 0
+        if not live.any():
+            return self._route_generic(si, di, "ub")
+        return self._mk(si, di, "ub", eids[live], len(diff) - 1)
 
     def _pair_fabric(self, a: int, b: int) -> np.ndarray:
         key = ("fabric", min(a, b), max(a, b))
@@ -221,10 +248,11 @@ class Routing:
                                 "(use plane 'rdma' for its inter-node capacity)")
 
     def node_uplink_gbps(self, node, healthy: bool = False) -> float:
-        """A node's live inter-node UB capacity: the sum of its L1-L2 links (3,136 GB/s when healthy)."""
+        """A node's live inter-node UB capacity: the sum of its L1-L2 links (3,136 GB/s when healthy), or
+        on an nD-FullMesh of its links along the dimensions that leave the node."""
         self._need_ub("node_uplink_gbps")
         arr = self._s.base if healthy else self.capacity
-        return float(arr[self._s.l1l2[self._node(node)]].sum())
+        return float(arr[self._s.node_up[self._node(node)]].sum())
 
     def ub_bandwidth_fraction(self, nodes: Iterable | None = None) -> float:
         """Live / healthy inter-node UB capacity (L1-L2 links) over a set of nodes (default all)."""
@@ -232,7 +260,7 @@ class Routing:
         idx = np.arange(self.system.nodes) if nodes is None else np.array([self._node(n) for n in nodes], dtype=np.int64)
         if len(idx) == 0:
             return 1.0
-        e = self._s.l1l2[idx]
+        e = self._s.node_up[idx]
         return float(self.capacity[e].sum() / self._s.base[e].sum())
 
     def node_pair_bandwidth(self, a, b, plane: str | None = None) -> float:
@@ -243,6 +271,11 @@ class Routing:
         plane = self._plane(plane)
         a, b = self._node(a), self._node(b)
         cap, s = self.capacity, self._s
+        if plane == "ub" and s.fabric == "nd-fullmesh":   # an upper bound: the mesh's path diversity assumed to carry it
+            if a == b:
+                mine = np.asarray(s.nnode)[s.eu] == a
+                return float(cap[mine & (np.asarray(s.nnode)[s.ev] == a) & (np.asarray(s.eplane) == "ub")].sum())
+            return min(float(cap[s.node_up[a]].sum()), float(cap[s.node_up[b]].sum()))
         if plane == "ub":
             acc_a = cap[s.die_acc[a]].sum(axis=0)
             if a == b:

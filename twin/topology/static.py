@@ -36,7 +36,11 @@ class StaticTopology:
         self.name = structure.name
         self.system = structure.system
         self.kind = structure.system.kind
-        self.graph = structure.graph      # the shared, frozen networkx graph
+
+    @property
+    def graph(self):
+        """The shared, frozen networkx graph (made on first use)."""
+        return self._s.graph
 
     @classmethod
     def of(cls, structure: Structure) -> "StaticTopology":
