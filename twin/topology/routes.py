@@ -228,7 +228,9 @@ class Routing:
             return self._cut(si, di, plane, "no live path")
         idx = [s.index[n] for n in nodes]
         eids = np.array([[s.edge_index[(u, v)] for u, v in zip(idx, idx[1:])]], dtype=np.int64)
-        return self._mk(si, di, plane, eids, int(sum(s.is_switch[n] for n in idx[1:-1])))
+        relays = s.fabric == "nd-fullmesh"   # a die between two mesh links forwards like a switch (_route_mesh)
+        return self._mk(si, di, plane, eids, int(sum(s.is_switch[n] or (relays and s.nkind[n] == "die")
+                                                     for n in idx[1:-1])))
 
     # ---- aggregate capacities for the performance model
 

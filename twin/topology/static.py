@@ -140,6 +140,10 @@ class StaticTopology:
         """Server node ids ("n00", "n01", ...), in node order."""
         return [node_label(n) for n in range(self.system.nodes)]
 
+    def node_racks(self) -> np.ndarray:
+        """The compute rack of each node (index), in node order: nodes of a rack are consecutive."""
+        return self._s.rack_of_node
+
     def subplane_ids(self) -> list[str]:
         """UB sub-plane ids ("sp0", ...); none on a cluster."""
         return [subplane_id(k) for k in range(self.system.subplanes)] if self.kind == "supernode" else []
