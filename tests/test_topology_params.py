@@ -211,3 +211,55 @@ def test_live_pages_serve_an_8k_npu_twin(dash_app, twin_registry):
     assert len(tr["matrix"]["data"][0]["z"]) == 128 and "Rack-to-rack" in tr["matrix_title"]
     assert size(tr) < 400_000
     assert page["overview"].tick(1, "shared", None)["cursor"]["twin"] == "shared"
+
+
+# ---- what-ifs of the paper's directions: catalog variants of CloudMatrix384 --------------------------
+def test_unified_scaleout_has_no_rdma_or_vpc_plane():
+    base, uni = topology("cloudmatrix384"), topology("cloudmatrix384-unified")
+    assert catalog().system("cloudmatrix384-unified").label == "what-if"
+    cb, cu = base.counts(), uni.counts()
+    assert (cu["rdma_nic"], cu["vpc_nic"], cu["rdma_switch"], cu["vpc_switch"]) == (0, 0, 0, 0)
+    assert {k: v for k, v in cu.items() if k.startswith("link:")} == \
+        {k: v for k, v in cb.items() if k.startswith("link:") and v and k in ("link:d2d", "link:die-l1", "link:cpu-l1", "link:l1-l2")}
+    assert uni.node_uplink_gbps(3) == base.node_uplink_gbps(3) == 7 * 16 * 28
+    with pytest.raises(ValueError, match=r"plane 'rdma' not in cloudmatrix384-unified .*allowed: ub, d2d"):
+        uni.route("n00/npu0/d0", "n05/npu0/d0", "rdma")
+    with pytest.raises(ValueError, match="allowed: ub, d2d"):
+        uni.rdma_bandwidth(0)
+    assert uni.route("n00/npu0/d0", "n05/npu0/d0", "ub").n_paths == 7 * 16
+
+
+def test_what_if_deployments_change_only_what_they_name():
+    cat = catalog()
+    paper = cat.deployment("cloudmatrix-infer-paper").model_dump()
+    uni, pool = cat.deployment("cloudmatrix-unified").model_dump(), cat.deployment("cloudmatrix-cpu-pool").model_dump()
+    assert {k for k in paper if paper[k] != uni[k]} == {"description", "system", "kv_transfer_plane"}
+    assert {k for k in paper if paper[k] != pool[k]} == {"description", "ems_nodes", "ems_dram_fraction"}
+    assert (uni["kv_transfer_plane"], pool["ems_nodes"]) == ("ub", 48)
+
+
+def test_a_unified_system_refuses_rdma_kv_transfers(tmp_path):
+    import shutil
+    from twin.config import CATALOG_DIR, Catalog
+    for f in CATALOG_DIR.glob("*.toml"):
+        shutil.copy(f, tmp_path)
+    dep = tmp_path / "deployments.toml"
+    dep.write_text(dep.read_text().replace('kv_transfer_plane = "ub"        # ref 6', 'kv_transfer_plane = "rdma"      # ref 6'))
+    with pytest.raises(CatalogError, match=r"\[cloudmatrix-unified\]: cloudmatrix384-unified has one scale-out "
+                                           r"plane over UB.*kv_transfer_plane = 'rdma'.*allowed: \"ub\" for both"):
+        Catalog(tmp_path)
+
+
+@pytest.mark.parametrize("base,match", [("nope", r"\[cloudmatrix-unified\]\.base = 'nope': unknown \(allowed: "),
+                                        ("cloudmatrix-unified", r"base = 'cloudmatrix-unified': a cycle")])
+def test_bad_base_is_refused(tmp_path, base, match):
+    import shutil
+    from twin.config import CATALOG_DIR, Catalog
+    for f in CATALOG_DIR.glob("*.toml"):
+        shutil.copy(f, tmp_path)
+    dep = tmp_path / "deployments.toml"
+    text = dep.read_text().replace('[cloudmatrix-unified]\nbase = "cloudmatrix-infer-paper"',
+                                   f'[cloudmatrix-unified]\nbase = "{base}"')
+    dep.write_text(text)
+    with pytest.raises(CatalogError, match=match):
+        Catalog(tmp_path)

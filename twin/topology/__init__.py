@@ -78,8 +78,9 @@ def topology_summary(system_name: str) -> dict:
     out.update(counts=t.counts(), planes=sorted(set(t._s.eplane)))
     if t.kind == "supernode":
         out["node_uplink_gbps"] = t.node_uplink_gbps(0, healthy=True)
-    out["node_rdma_gbps"] = t.rdma_bandwidth(0)
-    out["node_vpc_gbps"] = t.vpc_bandwidth(0)
+    if not t.system.unified_scaleout:
+        out["node_rdma_gbps"] = t.rdma_bandwidth(0)
+        out["node_vpc_gbps"] = t.vpc_bandwidth(0)
     return out
 
 def static(system_name: str) -> StaticTopology:

@@ -63,6 +63,8 @@ class Routing:
         own = {"supernode": ("ub", "d2d", "rdma", "vpc"), "cluster": ("nvlink", "rdma", "vpc")}[self.kind]
         if self._s.dies_per_package == 1:
             own = tuple(p for p in own if p != "d2d")
+        if self.system.unified_scaleout:
+            own = tuple(p for p in own if p not in ("rdma", "vpc"))
         if plane not in own:
             raise TopologyError(f"plane {plane!r} not in {self.name} ({self.kind}); allowed: "
                                 f"{', '.join(own)}, or 'scaleup'")
@@ -300,11 +302,13 @@ class Routing:
 
     def rdma_bandwidth(self, node) -> float:
         """A node's live scale-out capacity: per NIC, min(NIC uplink, its dies' links), summed."""
+        self._plane("rdma")
         n, cap, s = self._node(node), self.capacity, self._s
         return float(np.minimum(cap[s.nic_up[n]], cap[s.nic_host[n]].sum(axis=-1)).sum())
 
     def vpc_bandwidth(self, node) -> float:
         """A node's live VPC capacity: its card's uplink, limited by what its hosts can still reach."""
+        self._plane("vpc")
         n, cap, s = self._node(node), self.capacity, self._s
         return float(min(cap[s.vpc_up[n]], cap[s.vpc_host[n]].sum()))
 

@@ -122,52 +122,13 @@ class Structure:
                 for g in die_idx[n].ravel():
                     parent["nvlink"][int(g)] = (nvs, b.edge(int(g), nvs, "nvlink", "gpu-nvswitch", nv_gbps, nv_lat))
 
-        # RDMA plane: die -> NIC (one per package) -> leaf (one per rack) -> spine
-        nic_gbps = s.rdma_nic_gbps / BITS_PER_BYTE
-        die_nic_gbps = chip.rdma_gbps / BITS_PER_BYTE if chip.rdma_gbps else nic_gbps
-        fabric = 4 * L + 3 * sw  # NIC-leaf, leaf-spine, spine-leaf, leaf-NIC links; 3 switches
-        rdma_host_lat = max(0.0, (s.rdma_latency_us - fabric) / 2)  # cross-rack path = rdma_latency_us
-        spine = b.node(spine_id(0), "rdma_switch", RDMA_CORE_RACK, role="spine")
-        leaves, leaf_up = [], []
-        for r in range(self.n_racks):
-            in_rack = int(np.sum(self.rack_of_node == r))
-            lf = b.node(leaf_id(r), "rdma_switch", rack_id(r), role="leaf", rack_index=r)
-            e = b.edge(lf, spine, "rdma", "leaf-spine", in_rack * npn * nic_gbps, L)
-            parent["rdma"][lf] = (spine, e)
-            leaves.append(lf)
-            leaf_up.append(e)
-        self.leaf_up = frozen(leaf_up)
-        nic_up = np.zeros((nodes, npn), dtype=np.int64)
-        nic_host = np.zeros((nodes, npn, dpp), dtype=np.int64)
-        for n in range(nodes):
-            r = int(self.rack_of_node[n])
-            for p in range(npn):
-                nic = b.node(rdma_nic_id(n, p), "rdma_nic", rack_id(r), node=n, npu=p)
-                nic_up[n, p] = b.edge(nic, leaves[r], "rdma", "nic-leaf", nic_gbps, L)
-                parent["rdma"][nic] = (leaves[r], int(nic_up[n, p]))
-                for d in range(dpp):
-                    g = int(die_idx[n, p, d])
-                    nic_host[n, p, d] = b.edge(g, nic, "rdma", "die-nic", die_nic_gbps, rdma_host_lat)
-                    parent["rdma"][g] = (nic, int(nic_host[n, p, d]))
-        self.nic_up, self.nic_host = frozen(nic_up), frozen(nic_host)
-
-        # VPC plane: dies and CPUs -> the node's VPC card -> datacenter VPC switch (object storage hangs off it)
-        vpc = s.vpc_gbps / BITS_PER_BYTE
-        vpc_host_lat = max(0.0, (s.vpc_latency_us - (2 * L + sw)) / 2)  # host-to-host = vpc_latency_us
-        vsw = b.node(VPC_SWITCH, "vpc_switch", DC_RACK)
-        obs = b.node(STORAGE, "storage", DC_RACK)
-        parent["vpc"][obs] = (vsw, b.edge(obs, vsw, "vpc", "switch-storage", nodes * vpc, L))
-        vpc_up, vpc_host = [], []
-        for n in range(nodes):
-            card = b.node(vpc_nic_id(n), "vpc_nic", rack_id(int(self.rack_of_node[n])), node=n)
-            vpc_up.append(b.edge(card, vsw, "vpc", "vpc-switch", vpc, L))
-            parent["vpc"][card] = (vsw, vpc_up[-1])
-            hosts = []
-            for h in [*die_idx[n].ravel(), *cpu_idx[n]]:
-                hosts.append(b.edge(int(h), card, "vpc", "host-vpc", vpc, vpc_host_lat))
-                parent["vpc"][int(h)] = (card, hosts[-1])
-            vpc_host.append(hosts)
-        self.vpc_up, self.vpc_host = frozen(vpc_up), frozen(np.array(vpc_host, dtype=np.int64))
+        if s.unified_scaleout:   # scale-out and datacenter traffic ride UB: no NIC, no VPC card (a what-if)
+            self.leaf_up = self.vpc_up = frozen(np.zeros(0, dtype=np.int64))
+            self.nic_up = self.vpc_host = frozen(np.zeros((nodes, 0), dtype=np.int64))
+            self.nic_host = frozen(np.zeros((nodes, 0, dpp), dtype=np.int64))
+        else:
+            self._build_rdma(b, die_idx, parent)
+            self._build_vpc(b, die_idx, cpu_idx, parent)
 
         # flat arrays
         self.ids = b.ids
@@ -206,6 +167,60 @@ class Structure:
         self.groups = self._groups(b)
         self.counts = self._counts()
         self.examples = self._examples()
+
+    def _build_rdma(self, b: _Builder, die_idx: np.ndarray, parent: dict) -> None:
+        """RDMA plane: die -> NIC (one per package) -> leaf (one per rack) -> spine."""
+        s, chip = self.system, self.chip
+        nodes, npn, dpp = s.nodes, s.npus_per_node, die_idx.shape[2]
+        L, sw = s.link_latency_us, s.switch_latency_us
+        nic_gbps = s.rdma_nic_gbps / BITS_PER_BYTE
+        die_nic_gbps = chip.rdma_gbps / BITS_PER_BYTE if chip.rdma_gbps else nic_gbps
+        tree = 4 * L + 3 * sw  # NIC-leaf, leaf-spine, spine-leaf, leaf-NIC links; 3 switches
+        rdma_host_lat = max(0.0, (s.rdma_latency_us - tree) / 2)  # cross-rack path = rdma_latency_us
+        spine = b.node(spine_id(0), "rdma_switch", RDMA_CORE_RACK, role="spine")
+        leaves, leaf_up = [], []
+        for r in range(self.n_racks):
+            in_rack = int(np.sum(self.rack_of_node == r))
+            lf = b.node(leaf_id(r), "rdma_switch", rack_id(r), role="leaf", rack_index=r)
+            e = b.edge(lf, spine, "rdma", "leaf-spine", in_rack * npn * nic_gbps, L)
+            parent["rdma"][lf] = (spine, e)
+            leaves.append(lf)
+            leaf_up.append(e)
+        self.leaf_up = frozen(leaf_up)
+        nic_up = np.zeros((nodes, npn), dtype=np.int64)
+        nic_host = np.zeros((nodes, npn, dpp), dtype=np.int64)
+        for n in range(nodes):
+            r = int(self.rack_of_node[n])
+            for p in range(npn):
+                nic = b.node(rdma_nic_id(n, p), "rdma_nic", rack_id(r), node=n, npu=p)
+                nic_up[n, p] = b.edge(nic, leaves[r], "rdma", "nic-leaf", nic_gbps, L)
+                parent["rdma"][nic] = (leaves[r], int(nic_up[n, p]))
+                for d in range(dpp):
+                    g = int(die_idx[n, p, d])
+                    nic_host[n, p, d] = b.edge(g, nic, "rdma", "die-nic", die_nic_gbps, rdma_host_lat)
+                    parent["rdma"][g] = (nic, int(nic_host[n, p, d]))
+        self.nic_up, self.nic_host = frozen(nic_up), frozen(nic_host)
+
+    def _build_vpc(self, b: _Builder, die_idx: np.ndarray, cpu_idx: np.ndarray, parent: dict) -> None:
+        """VPC plane: dies and CPUs -> the node's VPC card -> datacenter VPC switch (object storage hangs off it)."""
+        s, nodes = self.system, self.system.nodes
+        L, sw = s.link_latency_us, s.switch_latency_us
+        vpc = s.vpc_gbps / BITS_PER_BYTE
+        vpc_host_lat = max(0.0, (s.vpc_latency_us - (2 * L + sw)) / 2)  # host-to-host = vpc_latency_us
+        vsw = b.node(VPC_SWITCH, "vpc_switch", DC_RACK)
+        obs = b.node(STORAGE, "storage", DC_RACK)
+        parent["vpc"][obs] = (vsw, b.edge(obs, vsw, "vpc", "switch-storage", nodes * vpc, L))
+        vpc_up, vpc_host = [], []
+        for n in range(nodes):
+            card = b.node(vpc_nic_id(n), "vpc_nic", rack_id(int(self.rack_of_node[n])), node=n)
+            vpc_up.append(b.edge(card, vsw, "vpc", "vpc-switch", vpc, L))
+            parent["vpc"][card] = (vsw, vpc_up[-1])
+            hosts = []
+            for h in [*die_idx[n].ravel(), *cpu_idx[n]]:
+                hosts.append(b.edge(int(h), card, "vpc", "host-vpc", vpc, vpc_host_lat))
+                parent["vpc"][int(h)] = (card, hosts[-1])
+            vpc_host.append(hosts)
+        self.vpc_up, self.vpc_host = frozen(vpc_up), frozen(np.array(vpc_host, dtype=np.int64))
 
     @cached_property
     def edge_index(self) -> dict[tuple[int, int], int]:
