@@ -200,7 +200,7 @@ def test_whole_system_drawings_aggregate_racks_at_8k():
 
 def test_live_pages_serve_an_8k_npu_twin(dash_app, twin_registry):
     from tests.test_callbacks import size, wait_until
-    page = {n: importlib.import_module(f"pages.{n}") for n in ("overview", "topology", "traffic")}
+    page = {n: importlib.import_module(f"pages.{n}") for n in ("overview", "topology", "traffic", "failures")}
     tw = twin_registry.shared()
     tw.control("reset", {"deployment": "atlas-950-infer"})
     assert wait_until(lambda: tw.run >= 1 and len(tw.snapshot.history.get("t", [])) >= 2, timeout=240)
@@ -211,6 +211,9 @@ def test_live_pages_serve_an_8k_npu_twin(dash_app, twin_registry):
     assert len(tr["matrix"]["data"][0]["z"]) == 128 and "Rack-to-rack" in tr["matrix_title"]
     assert size(tr) < 400_000
     assert page["overview"].tick(1, "shared", None)["cursor"]["twin"] == "shared"
+    first = page["failures"].tick(1, "shared", None, view_name="supernode")
+    second = page["failures"].tick(2, "shared", first["cursor"], view_name="supernode")   # draws the picker
+    assert size(first) < 600_000 and size(second) < 1_000_000
 
 
 # ---- what-ifs of the paper's directions: catalog variants of CloudMatrix384 --------------------------

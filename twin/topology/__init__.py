@@ -17,8 +17,9 @@ Units: every ``capacity_gbps`` is GB/s one way (links are full duplex, each dire
 catalog NIC speeds (``rdma_nic_gbps``, ``vpc_gbps``, chip ``rdma_gbps``) are Gbps and are converted.
 
 The package: `ids` (every component id, generated and parsed), `structure` (the immutable graph
-builder), `static` (ids, targets, link statics: what the dashboard draws), `state` (failure state)
-and `routes` (routing and node-level capacities).
+builder, from the catalog's description), `static` (ids, targets, link statics: what the dashboard
+draws), `state` (failure state), `routes` (routing and node-level capacities) and `summary` (counts
+per level and bisection bandwidth, for `python -m twin topology`).
 
 Modelling assumptions not in the catalog (documented here because they are shapes, not numbers):
 the RDMA fabric is one leaf switch per compute rack (a node is its own rack when the system has no
