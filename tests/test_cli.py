@@ -246,7 +246,7 @@ def _survey():
         (("run", "--duration=-inf"), "argument --duration: '-inf'", RUN_FLAGS["--duration"]),
         (("run", "--bogus"), "unrecognized arguments: --bogus", ""),
         (("perf", "sideways"), "argument phase: invalid choice: 'sideways'", "choose from 'decode', 'prefill'"),
-        (("perf", "decode", "--deployment", ""), "deployment = '': unknown", "(allowed: cloudmatrix-infer-384"),
+        (("perf", "decode", "--deployment", ""), "deployment = '': unknown", "(allowed: atlas-950-infer, "),
         (("perf", "decode", "--deployment", "nope"), "deployment = 'nope': unknown", "(allowed: "),
         (("perf", "decode", "--precision", "fp4"), "argument --precision: invalid choice: 'fp4'", "choose from"),
         (("perf", "decode", "--eplb", "magic"), "argument --eplb: invalid choice: 'magic'", "choose from"),
