@@ -92,6 +92,9 @@ def test_predictions_are_labelled_and_every_figure_has_a_source():
     cat = catalog()
     assert cat.chip("ascend-950dt").label == "prediction"
     assert cat.chip("ascend-910c-die").label == "" and cat.system("cloudmatrix384").label == ""
+    from twin.validate import predictions
+    assert cat.deployment("atlas-950-infer").prediction
+    assert {r["label"] for r in predictions() if r["deployment"] == "atlas-950-infer"} == {"prediction"}
     root = Path(__file__).parents[1] / "twin/catalog"
     for file, start in (("systems.toml", "[atlas-950-superpod]"), ("chips.toml", "[ascend-950dt]")):
         text = (root / file).read_text()
