@@ -269,3 +269,14 @@ def test_bad_base_is_refused(tmp_path, base, match):
     dep.write_text(text)
     with pytest.raises(CatalogError, match=match):
         Catalog(tmp_path)
+
+
+def test_mesh_links_carry_utilisation_like_clos_uplinks():
+    from twin.engine.traffic import KINDS, _link_index
+    for name in ("atlas-950-superpod", "cloudmatrix384"):
+        ends = static(name).link_arrays().ends
+        kind, node = _link_index(name, tuple(ends))
+        ub = [e for e, end in enumerate(ends) if end[2] == "ub"]
+        assert (kind[ub] >= 0).all() and (node[ub] >= 0).all(), name      # every UB link is drawn busy or idle
+        up = [e for e in ub if KINDS[kind[e]] == "l1-l2"]
+        assert len(up) == sum(len(r) for r in static(name)._s.node_up) // (2 if name != "cloudmatrix384" else 1)
