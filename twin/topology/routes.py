@@ -259,7 +259,8 @@ class Routing:
         return float(arr[self._s.node_up[self._node(node)]].sum())
 
     def ub_bandwidth_fraction(self, nodes: Iterable | None = None) -> float:
-        """Live / healthy inter-node UB capacity (L1-L2 links) over a set of nodes (default all)."""
+        """Live / healthy inter-node UB capacity (L1-L2 links, or mesh links leaving the node) over a set of
+        nodes (default all)."""
         self._need_ub("ub_bandwidth_fraction")
         idx = np.arange(self.system.nodes) if nodes is None else np.array([self._node(n) for n in nodes], dtype=np.int64)
         if len(idx) == 0:
