@@ -12,7 +12,7 @@ from twin.ui import figures as F
 from twin.ui import theme as T
 from twin.ui import topolive as TL
 from twin.ui import topoview as TV
-from twin.ui.live import Tick, page_stores, page_tick
+from twin.ui.polling import Tick, page_stores, page_tick
 from twin.ui import lang as Lg
 from twin.ui.lang import N_, _
 

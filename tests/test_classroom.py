@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from twin import classroom as CR
+from twin.live import classroom as CR
 from twin import lessons as L
-from twin.controls import ControlError
-from twin.runner import Twin
+from twin.live.controls import ControlError
+from twin.live.runner import Twin
 
 
 class FakeTwin:
@@ -140,7 +140,7 @@ SECRET = "x" * 24
 
 
 def test_status_carries_the_class_and_the_beat_moves_with_the_lecturer(twin_registry):
-    from twin.ui import live
+    from twin.ui import polling as live
     tw = twin_registry.shared()
     b0 = live.beat(tw)
     twin_registry.classroom.publish(tw, None, lesson="faults", step=3, page="/lessons", presenter=True)

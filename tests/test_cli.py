@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from twin.__main__ import main
+from twin.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,7 +51,7 @@ def test_perf_decode_json():
 
 
 def test_perf_decode_json_matches_the_model():
-    from twin.perf import PerfModel
+    from twin.predict.perf import PerfModel
     d = cli_json("perf", "decode", "--batch", "8", "--kv", "4224", "--no-mtp")
     r = PerfModel("cloudmatrix-infer-paper").decode_step(8, 4224, mtp=False)
     assert d["tpot_ms"] == pytest.approx(r.tpot_ms, abs=1e-4)
@@ -312,7 +312,7 @@ def test_perf_refuses_a_batch_whose_kv_does_not_fit(args, message):
 
 
 def test_strict_json_refuses_a_non_finite_value_by_name():
-    from twin.cli_args import dumps
+    from twin.cli.args import dumps
     assert dumps({"a": [1.5, None]}) == '{\n  "a": [\n    1.5,\n    null\n  ]\n}'
     with pytest.raises(ValueError, match=r"output: a value is not finite at slo\.tpot_ms"):
         dumps({"step": 1.0, "slo": {"tpot_ms": float("inf")}})
@@ -488,7 +488,7 @@ def test_a_trace_file_in_the_current_folder_is_read_as_a_path(tmp_path, monkeypa
     ("default", {"input": {"kind": "fixed", "value": float("nan")}}, "input.value = nan"),
 ])
 def test_scenario_overrides_are_refused_by_name(scenario, overrides, message):
-    from twin.config import CatalogError
+    from twin.model.config import CatalogError
     from twin.engine.scenario import load_scenario
     with pytest.raises(CatalogError) as exc:
         load_scenario(scenario, **overrides)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from twin.config import CATALOG_DIR, Catalog, CatalogError, catalog
+from twin.model.config import CATALOG_DIR, Catalog, CatalogError, catalog
 
 DEPLOYMENTS = {"cloudmatrix-infer-paper", "cloudmatrix-infer-384", "deepseek-h800", "sglang-h100",
                "qwen3-235b-cloudmatrix", "cloudmatrix-infer-48", "deepseek-h800-profile", "gb200-nvl72-r1",
@@ -279,6 +279,6 @@ def test_bad_fabric_and_economics_fields(tmp_catalog, filename, table, field, va
 
 def test_comm_sms_must_leave_sms_to_compute(tmp_catalog):
     edit(tmp_catalog, "deployments.toml", "deepseek-h800.prefill", "comm_sms", "132")
-    from twin.perf import PerfModel
+    from twin.predict.perf import PerfModel
     with pytest.raises(ValueError, match="comm_sms = 132: must be below the chip's 132 SMs"):
         PerfModel("deepseek-h800", Catalog(tmp_catalog)).prefill_batch(4096)

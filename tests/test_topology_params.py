@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from twin.config import CatalogError, System, catalog
+from twin.model.config import CatalogError, System, catalog
 from twin.topology import bisection_gbps, build, static, topology, topology_summary
 
 DATA = Path(__file__).parent / "data"
@@ -92,7 +92,7 @@ def test_predictions_are_labelled_and_every_figure_has_a_source():
     cat = catalog()
     assert cat.chip("ascend-950dt").label == "prediction"
     assert cat.chip("ascend-910c-die").label == "" and cat.system("cloudmatrix384").label == ""
-    from twin.validate import predictions
+    from twin.predict.validate import predictions
     assert cat.deployment("atlas-950-infer").prediction
     assert {r["label"] for r in predictions() if r["deployment"] == "atlas-950-infer"} == {"prediction"}
     root = Path(__file__).parents[1] / "twin/catalog"
@@ -246,7 +246,7 @@ def test_what_if_deployments_change_only_what_they_name():
 
 def test_a_unified_system_refuses_rdma_kv_transfers(tmp_path):
     import shutil
-    from twin.config import CATALOG_DIR, Catalog
+    from twin.model.config import CATALOG_DIR, Catalog
     for f in CATALOG_DIR.glob("*.toml"):
         shutil.copy(f, tmp_path)
     dep = tmp_path / "deployments.toml"
@@ -260,7 +260,7 @@ def test_a_unified_system_refuses_rdma_kv_transfers(tmp_path):
                                         ("cloudmatrix-unified", r"base = 'cloudmatrix-unified': a cycle")])
 def test_bad_base_is_refused(tmp_path, base, match):
     import shutil
-    from twin.config import CATALOG_DIR, Catalog
+    from twin.model.config import CATALOG_DIR, Catalog
     for f in CATALOG_DIR.glob("*.toml"):
         shutil.copy(f, tmp_path)
     dep = tmp_path / "deployments.toml"

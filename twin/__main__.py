@@ -8,16 +8,17 @@ import argparse
 import os
 import sys
 
-from . import calibrate, crossval
-from .cli_args import dumps, number
-from .cli_run import add_run_commands
-from .cloud.cli import SCENARIOS, add_cloud_command, cmd_run_day
-from .config import CatalogError
-from .explore.cli import add_explore_commands
-from .perf import PerfModel, economics
-from .serve.cli import add_serve_commands
-from .topology import topology_summary
-from .validate import predictions, rows
+from twin.predict import calibrate
+from twin.predict import crossval
+from twin.cli.args import dumps, number
+from twin.cli.run import add_run_commands
+from twin.cli.cloud import SCENARIOS, add_cloud_command, cmd_run_day
+from twin.model.config import CatalogError
+from twin.cli.explore import add_explore_commands
+from twin.predict.perf import PerfModel, economics
+from twin.cli.serve import add_serve_commands
+from twin.topology import topology_summary
+from twin.predict.validate import predictions, rows
 
 
 def _print(obj, as_json: bool, text) -> None:
@@ -109,7 +110,7 @@ def cmd_validate(a) -> int:
 
 def _print_groups() -> None:
     """Which constants each calibration source fixes, so no row's role is implicit."""
-    from .validate import TARGETS
+    from twin.predict.validate import TARGETS
     print("Calibration rows by the constants fitted to them (python -m twin calibrate):")
     for group, free in [*calibrate.GROUPS.items(), ("table", None)]:
         what = (", ".join(f"[{s}] {k}" for s, k, *_ in free) if free

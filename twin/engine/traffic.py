@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..topology import parse
+from twin.topology import parse
 
 if TYPE_CHECKING:
-    from .core import Engine
+    from twin.engine.core import Engine
 
 KINDS = ("l1-l2", "die-l1", "cpu-l1", "d2d", "die-nic", "nic-leaf", "leaf-spine", "host-vpc",
          "vpc-switch", "switch-storage", "gpu-nvswitch")

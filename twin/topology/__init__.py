@@ -30,16 +30,16 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from twin.config import System, catalog
+from twin.model.config import System, catalog
 
-from .ids import (STORAGE, VPC_SWITCH, TopologyError, UnknownElementError, comm_rack_id, cpu_id, die_id,
+from twin.topology.ids import (STORAGE, VPC_SWITCH, TopologyError, UnknownElementError, comm_rack_id, cpu_id, die_id,
                   kind_of, l1_id, l2_id, leaf_id, link_id, node_label, node_of, npu_id, nvswitch_id, parse,
                   rack_id, rdma_nic_id, spine_id, subplane_id, subplane_of, vpc_nic_id)
-from .routes import ROUTE_CACHE_LIMIT, Route
-from .state import Topology
-from .static import LinkArrays, StaticTopology
-from .structure import BITS_PER_BYTE, SWITCH_KINDS, TREE_PLANES, Structure
-from .summary import bisection_gbps, summary
+from twin.topology.routes import ROUTE_CACHE_LIMIT, Route
+from twin.topology.state import Topology
+from twin.topology.static import LinkArrays, StaticTopology
+from twin.topology.structure import BITS_PER_BYTE, SWITCH_KINDS, TREE_PLANES, Structure
+from twin.topology.summary import bisection_gbps, summary
 
 __all__ = ["BITS_PER_BYTE", "LinkArrays", "PLANES", "PLANE_ALIASES", "ROUTE_CACHE_LIMIT", "Route", "STORAGE",
            "SWITCH_KINDS", "StaticTopology", "Structure", "TREE_PLANES", "Topology", "TopologyError",

@@ -15,8 +15,8 @@ from typing import Iterable
 import networkx as nx
 import numpy as np
 
-from .ids import TopologyError, parse
-from .structure import frozen
+from twin.topology.ids import TopologyError, parse
+from twin.topology.structure import frozen
 
 ROUTE_CACHE_LIMIT = 200_000  # software bound on cached routes per failure version (memory, not physics)
 

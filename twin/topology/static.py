@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ids import UnknownElementError, link_id, node_label, parse, subplane_id
-from .structure import Structure
+from twin.topology.ids import UnknownElementError, link_id, node_label, parse, subplane_id
+from twin.topology.structure import Structure
 
 
 @dataclass(frozen=True)

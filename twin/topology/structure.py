@@ -14,9 +14,9 @@ from functools import cached_property
 import networkx as nx
 import numpy as np
 
-from twin.config import Chip, System, check_fabric
+from twin.model.config import Chip, System, check_fabric
 
-from .ids import (STORAGE, VPC_SWITCH, comm_rack_id, cpu_id, die_id, l1_id, l2_id, leaf_id,
+from twin.topology.ids import (STORAGE, VPC_SWITCH, comm_rack_id, cpu_id, die_id, l1_id, l2_id, leaf_id,
                   node_label, npu_id, nvswitch_id, rack_id, rdma_nic_id, spine_id, subplane_id, vpc_nic_id)
 
 BITS_PER_BYTE = 8            # unit conversion: catalog NIC speeds are Gbps, link capacities GB/s

@@ -5,7 +5,7 @@ system has ~10^5 links): GB/s one way across the cheapest balanced cut of the sc
 """
 from __future__ import annotations
 
-from .structure import Structure
+from twin.topology.structure import Structure
 
 SWITCH_LEVELS = ("l1", "l2", "nvswitch", "rdma_leaf", "rdma_spine", "vpc_switch")
 

@@ -22,7 +22,7 @@ import numpy as np
 from twin.topology import (StaticTopology, kind_of, node_label, node_of, parse, rack_id, subplane_id,
                            subplane_of, vpc_nic_id)
 
-from .lang import N_, _, request_lang
+from twin.ui.lang import N_, _, request_lang
 
 AGG = "supernode"       # the whole-system view (named for the supernode; a cluster uses it too)
 RACKS_ABOVE_NODES = 96  # the whole-system view draws racks, not nodes, above this many (an 8K-NPU system
