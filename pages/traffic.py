@@ -11,6 +11,7 @@ from twin.ui import components
 from twin.ui import figures
 from twin.ui import theme
 from twin.ui import topolive
+from twin.ui import topoview
 from twin.ui.polling import Tick, page_stores, page_tick
 from twin.ui import lang
 from twin.ui.lang import N_, _
@@ -47,6 +48,8 @@ def explain(info) -> str:
 
 
 def matrix_title(info) -> str:
+    if topoview.by_rack(info.topology):
+        return _("Rack-to-rack traffic (GB/s), summed over the nodes of each rack")
     if info.supernode:
         return _("Node-to-node UB traffic (GB/s): expert all-to-all and EMS cache loads")
     return _("Server-to-server traffic (GB/s): diagonal over NVLink, the rest over RDMA")
@@ -102,11 +105,11 @@ def tick(t: Tick) -> dict:
     figs, exts = zip(*(t.strip(specs[k], height=210) for k in STRIPS))
     out = {"figs": list(figs), "exts": list(exts)}
     if t.mode == "full":
-        out["matrix"] = figures.heatmap_figure(snap.node_traffic, info.topology.node_ids(), "")
+        out["matrix"] = figures.heatmap_figure(*topoview.node_matrix(info.topology, snap.node_traffic), "")
         out["explain"], out["matrix_title"] = explain(info), matrix_title(info)
     else:
         out["matrix"] = Patch()
-        z, text = t.twin.memo("traffic:z", lambda s: figures.heatmap_z(s.node_traffic))
+        z, text = t.twin.memo("traffic:z", lambda s: figures.heatmap_z(topoview.node_matrix(info.topology, s.node_traffic)[0]))
         out["matrix"]["data"][0]["z"], out["matrix"]["data"][0]["text"] = z, text
         out["matrix"]["layout"]["yaxis"]["autorange"] = figures.MATRIX_Y_AUTORANGE
     out["links"] = _links_table(t.twin.memo("traffic:top", lambda s: topolive.busiest_links(s, 12)))

@@ -11,7 +11,8 @@ from twin.model.config import CATALOG_DIR, Catalog, CatalogError, catalog
 DEPLOYMENTS = {"cloudmatrix-infer-paper", "cloudmatrix-infer-384", "deepseek-h800", "sglang-h100",
                "qwen3-235b-cloudmatrix", "cloudmatrix-infer-48", "deepseek-h800-profile", "gb200-nvl72-r1",
                "gb200-nvl72-r1-fp4",
-               "hgx-b200-r1", "cloudmatrix-pooled"}
+               "hgx-b200-r1", "cloudmatrix-pooled", "atlas-950-infer", "cloudmatrix-unified",
+               "cloudmatrix-cpu-pool"}
 
 
 # ---- the packaged catalog ---------------------------------------------------------------------

@@ -135,7 +135,9 @@ def cmd_topology(a) -> int:
     s = topology_summary(a.system)
 
     def text(d):
-        print(f"system {d['system']}")
+        print(f"system {d['system']}  {d['kind']}  fabric {d['fabric']}  ({d['label']})")
+        print(f"  npus {d['npus']}  dies {d['dies']}  cpus {d['cpus']}  nodes {d['nodes']}  "
+              f"bisection {d['bisection_gbps']:,.0f} GB/s ({d['bisection']})")
         for k, v in d["counts"].items():
             print(f"  {k:<24}{v:>8}")
     _print(s, a.json, text)
@@ -193,8 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="leave-one-source-out cross-validation; writes twin/catalog/crossval.json")
     cal.set_defaults(fn=cmd_calibrate)
 
-    top = sub.add_parser("topology", help="component and link counts of a system")
-    top.add_argument("--system", default="cloudmatrix384")
+    top = sub.add_parser("topology", help="component and link counts and bisection bandwidth of a system")
+    top.add_argument("--system", default="cloudmatrix384",
+                     help="a system of twin/catalog/systems.toml (its topology is built from that description)")
     top.add_argument("--json", action="store_true")
     top.set_defaults(fn=cmd_topology)
 

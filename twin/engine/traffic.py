@@ -2,7 +2,8 @@
 
 UB inter-node traffic of a node spreads over its live L1-L2 optical uplinks (the flat fabric
 sprays over every sub-plane and L2 chip), so one link's load is the node's traffic times its
-share of the node's live uplink capacity. RDMA traffic loads the node's NICs the same way.
+share of the node's live uplink capacity. On an nD-FullMesh the mesh links that leave a node play
+the uplinks' part (each counted for its first end's node), and those inside it the access links'. RDMA traffic loads the node's NICs the same way.
 
 A GPU cluster has no UB: the engine's scale-up bucket (expert all-to-all) crosses servers over
 RDMA and stays inside a server on NVLink, so a node's off-diagonal traffic loads its NICs (with the
@@ -26,13 +27,14 @@ def _link_index(system: str, ends: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Per eid: kind code and the node the link belongs to (-1 when it has none)."""
     kind = np.full(len(ends), -1, dtype=np.int64)
     node = np.full(len(ends), -1, dtype=np.int64)
-    for eid, (u, v, _plane, k) in enumerate(ends):
+    for eid, (u, v, plane, k) in enumerate(ends):
         kind[eid] = KINDS.index(k) if k in KINDS else -1
-        for end in (u, v):
-            n = parse(end).get("node")
-            if n is not None:
-                node[eid] = n
-                break
+        ns = [parse(end).get("node") for end in (u, v)]
+        n = next((x for x in ns if x is not None), None)
+        if n is not None:
+            node[eid] = n
+        if plane == "ub" and kind[eid] < 0:   # an nD-FullMesh: links leaving the node count as its uplinks,
+            kind[eid] = KINDS.index("l1-l2" if None not in ns and ns[0] != ns[1] else "die-l1")   # the rest as access
     return kind, node
 
 

@@ -54,6 +54,7 @@ class Chip(_Strict):
     dram_gbps: float = Field(0, ge=0)
     ssd_gb: float = Field(0, ge=0)
     ssd_gbps: float = Field(0, ge=0)
+    label: Literal["", "prediction"] = ""             # "prediction": announced, not measured (shown as such)
 
     def peak_tflops(self, precision: str) -> float:
         """Dense peak for the GEMM precision; 0 means the chip lacks the type."""
@@ -61,10 +62,21 @@ class Chip(_Strict):
                 "nvfp4": self.fp4_tflops, "mxfp4": self.fp4_tflops}[precision]
 
 
+FABRICS = ("ub-clos-2tier", "nd-fullmesh")   # UB fabrics of a supernode (twin.topology.structure)
+
+
 class System(_Strict):
     kind: Literal["supernode", "cluster"]
     accelerator: str
     cpu: str = ""
+    label: Literal["", "prediction", "what-if"] = ""  # announced, not measured / a variant of a real system
+    # UB fabric of a supernode: "ub-clos-2tier" (CloudMatrix384: L1 chips per node, sub-planes of L2
+    # chips) or "nd-fullmesh" (UB-Mesh: dies fully meshed along each of mesh_dims); "" = the kind's own
+    fabric: Literal["", "ub-clos-2tier", "nd-fullmesh"] = ""
+    mesh_dims: tuple[int, ...] = ()                   # nd-fullmesh: size of each dimension, innermost first
+    mesh_link_gbps: tuple[float, ...] = ()            # nd-fullmesh: GB/s one way of one link, per dimension
+    all_optical: bool = False                         # every link between two nodes is optical
+    unified_scaleout: bool = False                    # no RDMA NICs, no VPC cards: scale-out rides UB (what-if)
     nodes: int = Field(ge=1, le=4096)
     npus_per_node: int = Field(ge=1, le=64)
     cpus_per_node: int = Field(ge=0, le=16)
@@ -90,6 +102,11 @@ class System(_Strict):
     nvlink_domain_gpus: int = Field(0, ge=0, le=4096)   # GPUs on one NVLink domain; 0 = a node
     chip_power_kw: float = Field(gt=0, le=100)          # wall power per accelerator package, all-in
     usd_per_chip_hour: float = Field(gt=0, le=1000)     # cost of one accelerator package per hour
+
+    @property
+    def ub_fabric(self) -> str:
+        """The supernode's UB fabric ("" on a cluster)."""
+        return (self.fabric or FABRICS[0]) if self.kind == "supernode" else ""
 
 
 class Model(_Strict):
@@ -218,7 +235,34 @@ def _load_table(name: str, model: type[BaseModel], directory: Path) -> dict:
         raise CatalogError(f"{path}: catalog file missing") from None
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{path}: not valid TOML ({exc})") from None
-    return {key: _validate(model, val, f"{path.name} [{key}]") for key, val in raw.items()}
+    return {key: _validate(model, val, f"{path.name} [{key}]") for key, val in _with_bases(raw, path.name).items()}
+
+
+def _with_bases(raw: dict, file: str) -> dict:
+    """Resolve `base = "other"`: a variant is its base's table with its own fields laid over it
+    (sub-tables such as a deployment's prefill merged field by field), so a what-if names only what
+    it changes."""
+    out: dict = {}
+
+    def resolve(key: str, seen: tuple) -> dict:
+        if key not in out:
+            val = raw[key]
+            base = val.get("base") if isinstance(val, dict) else None
+            if base is None:
+                out[key] = val
+                return val
+            if base not in raw or base in seen or not isinstance(raw[base], dict):
+                why = "a cycle" if base in seen else "unknown"
+                raise CatalogError(f"{file} [{key}].base = {base!r}: {why} (allowed: another table of "
+                                   f"{file}: {', '.join(k for k in raw if k != key)})")
+            merged = {k: dict(v) if isinstance(v, dict) else v for k, v in resolve(base, (*seen, key)).items()}
+            for k, v in val.items():
+                if k != "base":
+                    merged[k] = {**merged[k], **v} if isinstance(v, dict) and isinstance(merged.get(k), dict) else v
+            out[key] = merged
+        return out[key]
+
+    return {key: resolve(key, ()) for key in raw}
 
 
 class Catalog:
@@ -233,6 +277,7 @@ class Catalog:
             _ref(self.chips, s.accelerator, f"systems.toml [{name}].accelerator")
             if s.cpu:
                 _ref(self.chips, s.cpu, f"systems.toml [{name}].cpu")
+            check_fabric(s, self.chips[s.accelerator].dies_per_package, f"systems.toml [{name}]")
         for name, d in self.deployments.items():
             _ref(self.systems, d.system, f"deployments.toml [{name}].system")
             _ref(self.models, d.model, f"deployments.toml [{name}].model")
@@ -255,6 +300,38 @@ def _ref(table: dict, key: str, where: str):
     if key not in table:
         raise CatalogError(f"{where} = {key!r}: unknown (allowed: {', '.join(sorted(table))})")
     return table[key]
+
+
+def check_fabric(s: System, dies_per_package: int, where: str) -> None:
+    """Refuse a fabric description the topology cannot build; say which field and what is allowed."""
+    if s.kind != "supernode":
+        if s.fabric or s.mesh_dims or s.unified_scaleout:
+            raise CatalogError(f"{where}.fabric = {s.fabric!r}: a {s.kind} has no UB fabric (allowed: leave "
+                               "fabric and mesh_dims unset, or kind = \"supernode\")")
+        return
+    if s.ub_fabric == "ub-clos-2tier":
+        if not (s.l1_per_node and s.l2_per_subplane and s.l1_l2_link_gbps):
+            raise CatalogError(f"{where}: fabric ub-clos-2tier needs l1_per_node, subplanes, l2_per_subplane "
+                               "and l1_l2_link_gbps > 0")
+        if s.l1_per_node != s.subplanes:
+            raise CatalogError(f"{where}.l1_per_node = {s.l1_per_node}: must equal subplanes = {s.subplanes} "
+                               "(L1 chip k of every node belongs to sub-plane k)")
+        if s.mesh_dims or s.mesh_link_gbps:
+            raise CatalogError(f"{where}.mesh_dims: only for fabric = \"nd-fullmesh\"")
+        return
+    dies, per_node = s.nodes * s.npus_per_node * dies_per_package, s.npus_per_node * dies_per_package
+    dims = s.mesh_dims
+    if not dims or any(d < 2 for d in dims) or len(s.mesh_link_gbps) != len(dims) \
+            or any(g <= 0 for g in s.mesh_link_gbps):
+        raise CatalogError(f"{where}.mesh_dims = {list(dims)}: fabric nd-fullmesh needs mesh_dims (each >= 2) "
+                           f"and mesh_link_gbps > 0 of the same length (got {list(s.mesh_link_gbps)})")
+    prod, prefixes = 1, {1}
+    for d in dims:
+        prod *= d
+        prefixes.add(prod)
+    if prod != dies or per_node not in prefixes:
+        raise CatalogError(f"{where}.mesh_dims = {list(dims)}: the product must equal the {dies} dies and the "
+                           f"innermost dimensions must multiply to the {per_node} dies of a node")
 
 
 def check_deployment(cat: Catalog, name: str, dep: Deployment | None = None) -> None:
@@ -287,6 +364,10 @@ def check_deployment(cat: Catalog, name: str, dep: Deployment | None = None) -> 
                                f"({model.routed_experts} routed + {pool.redundant_experts} redundant + "
                                f"{pool.shared_expert_dies} shared-expert dies) cannot be spread evenly over "
                                f"{pool.ep} dies (allowed: a divisor of {slots})")
+    if sysm.unified_scaleout and (dep.kv_transfer_plane, dep.cache_plane) != ("ub", "ub"):
+        raise CatalogError(f"{where}: {dep.system} has one scale-out plane over UB, no RDMA or VPC "
+                           f"(kv_transfer_plane = {dep.kv_transfer_plane!r}, cache_plane = {dep.cache_plane!r}; "
+                           "allowed: \"ub\" for both)")
     if dep.ems_nodes > sysm.nodes:
         raise CatalogError(f"{where}.ems_nodes = {dep.ems_nodes}: allowed 0..{sysm.nodes}")
     pm = Geometry(dep, model, chip, constants())

@@ -2,8 +2,10 @@
 
 One builder turns a catalog `System` into a networkx graph, for both kinds:
 
-* ``supernode`` (CloudMatrix384): dies, CPUs, 7 L1 UB chips per node, 7 sub-planes x 16 L2 chips,
-  optical L1-L2 links, plus the RDMA (scale-out) and VPC (datacenter) planes.
+* ``supernode``: dies, CPUs and a UB fabric described in the catalog (`systems.toml`), one of
+  ``ub-clos-2tier`` (CloudMatrix384: L1 UB chips per node, sub-planes of L2 chips, optical L1-L2 links)
+  or ``nd-fullmesh`` (UB-Mesh: dies fully meshed along each dimension of ``mesh_dims``), plus the RDMA
+  (scale-out) and VPC (datacenter) planes.
 * ``cluster`` (8-GPU servers): GPUs on an NVSwitch per server, plus the same RDMA and VPC planes.
 
 Why the structure/state split: the graph and its per-link arrays are built once per system and
@@ -15,8 +17,9 @@ Units: every ``capacity_gbps`` is GB/s one way (links are full duplex, each dire
 catalog NIC speeds (``rdma_nic_gbps``, ``vpc_gbps``, chip ``rdma_gbps``) are Gbps and are converted.
 
 The package: `ids` (every component id, generated and parsed), `structure` (the immutable graph
-builder), `static` (ids, targets, link statics: what the dashboard draws), `state` (failure state)
-and `routes` (routing and node-level capacities).
+builder, from the catalog's description), `static` (ids, targets, link statics: what the dashboard
+draws), `state` (failure state), `routes` (routing and node-level capacities) and `summary` (counts
+per level and bisection bandwidth, for `python -m twin topology`).
 
 Modelling assumptions not in the catalog (documented here because they are shapes, not numbers):
 the RDMA fabric is one leaf switch per compute rack (a node is its own rack when the system has no
@@ -36,10 +39,11 @@ from twin.topology.routes import ROUTE_CACHE_LIMIT, Route
 from twin.topology.state import Topology
 from twin.topology.static import LinkArrays, StaticTopology
 from twin.topology.structure import BITS_PER_BYTE, SWITCH_KINDS, TREE_PLANES, Structure
+from twin.topology.summary import bisection_gbps, summary
 
 __all__ = ["BITS_PER_BYTE", "LinkArrays", "PLANES", "PLANE_ALIASES", "ROUTE_CACHE_LIMIT", "Route", "STORAGE",
            "SWITCH_KINDS", "StaticTopology", "Structure", "TREE_PLANES", "Topology", "TopologyError",
-           "UnknownElementError", "VPC_SWITCH", "build", "comm_rack_id", "cpu_id", "die_id", "kind_of", "l1_id",
+           "UnknownElementError", "VPC_SWITCH", "bisection_gbps", "build", "comm_rack_id", "cpu_id", "die_id", "kind_of", "l1_id",
            "l2_id", "leaf_id", "link_id", "node_label", "node_of", "npu_id", "nvswitch_id", "parse", "rack_id",
            "rdma_nic_id", "spine_id", "static", "subplane_id", "subplane_of", "topology", "topology_summary",
            "vpc_nic_id"]
@@ -69,14 +73,15 @@ def topology(system_name: str) -> Topology:
 
 
 def topology_summary(system_name: str) -> dict:
-    """JSON-friendly summary for the CLI: {"system", "kind", "counts", ...}."""
+    """JSON-friendly summary for the CLI: {"system", "kind", "fabric", "npus", ..., "bisection_gbps", "counts"}."""
     t = topology(system_name)
-    out = {"system": system_name, "kind": t.kind, "counts": t.counts(),
-           "planes": sorted({p for p in t._s.eplane})}
+    out = summary(system_name, t._s, t.counts())
+    out.update(counts=t.counts(), planes=sorted(set(t._s.eplane)))
     if t.kind == "supernode":
         out["node_uplink_gbps"] = t.node_uplink_gbps(0, healthy=True)
-    out["node_rdma_gbps"] = t.rdma_bandwidth(0)
-    out["node_vpc_gbps"] = t.vpc_bandwidth(0)
+    if not t.system.unified_scaleout:
+        out["node_rdma_gbps"] = t.rdma_bandwidth(0)
+        out["node_vpc_gbps"] = t.vpc_bandwidth(0)
     return out
 
 def static(system_name: str) -> StaticTopology:

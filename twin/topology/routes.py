@@ -63,6 +63,8 @@ class Routing:
         own = {"supernode": ("ub", "d2d", "rdma", "vpc"), "cluster": ("nvlink", "rdma", "vpc")}[self.kind]
         if self._s.dies_per_package == 1:
             own = tuple(p for p in own if p != "d2d")
+        if self.system.unified_scaleout:
+            own = tuple(p for p in own if p not in ("rdma", "vpc"))
         if plane not in own:
             raise TopologyError(f"plane {plane!r} not in {self.name} ({self.kind}); allowed: "
                                 f"{', '.join(own)}, or 'scaleup'")
@@ -116,6 +118,8 @@ class Routing:
                 return self._cut(si, di, plane, f"die-to-die link {self.link_id(e)} is down")
             if si in s.ub_access and di in s.ub_access:
                 return self._route_ub(si, di)
+            if s.fabric == "nd-fullmesh" and s.die_lin[si] >= 0 and s.die_lin[di] >= 0:
+                return self._route_mesh(si, di)
             return self._route_generic(si, di, plane)
         return self._route_tree(si, di, plane)
 
@@ -143,6 +147,31 @@ class Routing:
         flow = (fab * scale[:, None])[ks, js]
         paths = np.stack([acc_s[ks], s.l1l2[a, ks, js], s.l1l2[b, ks, js], acc_d[ks]], axis=1)
         return self._mk(si, di, "ub", paths, 3, flow)
+
+    def _route_mesh(self, si: int, di: int) -> Route:
+        """nD-FullMesh: the minimal paths that fix the differing coordinates in each cyclic order of them.
+        These h paths (h = differing dimensions = hops) are link-disjoint (each starts and ends on a
+        different dimension), so each carries its own bottleneck; every die between is a relay counted
+        as a switch hop (assumption: the NPU's UB port forwards like a switch chip). When all of them are
+        cut, the shortest live detour (UB-Mesh's All-Path-Routing also uses non-minimal paths)."""
+        s = self._s
+        g, t = int(s.die_lin[si]), int(s.die_lin[di])
+        dims, strides = s.system.mesh_dims, s.mesh_strides
+        src = [(g // int(strides[i])) % d for i, d in enumerate(dims)]
+        dst = [(t // int(strides[i])) % d for i, d in enumerate(dims)]
+        diff = [i for i in range(len(dims)) if src[i] != dst[i]]
+        paths = []
+        for r in range(len(diff)):
+            x, row = g, []
+            for i in diff[r:] + diff[:r]:
+                row.append(int(s.mesh_eid[i][x, dst[i]]))
+                x += (dst[i] - (x // int(strides[i])) % dims[i]) * int(strides[i])
+            paths.append(row)
+        eids = np.array(paths, dtype=np.int64)
+        live = self.capacity[eids].min(axis=1) > 0
+        if not live.any():
+            return self._route_generic(si, di, "ub")
+        return self._mk(si, di, "ub", eids[live], len(diff) - 1)
 
     def _pair_fabric(self, a: int, b: int) -> np.ndarray:
         key = ("fabric", min(a, b), max(a, b))
@@ -201,7 +230,9 @@ class Routing:
             return self._cut(si, di, plane, "no live path")
         idx = [s.index[n] for n in nodes]
         eids = np.array([[s.edge_index[(u, v)] for u, v in zip(idx, idx[1:])]], dtype=np.int64)
-        return self._mk(si, di, plane, eids, int(sum(s.is_switch[n] for n in idx[1:-1])))
+        relays = s.fabric == "nd-fullmesh"   # a die between two mesh links forwards like a switch (_route_mesh)
+        return self._mk(si, di, plane, eids, int(sum(s.is_switch[n] or (relays and s.nkind[n] == "die")
+                                                     for n in idx[1:-1])))
 
     # ---- aggregate capacities for the performance model
 
@@ -221,18 +252,20 @@ class Routing:
                                 "(use plane 'rdma' for its inter-node capacity)")
 
     def node_uplink_gbps(self, node, healthy: bool = False) -> float:
-        """A node's live inter-node UB capacity: the sum of its L1-L2 links (3,136 GB/s when healthy)."""
+        """A node's live inter-node UB capacity: the sum of its L1-L2 links (3,136 GB/s when healthy), or
+        on an nD-FullMesh of its links along the dimensions that leave the node."""
         self._need_ub("node_uplink_gbps")
         arr = self._s.base if healthy else self.capacity
-        return float(arr[self._s.l1l2[self._node(node)]].sum())
+        return float(arr[self._s.node_up[self._node(node)]].sum())
 
     def ub_bandwidth_fraction(self, nodes: Iterable | None = None) -> float:
-        """Live / healthy inter-node UB capacity (L1-L2 links) over a set of nodes (default all)."""
+        """Live / healthy inter-node UB capacity (L1-L2 links, or mesh links leaving the node) over a set of
+        nodes (default all)."""
         self._need_ub("ub_bandwidth_fraction")
         idx = np.arange(self.system.nodes) if nodes is None else np.array([self._node(n) for n in nodes], dtype=np.int64)
         if len(idx) == 0:
             return 1.0
-        e = self._s.l1l2[idx]
+        e = self._s.node_up[idx]
         return float(self.capacity[e].sum() / self._s.base[e].sum())
 
     def node_pair_bandwidth(self, a, b, plane: str | None = None) -> float:
@@ -243,6 +276,11 @@ class Routing:
         plane = self._plane(plane)
         a, b = self._node(a), self._node(b)
         cap, s = self.capacity, self._s
+        if plane == "ub" and s.fabric == "nd-fullmesh":   # an upper bound: the mesh's path diversity assumed to carry it
+            if a == b:
+                mine = np.asarray(s.nnode)[s.eu] == a
+                return float(cap[mine & (np.asarray(s.nnode)[s.ev] == a) & (np.asarray(s.eplane) == "ub")].sum())
+            return min(float(cap[s.node_up[a]].sum()), float(cap[s.node_up[b]].sum()))
         if plane == "ub":
             acc_a = cap[s.die_acc[a]].sum(axis=0)
             if a == b:
@@ -265,11 +303,13 @@ class Routing:
 
     def rdma_bandwidth(self, node) -> float:
         """A node's live scale-out capacity: per NIC, min(NIC uplink, its dies' links), summed."""
+        self._plane("rdma")
         n, cap, s = self._node(node), self.capacity, self._s
         return float(np.minimum(cap[s.nic_up[n]], cap[s.nic_host[n]].sum(axis=-1)).sum())
 
     def vpc_bandwidth(self, node) -> float:
         """A node's live VPC capacity: its card's uplink, limited by what its hosts can still reach."""
+        self._plane("vpc")
         n, cap, s = self._node(node), self.capacity, self._s
         return float(min(cap[s.vpc_up[n]], cap[s.vpc_host[n]].sum()))
 

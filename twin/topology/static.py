@@ -36,7 +36,11 @@ class StaticTopology:
         self.name = structure.name
         self.system = structure.system
         self.kind = structure.system.kind
-        self.graph = structure.graph      # the shared, frozen networkx graph
+
+    @property
+    def graph(self):
+        """The shared, frozen networkx graph (made on first use)."""
+        return self._s.graph
 
     @classmethod
     def of(cls, structure: Structure) -> "StaticTopology":
@@ -135,6 +139,10 @@ class StaticTopology:
     def node_ids(self) -> list[str]:
         """Server node ids ("n00", "n01", ...), in node order."""
         return [node_label(n) for n in range(self.system.nodes)]
+
+    def node_racks(self) -> np.ndarray:
+        """The compute rack of each node (index), in node order: nodes of a rack are consecutive."""
+        return self._s.rack_of_node
 
     def subplane_ids(self) -> list[str]:
         """UB sub-plane ids ("sp0", ...); none on a cluster."""

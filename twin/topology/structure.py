@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
+from functools import cached_property
 
 import networkx as nx
 import numpy as np
 
-from twin.model.config import Chip, System
+from twin.model.config import Chip, System, check_fabric
 
-from twin.topology.ids import (STORAGE, VPC_SWITCH, TopologyError, comm_rack_id, cpu_id, die_id, l1_id, l2_id, leaf_id,
+from twin.topology.ids import (STORAGE, VPC_SWITCH, comm_rack_id, cpu_id, die_id, l1_id, l2_id, leaf_id,
                   node_label, npu_id, nvswitch_id, rack_id, rdma_nic_id, spine_id, subplane_id, vpc_nic_id)
 
 BITS_PER_BYTE = 8            # unit conversion: catalog NIC speeds are Gbps, link capacities GB/s
@@ -25,15 +27,21 @@ DC_RACK = "net-dc"            # datacenter network row: VPC switch and object st
 
 
 class _Builder:
-    """Accumulates nodes and edges in plain lists; the graph is created in one go at the end."""
+    """Accumulates nodes and edges in plain lists (one column per link attribute); the networkx graph
+    is made from them only when someone asks for it (`Structure.graph`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, all_optical: bool = False) -> None:
+        self.all_optical = all_optical   # a link between two nodes is optical even inside a rack
         self.ids: list[str] = []
         self.index: dict[str, int] = {}
         self.nattrs: list[dict] = []
         self.eu: list[int] = []
         self.ev: list[int] = []
-        self.eattrs: list[dict] = []
+        self.eplane: list[str] = []
+        self.ekind: list[str] = []
+        self.ecap: list[float] = []
+        self.elat: list[float] = []
+        self.eoptical: list[bool] = []
 
     def node(self, nid: str, kind: str, rack: str, **attrs) -> int:
         i = len(self.ids)
@@ -44,11 +52,15 @@ class _Builder:
 
     def edge(self, u: int, v: int, plane: str, kind: str, capacity: float, latency: float) -> int:
         eid = len(self.eu)
-        medium = "optical" if self.nattrs[u]["rack"] != self.nattrs[v]["rack"] else "electrical"
+        a, b = self.nattrs[u], self.nattrs[v]
+        cross = self.all_optical and a.get("node", b.get("node")) != b.get("node", a.get("node"))
         self.eu.append(u)
         self.ev.append(v)
-        self.eattrs.append({"plane": plane, "medium": medium, "capacity_gbps": float(capacity),
-                            "latency_us": float(latency), "eid": eid, "kind": kind})
+        self.eplane.append(plane)
+        self.ekind.append(kind)
+        self.ecap.append(float(capacity))
+        self.elat.append(float(latency))
+        self.eoptical.append(a["rack"] != b["rack"] or cross)
         return eid
 
 
@@ -62,9 +74,11 @@ class Structure:
     """Everything that does not change with failures: graph, per-link arrays, routing index arrays."""
 
     def __init__(self, name: str, system: System, chip: Chip, cpu_chip: Chip | None):
+        check_fabric(system, chip.dies_per_package, name)
         self.name, self.system, self.chip, self.cpu_chip = name, system, chip, cpu_chip
         s = system
-        b = _Builder()
+        self.fabric = s.ub_fabric
+        b = _Builder(s.all_optical)
         nodes, npn, dpp, cpn = s.nodes, s.npus_per_node, chip.dies_per_package, s.cpus_per_node
         self.dies_per_package = dpp
         self.n_racks = s.compute_racks or nodes
@@ -93,9 +107,12 @@ class Structure:
         parent = {p: {} for p in TREE_PLANES}  # plane -> child nidx -> (parent nidx, eid)
 
         # scale-up plane
-        self.ub_access: dict[int, np.ndarray] = {}  # UB endpoint nidx -> eid to L1 chip k, per k
-        if s.kind == "supernode":
+        self.ub_access: dict[int, np.ndarray] = {}  # UB endpoint nidx -> eid to L1 chip k, per k (Clos)
+        self.node_up = np.zeros((nodes, 0), dtype=np.int64)  # per node: eids of its inter-node UB links
+        if self.fabric == "ub-clos-2tier":
             self._build_ub(b, die_idx, cpu_idx)
+        elif self.fabric == "nd-fullmesh":
+            self._build_mesh(b, die_idx, cpu_idx)
         else:
             nv_gbps = s.nvlink_gbps or chip.nvlink_gbps
             nv_lat = max(0.0, (s.nvlink_latency_us - sw) / 2)  # GPU -> NVSwitch -> GPU = nvlink_latency_us
@@ -105,11 +122,61 @@ class Structure:
                 for g in die_idx[n].ravel():
                     parent["nvlink"][int(g)] = (nvs, b.edge(int(g), nvs, "nvlink", "gpu-nvswitch", nv_gbps, nv_lat))
 
-        # RDMA plane: die -> NIC (one per package) -> leaf (one per rack) -> spine
+        if s.unified_scaleout:   # scale-out and datacenter traffic ride UB: no NIC, no VPC card (a what-if)
+            self.leaf_up = self.vpc_up = frozen(np.zeros(0, dtype=np.int64))
+            self.nic_up = self.vpc_host = frozen(np.zeros((nodes, 0), dtype=np.int64))
+            self.nic_host = frozen(np.zeros((nodes, 0, dpp), dtype=np.int64))
+        else:
+            self._build_rdma(b, die_idx, parent)
+            self._build_vpc(b, die_idx, cpu_idx, parent)
+
+        # flat arrays
+        self.ids = b.ids
+        self.index = b.index
+        self.nkind = [a["kind"] for a in b.nattrs]
+        self.nnode = frozen([a.get("node", -1) for a in b.nattrs])
+        self.is_switch = frozen([k in SWITCH_KINDS for k in self.nkind])
+        self.eu, self.ev = frozen(np.array(b.eu, dtype=np.int64)), frozen(np.array(b.ev, dtype=np.int64))
+        self.base = frozen(b.ecap)
+        self.lat = frozen(b.elat)
+        self.eplane = b.eplane
+        self.ekind = b.ekind
+        self.optical = frozen(b.eoptical)
+        self._nattrs = b.nattrs
+        self.ends = list(zip([b.ids[u] for u in b.eu], [b.ids[v] for v in b.ev], b.eplane, b.ekind))
+        self.die_ids = [b.ids[i] for i in die_idx.ravel()]
+        self.cpu_ids = [b.ids[i] for i in cpu_idx.ravel()]
+
+        # tree planes as arrays: parent nidx, eid to parent, depth
+        N = len(b.ids)
+        self.parent, self.parent_eid, self.depth = {}, {}, {}
+        for plane, pmap in parent.items():
+            par = np.full(N, -1, dtype=np.int64)
+            pe = np.full(N, -1, dtype=np.int64)
+            for c, (p, e) in pmap.items():
+                par[c], pe[c] = p, e
+            depth = np.full(N, -1, dtype=np.int64)
+            members = set(pmap) | {p for p, _ in pmap.values()}
+            for i in members:
+                d, j = 0, i
+                while par[j] >= 0:
+                    j, d = par[j], d + 1
+                depth[i] = d
+            self.parent[plane], self.parent_eid[plane], self.depth[plane] = par, pe, depth
+
+        self.groups = self._groups(b)
+        self.counts = self._counts()
+        self.examples = self._examples()
+
+    def _build_rdma(self, b: _Builder, die_idx: np.ndarray, parent: dict) -> None:
+        """RDMA plane: die -> NIC (one per package) -> leaf (one per rack) -> spine."""
+        s, chip = self.system, self.chip
+        nodes, npn, dpp = s.nodes, s.npus_per_node, die_idx.shape[2]
+        L, sw = s.link_latency_us, s.switch_latency_us
         nic_gbps = s.rdma_nic_gbps / BITS_PER_BYTE
         die_nic_gbps = chip.rdma_gbps / BITS_PER_BYTE if chip.rdma_gbps else nic_gbps
-        fabric = 4 * L + 3 * sw  # NIC-leaf, leaf-spine, spine-leaf, leaf-NIC links; 3 switches
-        rdma_host_lat = max(0.0, (s.rdma_latency_us - fabric) / 2)  # cross-rack path = rdma_latency_us
+        tree = 4 * L + 3 * sw  # NIC-leaf, leaf-spine, spine-leaf, leaf-NIC links; 3 switches
+        rdma_host_lat = max(0.0, (s.rdma_latency_us - tree) / 2)  # cross-rack path = rdma_latency_us
         spine = b.node(spine_id(0), "rdma_switch", RDMA_CORE_RACK, role="spine")
         leaves, leaf_up = [], []
         for r in range(self.n_racks):
@@ -134,7 +201,10 @@ class Structure:
                     parent["rdma"][g] = (nic, int(nic_host[n, p, d]))
         self.nic_up, self.nic_host = frozen(nic_up), frozen(nic_host)
 
-        # VPC plane: dies and CPUs -> the node's VPC card -> datacenter VPC switch (object storage hangs off it)
+    def _build_vpc(self, b: _Builder, die_idx: np.ndarray, cpu_idx: np.ndarray, parent: dict) -> None:
+        """VPC plane: dies and CPUs -> the node's VPC card -> datacenter VPC switch (object storage hangs off it)."""
+        s, nodes = self.system, self.system.nodes
+        L, sw = s.link_latency_us, s.switch_latency_us
         vpc = s.vpc_gbps / BITS_PER_BYTE
         vpc_host_lat = max(0.0, (s.vpc_latency_us - (2 * L + sw)) / 2)  # host-to-host = vpc_latency_us
         vsw = b.node(VPC_SWITCH, "vpc_switch", DC_RACK)
@@ -152,58 +222,30 @@ class Structure:
             vpc_host.append(hosts)
         self.vpc_up, self.vpc_host = frozen(vpc_up), frozen(np.array(vpc_host, dtype=np.int64))
 
-        # flat arrays
-        self.ids = b.ids
-        self.index = b.index
-        self.nkind = [a["kind"] for a in b.nattrs]
-        self.nnode = frozen([a.get("node", -1) for a in b.nattrs])
-        self.is_switch = frozen([k in SWITCH_KINDS for k in self.nkind])
-        self.eu, self.ev = frozen(np.array(b.eu, dtype=np.int64)), frozen(np.array(b.ev, dtype=np.int64))
-        self.base = frozen([a["capacity_gbps"] for a in b.eattrs])
-        self.lat = frozen([a["latency_us"] for a in b.eattrs])
-        self.eplane = [a["plane"] for a in b.eattrs]
-        self.ekind = [a["kind"] for a in b.eattrs]
-        self.optical = frozen([a["medium"] == "optical" for a in b.eattrs])
-        self.edge_index: dict[tuple[int, int], int] = {}
-        for e, (u, v) in enumerate(zip(b.eu, b.ev)):
-            self.edge_index[(u, v)] = e
-            self.edge_index[(v, u)] = e
-        self.ends = [(b.ids[u], b.ids[v], a["plane"], a["kind"]) for u, v, a in zip(b.eu, b.ev, b.eattrs)]
-        self.die_ids = [b.ids[i] for i in die_idx.ravel()]
-        self.cpu_ids = [b.ids[i] for i in cpu_idx.ravel()]
+    @cached_property
+    def edge_index(self) -> dict[tuple[int, int], int]:
+        """(u, v) and (v, u) node indices -> eid; made on first use (an 8K-NPU system has ~10^5 links)."""
+        out: dict[tuple[int, int], int] = {}
+        for e, (u, v) in enumerate(zip(self.eu.tolist(), self.ev.tolist())):
+            out[(u, v)] = e
+            out[(v, u)] = e
+        return out
 
-        # tree planes as arrays: parent nidx, eid to parent, depth
-        N = len(b.ids)
-        self.parent, self.parent_eid, self.depth = {}, {}, {}
-        for plane, pmap in parent.items():
-            par = np.full(N, -1, dtype=np.int64)
-            pe = np.full(N, -1, dtype=np.int64)
-            for c, (p, e) in pmap.items():
-                par[c], pe[c] = p, e
-            depth = np.full(N, -1, dtype=np.int64)
-            members = set(pmap) | {p for p, _ in pmap.values()}
-            for i in members:
-                d, j = 0, i
-                while par[j] >= 0:
-                    j, d = par[j], d + 1
-                depth[i] = d
-            self.parent[plane], self.parent_eid[plane], self.depth[plane] = par, pe, depth
-
-        self.graph = nx.Graph(name=name, system_kind=s.kind)
-        self.graph.add_nodes_from(zip(b.ids, b.nattrs))
-        self.graph.add_edges_from((b.ids[u], b.ids[v], a) for u, v, a in zip(b.eu, b.ev, b.eattrs))
-        nx.freeze(self.graph)
-        self.groups = self._groups(b)
-        self.counts = self._counts()
-        self.examples = self._examples()
+    @cached_property
+    def graph(self) -> nx.Graph:
+        """The frozen networkx graph, made on first use: routing and the engine read the arrays instead."""
+        g = nx.Graph(name=self.name, system_kind=self.system.kind)
+        g.add_nodes_from(zip(self.ids, self._nattrs))
+        g.add_edges_from((u, v, {"plane": p, "medium": "optical" if o else "electrical", "capacity_gbps": c,
+                                 "latency_us": la, "eid": e, "kind": k})
+                         for e, ((u, v, p, k), c, la, o) in enumerate(zip(self.ends, self.base.tolist(),
+                                                                          self.lat.tolist(), self.optical.tolist())))
+        return nx.freeze(g)
 
     def _build_ub(self, b: _Builder, die_idx: np.ndarray, cpu_idx: np.ndarray) -> None:
         """UB fabric: every die and CPU to each L1 chip of its node; L1 chip k to all L2 chips of sub-plane k."""
         s, chip = self.system, self.chip
         K, J, nodes = s.l1_per_node, s.l2_per_subplane, s.nodes
-        if K != s.subplanes:
-            raise TopologyError(f"{self.name}: l1_per_node = {K} must equal subplanes = {s.subplanes} "
-                                "(L1 chip k of every node belongs to sub-plane k)")
         L = s.link_latency_us
         l2 = np.zeros((K, J), dtype=np.int64)
         total = K * J
@@ -236,6 +278,48 @@ class Structure:
                 for j in range(J):
                     l1l2[n, k, j] = b.edge(int(l1[n, k]), int(l2[k, j]), "ub", "l1-l2", s.l1_l2_link_gbps, L)
         self.l1_idx, self.l1l2, self.die_acc = frozen(l1), frozen(l1l2), frozen(die_acc)
+        self.node_up = frozen(l1l2.reshape(nodes, K * J))
+
+    def _build_mesh(self, b: _Builder, die_idx: np.ndarray, cpu_idx: np.ndarray) -> None:
+        """UB-Mesh nD-FullMesh: dies numbered in (node, npu, die) order get mixed-radix coordinates over
+        mesh_dims (innermost first); along each dimension every die is linked to every die that differs
+        from it in that coordinate only. Links: dies x sum(d - 1) / 2, never dies^2. A CPU reaches the UB
+        plane through each die of its node (assumption: UB-Mesh pools CPUs on the same bus, no L1 chip)."""
+        s, L = self.system, self.system.link_latency_us
+        flat = die_idx.ravel()
+        n_dies, dims = len(flat), s.mesh_dims
+        strides = np.cumprod((1, *dims[:-1]))
+        self.mesh_strides = frozen(strides)
+        self.die_flat = frozen(flat)                                  # mesh position -> graph index
+        self.die_lin = np.full(len(b.ids), -1, dtype=np.int64)        # graph index -> mesh position
+        self.die_lin[flat] = np.arange(n_dies)
+        self.die_lin = frozen(self.die_lin)
+        pos = np.arange(n_dies)
+        mesh_eid = []
+        for i, (d, gbps) in enumerate(zip(dims, s.mesh_link_gbps)):
+            coord = (pos // strides[i]) % d
+            eid = np.full((n_dies, d), -1, dtype=np.int64)  # eid[g, c]: link from die g to its peer at coordinate c
+            for g in range(n_dies):
+                a = int(coord[g])
+                for c in range(a + 1, d):
+                    h = g + (c - a) * int(strides[i])
+                    eid[g, c] = eid[h, a] = b.edge(int(flat[g]), int(flat[h]), "ub", f"mesh-d{i}", gbps, L)
+            mesh_eid.append(frozen(eid))
+        self.mesh_eid = tuple(mesh_eid)
+        per_node = die_idx.shape[1] * die_idx.shape[2]
+        inner = 0   # dimensions that stay inside a node: check_fabric makes their product a node's dies
+        while int(np.prod(dims[:inner])) < per_node:
+            inner += 1
+        self.mesh_inner_dims = inner
+        if inner < len(dims):   # links along the outer dimensions leave the node; -1 marks a die's own coordinate
+            up = np.concatenate([self.mesh_eid[i].reshape(s.nodes, -1) for i in range(inner, len(dims))], axis=1)
+            self.node_up = frozen(up[up >= 0].reshape(s.nodes, -1))
+        cpu_gbps = self.cpu_chip.ub_gbps / per_node if self.cpu_chip and s.cpu_l1_links else 0.0
+        if cpu_gbps > 0:
+            for n in range(s.nodes):
+                for c in cpu_idx[n]:
+                    for g in die_idx[n].ravel():
+                        b.edge(int(c), int(g), "ub", "cpu-die", cpu_gbps, L)
 
     def _groups(self, b: _Builder) -> dict[str, np.ndarray]:
         """Failure groups: a node, an NPU package, a sub-plane's L2 chips, a rack."""
@@ -253,9 +337,7 @@ class Structure:
 
     def _counts(self) -> dict[str, int]:
         s = self.system
-        kinds: dict[str, int] = {}
-        for k in self.nkind:
-            kinds[k] = kinds.get(k, 0) + 1
+        kinds = Counter(self.nkind)
         out = {"node": s.nodes, "rack": self.n_racks, "comm_rack": s.comm_racks if s.kind == "supernode" else 0,
                "subplane": s.subplanes if s.kind == "supernode" else 0,
                "npu": s.nodes * s.npus_per_node}
@@ -263,10 +345,8 @@ class Structure:
             out[k] = kinds.get(k, 0)
         out["rdma_leaf"] = self.n_racks
         out["rdma_spine"] = out["rdma_switch"] - self.n_racks
-        for k in self.ekind:
-            out[f"link:{k}"] = out.get(f"link:{k}", 0) + 1
-        for p in self.eplane:
-            out[f"plane:{p}"] = out.get(f"plane:{p}", 0) + 1
+        out.update({f"link:{k}": n for k, n in Counter(self.ekind).items()})
+        out.update({f"plane:{p}": n for p, n in Counter(self.eplane).items()})
         out["links"] = len(self.ekind)
         out["optical_links"] = int(self.optical.sum())
         out["electrical_links"] = out["links"] - out["optical_links"]

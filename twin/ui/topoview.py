@@ -19,12 +19,14 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from twin.topology import (StaticTopology, kind_of, node_label, node_of, parse, subplane_id, subplane_of,
-                           vpc_nic_id)
+from twin.topology import (StaticTopology, kind_of, node_label, node_of, parse, rack_id, subplane_id,
+                           subplane_of, vpc_nic_id)
 
 from twin.ui.lang import N_, _, request_lang
 
 AGG = "supernode"       # the whole-system view (named for the supernode; a cluster uses it too)
+RACKS_ABOVE_NODES = 96  # the whole-system view draws racks, not nodes, above this many (an 8K-NPU system
+                        # has 1,024 nodes and ~10^4 node-to-node bundles: too many for one drawing)
 
 
 def bundle_id(a: str, b: str, plane: str) -> str:
@@ -79,9 +81,9 @@ class View:
         return self._by_lang[lang]
 
 
-def _agg_key(nid: str, a: dict) -> str | None:
+def _agg_key(nid: str, a: dict, by_rack: bool = False) -> str | None:
     if "node" in a:
-        return node_label(a["node"])
+        return a["rack"] if by_rack else node_label(a["node"])
     if a["kind"] == "l2":
         return subplane_id(a["subplane"])
     return nid   # switches, storage: themselves
@@ -97,7 +99,8 @@ def view(t: StaticTopology, name: str = AGG) -> View:
     """Build (once) the view `name`: "supernode", a node id ("n07") or a sub-plane id ("sp4")."""
     g = t.graph
     if name == AGG:
-        mapping = {nid: _agg_key(nid, a) for nid, a in g.nodes(data=True)}
+        racks = by_rack(t)
+        mapping = {nid: _agg_key(nid, a, racks) for nid, a in g.nodes(data=True)}
         own = None
     elif name in t.node_ids():
         n = node_of(name)
@@ -198,6 +201,8 @@ def _describe(vid: str, g, view_name: str, t) -> tuple[str, str | tuple, str | N
         return "node", vid, (_rack_of(g, vid) if view_name == AGG else None)
     if kind == "subplane":
         return "subplane", (N_("UB plane %(n)s"), {"n": subplane_of(vid)}), None
+    if kind == "rack":
+        return "rack", (N_("rack %(n)s"), {"n": parse(vid)["rack"]}), None
     a = g.nodes[vid]
     k = a["kind"]
     if k == "die":        # an Ascend package holds two dies; a GPU is one
@@ -294,6 +299,8 @@ def _agg_positions(t, g, used: list[str]) -> dict[str, tuple[float, float]]:
     for vid in used:
         if kind_of(vid) == "node":
             racks.setdefault(_rack_of(g, vid), []).append(vid)
+        elif kind_of(vid) == "rack":      # a large system drawn by rack: one rack a column of one
+            racks.setdefault(vid, []).append(vid)
     cols = sorted(racks)
     per_col = max((len(v) for v in racks.values()), default=1)
     dx, dy = 110.0, 92.0
@@ -326,6 +333,22 @@ def _agg_positions(t, g, used: list[str]) -> dict[str, tuple[float, float]]:
         elif kind_of(v) == "subplane":
             out[v] = (width * (subplane_of(v) + 0.5) / max(sysm.subplanes, 1), -175.0)
     return out
+
+
+def by_rack(t: StaticTopology) -> bool:
+    """Whether whole-system drawings group nodes into racks (more than RACKS_ABOVE_NODES nodes)."""
+    return t.system.nodes > RACKS_ABOVE_NODES
+
+
+def node_matrix(t: StaticTopology, matrix) -> tuple[np.ndarray, list[str]]:
+    """A node-to-node matrix and its labels, summed into rack-to-rack on a system drawn by rack."""
+    m = np.asarray(matrix if matrix is not None else np.zeros((0, 0)), dtype=float)
+    if not by_rack(t) or m.shape != (t.system.nodes, t.system.nodes):
+        return m, t.node_ids()
+    racks = t.node_racks()
+    starts = np.flatnonzero(np.r_[True, racks[1:] != racks[:-1]])
+    m = np.add.reduceat(np.add.reduceat(m, starts, axis=0), starts, axis=1)
+    return m, [rack_id(int(racks[i])) for i in starts]
 
 
 def view_options(t: StaticTopology) -> list[dict]:
