@@ -150,3 +150,20 @@ def test_a_stopped_or_killed_worker_ends_only_its_own_streams(served):
         assert {st["engine_pid"] for st in seen.values()} == engine_pid
     worker, text, _, done = _one(served, 5)
     assert done and text == prompt.filler(0, 5)
+
+
+def test_a_dead_engine_is_restarted_by_the_supervisor_and_every_worker_reconnects(served):
+    before = _workers(served)
+    old = {st["engine_pid"] for st in before.values()}.pop()
+    c, r, _ = _open(served, 2000)
+    first = r.readline()
+    os.kill(old, signal.SIGKILL)
+    text, other, done = _drain(r, [first])       # the stream in flight ends with the engine's error event
+    c.close()
+    assert done and other[-1]["error"]["code"] == "engine_restarting"
+    seen = _wait(served, lambda s: len(s) == 2 and all(st["engine_ready"] and st["engine_pid"] != old
+                                                       for st in s.values()))
+    assert {st["engine_restarts"] for st in seen.values()} == {1} and set(seen) == set(before)
+    assert len({st["engine_pid"] for st in seen.values()}) == 1
+    worker, text, _, done = _one(served, 4)
+    assert done and text == prompt.filler(0, 4)

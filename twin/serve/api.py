@@ -139,7 +139,9 @@ class ServeApp:
     async def status(self, request: Request):
         lt = self.live
         return JSONResponse({"model": lt.model, "sim_time": round(lt.gauges.get("sim_time", 0.0), 3),
-                             "pace": round(lt.achieved(), 4), "open_requests": self.open, "events_late": lt.late,
+                             "pace": round(lt.achieved(), 4), "open_requests": self.open,
+                             "engine_open": lt.gauges.get("open", 0),     # every worker's (2 s old at most)
+                             "events_late": lt.late,
                              "lead_s": lt.lead_s, "step_s": lt.step_s, "engine_ready": lt.ready,
                              "engine_pid": lt.engine_pid if lt.ready else None, "worker_pid": os.getpid(),
                              "workers": self.workers,

@@ -20,7 +20,7 @@ single source of truth that every worker's /metrics asks for.
 Messages in: ("req", key, arrival, input tokens, output tokens or None, block ids), ("fault", id,
 Command), ("metrics", id), ("cmd", Command), ("stop",). Out: ("hello", info), ("ev", [(key, t,
 tokens so far, end[, extra]), ...], wall time sent), ("fault", id, ticket), ("metrics", id, text),
-("gauges", {sim_time, behind_ms}, pace, late).
+("gauges", {sim_time, open (served requests not finished, all relays), behind_ms}, pace, late).
 `behind_ms` in the gauges: how far the engine's sim time was behind the wall clock each time it
 woke (negative: ahead, -LEAD_S at best); above 0 what it makes next is already due and is shipped
 late (`late`): the engine process did not get the CPU in time.
@@ -123,7 +123,7 @@ def main(path: str, scenario: str, seed, background: bool, lead_s: float, step_s
             pace.append((t0, eng.sim_time))
             if t0 - last_gauges >= SNAPSHOT_S:
                 last_gauges = t0
-                g = {"sim_time": float(eng.sim_time), "behind_ms": dict(zip(
+                g = {"sim_time": float(eng.sim_time), "open": len(metrics.open), "behind_ms": dict(zip(
                     ("p50", "p99", "max"), np.round(np.percentile(behind, [50, 99, 100]) * 1e3, 3).tolist()))}
                 for p in peers.values():
                     p.send(("gauges", g, _pace(pace), late))

@@ -204,6 +204,7 @@ class LiveTwin:
 
     def _lost(self) -> None:
         """The engine process died: end what it held, refuse until a new one says hello."""
+        was_ready = self.ready            # (a connection the dying engine's listener took, never greeted, is no restart)
         self._close()
         self._ready.clear()
         held = len(self.streams)
@@ -214,15 +215,15 @@ class LiveTwin:
         self._asks.clear()
         if self._stopping:
             return
-        self.restarts += 1
-        if self.own:
+        self.restarts += was_ready
+        if self.own and (was_ready or not self.proc.is_alive()):
             self.proc.join(1.0)
             log.error("twin serve: the engine process ended (exit code %s); %d streams lost; starting a new one",
                       self.proc.exitcode, held)
             if self.proc.is_alive():
                 self.proc.kill()
             self._spawn()
-        else:
+        elif was_ready:
             log.error("twin serve: the engine went away; %d streams lost; reconnecting", held)
         self._connect()
 
