@@ -14,6 +14,7 @@ go on, and a new worker takes its place in the port's share.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import multiprocessing as mp
 import os
@@ -30,6 +31,7 @@ log = logging.getLogger("twin.serve.workers")
 
 POLL_S = 0.5        # the supervisor checks its children this often
 STOP_S = 10.0       # a child asked to stop gets this long before it is killed
+ACCEPT_BATCH = 64   # connections a worker accepts each time its port is readable (assumption: a burst's share)
 
 
 def supervise(scenario: str, seed, background: bool, lead_s: float, host: str, port: int, workers: int,
@@ -79,7 +81,7 @@ def worker_main(path: str, host: str, port: int, workers: int, loop: str) -> Non
     srv = ServeApp(LiveTwin(engine_path=path), workers=workers)
     server = _Server(uvicorn.Config(srv.app, loop=loop, http="httptools", log_level="warning",
                                     limit_concurrency=(MAX_OPEN + 64) // workers, timeout_keep_alive=30,
-                                    lifespan="on"), srv.live)
+                                    lifespan="on"), srv.live, sock)
 
     def orphaned():      # the supervisor is gone (killed outright): stop as if told to
         while not server.should_exit:
@@ -88,16 +90,50 @@ def worker_main(path: str, host: str, port: int, workers: int, loop: str) -> Non
                 return
             threading.Event().wait(1.0)
     threading.Thread(target=orphaned, daemon=True).start()
-    server.run(sockets=[sock])
+    server.run()
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's Server, whose exit signal also ends this worker's open streams with an error event
-    (otherwise a graceful stop would wait for every stream to finish)."""
+    """uvicorn's Server with two changes. Its exit signal also ends this worker's open streams with an
+    error event (otherwise a graceful stop would wait for every stream to finish). And it accepts
+    connections itself, up to ACCEPT_BATCH each time the port is readable: uvloop's libuv accepts one
+    connection per poll (libuv PR 3696), and with ~500 streams a worker's loop polls seldom enough
+    that 1,000 new connections waited seconds in the kernel's accept queue (strace: one accept4 every
+    0.1-1 s while ~160 waited; docs/serve.md)."""
 
-    def __init__(self, config, live):
+    def __init__(self, config, live, sock: socket.socket):
         super().__init__(config)
-        self.live = live
+        self.live, self.sock = live, sock
+
+    async def startup(self, sockets=None):
+        await super().startup(sockets=[])          # the lifespan, and no server of uvicorn's own
+        if self.should_exit or not self.started:
+            return
+        config, loop = self.config, asyncio.get_running_loop()
+
+        def protocol():
+            return config.http_protocol_class(config=config, server_state=self.server_state,
+                                              app_state=self.lifespan.state, _loop=loop)
+        self.sock.listen(config.backlog)
+        self.sock.setblocking(False)
+        loop.add_reader(self.sock.fileno(), self._accept, loop, protocol)
+
+    def _accept(self, loop, protocol) -> None:
+        for _ in range(ACCEPT_BATCH):
+            try:
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:          # (a connection reset before it was accepted, out of descriptors)
+                log.warning("twin serve: accept failed: %r", exc)
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)   # each chunk leaves at once
+            loop.create_task(loop.connect_accepted_socket(protocol, conn))
+
+    async def shutdown(self, sockets=None):
+        asyncio.get_running_loop().remove_reader(self.sock.fileno())
+        self.sock.close()
+        await super().shutdown(sockets=sockets)
 
     def handle_exit(self, sig, frame):
         super().handle_exit(sig, frame)
