@@ -291,17 +291,10 @@ class ServeApp:
         else:
             pre = first_pre = (pre + '"text":"').encode()
             post = b'","finish_reason":null,"logprobs":null}]}\n\n'
-        body = {"type": "http.response.body", "body": b"", "more_body": True}
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-            first = True
-            async for due in s.due():          # the chunks due now (one, unless the loop ran late): one write
-                parts = []
-                for k, start in due:           # filler words need no JSON escaping
-                    parts += (first_pre if first else pre, prompt.filler(start, k).encode(), post)
-                    first = False
-                body["body"] = b"".join(parts)
-                await send(body)
+            writer = _Writer(s, send, first_pre, pre, post)
+            await writer.done                  # the relay's callbacks write the chunks (_Writer)
             if s.end in REJECTED:
                 code, kind, msg = REJECTED[s.end][1:]
                 tail = [{"error": {"message": msg, "type": kind, "param": None, "code": code}}]
@@ -317,6 +310,54 @@ class ServeApp:
                         "body": "".join(map(_event, tail)).encode() + b"data: [DONE]\n\n"})
         finally:
             self.open -= 1
+
+
+class _Writer:
+    """Writes a stream's chunks from the relay's own callback, with no task switch per chunk: the
+    stream calls `wake` when it has a chunk, which builds the bytes (pre-built templates, only the
+    filler text filled in; all chunks due at once in one write) and steps the ASGI `send` coroutine
+    by hand. It finishes at once unless the connection's writing is paused (a slow client): then it
+    goes on when the transport says so, and chunks wait meanwhile. `done` is set once the stream has
+    ended and everything is written (or holds what `send` raised)."""
+
+    def __init__(self, s: Stream, send, first_pre: bytes, pre: bytes, post: bytes):
+        self.s, self.send, self.pre, self.post, self.first_pre = s, send, pre, post, first_pre
+        self.busy = False
+        self.done = asyncio.get_running_loop().create_future()
+        s.sink = self.wake
+        self.wake()                       # what came before the response started
+
+    def wake(self) -> None:
+        if self.busy or self.done.done():
+            return
+        due = self.s.take()
+        if not due:
+            if self.s.end:
+                self.done.set_result(None)
+            return
+        parts = []
+        for k, start in due:              # filler words need no JSON escaping
+            parts += (self.first_pre or self.pre, prompt.filler(start, k).encode(), self.post)
+            self.first_pre = None
+        self.busy = True
+        self._step(self.send({"type": "http.response.body", "body": b"".join(parts), "more_body": True}))
+
+    def _step(self, coro) -> None:
+        try:
+            waiting = coro.send(None)
+        except StopIteration:
+            self.busy = False
+            self.wake()                   # what came meanwhile, or the end
+        except BaseException as exc:      # (the client went away: the stream's coroutine ends with it)
+            self.busy = False
+            if not self.done.done():
+                self.done.set_exception(exc)
+        else:                             # paused: a future to wait for, as a task would
+            if waiting is None:
+                asyncio.get_running_loop().call_soon(self._step, coro)
+            else:
+                waiting._asyncio_future_blocking = False
+                waiting.add_done_callback(lambda _: self._step(coro))
 
 
 def _event(doc: dict) -> str:

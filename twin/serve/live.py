@@ -47,6 +47,7 @@ class Stream:
     end: str = ""                        # "stop", a rejection reason, or "engine_lost", once over
     prefill: tuple = ()                  # (prefill start, prefill end, cached prompt tokens) once done
     finish_reason: str = "length"        # "length" when max_tokens set the output, else "stop"
+    sink: object = None                  # called instead of waking a reader, if set (api._Writer)
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
     _sent: int = 0                       # chunks handed to the reader
 
@@ -67,7 +68,10 @@ class Stream:
                 self.counts.append(made)
             if end:
                 self.end = end
-        self._ready.set()
+        if self.sink is not None:
+            self.sink()
+        else:
+            self._ready.set()
         return max(delta, 0)
 
     async def decision(self) -> str:
@@ -80,18 +84,22 @@ class Stream:
     async def due(self):
         """The chunks made since the last call, [(tokens in the chunk, first token index), ...] (one,
         unless the reader woke late), until done: a reader writes them with one send."""
-        counts = self.counts
         while True:
-            n = len(counts)
-            if self._sent < n:
-                out = [(counts[i] - (counts[i - 1] if i else 0), counts[i - 1] if i else 0) for i in range(self._sent, n)]
-                self._sent = n
+            out = self.take()
+            if out:
                 yield out
                 continue
             if self.end:
                 return
             self._ready.clear()
             await self._ready.wait()
+
+    def take(self) -> list:
+        """The chunks made since the last take, [(tokens in the chunk, first token index), ...]."""
+        counts, n = self.counts, len(self.counts)
+        out = [(counts[i] - (counts[i - 1] if i else 0), counts[i - 1] if i else 0) for i in range(self._sent, n)]
+        self._sent = n
+        return out
 
     @property
     def ttft(self) -> float | None:
