@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from twin.serve import prompt
 
@@ -120,6 +121,18 @@ def test_streams_spread_over_workers_and_each_gets_its_own_tokens(served):
         timing = other[-1]["twin_timing"]
         assert done and text == prompt.filler(0, k), (k, text)
         assert timing["chunk_tokens"][-1] == k and timing["worker"] == worker
+    # /metrics is the engine's: every worker answers with all 40 streams' tokens (the first test here)
+    time.sleep(0.1)                         # the engine's "times" event follows each stream's last token
+    scraped = {}
+    for _ in range(20):
+        c = http.client.HTTPConnection("127.0.0.1", served, timeout=10)
+        c.request("GET", "/metrics")
+        r = c.getresponse()
+        fams = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+        c.close()
+        scraped[int(r.getheader("x-twin-worker"))] = (
+            fams["vllm:generation_tokens"].samples[0].value, fams["vllm:request_success"].samples[0].value)
+    assert len(scraped) == 2 and set(scraped.values()) == {(sum(ks), len(ks))}
 
 
 def test_a_stopped_or_killed_worker_ends_only_its_own_streams(served):

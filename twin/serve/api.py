@@ -134,7 +134,8 @@ class ServeApp:
         text = await self.live.metrics()         # the engine process's: every worker's series in one
         if isinstance(text, dict):
             return ApiError(503, text["error"], code="engine_restarting", kind="server_error").response()
-        return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+        return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8",
+                        headers={"x-twin-worker": WORKER.decode()})
 
     async def status(self, request: Request):
         lt = self.live
