@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import run_coro
 from twin.serve import prompt
-from twin.serve.live import LiveTwin, Stream
+from twin.serve.relay import LiveTwin, Stream
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "docs" / "grafana" / "vllm-grafana.json"
 

@@ -6,7 +6,7 @@ import pickle
 import socket
 
 from twin.serve import wire
-from twin.serve.live import LiveTwin
+from twin.serve.relay import LiveTwin
 
 
 def test_a_message_split_across_reads_is_dispatched_once_whole():
@@ -42,7 +42,7 @@ def test_the_writer_sends_from_the_relay_callback_and_waits_out_a_paused_connect
     from conftest import run_coro
     from twin.serve import prompt
     from twin.serve.api import _Writer
-    from twin.serve.live import Stream
+    from twin.serve.relay import Stream
 
     async def go():
         s = Stream(10, 6, None)

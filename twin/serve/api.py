@@ -1,5 +1,5 @@
 """The OpenAI-compatible HTTP API of `twin serve` (Starlette on uvicorn: one event loop, no thread
-per stream; the engine runs in its own process, twin.serve.live relays its events). The two
+per stream; the engine runs in its own process, twin.serve.relay relays its events). The two
 completion routes are plain ASGI (no Starlette response per chunk): a stream's chunks are byte
 templates with only the text filled in, each sent with one `send`. Routes: GET /v1/models, POST /v1/chat/completions, POST /v1/completions, GET /metrics,
 GET /twin/status, POST /twin/fault. Errors are OpenAI's shape: {"error": {"message", "type",
@@ -19,11 +19,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..actions import FAULTS_PER_MIN
-from ..budget import RateLimit
-from ..controls import ControlError, fault_command
-from . import prompt
-from .live import LiveTwin, Stream
+from twin.live.actions import FAULTS_PER_MIN
+from twin.live.budget import RateLimit
+from twin.live.controls import ControlError, fault_command
+from twin.serve import prompt
+from twin.serve.relay import LiveTwin, Stream
 
 MAX_BODY_BYTES = 2 << 20       # assumption: a 131,072-token prompt is ~512 KB by the prompt rule; 4x that
 MAX_OPEN = 2000                # served requests open at once (each holds a few KB); past it: 503

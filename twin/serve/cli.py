@@ -1,7 +1,7 @@
 """`python -m twin serve` (the API on uvicorn) and `python -m twin serve-replay` (the outside client)."""
 from __future__ import annotations
 
-from ..cli_args import name, number
+from twin.cli.args import name, number
 
 DEFAULT_PORT = 8060
 
@@ -11,12 +11,12 @@ def cmd_serve(a) -> int:
 
     import uvicorn
 
-    from .api import MAX_OPEN, build_app
-    from .engine_proc import LEAD_S
+    from twin.serve.api import MAX_OPEN, build_app
+    from twin.serve.engine_proc import LEAD_S
     logging.basicConfig(level=logging.INFO)
     lead = a.lead if a.lead is not None else LEAD_S
     if a.workers > 1:
-        from .workers import supervise
+        from twin.serve.workers import supervise
         print(f"twin serve: scenario {a.scenario}{' with its own traffic' if a.background else ''} on "
               f"http://{a.host}:{a.port}/v1 ({a.workers} HTTP worker processes, one engine process)", flush=True)
         return supervise(a.scenario, a.seed, a.background, lead, a.host, a.port, a.workers, a.loop)
@@ -31,7 +31,7 @@ def cmd_serve(a) -> int:
 
 
 def cmd_replay(a) -> int:
-    from .replay import main
+    from twin.serve.replay import main
     return main(a)
 
 

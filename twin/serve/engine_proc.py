@@ -33,7 +33,7 @@ from collections import deque
 
 import numpy as np
 
-from . import wire
+from twin.serve import wire
 
 LEAD_S = 0.030       # the engine runs this far ahead of the wall clock (covers its stalls on this loaded 2-core machine: docs/serve.md)
 STEP_S = 0.002       # wall seconds between advances (assumption: well under a decode step of ~20-90 ms)
@@ -56,9 +56,9 @@ def main(path: str, scenario: str, seed, background: bool, lead_s: float, step_s
     os.setsid()     # a session of its own: the kernel's autogroup scheduler gives it its own CPU share
     parent = os.getppid()
     lst = wire.listen(path)
-    from ..engine import Engine
-    from ..engine.external import External
-    from .metrics import ServeMetrics
+    from twin.engine import Engine
+    from twin.engine.external import External
+    from twin.serve.metrics import ServeMetrics
     eng = Engine(scenario, seed=seed, **overrides)
     ext = External.attach(eng, background)
     metrics = ServeMetrics(eng.scenario.deployment)
@@ -161,7 +161,7 @@ def _pace(pace: deque) -> float:
 
 
 def _fault(eng, cmd) -> dict:
-    """A fault command checked at the edge (twin.controls.fault_command): on the engine's one queue,
+    """A fault command checked at the edge (twin.live.controls.fault_command): on the engine's one queue,
     applied now, and its ticket's answer (accepted at t, or refused with the engine's reason)."""
     ticket = eng.submit(cmd)
     eng.apply_commands()

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..engine.commands import Command
-from . import engine_proc, wire
-from .engine_proc import LEAD_S, STEP_S
+from twin.engine.commands import Command
+from twin.serve import engine_proc, wire
+from twin.serve.engine_proc import LEAD_S, STEP_S
 
 log = logging.getLogger("twin.serve")
 

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.utils import floatToGoString
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from ..engine.traffic import link_utilisation
+from twin.engine.traffic import link_utilisation
 
 # bucket bounds as vLLM's loggers.py sets them (seconds, tokens)
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
@@ -250,7 +250,7 @@ def _link_groups(eng, n: int) -> dict:
 
 
 def _dram_capacity(eng) -> float:
-    """EMS DRAM bytes in all (twin.engine.cache.build_ems's rule); 0 when unlimited or absent."""
+    """EMS DRAM bytes in all (twin.engine.ems.prefix.build_ems's rule); 0 when unlimited or absent."""
     sc = eng.scenario
     if eng.ems is None or sc.cache_capacity == "unlimited":
         return 0.0

@@ -30,7 +30,7 @@ from multiprocessing import get_context
 
 import numpy as np
 
-from .prompt import BYTES_PER_TOKEN
+from twin.serve.prompt import BYTES_PER_TOKEN
 
 BLOCK = 512       # Mooncake's block size (tokens per hash id; /work/shared/traces/README.md)
 RAMP_PER_S = 250  # streams started a second during the ramp (well under api.REQUESTS_PER_S_ADDRESS = 500)

@@ -25,7 +25,7 @@ import threading
 
 import uvicorn
 
-from . import engine_proc
+from twin.serve import engine_proc
 
 log = logging.getLogger("twin.serve.workers")
 
@@ -69,8 +69,8 @@ def supervise(scenario: str, seed, background: bool, lead_s: float, host: str, p
 
 def worker_main(path: str, host: str, port: int, workers: int, loop: str) -> None:
     """One HTTP worker: its own socket on the shared port, its own event loop and relay."""
-    from .api import MAX_OPEN, ServeApp
-    from .live import LiveTwin
+    from twin.serve.api import MAX_OPEN, ServeApp
+    from twin.serve.relay import LiveTwin
     os.setsid()          # a session of its own: its own CPU share under the kernel's autogroups
     logging.basicConfig(level=logging.INFO)
     parent = os.getppid()
