@@ -14,7 +14,13 @@ def cmd_serve(a) -> int:
     from twin.serve.api import MAX_OPEN, build_app
     from twin.serve.engine_proc import LEAD_S
     logging.basicConfig(level=logging.INFO)
-    srv = build_app(a.scenario, seed=a.seed, background=a.background, lead_s=a.lead if a.lead is not None else LEAD_S)
+    lead = a.lead if a.lead is not None else LEAD_S
+    if a.workers > 1:
+        from twin.serve.workers import supervise
+        print(f"twin serve: scenario {a.scenario}{' with its own traffic' if a.background else ''} on "
+              f"http://{a.host}:{a.port}/v1 ({a.workers} HTTP worker processes, one engine process)", flush=True)
+        return supervise(a.scenario, a.seed, a.background, lead, a.host, a.port, a.workers, a.loop)
+    srv = build_app(a.scenario, seed=a.seed, background=a.background, lead_s=lead)
     print(f"twin serve: scenario {a.scenario}{' with its own traffic' if a.background else ''} "
           f"on http://{a.host}:{a.port}/v1 (the engine starts in its own process)", flush=True)
     # uvloop and httptools: the cheapest loop and HTTP parser uvicorn offers (one chunk per decode step
@@ -40,6 +46,9 @@ def add_serve_commands(sub) -> None:
     s.add_argument("--lead", type=number(0, 1), default=None,
                    help="seconds the engine runs ahead of the wall clock, so each token is known before "
                         "its time (0..1; default 0.03)")
+    s.add_argument("--workers", type=number(1, 16, integer=True), default=1,
+                   help="HTTP worker processes sharing the port (1..16; default 1: one process relays every "
+                        "stream); the engine stays one process")
     s.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop", help="the event loop (default uvloop)")
     s.set_defaults(fn=cmd_serve)
 

@@ -24,7 +24,6 @@ from twin.live.budget import RateLimit
 from twin.live.controls import ControlError, fault_command
 from twin.serve import prompt
 from twin.serve.relay import LiveTwin, Stream
-from twin.serve.metrics import ServeMetrics
 
 MAX_BODY_BYTES = 2 << 20       # assumption: a 131,072-token prompt is ~512 KB by the prompt rule; 4x that
 MAX_OPEN = 2000                # served requests open at once (each holds a few KB); past it: 503
@@ -37,8 +36,12 @@ REJECTED = {"kv_too_long": (400, "context_length_exceeded", "invalid_request_err
             "overloaded": (503, "server_overloaded", "server_error",
                            "the twin is overloaded (requests in flight at its limit); retry later"),
             "engine_lost": (503, "engine_restarting", "server_error",
-                            "the twin's engine stopped and is restarting; retry in a moment")}
-SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+                            "the twin's engine stopped and is restarting; retry in a moment"),
+            "worker_stopping": (503, "server_shutting_down", "server_error",
+                                "this HTTP worker of the twin is stopping; retry (another worker takes it)")}
+WORKER = str(os.getpid()).encode()     # (a spawned worker imports this module afresh: its own pid)
+SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
+               (b"x-twin-worker", WORKER)]
 COMPLETION_PATHS = {"/v1/chat/completions": True, "/v1/completions": False}
 
 
@@ -78,12 +81,14 @@ def _content(m, i: int) -> str:
 class ServeApp:
     """The app around one LiveTwin; `app` is the ASGI application."""
 
-    def __init__(self, live: LiveTwin, token: str | None = None):
-        self.live = live
-        self.metrics: ServeMetrics | None = None      # made when the engine has said which model it serves
+    def __init__(self, live: LiveTwin, token: str | None = None, workers: int = 1):
+        self.live, self.workers = live, workers
         self.token = token if token is not None else os.environ.get(TOKEN_ENV) or None
         self.open = 0
-        self.rate = RateLimit(REQUESTS_PER_S_ADDRESS, per_s=1.0)
+        # the budgets are the server's; each of `workers` processes holds its share (the kernel spreads
+        # connections evenly over them: SO_REUSEPORT hashes each connection's addresses and ports)
+        self.max_open = MAX_OPEN // workers
+        self.rate = RateLimit(max(REQUESTS_PER_S_ADDRESS // workers, 1), per_s=1.0)
         self.fault_rate = RateLimit(FAULTS_PER_MIN)
         routes = [Route("/v1/models", self.models), Route("/metrics", self.prometheus),
                   Route("/twin/status", self.status), Route("/twin/fault", self.fault, methods=["POST"])]
@@ -110,8 +115,6 @@ class ServeApp:
         self.live.start(asyncio.get_running_loop())
         try:
             await self.live.wait_ready()
-            self.metrics = ServeMetrics(self.live)
-            self.live.on_event = self.metrics.observe
             yield
         finally:
             self.live.stop()
@@ -128,14 +131,21 @@ class ServeApp:
                                                          "created": 0, "owned_by": "cloudmatrix-twin"}]})
 
     async def prometheus(self, request: Request):
-        return Response(self.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        text = await self.live.metrics()         # the engine process's: every worker's series in one
+        if isinstance(text, dict):
+            return ApiError(503, text["error"], code="engine_restarting", kind="server_error").response()
+        return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8",
+                        headers={"x-twin-worker": WORKER.decode()})
 
     async def status(self, request: Request):
         lt = self.live
         return JSONResponse({"model": lt.model, "sim_time": round(lt.gauges.get("sim_time", 0.0), 3),
-                             "pace": round(lt.achieved(), 4), "open_requests": self.open, "events_late": lt.late,
+                             "pace": round(lt.achieved(), 4), "open_requests": self.open,
+                             "engine_open": lt.gauges.get("open", 0),     # every worker's (2 s old at most)
+                             "events_late": lt.late,
                              "lead_s": lt.lead_s, "step_s": lt.step_s, "engine_ready": lt.ready,
-                             "engine_pid": lt.proc.pid if lt.proc is not None else None,
+                             "engine_pid": lt.engine_pid if lt.ready else None, "worker_pid": os.getpid(),
+                             "workers": self.workers,
                              "engine_restarts": lt.restarts, **lt.delays_ms(),
                              "wall0": lt.wall0,     # CLOCK_MONOTONIC at sim time 0 (a client on this machine can align)
                              "engine_behind_ms": {k: float(v) for k, v in lt.gauges.get("behind_ms", {}).items()}})
@@ -230,7 +240,7 @@ class ServeApp:
             if self.rate.wait_s(addr):
                 raise ApiError(429, f"over {REQUESTS_PER_S_ADDRESS} requests a second from this address",
                                code="rate_limit_exceeded", kind="rate_limit_error")
-            if self.open >= MAX_OPEN:
+            if self.open >= self.max_open:
                 raise ApiError(503, f"{MAX_OPEN} requests are open, the most this server holds; retry later",
                                code="server_overloaded", kind="server_error")
             body = await self._body(request)
@@ -256,12 +266,12 @@ class ServeApp:
         if streaming:
             return await self._sse(s, send, rid, chat, usage, timing)
         try:
-            text_out = "".join([prompt.filler(first, k) async for k, first in s.chunks()])
+            text_out = "".join([prompt.filler(first, k) async for due in s.due() for k, first in due])
         finally:
             self.open -= 1
-        if s.end == "engine_lost":
-            return await ApiError(503, REJECTED["engine_lost"][3], code="engine_restarting",
-                                  kind="server_error").response()(request.scope, request.receive, send)
+        if s.end in REJECTED:
+            status, code, kind, msg = REJECTED[s.end]
+            return await ApiError(status, msg, code=code, kind=kind).response()(request.scope, request.receive, send)
         reason = s.finish_reason
         choice = ({"index": 0, "message": {"role": "assistant", "content": text_out}, "finish_reason": reason}
                   if chat else {"index": 0, "text": text_out, "finish_reason": reason, "logprobs": None})
@@ -282,16 +292,12 @@ class ServeApp:
         else:
             pre = first_pre = (pre + '"text":"').encode()
             post = b'","finish_reason":null,"logprobs":null}]}\n\n'
-        body = {"type": "http.response.body", "body": b"", "more_body": True}
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-            first = True
-            async for k, start in s.chunks():     # filler words need no JSON escaping
-                body["body"] = (first_pre if first else pre) + prompt.filler(start, k).encode() + post
-                first = False
-                await send(body)
-            if s.end == "engine_lost":
-                code, kind, msg = REJECTED["engine_lost"][1:]
+            writer = _Writer(s, send, first_pre, pre, post)
+            await writer.done                  # the relay's callbacks write the chunks (_Writer)
+            if s.end in REJECTED:
+                code, kind, msg = REJECTED[s.end][1:]
                 tail = [{"error": {"message": msg, "type": kind, "param": None, "code": code}}]
             else:
                 last = ({"index": 0, "delta": {}, "finish_reason": s.finish_reason} if chat
@@ -307,6 +313,54 @@ class ServeApp:
             self.open -= 1
 
 
+class _Writer:
+    """Writes a stream's chunks from the relay's own callback, with no task switch per chunk: the
+    stream calls `wake` when it has a chunk, which builds the bytes (pre-built templates, only the
+    filler text filled in; all chunks due at once in one write) and steps the ASGI `send` coroutine
+    by hand. It finishes at once unless the connection's writing is paused (a slow client): then it
+    goes on when the transport says so, and chunks wait meanwhile. `done` is set once the stream has
+    ended and everything is written (or holds what `send` raised)."""
+
+    def __init__(self, s: Stream, send, first_pre: bytes, pre: bytes, post: bytes):
+        self.s, self.send, self.pre, self.post, self.first_pre = s, send, pre, post, first_pre
+        self.busy = False
+        self.done = asyncio.get_running_loop().create_future()
+        s.sink = self.wake
+        self.wake()                       # what came before the response started
+
+    def wake(self) -> None:
+        if self.busy or self.done.done():
+            return
+        due = self.s.take()
+        if not due:
+            if self.s.end:
+                self.done.set_result(None)
+            return
+        parts = []
+        for k, start in due:              # filler words need no JSON escaping
+            parts += (self.first_pre or self.pre, prompt.filler(start, k).encode(), self.post)
+            self.first_pre = None
+        self.busy = True
+        self._step(self.send({"type": "http.response.body", "body": b"".join(parts), "more_body": True}))
+
+    def _step(self, coro) -> None:
+        try:
+            waiting = coro.send(None)
+        except StopIteration:
+            self.busy = False
+            self.wake()                   # what came meanwhile, or the end
+        except BaseException as exc:      # (the client went away: the stream's coroutine ends with it)
+            self.busy = False
+            if not self.done.done():
+                self.done.set_exception(exc)
+        else:                             # paused: a future to wait for, as a task would
+            if waiting is None:
+                asyncio.get_running_loop().call_soon(self._step, coro)
+            else:
+                waiting._asyncio_future_blocking = False
+                waiting.add_done_callback(lambda _: self._step(coro))
+
+
 def _event(doc: dict) -> str:
     return f"data: {json.dumps(doc, separators=(',', ':'))}\n\n"
 
@@ -320,7 +374,7 @@ def _usage(s: Stream) -> dict:
 
 def _timing(s: Stream) -> dict:
     """The twin's own times of this request (sim seconds): for comparing with a client's."""
-    return {"arrival_s": s.arrival, "chunk_times_s": s.times, "chunk_tokens": s.counts}
+    return {"arrival_s": s.arrival, "chunk_times_s": s.times, "chunk_tokens": s.counts, "worker": os.getpid()}
 
 
 def build_app(scenario: str = "default", seed: int | None = None, background: bool = False, **kw) -> ServeApp:

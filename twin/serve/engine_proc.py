@@ -11,9 +11,16 @@ lead: then at the engine's present), as a front-end hop would hold it; the twin'
 from the HTTP arrival, so that hop is inside it (docs/serve.md). A fixed hop, not "whenever the
 engine reads it", keeps the twin's TTFT from depending on where its advance loop happened to be.
 
-Messages in (tuples over one one-way Pipe, `inbox`): ("req", key, arrival, input tokens, output tokens or None, block
-ids), ("fault", id, spec), ("cmd", Command), ("stop",). Out (over another, `conn`): ("hello", info), ("ev", [(key, t,
-tokens so far, end[, extra]), ...], wall time sent), ("fault", id, error or None), ("gauges", gauges, pace, late).
+One engine serves several relays (the HTTP workers, `twin/serve/workers.py`, or the one HTTP
+process): each connects to the engine's Unix socket (`wire.py`), is a numbered peer, and its
+requests enter the engine under the key `peer << KEY_BITS | its own key`, so their events go back
+to that peer alone. The engine also keeps the per-request Prometheus series (metrics.py): it is the
+single source of truth that every worker's /metrics asks for.
+
+Messages in: ("req", key, arrival, input tokens, output tokens or None, block ids), ("fault", id,
+Command), ("metrics", id), ("cmd", Command), ("stop",). Out: ("hello", info), ("ev", [(key, t,
+tokens so far, end[, extra]), ...], wall time sent), ("fault", id, ticket), ("metrics", id, text),
+("gauges", {sim_time, open (served requests not finished, all relays), behind_ms}, pace, late).
 `behind_ms` in the gauges: how far the engine's sim time was behind the wall clock each time it
 woke (negative: ahead, -LEAD_S at best); above 0 what it makes next is already due and is shipped
 late (`late`): the engine process did not get the CPU in time.
@@ -26,52 +33,80 @@ from collections import deque
 
 import numpy as np
 
+from twin.serve import wire
+
 LEAD_S = 0.030       # the engine runs this far ahead of the wall clock (covers its stalls on this loaded 2-core machine: docs/serve.md)
 STEP_S = 0.002       # wall seconds between advances (assumption: well under a decode step of ~20-90 ms)
 IDLE_S = 0.05        # with nothing in flight it waits this long between advances (or until a message)
 SNAPSHOT_S = 2.0     # gauges (for /metrics) are published this often (~6 ms of CPU each; scrapes are 5-15 s)
 OUTPUT_SEED = 27     # served requests without max_tokens draw from [seed, OUTPUT_SEED, draw number]
+KEY_BITS = 40        # the engine's key of a request: relay number << KEY_BITS | the relay's own key
+KEY_MASK = (1 << KEY_BITS) - 1
 
 log = logging.getLogger("twin.serve.engine")
 
 
-def main(inbox, conn, scenario: str, seed, background: bool, lead_s: float, step_s: float, overrides: dict) -> None:
-    """The engine process: build the engine, say hello, then advance at real time until told to stop
-    or the pipe closes (the HTTP process is gone)."""
+def main(path: str, scenario: str, seed, background: bool, lead_s: float, step_s: float, overrides: dict) -> None:
+    """The engine process: listen at `path` at once (relays connect while the engine is built), build
+    the engine, then advance at real time until told to stop or its parent process is gone. Each
+    relay that connects is a peer: it is sent the hello, its requests enter the engine under keys of
+    its own, and only its requests' events are sent back to it."""
     import os
+    import select
     os.setsid()     # a session of its own: the kernel's autogroup scheduler gives it its own CPU share
+    parent = os.getppid()
+    lst = wire.listen(path)
     from twin.engine import Engine
     from twin.engine.external import External
-    from twin.serve.metrics import engine_gauges
+    from twin.serve.metrics import ServeMetrics
     eng = Engine(scenario, seed=seed, **overrides)
     ext = External.attach(eng, background)
+    metrics = ServeMetrics(eng.scenario.deployment)
     draws = 0
     drawn: dict = {}
     wall0 = time.monotonic() - eng.sim_time + lead_s     # the engine starts lead_s ahead
-    conn.send(("hello", {"model": eng.scenario.deployment, "block_size": ext.block_size, "wall0": wall0,
-                         "lead_s": lead_s, "step_s": step_s, "gauges": engine_gauges(eng)}))
+    hello = ("hello", {"model": eng.scenario.deployment, "block_size": ext.block_size, "wall0": wall0,
+                       "lead_s": lead_s, "step_s": step_s, "pid": os.getpid()})
+    peers: dict[int, wire.Peer] = {}
+    accepted = 0
     pace: deque = deque(maxlen=250)
     behind: deque = deque(maxlen=5000)    # wall s the engine was behind the wall clock when it woke
     last_gauges, late = 0.0, 0
     while True:
         t0 = time.monotonic()
         try:
-            while inbox.poll():
-                msg = inbox.recv()
-                kind = msg[0]
-                if kind == "req":
-                    _, key, arrival, inp, out, blocks = msg
-                    if out is None:
-                        rng = np.random.default_rng([eng.seed, OUTPUT_SEED, draws])
-                        out, draws = int(eng.scenario.output.dist().sample(rng, 1)[0]), draws + 1
-                        drawn[key] = out
-                    ext.inject(arrival + lead_s, inp, out, blocks, key)   # the hop: LEAD_S after the HTTP arrival
-                elif kind == "fault":
-                    conn.send(("fault", msg[1], _fault(eng, msg[2])))
-                elif kind == "cmd":
-                    eng.submit(msg[1])
-                elif kind == "stop":
-                    return
+            while True:                  # relays that connected since
+                try:
+                    sock, _ = lst.accept()
+                except BlockingIOError:
+                    break
+                accepted += 1
+                peers[accepted] = p = wire.Peer(sock, accepted)
+                p.send(hello)
+            for p in list(peers.values()):
+                msgs = p.read()
+                if msgs is None:         # the relay is gone: its requests run on, their events go nowhere
+                    peers.pop(p.id).close()
+                    continue
+                for msg in msgs:
+                    kind = msg[0]
+                    if kind == "req":
+                        _, key, arrival, inp, out, blocks = msg
+                        gid = p.id << KEY_BITS | key
+                        metrics.arrived(gid, arrival, inp, out)
+                        if out is None:
+                            rng = np.random.default_rng([eng.seed, OUTPUT_SEED, draws])
+                            out, draws = int(eng.scenario.output.dist().sample(rng, 1)[0]), draws + 1
+                            drawn[gid] = out
+                        ext.inject(arrival + lead_s, inp, out, blocks, gid)   # the hop: LEAD_S after the HTTP arrival
+                    elif kind == "fault":
+                        p.send(("fault", msg[1], _fault(eng, msg[2])))
+                    elif kind == "metrics":
+                        p.send(("metrics", msg[1], metrics.render(eng, _pace(pace), late)))
+                    elif kind == "cmd":
+                        eng.submit(msg[1])
+                    elif kind == "stop":
+                        return
             behind.append(t0 - wall0 - eng.sim_time)   # > 0: what this advance makes is already due
             target = t0 - wall0 + lead_s
             if target > eng.sim_time:
@@ -81,24 +116,48 @@ def main(inbox, conn, scenario: str, seed, background: bool, lead_s: float, step
                 if drawn:
                     events = [e + (drawn.pop(e[0]),) if e[3] == "admitted" and e[0] in drawn else e
                               for e in events]
+                metrics.events(events)
                 done = time.monotonic()
                 late += sum(1 for e in events if wall0 + e[1] < done)
-                conn.send(("ev", events, done))
+                _route(peers, events, done)
             pace.append((t0, eng.sim_time))
             if t0 - last_gauges >= SNAPSHOT_S:
                 last_gauges = t0
-                (w0, s0), (w1, s1) = pace[0], pace[-1]
-                g = engine_gauges(eng)
-                g["behind_ms"] = dict(zip(("p50", "p99", "max"), np.round(np.percentile(behind, [50, 99, 100]) * 1e3, 3)))
-                conn.send(("gauges", g, (s1 - s0) / (w1 - w0) if w1 > w0 else 1.0, late))
-        except (EOFError, BrokenPipeError, OSError):
-            return                       # the HTTP process is gone
+                g = {"sim_time": float(eng.sim_time), "open": len(metrics.open), "behind_ms": dict(zip(
+                    ("p50", "p99", "max"), np.round(np.percentile(behind, [50, 99, 100]) * 1e3, 3).tolist()))}
+                for p in peers.values():
+                    p.send(("gauges", g, _pace(pace), late))
+            for p in list(peers.values()):
+                if not p.flush():
+                    log.error("twin serve: relay %d stopped reading; dropped", p.id)
+                    peers.pop(p.id).close()
         except Exception:                # a bad step never kills the engine: say so and carry on
             log.exception("twin serve: engine step failed")
+        if os.getppid() != parent:
+            return                       # whoever started it is gone
         busy = bool(ext.watch) or not ext.exhausted      # served requests in flight, or background traffic
         rest = (step_s if busy else IDLE_S) - (time.monotonic() - t0)
-        if rest > 0:
-            inbox.poll(rest)             # a request wakes it at once
+        if rest > 0:                     # a request (or a new relay) wakes it at once
+            select.select([lst, *peers.values()], [p for p in peers.values() if p.out], [], rest)
+
+
+def _route(peers: dict, events: list, sent: float) -> None:
+    """Each relay gets its own requests' events, under its own keys, in one message."""
+    mine: dict[int, list] = {}
+    for e in events:
+        mine.setdefault(e[0] >> KEY_BITS, []).append((e[0] & KEY_MASK, *e[1:]))
+    for pid, evs in mine.items():
+        p = peers.get(pid)
+        if p is not None:
+            p.send(("ev", evs, sent))
+
+
+def _pace(pace: deque) -> float:
+    """Sim seconds per wall second over the last ~0.5 s of advances."""
+    if len(pace) < 2:
+        return 1.0
+    (w0, s0), (w1, s1) = pace[0], pace[-1]
+    return (s1 - s0) / (w1 - w0) if w1 > w0 else 1.0
 
 
 def _fault(eng, cmd) -> dict:

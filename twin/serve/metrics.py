@@ -1,9 +1,11 @@
 """Prometheus metrics of `twin serve` under vLLM's names and types (official prometheus_client).
 
-Per-request series (histograms, token counters, finish reasons, prefix cache) count the served
-requests, observed at the twin's times (sim seconds = wall seconds at 1x): what vLLM's exporter
-counts for the requests it serves. Gauges read the whole twin (background traffic included) from
-what the engine process publishes every engine_proc.SNAPSHOT_S. The twin's own series
+Everything is kept in the engine process (the one source of truth however many HTTP workers relay):
+per-request series (histograms, token counters, finish reasons, prefix cache) count the served
+requests from the engine's own events, at the twin's times (sim seconds = wall seconds at 1x),
+aggregated per engine advance (numpy), never per chunk on an HTTP worker's hot path; a worker's
+GET /metrics asks the engine for the text. Gauges read the whole twin (background traffic
+included) at scrape time. The twin's own series
 (`twin:`) add what vLLM has no name for: fabric planes and links, faults, EMS tiers, the pace.
 The vLLM names follow vllm/v1/metrics/loggers.py (V1) plus the V0 names its published Grafana
 dashboard (docs/grafana/vllm-grafana.json) still queries: gpu/cpu_cache_usage_perc, num_requests_swapped,
@@ -14,8 +16,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.utils import floatToGoString
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from twin.engine.traffic import link_utilisation
 
@@ -30,119 +33,179 @@ TOKEN_BUCKETS = tuple(float(m * 10 ** e) for e in range(6) for m in (1, 2, 5))  
 TOP_LINKS = 10          # busiest links exported one by one (all of them would be ~10^4 series)
 
 
+class _Hist:
+    """A histogram observed many values at a time (numpy), rendered with the official client's
+    HistogramMetricFamily: per engine advance, not per chunk."""
+
+    def __init__(self, name: str, doc: str, buckets: tuple):
+        self.name, self.doc, self.bounds = name, doc, np.asarray(buckets, dtype=float)
+        self.counts = np.zeros(len(buckets) + 1, dtype=np.int64)
+        self.sum = 0.0
+
+    def observe(self, values) -> None:
+        v = np.asarray(values, dtype=float)
+        if v.size:
+            self.counts += np.bincount(np.searchsorted(self.bounds, v, side="left"), minlength=len(self.counts))
+            self.sum += float(v.sum())
+
+    def family(self, model: str) -> HistogramMetricFamily:
+        f = HistogramMetricFamily(self.name, self.doc, labels=["model_name"])
+        cum = np.cumsum(self.counts).tolist()
+        f.add_metric([model], [(floatToGoString(b), c) for b, c in zip(self.bounds.tolist(), cum)]
+                     + [("+Inf", cum[-1])], self.sum)
+        return f
+
+
+class _Request:
+    __slots__ = ("arrival", "input", "output", "reason", "made", "first", "last")
+
+    def __init__(self, arrival, inp, out):
+        self.arrival, self.input, self.output = arrival, inp, out
+        self.reason = "length" if out is not None else "stop"
+        self.made, self.first, self.last = 0, None, None
+
+
 class ServeMetrics:
-    """The registry `/metrics` renders; `observe()` is called on the event loop per stream event."""
+    """The served requests' series, kept in the engine process from its own events (the single source
+    of truth for every HTTP worker), plus the gauges read from the engine at scrape time."""
 
-    def __init__(self, live):
-        self.live = live
-        self.registry = r = CollectorRegistry()
-        m, lab = live.model, ["model_name"]
+    def __init__(self, model: str):
+        self.model = model
+        self.open: dict[int, _Request] = {}
+        self.hist = {k: _Hist(*v) for k, v in {
+            "ttft": ("vllm:time_to_first_token_seconds", "Time to first token (s).", TTFT_BUCKETS),
+            "itl": ("vllm:inter_token_latency_seconds", "Time between streamed chunks (s; one per decode step, MTP "
+                    "tokens included).", ITL_BUCKETS),
+            "tpot": ("vllm:time_per_output_token_seconds", "Same as inter_token_latency (vLLM V0 name).", ITL_BUCKETS),
+            "e2e": ("vllm:e2e_request_latency_seconds", "Arrival to last token (s).", E2E_BUCKETS),
+            "queue": ("vllm:request_queue_time_seconds", "Arrival to prefill start (s).", E2E_BUCKETS),
+            "prefill": ("vllm:request_prefill_time_seconds", "Prefill start to first token (s).", E2E_BUCKETS),
+            "decode": ("vllm:request_decode_time_seconds", "First token to last (s).", E2E_BUCKETS),
+            "inference": ("vllm:request_inference_time_seconds", "Prefill start to last token (s).", E2E_BUCKETS),
+            "prompt_len": ("vllm:request_prompt_tokens", "Prompt tokens per request.", TOKEN_BUCKETS),
+            "gen_len": ("vllm:request_generation_tokens", "Output tokens per request.", TOKEN_BUCKETS),
+            "max_gen": ("vllm:request_max_num_generation_tokens", "Output tokens per request (one sequence per "
+                        "request).", TOKEN_BUCKETS),
+            "max_tokens": ("vllm:request_params_max_tokens", "max_tokens asked (or drawn).", TOKEN_BUCKETS)}.items()}
+        self.count = dict.fromkeys(("prompt", "gen", "queries", "hits"), 0)
+        self.success: dict[str, int] = defaultdict(int)
+        self.rejected: dict[str, int] = defaultdict(int)
 
-        def hist(name, doc, buckets):
-            return Histogram(name, doc, lab, buckets=buckets, registry=r).labels(m)
+    def arrived(self, key: int, arrival: float, input_tokens: int, output_tokens: int | None) -> None:
+        self.open[key] = _Request(arrival, input_tokens, output_tokens)
 
-        def count(name, doc):
-            return Counter(name, doc, lab, registry=r).labels(m)
-        self.ttft = hist("vllm:time_to_first_token_seconds", "Time to first token (s).", TTFT_BUCKETS)
-        self.itl = hist("vllm:inter_token_latency_seconds", "Time between streamed chunks (s; one per "
-                        "decode step, MTP tokens included).", ITL_BUCKETS)
-        self.tpot = hist("vllm:time_per_output_token_seconds", "Same as inter_token_latency (vLLM V0 name).",
-                         ITL_BUCKETS)
-        self.e2e = hist("vllm:e2e_request_latency_seconds", "Arrival to last token (s).", E2E_BUCKETS)
-        self.queue = hist("vllm:request_queue_time_seconds", "Arrival to prefill start (s).", E2E_BUCKETS)
-        self.prefill = hist("vllm:request_prefill_time_seconds", "Prefill start to first token (s).", E2E_BUCKETS)
-        self.decode = hist("vllm:request_decode_time_seconds", "First token to last (s).", E2E_BUCKETS)
-        self.inference = hist("vllm:request_inference_time_seconds", "Prefill start to last token (s).",
-                              E2E_BUCKETS)
-        self.prompt_len = hist("vllm:request_prompt_tokens", "Prompt tokens per request.", TOKEN_BUCKETS)
-        self.gen_len = hist("vllm:request_generation_tokens", "Output tokens per request.", TOKEN_BUCKETS)
-        self.max_gen = hist("vllm:request_max_num_generation_tokens", "Output tokens per request (one "
-                            "sequence per request).", TOKEN_BUCKETS)
-        self.max_tokens = hist("vllm:request_params_max_tokens", "max_tokens asked (or drawn).", TOKEN_BUCKETS)
-        self.prompt_tokens = count("vllm:prompt_tokens", "Prompt tokens of finished requests.")
-        self.gen_tokens = count("vllm:generation_tokens", "Output tokens streamed.")
-        self.cache_queries = count("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix (EMS) cache.")
-        self.cache_hits = count("vllm:prefix_cache_hits", "Prompt tokens the prefix (EMS) cache served.")
-        self.success = Counter("vllm:request_success", "Finished requests by finish reason.",
-                               ["model_name", "finished_reason"], registry=r)
-        self.rejected = Counter("twin:requests_rejected", "Requests the twin refused, by reason.",
-                                ["model_name", "reason"], registry=r)
-        r.register(_Gauges(live))
+    def events(self, events: list) -> None:
+        """One advance's events (engine_proc: (key, t, tokens so far, end[, extra])): a few dict
+        look-ups per event, the histograms observed once for the whole advance."""
+        ttft, gaps, done = [], [], []
+        for key, t, made, end, *extra in events:
+            r = self.open.get(key)
+            if r is None:
+                continue
+            if end == "admitted":
+                if extra:
+                    r.output = extra[0]
+            elif end == "times":
+                done.append((r, extra[0]))
+                del self.open[key]
+            elif end and end != "stop":
+                self.rejected[end] += 1
+                del self.open[key]
+            elif made > r.made:
+                self.count["gen"] += made - r.made
+                r.made = made
+                if r.first is None:
+                    r.first = t
+                    ttft.append(t - r.arrival)
+                else:
+                    gaps.append(t - r.last)
+                r.last = t
+        self.hist["ttft"].observe(ttft)
+        self.hist["itl"].observe(gaps)
+        self.hist["tpot"].observe(gaps)
+        if done:
+            self._finished(done)
 
-    def observe(self, stream, t: float, delta: int, end: str) -> None:
-        """One event of a stream as it is sent (live.LiveTwin._emit): `delta` tokens at sim time t."""
-        if end not in ("", "stop", "admitted"):
-            self.rejected.labels(self.live.model, end).inc()
-            return
-        if delta:
-            self.gen_tokens.inc(delta)
-            times = stream.times
-            if len(times) == 1:
-                self.ttft.observe(times[0] - stream.arrival)
-            else:
-                self.itl.observe(times[-1] - times[-2])
-                self.tpot.observe(times[-1] - times[-2])
-        if end == "stop":
-            self.finished(stream, t)
+    def _finished(self, done: list) -> None:
+        rows = []
+        for r, (start, _end_prefill, cached) in done:
+            first = r.first if r.first is not None else r.last
+            rows.append((r.last - r.arrival, max(start - r.arrival, 0.0), max(first - start, 0.0),
+                         max(r.last - first, 0.0), max(r.last - start, 0.0), r.input, r.output))
+            self.count["prompt"] += r.input
+            self.count["queries"] += r.input
+            self.count["hits"] += cached
+            self.success[r.reason] += 1
+        cols = np.array(rows, dtype=float).T
+        for name, col in zip(("e2e", "queue", "prefill", "decode", "inference", "prompt_len"), cols):
+            self.hist[name].observe(col)
+        for name in ("gen_len", "max_gen", "max_tokens"):
+            self.hist[name].observe(cols[6])
 
-    def finished(self, s, t: float) -> None:
-        first = s.times[0] if s.times else t
-        start, end_prefill, cached = s.prefill or (first, first, 0)
-        self.e2e.observe(t - s.arrival)
-        self.queue.observe(max(start - s.arrival, 0.0))
-        self.prefill.observe(max(first - start, 0.0))
-        self.decode.observe(max(t - first, 0.0))
-        self.inference.observe(max(t - start, 0.0))
-        for h, v in ((self.prompt_len, s.input_tokens), (self.gen_len, s.output_tokens),
-                     (self.max_gen, s.output_tokens), (self.max_tokens, s.output_tokens)):
-            h.observe(v)
-        self.prompt_tokens.inc(s.input_tokens)
-        self.cache_queries.inc(s.input_tokens)
-        self.cache_hits.inc(cached)
-        self.success.labels(self.live.model, s.finish_reason).inc()
-
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
-
-
-class _Gauges:
-    """Gauges from the engine process's latest `engine_gauges()` (read whole at scrape time)."""
-
-    def __init__(self, live):
-        self.live = live
-
-    def collect(self):
-        g, m = self.live.gauges, self.live.model
-        for name, doc, value in (
-                ("vllm:num_requests_running", "Requests in prefill or decode.", g["running"]),
-                ("vllm:num_requests_waiting", "Requests queued for prefill or decode.", g["waiting"]),
-                ("vllm:num_requests_swapped", "Always 0: the twin never swaps KV to host memory.", 0),
-                ("vllm:kv_cache_usage_perc", "KV cache reserved on the decode dies (0-1).", g["kv"]),
-                ("vllm:gpu_cache_usage_perc", "Same as kv_cache_usage_perc (vLLM V0 name).", g["kv"]),
-                ("vllm:cpu_cache_usage_perc", "EMS DRAM in use (0-1), the twin's host-memory KV tier.",
-                 g["ems_dram_frac"])):
-            f = GaugeMetricFamily(name, doc, labels=["model_name"])
-            f.add_metric([m], float(value))
+    def collect(self, eng, pace: float, late: int):
+        m = self.model
+        yield from (h.family(m) for h in self.hist.values())
+        for key, name, doc in (("prompt", "vllm:prompt_tokens", "Prompt tokens of finished requests."),
+                               ("gen", "vllm:generation_tokens", "Output tokens streamed."),
+                               ("queries", "vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix (EMS) cache."),
+                               ("hits", "vllm:prefix_cache_hits", "Prompt tokens the prefix (EMS) cache served.")):
+            f = CounterMetricFamily(name, doc, labels=["model_name"])
+            f.add_metric([m], self.count[key])
             yield f
-        yield _family("twin:sim_pace", "Sim seconds per wall second (1: real time).", [], [((), self.live.achieved())])
-        yield _family("twin:sim_time_seconds", "Sim time of the served twin.", [], [((), g["sim_time"])])
-        yield _family("twin:events_late", "Token events known only after their send time (engine behind).",
-                      [], [((), self.live.late)])
-        yield _family("twin:plane_gbps", "Traffic per network plane over the last interval (GB/s).",
-                      ["plane"], [((k,), v) for k, v in g["planes"].items()])
-        yield _family("twin:link_utilization_max", "Busiest link's utilisation by plane and link kind (0-1).",
-                      ["plane", "kind"], [(k, v[1]) for k, v in g["links"].items()])
-        yield _family("twin:link_utilization_mean", "Mean link utilisation by plane and link kind (0-1).",
-                      ["plane", "kind"], [(k, v[0]) for k, v in g["links"].items()])
-        yield _family("twin:link_utilization", f"The {TOP_LINKS} busiest links' utilisation (0-1).",
-                      ["link"], [((k,), v) for k, v in g["top_links"]])
-        yield _family("twin:faults", "Faults by kind and state (scheduled, active, recovered).",
-                      ["kind", "state"], [(k, v) for k, v in g["faults"].items()])
-        yield _family("twin:ems_bytes", "EMS cache bytes by tier.", ["tier"],
-                      [(("dram",), g["ems"].get("dram_bytes", 0.0)), (("ssd",), g["ems"].get("ssd_bytes", 0.0))])
-        yield _family("twin:ems_hit_blocks", "EMS blocks served, by tier, since the start.", ["tier"],
-                      [(("dram",), g["ems"].get("dram_hit_blocks", 0)), (("ssd",), g["ems"].get("ssd_hit_blocks", 0))])
-        yield _family("twin:ems_resident_blocks", "Blocks held in EMS.", [], [((), g["ems"].get("resident_blocks", 0))])
+        for name, doc, label, d in (("vllm:request_success", "Finished requests by finish reason.", "finished_reason",
+                                     self.success),
+                                    ("twin:requests_rejected", "Requests the twin refused, by reason.", "reason",
+                                     self.rejected)):
+            f = CounterMetricFamily(name, doc, labels=["model_name", label])
+            for k, v in d.items():
+                f.add_metric([m, k], v)
+            yield f
+        yield from _gauges(engine_gauges(eng), m, pace, late)
+
+    def render(self, eng, pace: float = 1.0, late: int = 0) -> bytes:
+        """The exposition text of all series (called in the engine process, once per scrape)."""
+        series = list(self.collect(eng, pace, late))
+
+        class _Once:
+            def collect(self):
+                return series
+        r = CollectorRegistry()
+        r.register(_Once())
+        return generate_latest(r)
+
+
+def _gauges(g: dict, m: str, pace: float, late: int):
+    """Gauges of the whole twin (background traffic included), from `engine_gauges()`."""
+    for name, doc, value in (
+            ("vllm:num_requests_running", "Requests in prefill or decode.", g["running"]),
+            ("vllm:num_requests_waiting", "Requests queued for prefill or decode.", g["waiting"]),
+            ("vllm:num_requests_swapped", "Always 0: the twin never swaps KV to host memory.", 0),
+            ("vllm:kv_cache_usage_perc", "KV cache reserved on the decode dies (0-1).", g["kv"]),
+            ("vllm:gpu_cache_usage_perc", "Same as kv_cache_usage_perc (vLLM V0 name).", g["kv"]),
+            ("vllm:cpu_cache_usage_perc", "EMS DRAM in use (0-1), the twin's host-memory KV tier.",
+             g["ems_dram_frac"])):
+        f = GaugeMetricFamily(name, doc, labels=["model_name"])
+        f.add_metric([m], float(value))
+        yield f
+    yield _family("twin:sim_pace", "Sim seconds per wall second (1: real time).", [], [((), pace)])
+    yield _family("twin:sim_time_seconds", "Sim time of the served twin.", [], [((), g["sim_time"])])
+    yield _family("twin:events_late", "Token events known only after their send time (engine behind).",
+                  [], [((), late)])
+    yield _family("twin:plane_gbps", "Traffic per network plane over the last interval (GB/s).",
+                  ["plane"], [((k,), v) for k, v in g["planes"].items()])
+    yield _family("twin:link_utilization_max", "Busiest link's utilisation by plane and link kind (0-1).",
+                  ["plane", "kind"], [(k, v[1]) for k, v in g["links"].items()])
+    yield _family("twin:link_utilization_mean", "Mean link utilisation by plane and link kind (0-1).",
+                  ["plane", "kind"], [(k, v[0]) for k, v in g["links"].items()])
+    yield _family("twin:link_utilization", f"The {TOP_LINKS} busiest links' utilisation (0-1).",
+                  ["link"], [((k,), v) for k, v in g["top_links"]])
+    yield _family("twin:faults", "Faults by kind and state (scheduled, active, recovered).",
+                  ["kind", "state"], [(k, v) for k, v in g["faults"].items()])
+    yield _family("twin:ems_bytes", "EMS cache bytes by tier.", ["tier"],
+                  [(("dram",), g["ems"].get("dram_bytes", 0.0)), (("ssd",), g["ems"].get("ssd_bytes", 0.0))])
+    yield _family("twin:ems_hit_blocks", "EMS blocks served, by tier, since the start.", ["tier"],
+                  [(("dram",), g["ems"].get("dram_hit_blocks", 0)), (("ssd",), g["ems"].get("ssd_hit_blocks", 0))])
+    yield _family("twin:ems_resident_blocks", "Blocks held in EMS.", [], [((), g["ems"].get("resident_blocks", 0))])
 
 
 def _family(name, doc, labels, rows):

@@ -1,11 +1,12 @@
 """The HTTP side of the served twin: a relay between the event loop's streams and the engine
 process (`engine_proc`), which it starts, watches and restarts.
 
-The engine ships each token event before its time (it runs LEAD_S ahead of the wall clock); the
-relay schedules one loop callback per distinct sim time t at wall `wall0 + t` that hands the
+The engine ships each token event before its time (it runs LEAD_S ahead of the wall clock), only the
+events of this relay's own requests; the relay schedules one loop callback per distinct sim time t at wall `wall0 + t` that hands the
 events to their streams, so every chunk leaves at the twin's time and the loop never waits for
 the engine. If the engine process dies, the streams it held end with "engine_lost" (an error to
-their clients), new requests get 503 while a new engine starts, and `restarts` counts it.
+their clients), new requests get 503 while a new engine starts (this relay's, or the supervisor's),
+and `restarts` counts it.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import asyncio
 import logging
 import multiprocessing as mp
 import os
-import pickle
+import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -21,13 +22,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from twin.engine.commands import Command
-from twin.serve import engine_proc
+from twin.serve import engine_proc, wire
 from twin.serve.engine_proc import LEAD_S, STEP_S
 
 log = logging.getLogger("twin.serve")
 
 START_TIMEOUT_S = 180.0   # a new engine process must say hello within this (it builds a topology)
-FAULT_TIMEOUT_S = 10.0    # the engine process answers a fault within this, or it is refused
+ASK_TIMEOUT_S = 10.0      # the engine process answers a fault or a metrics scrape within this, or it is refused
+CONNECT_S = 0.05          # wall seconds between attempts to connect to the engine's socket
 PROBE_S = 0.005           # the loop's delay is sampled this often (GET /twin/status: loop_lag_ms)
 
 
@@ -45,6 +47,7 @@ class Stream:
     end: str = ""                        # "stop", a rejection reason, or "engine_lost", once over
     prefill: tuple = ()                  # (prefill start, prefill end, cached prompt tokens) once done
     finish_reason: str = "length"        # "length" when max_tokens set the output, else "stop"
+    sink: object = None                  # called instead of waking a reader, if set (api._Writer)
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
     _sent: int = 0                       # chunks handed to the reader
 
@@ -65,7 +68,10 @@ class Stream:
                 self.counts.append(made)
             if end:
                 self.end = end
-        self._ready.set()
+        if self.sink is not None:
+            self.sink()
+        else:
+            self._ready.set()
         return max(delta, 0)
 
     async def decision(self) -> str:
@@ -75,18 +81,25 @@ class Stream:
             await self._ready.wait()
         return "admitted" if self.admitted is not None else self.end
 
-    async def chunks(self):
-        """(tokens in this chunk, first token index) per chunk as the twin makes them, until done."""
+    async def due(self):
+        """The chunks made since the last call, [(tokens in the chunk, first token index), ...] (one,
+        unless the reader woke late), until done: a reader writes them with one send."""
         while True:
-            while self._sent < len(self.counts):
-                i = self._sent
-                self._sent += 1
-                prev = self.counts[i - 1] if i else 0
-                yield self.counts[i] - prev, prev
+            out = self.take()
+            if out:
+                yield out
+                continue
             if self.end:
                 return
             self._ready.clear()
             await self._ready.wait()
+
+    def take(self) -> list:
+        """The chunks made since the last take, [(tokens in the chunk, first token index), ...]."""
+        counts, n = self.counts, len(self.counts)
+        out = [(counts[i] - (counts[i - 1] if i else 0), counts[i - 1] if i else 0) for i in range(self._sent, n)]
+        self._sent = n
+        return out
 
     @property
     def ttft(self) -> float | None:
@@ -97,40 +110,45 @@ class Stream:
 
 
 class LiveTwin:
-    """The engine process of `scenario` (outside requests only, unless `background`) and its relay."""
+    """The relay of one HTTP process: its streams, and its connection to the engine process. Without
+    `engine_path` it starts the engine of `scenario` itself (outside requests only, unless
+    `background`) and starts a new one if it dies; with it, it connects to an engine a supervisor
+    runs (`workers.py`) and reconnects when that engine is restarted."""
 
     def __init__(self, scenario: str = "default", seed: int | None = None, background: bool = False,
-                 lead_s: float = LEAD_S, step_s: float = STEP_S, **overrides):
+                 lead_s: float = LEAD_S, step_s: float = STEP_S, engine_path: str | None = None, **overrides):
         self.args = (scenario, seed, background, lead_s, step_s, overrides)
+        self.own = engine_path is None
+        self.path = engine_path or os.path.join(tempfile.mkdtemp(prefix="twin-serve-"), "engine.sock")
         self.lead_s, self.step_s = lead_s, step_s
         self.model: str | None = None
         self.block_size: int | None = None
-        self.gauges: dict = {}            # the engine's latest (twin.serve.metrics.engine_gauges)
+        self.engine_pid: int | None = None
+        self.gauges: dict = {}            # the engine's latest {sim_time, behind_ms}
         self.pace = 1.0                   # sim seconds per wall second, as the engine measured it
         self.late = 0                     # events shipped after their time (the engine fell behind)
         self.restarts = 0
         self.lateness = deque(maxlen=20_000)   # wall seconds each emit ran after its time (engine and loop)
         self.loop_lag = deque(maxlen=2_000)    # wall seconds each probe ran after its time (the loop alone)
         self.pipe_lag = deque(maxlen=5_000)    # wall seconds from the engine's sending to the loop's reading
-        self.on_event = None              # callable(stream, t, tokens added, end) on the loop (metrics)
         self.streams: dict[int, Stream] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self.wall0 = 0.0
-        self.proc = None
-        self.conn = None                  # to the engine process
-        self.reader = None                # from it
-        self._buf = bytearray()
-        self._out = bytearray()           # framed messages to the engine not yet written
-        self._writing = False             # a writer callback is waiting for room in the pipe
+        self.proc = None                  # the engine process, when this relay started it
+        self.peer: wire.Peer | None = None     # the connection to the engine
+        self._writing = False             # a writer callback is waiting for room in the socket
         self._keys = 0
-        self._faults: dict[int, asyncio.Future] = {}
+        self._asks: dict[int, asyncio.Future] = {}
         self._ready: asyncio.Event | None = None
         self._stopping = False
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop) -> "LiveTwin":
         self.loop = loop
-        self._spawn()
+        self._ready = asyncio.Event()
+        if self.own:
+            self._spawn()
+        self._connect()
         self._probe(time.monotonic())
         return self
 
@@ -150,26 +168,27 @@ class LiveTwin:
 
     def _spawn(self) -> None:
         ctx = mp.get_context("spawn")
-        out_r, out_w = ctx.Pipe(duplex=False)      # engine -> here: read without blocking, framed below
-        in_r, in_w = ctx.Pipe(duplex=False)        # here -> engine: small messages, plain blocking sends
-        self.proc = ctx.Process(target=engine_proc.main, args=(in_r, out_w, *self.args), name="twin-engine",
-                                daemon=True)
+        self.proc = ctx.Process(target=engine_proc.main, args=(self.path, *self.args), name="twin-engine", daemon=True)
         self.proc.start()
-        out_w.close()
-        in_r.close()
-        self.reader, self.conn, self._buf = out_r, in_w, bytearray()
-        os.set_blocking(out_r.fileno(), False)     # (an event loop may make it so anyway: uvloop does)
-        os.set_blocking(in_w.fileno(), False)
-        self._ready = asyncio.Event()
-        self.loop.add_reader(out_r.fileno(), self._readable)
+
+    def _connect(self) -> None:
+        """Connect to the engine's socket, again every CONNECT_S until it listens (it starts, or a
+        supervisor restarts it); the engine says hello once it is built."""
+        if self._stopping or self.peer is not None:
+            return
+        self.peer = wire.connect(self.path)
+        if self.peer is None:
+            self.loop.call_later(CONNECT_S, self._connect)
+            return
+        self.loop.add_reader(self.peer.fileno(), self._readable)
 
     def stop(self) -> None:
         self._stopping = True
-        if self.conn is not None:
-            self.loop.remove_reader(self.reader.fileno())
-            self._send(("stop",))
-            if self.conn is not None:
-                self._close()
+        if self.peer is not None:
+            if self.own:
+                self.peer.send(("stop",))
+                self.peer.flush()
+            self._close()
         if self.proc is not None:
             self.proc.join(5.0)
             if self.proc.is_alive():
@@ -177,33 +196,44 @@ class LiveTwin:
             self.proc = None
 
     def _close(self) -> None:
+        self.loop.remove_reader(self.peer.fileno())
         if self._writing:
-            self.loop.remove_writer(self.conn.fileno())
-        self._out, self._writing = bytearray(), False
-        self.conn.close()
-        self.reader.close()
-        self.conn = self.reader = None
+            self.loop.remove_writer(self.peer.fileno())
+        self._writing = False
+        self.peer.close()
+        self.peer = None
+
+    def abandon(self, end: str) -> None:
+        """End every stream this relay holds with `end` (an error to its client): the engine is gone,
+        or this worker is stopping."""
+        held, self.streams = self.streams, {}
+        for s in held.values():
+            s.push(self.now(), s.counts[-1] if s.counts else 0, end)
 
     def _lost(self) -> None:
         """The engine process died: end what it held, refuse until a new one says hello."""
-        self.loop.remove_reader(self.reader.fileno())
+        was_ready = self.ready            # (a connection the dying engine's listener took, never greeted, is no restart)
         self._close()
-        if self.proc is not None:
-            self.proc.join(1.0)
-        code = self.proc.exitcode if self.proc is not None else None
-        held, self.streams = self.streams, {}
-        for s in held.values():
-            s.push(self.now(), s.counts[-1] if s.counts else 0, "engine_lost")
-        for fut in self._faults.values():
+        self._ready.clear()
+        held = len(self.streams)
+        self.abandon("engine_lost")
+        for fut in self._asks.values():
             if not fut.done():
-                fut.set_result({"error": "fault: the twin's engine stopped; retry when it is back"})
-        self._faults.clear()
+                fut.set_result({"error": "the twin's engine stopped; retry when it is back"})
+        self._asks.clear()
         if self._stopping:
             return
-        self.restarts += 1
-        log.error("twin serve: the engine process ended (exit code %s); %d streams lost; starting a new one",
-                  code, len(held))
-        self._spawn()
+        self.restarts += was_ready
+        if self.own and (was_ready or not self.proc.is_alive()):
+            self.proc.join(1.0)
+            log.error("twin serve: the engine process ended (exit code %s); %d streams lost; starting a new one",
+                      self.proc.exitcode, held)
+            if self.proc.is_alive():
+                self.proc.kill()
+            self._spawn()
+        elif was_ready:
+            log.error("twin serve: the engine went away; %d streams lost; reconnecting", held)
+        self._connect()
 
     # ---- from the loop -----------------------------------------------------------------------
     def now(self) -> float:
@@ -224,72 +254,63 @@ class LiveTwin:
 
     def _send(self, msg: tuple) -> None:
         """To the engine process, never blocking the loop (a blocking write here while the engine
-        blocks writing its events would deadlock both): framed as multiprocessing frames them,
-        buffered, flushed now and whenever the pipe has room. If the engine has just died, what it
-        held ends now (the stream just registered included: refused with "engine_lost")."""
-        if self.conn is None:
+        blocks writing its events would deadlock both): buffered, flushed now and whenever the
+        socket has room. If the engine has just died, what it held ends now (the stream just
+        registered included: refused with "engine_lost")."""
+        if self.peer is None:
             return
-        data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
-        self._out += len(data).to_bytes(4, "big", signed=True) + data
+        self.peer.send(msg)
         self._flush()
 
     def _flush(self) -> None:
-        if self.conn is None:
+        if self.peer is None:
             return
-        fd = self.conn.fileno()
-        try:
-            del self._out[:os.write(fd, self._out)]
-        except BlockingIOError:
-            pass
-        except OSError:                          # a broken pipe: the engine process is gone
+        if not self.peer.flush():                # a broken socket: the engine process is gone
             self._lost()
             return
-        if self._out and not self._writing:
+        fd, waiting = self.peer.fileno(), bool(self.peer.out)
+        if waiting and not self._writing:
             self.loop.add_writer(fd, self._flush)
-        elif not self._out and self._writing:
+        elif not waiting and self._writing:
             self.loop.remove_writer(fd)
-        self._writing = bool(self._out)
+        self._writing = waiting
+
+    async def _ask(self, kind: str, *args):
+        """A question for the engine process and its answer, or {"error": why} if the engine is not
+        there to answer in time."""
+        if not self.ready:
+            return {"error": "the twin's engine is starting; retry in a moment"}
+        qid = self._keys = self._keys + 1
+        fut = self._asks[qid] = self.loop.create_future()
+        self._send((kind, qid, *args))
+        try:
+            return await asyncio.wait_for(fut, ASK_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            return {"error": "the twin's engine did not answer in time"}
+        finally:
+            self._asks.pop(qid, None)
 
     async def fault(self, cmd: Command) -> dict:
         """A checked fault command for the engine process: its ticket there, as a dict (state accepted
-        or refused, with the reason), or {"error": why} if the engine is not there to answer."""
-        if not self.ready:
-            return {"error": "fault: the twin's engine is starting; retry in a moment"}
-        fid = self._keys = self._keys + 1
-        fut = self._faults[fid] = self.loop.create_future()
-        self._send(("fault", fid, cmd))
-        try:
-            return await asyncio.wait_for(fut, FAULT_TIMEOUT_S)
-        except asyncio.TimeoutError:
-            return {"error": "fault: the twin's engine did not answer in time"}
-        finally:
-            self._faults.pop(fid, None)
+        or refused, with the reason), or {"error": why}."""
+        return await self._ask("fault", cmd)
+
+    async def metrics(self) -> bytes | dict:
+        """The Prometheus text of the whole twin, from the engine process (the one source of truth for
+        all workers), or {"error": why}."""
+        return await self._ask("metrics")
 
     def achieved(self) -> float:
         return self.pace
 
-    # ---- the pipe ----------------------------------------------------------------------------
+    # ---- the socket --------------------------------------------------------------------------
     def _readable(self) -> None:
-        """Read what the engine sent, without blocking: multiprocessing's frames (a 4-byte big-endian
-        length, then a pickle) are cut here, so a message half-written never stalls the loop."""
-        try:
-            data = os.read(self.reader.fileno(), 1 << 20)
-        except BlockingIOError:
-            return
-        except OSError as exc:
-            data = b""
-            log.error("twin serve: the pipe from the engine process failed: %r", exc)
-        if not data:                           # end of file: the engine process is gone
+        """Read what the engine sent, without blocking (a message half-written waits for its rest)."""
+        msgs = self.peer.read()
+        if msgs is None:                       # end of file: the engine process is gone
             self._lost()
             return
-        buf = self._buf
-        buf += data
-        while len(buf) >= 4:
-            n = int.from_bytes(buf[:4], "big", signed=True)
-            if len(buf) < 4 + n:
-                break
-            msg = pickle.loads(buf[4:4 + n])
-            del buf[:4 + n]
+        for msg in msgs:
             self._dispatch(msg)
 
     def _dispatch(self, msg: tuple) -> None:
@@ -299,14 +320,14 @@ class LiveTwin:
             self._schedule(msg[1])
         elif kind == "gauges":
             self.gauges, self.pace, self.late = msg[1], msg[2], msg[3]
-        elif kind == "fault":
-            fut = self._faults.get(msg[1])
+        elif kind in ("fault", "metrics"):
+            fut = self._asks.get(msg[1])
             if fut is not None and not fut.done():
                 fut.set_result(msg[2])
         elif kind == "hello":
             info = msg[1]
             self.model, self.block_size, self.wall0 = info["model"], info["block_size"], info["wall0"]
-            self.gauges = info["gauges"]
+            self.engine_pid = info["pid"]
             self._ready.set()
 
     def _schedule(self, events: list) -> None:
@@ -334,13 +355,11 @@ class LiveTwin:
 
     def _emit(self, group: list) -> None:
         self.lateness.append(time.monotonic() - self.wall0 - group[0][1])
-        streams, observe = self.streams, self.on_event
+        streams = self.streams
         for key, t, made, end, *extra in group:
             s = streams.get(key)
             if s is None:
                 continue
-            delta = s.push(t, made, end, extra[0] if extra else None)
+            s.push(t, made, end, extra[0] if extra else None)
             if end == "times" or (end and end not in ("stop", "admitted")):
                 del streams[key]       # its last event ("times" follows "stop"), or refused
-            if observe is not None and end != "times":
-                observe(s, t, delta, end)

@@ -182,9 +182,35 @@ def _status(base_url: str) -> dict:
         return json.loads(r.read())
 
 
+def _server_pids(base_url: str, tries: int = 30) -> tuple[set, set]:
+    """The server's HTTP worker pids and engine pid, from `tries` status requests on new connections
+    (the kernel spreads them over the workers)."""
+    workers, engines = set(), set()
+    for _ in range(tries):
+        st = _status(base_url)
+        workers.add(st["worker_pid"])
+        engines.add(st["engine_pid"])
+    return workers, engines
+
+
+def _cpu(pids) -> float:
+    """CPU seconds (user + system) the processes `pids` have used, from /proc (0 for one gone)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def run(a) -> dict:
     with urllib.request.urlopen(a.base_url + "/models", timeout=10) as r:
         model = json.loads(r.read())["data"][0]["id"]
+    workers, engines = _server_pids(a.base_url)
+    cpu0 = (_cpu(workers), _cpu(engines))
     work = rows(a.trace, a.requests, a.max_input)
     procs = min(a.procs, a.concurrency)
     ramp = a.concurrency / RAMP_PER_S if a.concurrency > 1 else 0.0
@@ -198,13 +224,14 @@ def run(a) -> dict:
                 st = _status(a.base_url)
             except OSError:
                 continue
-            samples.append((st["pace"], st["open_requests"], os.getloadavg()[0]))
+            samples.append((st["pace"], max(st["open_requests"], st.get("engine_open", 0)), os.getloadavg()[0]))
     w = threading.Thread(target=watch, daemon=True)
     w.start()
     t0 = time.perf_counter()
     with ProcessPoolExecutor(procs, mp_context=get_context("spawn")) as pool:
         outs = list(pool.map(_run_part, parts))
     wall = time.perf_counter() - t0
+    cpu1 = (_cpu(workers), _cpu(engines))
     done.set()
     w.join()
     final = _status(a.base_url)
@@ -214,6 +241,9 @@ def run(a) -> dict:
     s["error_kinds"] = dict(errors)
     s["split"] = split(results, final["wall0"])
     s["client_cpu"] = sum(c for _, _, c in outs) / wall
+    s["server_cpu"] = ((cpu1[0] - cpu0[0]) / wall, (cpu1[1] - cpu0[1]) / wall)
+    s["workers"] = len(workers)
+    s["chunks_per_s"] = sum(len(times) for _, times, _ in results) / wall
     return s
 
 
@@ -263,6 +293,11 @@ def main(a) -> int:
           f"twin pace min {s['pace_min']:.3f}, mean {s['pace_mean']:.3f} x real time; events shipped late: "
           f"{s['events_late']}; load average {s['load'][0]:.1f}-{s['load'][1]:.1f}; client CPU "
           f"{s['client_cpu']:.2f} s a second")
+    k = s["chunks_per_s"] / 1000 or float("nan")
+    print(f"  {s['chunks_per_s']:.0f} chunks a second; CPU s a second: client {s['client_cpu']:.2f}, HTTP workers "
+          f"({s['workers']}) {s['server_cpu'][0]:.2f}, engine {s['server_cpu'][1]:.2f}; CPU ms per 1,000 chunks: client "
+          f"{s['client_cpu'] / k * 1e3:.0f}, HTTP workers {s['server_cpu'][0] / k * 1e3:.0f}, engine "
+          f"{s['server_cpu'][1] / k * 1e3:.0f}")
     if s["error_kinds"]:
         print(f"  failed: {s['error_kinds']}")
     print(f"  {'':<10}{'client ms':>11}{'twin ms':>10}{'diff ms':>9}{'diff %':>8}  within 5% or 2 ms")
