@@ -103,3 +103,16 @@ def _non_finite(obj, path: str = "") -> str | None:
             return found
     return None
 
+
+def drain_cap(text: str | None) -> float | str | None:
+    """--drain's cap in simulated seconds (None: no drain; "default": the engine's DRAIN_CAP_S)."""
+    if text in (None, "default"):
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 86400:
+        raise ValueError(f"--drain = {text!r}: allowed a number of simulated seconds, 0 < cap <= 86400")
+    return value
+

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from twin.cli.args import add_setting, dumps, name, number
+from twin.cli.args import add_setting, drain_cap, dumps, name, number
+from twin.engine.report import DRAIN_CAP_S
 from twin.region.driver import CACHE_REUSE, parse_fault, run_region
 from twin.region.routing import REGISTRY
 from twin.region.scaling import weak_scaling
@@ -47,7 +48,8 @@ def cmd_region(a) -> int:
     from twin.explore.executor import scheduler_address
     scheduler = scheduler_address(a.scheduler)
     workers = a.workers or (None if scheduler else min(spec.size, os.cpu_count() or 1))
-    drain = None if a.drain is None else (600.0 if a.drain == "default" else _cap(a.drain))
+    drain = drain_cap(a.drain)
+    drain = DRAIN_CAP_S if drain == "default" else drain
     faults = tuple(parse_fault(f, spec.size, duration) for f in a.fail or ())
     out = run_region(spec, duration, drain_cap=drain, seed=a.seed, load=a.load, policy=a.policy,
                      cache_reuse=a.cache_reuse, window_s=window, faults=faults, workers=workers,
@@ -70,16 +72,6 @@ def cmd_region(a) -> int:
         print(f"  {s['supernode']:>3} {s['status']:<7}routed {s['routed']}  completed {q['completed']}  in flight "
               f"{q['in_flight']}  TTFT p50 {s['ttft_ms']['p50']}  TPOT p50 {s['tpot_ms']['p50']}")
     return 0
-
-
-def _cap(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = float("nan")
-    if not 0 < v <= 86400:
-        raise ValueError(f"--drain = {text!r}: allowed a number of simulated seconds, 0 < cap <= 86400")
-    return v
 
 
 def add_region_command(sub) -> None:

@@ -7,7 +7,7 @@ import time
 
 from twin.cli.bench import bench, scaling, table
 from twin.cli.bench_turns import in_turns
-from twin.cli.args import add_setting, dumps, name, number, out_path
+from twin.cli.args import add_setting, drain_cap, dumps, name, number, out_path
 from twin.engine import Engine, report
 from twin.engine.faults import load_fault_file
 from twin.engine.scenario import load_scenario
@@ -55,21 +55,8 @@ def _engine(a):
     return Engine(_scenario(a, load_fault_file(a.faults) if a.faults else {}))
 
 
-def _drain_cap(text: str | None) -> float | None:
-    """--drain's cap in simulated seconds (None: no drain; "default": the engine's DRAIN_CAP_S)."""
-    if text in (None, "default"):
-        return text
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value <= 86400:
-        raise ValueError(f"--drain = {text!r}: allowed a number of simulated seconds, 0 < cap <= 86400")
-    return value
-
-
 def cmd_run(a) -> int:
-    drain = _drain_cap(a.drain)
+    drain = drain_cap(a.drain)
     sink = _RowWriter(a.out) if a.out else None
     eng = _engine(a)
     if sink:

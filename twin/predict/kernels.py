@@ -22,6 +22,15 @@ METRICS = ("us", "gbps_ranks", "gbps_nodes")
 RANKS = {"die": 1, "npu": 2, "gpu": 1}
 
 
+
+def log_interp(xs: list[float], ys: list[float], x: float) -> float | None:
+    """y at x, linear in log2 x between the two points around it (xs ascending); None outside them."""
+    for i in range(len(xs) - 1):
+        if xs[i] <= x <= xs[i + 1]:
+            w = math.log2(x / xs[i]) / math.log2(xs[i + 1] / xs[i])
+            return ys[i] + w * (ys[i + 1] - ys[i])
+    return ys[0] if len(xs) == 1 and xs[0] == x else None
+
 @dataclass(frozen=True)
 class Row:
     ep: int
@@ -48,12 +57,9 @@ class Table:
     def seconds(self, ep: int, rows: tuple[Row, ...] | None = None) -> float:
         """Time at `ep`, linear in log2 EP between the two rows around it (of `rows`, default all)."""
         rows = rows or self.rows
-        for lo, hi in zip(rows, rows[1:]):
-            if lo.ep <= ep <= hi.ep:
-                w = math.log2(ep / lo.ep) / math.log2(hi.ep / lo.ep)
-                return lo.seconds + w * (hi.seconds - lo.seconds)
-        if len(rows) == 1 and rows[0].ep == ep:
-            return rows[0].seconds
+        value = log_interp([r.ep for r in rows], [r.seconds for r in rows], ep)
+        if value is not None:
+            return value
         raise ValueError(f"EP{ep} is outside table {self.name} {self.op} "
                          f"(EP{rows[0].ep}-{rows[-1].ep})")
 
@@ -178,12 +184,9 @@ class ShapeHit:
 
 def interpolate(rows: tuple[ShapeRow, ...], m: float) -> float:
     """Rate at `m`, linear in log2 m between the two rows around it."""
-    for lo, hi in zip(rows, rows[1:]):
-        if lo.m <= m <= hi.m:
-            w = math.log2(m / lo.m) / math.log2(hi.m / lo.m)
-            return lo.tflops + w * (hi.tflops - lo.tflops)
-    if len(rows) == 1 and rows[0].m == m:
-        return rows[0].tflops
+    value = log_interp([r.m for r in rows], [r.tflops for r in rows], m)
+    if value is not None:
+        return value
     raise ValueError(f"M = {m:g} is outside rows M {rows[0].m:g}-{rows[-1].m:g}")
 
 
