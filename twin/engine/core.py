@@ -5,7 +5,7 @@ blocks) -> KV transfer (transfer.py, max-min shared flows) -> decode admission a
 batching -> completion. The Engine owns the clock (the SimPy environment), the one random
 generator and the wiring of its components; it applies typed commands (commands.py) between
 advances. Components: scheduling policies, the time predictor (twin.predict.perf / twin.predict), step
-timing (timing.py), the EMS cache (cache.py), traffic accounting (accounting.py), KV transfers,
+timing (timing.py), the EMS lookups (ems/prefix.py), traffic accounting (accounting.py), KV transfers,
 faults (faults/, notified through `network_changed`), metrics and reports (report.py).
 Components see the engine through the narrow ports of ports.py; each declares the snapshot fields
 it reports, and extensions (the co-pool scheduler, outside requests) register themselves, through
