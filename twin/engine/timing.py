@@ -34,6 +34,14 @@ class StepTimes:
         self.drafts = rules.draft_tokens(pm.model.mtp_modules, dep.mtp)
         self._uniform = np.empty(0)        # reused buffers: MTP acceptance draws, finished ids
         self._fin = np.empty(0, dtype=np.int64)
+        self._memos: dict[tuple, dict] = {}
+
+    def memo(self, kind: str, npus: float) -> dict:
+        """The step-time memo that instances of one kind and size share while they predict with
+        the engine's own predictor: the same keys give the same times, so 294 prefill instances
+        need not each fill their own. An instance whose network changes gets a memo of its own
+        (network.py)."""
+        return self._memos.setdefault((kind, npus), {})
 
     def decode_seconds(self, inst, batch_per_npu: float, ctx: float) -> float:
         """Step time memoised per (batch per NPU, context) bucket."""
