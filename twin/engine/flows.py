@@ -42,6 +42,7 @@ class Group:
     alike and keep their order by bytes left; a heap on it finds the next to finish."""
     rate: float = 0.0
     heap: list = field(default_factory=list)     # its flows, the least remaining first
+    ix: tuple = ()                                # its links' indices in the filling's arrays
 
 
 @dataclass(slots=True)
@@ -79,14 +80,22 @@ class FlowNet:
         self._armed_at = math.inf                 # time of the pending wake-up
         self._timer_gen = -1                      # the wake-up generation that has an event
         self._events = 0                          # flows whose consumer waits on an event
-        self._links_in_use: dict[str, int] = {}   # _solve's scratch: link -> its index in the filling
-        self._rank: dict[str, int] = {}           # link -> its place in name order (ties of the filling)
+        self._ix: dict[str, int] = {}             # link -> its index in the filling's arrays:
+        self._cap = np.zeros(0)                   # its capacity (as `capacity`)
+        self._rank = np.zeros(0, dtype=np.int64)  # its place in name order (ties of the filling)
 
     def set_capacity(self, link: str, bytes_per_s: float) -> None:
         self.settle()
         now = self.env.now
         self._drain(now)
         self.capacity[link] = max(0.0, bytes_per_s)
+        i = self._ix.get(link)
+        if i is None:                             # a new link: the arrays grow, the names reorder
+            i = self._ix[link] = len(self._ix)
+            self._cap = np.append(self._cap, 0.0)
+            self._rank = np.empty(len(self._ix), dtype=np.int64)
+            self._rank[[self._ix[x] for x in sorted(self._ix)]] = np.arange(len(self._ix))
+        self._cap[i] = self.capacity[link]
         self._solve(now)
 
     def start(self, nbytes: float, links: tuple, latency_s: float = 0.0,
@@ -112,7 +121,8 @@ class FlowNet:
             self._last = now                # nothing to drain, nothing armed
         group = self._groups.get(links)
         if group is None:
-            group = self._groups[links] = Group()
+            ix = self._ix
+            group = self._groups[links] = Group(ix=tuple([ix[link] for link in links]))
         flow = flows[self._next] = Flow(float(nbytes), links, group, self._next, done, latency_s, on_finish,
                                         args)
         heappush(group.heap, flow)
@@ -184,25 +194,15 @@ class FlowNet:
                 f.group.rate = narrowest if narrowest > 0 else 0.0
                 self._arm(now, f.remaining / f.rate if f.rate > 0 else None)
             return                          # none: nothing to arm (_fire cleared the wake-up)
-        groups, index = self._groups, self._links_in_use
+        groups = self._groups
         flat, ends, counts = [], [], []
-        for links, group in groups.items():
-            for link in links:
-                i = index.get(link)
-                if i is None:
-                    i = index[link] = len(index)
-                flat.append(i)
+        for group in groups.values():
+            flat += group.ix
             ends.append(len(flat))
             counts.append(len(group.heap))
-        rank = self._rank
-        if len(rank) < len(self.capacity):      # (links are added, never removed)
-            rank = self._rank = {link: k for k, link in enumerate(sorted(self.capacity))}
-        capacity = self.capacity
         rates = np.empty(len(counts))
         _fill(np.array(flat, dtype=np.int64), np.array(ends, dtype=np.int64), np.array(counts, dtype=np.int64),
-              np.array([capacity[link] for link in index], dtype=np.float64),
-              np.array([rank[link] for link in index], dtype=np.int64), rates)
-        index.clear()
+              self._cap, self._rank, rates)
         finish = None                       # the earliest finish, as min() would find it
         for group, rate in zip(groups.values(), rates.tolist()):
             group.rate = rate
@@ -268,6 +268,7 @@ def _fill(links, ends, counts, cap, rank, rate):
     rounded as a flow taking its share in turn leaves it (not n * share). A group over a dead
     link (capacity 0) stays at 0. The same float operations in the same order as the dict-based
     filling it replaced, so the same rates to the bit."""
+    cap = cap.copy()
     g_n, l_n = len(counts), len(cap)
     rising = np.zeros(g_n, dtype=np.bool_)
     for g in range(g_n):

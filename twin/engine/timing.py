@@ -56,8 +56,10 @@ class StepTimes:
     def decode_cap(self, inst) -> int:
         """Sequences an instance may hold: the deployment's batch cap within the TPOT SLO."""
         if inst.cap is None:
-            kv = self.scenario.input.mean_value() + self.scenario.output.mean_value() / 2
-            slo = inst.pm.max_batch_for_slo(kv_len=kv)["batch_per_npu"]
+            slo = inst.memo.get("slo")      # (a predictor's search: once per memo, not per instance)
+            if slo is None:
+                kv = self.scenario.input.mean_value() + self.scenario.output.mean_value() / 2
+                slo = inst.memo["slo"] = inst.pm.max_batch_for_slo(kv_len=kv)["batch_per_npu"]
             per_npu = min(self.dep.decode.batch_per_die * self.pm.dies_per_npu, max(slo, 1))
             inst.cap = max(1, int(per_npu * inst.npus))
         return inst.cap
