@@ -8,7 +8,8 @@ from heapq import heapify, heapreplace
 from twin.engine.scheduling.base import PLACEMENT, Placement, register
 
 _QUEUED_TOKENS = operator.attrgetter("queued_tokens")
-HEAP_FROM = 16      # instances from which a tick's arrivals are placed through a heap (speed only)
+HEAP_FROM = 4       # instances from which a tick's arrivals are placed through a heap (speed only;
+                    # measured: 2 arrivals over 4 instances 2.8 -> 2.2 us, 6 over 14 14.7 -> 5.7 us)
 
 
 @register(PLACEMENT, "least-queued-tokens")
