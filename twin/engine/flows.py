@@ -268,14 +268,26 @@ def _fill(links, ends, counts, cap, rank, rate):
     rounded as a flow taking its share in turn leaves it (not n * share). A group over a dead
     link (capacity 0) stays at 0. The same float operations in the same order as the dict-based
     filling it replaced, so the same rates to the bit."""
-    cap = cap.copy()
-    g_n, l_n = len(counts), len(cap)
+    g_n = len(counts)
+    at = np.full(len(cap), -1, dtype=np.int64)     # link -> its place among the links in use
+    loc = np.empty(len(links), dtype=np.int64)     # the groups' links as those places
+    l_n = 0
+    for j in range(len(links)):
+        if at[links[j]] < 0:
+            at[links[j]] = l_n
+            l_n += 1
+        loc[j] = at[links[j]]
+    left_cap = np.empty(l_n)                        # capacity left on each link in use
+    order = np.empty(l_n, dtype=np.int64)           # its rank by name
+    for j in range(len(links)):
+        left_cap[loc[j]] = cap[links[j]]
+        order[loc[j]] = rank[links[j]]
     rising = np.zeros(g_n, dtype=np.bool_)
     for g in range(g_n):
         rate[g] = 0.0
         live = True
         for j in range(ends[g - 1] if g else 0, ends[g]):
-            if not cap[links[j]] > 0:
+            if not left_cap[loc[j]] > 0:
                 live = False
         rising[g] = live
     users = np.zeros(l_n, dtype=np.int64)
@@ -286,30 +298,30 @@ def _fill(links, ends, counts, cap, rank, rate):
             if rising[g]:
                 more = True
                 for j in range(ends[g - 1] if g else 0, ends[g]):
-                    users[links[j]] += counts[g]
+                    users[loc[j]] += counts[g]
         if not more:
             break
         share, tight = 0.0, -1
         for k in range(l_n):
             if users[k] > 0:
-                left = cap[k]
+                left = left_cap[k]
                 s = (0.0 if left < 0.0 else left) / users[k]
-                if tight < 0 or s < share or (s == share and rank[k] < rank[tight]):
+                if tight < 0 or s < share or (s == share and order[k] < order[tight]):
                     share, tight = s, k
         still = False
         for g in range(g_n):
             if rising[g]:
                 rate[g] += share
                 for j in range(ends[g - 1] if g else 0, ends[g]):
-                    if links[j] == tight:
+                    if loc[j] == tight:
                         rising[g] = False
                 still = still or rising[g]
         for k in range(l_n):
             if users[k] > 0:
                 if still:                   # what is left matters only to a further round
-                    left = cap[k]
+                    left = left_cap[k]
                     for _ in range(users[k]):
                         left -= share
-                    cap[k] = left
+                    left_cap[k] = left
                 users[k] = 0
         more = still
