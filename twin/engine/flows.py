@@ -201,8 +201,7 @@ class FlowNet:
             ends.append(len(flat))
             counts.append(len(group.heap))
         rates = np.empty(len(counts))
-        _fill(np.array(flat, dtype=np.int64), np.array(ends, dtype=np.int64), np.array(counts, dtype=np.int64),
-              self._cap, self._rank, rates)
+        _fill(np.array(counts + ends + flat, dtype=np.int64), self._cap, self._rank, rates)
         finish = None                       # the earliest finish, as min() would find it
         for group, rate in zip(groups.values(), rates.tolist()):
             group.rate = rate
@@ -259,16 +258,18 @@ class FlowNet:
 
 
 @kernel
-def _fill(links, ends, counts, cap, rank, rate):
-    """FlowNet._solve's progressive filling over the groups (group g crosses the links
-    `links[ends[g-1]:ends[g]]`, indices into `cap`, and holds `counts[g]` flows): `rate[g]` out.
+def _fill(shape, cap, rank, rate):
+    """FlowNet._solve's progressive filling over the groups: `rate[g]` out. `shape` holds, one after
+    the other (one array to pass), each group's flow count, where its links end and the links
+    (indices into `cap`): group g holds `counts[g]` flows over `links[ends[g-1]:ends[g]]`.
     Each round raises every rising group by the share of the tightest link (the least capacity
     left per flow, the first name on a tie: `rank` is the links' order by name), freezes the
     groups over it and takes the share off every link in use once per flow, each subtraction
     rounded as a flow taking its share in turn leaves it (not n * share). A group over a dead
     link (capacity 0) stays at 0. The same float operations in the same order as the dict-based
     filling it replaced, so the same rates to the bit."""
-    g_n = len(counts)
+    g_n = len(rate)
+    counts, ends, links = shape[:g_n], shape[g_n:2 * g_n], shape[2 * g_n:]
     at = np.full(len(cap), -1, dtype=np.int64)     # link -> its place among the links in use
     loc = np.empty(len(links), dtype=np.int64)     # the groups' links as those places
     l_n = 0
