@@ -24,8 +24,10 @@ class LeastQueuedTokens(Placement):
         """choose()'s choices for a tick's arrivals from a heap of (queued tokens, index): the
         least, the first in index order on a tie, as min() finds it (and as the first with none
         queued, as tokens are never below 0); a pass over the instances per tick, not per request."""
-        if len(instances) < HEAP_FROM or len(rids) < 2:
-            return super().place(instances, rids, enqueue)
+        if len(instances) < HEAP_FROM or len(rids) < 2:      # (most ticks of a small deployment)
+            for rid in rids:
+                enqueue(self.choose(instances), rid)
+            return
         heap = [(p.queued_tokens, i) for i, p in enumerate(instances)]
         heapify(heap)
         if heap[0][0] < 0:             # (never: choose() would then prefer a 0 to the least)
