@@ -21,7 +21,7 @@ def _plain(code: str, *args: str, timeout: int = 600) -> subprocess.CompletedPro
 def test_every_kernel_is_compiled_here_and_listed():
     import twin.engine  # noqa: F401  (imports every module that declares a kernel)
     import twin.engine.ems.index  # noqa: F401
-    assert not PLAIN and len(KERNELS) == 18
+    assert not PLAIN and len(KERNELS) == 19
     assert all(type(k).__name__ == "CPUDispatcher" for k in KERNELS)
 
 
@@ -31,7 +31,7 @@ def test_plain_python_mode_fingerprints_equal_the_compiled_ones():
     out = _plain(code)
     assert out.returncode == 0, out.stderr[-2000:]
     plain, n, *prints = json.loads(out.stdout.strip().splitlines()[-1])
-    assert plain is True and n == 18
+    assert plain is True and n == 19
     assert prints == [fingerprint(n, d, **kw) for n, d, kw in RUNS]
 
 
@@ -39,5 +39,5 @@ def test_kernel_equivalence_tests_pass_in_plain_mode():
     """The kernels' own reference tests (EMS index against a dict model, compiled passes against
     their Python references) run again with every kernel as Python."""
     out = _plain("", "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_ems_index.py",
-                 "tests/test_engine_fastpath.py")
+                 "tests/test_engine_fastpath.py", "tests/test_flows.py")
     assert out.returncode == 0, out.stdout[-3000:]

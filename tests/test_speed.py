@@ -541,3 +541,33 @@ def test_interval_percentiles_equal_numpys_exactly():
         for bad in (np.array([1.0, np.nan, 3.0]), np.array([1.0, np.inf])):
             np.testing.assert_equal(percentiles(bad, (50, 99)), np.percentile(bad, (50, 99)))
     assert all(math.isnan(v) for v in percentiles(np.zeros(0), (50, 99)))
+
+
+class _Prefill:
+    def __init__(self, idx, tokens):
+        self.idx, self.queued_tokens = idx, tokens
+
+
+@pytest.mark.parametrize("zeros", [False, True])
+def test_placement_of_a_tick_through_a_heap_makes_choose_choices(zeros):
+    """LeastQueuedTokens.place (a heap, from HEAP_FROM instances) puts each arrival where
+    choose() one at a time puts it: the least queued tokens, the first on a tie (ties made
+    common by coarse token counts), the first with none queued."""
+    from twin.engine.scheduling.base import Placement
+    from twin.engine.scheduling.placement import HEAP_FROM, LeastQueuedTokens
+    rng = np.random.default_rng(7)
+    n = 3 * HEAP_FROM
+    start = rng.integers(0, 4, n) * 1024 * (0 if zeros else 1) + (0 if zeros else 1)
+    sizes = (rng.integers(1, 5, 500) * 1024).tolist()
+    picks = {}
+    for how in ("heap", "one by one"):
+        insts = [_Prefill(i, int(t)) for i, t in enumerate(start)]
+        got = picks[how] = []
+
+        def enqueue(p, k):
+            p.queued_tokens += sizes[k]
+            got.append(p.idx)
+        policy = LeastQueuedTokens()
+        (policy.place if how == "heap" else lambda *a: Placement.place(policy, *a))(insts, range(500), enqueue)
+    assert picks["heap"] == picks["one by one"]
+    assert len(set(picks["heap"])) == n

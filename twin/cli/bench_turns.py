@@ -5,11 +5,13 @@ apart cannot resolve a few percent, nor carry a target across machines. Here eac
 simulation in its own process, advanced a slice at a time, the two taking turns (which goes first
 alternates), so both see the same machine. The worker uses only the Engine API every version of the
 twin has had (`Engine(name, seed=, duration_s=)`, `advance`, `sim_time`), so an old checkout (a
-`git worktree` of any commit) can be the other side. The first simulated second of each run is a
+`git worktree` of any commit) can be the other side; a deployment or load other than the
+scenario's is passed as Engine keyword overrides, which the twin has taken since the first pass. The first simulated second of each run is a
 warm-up, outside the timing (imports, compiled code loaded).
 """
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -19,10 +21,10 @@ from pathlib import Path
 
 WARMUP_S = 1.0
 WORKER = r"""
-import sys, time
+import json, sys, time
 from twin.engine import Engine
 name, duration, step, seed, warmup = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
-eng = Engine(name, seed=seed, duration_s=duration)
+eng = Engine(name, seed=seed, duration_s=duration, **json.loads(sys.argv[6] if len(sys.argv) > 6 else "{}"))
 eng.advance(warmup)
 print("ready", flush=True)
 for line in sys.stdin:
@@ -80,14 +82,17 @@ class _Worker:
 
 
 def in_turns(other: str, scenario: str, duration: float, slice_s: float = 10.0, seed: int = 0,
-             runs: int = 1) -> dict:
+             runs: int = 1, **overrides) -> dict:
     """CPU seconds of this checkout and `other` on the same run, in turns; `ratio` < 1: this one
-    takes less."""
+    takes less. `overrides` (deployment, load: those not None) go to both Engines."""
     root = checkout(other)
     if not (duration > WARMUP_S and slice_s > 0):
         raise ValueError(f"in turns: duration {duration} s and slice {slice_s} s: need duration > "
                          f"{WARMUP_S} s (the warm-up) and slice > 0")
     args = [scenario, str(float(duration)), str(float(slice_s)), str(int(seed)), str(WARMUP_S)]
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if overrides:
+        args.append(json.dumps(overrides))
     totals, ratios = {"this": 0.0, "other": 0.0}, []
     for run in range(runs):
         workers = {}
@@ -108,7 +113,7 @@ def in_turns(other: str, scenario: str, duration: float, slice_s: float = 10.0, 
         finally:
             for w in workers.values():
                 w.close()
-    return {"scenario": scenario, "sim_seconds": float(duration), "timed_from_s": WARMUP_S, "slice_s": slice_s,
+    return {"scenario": scenario, **overrides, "sim_seconds": float(duration), "timed_from_s": WARMUP_S, "slice_s": slice_s,
             "runs": runs, "this": str(HERE), "other": str(root),
             "cpu_seconds_this": round(totals["this"], 3), "cpu_seconds_other": round(totals["other"], 3),
             "ratio": round(totals["this"] / totals["other"], 4) if totals["other"] > 0 else None,

@@ -166,7 +166,8 @@ def cmd_bench(a) -> int:
             for r in rows))
         return 0
     if a.against:
-        out = in_turns(a.against, a.scenario, a.duration or 600.0, a.slice or 10.0, a.seed, a.runs or 1)
+        out = in_turns(a.against, a.scenario, a.duration or 600.0, a.slice or 10.0, a.seed, a.runs or 1,
+                       deployment=a.deployment, load=a.load)
         print(dumps(out) if a.json else "\n".join(f"{k:<30}{v}" for k, v in out.items()))
         return 0
     if a.scaling:

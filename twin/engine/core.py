@@ -407,12 +407,11 @@ class Engine:
                 self.to_decode(ids)
             return
         touched: dict = {}
-        live = self.live()[0] or self.prefill
-        choose = self.policies.placement.choose
-        for rid in ids.tolist():          # schedule_prefill() of each, in arrival order (already QUEUED)
-            inst = choose(live)
+
+        def enqueue(inst, rid):            # schedule_prefill() of each, in arrival order (already QUEUED)
             inst.enqueue(rid, False)
             touched.setdefault(inst.idx, inst)
+        self.policies.placement.place(self.live()[0] or self.prefill, ids.tolist(), enqueue)
         for inst in touched.values():      # in the order they got work, as their wake-ups were
             inst.start()
 

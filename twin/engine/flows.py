@@ -17,7 +17,8 @@ but for the draining itself.
 
 Every KV transfer passes here (one flow per prefill batch, most of them alone), so the hot path
 writes min()/max() of two floats as conditionals (the builtins cost ~0.1 us a call); each gives
-the builtin's result exactly.
+the builtin's result exactly. The filling itself is a compiled kernel (`_fill`): with tens of
+decode instances, tens of groups are in flight and each start or end re-solves them all.
 """
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ from typing import Callable
 import numpy as np
 import simpy
 
+from twin.engine.compiled import kernel
+
 DONE_BYTES = 1e-6   # a flow with at most this many bytes per byte/s of rate left is done (float slack)
 
 
@@ -39,6 +42,7 @@ class Group:
     alike and keep their order by bytes left; a heap on it finds the next to finish."""
     rate: float = 0.0
     heap: list = field(default_factory=list)     # its flows, the least remaining first
+    ix: tuple = ()                                # its links' indices in the filling's arrays
 
 
 @dataclass(slots=True)
@@ -76,12 +80,22 @@ class FlowNet:
         self._armed_at = math.inf                 # time of the pending wake-up
         self._timer_gen = -1                      # the wake-up generation that has an event
         self._events = 0                          # flows whose consumer waits on an event
+        self._ix: dict[str, int] = {}             # link -> its index in the filling's arrays:
+        self._cap = np.zeros(0)                   # its capacity (as `capacity`)
+        self._rank = np.zeros(0, dtype=np.int64)  # its place in name order (ties of the filling)
 
     def set_capacity(self, link: str, bytes_per_s: float) -> None:
         self.settle()
         now = self.env.now
         self._drain(now)
         self.capacity[link] = max(0.0, bytes_per_s)
+        i = self._ix.get(link)
+        if i is None:                             # a new link: the arrays grow, the names reorder
+            i = self._ix[link] = len(self._ix)
+            self._cap = np.append(self._cap, 0.0)
+            self._rank = np.empty(len(self._ix), dtype=np.int64)
+            self._rank[[self._ix[x] for x in sorted(self._ix)]] = np.arange(len(self._ix))
+        self._cap[i] = self.capacity[link]
         self._solve(now)
 
     def start(self, nbytes: float, links: tuple, latency_s: float = 0.0,
@@ -107,7 +121,8 @@ class FlowNet:
             self._last = now                # nothing to drain, nothing armed
         group = self._groups.get(links)
         if group is None:
-            group = self._groups[links] = Group()
+            ix = self._ix
+            group = self._groups[links] = Group(ix=tuple([ix[link] for link in links]))
         flow = flows[self._next] = Flow(float(nbytes), links, group, self._next, done, latency_s, on_finish,
                                         args)
         heappush(group.heap, flow)
@@ -179,38 +194,19 @@ class FlowNet:
                 f.group.rate = narrowest if narrowest > 0 else 0.0
                 self._arm(now, f.remaining / f.rate if f.rate > 0 else None)
             return                          # none: nothing to arm (_fire cleared the wake-up)
-        capacity, groups = self.capacity, self._groups
-        cap = {}                            # capacity left on the links in use
-        active = {}                         # links -> flows still rising over them, none over a dead link
-        for links, group in groups.items():
-            group.rate = 0.0
-            live = True
-            for link in links:
-                if not (cap.setdefault(link, capacity[link]) > 0):
-                    live = False
-            if live:
-                active[links] = len(group.heap)
-        while active:
-            users: dict[str, int] = {}
-            for links, n in active.items():
-                for link in links:
-                    users[link] = users.get(link, 0) + n
-            share = tight = None            # min((max(cap, 0) / users, link)): ties go to the first name
-            for link, n in users.items():
-                left = cap[link]
-                s = (0.0 if left < 0.0 else left) / n
-                if tight is None or s < share or (s == share and link < tight):
-                    share, tight = s, link
-            for links in active:
-                groups[links].rate += share
-            active = {links: n for links, n in active.items() if tight not in links}
-            if active:                      # what is left matters only to a further round
-                for link, n in users.items():
-                    cap[link] = _minus(cap[link], share, n)
-        finish = None                       # the earliest finish, as min() would find it
+        groups = self._groups
+        flat, ends, counts = [], [], []
         for group in groups.values():
-            if group.rate > 0:              # (its least remaining / rate: division keeps the order)
-                t = group.heap[0].remaining / group.rate
+            flat += group.ix
+            ends.append(len(flat))
+            counts.append(len(group.heap))
+        rates = np.empty(len(counts))
+        _fill(np.array(counts + ends + flat, dtype=np.int64), self._cap, self._rank, rates)
+        finish = None                       # the earliest finish, as min() would find it
+        for group, rate in zip(groups.values(), rates.tolist()):
+            group.rate = rate
+            if rate > 0:                    # (its least remaining / rate: division keeps the order)
+                t = group.heap[0].remaining / rate
                 if finish is None or t < finish:
                     finish = t
         self._arm(now, finish)
@@ -261,13 +257,72 @@ class FlowNet:
             self._solve(now)
 
 
-def _minus(left: float, share: float, n: int) -> float:
-    """`left` less `share` n times, rounded after each subtraction as n flows taking their share in
-    turn would leave it (not left - n * share); numpy's accumulate adds in that order."""
-    if n < 100:                     # the loop is the quicker below ~100 (measured: 0.7 vs 1.6 us at 32)
-        for _ in range(n):
-            left -= share
-        return left
-    steps = np.full(n + 1, -share)
-    steps[0] = left
-    return float(np.add.accumulate(steps)[-1])
+@kernel
+def _fill(shape, cap, rank, rate):
+    """FlowNet._solve's progressive filling over the groups: `rate[g]` out. `shape` holds, one after
+    the other (one array to pass), each group's flow count, where its links end and the links
+    (indices into `cap`): group g holds `counts[g]` flows over `links[ends[g-1]:ends[g]]`.
+    Each round raises every rising group by the share of the tightest link (the least capacity
+    left per flow, the first name on a tie: `rank` is the links' order by name), freezes the
+    groups over it and takes the share off every link in use once per flow, each subtraction
+    rounded as a flow taking its share in turn leaves it (not n * share). A group over a dead
+    link (capacity 0) stays at 0. The same float operations in the same order as the dict-based
+    filling it replaced, so the same rates to the bit."""
+    g_n = len(rate)
+    counts, ends, links = shape[:g_n], shape[g_n:2 * g_n], shape[2 * g_n:]
+    at = np.full(len(cap), -1, dtype=np.int64)     # link -> its place among the links in use
+    loc = np.empty(len(links), dtype=np.int64)     # the groups' links as those places
+    l_n = 0
+    for j in range(len(links)):
+        if at[links[j]] < 0:
+            at[links[j]] = l_n
+            l_n += 1
+        loc[j] = at[links[j]]
+    left_cap = np.empty(l_n)                        # capacity left on each link in use
+    order = np.empty(l_n, dtype=np.int64)           # its rank by name
+    for j in range(len(links)):
+        left_cap[loc[j]] = cap[links[j]]
+        order[loc[j]] = rank[links[j]]
+    rising = np.zeros(g_n, dtype=np.bool_)
+    for g in range(g_n):
+        rate[g] = 0.0
+        live = True
+        for j in range(ends[g - 1] if g else 0, ends[g]):
+            if not left_cap[loc[j]] > 0:
+                live = False
+        rising[g] = live
+    users = np.zeros(l_n, dtype=np.int64)
+    more = True
+    while more:
+        more = False
+        for g in range(g_n):
+            if rising[g]:
+                more = True
+                for j in range(ends[g - 1] if g else 0, ends[g]):
+                    users[loc[j]] += counts[g]
+        if not more:
+            break
+        share, tight = 0.0, -1
+        for k in range(l_n):
+            if users[k] > 0:
+                left = left_cap[k]
+                s = (0.0 if left < 0.0 else left) / users[k]
+                if tight < 0 or s < share or (s == share and order[k] < order[tight]):
+                    share, tight = s, k
+        still = False
+        for g in range(g_n):
+            if rising[g]:
+                rate[g] += share
+                for j in range(ends[g - 1] if g else 0, ends[g]):
+                    if loc[j] == tight:
+                        rising[g] = False
+                still = still or rising[g]
+        for k in range(l_n):
+            if users[k] > 0:
+                if still:                   # what is left matters only to a further round
+                    left = left_cap[k]
+                    for _ in range(users[k]):
+                        left -= share
+                    left_cap[k] = left
+                users[k] = 0
+        more = still

@@ -32,7 +32,7 @@ class Instance:
         self.down: dict[int, str] = {}    # open faults holding this instance down: id -> reason
         self.blocked = False               # cut off from the UB fabric (no path to its peers)
         self.pm = eng.pm               # this instance's view of the network (set by the engine)
-        self.memo: dict = {}           # step times under the current network state
+        self.memo: dict = eng.timing.memo(kind, self.npus)   # step times under the current network state
         self.cap: int | None = None    # decode: sequences allowed under the TPOT SLO (lazy)
         self._wake = eng.env.event()
         self.name = f"{kind}-{idx}"
@@ -255,7 +255,13 @@ class DecodeInstance(Instance):
             self._idle.succeed()
 
     def load(self) -> int:
-        self.flush_inbox()
+        """Sequences held, running and queued, after queueing the KV landed by now (flush_inbox()
+        without its calls when nothing has landed: KV placement asks every instance per batch)."""
+        eng = self.eng
+        eng.kv.flows.settle()                   # KV transfers that have landed by now
+        inbox = self.inbox
+        if inbox and inbox[0][0] <= eng.env.now:
+            self.flush_inbox()
         return len(self.ids) + len(self.queue)
 
     def _take(self, landed: np.ndarray) -> None:

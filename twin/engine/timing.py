@@ -34,6 +34,14 @@ class StepTimes:
         self.drafts = rules.draft_tokens(pm.model.mtp_modules, dep.mtp)
         self._uniform = np.empty(0)        # reused buffers: MTP acceptance draws, finished ids
         self._fin = np.empty(0, dtype=np.int64)
+        self._memos: dict[tuple, dict] = {}
+
+    def memo(self, kind: str, npus: float) -> dict:
+        """The step-time memo that instances of one kind and size share while they predict with
+        the engine's own predictor: the same keys give the same times, so 294 prefill instances
+        need not each fill their own. An instance whose network changes gets a memo of its own
+        (network.py)."""
+        return self._memos.setdefault((kind, npus), {})
 
     def decode_seconds(self, inst, batch_per_npu: float, ctx: float) -> float:
         """Step time memoised per (batch per NPU, context) bucket."""
@@ -48,8 +56,10 @@ class StepTimes:
     def decode_cap(self, inst) -> int:
         """Sequences an instance may hold: the deployment's batch cap within the TPOT SLO."""
         if inst.cap is None:
-            kv = self.scenario.input.mean_value() + self.scenario.output.mean_value() / 2
-            slo = inst.pm.max_batch_for_slo(kv_len=kv)["batch_per_npu"]
+            slo = inst.memo.get("slo")      # (a predictor's search: once per memo, not per instance)
+            if slo is None:
+                kv = self.scenario.input.mean_value() + self.scenario.output.mean_value() / 2
+                slo = inst.memo["slo"] = inst.pm.max_batch_for_slo(kv_len=kv)["batch_per_npu"]
             per_npu = min(self.dep.decode.batch_per_die * self.pm.dies_per_npu, max(slo, 1))
             inst.cap = max(1, int(per_npu * inst.npus))
         return inst.cap

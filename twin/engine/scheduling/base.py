@@ -35,6 +35,13 @@ class Placement(ABC):
     def choose(self, instances: Sequence):
         """The prefill instance (of the non-empty `instances`) a request joins."""
 
+    def place(self, instances: Sequence, rids: list[int], enqueue: Callable) -> None:
+        """Place the requests `rids` in order: each joins `choose(instances)` by `enqueue(instance,
+        rid)`, which the next choice sees. A policy may override it to make the same choices for
+        less work (a tick brings tens of arrivals to hundreds of instances on a large supernode)."""
+        for rid in rids:
+            enqueue(self.choose(instances), rid)
+
 
 class DecodeAdmission(ABC):
     @abstractmethod

@@ -10,4 +10,9 @@ class LeastLoaded(KvPlacement):
     def choose(self, instances):
         if len(instances) == 1:     # no choice: its load (which first queues its landed KV) is not needed
             return instances[0]
-        return min(instances, key=lambda d: (d.load(), d.idx))
+        best, least = None, None          # min() by (load, idx), without a key call and tuple each
+        for d in instances:
+            n = d.load()
+            if best is None or n < least or (n == least and d.idx < best.idx):
+                best, least = d, n
+        return best

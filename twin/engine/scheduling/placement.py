@@ -3,10 +3,13 @@ instance; this one picks the least loaded by queued prompt tokens (the first suc
 from __future__ import annotations
 
 import operator
+from heapq import heapify, heapreplace
 
 from twin.engine.scheduling.base import PLACEMENT, Placement, register
 
 _QUEUED_TOKENS = operator.attrgetter("queued_tokens")
+HEAP_FROM = 4       # instances from which a tick's arrivals are placed through a heap (speed only;
+                    # measured: 2 arrivals over 4 instances 2.8 -> 2.2 us, 6 over 14 14.7 -> 5.7 us)
 
 
 @register(PLACEMENT, "least-queued-tokens")
@@ -16,3 +19,21 @@ class LeastQueuedTokens(Placement):
             if not p.queued_tokens:    # choice, found without a pass over all (most arrivals)
                 return p
         return min(instances, key=_QUEUED_TOKENS)
+
+    def place(self, instances, rids, enqueue):
+        """choose()'s choices for a tick's arrivals from a heap of (queued tokens, index): the
+        least, the first in index order on a tie, as min() finds it (and as the first with none
+        queued, as tokens are never below 0); a pass over the instances per tick, not per request."""
+        if len(instances) < HEAP_FROM or len(rids) < 2:      # (most ticks of a small deployment)
+            for rid in rids:
+                enqueue(self.choose(instances), rid)
+            return
+        heap = [(p.queued_tokens, i) for i, p in enumerate(instances)]
+        heapify(heap)
+        if heap[0][0] < 0:             # (never: choose() would then prefer a 0 to the least)
+            return super().place(instances, rids, enqueue)
+        for rid in rids:
+            i = heap[0][1]
+            p = instances[i]
+            enqueue(p, rid)
+            heapreplace(heap, (p.queued_tokens, i))
