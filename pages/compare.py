@@ -230,7 +230,7 @@ TICK_MS = 1000
 CHANGES = {"cloudmatrix-infer-paper": N_("the paper's deployment: KV over RDMA, EMS on 32 nodes"),
            "cloudmatrix-unified": N_("one scale-out plane over UB: KV from prefill to decode rides UB, no RDMA or "
                                      "VPC plane"),
-           "cloudmatrix-cpu-pool": N_("CPUs pooled for EMS: the cache uses all 48 nodes and 90% of their DRAM"),
+           "cloudmatrix-cpu-pool": N_("CPUs pooled for EMS: the cache uses all 48 nodes and nine tenths of their DRAM"),
            "atlas-950-infer": N_("the paper's serving shape on an Atlas 950 SuperPoD (8,192 Ascend 950DT, "
                                  "announced)")}
 KINDS = {"baseline": N_("baseline"), "what-if": N_("what-if"), "prediction": N_("prediction")}
