@@ -243,7 +243,7 @@ def beside_panel() -> html.Div:
     return components.panel([
         dcc.Interval(id=f"{P}-tick", interval=TICK_MS, disabled=True),
         dcc.Store(id=f"{P}-job", storage_type="session"),
-        html.Div([dcc.Dropdown(id=f"{P}-with", multi=True, value=[], placeholder=_("Add a variant"),
+        html.Div([components.dropdown(id=f"{P}-with", multi=True, value=[], placeholder=_("Add a variant"),
                                options=[{"label": f"{v} ({_(KINDS[whatif.label(v)])})", "value": v}
                                         for v in whatif.VARIANTS], style={"minWidth": "28rem"}),
                   html.Button(_("Measure on the engine"), id=f"{P}-measure", className="btn-small"),
@@ -251,11 +251,11 @@ def beside_panel() -> html.Div:
         html.P(id=f"{P}-msg", className="ctl-msg"),
         html.Div(id=f"{P}-beside"),
         html.P(id=f"{P}-beside-supports", className="supports"),
-        html.P(_("The step-time model sees chips, parallelism and fabrics, not the path KV takes between pools nor "
+        html.P([_("The step-time model sees chips, parallelism and fabrics, not the path KV takes between pools nor "
                  "the size of the EMS pool: for a what-if its figures equal the baseline's, so what differs is "
-                 "measured on the engine, the baseline and the variant on the same scenario and seed (%(cmd)s), "
-                 "in a job of its own, and kept for the next viewer.") % {
-            "cmd": whatif.COMMAND.format(name="NAME")}, className="hint"),
+                 "measured on the engine, the baseline and the variant on the same scenario and seed, in a job of "
+                 "its own, and kept for the next viewer. The same run on the command line:"), " ",
+               html.Code(whatif.COMMAND.format(name="NAME"))], className="hint"),
     ], _("Beside the baseline"), "sim", info_text=_(
         "The paper's directions for later as what-ifs (one scale-out plane over UB; CPUs pooled for EMS) and the "
         "Atlas 950 SuperPoD (a prediction) beside the paper's CloudMatrix384 deployment: step-time model figures "
