@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
 
 from twin.engine import Engine, load_scenario
 from twin.explore.compare import bands, operating_point
@@ -24,7 +25,7 @@ from twin.predict.perf import PerfModel
 BASELINE = "cloudmatrix-infer-paper"
 VARIANTS = ("cloudmatrix-unified", "cloudmatrix-cpu-pool", "atlas-950-infer")
 RUN = {"scenario": "default", "seed": 1, "duration_s": 30.0}     # the default scenario: 90% load, full pipeline
-COMMAND = "python -m twin run --deployment {name} --duration 30 --seed 1 --json"
+COMMAND = f"python -m twin run --deployment {{name}} --duration {RUN['duration_s']:g} --seed {RUN['seed']} --json"
 RUN_CPU_S = 12.0          # assumption for the job's budget: a 30 s run took 0.7-1.3 s of CPU here, 8 s in a cold
 #                           process (imports, compiled kernels), 4 Dec 2026
 ENGINE_FIGURES = ("ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "token_hit_ratio", "kv_transfer_ms_mean",
@@ -53,8 +54,10 @@ def label(name: str) -> str:
     return "prediction" if dep.prediction or cat.system(dep.system).label == "prediction" else "what-if"
 
 
+@lru_cache(maxsize=16)
 def step_model(name: str, slo_ms: float) -> dict:
-    """The operating point (Compare's step-time model) and the label of its throughput."""
+    """The operating point (Compare's step-time model) and the label of its throughput (kept: the
+    page redraws while a job runs; callers do not change it)."""
     pm = PerfModel(name)
     op = operating_point(pm, slo_ms)
     op = {**op, "tokens_per_s_per_chip": round(op["tokens_per_s_per_chip"], 1)}
