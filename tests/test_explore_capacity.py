@@ -199,7 +199,7 @@ def test_what_ifs_carry_engine_figures_of_the_same_seed(whatif_cache, monkeypatc
     variants = ("cloudmatrix-unified", "cloudmatrix-cpu-pool")
     names = whatif.needs_engine(variants)
     assert names == (DEP, *variants)
-    d = compare(50.0, variants=variants, measured={n: whatif.measure(n) for n in names})["beside_baseline"]
+    d = whatif.beside(variants, 50.0, {n: whatif.measure(n) for n in names})
     rows = {r["deployment"]: r for r in d["rows"]}
     assert all(r["step_equals_baseline"] and r["label"] in ("baseline", "what-if") for r in rows.values())
     assert rows["cloudmatrix-unified"]["tco_left_out"] and rows["cloudmatrix-cpu-pool"]["tco_left_out"] is None

@@ -112,7 +112,9 @@ def cmd_compare(a) -> int:
     variants = whatif.parse_variants(a.with_) if a.with_ else ()
     measured = {n: whatif.run_row(n) if a.no_cache else whatif.measure(n)
                 for n in whatif.needs_engine(variants, a.tpot_slo)}
-    out = compare(a.tpot_slo, variants=variants, measured=measured)
+    out = compare(a.tpot_slo)
+    if variants:
+        out["beside_baseline"] = whatif.beside(variants, a.tpot_slo, measured)
     if a.json:
         print(dumps(out))
         return 0

@@ -144,17 +144,7 @@ def curve(name: str) -> list[dict]:
              "bands": _point_bands(name, r["batch_per_npu"], True)} for r in rows if r["fits_kv"]]
 
 
-def compare(slo_ms: float = 50.0, systems=SYSTEMS, variants=(), measured: dict | None = None) -> dict:
-    """The five systems; with `variants`, also `beside_baseline` (twin.explore.whatif): each variant
-    beside CloudMatrix384 with its step-time figures and, for a what-if, the `measured` engine rows."""
-    out = _compare(slo_ms, systems)
-    if variants:
-        from twin.explore import whatif     # here: whatif imports this module
-        out["beside_baseline"] = whatif.beside(variants, slo_ms, measured)
-    return out
-
-
-def _compare(slo_ms: float, systems) -> dict:
+def compare(slo_ms: float = 50.0, systems=SYSTEMS) -> dict:
     return {"tpot_slo_ms": slo_ms, "workload": {"prompt": PROMPT, "output": OUTPUT, "kv_len": KV_LEN,
                                                 "model": "deepseek-r1"},
             "systems": [system_row(s, slo_ms) for s in systems],
