@@ -245,7 +245,7 @@ def beside_panel() -> html.Div:
         dcc.Store(id=f"{P}-job", storage_type="session"),
         html.Div([components.dropdown(id=f"{P}-with", multi=True, value=[], placeholder=_("Add a variant"),
                                options=[{"label": f"{v} ({_(KINDS[whatif.label(v)])})", "value": v}
-                                        for v in whatif.VARIANTS], style={"minWidth": "28rem"}),
+                                        for v in whatif.VARIANTS], style={"minWidth": "min(28rem, 90vw)"}),
                   html.Button(_("Measure on the engine"), id=f"{P}-measure", className="btn-small"),
                   html.Span(id=f"{P}-progress", className="hint")], className="ctl-row"),
         html.P(id=f"{P}-msg", className="ctl-msg"),
