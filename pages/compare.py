@@ -1,18 +1,24 @@
 """Compare: why a supernode. The same DeepSeek-R1 decode on CloudMatrix384 and four GPU systems at
 one TPOT SLO, side by side (perf model, twin.explore.compare): curves on the same axes, per-TFLOPS /
-per-kW / cost bars, the EP sweep; each chart says what it shows, and the table downloads as CSV."""
+per-kW / cost bars, the EP sweep; each chart says what it shows, and the table downloads as CSV.
+Below, variants beside the CloudMatrix384 baseline (twin.explore.whatif): the what-ifs' engine figures
+are measured by a job of the job pool, never in a request thread."""
 from __future__ import annotations
 
 from functools import lru_cache
 
 import dash
 import pandas as pd
-from dash import Input, Output, dcc, html
+from dash import Input, Output, State, dcc, html, no_update
 
+from twin.explore import whatif
 from twin.explore.compare import compare
+from twin.live import jobs
 from twin.ui import components
+from twin.ui import guard
 from twin.ui import lang
 from twin.ui import theme
+from twin.ui.errors import explain
 from twin.ui.lang import N_, _
 
 dash.register_page(__name__, path="/compare", name=N_("Compare"), title=lang.title("Compare"), order=8)
@@ -209,6 +215,7 @@ def layout(**_kwargs):
                 "Decode tokens/s per chip against the expert-parallel degree at each system's deployed batch, "
                 "computed by the perf model; the hover names the fabric the all-to-all crosses.")),
         ], className="two-even"),
+        beside_panel(),
     ])
 
 
@@ -216,3 +223,164 @@ def layout(**_kwargs):
 def on_csv(_n):
     """The comparison table as CSV (the same rows as `python -m twin compare --json`'s systems)."""
     return dcc.send_data_frame(pd.DataFrame(_compare()["systems"]).to_csv, "compare.csv", index=False)
+
+
+# ---- variants beside the baseline ---------------------------------------------------------------------
+TICK_MS = 1000
+CHANGES = {"cloudmatrix-infer-paper": N_("the paper's deployment: KV over RDMA, EMS on 32 nodes"),
+           "cloudmatrix-unified": N_("one scale-out plane over UB: KV from prefill to decode rides UB, no RDMA or "
+                                     "VPC plane"),
+           "cloudmatrix-cpu-pool": N_("CPUs pooled for EMS: the cache uses all 48 nodes and nine tenths of their DRAM"),
+           "atlas-950-infer": N_("the paper's serving shape on an Atlas 950 SuperPoD (8,192 Ascend 950DT, "
+                                 "announced)")}
+KINDS = {"baseline": N_("baseline"), "what-if": N_("what-if"), "prediction": N_("prediction")}
+TCO_LEFT_OUT = {"prediction": N_("no TCO: the price and power of announced hardware are not public, so its "
+                                 "per-kW and per-dollar figures are left out rather than guessed"),
+                "what-if": N_("no TCO: what the variant saves (NICs, cards) or costs is not priced in the sources")}
+
+
+def beside_panel() -> html.Div:
+    return components.panel([
+        dcc.Interval(id=f"{P}-tick", interval=TICK_MS, disabled=True),
+        dcc.Store(id=f"{P}-job", storage_type="session"),
+        html.Div([components.dropdown(id=f"{P}-with", multi=True, value=[], placeholder=_("Add a variant"),
+                               options=[{"label": f"{v} ({_(KINDS[whatif.label(v)])})", "value": v}
+                                        for v in whatif.VARIANTS], style={"minWidth": "min(28rem, 90vw)"}),
+                  html.Button(_("Measure on the engine"), id=f"{P}-measure", className="btn-small"),
+                  html.Span(id=f"{P}-progress", className="hint")], className="ctl-row"),
+        html.P(id=f"{P}-msg", className="ctl-msg"),
+        html.Div(id=f"{P}-beside"),
+        html.P(id=f"{P}-beside-supports", className="supports"),
+        html.P([_("The step-time model sees chips, parallelism and fabrics, not the path KV takes between pools nor "
+                 "the size of the EMS pool: for a what-if its figures equal the baseline's, so what differs is "
+                 "measured on the engine, the baseline and the variant on the same scenario and seed, in a job of "
+                 "its own, and kept for the next viewer. The same run on the command line:"), " ",
+               html.Code(whatif.COMMAND.format(name="NAME"))], className="hint"),
+    ], _("Beside the baseline"), "sim", info_text=_(
+        "The paper's directions for later as what-ifs (one scale-out plane over UB; CPUs pooled for EMS) and the "
+        "Atlas 950 SuperPoD (a prediction) beside the paper's CloudMatrix384 deployment: step-time model figures "
+        "for each, and engine-measured figures where the model cannot tell a variant from the baseline."))
+
+
+def check_variants(values) -> tuple[str, ...]:
+    """The dropdown's names, each one of whatif.VARIANTS (a tampered value gets a message)."""
+    if values is None:
+        return ()
+    if not isinstance(values, list) or len(values) > len(whatif.VARIANTS) or \
+            any(guard.ident(v) not in whatif.VARIANTS for v in values):
+        raise ValueError(_("Variants: allowed %(names)s") % {"names": ", ".join(whatif.VARIANTS)})
+    return whatif.parse_variants(values)
+
+
+def _ms(v) -> str:
+    return "-" if v is None else components.fmt(v)
+
+
+def beside_table(b: dict) -> html.Div:
+    """Each row: kind, what it changes, step-time figures (and whether they equal the baseline's), and
+    the engine's figures for the rows the model cannot tell apart."""
+    head = [_("system"), _("kind"), _("what changes"), _("tok/s per chip"), _("TPOT ms"), _("step as baseline"),
+            _("TTFT p50 ms"), _("TTFT p99 ms"), _("TPOT p50 ms"), _("token hit ratio"), _("KV transfer ms"),
+            _("completed")]
+    rows = []
+    for r in b["rows"]:
+        sm, e = r["step_model"], r["engine"]
+        if e:
+            eng = [html.Td(_ms(e[k]), className="num") for k in ("ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50")] + [
+                html.Td(f"{e['token_hit_ratio']:.2%}", className="num"),
+                html.Td(_ms(e["kv_transfer_ms_mean"]), className="num"), html.Td(f"{e['completed']:,}", className="num")]
+        else:
+            why = _("not measured yet") if r["engine_run"] else _("no engine run: the step-time model already differs")
+            eng = [html.Td(why, colSpan=6, className="hint")]
+        rows.append(html.Tr([html.Td(r["deployment"]), html.Td(_(KINDS[r["label"]])), html.Td(_(CHANGES[r["deployment"]])),
+                             html.Td(f"{sm['tokens_per_s_per_chip']:,.0f}", className="num"),
+                             html.Td(components.fmt(sm["tpot_ms"]), className="num"),
+                             html.Td(_("yes") if r["step_equals_baseline"] else _("no")), *eng]))
+    notes = [html.P(f"{r['deployment']}: {_(TCO_LEFT_OUT[r['label']])}", className="hint")
+             for r in b["rows"] if r["tco_left_out"]]
+    return html.Div([html.Div(html.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)],
+                                         className="tbl", id=f"{P}-beside-table"), className="tbl-wrap"), *notes])
+
+
+def _change(a, b) -> float:
+    return abs(a - b) / b if a is not None and b else 0.0
+
+
+def beside_supports(b: dict) -> str:
+    """One sentence on what the measured rows support: per what-if, its KV transfer time and token hit
+    ratio against the baseline's, and how far latency moved; the predictions' label."""
+    base = b["rows"][0]["engine"]
+    measured = [r for r in b["rows"][1:] if r["engine"]]
+    pred = [r["deployment"] for r in b["rows"] if r["label"] == "prediction"]
+    tail = (" " + _("%(names)s: a prediction from the step-time model only.") % {"names": ", ".join(pred)}) if pred else ""
+    if not measured or not base:
+        pending = [r["deployment"] for r in b["rows"][1:] if r["engine_run"]]
+        if not pending:
+            return tail.strip()
+        return _("The step-time model cannot tell %(names)s from the baseline: press Measure on the engine to see "
+                 "what differs.") % {"names": ", ".join(pending)} + tail
+    clauses = "; ".join(_("%(name)s moves KV in %(kv)s ms against %(kv0)s and hits %(hit)s of tokens in EMS against "
+                          "%(hit0)s") % {"name": r["deployment"], "kv": _ms(r["engine"]["kv_transfer_ms_mean"]),
+                                         "kv0": _ms(base["kv_transfer_ms_mean"]),
+                                         "hit": f"{r['engine']['token_hit_ratio']:.2%}",
+                                         "hit0": f"{base['token_hit_ratio']:.2%}"} for r in measured)
+    moved = max(_change(r["engine"][k], base[k]) for r in measured for k in ("ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50"))
+    run = b["run"]
+    verdict = (_("so on this workload they change how KV moves and is cached more than how fast requests are served")
+               if moved <= 0.1 else _("so on this workload they change how fast requests are served"))
+    return _("On one run (%(sc)s scenario, seed %(seed)s, %(dur)s simulated s) %(clauses)s; TTFT and TPOT move by at "
+             "most %(pct)s against the baseline, %(verdict)s.") % {
+        "sc": run["scenario"], "seed": run["seed"], "dur": f"{run['duration_s']:g}", "clauses": clauses,
+        "pct": f"{moved:.0%}", "verdict": verdict} + tail
+
+
+def beside_view(values, job: dict | None) -> tuple:
+    """(table, sentence, progress text, tick disabled) of the chosen variants; engine rows from the cache."""
+    try:
+        variants = check_variants(values)
+    except ValueError as exc:
+        return html.P(str(exc), className="ctl-msg msg-error"), "", "", True
+    if not variants:
+        return html.P(_("Choose one or more variants to put beside CloudMatrix384."), className="hint"), "", "", True
+    b = whatif.beside(variants, TPOT_SLO_MS, whatif.cached(whatif.needs_engine(variants, TPOT_SLO_MS)))
+    running = job is not None and job["state"] in ("queued", "running")
+    progress = (_("%(done)s of %(total)s engine runs") % {"done": job["done"], "total": job["total"]} if running else
+                _("Measuring failed: %(why)s") % {"why": explain(job["message"])} if job and job["state"] == "error"
+                else "")
+    return beside_table(b), beside_supports(b), progress, not running
+
+
+def start_measure(values, viewer: str, addr: str | None = None) -> str | None:
+    """Queue the engine runs the chosen variants need (None when every one is measured already)."""
+    names = whatif.needs_engine(check_variants(values), TPOT_SLO_MS)
+    todo = tuple(n for n in names if n not in whatif.cached(names))
+    if not todo:
+        return None
+    return jobs.pool().submit("compare", whatif.measure_job, (todo,), total=len(todo), cost_s=whatif.cost_s(todo),
+                              client=viewer, addr=addr)
+
+
+@dash.callback(
+    Output(f"{P}-beside", "children"), Output(f"{P}-beside-supports", "children"), Output(f"{P}-progress", "children"),
+    Output(f"{P}-tick", "disabled"),
+    Input(f"{P}-with", "value"), Input(f"{P}-tick", "n_intervals"), Input(f"{P}-job", "data"),
+    State("ctl-secret", "data"),
+)
+def on_beside(values, _n, job_id, secret):
+    return beside_view(values, jobs.pool().view(guard.ident(job_id), guard.client(secret)[0]) if job_id else None)
+
+
+@dash.callback(
+    Output(f"{P}-job", "data"), Output(f"{P}-msg", "children"), Output(f"{P}-msg", "className"),
+    Input(f"{P}-measure", "n_clicks"), State(f"{P}-with", "value"), State("ctl-secret", "data"),
+    prevent_initial_call=True,
+)
+def on_measure(_n, values, secret):
+    try:
+        job = start_measure(values, *guard.client(secret))
+    except ValueError as exc:       # jobs.JobRefused is a ValueError
+        return no_update, " ".join(explain(exc).split())[:300], "ctl-msg msg-error"
+    if job is None:
+        return no_update, _("Every chosen what-if is measured already (the table shows it)."), "ctl-msg msg-ok"
+    return job, _("Engine runs queued; they run in a process of their own, and the live twin keeps its pace."), \
+        "ctl-msg msg-ok"

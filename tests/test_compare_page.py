@@ -84,3 +84,77 @@ def test_every_figure_is_drawn_with_its_band_and_label(cmp, data):
     assert cmp.band_text({"band_pct": 3.2, "label": "prediction"}) == "±3.2% · prediction"
     assert cmp.band_text({"band_pct": None, "label": "calibration"}) == "calibration"
     assert "±" in _text(cmp.table(data))
+
+
+# ---- variants beside the baseline --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """The what-ifs' engine rows in a fresh cache (the page reads the cache; the job writes it)."""
+    from twin.explore import whatif
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TWIN_SWEEP_CACHE", str(tmp_path_factory.mktemp("whatif")))
+    rows = whatif.measure_job(whatif.needs_engine(whatif.VARIANTS), progress=lambda _done: None)
+    yield rows
+    mp.undo()
+
+
+def test_every_variant_is_selectable_and_a_bad_one_is_refused(cmp):
+    from twin.explore import whatif
+    drop = next(c for c in _walk(cmp.beside_panel()) if getattr(c, "id", None) == "cmp-with")
+    assert [o["value"] for o in drop.options] == list(whatif.VARIANTS) and drop.multi
+    assert [o["label"] for o in drop.options] == ["cloudmatrix-unified (what-if)", "cloudmatrix-cpu-pool (what-if)",
+                                                  "atlas-950-infer (prediction)"]
+    table, said, _p, off = cmp.beside_view(["cloudmatrix-unified", "gb200-nvl72-r1"], None)
+    assert _text(table) == ("Variants: allowed cloudmatrix-unified, cloudmatrix-cpu-pool, atlas-950-infer"
+                            ) and said == "" and off
+    with pytest.raises(ValueError, match="Variants: allowed"):
+        cmp.start_measure(["x" * 500], "viewer")
+
+
+def test_the_what_if_rows_show_the_engine_figures_and_say_what_they_support(cmp, measured):
+    table, said, progress, off = cmp.beside_view(list(cmp.whatif.VARIANTS), None)
+    rows = [[_text(td) for td in tr.children] for tr in _walk(table) if type(tr).__name__ == "Tr"][1:]
+    b, u, p = (measured[n] for n in ("cloudmatrix-infer-paper", "cloudmatrix-unified", "cloudmatrix-cpu-pool"))
+    assert [r[:2] for r in rows] == [["cloudmatrix-infer-paper", "baseline"], ["cloudmatrix-unified", "what-if"],
+                                     ["cloudmatrix-cpu-pool", "what-if"], ["atlas-950-infer", "prediction"]]
+    for r, e in zip(rows, (b, u, p)):
+        assert r[5] == "yes" and r[6:] == [cmp._ms(e["ttft_ms_p50"]), cmp._ms(e["ttft_ms_p99"]),
+                                          cmp._ms(e["tpot_ms_p50"]), f"{e['token_hit_ratio']:.2%}",
+                                          cmp._ms(e["kv_transfer_ms_mean"]), f"{e['completed']:,}"]
+    assert rows[3][5:] == ["no", "no engine run: the step-time model already differs"]
+    assert "atlas-950-infer: no TCO: the price and power of announced hardware are not public" in _text(table)
+    assert said.startswith("On one run (default scenario, seed 1, 30 simulated s) cloudmatrix-unified moves KV in "
+                           f"{cmp._ms(u['kv_transfer_ms_mean'])} ms against {cmp._ms(b['kv_transfer_ms_mean'])}")
+    assert said.endswith("so on this workload they change how KV moves and is cached more than how fast requests "
+                         "are served. atlas-950-infer: a prediction from the step-time model only.")
+    assert progress == "" and off
+
+
+def _walk(node):
+    """Every Dash component under `node`, depth first."""
+    yield node
+    kids = getattr(node, "children", None)
+    for k in kids if isinstance(kids, (list, tuple)) else [kids] if kids is not None else []:
+        if not isinstance(k, str):
+            yield from _walk(k)
+
+
+def test_measuring_is_a_bounded_job_never_the_request_thread(cmp, measured, monkeypatch, tmp_path):
+    """Measured variants cost nothing; others go to the job pool with a budget, the runs in its process."""
+    assert cmp.start_measure(["cloudmatrix-cpu-pool", "atlas-950-infer"], "viewer") is None     # all cached
+    asked = []
+
+    class Pool:
+        def submit(self, kind, fn, args, **kw):
+            asked.append((kind, fn, args, kw))
+            return "7"
+    monkeypatch.setattr(cmp.jobs, "pool", lambda: Pool())
+    monkeypatch.setenv("TWIN_SWEEP_CACHE", str(tmp_path))                  # nothing measured here
+    assert cmp.start_measure(["atlas-950-infer"], "viewer") is None         # a prediction: no engine run
+    assert cmp.start_measure(["cloudmatrix-unified"], "viewer", "10.0.0.1") == "7"
+    kind, fn, args, kw = asked[0]
+    assert (kind, fn, args) == ("compare", cmp.whatif.measure_job, (("cloudmatrix-infer-paper", "cloudmatrix-unified"),))
+    assert kw == {"total": 2, "cost_s": 2 * cmp.whatif.RUN_CPU_S, "client": "viewer", "addr": "10.0.0.1"}
+    table, said, _p, off = cmp.beside_view(["cloudmatrix-unified"], {"state": "running", "done": 1, "total": 2})
+    assert "not measured yet" in _text(table) and not off and _p == "1 of 2 engine runs"
+    assert said.startswith("The step-time model cannot tell cloudmatrix-unified from the baseline")

@@ -152,3 +152,69 @@ def test_curves_stop_where_the_kv_cache_is_full():
                        "batch_per_chip": 1, "tpot_ms": round(pm.decode_step(1, KV_LEN).tpot_ms, 3),
                        "tokens_per_s_per_chip": round(pm.decode_step(1, KV_LEN).tokens_per_s_per_npu, 1)}
     assert [r["tpot_ms"] for r in rows] == sorted(r["tpot_ms"] for r in rows)
+
+
+# ---- variants beside the baseline (twin.explore.whatif) ---------------------------------------------
+@pytest.fixture(scope="module")
+def whatif_cache(tmp_path_factory):
+    """A fresh row cache for this module's engine runs (the user's stays untouched)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TWIN_SWEEP_CACHE", str(tmp_path_factory.mktemp("whatif")))
+    yield
+    mp.undo()
+
+
+def test_variants_are_checked_by_name():
+    from twin.explore import whatif
+    assert whatif.parse_variants("cloudmatrix-unified, atlas-950-infer,cloudmatrix-unified") == (
+        "cloudmatrix-unified", "atlas-950-infer")                 # repeats dropped: at most the three
+    with pytest.raises(ValueError, match=r"--with 'cloudmatrix384': unknown variant; allowed cloudmatrix-unified, "
+                                         r"cloudmatrix-cpu-pool, atlas-950-infer"):
+        whatif.parse_variants("cloudmatrix-unified,cloudmatrix384")
+    code, out, err = cli("compare", "--with", "bogus")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "allowed cloudmatrix-unified" in err, err
+
+
+def test_atlas_beside_the_baseline_is_a_prediction_without_tco_and_the_five_keep_their_keys():
+    code, out, err = cli("compare", "--json", "--with", "atlas-950-infer")
+    assert code == 0, err
+    d = json.loads(out)
+    plain = compare(50.0)
+    assert d["systems"] == plain["systems"] and set(d) == set(plain) | {"beside_baseline"}
+    base, atlas = d["beside_baseline"]["rows"]
+    assert base["deployment"] == DEP and base["engine"] is None and not base["engine_run"]   # nothing to measure
+    assert atlas["label"] == "prediction" and atlas["step_model"]["model_label"] == "prediction"
+    assert not atlas["step_equals_baseline"] and atlas["engine"] is None
+    assert atlas["step_model"]["tokens_per_s_per_chip"] == round(
+        PerfModel("atlas-950-infer").decode_step(atlas["step_model"]["batch_per_chip"], 4096 + 128)
+        .tokens_per_s_per_npu, 1)
+    assert atlas["tco_left_out"] == "price and power of announced hardware are not public"
+
+
+def test_what_ifs_carry_engine_figures_of_the_same_seed(whatif_cache, monkeypatch):
+    """The step-time model gives the what-ifs the baseline's figures; the engine rows are the runs'
+    own (`python -m twin run`, seed 1), cached: UB moves the KV faster than RDMA; pooled CPUs change
+    the cache a little, on this run for the worse at the tail."""
+    from twin.explore import whatif
+    variants = ("cloudmatrix-unified", "cloudmatrix-cpu-pool")
+    names = whatif.needs_engine(variants)
+    assert names == (DEP, *variants)
+    d = whatif.beside(variants, 50.0, {n: whatif.measure(n) for n in names})
+    rows = {r["deployment"]: r for r in d["rows"]}
+    assert all(r["step_equals_baseline"] and r["label"] in ("baseline", "what-if") for r in rows.values())
+    assert rows["cloudmatrix-unified"]["tco_left_out"] and rows["cloudmatrix-cpu-pool"]["tco_left_out"] is None
+    code, out, err = cli("run", "--deployment", "cloudmatrix-unified", "--duration", "30", "--seed", "1", "--json")
+    run = json.loads(out)
+    e = {n: r["engine"] for n, r in rows.items()}
+    u, p, b = e["cloudmatrix-unified"], e["cloudmatrix-cpu-pool"], e[DEP]
+    assert (u["ttft_ms_p50"], u["ttft_ms_p99"], u["tpot_ms_p50"], u["token_hit_ratio"], u["completed"]) == (
+        run["ttft_ms"]["p50"], run["ttft_ms"]["p99"], run["tpot_ms"]["p50"], run["cache"]["token_hit_ratio"],
+        run["requests"]["completed"])
+    assert (b["kv_plane"], u["kv_plane"], p["kv_plane"]) == ("rdma", "ub", "rdma")
+    assert u["kv_transfer_ms_mean"] < 0.2 * b["kv_transfer_ms_mean"]          # UB uplinks against RDMA NICs
+    assert p["kv_transfer_ms_mean"] == pytest.approx(b["kv_transfer_ms_mean"], rel=0.05)
+    assert (u["ttft_ms_p99"], u["token_hit_ratio"]) == (b["ttft_ms_p99"], b["token_hit_ratio"])
+    assert p["token_hit_ratio"] > b["token_hit_ratio"] and p["ttft_ms_p99"] > b["ttft_ms_p99"]
+    assert all(r["lost"] == 0 and r["seed"] == 1 and r["scenario"] == "default" for r in e.values())
+    monkeypatch.setattr(whatif, "run_row", lambda n: pytest.fail(f"{n} ran again"))
+    assert whatif.measure("cloudmatrix-unified") == u                           # the second time, a file read

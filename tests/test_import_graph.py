@@ -10,8 +10,8 @@ PKG = ROOT / "twin"
 # The wiring: modules that build an Engine (the package that exports it, and the commands, the live
 # service and the tools that construct one). Anything else uses twin.engine.ports.
 WIRING = {"twin.engine", "twin.live.runner", "twin.cli.run", "twin.cli.bench", "twin.cli.bench_turns",
-          "twin.cli.fingerprint", "twin.explore.evaluate", "twin.serve.engine_proc", "twin.cloud.live",
-          "twin.region.member"}
+          "twin.cli.fingerprint", "twin.explore.evaluate", "twin.explore.whatif", "twin.serve.engine_proc",
+          "twin.cloud.live", "twin.region.member"}
 
 
 

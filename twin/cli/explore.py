@@ -11,6 +11,7 @@ from twin.explore import executor as runner
 from twin.cli.explore_bench import bench
 from twin.explore.capacity import DEFAULT_ATTAINMENT, Spec, capacity, search, search_space, settings
 from twin.explore.compare import compare
+from twin.explore import whatif
 from twin.explore.rowcache import Cache
 from twin.explore.evaluate import METRICS
 from twin.explore.points import SOURCES, parse_vary, plan
@@ -108,7 +109,12 @@ def cmd_capacity(a) -> int:
 
 
 def cmd_compare(a) -> int:
+    variants = whatif.parse_variants(a.with_) if a.with_ else ()
+    measured = {n: whatif.run_row(n) if a.no_cache else whatif.measure(n)
+                for n in whatif.needs_engine(variants, a.tpot_slo)}
     out = compare(a.tpot_slo)
+    if variants:
+        out["beside_baseline"] = whatif.beside(variants, a.tpot_slo, measured)
     if a.json:
         print(dumps(out))
         return 0
@@ -123,7 +129,22 @@ def cmd_compare(a) -> int:
     for s in out["systems"]:
         print(f"  {s['system']}: power {s['chip_power_kw']} kW/chip ({s['chip_power_source']}); "
               f"price ${s['usd_per_chip_hour']}/chip-hour ({s['usd_per_chip_hour_source']})")
+    if variants:
+        _beside(out["beside_baseline"])
     return 0
+
+
+def _beside(b: dict) -> None:
+    """The variants beside the baseline: step-time figures, engine figures of the what-ifs."""
+    print(f"\nBeside the baseline (engine: scenario {b['run']['scenario']}, seed {b['run']['seed']}, "
+          f"{b['run']['duration_s']:g} simulated s; {b['run']['command']}):")
+    rows = [{"deployment": r["deployment"], "label": r["label"], **r["step_model"],
+             "step_same": r["step_equals_baseline"], **{k: (r["engine"] or {}).get(k) for k in whatif.ENGINE_FIGURES}}
+            for r in b["rows"]]
+    _table(rows, ["deployment", "label", "tokens_per_s_per_chip", "tpot_ms", "step_same", *whatif.ENGINE_FIGURES])
+    for r in b["rows"]:
+        if r["tco_left_out"]:
+            print(f"  {r['deployment']}: no TCO ({r['tco_left_out']})")
 
 
 def cmd_explore_bench(a) -> int:
@@ -189,6 +210,10 @@ def add_explore_commands(sub) -> None:
     cmp = sub.add_parser("compare", help="the same model and workload on CloudMatrix384 and GPU systems")
     cmp.add_argument("--tpot-slo", type=number(0, 10_000, lo_open=True, unit="ms"), default=50.0,
                      help="TPOT SLO of every system's operating point, ms (default 50, ref 4)")
+    cmp.add_argument("--with", dest="with_", metavar="NAMES",
+                     help=f"variants beside CloudMatrix384, comma-separated: {', '.join(whatif.VARIANTS)} (what-ifs "
+                          f"are measured on the engine: a 30 s run each, cached)")
+    cmp.add_argument("--no-cache", action="store_true", help="--with: run the engine even if measured before")
     cmp.add_argument("--json", action="store_true")
     cmp.set_defaults(fn=cmd_compare)
 

@@ -25,6 +25,7 @@ class KvTransfers:
         self.plane = "rdma" if rdma else "ub"
         self.latency_s = (eng.system.rdma_latency_us if rdma else eng.system.ub_latency_us) * 1e-6
         self.net_event = eng.env.event()
+        self.landed, self.landed_s = 0, 0.0      # transfers landed and their seconds, start to last byte
         self.set_capacities()
 
     def set_capacities(self) -> None:
@@ -112,4 +113,10 @@ class KvTransfers:
         eng = self.eng
         nbytes = float(tokens) * eng.kv_bytes
         eng.acct.kv_transfer(src, dst, nbytes, self.plane)
-        self.flows.start(nbytes, (src.name, dst.name), self.latency_s, dst.deliver, ids)
+        self.flows.start(nbytes, (src.name, dst.name), self.latency_s, self._land, ids, dst, eng.env.now)
+
+    def _land(self, ids: np.ndarray, dst, started: float, at: float) -> None:
+        """A flow's end: counted (Compare's what-ifs report the mean time), then handed to `dst`."""
+        self.landed += 1
+        self.landed_s += at - started
+        dst.deliver(ids, at)
