@@ -97,7 +97,10 @@ def layout(**_kwargs):
             html.Div([html.Progress(id=f"{P}-progress", value="0", max="1"),
                       html.Span(id=f"{P}-progress-text", className="hint")], className="ctl-row"),
         ]), _("Run a region"), "config"),
-        html.Div(id=f"{P}-results"),
+        components.panel(html.Div(html.P(_("Run a region to see its audit and its supernodes here."), className="hint"),
+                                  id=f"{P}-results"), _("The region"), "sim"),
+        components.panel(components.graph(f"{P}-fig", figure(None), 300), _("Requests and TTFT per supernode"),
+                         "sim", info_text=_(FIG_INFO)),
         components.panel([
             _field(_("Supernode"), components.dropdown(id=f"{P}-pick", options=[], value=None, clearable=False,
                                                        className="dd", placeholder=_("run a region first"))),
@@ -199,8 +202,9 @@ def on_cancel(_n, job_id, secret):
 
 
 def progress_view(job: dict | None):
-    """(progress value, max, text, results, tick disabled, message, class, supernode options, pick)."""
-    keep = (no_update,) * 2
+    """(progress value, max, text, results, tick disabled, message, class, supernode options, pick,
+    figure)."""
+    keep = (no_update,) * 3
     if job is None:
         return ("0", "1", "", no_update, True, no_update, no_update) + keep
     text = _("%(done)s of %(total)s windows") % {"done": job["done"], "total": job["total"]}
@@ -225,14 +229,14 @@ def progress_view(job: dict | None):
     return (str(job["total"]), str(job["total"]), text + " — " + _("done"), results(rep), True,
             _("Region run done: %(n)s supernodes, %(lost)s requests lost.") % {"n": len(rep["supernodes"]),
                                                                               "lost": lost},
-            "ctl-msg msg-ok" if lost == 0 else "ctl-msg msg-error", opts, str(failed[0] if failed else 0))
+            "ctl-msg msg-ok" if lost == 0 else "ctl-msg msg-error", opts, str(failed[0] if failed else 0), figure(rep))
 
 
 @dash.callback(
     Output(f"{P}-progress", "value"), Output(f"{P}-progress", "max"), Output(f"{P}-progress-text", "children"),
     Output(f"{P}-results", "children"), Output(f"{P}-tick", "disabled", allow_duplicate=True),
     Output(f"{P}-msg", "children", allow_duplicate=True), Output(f"{P}-msg", "className", allow_duplicate=True),
-    Output(f"{P}-pick", "options"), Output(f"{P}-pick", "value"),
+    Output(f"{P}-pick", "options"), Output(f"{P}-pick", "value"), Output(f"{P}-fig", "figure"),
     Input(f"{P}-tick", "n_intervals"), Input(f"{P}-job", "data"), State("ctl-secret", "data"),
     prevent_initial_call=True,
 )
@@ -310,9 +314,16 @@ def table(rep: dict) -> html.Div:
                                id=f"{P}-table"), className="tbl-wrap")
 
 
-def figure(rep: dict) -> dict:
-    """Requests routed to each supernode (bars; a failed one red, labelled) and its TTFT p50 (dots)."""
-    per = rep["supernodes"]
+FIG_INFO = N_("Simulated by the twin's region model. Bars: requests the global router sent each supernode (moved "
+              "requests count where they went); a failed supernode is red. Diamonds: its TTFT p50. The router "
+              "chose with the loads as of the last window edge plus what it had sent since. Click a supernode to "
+              "drill into it.")
+
+
+def figure(rep: dict | None) -> dict:
+    """Requests routed to each supernode (bars; a failed one red, labelled) and its TTFT p50 (dots);
+    empty axes before a run."""
+    per = rep["supernodes"] if rep else []
     x = [_("supernode %(i)s") % {"i": s["supernode"]} for s in per]
     failed = {s["supernode"]: s["failed_at_s"] for s in per if s["status"] == "failed"}
     bars = {"type": "bar", "name": _("requests routed"), "x": x, "y": [s["routed"] for s in per],
@@ -332,18 +343,9 @@ def figure(rep: dict) -> dict:
     return {"data": [bars, dots], "layout": lay}
 
 
-def results(rep: dict) -> html.Div:
-    """The regional line, the per-supernode table and the figure of a finished run."""
-    info = _("Simulated by the twin's region model. Bars: requests the global router sent each supernode "
-             "(moved requests count where they went); a failed supernode is red. Diamonds: its TTFT p50. "
-             "The router chose with the loads as of the last window edge plus what it had sent since. "
-             "Click a supernode to drill into it.")
-    return html.Div([
-        components.panel([html.P(provenance(rep), className="hint", id=f"{P}-what"), *regional_line(rep),
-                          table(rep)], _("The region"), "sim"),
-        components.panel(components.graph(f"{P}-fig", figure(rep), 300), _("Requests and TTFT per supernode"),
-                         "sim", info_text=info),
-    ])
+def results(rep: dict) -> list:
+    """What the figures are, the regional line and the per-supernode table of a finished run."""
+    return [html.P(provenance(rep), className="hint", id=f"{P}-what"), *regional_line(rep), table(rep)]
 
 
 # ---- one supernode -------------------------------------------------------------------------------

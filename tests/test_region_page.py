@@ -48,7 +48,7 @@ def test_a_finished_run_shows_the_audit_the_table_and_the_failed_supernode(R, re
     assert report["regional"]["requests"]["lost"] == 0 and report["regional"]["requests"]["moved"]["in"] > 0
     job = {"state": "done", "done": 10, "total": 10, "result": report}
     with dash_app.server.test_request_context("/"):
-        value, mx, text, res, disabled, msg, cls, opts, pick = R.progress_view(job)
+        value, mx, text, res, disabled, msg, cls, opts, pick, fig = R.progress_view(job)
         texts = _texts(res, [])
     assert (value, mx, disabled, cls) == ("10", "10", True, "ctl-msg msg-ok") and "done" in text
     assert msg == "Region run done: 2 supernodes, 0 requests lost."
@@ -58,13 +58,12 @@ def test_a_finished_run_shows_the_audit_the_table_and_the_failed_supernode(R, re
     assert audit == (f"Arrived {r['arrived']:,} · completed {r['completed']:,} · rejected 0 · timed out 0 · "
                      f"in flight 0 · moved {r['moved']['in']:,} · lost 0 (the lifecycle audit)")
     assert any("window 1 s" in t and "last window edge" in t for t in texts)     # what the figures are
-    table = res.children[0].children[1].children[-1].children
+    table = res[-1].children
     rows = table.children[1].children
     assert len(rows) == 2 and rows[1].className == "row-failed"
     cells = [c.children for c in rows[1].children]
     assert cells[:5] == [1, "cloudmatrix-infer-paper", "256", "failed at 5 s", f"{report['supernodes'][1]['routed']:,}"]
-    fig = R.figure(report)
-    assert fig["data"][0]["marker"]["color"] == [R.theme.BLUE, R.theme.RED]
+    assert fig == R.figure(report) and fig["data"][0]["marker"]["color"] == [R.theme.BLUE, R.theme.RED]
     assert fig["data"][0]["text"] == ["", "failed at 5 s"] and fig["data"][0]["customdata"] == [0, 1]
 
 
