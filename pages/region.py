@@ -83,8 +83,8 @@ def layout(**_kwargs):
                        _("simulated seconds between the router's looks at the supernodes' loads")),
                 _field(_("Fail"), components.dropdown(id=f"{P}-fail", options=fail_options(first), value="1",
                                                       clearable=False, className="dd")),
-                _field(_("at s"), dcc.Input(id=f"{P}-at", type="number", value=15, step=1)),
-                _field(_("Seed"), dcc.Input(id=f"{P}-seed", type="number", value=0, step=1)),
+                _field(_("at s"), dcc.Input(id=f"{P}-at", type="number", value=15, step=1, style={"width": "6em"})),
+                _field(_("Seed"), dcc.Input(id=f"{P}-seed", type="number", value=0, step=1, style={"width": "8em"})),
                 html.Button(_("Run region"), id=f"{P}-start", className="btn btn-primary", n_clicks=0),
                 html.Button(_("Cancel"), id=f"{P}-cancel", className="btn", n_clicks=0),
             ], className="ctl-row"),
@@ -102,8 +102,10 @@ def layout(**_kwargs):
         components.panel(components.graph(f"{P}-fig", figure(None), 300), _("Requests and TTFT per supernode"),
                          "sim", info_text=_(FIG_INFO)),
         components.panel([
-            _field(_("Supernode"), components.dropdown(id=f"{P}-pick", options=[], value=None, clearable=False,
-                                                       className="dd", placeholder=_("run a region first"))),
+            html.Div(_field(_("Supernode"), components.dropdown(id=f"{P}-pick", options=[], value=None,
+                                                                clearable=False, className="dd",
+                                                                placeholder=_("run a region first"))),
+                     className="ctl-row"),
             html.Div(id=f"{P}-detail"),
         ], _("Drill down: one supernode"), "sim"),
     ])
@@ -294,7 +296,7 @@ def regional_line(rep: dict) -> list:
 def table(rep: dict) -> html.Div:
     head = [_("Supernode"), _("deployment"), "NPU", _("status"), _("routed"), _("completed"), _("in flight"),
             _("req/s"), _("TTFT p50, ms"), _("TTFT p99, ms"), _("TPOT p50, ms"), _("TPOT p99, ms"),
-            _("cache hit (tokens)")]
+            _("cache hit, tokens %")]
     rows = []
     for s in rep["supernodes"]:
         q = s["requests"]
@@ -363,7 +365,7 @@ LABELS = {
     "requests.held_terminal": N_("finished but still held"), "requests.conserved": N_("audit conserved"),
     "requests.lost": N_("lost (its own audit)"), "ttft_ms.p50": N_("TTFT p50, ms"), "ttft_ms.p99": N_("TTFT p99, ms"),
     "tpot_ms.p50": N_("TPOT p50, ms"), "tpot_ms.p99": N_("TPOT p99, ms"),
-    "cache.block_hit_ratio": N_("EMS cache hit, blocks"), "cache.token_hit_ratio": N_("EMS cache hit, tokens"),
+    "cache.block_hit_ratio": N_("EMS cache hit, blocks %"), "cache.token_hit_ratio": N_("EMS cache hit, tokens %"),
     "drain.cap_s": N_("drain cap, s"), "drain.seconds": N_("drain took, simulated s"),
     "drain.complete": N_("drain complete"), "drain.still_in_flight": N_("still in flight after the drain"),
     "worker_cpu_s": N_("CPU s of the group it ran in (all its supernodes)"),
@@ -410,14 +412,16 @@ def detail(rep: dict, i: int) -> html.Div:
             errors.append(f"{path.rsplit('.', 1)[1]} {v}")
         else:
             rows.append(html.Tr([html.Th(_(LABELS[path]) if path in LABELS else path),
-                                 html.Td(_value(v), className="num")]))
+                                 html.Td(components.pct(v) if path.endswith("_ratio") else _value(v),
+                                         className="num")]))
     if errors:
         rows.append(html.Tr([html.Th(_(ERRORS)), html.Td(", ".join(errors), className="num")]))
     q = sandbox_params(rep, s)
     return html.Div([
         html.H4(_("Supernode %(i)s: %(dep)s on %(sys)s") % {"i": i, "dep": s["deployment"], "sys": s["system"]}),
         html.P(provenance(rep), className="hint"),
-        html.Div(html.Table(html.Tbody(rows), className="tbl", id=f"{P}-detail-table"), className="tbl-wrap"),
+        html.Div(html.Table(html.Tbody(rows), className="tbl", id=f"{P}-detail-table"), className="tbl-wrap",
+                 style={"maxWidth": "48em"}),
         html.P([dcc.Link(_("Open supernode %(i)s's deployment and scenario on the Overview, in a private sandbox")
                          % {"i": i}, href="/?" + urlencode(q), id=f"{P}-open"),
                 html.Span(" " + _("(one supernode alone, with its own seed and its own arrivals at the load the "
