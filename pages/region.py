@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 import dash
 from dash import Input, Output, State, dcc, html, no_update
 
+from twin.engine.source import ARRIVAL_TICK_S
 from twin.live import jobs
 from twin.model.config import CatalogError
 from twin.region import ROUTERS, names, pagejob, region
@@ -130,11 +131,11 @@ def start_run(name, policy, reuse, dur, window, fail, at, seed, viewer: str, add
     if dur is None or not pagejob.MIN_DURATION_S <= dur <= pagejob.MAX_DURATION_S:
         raise ValueError(_("Simulated seconds: allowed %(lo)s to %(hi)s") % {
             "lo": f"{pagejob.MIN_DURATION_S:g}", "hi": f"{pagejob.MAX_DURATION_S:g}"})
-    ticks = None if window is None else window / 0.005
+    ticks = None if window is None else window / ARRIVAL_TICK_S
     if (window is None or not pagejob.MIN_WINDOW_S <= window <= pagejob.MAX_WINDOW_S
             or abs(ticks - round(ticks)) > 1e-6):
-        raise ValueError(_("Window: allowed %(lo)s to %(hi)s s, a multiple of 0.005 s") % {
-            "lo": f"{pagejob.MIN_WINDOW_S:g}", "hi": f"{pagejob.MAX_WINDOW_S:g}"})
+        raise ValueError(_("Window: allowed %(lo)s to %(hi)s s, a multiple of the %(tick)s s arrival tick") % {
+            "lo": f"{pagejob.MIN_WINDOW_S:g}", "hi": f"{pagejob.MAX_WINDOW_S:g}", "tick": f"{ARRIVAL_TICK_S:g}"})
     size, fault = region(name).size, None
     if fail != NONE:
         i, t = _whole(fail), guard.number(at)

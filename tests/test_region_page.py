@@ -91,8 +91,10 @@ def test_the_page_in_chinese_shows_no_english(R, report, dash_app):
         out = R.progress_view(job)
         texts = _texts([out[2], out[3], out[5], out[7], R.detail(report, 0), R.detail(report, 1)], [])
         texts += [t["name"] for t in R.figure(report)["data"]]
-    leftovers = {t: w for t in texts if (w := english_words(t))}
+        refused = [R.on_start(1, *GOOD[:4], 0.003, *GOOD[5:], None)[1], R.on_start(1, *GOOD[:6], 99, 0, None)[1]]
+    leftovers = {t: w for t in texts + refused if (w := english_words(t))}
     assert leftovers == {} and "区域运行完成" in out[5]
+    assert refused == ["窗口：允许 0.1 到 10 秒，且为 0.005 秒到达节拍的整数倍", "故障时间：允许 0 到小于到达时长（仿真 10 秒）"]
 
 
 @pytest.mark.parametrize("i, bad, words", [
@@ -100,7 +102,7 @@ def test_the_page_in_chinese_shows_no_english(R, report, dash_app):
     (1, "random", "Router policy: allowed least-load, prefix-affinity, session-affinity"),
     (2, "copy", "Cache reuse: allowed off, fetch"), (3, 1e9, "Simulated seconds: allowed 5 to 120"),
     (3, "abc", "Simulated seconds: allowed 5 to 120"), (4, 0.003, "Window: allowed 0.1 to 10 s"),
-    (4, 0.1234, "a multiple of 0.005 s"), (5, "2", "Fail: allowed no failure or a supernode 0 to 1"),
+    (4, 0.1234, "a multiple of the 0.005 s arrival tick"), (5, "2", "Fail: allowed no failure or a supernode 0 to 1"),
     (6, 10, "Failure time: allowed 0 to less than the 10 simulated s"), (6, None, "Failure time"),
     (7, -1, "Seed: allowed a whole number 0 to 2147483647"), (7, 1.5, "Seed: allowed"),
 ])
