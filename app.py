@@ -132,7 +132,7 @@ class QuietHandler(WSGIRequestHandler):
         return SERVER_NAME
 
 # pages reached from the "More" menu, so the top bar stays one row at 1440 px in English and Chinese
-MORE_PAGES = ("/validation", "/explorer", "/compare", "/cloud", "/glossary")
+MORE_PAGES = ("/validation", "/explorer", "/region", "/compare", "/cloud", "/glossary")
 
 
 def _nav() -> html.Nav:

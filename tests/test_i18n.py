@@ -35,6 +35,7 @@ CONVERTED = (
     ("pages.failures", {}),
     ("pages.cloud", {}),
     ("pages.explorer", {}),
+    ("pages.region", {}),
 ) + tuple(("pages.lessons", {"lesson": les, "step": str(n)})
           for les, n in (("prefill-decode", 1), ("prefill-decode", 2), ("kv-cache", 1), ("kv-cache", 2),
                          ("expert-parallel", 1), ("expert-parallel", 2), ("pipelining", 1), ("pipelining", 2),

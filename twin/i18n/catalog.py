@@ -36,7 +36,7 @@ SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # conv
            "twin/ui/answer.py",
            "twin/ui/faultconsole.py", "twin/ui/faulttable.py", "twin/ui/faultview.py", "twin/ui/failpanels.py",
            "twin/ui/errors.py", "twin/ui/guard.py", "twin/ui/runnable.py", "twin/ui/words.py",
-           "pages/compare.py", "pages/explorer.py", "twin/ui/chartinfo.py",
+           "pages/compare.py", "pages/explorer.py", "pages/region.py", "twin/ui/chartinfo.py",
            "twin/explore/points.py",                  # points: the sweep keys' help, marked with N_
            "twin/ui/eventtext.py", "twin/engine/core.py", "twin/engine/commands.py",   # engine event lines
            "twin/engine/network.py", "twin/engine/transfer.py", "twin/engine/deadlines.py",

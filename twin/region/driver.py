@@ -57,6 +57,11 @@ def parse_fault(text: str, size: int, duration_s: float) -> dict:
     return f
 
 
+def member_seed(seed: int, i: int) -> int:
+    """Supernode i's own seed: derived from the region's seed and its index (a live twin takes it)."""
+    return int(np.random.SeedSequence([seed, i]).generate_state(1)[0] % 2**31)
+
+
 def _sessions(first: int, n: int, seed: int) -> np.ndarray:
     """Session of requests first..first+n-1: a fixed hash of (seed, index), so the same requests
     get the same sessions whatever the window."""
@@ -89,7 +94,7 @@ class Region:
                              f"{spec.size - 1} supernode fault(s) in a region of {spec.size}")
         k = spec.size
         groups = workers or (k if scheduler else 1)
-        seeds = [int(np.random.SeedSequence([seed, i]).generate_state(1)[0] % 2**31) for i in range(k)]
+        seeds = [member_seed(seed, i) for i in range(k)]
         parts = [{i: (spec.scenario, spec.deployments[i], seeds[i], duration_s) for i in r}
                  for r in partition(k, groups)]
         self.where = [g for g, r in enumerate(partition(k, groups)) for _ in r]
@@ -207,7 +212,8 @@ class Region:
                 np.array([b for x in items for b in x[3]], dtype=np.int64))
 
     # ---- the loop ----------------------------------------------------------------------------------
-    def run(self, drain_cap: float | None = None) -> dict:
+    def run(self, drain_cap: float | None = None, progress=None) -> dict:
+        """The report; `progress(windows done)` is called after each window (a page's job reads it)."""
         c0, w0 = time.process_time(), time.perf_counter()
         t = 0.0
         while t < self.duration - 1e-9:
@@ -224,6 +230,8 @@ class Region:
                 batch = None
             self._window(end, reqs, batch)
             t = end
+            if progress is not None:
+                progress(self.stats["windows"])
         if self.later:     # fetches done after the last edge: their requests still reach their supernode
             self._window(max(x[0] for x in self.later) + ARRIVAL_TICK_S, [])
         wall, cpu = time.perf_counter() - w0, time.process_time() - c0
@@ -359,9 +367,9 @@ def _pcts(hists: list[LogHistogram]) -> dict:
     return {"p50": q(50), "p99": q(99)}
 
 
-def run_region(spec: RegionSpec, duration_s: float, drain_cap: float | None = None, **kw) -> dict:
+def run_region(spec: RegionSpec, duration_s: float, drain_cap: float | None = None, progress=None, **kw) -> dict:
     reg = Region(spec, duration_s, **kw)
     try:
-        return reg.run(drain_cap)
+        return reg.run(drain_cap, progress)
     finally:
         reg.pool.close()

@@ -1,0 +1,44 @@
+"""Region page end to end in headless Chromium: a bad failure time is refused in one line, a 10-s
+cm384-pair losing supernode 1 runs as a background job to "done" with nothing lost, its table shows
+both supernodes, supernode 1's figures open, and its link opens a private sandbox on the Overview;
+no console error. The screenshot lands in test-artifacts/e2e/region.png."""
+from __future__ import annotations
+
+import pytest
+
+from tests.test_e2e import wait_text
+from tests.test_e2e_cluster import pick
+
+pytestmark = pytest.mark.e2e
+
+
+def _fill(pg, selector: str, value: str) -> None:
+    pg.fill(selector, value)
+    pg.press(selector, "Enter")
+
+
+def test_region_run_and_drill_into_supernode_1(browser_page, artifacts, live_server):
+    pg = browser_page
+    _, reg = live_server
+    pg.goto(pg.base_url + "/region")
+    pg.wait_for_selector("#rg-start")
+    pick(pg, "rg-name", "cm384-pair — 2 × cloudmatrix-infer-paper")
+    _fill(pg, "#rg-dur", "10")
+    pg.click("#rg-start")                                      # the form's failure at 15 s is past 10 s
+    wait_text(pg, "#rg-msg", "Failure time: allowed 0 to less than the 10 simulated s")
+    _fill(pg, "#rg-at", "5")
+    pg.click("#rg-start")
+    wait_text(pg, "#rg-msg", "queued")
+    wait_text(pg, "#rg-progress-text", "10 of 10 windows — done", timeout=120_000)
+    wait_text(pg, "#rg-msg", "2 supernodes, 0 requests lost")
+    wait_text(pg, "#rg-audit", "lost 0")
+    assert pg.evaluate("() => document.querySelectorAll('#rg-table tbody tr').length") == 2
+    wait_text(pg, "#rg-table tbody tr.row-failed", "failed at 5 s")
+    pg.wait_for_selector("#rg-fig .main-svg")
+    wait_text(pg, "#rg-detail", "Supernode 1: cloudmatrix-infer-paper on cloudmatrix384")   # the failed one, first
+    wait_text(pg, "#rg-detail-table", "in flight \\(a failed one's: moved away\\)")
+    pg.screenshot(path=str(artifacts / "region.png"), full_page=True)
+    pg.click("#rg-open")
+    wait_text(pg, "#ctl-msg", "applied to your sandbox")
+    assert len(reg.sandboxes()) == 1 and reg.get(reg.sandboxes()[0]).params.deployment == "cloudmatrix-infer-paper"
+    assert pg.errors == [], pg.errors

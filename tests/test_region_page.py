@@ -1,0 +1,169 @@
+"""Region page: callbacks called as functions (the job's report drawn, refusals, budgets, drill-down)."""
+from urllib.parse import parse_qs
+
+import pytest
+from dash import no_update
+
+from twin.live import jobs
+from twin.region import pagejob
+from twin.region.driver import member_seed
+
+GOOD = ("cm384-pair", "least-load", "off", 10, 1, "1", 5, 0)
+
+
+@pytest.fixture(scope="module")
+def R(dash_app):
+    from pages import region
+    return region
+
+
+@pytest.fixture(scope="module")
+def report():
+    """A 10-s cm384-pair losing supernode 1 at 5 s, run by the job's own function (no process)."""
+    seen = []
+    rep = pagejob.region_job("cm384-pair", 10.0, "least-load", "off", 1.0, "supernode:1@5", 0, seen.append)
+    assert seen == list(range(1, 11))               # progress: one step a window
+    return rep
+
+
+@pytest.fixture
+def idle_pool(monkeypatch):
+    """A job pool that queues but starts nothing (no supervisor): what on_start submits stays queued."""
+    return _pool(monkeypatch)
+
+
+def _pool(monkeypatch, **kw) -> jobs.JobPool:
+    pool = jobs.JobPool(**kw)
+    monkeypatch.setattr(pool, "_start_supervisor", lambda: None)
+    monkeypatch.setattr(jobs, "_pool", pool)
+    return pool
+
+
+def _texts(c, out):
+    from tests.test_i18n import visible_texts
+    return visible_texts(c, out)
+
+
+def test_a_finished_run_shows_the_audit_the_table_and_the_failed_supernode(R, report, dash_app):
+    assert report["regional"]["requests"]["lost"] == 0 and report["regional"]["requests"]["moved"]["in"] > 0
+    job = {"state": "done", "done": 10, "total": 10, "result": report}
+    with dash_app.server.test_request_context("/"):
+        value, mx, text, res, disabled, msg, cls, opts, pick, fig = R.progress_view(job)
+        texts = _texts(res, [])
+    assert (value, mx, disabled, cls) == ("10", "10", True, "ctl-msg msg-ok") and "done" in text
+    assert msg == "Region run done: 2 supernodes, 0 requests lost."
+    assert [o["value"] for o in opts] == ["0", "1"] and pick == "1"          # the failed one is drilled into first
+    r = report["regional"]["requests"]
+    audit = next(t for t in texts if t.startswith("Arrived"))
+    assert audit == (f"Arrived {r['arrived']:,} · completed {r['completed']:,} · rejected 0 · timed out 0 · "
+                     f"in flight 0 · moved {r['moved']['in']:,} · lost 0 (the lifecycle audit)")
+    assert any("window 1 s" in t and "last window edge" in t for t in texts)     # what the figures are
+    table = res[-1].children
+    rows = table.children[1].children
+    assert len(rows) == 2 and rows[1].className == "row-failed"
+    cells = [c.children for c in rows[1].children]
+    assert cells[:5] == [1, "cloudmatrix-infer-paper", "256", "failed at 5 s", f"{report['supernodes'][1]['routed']:,}"]
+    assert fig == R.figure(report) and fig["data"][0]["marker"]["color"] == [R.theme.BLUE, R.theme.RED]
+    assert fig["data"][0]["text"] == ["", "failed at 5 s"] and fig["data"][0]["customdata"] == [0, 1]
+
+
+def test_drill_down_shows_every_figure_of_a_supernode_and_its_sandbox_link(R, report, dash_app):
+    s = report["supernodes"][1]
+    with dash_app.server.test_request_context("/"):
+        d = R.detail(report, 1)
+    rows = d.children[2].children.children.children
+    shown = {r.children[0].children for r in rows}
+    leaves = [p for p, _v in R.flatten({k: v for k, v in s.items() if k != "supernode"})
+              if not p.startswith("requests.errors.")]
+    assert len(rows) == len(leaves) + 1                       # every figure, and the lifecycle errors row
+    assert {R.LABELS[p] for p in leaves} <= shown             # each under its label (none shown raw)
+    link = d.children[3].children[0]
+    q = {k: v[0] for k, v in parse_qs(link.href[2:]).items()}
+    up = s["routed"] / 5.0 / s["capacity_rps"] * 100
+    assert link.href.startswith("/?") and q == {"scenario": "default", "deployment": "cloudmatrix-infer-paper",
+                                                "seed": str(member_seed(0, 1)), "load": f"{up:.0f}"}
+
+
+def test_the_page_in_chinese_shows_no_english(R, report, dash_app):
+    from tests.test_i18n import english_words
+    job = {"state": "done", "done": 10, "total": 10, "result": report}
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        out = R.progress_view(job)
+        texts = _texts([out[2], out[3], out[5], out[7], R.detail(report, 0), R.detail(report, 1)], [])
+        texts += [t["name"] for t in R.figure(report)["data"]]
+        refused = [R.on_start(1, *GOOD[:4], 0.003, *GOOD[5:], None)[1], R.on_start(1, *GOOD[:6], 99, 0, None)[1]]
+    leftovers = {t: w for t in texts + refused if (w := english_words(t))}
+    assert leftovers == {} and "区域运行完成" in out[5]
+    assert refused == ["窗口：允许 0.1 到 10 秒，且为 0.005 秒到达节拍的整数倍", "故障时间：允许 0 到小于到达时长（仿真 10 秒）"]
+
+
+@pytest.mark.parametrize("i, bad, words", [
+    (0, "atlas-region", "Region: allowed cm384-pair, cm384-trio"), (0, {"x": 1}, "Region: allowed"),
+    (1, "random", "Router policy: allowed least-load, prefix-affinity, session-affinity"),
+    (2, "copy", "Cache reuse: allowed off, fetch"), (3, 1e9, "Simulated seconds: allowed 5 to 120"),
+    (3, "abc", "Simulated seconds: allowed 5 to 120"), (4, 0.003, "Window: allowed 0.1 to 10 s"),
+    (4, 0.1234, "a multiple of the 0.005 s arrival tick"), (5, "2", "Fail: allowed no failure or a supernode 0 to 1"),
+    (6, 10, "Failure time: allowed 0 to less than the 10 simulated s"), (6, None, "Failure time"),
+    (7, -1, "Seed: allowed a whole number 0 to 2147483647"), (7, 1.5, "Seed: allowed"),
+])
+def test_bad_form_values_get_one_line_naming_what_is_allowed(R, idle_pool, i, bad, words):
+    args = list(GOOD)
+    args[i] = bad
+    job, msg, cls, tick = R.on_start(1, *args, "a" * 32)
+    assert job is no_update and tick is no_update and cls == "ctl-msg msg-error"
+    assert words in msg and "\n" not in msg and "Traceback" not in msg, msg
+    assert idle_pool.counts()["queued"] == 0
+
+
+def test_a_run_is_a_job_of_the_pool_costed_by_its_size(R, idle_pool, monkeypatch):
+    def never(*_a, **_k):
+        raise AssertionError("a region ran in the web process")
+    monkeypatch.setattr(pagejob, "region_job", never)         # only the job's process may call it
+    job, msg, cls, tick = R.on_start(1, *GOOD, "b" * 32)
+    assert cls == "ctl-msg msg-ok" and tick is False and "queued" in msg
+    view = idle_pool.view(job, R._viewer("b" * 32))
+    assert view["state"] == "queued" and view["total"] == 10
+    assert view["cost_s"] == pytest.approx(pagejob.cost_s("cm384-pair", 10, 1), abs=0.05)
+    j = idle_pool._jobs[job]
+    assert j.fn is never and j.args == ("cm384-pair", 10.0, "least-load", "off", 1.0, "supernode:1@5", 0)
+    # one run per browser: a second one is refused, naming the limit; another browser's cancel does nothing
+    job2, msg, cls, _t = R.on_start(1, *GOOD, "b" * 32)
+    assert job2 is no_update and "a job of yours is still queued or running" in msg
+    assert R.on_cancel(1, job, "c" * 32)[1] == "ctl-msg msg-error"
+    assert R.on_cancel(1, job, "b" * 32) == ("Region run cancelled.", "ctl-msg msg-ok")
+    # no failure: no fault reaches the job
+    job3, *_ = R.on_start(1, *GOOD[:5], "none", None, 3, "b" * 32)
+    assert idle_pool._jobs[job3].args[5:] == (None, 3)
+
+
+def test_a_run_past_the_cpu_budget_is_refused_before_it_starts(R, monkeypatch):
+    pool = _pool(monkeypatch, max_cost_s=5.0)
+    assert pagejob.cost_s("cm384-quad", 120, 0.1) > 5.0 > pagejob.cost_s("cm384-pair", 5, 1)
+    job, msg, cls, _t = R.on_start(1, "cm384-quad", "least-load", "off", 120, 0.1, "none", 0, 0, "d" * 32)
+    assert job is no_update and "CPU-seconds (allowed at most 5)" in msg
+    assert pool.counts()["queued"] == 0
+
+
+def test_progress_of_a_queued_and_a_running_run(R):
+    view = {"state": "queued", "position": 2, "wait_s": 40, "cost_s": 12.0, "done": 0, "total": 30}
+    assert R.progress_view(view)[2] == "queued: 2 in line, about 40 s of work ahead; estimated 12 CPU-s"
+    run = {"state": "running", "done": 7, "total": 30, "cpu_s": 2.0, "ceiling_s": 40.0}
+    value, mx, text, res, disabled, *_ = R.progress_view(run)
+    assert (value, mx, disabled, res) == ("7", "30", False, no_update)
+    assert text == "7 of 30 windows · 2 of at most 40 CPU-s"
+    err = R.progress_view({**run, "state": "error", "message": "the job's process ended without a result"})
+    assert err[5] == "Region run failed: the job's process ended without a result" and err[4] is True
+
+
+def test_drill_down_reads_only_this_browsers_finished_run(R, report, idle_pool):
+    viewer = R._viewer("e" * 32)
+    idle_pool._jobs["rg-x"] = jobs.Job("rg-x", "region", viewer, None, 10, 1.0, 1.0, state="done", result=report)
+    assert R.on_pick("1", "rg-x", "e" * 32).children[0].children.startswith("Supernode 1: cloudmatrix-infer-paper")
+    for pick, job, secret in (("1", "rg-x", "f" * 32), ("7", "rg-x", "e" * 32), ({"x": 1}, "rg-x", "e" * 32),
+                              ("0", "nope", "e" * 32)):
+        assert "Run a region, then choose" in R.on_pick(pick, job, secret).children
+    assert R.on_click({"points": [{"customdata": 1}]}) == "1"
+    assert R.on_click({"points": [{"customdata": True}]}) is no_update and R.on_click("x") is no_update
+    opts, value = R.on_region("cm384-trio", "2")
+    assert [o["value"] for o in opts] == ["none", "0", "1", "2"] and value == "2"
+    assert R.on_region("cm384-pair", "2")[1] == "none" and R.on_region({"bad": 1}, "1") == ([opts[0]], "none")
