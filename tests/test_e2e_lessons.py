@@ -82,7 +82,8 @@ def test_every_page_renders_in_chinese_without_console_errors(browser_page, arti
         pg.goto(pg.base_url + path + ("?lang=zh" if i == 0 else ""))     # then the cookie keeps it
         wait_live(pg)
         assert pg.get_attribute("html", "lang") == "zh", path
-        pg.wait_for_function("() => /[\\u4e00-\\u9fff]/.test(document.querySelector('h2').innerText)")
+        pg.wait_for_function("() => { const h = document.querySelector('h2');"      # (a slow page: not yet)
+                             " return h && /[\\u4e00-\\u9fff]/.test(h.innerText); }")
         pg.wait_for_function("() => /[\\u4e00-\\u9fff]/.test(document.title)")
         assert pg.inner_text(".nav").count("总览") == 1, path              # the shell is in Chinese too
         pg.wait_for_timeout(2500)                                          # first ticks: charts and tables
