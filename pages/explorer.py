@@ -212,7 +212,7 @@ def start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, viewer: str, addr: 
 def on_start(_n, dep, sc, k1, v1, k2, v2, seeds, dur, source, secret):
     try:
         job = start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, *guard.client(secret))
-    except (ValueError, CatalogError) as exc:       # JP.JobRefused is a ValueError
+    except (ValueError, CatalogError) as exc:       # jobs.JobRefused is a ValueError
         return no_update, " ".join(explain(exc).split())[:300], "ctl-msg msg-error", no_update
     return job, _("Sweep queued; it runs in a process of its own, and the live twin keeps its pace."), \
         "ctl-msg msg-ok", False

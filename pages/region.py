@@ -187,7 +187,7 @@ def on_region(name, fail):
 def on_start(_n, name, policy, reuse, dur, window, fail, at, seed, secret):
     try:
         job = start_run(name, policy, reuse, dur, window, fail, at, seed, *guard.client(secret))
-    except (ValueError, CatalogError) as exc:       # JP.JobRefused is a ValueError
+    except (ValueError, CatalogError) as exc:       # jobs.JobRefused is a ValueError
         return no_update, " ".join(explain(exc).split())[:300], "ctl-msg msg-error", no_update
     return job, _("Region run queued; it runs in a process of its own, and the live twin keeps its pace."), \
         "ctl-msg msg-ok", False
