@@ -255,12 +255,11 @@ class DecodeInstance(Instance):
             self._idle.succeed()
 
     def load(self) -> int:
-        """Sequences held, running and queued, after queueing the KV landed by now (flush_inbox()
-        without its calls when nothing has landed: KV placement asks every instance per batch)."""
-        eng = self.eng
-        eng.kv.flows.settle()                   # KV transfers that have landed by now
+        """Sequences held, running and queued, after queueing the KV landed by now. The caller
+        settles the KV flows first (`kv.flows.settle()`, once for all instances it asks: KV
+        placement asks every instance per batch); nothing is flushed when nothing has landed."""
         inbox = self.inbox
-        if inbox and inbox[0][0] <= eng.env.now:
+        if inbox and inbox[0][0] <= self.eng.env.now:
             self.flush_inbox()
         return len(self.ids) + len(self.queue)
 

@@ -10,6 +10,7 @@ class LeastLoaded(KvPlacement):
     def choose(self, instances):
         if len(instances) == 1:     # no choice: its load (which first queues its landed KV) is not needed
             return instances[0]
+        instances[0].eng.kv.flows.settle()     # the KV landed by now, once for all loads
         best, least = None, None          # min() by (load, idx), without a key call and tuple each
         for d in instances:
             n = d.load()
