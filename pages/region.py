@@ -11,11 +11,10 @@ from dash import Input, Output, State, dcc, html, no_update
 
 from twin.engine.source import ARRIVAL_TICK_S
 from twin.live import jobs
-from twin.model.config import CatalogError
 from twin.region import ROUTERS, names, pagejob, region
 from twin.region.driver import CACHE_REUSE, member_seed, parse_fault
 from twin.region.routing import AFFINITY_SLACK
-from twin.ui import components, guard, lang, theme
+from twin.ui import components, guard, jobform, lang, theme
 from twin.ui.errors import explain
 from twin.ui.lang import N_, _, unit
 
@@ -154,17 +153,8 @@ def start_run(name, policy, reuse, dur, window, fail, at, seed, viewer: str, add
                               cost_s=pagejob.cost_s(name, dur, window), client=viewer, addr=addr)
 
 
-def _viewer(secret) -> str:
-    return guard.client(secret)[0]
-
-
-def _job(job_id, secret) -> dict | None:
-    """This browser's run (another browser's id reads as absent)."""
-    return jobs.pool().view(guard.ident(job_id), _viewer(secret))
-
-
 def _report(job_id, secret) -> dict | None:
-    job = _job(job_id, secret)
+    job = jobform.view(job_id, secret)
     return job["result"] if job and job["state"] == "done" else None
 
 
@@ -185,12 +175,8 @@ def on_region(name, fail):
     prevent_initial_call=True,
 )
 def on_start(_n, name, policy, reuse, dur, window, fail, at, seed, secret):
-    try:
-        job = start_run(name, policy, reuse, dur, window, fail, at, seed, *guard.client(secret))
-    except (ValueError, CatalogError) as exc:       # jobs.JobRefused is a ValueError
-        return no_update, " ".join(explain(exc).split())[:300], "ctl-msg msg-error", no_update
-    return job, _("Region run queued; it runs in a process of its own, and the live twin keeps its pace."), \
-        "ctl-msg msg-ok", False
+    return jobform.start(start_run, (name, policy, reuse, dur, window, fail, at, seed), secret,
+                         _("Region run queued; it runs in a process of its own, and the live twin keeps its pace."))
 
 
 @dash.callback(
@@ -199,9 +185,8 @@ def on_start(_n, name, policy, reuse, dur, window, fail, at, seed, secret):
     prevent_initial_call=True,
 )
 def on_cancel(_n, job_id, secret):
-    if jobs.pool().cancel(guard.ident(job_id), _viewer(secret)):
-        return _("Region run cancelled."), "ctl-msg msg-ok"
-    return _("Cancel: no region run of yours is queued or running."), "ctl-msg msg-error"
+    return jobform.cancel(job_id, secret, _("Region run cancelled."),
+                          _("Cancel: no region run of yours is queued or running."))
 
 
 def progress_view(job: dict | None):
@@ -244,7 +229,7 @@ def progress_view(job: dict | None):
     prevent_initial_call=True,
 )
 def on_tick(_n, job_id, secret):
-    return progress_view(_job(job_id, secret))
+    return progress_view(jobform.view(job_id, secret))
 
 
 @dash.callback(Output(f"{P}-pick", "value", allow_duplicate=True), Input(f"{P}-fig", "clickData"),

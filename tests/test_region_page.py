@@ -5,6 +5,7 @@ import pytest
 from dash import no_update
 
 from twin.live import jobs
+from twin.ui import jobform
 from twin.region import pagejob
 from twin.region.driver import member_seed
 
@@ -121,7 +122,7 @@ def test_a_run_is_a_job_of_the_pool_costed_by_its_size(R, idle_pool, monkeypatch
     monkeypatch.setattr(pagejob, "region_job", never)         # only the job's process may call it
     job, msg, cls, tick = R.on_start(1, *GOOD, "b" * 32)
     assert cls == "ctl-msg msg-ok" and tick is False and "queued" in msg
-    view = idle_pool.view(job, R._viewer("b" * 32))
+    view = idle_pool.view(job, jobform.viewer("b" * 32))
     assert view["state"] == "queued" and view["total"] == 10
     assert view["cost_s"] == pytest.approx(pagejob.cost_s("cm384-pair", 10, 1), abs=0.05)
     j = idle_pool._jobs[job]
@@ -156,7 +157,7 @@ def test_progress_of_a_queued_and_a_running_run(R):
 
 
 def test_drill_down_reads_only_this_browsers_finished_run(R, report, idle_pool):
-    viewer = R._viewer("e" * 32)
+    viewer = jobform.viewer("e" * 32)
     idle_pool._jobs["rg-x"] = jobs.Job("rg-x", "region", viewer, None, 10, 1.0, 1.0, state="done", result=report)
     assert R.on_pick("1", "rg-x", "e" * 32).children[0].children.startswith("Supernode 1: cloudmatrix-infer-paper")
     for pick, job, secret in (("1", "rg-x", "f" * 32), ("7", "rg-x", "e" * 32), ({"x": 1}, "rg-x", "e" * 32),
