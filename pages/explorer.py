@@ -18,6 +18,7 @@ from twin.explore.points import KEYS, parse_vary, plan
 from twin.explore.sweep import pareto
 from twin.ui import components
 from twin.ui import guard
+from twin.ui import jobform
 from twin.ui import lang
 from twin.ui import theme
 from twin.ui.errors import explain
@@ -160,15 +161,6 @@ def pareto_figure(points: list[dict], varied: list[str], x: str = "tokens_per_s_
 
 
 # ---- callbacks -----------------------------------------------------------------------------------
-def _viewer(secret) -> str:
-    return guard.client(secret)[0]
-
-
-def _job(job_id, secret) -> dict | None:
-    """This browser's sweep (another browser's id reads as absent)."""
-    return jobs.pool().view(guard.ident(job_id), _viewer(secret))
-
-
 def start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, viewer: str, addr: str | None = None) -> str:
     """Validate the form and start a sweep; ValueError with a one-line message if anything is off."""
     deps, scs = catalog().deployments, synthetic_scenarios()
@@ -210,12 +202,8 @@ def start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, viewer: str, addr: 
     prevent_initial_call=True,
 )
 def on_start(_n, dep, sc, k1, v1, k2, v2, seeds, dur, source, secret):
-    try:
-        job = start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, *guard.client(secret))
-    except (ValueError, CatalogError) as exc:       # jobs.JobRefused is a ValueError
-        return no_update, " ".join(explain(exc).split())[:300], "ctl-msg msg-error", no_update
-    return job, _("Sweep queued; it runs in a process of its own, and the live twin keeps its pace."), \
-        "ctl-msg msg-ok", False
+    return jobform.start(start_sweep, (dep, sc, k1, v1, k2, v2, seeds, dur, source), secret,
+                         _("Sweep queued; it runs in a process of its own, and the live twin keeps its pace."))
 
 
 @dash.callback(
@@ -224,9 +212,7 @@ def on_start(_n, dep, sc, k1, v1, k2, v2, seeds, dur, source, secret):
     prevent_initial_call=True,
 )
 def on_cancel(_n, job_id, secret):
-    if jobs.pool().cancel(guard.ident(job_id), _viewer(secret)):
-        return _("Sweep cancelled."), "ctl-msg msg-ok"
-    return _("Cancel: no sweep of yours is queued or running."), "ctl-msg msg-error"
+    return jobform.cancel(job_id, secret, _("Sweep cancelled."), _("Cancel: no sweep of yours is queued or running."))
 
 
 def _x(v) -> str:
@@ -266,7 +252,7 @@ def progress_view(job: dict | None, x: str = "tokens_per_s_per_user"):
     prevent_initial_call=True,
 )
 def on_tick(_n, job_id, x, secret):
-    return progress_view(_job(job_id, secret), _x(x))
+    return progress_view(jobform.view(job_id, secret), _x(x))
 
 
 SANDBOX_KEYS = {"deployment", "load", "rate"}     # what a live twin's settings can take today
@@ -318,7 +304,7 @@ def on_click(click, job_id, secret):
     prevent_initial_call=True,
 )
 def on_csv(_n, job_id, secret):
-    job = _job(job_id, secret)
+    job = jobform.view(job_id, secret)
     if not job or job["state"] != "done":
         return no_update, _("Download CSV: run a sweep first (its rows are what is downloaded)"), \
             "ctl-msg msg-error"

@@ -11,11 +11,10 @@ from dash import Input, Output, State, dcc, html, no_update
 
 from twin.engine.source import ARRIVAL_TICK_S
 from twin.live import jobs
-from twin.model.config import CatalogError
 from twin.region import ROUTERS, names, pagejob, region
 from twin.region.driver import CACHE_REUSE, member_seed, parse_fault
 from twin.region.routing import AFFINITY_SLACK
-from twin.ui import components, guard, lang, theme
+from twin.ui import components, guard, jobform, lang, theme
 from twin.ui.errors import explain
 from twin.ui.lang import N_, _, unit
 
@@ -59,7 +58,8 @@ def layout(**_kwargs):
     policies = [{"label": f"{k} — {_(POLICY_HELP[k]) % slack}" if k in POLICY_HELP else k, "value": k}
                 for k in ROUTERS]
     bounds = {"dlo": f"{pagejob.MIN_DURATION_S:g}", "dhi": f"{pagejob.MAX_DURATION_S:g}",
-              "wlo": f"{pagejob.MIN_WINDOW_S:g}", "whi": f"{pagejob.MAX_WINDOW_S:g}"}
+              "wlo": f"{pagejob.MIN_WINDOW_S:g}", "whi": f"{pagejob.MAX_WINDOW_S:g}",
+              "llo": f"{pagejob.MIN_LOAD:g}", "lhi": f"{pagejob.MAX_LOAD:g}"}
     return html.Div([
         dcc.Interval(id=f"{P}-tick", interval=TICK_MS, disabled=True),      # the run's progress, while it runs
         dcc.Store(id=f"{P}-job", storage_type="session"),
@@ -79,6 +79,10 @@ def layout(**_kwargs):
             html.Div([
                 _field(_("Simulated s of arrivals (%(dlo)s–%(dhi)s)") % bounds,
                        dcc.Input(id=f"{P}-dur", type="number", value=30, step=5)),
+                _field(_("Load, × capacity (%(llo)s–%(lhi)s)") % bounds,
+                       dcc.Input(id=f"{P}-load", type="number", value=pagejob.default_load(first), step=0.01,
+                                 style={"width": "6em"}),
+                       _("arrivals as a fraction of the region's summed capacity; 1 = all of it")),
                 _field(_("Window, s (%(wlo)s–%(whi)s)") % bounds,
                        dcc.Input(id=f"{P}-window", type="number", value=1, step=0.1),
                        _("simulated seconds between the router's looks at the supernodes' loads")),
@@ -118,7 +122,7 @@ def _whole(v) -> int | None:
     return int(x) if x is not None and x.is_integer() else None
 
 
-def start_run(name, policy, reuse, dur, window, fail, at, seed, viewer: str, addr: str | None = None) -> str:
+def start_run(name, policy, reuse, dur, window, fail, at, seed, load, viewer: str, addr: str | None = None) -> str:
     """Check the form and queue the run; ValueError (a JobRefused is one) with a one-line message."""
     name, policy, reuse, fail = guard.ident(name), guard.ident(policy), guard.ident(reuse), guard.ident(fail)
     if name not in names():
@@ -149,22 +153,17 @@ def start_run(name, policy, reuse, dur, window, fail, at, seed, viewer: str, add
     seed, hi = _whole(seed), components.bounds("seed")["hi"]
     if seed is None or not 0 <= seed <= int(hi):
         raise ValueError(_("Seed: allowed a whole number 0 to %(hi)s") % {"hi": hi})
-    args = (name, float(dur), policy, reuse, float(window), fault, seed)
+    load = guard.number(load)
+    if load is None or not pagejob.MIN_LOAD <= load <= pagejob.MAX_LOAD:
+        raise ValueError(_("Load: allowed %(lo)s to %(hi)s, a fraction of the region's capacity (1 = all of it)") % {
+            "lo": f"{pagejob.MIN_LOAD:g}", "hi": f"{pagejob.MAX_LOAD:g}"})
+    args = (name, float(dur), policy, reuse, float(window), fault, seed, load)
     return jobs.pool().submit("region", pagejob.region_job, args, total=pagejob.windows(dur, window),
-                              cost_s=pagejob.cost_s(name, dur, window), client=viewer, addr=addr)
-
-
-def _viewer(secret) -> str:
-    return guard.client(secret)[0]
-
-
-def _job(job_id, secret) -> dict | None:
-    """This browser's run (another browser's id reads as absent)."""
-    return jobs.pool().view(guard.ident(job_id), _viewer(secret))
+                              cost_s=pagejob.cost_s(name, dur, window, load), client=viewer, addr=addr)
 
 
 def _report(job_id, secret) -> dict | None:
-    job = _job(job_id, secret)
+    job = jobform.view(job_id, secret)
     return job["result"] if job and job["state"] == "done" else None
 
 
@@ -181,16 +180,12 @@ def on_region(name, fail):
     Input(f"{P}-start", "n_clicks"),
     State(f"{P}-name", "value"), State(f"{P}-policy", "value"), State(f"{P}-reuse", "value"),
     State(f"{P}-dur", "value"), State(f"{P}-window", "value"), State(f"{P}-fail", "value"),
-    State(f"{P}-at", "value"), State(f"{P}-seed", "value"), State("ctl-secret", "data"),
+    State(f"{P}-at", "value"), State(f"{P}-seed", "value"), State(f"{P}-load", "value"), State("ctl-secret", "data"),
     prevent_initial_call=True,
 )
-def on_start(_n, name, policy, reuse, dur, window, fail, at, seed, secret):
-    try:
-        job = start_run(name, policy, reuse, dur, window, fail, at, seed, *guard.client(secret))
-    except (ValueError, CatalogError) as exc:       # jobs.JobRefused is a ValueError
-        return no_update, " ".join(explain(exc).split())[:300], "ctl-msg msg-error", no_update
-    return job, _("Region run queued; it runs in a process of its own, and the live twin keeps its pace."), \
-        "ctl-msg msg-ok", False
+def on_start(_n, name, policy, reuse, dur, window, fail, at, seed, load, secret):
+    return jobform.start(start_run, (name, policy, reuse, dur, window, fail, at, seed, load), secret,
+                         _("Region run queued; it runs in a process of its own, and the live twin keeps its pace."))
 
 
 @dash.callback(
@@ -199,9 +194,8 @@ def on_start(_n, name, policy, reuse, dur, window, fail, at, seed, secret):
     prevent_initial_call=True,
 )
 def on_cancel(_n, job_id, secret):
-    if jobs.pool().cancel(guard.ident(job_id), _viewer(secret)):
-        return _("Region run cancelled."), "ctl-msg msg-ok"
-    return _("Cancel: no region run of yours is queued or running."), "ctl-msg msg-error"
+    return jobform.cancel(job_id, secret, _("Region run cancelled."),
+                          _("Cancel: no region run of yours is queued or running."))
 
 
 def progress_view(job: dict | None):
@@ -244,7 +238,7 @@ def progress_view(job: dict | None):
     prevent_initial_call=True,
 )
 def on_tick(_n, job_id, secret):
-    return progress_view(_job(job_id, secret))
+    return progress_view(jobform.view(job_id, secret))
 
 
 @dash.callback(Output(f"{P}-pick", "value", allow_duplicate=True), Input(f"{P}-fig", "clickData"),

@@ -105,6 +105,19 @@ def browser_page(chromium, live_server):
         reg.close(key, reg.get(key).owner)
 
 
+@pytest.fixture(scope="module")
+def dask_address():
+    """A local Dask cluster (two worker processes on loopback) for the module's tests; its scheduler
+    address. Module-scoped: its workers do not outlive the tests that use them."""
+    from distributed import LocalCluster
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address=None)
+    try:
+        yield cluster.scheduler_address
+    finally:
+        cluster.close()
+
+
 @pytest.fixture(scope="session")
 def artifacts() -> Path:
     out = ARTIFACTS / "e2e"

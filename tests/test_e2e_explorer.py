@@ -51,3 +51,21 @@ def test_compare_page_shows_five_systems_and_exports(browser_page, artifacts):
     assert dl.value.suggested_filename == "compare.csv"
     pg.screenshot(path=str(artifacts / "compare.png"), full_page=True)
     assert pg.errors == [], pg.errors
+
+
+def test_compare_puts_a_what_if_beside_the_baseline(browser_page, monkeypatch, tmp_path):
+    """Pick a what-if, measure it in the job pool, read its engine figures beside the baseline's. The
+    job's process forks from a forkserver an earlier job started; it still caches in this test's
+    TWIN_SWEEP_CACHE, where the page reads (twin.live.jobs gives a job its asker's environment)."""
+    monkeypatch.setenv("TWIN_SWEEP_CACHE", str(tmp_path))
+    pg = browser_page
+    pg.goto(pg.base_url + "/compare")
+    pg.click("#cmp-with")
+    pg.keyboard.type("cloudmatrix-unified")
+    pg.keyboard.press("Enter")
+    wait_text(pg, "#cmp-beside", "not measured yet")
+    pg.click("#cmp-measure")
+    wait_text(pg, "#cmp-msg", "queued")
+    wait_text(pg, "#cmp-beside-supports", "cloudmatrix-unified moves KV in", timeout=180_000)
+    assert pg.evaluate("() => document.querySelectorAll('#cmp-beside-table tbody tr').length") == 2
+    assert pg.errors == [], pg.errors

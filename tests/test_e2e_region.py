@@ -1,13 +1,16 @@
-"""Region page end to end in headless Chromium: a bad failure time is refused in one line, a 10-s
-cm384-pair losing supernode 1 runs as a background job to "done" with nothing lost, its table shows
-both supernodes, supernode 1's figures open, and its link opens a private sandbox on the Overview;
-no console error. The screenshot lands in test-artifacts/e2e/region.png."""
+"""Region page end to end in headless Chromium: a bad failure time and a bad load are each refused in
+one line, a 10-s cm384-pair at half the scenario's load losing supernode 1 runs as a background job to
+"done" with nothing lost at half the arrival rate, its table shows both supernodes, supernode 1's figures
+open, and its link opens a private sandbox on the Overview; no console error. The screenshot lands in
+test-artifacts/e2e/region.png."""
 from __future__ import annotations
 
 import pytest
 
 from tests.test_e2e import wait_text
 from tests.test_e2e_cluster import pick
+from twin.region.pagejob import region_rate
+from twin.ui.components import fmt
 
 pytestmark = pytest.mark.e2e
 
@@ -27,11 +30,16 @@ def test_region_run_and_drill_into_supernode_1(browser_page, artifacts, live_ser
     pg.click("#rg-start")                                      # the form's failure at 15 s is past 10 s
     wait_text(pg, "#rg-msg", "Failure time: allowed 0 to less than the 10 simulated s")
     _fill(pg, "#rg-at", "5")
+    _fill(pg, "#rg-load", "3")
+    pg.click("#rg-start")
+    wait_text(pg, "#rg-msg", "Load: allowed 0.1 to 2, a fraction of the region's capacity")
+    _fill(pg, "#rg-load", "0.45")                              # half the scenario's 0.9: half its arrival rate
     pg.click("#rg-start")
     wait_text(pg, "#rg-msg", "queued")
     wait_text(pg, "#rg-progress-text", "10 of 10 windows — done", timeout=120_000)
     wait_text(pg, "#rg-msg", "2 supernodes, 0 requests lost")
     wait_text(pg, "#rg-audit", "lost 0")
+    wait_text(pg, "#rg-what", f"at {fmt(region_rate('cm384-pair', 0.45))} req/s")
     assert pg.evaluate("() => document.querySelectorAll('#rg-table tbody tr').length") == 2
     wait_text(pg, "#rg-table tbody tr.row-failed", "failed at 5 s")
     pg.wait_for_selector("#rg-fig .main-svg")

@@ -2,23 +2,10 @@
 rows as the local run, row for row."""
 import json
 
-import pytest
-
 from tests.test_cli import cli
 from twin.explore import points
 from twin.explore import executor as runner
 from twin.explore.sweep import run_sweep
-
-
-@pytest.fixture(scope="module")
-def dask_address():
-    from distributed import LocalCluster
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address=None)
-    try:
-        yield cluster.scheduler_address
-    finally:
-        cluster.close()
 
 
 def test_distributed_rows_equal_local(dask_address):

@@ -4,6 +4,7 @@ import time
 import pytest
 
 from twin.live import jobs
+from twin.ui import jobform
 from twin.explore import sweepjobs
 
 
@@ -43,7 +44,7 @@ def dash_no_update():
 def test_a_model_sweep_runs_in_the_background_and_draws_the_frontier(E):
     job, msg, cls, tick = E.on_start(1, *GOOD, "a" * 32)
     assert cls == "ctl-msg msg-ok" and tick is False
-    viewer = E._viewer("a" * 32)
+    viewer = jobform.viewer("a" * 32)
     for _ in range(600):
         j = jobs.pool().view(job, viewer)
         if j["state"] not in ("queued", "running"):
@@ -55,7 +56,7 @@ def test_a_model_sweep_runs_in_the_background_and_draws_the_frontier(E):
     names = [t["name"] for t in fig["data"]]
     assert names == ["mtp = on", "mtp = off", "Pareto frontier", "paper (decode, per NPU)"]
     # another browser cannot read this job
-    assert jobs.pool().view(job, E._viewer("b" * 32)) is None
+    assert jobs.pool().view(job, jobform.viewer("b" * 32)) is None
     assert E.on_tick(1, job, "tokens_per_s_per_user", "b" * 32)[4] is True
     # against TTFT p99 (lower is better), from a forged axis value back to the default
     ttft = E.on_tick(1, job, "ttft_ms_p99", "a" * 32)[3]
@@ -106,7 +107,7 @@ def test_an_engine_sweep_is_costed_by_rate_duration_and_runs_and_runs_outside_th
     assert job == "sw-test" and seen["fn"] is sweepjobs.sweep_job and seen["n"] == 4 and seen["total"] == 4
     assert seen["cost_s"] == pytest.approx(sweepjobs.cost_s(plan("cloudmatrix-infer-paper", "paper-decode",
                                                           [parse_vary("rate=1000,99000")], 2, 10.0)))
-    assert seen["client"] == E._viewer("d" * 32)
+    assert seen["client"] == jobform.viewer("d" * 32)
 
 
 def test_a_sweep_too_large_for_its_cpu_budget_is_refused_before_it_starts(E):
@@ -122,7 +123,7 @@ def test_cancel_stops_this_browsers_sweep_only(E):
     assert cls == "ctl-msg msg-ok", msg
     assert E.on_cancel(1, job, "g" * 32)[1] == "ctl-msg msg-error"       # not that browser's job
     assert E.on_cancel(1, job, "f" * 32) == ("Sweep cancelled.", "ctl-msg msg-ok")
-    assert jobs.pool().view(job, E._viewer("f" * 32))["state"] == "cancelled"
+    assert jobs.pool().view(job, jobform.viewer("f" * 32))["state"] == "cancelled"
 
 
 def test_a_queued_sweep_shows_its_place_in_line(E):
@@ -149,7 +150,7 @@ def test_click_opens_a_sandbox_or_says_why_not(E, twin_registry):
     assert E.on_click(None, "j-none", "c" * 32) == (dash_no_update(),) * 3      # page load: no message
     key, msg, cls = E.on_click({"points": [{"customdata": 0}]}, "j-none", "c" * 32)
     assert "click a point of a finished sweep" in msg and cls == "ctl-msg msg-error"
-    viewer = E._viewer("c" * 32)
+    viewer = jobform.viewer("c" * 32)
     job = jobs.Job("j-click", "sweep", viewer, None, 1, 1.0, 1.0, state="done", result={"rows": [], "varied": ["load"], "points": [
         {"deployment": "cloudmatrix-infer-paper", "scenario": "paper-decode", "load": 0.5, "rate": None}]})
     jobs.pool()._jobs[job.id] = job

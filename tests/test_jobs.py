@@ -16,6 +16,10 @@ def report(progress):
     return {"pid": os.getpid(), "nice": os.nice(0)}
 
 
+def environment(name, progress):
+    return os.environ.get(name)
+
+
 def sleeper(seconds, progress):
     for i in range(int(seconds * 10)):
         time.sleep(0.1)
@@ -57,6 +61,18 @@ def test_a_job_runs_in_its_own_process_at_the_lowest_priority():
     assert v["result"]["pid"] != os.getpid() and v["result"]["nice"] == 19
     assert pool.view(jid, "c2") is None                   # another browser's job reads as absent
     assert pool.cancel(jid, "c2") is False
+
+
+def test_a_job_sees_the_environment_it_was_asked_under(monkeypatch):
+    """Job processes fork from a forkserver started with the first job; a variable set after that (a
+    test's TWIN_SWEEP_CACHE) still reaches the next job, so it caches where the page reads."""
+    pool = JobPool(workers=1)
+    monkeypatch.setenv("TWIN_JOB_TEST_VAR", "first")
+    first = pool.submit("test", environment, ("TWIN_JOB_TEST_VAR",), total=1, cost_s=1, client="c1", addr=None)
+    assert _wait(pool, first, "c1")["result"] == "first"
+    monkeypatch.setenv("TWIN_JOB_TEST_VAR", "second")
+    second = pool.submit("test", environment, ("TWIN_JOB_TEST_VAR",), total=1, cost_s=1, client="c1", addr=None)
+    assert _wait(pool, second, "c1")["result"] == "second"
 
 
 def test_quotas_per_browser_per_address_queue_size_and_hour():

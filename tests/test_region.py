@@ -110,17 +110,6 @@ def _comparable(out):
     return re.sub(r'"worker_cpu_s": [0-9.e-]+', "", text)
 
 
-@pytest.fixture(scope="module")
-def dask_address():
-    from distributed import LocalCluster
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address=None)
-    try:
-        yield cluster.scheduler_address
-    finally:
-        cluster.close()
-
-
 def test_one_worker_and_two_give_the_same_region(dask_address):
     kw = dict(policy="session-affinity", cache_reuse="fetch", window_s=0.5, seed=3,
               faults=(parse_fault("supernode:0@2", 3, 4.0),))

@@ -5,10 +5,11 @@ import pytest
 from dash import no_update
 
 from twin.live import jobs
+from twin.ui import jobform
 from twin.region import pagejob
 from twin.region.driver import member_seed
 
-GOOD = ("cm384-pair", "least-load", "off", 10, 1, "1", 5, 0)
+GOOD = ("cm384-pair", "least-load", "off", 10, 1, "1", 5, 0, 0.9)
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def R(dash_app):
 def report():
     """A 10-s cm384-pair losing supernode 1 at 5 s, run by the job's own function (no process)."""
     seen = []
-    rep = pagejob.region_job("cm384-pair", 10.0, "least-load", "off", 1.0, "supernode:1@5", 0, seen.append)
+    rep = pagejob.region_job("cm384-pair", 10.0, "least-load", "off", 1.0, "supernode:1@5", 0, 0.9, seen.append)
     assert seen == list(range(1, 11))               # progress: one step a window
     return rep
 
@@ -91,10 +92,12 @@ def test_the_page_in_chinese_shows_no_english(R, report, dash_app):
         out = R.progress_view(job)
         texts = _texts([out[2], out[3], out[5], out[7], R.detail(report, 0), R.detail(report, 1)], [])
         texts += [t["name"] for t in R.figure(report)["data"]]
-        refused = [R.on_start(1, *GOOD[:4], 0.003, *GOOD[5:], None)[1], R.on_start(1, *GOOD[:6], 99, 0, None)[1]]
+        refused = [R.on_start(1, *GOOD[:4], 0.003, *GOOD[5:], None)[1], R.on_start(1, *GOOD[:6], 99, *GOOD[7:], None)[1],
+                   R.on_start(1, *GOOD[:8], 3, None)[1]]
     leftovers = {t: w for t in texts + refused if (w := english_words(t))}
     assert leftovers == {} and "区域运行完成" in out[5]
-    assert refused == ["窗口：允许 0.1 到 10 秒，且为 0.005 秒到达节拍的整数倍", "故障时间：允许 0 到小于到达时长（仿真 10 秒）"]
+    assert refused == ["窗口：允许 0.1 到 10 秒，且为 0.005 秒到达节拍的整数倍", "故障时间：允许 0 到小于到达时长（仿真 10 秒）",
+                       "负载：允许 0.1 到 2，即区域容量的比例（1 = 全部容量）"]
 
 
 @pytest.mark.parametrize("i, bad, words", [
@@ -105,6 +108,8 @@ def test_the_page_in_chinese_shows_no_english(R, report, dash_app):
     (4, 0.1234, "a multiple of the 0.005 s arrival tick"), (5, "2", "Fail: allowed no failure or a supernode 0 to 1"),
     (6, 10, "Failure time: allowed 0 to less than the 10 simulated s"), (6, None, "Failure time"),
     (7, -1, "Seed: allowed a whole number 0 to 2147483647"), (7, 1.5, "Seed: allowed"),
+    (8, 0, "Load: allowed 0.1 to 2, a fraction of the region's capacity (1 = all of it)"), (8, 2.5, "Load: allowed"),
+    (8, "most", "Load: allowed"), (8, None, "Load: allowed"), (8, float("nan"), "Load: allowed"),
 ])
 def test_bad_form_values_get_one_line_naming_what_is_allowed(R, idle_pool, i, bad, words):
     args = list(GOOD)
@@ -121,27 +126,55 @@ def test_a_run_is_a_job_of_the_pool_costed_by_its_size(R, idle_pool, monkeypatch
     monkeypatch.setattr(pagejob, "region_job", never)         # only the job's process may call it
     job, msg, cls, tick = R.on_start(1, *GOOD, "b" * 32)
     assert cls == "ctl-msg msg-ok" and tick is False and "queued" in msg
-    view = idle_pool.view(job, R._viewer("b" * 32))
+    view = idle_pool.view(job, jobform.viewer("b" * 32))
     assert view["state"] == "queued" and view["total"] == 10
     assert view["cost_s"] == pytest.approx(pagejob.cost_s("cm384-pair", 10, 1), abs=0.05)
     j = idle_pool._jobs[job]
-    assert j.fn is never and j.args == ("cm384-pair", 10.0, "least-load", "off", 1.0, "supernode:1@5", 0)
+    assert j.fn is never and j.args == ("cm384-pair", 10.0, "least-load", "off", 1.0, "supernode:1@5", 0, 0.9)
     # one run per browser: a second one is refused, naming the limit; another browser's cancel does nothing
     job2, msg, cls, _t = R.on_start(1, *GOOD, "b" * 32)
     assert job2 is no_update and "a job of yours is still queued or running" in msg
     assert R.on_cancel(1, job, "c" * 32)[1] == "ctl-msg msg-error"
     assert R.on_cancel(1, job, "b" * 32) == ("Region run cancelled.", "ctl-msg msg-ok")
     # no failure: no fault reaches the job
-    job3, *_ = R.on_start(1, *GOOD[:5], "none", None, 3, "b" * 32)
-    assert idle_pool._jobs[job3].args[5:] == (None, 3)
+    job3, *_ = R.on_start(1, *GOOD[:5], "none", None, 3, 1.5, "b" * 32)
+    assert idle_pool._jobs[job3].args[5:] == (None, 3, 1.5)
+    assert idle_pool.view(job3, jobform.viewer("b" * 32))["cost_s"] == pytest.approx(
+        pagejob.cost_s("cm384-pair", 10, 1, 1.5), abs=0.05)
 
 
 def test_a_run_past_the_cpu_budget_is_refused_before_it_starts(R, monkeypatch):
     pool = _pool(monkeypatch, max_cost_s=5.0)
     assert pagejob.cost_s("cm384-quad", 120, 0.1) > 5.0 > pagejob.cost_s("cm384-pair", 5, 1)
-    job, msg, cls, _t = R.on_start(1, "cm384-quad", "least-load", "off", 120, 0.1, "none", 0, 0, "d" * 32)
+    job, msg, cls, _t = R.on_start(1, "cm384-quad", "least-load", "off", 120, 0.1, "none", 0, 0, 0.9, "d" * 32)
     assert job is no_update and "CPU-seconds (allowed at most 5)" in msg
     assert pool.counts()["queued"] == 0
+
+
+def test_the_load_sets_the_regions_rate_and_the_runs_cost(R, report, dash_app):
+    """The form starts at the scenario's load; half of it is half the arrival rate, in the report and
+    in the cost estimate's requests."""
+    with dash_app.server.test_request_context("/"):
+        field = _find(R.layout(), "rg-load")
+    assert field.value == pagejob.default_load("cm384-pair") == 0.9
+    half = pagejob.region_job("cm384-pair", 10.0, "least-load", "off", 1.0, None, 0, 0.45, lambda _d: None)
+    assert half["rate_rps"] == pytest.approx(report["rate_rps"] / 2, abs=1e-3)
+    assert half["rate_rps"] == round(pagejob.region_rate("cm384-pair", 0.45), 3)     # the rate the cost counts
+    assert half["regional"]["requests"]["arrived"] < 0.6 * report["regional"]["requests"]["arrived"]
+    assert pagejob.region_rate("cm384-pair", 0.45) == pytest.approx(pagejob.region_rate("cm384-pair") / 2)
+    assert pagejob.cost_s("cm384-pair", 10, 1, 2.0) > pagejob.cost_s("cm384-pair", 10, 1) > \
+        pagejob.cost_s("cm384-pair", 10, 1, 0.45)
+
+
+def _find(node, ident):
+    """The component with id `ident` under `node` (depth first), or None."""
+    if getattr(node, "id", None) == ident:
+        return node
+    kids = getattr(node, "children", None)
+    for k in kids if isinstance(kids, (list, tuple)) else [kids] if kids is not None else []:
+        if not isinstance(k, str) and (hit := _find(k, ident)) is not None:
+            return hit
+    return None
 
 
 def test_progress_of_a_queued_and_a_running_run(R):
@@ -156,7 +189,7 @@ def test_progress_of_a_queued_and_a_running_run(R):
 
 
 def test_drill_down_reads_only_this_browsers_finished_run(R, report, idle_pool):
-    viewer = R._viewer("e" * 32)
+    viewer = jobform.viewer("e" * 32)
     idle_pool._jobs["rg-x"] = jobs.Job("rg-x", "region", viewer, None, 10, 1.0, 1.0, state="done", result=report)
     assert R.on_pick("1", "rg-x", "e" * 32).children[0].children.startswith("Supernode 1: cloudmatrix-infer-paper")
     for pick, job, secret in (("1", "rg-x", "f" * 32), ("7", "rg-x", "e" * 32), ({"x": 1}, "rg-x", "e" * 32),

@@ -63,6 +63,7 @@ class Job:
     ceiling_s: float                    # CPU seconds after which it is stopped
     fn: Callable | None = None
     args: tuple = ()
+    env: dict | None = None             # the web process's environment when the job was asked for
     done: int = 0
     state: str = "queued"               # queued | running | done | error | cancelled
     result: Any = None
@@ -77,8 +78,13 @@ class Job:
         return self.state in ("queued", "running")
 
 
-def _child(conn, fn, args) -> None:
-    """A job process: lowest priority, fn(*args, progress=...), its result or one line back."""
+def _child(conn, fn, args, env) -> None:
+    """A job process: lowest priority, the environment of the request that asked for it (the
+    forkserver this process comes from keeps the one it started with: a TWIN_SWEEP_CACHE set later
+    would not reach the job, which would then cache its rows where the page does not read them),
+    fn(*args, progress=...), its result or one line back."""
+    os.environ.clear()
+    os.environ.update(env)
     try:
         os.nice(NICE)
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))   # only CPU nothing else wants
@@ -122,7 +128,7 @@ class JobPool:
             self._check(client, addr, cost_s)
             ceiling = min(self.max_cost_s, 2 * float(cost_s) + self.margin_s)
             job = Job(f"{kind[:2]}{next(self._ids)}", kind, client, addr, max(int(total), 1), float(cost_s),
-                      ceiling, fn, tuple(args))
+                      ceiling, fn, tuple(args), env=dict(os.environ))
             self._jobs[job.id] = job
             if addr is not None:
                 self._asked.setdefault(addr, deque()).append((self._clock(), job.cost_s))
@@ -238,10 +244,10 @@ class JobPool:
         ctx = multiprocessing.get_context("forkserver")     # safe beside the web app's threads
         ctx.set_forkserver_preload(["twin.engine", "twin.live.jobs"])
         parent, child = ctx.Pipe(duplex=False)
-        j.proc = ctx.Process(target=_child, args=(child, j.fn, j.args), daemon=True, name=f"job-{j.id}")
+        j.proc = ctx.Process(target=_child, args=(child, j.fn, j.args, j.env), daemon=True, name=f"job-{j.id}")
         j.proc.start()
         child.close()
-        j.conn, j.state, j.fn, j.args = parent, "running", None, ()
+        j.conn, j.state, j.fn, j.args, j.env = parent, "running", None, (), None
         log.info("job %s started (pid %s)", j.id, j.proc.pid)
 
     def _read(self, j: Job) -> None:
@@ -274,7 +280,7 @@ class JobPool:
                                   "a job may hold; make it smaller")
 
     def _end(self, j: Job, state: str, message: str) -> None:
-        j.state, j.message, j.fn, j.args = state, message, None, ()
+        j.state, j.message, j.fn, j.args, j.env = state, message, None, (), None
         if j.proc is not None:
             if j.proc.is_alive():
                 j.proc.kill()
