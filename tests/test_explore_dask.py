@@ -2,6 +2,8 @@
 rows as the local run, row for row."""
 import json
 
+import pytest
+
 from tests.test_cli import cli
 from twin.explore import points
 from twin.explore import executor as runner
@@ -42,3 +44,40 @@ def test_dask_runner_keeps_input_order(dask_address):
     finally:
         client.close()
     assert done == [1, 2, 3, 4]
+
+
+class _Failing:
+    """A Dask future whose result raises `exc` (as Client.result re-raises a cluster's error)."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def result(self):
+        raise self.exc
+
+
+def _graph_error() -> RuntimeError:
+    """What a scheduler started without this checkout on its PYTHONPATH sends back."""
+    try:
+        try:
+            raise ModuleNotFoundError("No module named 'twin'", name="twin")
+        except ModuleNotFoundError as cause:
+            raise RuntimeError("Error during deserialization of the task graph.") from cause
+    except RuntimeError as exc:
+        return exc
+
+
+def test_a_cluster_that_cannot_import_twin_is_one_line():
+    with pytest.raises(ValueError, match=r"^--scheduler tcp://h:8786: its scheduler or workers cannot import "
+                                         r"twin \(start both with this checkout on PYTHONPATH"):
+        runner.result(_Failing(_graph_error()), "tcp://h:8786")
+    with pytest.raises(ValueError, match="cannot import twin"):      # a worker's own import error
+        runner.result(_Failing(ModuleNotFoundError("No module named 'twin.engine'", name="twin.engine")), "tcp://h:1")
+
+
+def test_other_cluster_errors_pass_through():
+    with pytest.raises(RuntimeError, match="boom"):
+        runner.result(_Failing(RuntimeError("boom")), "tcp://h:1")
+    with pytest.raises(ModuleNotFoundError):
+        runner.result(_Failing(ModuleNotFoundError("No module named 'scipy'", name="scipy")), "tcp://h:1")
+    assert runner.result(type("F", (), {"result": lambda self: 7})(), "tcp://h:1") == 7

@@ -8,10 +8,12 @@ import os
 import re
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
 from typing import Callable, Sequence
 
 _ADDRESS = re.compile(r"^tcp://[A-Za-z0-9_.\-\[\]:]{1,200}:\d{1,5}$")
 CONNECT_TIMEOUT_S = 5
+ROOT = Path(__file__).resolve().parents[2]      # this checkout, which a cluster's processes must import
 
 
 def scheduler_address(text: str | None) -> str | None:
@@ -29,6 +31,24 @@ def connect(address: str):
         return Client(address, timeout=f"{CONNECT_TIMEOUT_S}s", set_as_default=False)
     except (OSError, TimeoutError) as exc:
         raise ValueError(f"--scheduler {address}: unreachable ({' '.join(str(exc).split())[:160]})") from None
+
+
+def result(future, address: str):
+    """A Dask future's result; a scheduler or worker that cannot import this `twin` (started
+    without the checkout on its PYTHONPATH) is a one-line error, not Dask's traceback."""
+    try:
+        return future.result()
+    except (ModuleNotFoundError, RuntimeError) as exc:
+        chain, e = [], exc
+        while e is not None and len(chain) < 8:
+            chain.append(e)
+            e = e.__cause__ or e.__context__
+        if not any(isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] == "twin"
+                   or "different environments" in str(e) for e in chain):
+            raise
+        raise ValueError(f"--scheduler {address}: its scheduler or workers cannot import twin (start both "
+                         f"with this checkout on PYTHONPATH: PYTHONPATH={ROOT} dask scheduler, and the "
+                         f"same for dask worker)") from None
 
 
 def _bar(total: int, progress, desc: str):
@@ -66,7 +86,7 @@ def run(fn: Callable, items: Sequence, workers: int | None = None, client=None,
         if client is not None:
             futures = client.map(fn, items, pure=False)
             for i, f in enumerate(futures):     # in input order: the bar may lag, never runs ahead
-                out[i] = f.result()
+                out[i] = result(f, client.scheduler.address)
                 bar.update(1)
             return out
         n = workers or os.cpu_count() or 1

@@ -55,7 +55,7 @@ class OnDask:
             with self.client.as_current():      # actors find their client as the current one
                 futures = [self.client.submit(Group, p, actor=True, pure=False, workers=[names[k % len(names)]])
                            for k, p in enumerate(parts)]
-                self.groups = [f.result() for f in futures]
+                self.groups = [runner.result(f, address) for f in futures]
         except BaseException:
             self.close()
             raise
