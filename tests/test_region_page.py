@@ -36,8 +36,8 @@ def _fetching(faults: tuple) -> dict:
 @pytest.fixture(scope="module")
 def link_report():
     """The same pair fetching prefixes, its link down at 2.5 s for 4 s (so from the 3 s edge to the 7 s
-    one), and the run without it."""
-    return _fetching(("link:0-1@2.5+4",)), _fetching(())
+    one) and supernode 1 lost at 8 s (both faults, as the form sends them), and the run without them."""
+    return _fetching(("supernode:1@8", "link:0-1@2.5+4")), _fetching(())
 
 
 @pytest.fixture
@@ -182,7 +182,7 @@ def test_the_job_receives_the_link_fault_as_the_runners(R, idle_pool):
 def test_a_run_with_a_link_failure_reports_it_and_loses_nothing(R, link_report, dash_app):
     cut, whole = link_report
     assert cut["link_faults"] == [{"link": [0, 1], "at_s": 2.5, "for_s": 4.0, "down_s": 3.0, "up_s": 7.0}]
-    assert whole["link_faults"] == []
+    assert whole["link_faults"] == [] and cut["supernodes"][1]["failed_at_s"] == 8.0       # both faults ran
     assert 0 < cut["regional"]["fetch"]["requests"] < whole["regional"]["fetch"]["requests"]   # none while down
     for rep in link_report:
         assert rep["regional"]["requests"]["lost"] == 0 and rep["regional"]["requests"]["in_flight"] == 0
