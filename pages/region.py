@@ -4,6 +4,7 @@ figures from the region's report, and a link that opens its deployment and scena
 sandbox on the Overview."""
 from __future__ import annotations
 
+from decimal import Decimal
 from urllib.parse import urlencode
 
 import dash
@@ -52,6 +53,14 @@ def fail_options(name) -> list[dict]:
         {"label": _("supernode %(i)s") % {"i": i}, "value": str(i)} for i in range(size)]
 
 
+def link_options(name) -> tuple[list[dict], list[dict]]:
+    """The inter-supernode link failure's two ends: no link failure or a supernode (only that with one
+    supernode: no link), and the other supernode."""
+    size = region(name).size if name in names() else 0
+    ends = [{"label": _("supernode %(i)s") % {"i": i}, "value": str(i)} for i in range(size)]
+    return [{"label": _("no link failure"), "value": NONE}] + (ends if size > 1 else []), ends
+
+
 def layout(**_kwargs):
     first = "cm384-trio" if "cm384-trio" in names() else names()[0]
     slack = {"slack": f"{AFFINITY_SLACK:.0%}"}
@@ -89,6 +98,18 @@ def layout(**_kwargs):
                 _field(_("Fail"), components.dropdown(id=f"{P}-fail", options=fail_options(first), value="1",
                                                       clearable=False, className="dd")),
                 _field(_("at s"), dcc.Input(id=f"{P}-at", type="number", value=15, step=1, style={"width": "6em"})),
+            ], className="ctl-row"),
+            html.Div([
+                _field(_("Link down between"), components.dropdown(
+                    id=f"{P}-link-a", options=link_options(first)[0], value=NONE, clearable=False, className="dd"),
+                    _("an inter-supernode link: it carries the prefix fetches of cache reuse \"fetch\" only")),
+                _field(_("and"), components.dropdown(id=f"{P}-link-b", options=link_options(first)[1], value="1",
+                                                     clearable=False, className="dd")),
+                _field(_("at s"), dcc.Input(id=f"{P}-link-at", type="number", value=10, step=1,
+                                            style={"width": "6em"})),
+                _field(_("for s (empty: to the end)"), dcc.Input(id=f"{P}-link-for", type="number", value=None,
+                                                                 step=1, style={"width": "6em"}),
+                       _("simulated seconds the link stays down; empty: the rest of the run")),
                 _field(_("Seed"), dcc.Input(id=f"{P}-seed", type="number", value=0, step=1, style={"width": "8em"})),
                 html.Button(_("Run region"), id=f"{P}-start", className="btn btn-primary", n_clicks=0),
                 html.Button(_("Cancel"), id=f"{P}-cancel", className="btn", n_clicks=0),
@@ -122,7 +143,40 @@ def _whole(v) -> int | None:
     return int(x) if x is not None and x.is_integer() else None
 
 
-def start_run(name, policy, reuse, dur, window, fail, at, seed, load, viewer: str, addr: str | None = None) -> str:
+def _plain(x: float) -> str:
+    """A time as the runner's fault text reads it back exactly: positional digits, no exponent."""
+    return format(Decimal(repr(x)).normalize(), "f")
+
+
+def link_fault(name: str, size: int, dur: float, a, b, at, down_for) -> str | None:
+    """The form's link failure as the runner's `link:I-J@T[+D]`, or None; ValueError naming what
+    is allowed."""
+    a, b = guard.ident(a), guard.ident(b)
+    if a == NONE:
+        return None
+    if size < 2:
+        raise ValueError(_("Link failure: allowed no link failure only, region %(name)s has one supernode") % {
+            "name": name})
+    i, j = _whole(a), _whole(b)
+    if i is None or j is None or not 0 <= i < size or not 0 <= j < size or i == j:
+        raise ValueError(_("Link failure: allowed no link failure or two different supernodes 0 to %(hi)s") % {
+            "hi": size - 1})
+    t = guard.number(at)
+    if t is None or not 0 <= t < dur:
+        raise ValueError(_("Link failure time: allowed 0 to less than the %(d)s simulated s of arrivals") % {
+            "d": f"{dur:g}"})
+    fault = f"link:{i}-{j}@{_plain(t)}"
+    if down_for is not None and down_for != "":
+        d = guard.number(down_for)
+        if d is None or not d > 0:
+            raise ValueError(_("Link down for: allowed empty (to the end of the run) or simulated seconds above 0"))
+        fault += f"+{_plain(d)}"
+    parse_fault(fault, size, dur)
+    return fault
+
+
+def start_run(name, policy, reuse, dur, window, fail, at, seed, load, link_a, link_b, link_at, link_for,
+              viewer: str, addr: str | None = None) -> str:
     """Check the form and queue the run; ValueError (a JobRefused is one) with a one-line message."""
     name, policy, reuse, fail = guard.ident(name), guard.ident(policy), guard.ident(reuse), guard.ident(fail)
     if name not in names():
@@ -148,8 +202,9 @@ def start_run(name, policy, reuse, dur, window, fail, at, seed, load, viewer: st
         if t is None or not 0 <= t < dur:
             raise ValueError(_("Failure time: allowed 0 to less than the %(d)s simulated s of arrivals") % {
                 "d": f"{dur:g}"})
-        fault = f"supernode:{i}@{t:g}"
+        fault = f"supernode:{i}@{_plain(t)}"
         parse_fault(fault, size, dur)
+    link = link_fault(name, size, dur, link_a, link_b, link_at, link_for)
     seed, hi = _whole(seed), components.bounds("seed")["hi"]
     if seed is None or not 0 <= seed <= int(hi):
         raise ValueError(_("Seed: allowed a whole number 0 to %(hi)s") % {"hi": hi})
@@ -157,7 +212,7 @@ def start_run(name, policy, reuse, dur, window, fail, at, seed, load, viewer: st
     if load is None or not pagejob.MIN_LOAD <= load <= pagejob.MAX_LOAD:
         raise ValueError(_("Load: allowed %(lo)s to %(hi)s, a fraction of the region's capacity (1 = all of it)") % {
             "lo": f"{pagejob.MIN_LOAD:g}", "hi": f"{pagejob.MAX_LOAD:g}"})
-    args = (name, float(dur), policy, reuse, float(window), fault, seed, load)
+    args = (name, float(dur), policy, reuse, float(window), tuple(f for f in (fault, link) if f), seed, load)
     return jobs.pool().submit("region", pagejob.region_job, args, total=pagejob.windows(dur, window),
                               cost_s=pagejob.cost_s(name, dur, window, load), client=viewer, addr=addr)
 
@@ -167,11 +222,18 @@ def _report(job_id, secret) -> dict | None:
     return job["result"] if job and job["state"] == "done" else None
 
 
-@dash.callback(Output(f"{P}-fail", "options"), Output(f"{P}-fail", "value"), Input(f"{P}-name", "value"),
-               State(f"{P}-fail", "value"), prevent_initial_call=True)
-def on_region(name, fail):
-    opts = fail_options(guard.ident(name))
-    return opts, fail if fail in [o["value"] for o in opts] else NONE
+@dash.callback(Output(f"{P}-fail", "options"), Output(f"{P}-fail", "value"), Output(f"{P}-link-a", "options"),
+               Output(f"{P}-link-a", "value"), Output(f"{P}-link-b", "options"), Output(f"{P}-link-b", "value"),
+               Input(f"{P}-name", "value"), State(f"{P}-fail", "value"), State(f"{P}-link-a", "value"),
+               State(f"{P}-link-b", "value"), prevent_initial_call=True)
+def on_region(name, fail, link_a, link_b):
+    """The failure choices of the chosen region's members (a choice it still has is kept)."""
+    name = guard.ident(name)
+    opts = fail_options(name)
+    a_opts, b_opts = link_options(name)
+    keep = lambda v, options, other: v if v in [o["value"] for o in options] else other
+    return (opts, keep(fail, opts, NONE), a_opts, keep(link_a, a_opts, NONE), b_opts,
+            keep(link_b, b_opts, b_opts[-1]["value"] if b_opts else None))
 
 
 @dash.callback(
@@ -180,11 +242,14 @@ def on_region(name, fail):
     Input(f"{P}-start", "n_clicks"),
     State(f"{P}-name", "value"), State(f"{P}-policy", "value"), State(f"{P}-reuse", "value"),
     State(f"{P}-dur", "value"), State(f"{P}-window", "value"), State(f"{P}-fail", "value"),
-    State(f"{P}-at", "value"), State(f"{P}-seed", "value"), State(f"{P}-load", "value"), State("ctl-secret", "data"),
+    State(f"{P}-at", "value"), State(f"{P}-seed", "value"), State(f"{P}-load", "value"),
+    State(f"{P}-link-a", "value"), State(f"{P}-link-b", "value"), State(f"{P}-link-at", "value"),
+    State(f"{P}-link-for", "value"), State("ctl-secret", "data"),
     prevent_initial_call=True,
 )
-def on_start(_n, name, policy, reuse, dur, window, fail, at, seed, load, secret):
-    return jobform.start(start_run, (name, policy, reuse, dur, window, fail, at, seed, load), secret,
+def on_start(_n, name, policy, reuse, dur, window, fail, at, seed, load, link_a, link_b, link_at, link_for, secret):
+    return jobform.start(start_run, (name, policy, reuse, dur, window, fail, at, seed, load, link_a, link_b, link_at,
+                                     link_for), secret,
                          _("Region run queued; it runs in a process of its own, and the live twin keeps its pace."))
 
 
@@ -288,6 +353,45 @@ def regional_line(rep: dict) -> list:
     return [html.P(audit, id=f"{P}-audit", className="kpi-line"), html.P(perf, className="kpi-line")]
 
 
+def link_lines(rep: dict) -> list:
+    """The link failures as the runner applied them (at window edges) and its figures about the
+    inter-supernode links: the prefix fetches of all links together (it keeps none per link)."""
+    lines = []
+    for f in rep.get("link_faults", []):
+        args = {"i": f["link"][0], "j": f["link"][1], "down": f"{f['down_s']:g}", "at": f"{f['at_s']:g}",
+                "for": "" if f["for_s"] is None else f"{f['for_s']:g}",
+                "up": "" if f["up_s"] is None else f"{f['up_s']:g}"}
+        if f["up_s"] is not None:
+            text = _("Link failure: supernode %(i)s – supernode %(j)s down at %(down)s s, up again at %(up)s s "
+                     "(asked: at %(at)s s for %(for)s s; the router applies faults at window edges)") % args
+        elif f["for_s"] is None:
+            text = _("Link failure: supernode %(i)s – supernode %(j)s down at %(down)s s to the end of the arrivals "
+                     "(asked: at %(at)s s, for the rest of the run; the router applies faults at window edges)") % args
+        else:
+            text = _("Link failure: supernode %(i)s – supernode %(j)s down at %(down)s s to the end of the arrivals "
+                     "(asked: at %(at)s s for %(for)s s, but no window edge was left before the arrivals ended to bring it "
+                     "up; the router applies faults at window edges)") % args
+        lines.append(html.P(text, className="kpi-line"))
+    if not lines and rep["cache_reuse"] != "fetch":
+        return []
+    f = rep["regional"]["fetch"]
+    if rep["cache_reuse"] == "fetch":
+        lines.append(html.P(_(
+            "Inter-supernode links, all together (the region model keeps no per-link figures): %(n)s prefix "
+            "fetches, %(blocks)s blocks, %(gb)s; from a request's arrival to its prefix in place (waiting behind "
+            "other fetches on the link included) mean %(mean)s, longest %(max)s; each link %(gbps)s, one fetch at "
+            "a time per direction, + %(lat)s. While a link is down, a prefix held only across it is recomputed "
+            "(not counted).") % {
+            "n": f"{f['requests']:,}", "blocks": f"{f['blocks']:,}", "gb": f"{f['bytes'] / 1e9:,.2f} {unit('GB')}",
+            "mean": _ms(f["mean_delay_ms"]), "max": _ms(1e3 * f["max_delay_s"] if f["requests"] else None),
+            "gbps": f"{f['link_gbps']:g} {unit('Gbps')}", "lat": f"{f['link_latency_us']:g} {unit('µs')}"},
+            className="hint"))
+    else:
+        lines.append(html.P(_("Cache reuse is off: nothing crosses the inter-supernode links, so the link failure "
+                              "changes no figure of this run."), className="hint"))
+    return [html.Div(lines, id=f"{P}-links")]
+
+
 def table(rep: dict) -> html.Div:
     head = [_("Supernode"), _("deployment"), "NPU", _("status"), _("routed"), _("completed"), _("in flight"),
             _("req/s"), _("TTFT p50, ms"), _("TTFT p99, ms"), _("TPOT p50, ms"), _("TPOT p99, ms"),
@@ -341,8 +445,10 @@ def figure(rep: dict | None) -> dict:
 
 
 def results(rep: dict) -> list:
-    """What the figures are, the regional line and the per-supernode table of a finished run."""
-    return [html.P(provenance(rep), className="hint", id=f"{P}-what"), *regional_line(rep), table(rep)]
+    """What the figures are, the regional line, the link failure and the links' figures (when there
+    is one, or cache reuse fetches), and the per-supernode table of a finished run."""
+    return [html.P(provenance(rep), className="hint", id=f"{P}-what"), *regional_line(rep), *link_lines(rep),
+            table(rep)]
 
 
 # ---- one supernode -------------------------------------------------------------------------------

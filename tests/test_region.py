@@ -101,6 +101,10 @@ def test_a_link_fault_stops_fetches_over_it_only_while_down():
     brief = _trio(policy="session-affinity", cache_reuse="fetch",
                   faults=tuple(parse_fault(x, 3, 6.0) for x in ("link:0-1@0+3", "link:0-2@0+3", "link:1-2@0+3")))
     assert 0 < brief["regional"]["fetch"]["requests"] < f["requests"]
+    # the report logs each link fault as the window edges applied it (down, and up again when it came back)
+    assert [(x["link"], x["down_s"], x["up_s"], x["for_s"]) for x in brief["link_faults"]] == [
+        ([0, 1], 0.0, 3.0, 3.0), ([0, 2], 0.0, 3.0, 3.0), ([1, 2], 0.0, 3.0, 3.0)]
+    assert [x["up_s"] for x in cut["link_faults"]] == [None] * 3 and base["link_faults"] == []
     for o in (base, cut, brief):
         assert o["regional"]["requests"]["lost"] == 0
 

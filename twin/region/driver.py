@@ -115,6 +115,7 @@ class Region:
         self.link_up = np.ones((k, k), dtype=bool)
         self.link_free = np.zeros((k, k))         # when each direction's fetch queue empties
         self.later: list[tuple] = []              # fetched requests reaching their supernode after this window
+        self.link_faults: list[dict] = []         # each link fault as it landed: down (and up) at window edges
         self.arrived = 0
         self.moved = {"out": 0, "in": 0}
         self.routed = np.zeros(k, dtype=np.int64)
@@ -124,7 +125,9 @@ class Region:
 
     # ---- faults ------------------------------------------------------------------------------------
     def _land_faults(self, t: float) -> list[tuple]:
-        """Faults due by the edge at `t`; returns the requests taken back from lost supernodes."""
+        """Faults due by the edge at `t`; returns the requests taken back from lost supernodes. A link
+        fault is logged as it lands (the report's `link_faults`: asked at/for, down and up again at
+        the window edges that applied them; up None while it stays down to the end of the arrivals)."""
         back = []
         while self.faults and self.faults[0]["at_s"] <= t + 1e-9:
             f = self.faults.pop(0)
@@ -132,8 +135,14 @@ class Region:
                 i, j = f["targets"]
                 up = f.get("recovery", False)
                 self.link_up[i, j] = self.link_up[j, i] = up
-                if not up and math.isfinite(f["for_s"]):
-                    self.faults.append({**f, "at_s": f["at_s"] + f["for_s"], "recovery": True})
+                if up:
+                    f["entry"]["up_s"] = t
+                    continue
+                entry = {"link": [i, j], "at_s": f["at_s"], "for_s": f["for_s"] if math.isfinite(f["for_s"]) else None,
+                         "down_s": t, "up_s": None}
+                self.link_faults.append(entry)
+                if math.isfinite(f["for_s"]):
+                    self.faults.append({**f, "at_s": f["at_s"] + f["for_s"], "recovery": True, "entry": entry})
                     self.faults.sort(key=lambda x: x["at_s"])
                 continue
             s = f["targets"][0]
@@ -348,6 +357,7 @@ class Region:
                           "link_gbps": self.spec.link_gbps, "link_latency_us": self.spec.link_latency_us},
             },
             "supernodes": per,
+            "link_faults": [dict(f) for f in self.link_faults],
             "cost": {"wall_s": round(wall, 3), "finish_wall_s": round(st["finish_s"], 3), "driver_cpu_s": round(cpu, 3), "windows": st["windows"],
                      "exchange_ms_per_window": round(1e3 * (st["wait_s"] - st["busy_s"]) / n, 3),
                      "route_ms_per_window": round(1e3 * st["route_s"] / n, 3),

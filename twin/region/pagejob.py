@@ -67,9 +67,10 @@ def cost_s(name: str, duration_s: float, window_s: float, load: float | None = N
 
 
 def region_job(name: str, duration_s: float, policy: str, cache_reuse: str, window_s: float,
-               fault: str | None, seed: int, load: float, progress) -> dict:
-    """Run in a job process: the region's report (`run_region`'s), progress in windows."""
+               faults: tuple[str, ...], seed: int, load: float, progress) -> dict:
+    """Run in a job process: the region's report (`run_region`'s), progress in windows. `faults` are
+    the runner's (`supernode:I@T`, `link:I-J@T[+D]`), none or a supernode's and a link's from the form."""
     spec = region(name)
-    faults = (parse_fault(fault, spec.size, duration_s),) if fault else ()
+    parsed = tuple(parse_fault(f, spec.size, duration_s) for f in faults)
     return run_region(spec, duration_s, drain_cap=DRAIN_CAP_S, progress=progress, seed=seed, load=load, policy=policy,
-                      cache_reuse=cache_reuse, window_s=window_s, faults=faults, distributed=False)
+                      cache_reuse=cache_reuse, window_s=window_s, faults=parsed, distributed=False)
