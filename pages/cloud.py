@@ -356,7 +356,7 @@ def _trigger():
 def _values(fields, raw) -> dict:
     """The form's values as numbers (None = keep the default; the models check the ranges)."""
     out = {}
-    for (name, *_), v in zip(fields, raw):
+    for (name, *_rest), v in zip(fields, raw):
         x = guard.number(v)
         if v not in (None, "") and x is None:
             raise CatalogError(f"{name} = {str(v)[:40]!r}: not a number")

@@ -5,7 +5,7 @@ CloudMatrix supernode; NVLink inside a server and RDMA between servers on a GPU 
 from __future__ import annotations
 
 import dash
-from dash import Output, Patch, html
+from dash import Output, html
 
 from twin.ui import components
 from twin.ui import figures
@@ -87,6 +87,12 @@ def _links_table(rows: list[dict]) -> html.Table | html.Div:
     return html.Table([html.Thead(head), html.Tbody(body)], className="tbl")
 
 
+def _cells(info, snap) -> tuple[list, list, list]:
+    """The node matrix's cells, their hover text and its labels (language-free: shared by viewers)."""
+    matrix, labels = topoview.node_matrix(info.topology, snap.node_traffic)
+    return (*figures.heatmap_z(matrix), labels)
+
+
 @page_tick(P, {
     "figs": [Output(f"{P}-{k}", "figure") for k in STRIPS],
     "exts": [Output(f"{P}-{k}", "extendData") for k in STRIPS],
@@ -97,21 +103,18 @@ def _links_table(rows: list[dict]) -> html.Table | html.Div:
     "matrix_title": Output(f"{P}-matrix-title", "children"),
 })
 def tick(t: Tick) -> dict:
-    """Strip charts grow by extendData; the matrix is patched (z only); top links as a table."""
+    """Strip charts grow by extendData; the matrix is redrawn (its cells shared by every viewer); top links as a table."""
     if not t.changed:
         return {}
     snap, info = t.snap, t.system
     specs = strip_specs(info)
     figs, exts = zip(*(t.strip(specs[k], height=210) for k in STRIPS))
     out = {"figs": list(figs), "exts": list(exts)}
+    # whole, not a Patch: patching a figure the browser has not drawn yet (the layout's placeholder,
+    # or a page just left) fails there ("Cannot patch undefined"); the cells are 94% of it anyway
+    out["matrix"] = figures.heatmap_from_z(*t.twin.memo("traffic:cells", lambda s: _cells(info, s)), "")
     if t.mode == "full":
-        out["matrix"] = figures.heatmap_figure(*topoview.node_matrix(info.topology, snap.node_traffic), "")
         out["explain"], out["matrix_title"] = explain(info), matrix_title(info)
-    else:
-        out["matrix"] = Patch()
-        z, text = t.twin.memo("traffic:z", lambda s: figures.heatmap_z(topoview.node_matrix(info.topology, s.node_traffic)[0]))
-        out["matrix"]["data"][0]["z"], out["matrix"]["data"][0]["text"] = z, text
-        out["matrix"]["layout"]["yaxis"]["autorange"] = figures.MATRIX_Y_AUTORANGE
     out["links"] = _links_table(t.twin.memo("traffic:top", lambda s: topolive.busiest_links(s, 12)))
     out["now"] = " · ".join(f"{name} {components.fmt(gbps)} GB/s" for name, gbps in snap.fabric_gbps().items())
     return out

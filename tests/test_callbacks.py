@@ -382,11 +382,10 @@ def test_traffic_and_cache_ticks(pages, twin_registry):
     assert heat["data"][0]["type"] == "heatmap" and len(heat["data"][0]["z"]) == 48
     assert tr["now"].startswith("UB ") and " RDMA " in tr["now"] and "UB" in tr["matrix_title"]
     assert size(tr) < 150_000
-    tr2 = pages.traffic.tick(2, "shared", dict(tr["cursor"], v=-1))
-    patch = tr2["matrix"].to_plotly_json()["operations"]
-    assert [op["location"] for op in patch] == [["data", 0, "z"], ["data", 0, "text"],          # patched, not
-                                                ["layout", "yaxis", "autorange"]]             # resent; n00 on top
-    assert len(patch[0]["params"]["value"]) == 48                        # log10 GB/s per node pair
+    tr2 = pages.traffic.tick(2, "shared", dict(tr["cursor"], v=-1))       # a later tick: the matrix whole
+    later = tr2["matrix"]                   # (a Patch fails in a browser that has not drawn the figure yet)
+    assert isinstance(later, dict) and len(later["data"][0]["z"]) == 48 and later["data"][0]["x"] == heat["data"][0]["x"]
+    assert later["layout"]["yaxis"]["autorange"] == "reversed" and size(tr2) < 150_000
     ca = pages.cache.tick(1, "shared", None)
     assert ca["kpis"][0] != "–" and size(ca) < 100_000
 

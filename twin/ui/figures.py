@@ -179,8 +179,14 @@ def heatmap_figure(matrix, labels: list[str], title: str, unit: str = "GB/s", he
     """Node-to-node traffic on a log colour scale: the MoE all-to-all of a lightly loaded decode
     instance spread over its 20 nodes (0.1 GB/s a pair) and a prefill instance's (tens of GB/s
     inside its two nodes) both show. Hover gives the value in `unit` (a termbase unit)."""
+    return heatmap_from_z(*heatmap_z(matrix), labels, title, unit, height)
+
+
+def heatmap_from_z(z: list, text: list, labels: list[str], title: str, unit: str = "GB/s",
+                   height: int = 460) -> dict:
+    """heatmap_figure() from heatmap_z()'s cells (computed once per snapshot for every viewer;
+    the words around them are each viewer's language)."""
     unit = in_lang(unit)
-    z, text = heatmap_z(matrix)
     lo, hi = LOG_DECADES
     ticks = list(range(lo, hi + 1))
     return {"data": [{"type": "heatmap", "z": z, "text": text, "x": labels, "y": labels,
