@@ -63,6 +63,15 @@ def wait_sim(pg, pred, what: str, timeout_s: float = 15.0) -> float:
     raise AssertionError(f"sim time never {what} (last {sim_time(pg)})")
 
 
+def until(pg, pred, what: str, timeout_s: float = 15.0) -> None:
+    """Poll a server-side condition (a twin's params after a reset swaps engines) until it holds."""
+    for _ in range(int(timeout_s * 10)):
+        if pred():
+            return
+        pg.wait_for_timeout(100)
+    raise AssertionError(f"never {what} within {timeout_s:g} s")
+
+
 def wait_update(pg) -> None:
     """Wait until the status strip shows a newer sim time than now (the page got a live update)."""
     t0 = sim_time(pg)
@@ -207,11 +216,7 @@ def test_an_uploaded_trace_is_offered_and_replayed(browser_page, live_server, ar
     wait_text(pg, "#ctl-msg", r"trace class-demo\.jsonl \(uploaded\)")
     try:
         pg.wait_for_function("() => /live|paused/i.test(document.querySelector('#ctl-status-state').innerText)")
-        for _ in range(50):                      # the engine swap lands within a loop iteration
-            if reg.shared().run == run + 1:
-                break
-            pg.wait_for_timeout(100)
-        assert reg.shared().run == run + 1
+        until(pg, lambda: reg.shared().run == run + 1, "the reset's engine swapped in")
         assert len(reg.shared()._engine.source.workload) == 300
     finally:
         reg.shared().control("reset", {"scenario": "default", "trace": None})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_e2e import cy_node_center, wait_live, wait_text
+from test_e2e import cy_node_center, until, wait_live, wait_text
 
 pytestmark = pytest.mark.e2e
 
@@ -84,11 +84,8 @@ def test_a_link_opens_paper_decode_at_50x_in_chinese(browser_page, live_server):
     assert pg.evaluate("() => document.documentElement.lang").startswith("zh")
     (key,) = reg.sandboxes()
     tw = reg.get(key)
-    for _ in range(50):                         # the engine swap lands within a loop iteration
-        if tw.params.scenario == "paper-decode":
-            break
-        pg.wait_for_timeout(100)
-    assert tw.params.scenario == "paper-decode" and tw.speed == 50.0
+    until(pg, lambda: tw.params.scenario == "paper-decode", "the link's reset swapped in")
+    assert tw.speed == 50.0
     assert (reg.shared().params.scenario, reg.shared().speed) == shared
     pg.goto(pg.base_url + "/?speed=fast&lang=en")
     wait_text(pg, "#ctl-msg", "speed = 'fast': allowed 1 to 1000")
