@@ -18,6 +18,7 @@ from twin.ui import failpanels
 from twin.ui import faultconsole
 from twin.ui import faultreport
 from twin.ui import faulttable
+from twin.engine.faults import rows as faultrows
 from twin.ui import eventtext
 from twin.ui import faultview
 from twin.ui import figures
@@ -449,8 +450,8 @@ def download_csv(_csv, _json, choice):
     snap = twin_for(choice)[0].snapshot
     rows = faultreport.export_rows(snap)
     if ctx.triggered_id == f"{P}-json":
-        return dcc.send_string(faulttable.json_text(rows), faultreport.file_name(snap, "json"))
-    return dcc.send_string(faulttable.csv_text(rows), faultreport.file_name(snap, "csv"))
+        return dcc.send_string(faultrows.json_text(rows), faultreport.file_name(snap, "json"))
+    return dcc.send_string(faultrows.csv_text(rows), faultreport.file_name(snap, "csv"))
 
 
 @dash.callback(

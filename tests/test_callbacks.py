@@ -17,6 +17,7 @@ from dash._utils import AttributeDict
 
 from twin.live import session
 from twin.engine.commands import InjectFault
+from twin.engine.faults import rows as faultrows
 from twin.ui import figures
 from twin.ui.polling import beat
 
@@ -659,7 +660,6 @@ def test_failures_locked_twin_refuses_and_says_why(failures, dash_app):
 
 
 def test_failures_tick_table_marks_and_patches(failures, twin_registry):
-    from twin.ui import faulttable
     fl = failures
     tw = twin_registry.shared()
     tw.control("speed", "max")
@@ -705,7 +705,7 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
     live = upd["live"]
     assert live["ndown"] and live["view"] == "supernode"                  # n20 drawn as failed
     assert size(upd) < 30_000
-    rows = faulttable.rows(tw.snapshot.faults, tw.snapshot.sim_time)
+    rows = faultrows.rows(tw.snapshot.faults, tw.snapshot.sim_time)
     assert rows[0]["slo_before"] is not None and rows[0]["state"] == "recovered"
 
 

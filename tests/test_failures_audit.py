@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
-from dash import dcc, no_update
+from dash import no_update
 
 from test_callbacks import _components, failures, pages  # noqa: F401 (fixtures)
 

@@ -11,6 +11,7 @@ import numpy as np
 from twin.engine.accounting import fault_windows
 from twin.engine.faults import Fault, FaultManager
 from twin.ui import faulttable
+from twin.engine.faults import rows as faultrows
 
 from test_callbacks import failures  # noqa: F401 (fixture)
 
@@ -39,9 +40,9 @@ def test_a_later_faults_numbers_stay_out_of_an_earlier_faults_row():
     assert (first["slo_before"], first["slo_during"]) == (1.0, 1.0)
     assert (second["goodput_before"], second["goodput_during"]) == (100.0, 40.0)
     assert (second["slo_before"], second["slo_during"]) == (1.0, None)               # no completions
-    row = faulttable.rows([second], 300.0)[0]
+    row = faultrows.rows([second], 300.0)[0]
     assert faulttable._cells(row)[11].children == "100.0 → no completions"
-    fresh = faulttable.rows([dict(second, goodput_during=None, slo_during=None)], 200.5)[0]   # no interval ended yet
+    fresh = faultrows.rows([dict(second, goodput_during=None, slo_during=None)], 200.5)[0]   # no interval ended yet
     assert faulttable._cells(fresh)[11].children == "100.0 → …" and faulttable._cells(fresh)[10].children == "100 → …"
 
 
@@ -100,18 +101,18 @@ def test_a_30_s_p99_tpot_is_clipped_and_named_instead_of_flattening_the_chart():
 
 
 def test_the_fault_table_downloads_as_csv():
-    rows = faulttable.rows([{"id": 2, "kind": "l2", "target": "sp2/l2-5", "at_s": 30.0, "detect_s": None, "recover_s": 2.5,
+    rows = faultrows.rows([{"id": 2, "kind": "l2", "target": "sp2/l2-5", "at_s": 30.0, "detect_s": None, "recover_s": 2.5,
                      "served_s": 2.5, "requests_affected": 5, "requeued": 0, "recomputed": 0, "lost": 0,
                      "goodput_before": 100.0, "goodput_during": 90.0, "slo_before": 1.0, "slo_during": None,
                      "active": False},
                     {"id": 1, "kind": "cpu", "target": "n05/cpu0", "at_s": 10.0, "active": True}], 40.0)
-    assert faulttable.csv_text(rows).splitlines() == [
+    assert faultrows.csv_text(rows).splitlines() == [
         "id,kind,target,at_s,detect_s,recover_s,requests_affected,requeued,recomputed,lost,goodput_before,"
         "goodput_during,goodput_after,slo_before,slo_during,slo_after,state,impact",
         "1,cpu,n05/cpu0,10.0,,,,,,,,,,,,,active,not measured yet",
         "2,l2,sp2/l2-5,30.0,,2.5,5,0,0,0,100.0,90.0,,1.0,,,recovered,\"goodput fell 10 % until service was "
         "restored; 5 requests affected, 0 requeued, 0 recomputed, none lost\""]
-    assert json.loads(faulttable.json_text(rows))[1]["impact"].startswith("goodput fell 10 %")
+    assert json.loads(faultrows.json_text(rows))[1]["impact"].startswith("goodput fell 10 %")
 
 
 def test_the_csv_button_sends_the_viewed_twins_table(failures, twin_registry):   # noqa: F811

@@ -15,6 +15,7 @@ from twin.engine.faults.manager import SNAPSHOT_FAULTS
 from twin.topology import static
 from twin.ui import faultreport
 from twin.ui import faulttable
+from twin.engine.faults import rows as faultrows
 from twin.ui import theme
 from twin.ui import topolive
 from twin.ui import topostyle
@@ -155,7 +156,7 @@ def test_every_fault_kind_has_short_words():
 
 def _report(i):
     return {**_strike(i, float(i)), "detect_s": None, "requests_affected": 0, "requeued": 0, "recomputed": 0,
-            "lost": 0, **{k: 1.0 for k in faulttable.MEASURED}, "note": "", "final": True}
+            "lost": 0, **{k: 1.0 for k in faultrows.MEASURED}, "note": "", "final": True}
 
 
 def test_export_and_reports_cover_the_archive_not_only_the_snapshot():
@@ -164,7 +165,7 @@ def test_export_and_reports_cover_the_archive_not_only_the_snapshot():
                            scenario="default", deployment="cloudmatrix-infer-paper", seed=3)
     rows = faultreport.export_rows(snap)
     assert [r["id"] for r in rows] == list(range(1, 51))
-    assert faulttable.csv_text(rows).count("\n") == 51
+    assert faultrows.csv_text(rows).count("\n") == 51
     assert faultreport.find(snap, 7)["id"] == 7 and faultreport.find(snap, "50")["id"] == 50 and faultreport.find(snap, 51) is None
     assert faultreport.file_name(snap, "csv") == "faults-default-cloudmatrix-infer-paper-seed3-t123s.csv"
     assert faultreport.final(_report(3)) and not faultreport.final({**_report(3), "final": False})

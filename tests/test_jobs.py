@@ -104,7 +104,7 @@ def test_queue_position_progress_and_cancel_of_a_running_and_a_queued_job():
     pool = JobPool(workers=1)
     run = pool.submit("test", sleeper, (20,), total=200, cost_s=30, client="c1", addr="a1")
     queued = pool.submit("test", report, (), total=1, cost_s=5, client="c2", addr="a2")
-    v = _wait(pool, run, "c1", states=("running",))
+    _wait(pool, run, "c1", states=("running",))
     q = pool.view(queued, "c2")
     assert q["state"] == "queued" and q["position"] == 1 and q["wait_s"] > 0
     end = time.monotonic() + 20

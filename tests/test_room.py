@@ -66,7 +66,7 @@ def test_a_sandbox_waits_for_the_viewers_requests_in_flight(dash_app, monkeypatc
         time.sleep(1.0)
 
         def slices_in(seconds: float) -> int:
-            n, calls = 0, []
+            calls = []
             real = tw._engine.advance
 
             def counted(t):

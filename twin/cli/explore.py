@@ -4,8 +4,6 @@ Errors follow the CLI's rule: one line naming the flag and what is allowed, exit
 as ValueError before any work starts (twin.cli.main.main prints them)."""
 from __future__ import annotations
 
-import argparse
-
 from twin.cli.args import add_setting, dumps, name, number, out_path
 from twin.explore import executor as runner
 from twin.cli.explore_bench import bench

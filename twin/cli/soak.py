@@ -95,7 +95,7 @@ def soak(minutes: float, warmup_s: float, fault_gap_s: float, pollers: int, peri
     end = t0 + warmup_s + minutes * 60
     samples: list[tuple[float, float]] = []
     last_print = 0.0
-    while (now := time.monotonic()) < end:
+    while time.monotonic() < end:
         time.sleep(SAMPLE_S)
         el = time.monotonic() - t0
         if el >= warmup_s:

@@ -77,7 +77,7 @@ def _ems(dep: dict, sc: dict, v: str) -> None:
     if v == "off":
         dep["ems_nodes"] = 0
     elif not dep["ems_nodes"]:
-        raise ValueError(f"the deployment has no EMS nodes (ems_nodes = 0); allowed: off")
+        raise ValueError("the deployment has no EMS nodes (ems_nodes = 0); allowed: off")
     else:
         dep["cache_plane"] = v
 

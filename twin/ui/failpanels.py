@@ -9,6 +9,7 @@ from dash import html, no_update
 from twin.ui import eventtext
 from twin.ui import faultconsole
 from twin.ui import faulttable
+from twin.engine.faults import rows as faultrows
 from twin.ui import faultview
 from twin.ui import figures
 from twin.ui import guard
@@ -84,7 +85,7 @@ def panels(snap) -> dict:
     signatures it has, so a part is sent only when it changed."""
     now = float(snap.sim_time)
     reports, failed, hist = list(snap.faults or ()), list(snap.failed or ()), snap.history
-    rows = faulttable.rows(reports, now)
+    rows = faultrows.rows(reports, now)
     summary = snap.fault_summary or {}
     evs = [e for e in (snap.events or ()) if e.get("kind") in faulttable.TIMELINE_KINDS][-14:]
     marks = faulttable.marks(reports, now, window_start(hist))

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dash import html
 
 from twin.ui import components
-from twin.ui.faulttable import CLOSE, KIND_LABEL, LINK, impact, rows, state
+from twin.engine.faults.rows import impact, rows, state
+from twin.ui.faulttable import CLOSE, KIND_LABEL, LINK
 from twin.ui.lang import N_, _
 
 

@@ -14,7 +14,7 @@ from twin.ui import components
 from twin.ui import theme
 from twin.ui.faultview import ELEMENT_LABEL, KIND_LABEL, element_kind
 from twin.ui.lang import N_, _, unit
-from twin.engine.faults.rows import CSV_FIELDS, MEASURED, csv_text, impact, json_text, num, rows, state  # noqa: F401
+from twin.engine.faults.rows import num
 
 
 # ---- chart marks -------------------------------------------------------------------------------------
