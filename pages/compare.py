@@ -67,12 +67,16 @@ def curves_figure(d: dict) -> dict:
     return fig
 
 
+EP_TICKS = (8, 16, 32, 64, 128, 320)   # labelled degrees on the log axis (320: the paper's), the rest on hover
+
+
 def ep_figure(d: dict) -> dict:
     """Decode throughput per chip against EP degree, per system."""
     return _lines(d["ep_sweep"], "decode_ep",
                   lambda r: f"{r['fabric']}, " + _("batch %(b)s per chip") % {"b": r["batch_per_chip"]}
                   + f", TPOT {r['tpot_ms']:.1f} {lang.unit('ms')}",
-                  "%{text}<br>EP%{x}: %{y:.0f} " + _("tok/s per chip"), _("decode EP degree"), type="log")
+                  "%{text}<br>EP%{x}: %{y:.0f} " + _("tok/s per chip"), _("decode EP degree"), type="log",
+                  tickvals=EP_TICKS, minor={"showgrid": False})
 
 
 def bars_figure(d: dict) -> dict:

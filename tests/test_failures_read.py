@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from twin.engine.accounting import fault_windows
+from twin.engine.accounting import fault_windows, rise_in
 from twin.engine.faults import Fault, FaultManager
 from twin.ui import faulttable
 from twin.engine.faults import rows as faultrows
@@ -44,6 +44,40 @@ def test_a_later_faults_numbers_stay_out_of_an_earlier_faults_row():
     assert faulttable._cells(row)[11].children == "100.0 → no completions"
     fresh = faultrows.rows([dict(second, goodput_during=None, slo_during=None)], 200.5)[0]   # no interval ended yet
     assert faulttable._cells(fresh)[11].children == "100.0 → …" and faulttable._cells(fresh)[10].children == "100 → …"
+
+
+def test_a_rise_is_the_second_half_of_a_window_over_its_first():
+    t = np.arange(1.0, 61.0)
+    assert rise_in(t, np.where(t <= 30, 100.0, 150.0), (0.0, 60.0)) == 0.5
+    assert rise_in(t, np.full(60, 80.0), (0.0, 60.0)) == 0.0
+    assert rise_in(t, np.where(t <= 30, 0.0, 50.0), (0.0, 60.0)) is None       # nothing before to compare with
+    assert rise_in(t, np.full(60, 80.0), (60.0, 120.0)) is None                 # no interval in the window
+
+
+def test_a_fault_while_goodput_still_rises_claims_no_change():
+    t = list(range(1, 401))
+    good = [x * 1000.0 if x <= 100 else 100_000.0 for x in t]       # warming up for 100 s, then steady
+    fm = _manager({"t": t, "goodput_tps": good, "slo_attainment": [1.0] * 400}, now=400.0)
+    fm.faults = [Fault(1, "l2", "sp2/l2-5", 50.0, recover_s=100.0), Fault(2, "l2", "sp2/l2-6", 300.0, recover_s=50.0)]
+    early, late = faultrows.rows(fm.report(), 400.0)
+    assert early["goodput_rise_before"] == round(38 / 13 - 1, 3)       # halves of (0, 50]: means 13k and 38k
+    assert late["goodput_rise_before"] == 0.0
+    cell = faulttable._cells(early)[10]
+    assert cell.children == "25.5k → 87.8k (not steady before)" and "rose 192 %" in cell.title
+    assert faultrows.impact(early).startswith("not comparable: goodput was still rising when it struck (+192 %")
+    assert faulttable._cells(late)[10].children == "100.0k → 100.0k (+0 %)"
+    assert faultrows.impact(late) == "no impact, because no request was on the part"
+
+
+def test_on_the_default_scenario_a_fault_in_the_first_minute_is_marked_not_steady():
+    from twin.engine import Engine
+    from twin.engine.commands import InjectFault
+    eng = Engine(scenario="default", seed=0)
+    eng.submit(InjectFault({"kind": "l2", "target": "sp2/l2-5", "at_s": 60.0, "duration_s": 5}))
+    eng.advance(70.0)
+    (row,) = faultrows.rows(eng.snapshot().faults, 70.0)
+    assert row["goodput_rise_before"] > 1.0 and faultrows.rising(row) == row["goodput_rise_before"]
+    assert "not steady before" in faulttable._cells(row)[10].children
 
 
 def test_each_fault_appears_once_in_the_timeline():
@@ -108,9 +142,9 @@ def test_the_fault_table_downloads_as_csv():
                     {"id": 1, "kind": "cpu", "target": "n05/cpu0", "at_s": 10.0, "active": True}], 40.0)
     assert faultrows.csv_text(rows).splitlines() == [
         "id,kind,target,at_s,detect_s,recover_s,requests_affected,requeued,recomputed,lost,goodput_before,"
-        "goodput_during,goodput_after,slo_before,slo_during,slo_after,state,impact",
-        "1,cpu,n05/cpu0,10.0,,,,,,,,,,,,,active,not measured yet",
-        "2,l2,sp2/l2-5,30.0,,2.5,5,0,0,0,100.0,90.0,,1.0,,,recovered,\"goodput fell 10 % until service was "
+        "goodput_during,goodput_after,slo_before,slo_during,slo_after,goodput_rise_before,state,impact",
+        "1,cpu,n05/cpu0,10.0,,,,,,,,,,,,,,active,not measured yet",
+        "2,l2,sp2/l2-5,30.0,,2.5,5,0,0,0,100.0,90.0,,1.0,,,,recovered,\"goodput fell 10 % until service was "
         "restored; 5 requests affected, 0 requeued, 0 recomputed, none lost\""]
     assert json.loads(faultrows.json_text(rows))[1]["impact"].startswith("goodput fell 10 %")
 

@@ -39,6 +39,19 @@ def mean_in(t: np.ndarray, v: np.ndarray, window: tuple[float, float]) -> float 
     return round(float(vals.mean()), 2) if len(vals) else None
 
 
+def rise_in(t: np.ndarray, v: np.ndarray, window: tuple[float, float]) -> float | None:
+    """How much v rose across the window: the mean of its second half over the mean of its first,
+    minus 1, to 3 decimals (0.25: a quarter higher by the end). None when a half held no interval
+    or the first half's mean is not positive. A fault's "before" that is still rising was measured
+    while the twin warmed up, so comparing it with "during" says nothing about the fault."""
+    t0, t1 = window
+    mid = (t0 + t1) / 2
+    first, second = mean_in(t, v, (t0, mid)), mean_in(t, v, (mid, t1))
+    if first is None or second is None or first <= 0:
+        return None
+    return round(second / first - 1.0, 3) + 0.0      # + 0.0: never "-0"
+
+
 class Accounting:
     """Per-interval traffic of one engine's instances, handed to `metrics.cur`."""
 

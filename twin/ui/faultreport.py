@@ -10,7 +10,7 @@ from __future__ import annotations
 from dash import html
 
 from twin.ui import components
-from twin.engine.faults.rows import impact, rows, state
+from twin.engine.faults.rows import RISE, impact, rising, rows, state
 from twin.ui.faulttable import CLOSE, KIND_LABEL, LINK
 from twin.ui.lang import N_, _
 
@@ -73,6 +73,9 @@ ROWS = (   # label, value from the report
     (N_("requests affected / requeued / recomputed / lost"),
      lambda r: " / ".join(str(int(r.get(k) or 0)) for k in ("requests_affected", "requeued", "recomputed", "lost"))),
     (N_("goodput before / during / after (tok/s)"), lambda r: _trio(r, "goodput", components.fmt)),
+    (N_("goodput over the minute before"), lambda r: "–" if r.get(RISE) is None else (
+        f"{r[RISE] * 100:+.0f} %" + (" · " + _("not steady: before against during is the run's change, not the "
+                                               "fault's") if rising(r) is not None else ""))),
     (N_("SLO attainment before / during / after (%)"), lambda r: _trio(r, "slo", components.pct)),
 )
 

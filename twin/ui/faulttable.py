@@ -14,7 +14,7 @@ from twin.ui import components
 from twin.ui import theme
 from twin.ui.faultview import ELEMENT_LABEL, KIND_LABEL, element_kind
 from twin.ui.lang import N_, _, unit
-from twin.engine.faults.rows import num
+from twin.engine.faults.rows import num, rising
 
 
 # ---- chart marks -------------------------------------------------------------------------------------
@@ -125,13 +125,18 @@ def _secs(v, pending: str = "…") -> str:
     return pending if f is None else f"{f:,.1f} {unit('s')}"
 
 
-def _change(before, during, fmt, unit: str = "", missing: str = "…") -> html.Td:
+def _change(before, during, fmt, unit: str = "", missing: str = "…", rise: float | None = None) -> html.Td:
     """A "before → during (±x %)" cell, red when the value fell by more than 5 %; `missing` stands
-    for a during value not measured."""
+    for a during value not measured; `rise` (rows.rising) for a "before" still rising: no change is
+    claimed, since the run, not the fault, moved the value."""
     if before is None and during is None:
         return html.Td("–", className="muted")
     if during is None:
         return html.Td(f"{fmt(before)} → {missing}", className="chg chg-bad" if missing != "…" else "chg")
+    if rise is not None:
+        return html.Td(f"{fmt(before)} → {fmt(during)}{unit} (" + _("not steady before") + ")", className="chg muted",
+                       title=_("Goodput rose %(pct)s %% over the minute before the fault (the twin warming up, or a "
+                               "burst): the change is the run's, not the fault's") % {"pct": f"{rise * 100:.0f}"})
     delta = (during - before) / before if before else None
     cls = "chg chg-bad" if delta is not None and delta < -0.05 else "chg"
     return html.Td(f"{fmt(before)} → {fmt(during)}{unit}" + (f" ({delta * 100:+.0f} %)" if delta is not None else ""),
@@ -177,7 +182,8 @@ def _cells(r: dict) -> list:
         html.Td(components.fmt(r.get("requeued")) if started else dash),
         html.Td(components.fmt(r.get("recomputed")) if started else dash),
         html.Td(str(lost), className="lost-ok" if lost == 0 else "lost-bad"),
-        _change(r.get("goodput_before"), r.get("goodput_during"), components.fmt) if started else html.Td(dash),
+        _change(r.get("goodput_before"), r.get("goodput_during"), components.fmt, rise=rising(r))
+        if started else html.Td(dash),
         # an interval ended in the window (goodput measured) but nothing completed: a hang, not 100 %
         _change(r.get("slo_before"), r.get("slo_during"), _pct,
                 missing=_("no completions") if r.get("goodput_during") is not None else "…")

@@ -12,9 +12,10 @@ import numpy as np
 from twin.model.config import CATALOG_DIR, CatalogError
 from twin.i18n import N_
 from twin.engine.ems.pool import ModelCache
+from twin.engine.faults.rows import RISE
 from twin.topology import TopologyError, parse
 from twin.workload import brief
-from twin.engine.accounting import fault_windows, mean_in
+from twin.engine.accounting import BEFORE_S, fault_windows, mean_in, rise_in
 
 # kind -> element kinds it may target ("link:l1-l2" = an optical L1-L2 link)
 KINDS = {
@@ -134,17 +135,18 @@ class Fault:
         for key, series in MEASURES:
             for name, window in (("before", before), ("during", during), ("after", after)):
                 out[f"{key}_{name}"] = mean_in(t, history[series], window) if window[1] <= now + 1e-9 else None
+        # the run's trend, whatever the fault's length: over the whole minute before it
+        out[RISE] = (rise_in(t, history["goodput_tps"], (max(self.at_s - BEFORE_S, 0.0), self.at_s))
+                     if self.at_s <= now + 1e-9 else None)
         return {**out, **self.frozen, "active": self.active, "note": self.note,
                 "final": self.settled and not self.active}     # over, "after" frozen: the report is settled
 
     def freeze(self, report: dict) -> None:
         """Keep the before / during / after numbers of `report` measured so far, for good: the
         metrics history is a rolling window, and a fault's report must outlive it."""
-        for key, _series in MEASURES:
-            for name in ("before", "during", "after"):
-                k = f"{key}_{name}"
-                if report.get(k) is not None:
-                    self.frozen.setdefault(k, report[k])
+        for k in (*(f"{key}_{name}" for key, _series in MEASURES for name in ("before", "during", "after")), RISE):
+            if report.get(k) is not None:
+                self.frozen.setdefault(k, report[k])
 
 
 def check_spec(spec: dict, topo, now: float, fault_id: int = 1) -> Fault:
