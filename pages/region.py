@@ -15,7 +15,7 @@ from twin.live import jobs
 from twin.region import ROUTERS, names, pagejob, region
 from twin.region.driver import CACHE_REUSE, member_seed, parse_fault
 from twin.region.routing import AFFINITY_SLACK
-from twin.ui import components, guard, jobform, lang, theme
+from twin.ui import components, figures, guard, jobform, lang, theme
 from twin.ui.errors import explain
 from twin.ui.lang import N_, _, unit
 
@@ -423,8 +423,11 @@ FIG_INFO = N_("Simulated by the twin's region model. Bars: requests the global r
 
 def figure(rep: dict | None) -> dict:
     """Requests routed to each supernode (bars; a failed one red, labelled) and its TTFT p50 (dots);
-    empty axes before a run."""
-    per = rep["supernodes"] if rep else []
+    a line saying so before a run (no axes with nothing on them)."""
+    if not rep:
+        return figures.empty_figure(message=_("Run a region: its supernodes' requests and TTFT appear here"),
+                                    height=300)
+    per = rep["supernodes"]
     x = [_("supernode %(i)s") % {"i": s["supernode"]} for s in per]
     failed = {s["supernode"]: s["failed_at_s"] for s in per if s["status"] == "failed"}
     bars = {"type": "bar", "name": _("requests routed"), "x": x, "y": [s["routed"] for s in per],

@@ -105,6 +105,7 @@ def test_the_page_in_chinese_shows_no_english(R, report, link_report, dash_app):
         out = R.progress_view(job)
         texts = _texts([out[2], out[3], out[5], out[7], R.detail(report, 0), R.detail(report, 1)], [])
         texts += [t["name"] for t in R.figure(report)["data"]]
+        texts += [a["text"] for a in R.figure(None)["layout"]["annotations"]]     # before a run: a line, not bare axes
         texts = _texts([R.results(link_report[0]), R.link_lines({**report, "link_faults": [
             {"link": [0, 1], "at_s": 2.5, "for_s": None, "down_s": 3.0, "up_s": None}]})], texts)
         assert any("链路故障" in t for t in texts) and any("未计入" in t for t in texts)
