@@ -223,7 +223,15 @@ def timeline_figure(view: dict) -> dict:
         yaxis2={"title": {"text": "req/s"}, "rangemode": "tozero", "domain": [0, 0.42], "anchor": "x2"},
         yaxis3={"title": {"text": _("utilisation")}, "overlaying": "y2", "side": "right", "anchor": "x2",
                 "range": [0, 1], "tickformat": ".0%", "showgrid": False},
-        title={"text": _("%(policy)s: %(n)s switches") % {"policy": view["params"]["policy"], "n": view["moves"]}})}
+        title={"text": _("%(policy)s: %(what)s") % {"policy": view["params"]["policy"], "what": switches_text(view)}})}
+
+
+def switches_text(view: dict) -> str:
+    """How many switches the day has made, saying how many a change of policy made at once (a
+    dedicated split itself never switches: the comparison's row says 0)."""
+    k = view.get("policy_moves") or 0
+    return (_("%(n)s switches, %(k)s of them when the policy was changed") if k else _("%(n)s switches")) % {
+        "n": view["moves"], "k": k}
 
 
 def live_line(view: dict | None, scenario: str) -> str:
@@ -237,7 +245,7 @@ def live_line(view: dict | None, scenario: str) -> str:
              _("policy %(p)s") % {"p": view["params"]["policy"]},
              _("%(t)s NPUs training, %(s)s switching, %(d)s draining") % {
                  "t": f"{n['training']:g}", "s": f"{n['switching']:g}", "d": f"{n['draining']:g}"},
-             _("%(m)s switches, %(k)s training steps") % {"m": view["moves"], "k": f"{view['steps']:,.0f}"}]
+             switches_text(view), _("%(k)s training steps") % {"k": f"{view['steps']:,.0f}"}]
     if f:
         parts.append(_("supernode utilisation %(u)s over the last %(h)s h") % {
             "u": _pct(f["supernode_util"]), "h": f"{f['hours']:.1f}"})

@@ -363,6 +363,7 @@ def test_a_live_policy_change_moves_groups_through_drain_and_switch(const):
     eng.submit(live.SetCoPool({"policy": "inference-only"}))
     eng.advance(0.0)
     assert [w["to"] for w in pool.switches[3:]] == ["serving"] * 3 and pool.moves == 6
+    assert pool.policy_moves == 6 and eng.snapshot().cloud["policy_moves"] == 6   # every move came from a change
     eng.advance(65 / 144 + 1e-6)
     assert pool.lent() == [] and all(g.inst.alive for g in pool.groups)
     eng.advance(10)

@@ -146,6 +146,8 @@ def test_the_timeline_has_two_panels_and_its_switches_are_one_marker_trace(cloud
             "npus": {"prefill": 128, "decode": 192, "training": 64}, "switches": moves, "moves": len(moves)}
     fig = cloud.timeline_figure(view)
     lay = fig["layout"]
+    assert lay["title"]["text"] == "copool: 26 switches"
+    assert cloud.switches_text({**view, "policy_moves": 7}) == "26 switches, 7 of them when the policy was changed"
     assert not lay.get("shapes")                                          # no line per switch
     marks = [t for t in fig["data"] if t.get("mode") == "markers"]
     assert len(marks) == 1 and len(marks[0]["x"]) == len(moves) == 26

@@ -127,6 +127,7 @@ class CoPool:
     keep_rows: int | None = None        # timeline rows kept (None: all; the live twin bounds it)
     keep_switches: int = 100_000        # switch records kept (`moves` counts them all)
     moves: int = 0
+    policy_moves: int = 0               # of `moves`, those made at once by a change of policy (configure)
 
     def __post_init__(self):
         eng, p = self.eng, self.params
@@ -202,12 +203,14 @@ class CoPool:
         self._view_params = params.model_dump()
         if params.policy == "copool":
             return
+        before = self.moves
         for g in self.lent():
             if g not in keep and g.state != "to_serving":
                 self.reclaim(g, said(N_("policy %(policy)s"), policy=params.policy))
         for g in keep:
             if g.state in ("serving", "to_serving"):
                 self.lend(g, said(N_("policy %(policy)s"), policy=params.policy))
+        self.policy_moves += self.moves - before
         self._quiet_until = 0.0
 
     def view(self) -> dict:
@@ -217,6 +220,7 @@ class CoPool:
             npus["draining" if g.state == "draining" else g.account] += g.npus
         return {"params": self._view_params, "timeline": tuple(self.timeline),
                 "switches": tuple(self.switches[-VIEW_SWITCHES:]), "moves": self.moves,
+                "policy_moves": self.policy_moves,
                 "steps": round(self.steps, 1), "clock_h": round(self.clock_h(), 2), "npus": npus,
                 "groups": {k: sum(g.kind == k for g in self.groups) for k in ("prefill", "decode")},
                 "period_s": self.eng.scenario.diurnal_period_s, "compression": self.compression,
