@@ -35,6 +35,7 @@ def test_explorer_sweep_in_the_background(browser_page, artifacts, monkeypatch, 
     pg.hover("#ex-pareto")
     assert pg.query_selector("#ex-pareto .modebar-btn[data-title*='png' i]")    # export as PNG
     wait_live(pg)
+    pg.evaluate("() => window.scrollTo(0, 0)")        # hovering scrolled: a full-page shot then shifts the sticky header
     pg.screenshot(path=str(artifacts / "explorer.png"), full_page=True)
     assert pg.errors == [], pg.errors
 

@@ -5,7 +5,9 @@
     python -m twin.cli.screenshots --only failures --warmup 0   # one page (the failures shot replays a demo)
 
 Every page is shot at the laptop size (--width x --height) and again at a phone's 390x844 as
-<name>-phone.png, so the README shows, and a reviewer can check, both layouts.
+<name>-phone.png, so the README shows, and a reviewer can check, both layouts. The Explorer's and
+the Region's laptop shots show a finished background job: they are the browser tests' (copied from
+test-artifacts/e2e), not taken here.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ SHOTS = (("overview", "/", None), ("topology", "/topology", None), ("topology-no
          ("lessons", "/lessons", None), ("validation", "/validation", None), ("explorer", "/explorer", None),
          ("compare", "/compare", None), ("cloud", "/cloud?scenario=copool-day", None), ("glossary", "/glossary", None),
          ("failures", "/failures", "node-power-loss"))   # a demo replayed past its recovery
+FROM_E2E = ("explorer",)   # laptop shots of a finished job: the browser test's (test-artifacts/e2e), copied by hand
 PHONE = (390, 844)       # a phone's viewport in CSS pixels (assets/60_phone.css applies below 700)
 
 # the topology drawing has its live data merged in (some element coloured by how busy it is)
@@ -85,7 +88,7 @@ def main(argv=None) -> int:
             for (w, h), suffix in (((a.width, a.height), ""), (PHONE, "-phone")):
                 pg.set_viewport_size({"width": w, "height": h})
                 for name, path, demo in SHOTS:
-                    if only and name not in only:
+                    if (only and name not in only) or (name in FROM_E2E and not suffix):
                         continue
                     pg.goto(base + path)
                     pg.wait_for_timeout(3500)
