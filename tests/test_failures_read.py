@@ -65,6 +65,11 @@ def test_a_fault_while_goodput_still_rises_claims_no_change():
     cell = faulttable._cells(early)[10]
     assert cell.children == "25.5k → 87.8k (not steady before)" and "rose 192 %" in cell.title
     assert faultrows.impact(early).startswith("not comparable: goodput was still rising when it struck (+192 %")
+    from twin.ui import faultreport
+    report = str(faultreport.panel(fm.report()[0], 400.0))
+    assert "+192 %" in report and "not steady: before against during" in report
+    assert "+0 %" in str(faultreport.panel(fm.report()[1], 400.0)) and "not steady" not in str(
+        faultreport.panel(fm.report()[1], 400.0))
     assert faulttable._cells(late)[10].children == "100.0k → 100.0k (+0 %)"
     assert faultrows.impact(late) == "no impact, because no request was on the part"
 

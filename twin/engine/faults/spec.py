@@ -137,7 +137,7 @@ class Fault:
                 out[f"{key}_{name}"] = mean_in(t, history[series], window) if window[1] <= now + 1e-9 else None
         # the run's trend, whatever the fault's length: over the whole minute before it
         out[RISE] = (rise_in(t, history["goodput_tps"], (max(self.at_s - BEFORE_S, 0.0), self.at_s))
-                     if self.at_s <= now + 1e-9 else None)
+                     if self.at_s <= now + 1e-9 and RISE not in self.frozen else None)   # frozen: kept below
         return {**out, **self.frozen, "active": self.active, "note": self.note,
                 "final": self.settled and not self.active}     # over, "after" frozen: the report is settled
 
