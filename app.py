@@ -392,6 +392,23 @@ def on_unlock(_clicks, _submit, value, secret):
     return None, _("Wrong instructor token: shared controls stay locked."), "ctl-msg msg-error"
 
 
+@dash.callback(Output("ctl-token", "data", allow_duplicate=True), *MSG,
+               Output("class-lead", "data", allow_duplicate=True),
+               Input("ctl-signout", "n_clicks"), State("ctl-token", "data"), prevent_initial_call=True)
+def on_signout(_clicks, token):
+    """Sign this tab out: the gate revokes its credential (a copy of it opens nothing any more), the
+    tab forgets it and stops leading the class."""
+    session.sessions().gate.revoke(guard.credential(token))
+    return None, _("Signed out: this tab's instructor credential is revoked."), "ctl-msg msg-ok", {"on": False}
+
+
+clientside_callback(      # Unlock while this tab holds no credential, Sign out while it holds one
+    dash.ClientsideFunction(namespace="twin", function_name="signedIn"),
+    Output("ctl-token-input", "style"), Output("ctl-unlock", "style"), Output("ctl-signout", "style"),
+    Input("ctl-token", "data"),
+)
+
+
 @dash.callback(
     Output("ctl-trace", "options"),
     Output("ctl-trace", "value"),

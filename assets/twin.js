@@ -102,6 +102,11 @@
                 showSandbox, showShared, showToken];
       },
 
+      signedIn: function (token) {
+        var hide = {display: "none"}, on = !!(token && token.ok);
+        return [on ? hide : {}, on ? hide : {}, on ? {} : hide];
+      },
+
       secret: function (_ts, data) {
         if (data) { return NU(); }
         var b = new Uint8Array(24);

@@ -80,6 +80,39 @@ def test_a_credential_expires_and_their_number_is_bounded():
     assert not any(map(g.check, creds)) and not g.check(None) and not g.check(TOKEN)
 
 
+def test_sign_out_revokes_only_this_tabs_credential(dash_app, locked):
+    """Issue 34: the tab's Sign out revokes its credential at the gate (a copy kept elsewhere opens
+    nothing any more) and stops it leading; another tab stays signed in."""
+    store, *_ = unlock(dash_app, TOKEN, ME)
+    other, *_ = unlock(dash_app, TOKEN, ME)
+    with _at(dash_app, ROOM):
+        out = triggered(dash_app.on_signout, "ctl-signout.n_clicks", 1, store)
+    assert out == (None, "Signed out: this tab's instructor credential is revoked.", "ctl-msg msg-ok", {"on": False})
+    assert "locked by the instructor" in play(dash_app, store)[0]            # the old copy is dead
+    assert "msg-ok" in play(dash_app, other)[1]
+    assert not locked.gate.revoke(store["credential"]) and not locked.gate.revoke(None)
+
+
+def test_a_changed_token_revokes_every_credential_and_who_proved_the_old_one():
+    from twin.live.gate import Gate
+    g = Gate(TOKEN)
+    creds = [g.unlock(TOKEN, f"c{i}", "10.0.0.1") for i in range(3)]
+    g.token = TOKEN                                         # the same token: nothing changes
+    assert all(map(g.check, creds))
+    g.token = "a-new-token"
+    assert not any(map(g.check, creds)) and g.unlock(TOKEN, "c0", "10.0.0.1") is None
+    for i in range(session.UNLOCK_PER_MIN_ADDRESS - 1 - 3):     # c0 is a stranger again: its address counts
+        g.unlock("guess", f"x{i}", "10.0.0.1")
+    with pytest.raises(session.ControlError, match="unlock attempts from this address"):
+        g.unlock("a-new-token", "c0", "10.0.0.1")
+    cred = g.unlock("a-new-token", "c9", "10.0.0.2")
+    assert g.check(cred)
+    g.token = None                                          # unlocked: nothing to check, and nothing kept
+    g.token = "a-third-token"
+    assert not g.check(cred)
+    assert not Gate("a-third-token").check(g.unlock("a-third-token", "c9", "10.0.0.2"))    # a new gate: none
+
+
 def test_failed_unlocks_are_logged_one_line_each_with_totals_and_bounded(dash_app, locked, caplog):
     from twin.live import gate
     caplog.set_level(logging.INFO, logger="twin.live.gate")

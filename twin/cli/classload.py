@@ -3,8 +3,8 @@
     python -m twin.cli.classload                       # 100 followers, lesson faults, gunicorn on a free port
     python -m twin.cli.classload --lessons faults,kv-cache,cloud    # one after the other: does memory level off?
 
-Each follower is an HTTP client that behaves as a following tab: it posts the shell's clock callback
-once per second (the only poll), and when the class state in the status changed (the lecturer moved
+Each follower is an HTTP client that behaves as a following tab: it joins the class (the class bar's
+`join`, as pressing Follow does), then posts the shell's clock callback once per second (the only poll), and when the class state in the status changed (the lecturer moved
 or revealed) it posts the class bar's `render` callback, as the browser's clientside `sync` would;
 on a new question it posts one answer through `send`, then tries a second one (which must be
 refused). The lecturer unlocks with the instructor token, leads (publishes each step through the
@@ -45,6 +45,7 @@ def _deps(base: str) -> dict[str, Callback]:
     pick = {
         "tick": lambda d: has_in(d, "shell-tick"),
         "render": lambda d: has_in(d, "class-state") and "class-where.children" in d["output"],
+        "join": lambda d: has_in(d, "class-follow") and "class-msg.children" in d["output"],
         "send": lambda d: has_in(d, "class-send"),
         "publish": lambda d: has_in(d, "class-pub"),
         "lecturer": lambda d: has_in(d, "class-reveal"),
@@ -98,6 +99,9 @@ class Follower(threading.Thread):
 
     def run(self) -> None:
         c, n, nxt = self.c, 0, time.monotonic()
+        out = c.post("join", "class-follow.data")        # following joins the class (before any question)
+        if (out.get("class-msg") or {}).get("children"):
+            self.refused_first.append(str(out["class-msg"]["children"]))
         while not self.stop_ev.is_set():
             n += 1
             c.values["shell-tick.n_intervals"] = n

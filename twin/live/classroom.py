@@ -3,13 +3,21 @@
 The lecturer (whoever may control the shared twin: the instructor when it is locked) *publishes*
 the lesson state (lesson, step, page, presenter mode, revealed); `public()` is the small dict the
 shell's status carries to every viewer on the polling it already does, so a following browser moves
-with it (twin.ui.classbar) and no viewer runs a loop of its own. A step with a question
-(`twin.lessons.Question`) collects one anonymous answer per browser while it is the published step
-and not yet revealed; the reveal fixes the measured answer, read from the shared twin by the same
-readers `python -m twin.lessons check` uses. Everything is in memory and bounded: MAX_ANSWERS per
-step, MAX_STEPS tallies kept (the oldest dropped), ANSWERS_PER_MIN attempts per browser and
-ANSWERS_PER_MIN_ADDRESS per address. Refusals are ControlError with English messages (translated at
-the UI by twin.ui.errors). The module never imports dash.
+with it (twin.ui.classbar) and no viewer runs a loop of its own. The reveal fixes the measured
+answer, read from the shared twin by the same readers `python -m twin.lessons check` uses.
+
+Who may answer (issue 34): a browser *joins* the class when it follows (`join`), and a step's
+question takes one anonymous answer from each browser that had joined before the question opened,
+while it is the published step and not yet revealed. So a question's answers are bounded by the
+class it was asked to, and nobody is ever refused because others answered: there is no cap on a
+question that anyone can fill. What one address can add is bounded where identities are made:
+JOINS_PER_MIN_ADDRESS new browsers a minute and MEMBERS_PER_ADDRESS in the class (its oldest gives
+way), enough for a lecture hall behind one NAT; past MAX_MEMBERS in all, the address holding the
+most gives way, so a flood from a few addresses never pushes out a student elsewhere. Until the
+reveal the distribution goes only to the lecturer (`tally(lecturer=True)`). Everything is in memory
+and bounded (members, MAX_STEPS tallies of at most MAX_MEMBERS answers each, rate-limit keys).
+Refusals are ControlError with English messages (translated at the UI by twin.ui.errors). The
+module never imports dash.
 """
 from __future__ import annotations
 
@@ -18,15 +26,20 @@ import io
 import math
 import re
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Callable
 
 from twin import lessons
 from twin.live.budget import RateLimit
 from twin.live.controls import ControlError, _throttled
 
-MAX_ANSWERS = 1000              # answers kept per step: a large lecture hall (assumption)
-MAX_STEPS = 64                  # steps whose tallies are kept; a 45-minute class uses 8 (assumption)
+MEMBERS_PER_ADDRESS = 400       # browsers in the class from one address: a large lecture hall behind one NAT (assumption)
+MAX_MEMBERS = 4000              # browsers in the class in all: ten such halls (assumption); bounds every tally
+JOINS_PER_MIN_ADDRESS = 200     # new browsers joining from one address a minute: that hall joins in 2 min (assumption)
+JOINS_PER_MIN = 12              # joins per browser a minute (a follow, or a page load while following)
+MAX_STEPS = 32                  # steps whose tallies are kept; a 45-minute class uses 8 (assumption)
 ANSWERS_PER_MIN = 12            # answer attempts per browser a minute: a step every 10 s, with a retry each
 ANSWERS_PER_MIN_ADDRESS = 1200  # ... per address: a whole room may sit behind one NAT (assumption)
 BINS = 10                       # bars of a number question's histogram
@@ -35,23 +48,37 @@ _PAGE = re.compile(r"^/[a-z-]{0,20}$")
 
 @dataclass
 class Tally:
-    """The answers to one step's question, in arrival order, one per client."""
+    """The answers to one step's question, in arrival order, one per client joined by `opened`."""
     question: lessons.Question
-    answers: OrderedDict = field(default_factory=OrderedDict)     # client -> value (float, or choice index)
+    opened: int                 # the last join counted when the question opened: later joiners wait for the next
+    answers: OrderedDict = field(default_factory=OrderedDict)     # client -> (value, network no.)
+    networks: dict = field(default_factory=dict)                  # address -> its number here (1, 2, ... anonymous)
     measured: float | None = None
     source: str = ""            # "live": read from the shared twin at the reveal; "lesson": the checked figure
+
+
+@dataclass
+class Member:
+    """A browser in the class: the address it joined from and when (the join counter)."""
+    addr: str | None
+    joined: int
 
 
 class Classroom:
     """The shared twin's class: published lesson state and per-step tallies (thread-safe)."""
 
-    def __init__(self):
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
         self._lock = threading.Lock()
         self.rev = 0
         self.state: dict = {"lesson": None, "step": None, "page": None, "presenter": False, "revealed": False}
         self._tallies: OrderedDict[tuple[str, int], Tally] = OrderedDict()
-        self._rate = RateLimit(ANSWERS_PER_MIN)
-        self._rate_addr = RateLimit(ANSWERS_PER_MIN_ADDRESS)
+        self._rate = RateLimit(ANSWERS_PER_MIN, clock=clock)
+        self._rate_addr = RateLimit(ANSWERS_PER_MIN_ADDRESS, clock=clock)
+        self._joins = RateLimit(JOINS_PER_MIN, clock=clock)
+        self._joins_addr = RateLimit(JOINS_PER_MIN_ADDRESS, clock=clock)
+        self._members: dict[str, Member] = {}                            # client -> membership
+        self._by_addr: dict[str | None, OrderedDict[str, None]] = {}     # address -> its members, oldest first
+        self._joined = 0                                                 # joins counted so far
 
     # ---- the lecturer ---------------------------------------------------------------------------
 
@@ -94,13 +121,45 @@ class Classroom:
         return value
 
     def end(self, twin, credential) -> None:
-        """Stop leading: followers stay where they are; tallies are kept (bounded) for export."""
+        """Stop leading: followers stay where they are (and in the class); tallies are kept (bounded) for export."""
         twin.require(credential)
         with self._lock:
             self.state = {"lesson": None, "step": None, "page": None, "presenter": False, "revealed": False}
             self.rev += 1
 
     # ---- the room -------------------------------------------------------------------------------
+
+    def join(self, client: str, addr: str | None) -> bool:
+        """Count `client` (from `addr`) in the class, so it may answer the questions asked from now on;
+        True if it is new here. A browser already in the class keeps its place (a reload, following
+        again); one new to the class, or joining from another address, counts against that address's
+        JOINS_PER_MIN_ADDRESS. ControlError when over a budget."""
+        _throttled(self._joins, "joining the class", client)
+        with self._lock:
+            m = self._members.get(client)
+            if m is not None and m.addr == addr:
+                return False
+        _throttled(self._joins_addr, "browsers joining the class from this address", f"addr:{addr}")
+        with self._lock:
+            m = self._members.get(client)
+            if m is not None:
+                self._drop(client)
+            else:
+                self._joined += 1
+            self._members[client] = Member(addr, m.joined if m is not None else self._joined)
+            own = self._by_addr.setdefault(addr, OrderedDict())
+            own[client] = None
+            if len(own) > MEMBERS_PER_ADDRESS:
+                self._drop(next(iter(own)))
+            if len(self._members) > MAX_MEMBERS:
+                self._drop(next(iter(max(self._by_addr.values(), key=len))))
+            return m is None
+
+    def may_answer(self, client: str, lesson, step) -> bool:
+        """Whether `client` joined the class before the question of (lesson, step) opened."""
+        with self._lock:
+            t, m = self._tallies.get((lesson, step)), self._members.get(client)
+            return t is not None and m is not None and m.joined <= t.opened
 
     def answer(self, client: str, addr: str | None, lesson, step, value) -> float:
         """Count one browser's answer to the published step's question; returns the value kept."""
@@ -116,10 +175,16 @@ class Classroom:
                 raise ControlError("this step asks no question")
             if client in t.answers:
                 raise ControlError("you already answered this step: one answer per browser")
-            if len(t.answers) >= MAX_ANSWERS:
-                raise ControlError(f"this step already has {MAX_ANSWERS} answers, the most kept")
+            m = self._members.get(client)
+            if m is None:
+                raise ControlError("this browser does not follow the class: press Follow the lecturer, "
+                                   "then answer the next question")
+            if m.joined > t.opened:
+                raise ControlError("this browser joined the class after this question was asked: "
+                                   "answer the next one")
             v = check_value(t.question, value)
-            t.answers[client] = v       # the count is in public(); rev is for the lecturer's moves
+            net = t.networks.setdefault(addr, len(t.networks) + 1)
+            t.answers[client] = (v, net)    # the count is in public(); rev is for the lecturer's moves
             return v
 
     def public(self) -> dict:
@@ -129,13 +194,15 @@ class Classroom:
             return {**self.state, "rev": self.rev, "n": len(t.answers) if t else 0,
                     "q": t is not None}
 
-    def tally(self, lesson, step) -> dict | None:
-        """The distribution of one step's answers (bars), and the measured answer once revealed."""
+    def tally(self, lesson, step, *, lecturer: bool = False) -> dict | None:
+        """The distribution of one step's answers (bars), and the measured answer once revealed: for
+        the `lecturer` (whose authority the caller checked) at any time, for anyone else only once the
+        step was revealed (None before, as for a step with no question)."""
         with self._lock:
             t = self._tallies.get((lesson, step))
-            if t is None:
+            if t is None or not (lecturer or t.measured is not None):
                 return None
-            values, q, measured, source = list(t.answers.values()), t.question, t.measured, t.source
+            values, q, measured, source = [v for v, _n in t.answers.values()], t.question, t.measured, t.source
         if q.kind == "choice":
             bars = [(c, sum(v == i for v in values)) for i, c in enumerate(q.choices)]
         else:
@@ -144,17 +211,19 @@ class Classroom:
                 "unit": q.unit, "digits": q.digits}
 
     def csv(self) -> str:
-        """Every kept answer, anonymous (the order they came in), with the measured answer per step."""
+        """Every kept answer, anonymous (the order they came in), with the network it came from (a
+        number per step: 1 for the first address seen, 2 for the next; never the address, so a flood
+        from one network stands out) and the measured answer per step."""
         out = io.StringIO()
         w = csv.writer(out)
-        w.writerow(["lesson", "step", "kind", "unit", "answer_no", "answer", "measured", "measured_from"])
+        w.writerow(["lesson", "step", "kind", "unit", "answer_no", "answer", "network", "measured", "measured_from"])
         with self._lock:
             rows = [(k, t.question, list(t.answers.values()), t.measured, t.source) for k, t in self._tallies.items()]
-        for (lesson, n), q, values, measured, source in rows:
+        for (lesson, n), q, answers, measured, source in rows:
             show = (lambda v: q.choices[int(v)]) if q.kind == "choice" else (lambda v: f"{v:.12g}")
             m = "" if measured is None else show(q.choice(measured)) if q.kind == "choice" else f"{measured:.6g}"
-            for i, v in enumerate(values, 1):
-                w.writerow([lesson, n, q.kind, q.unit, i, show(v), m, source])
+            for i, (v, net) in enumerate(answers, 1):
+                w.writerow([lesson, n, q.kind, q.unit, i, show(v), net, m, source])
         return out.getvalue()
 
     def _tally(self, lesson: str, n: int) -> Tally | None:
@@ -165,10 +234,19 @@ class Classroom:
             q = lessons.get(lesson).steps[n - 1].question
             if q is None:
                 return None
-            t = self._tallies[(lesson, n)] = Tally(q)
+            t = self._tallies[(lesson, n)] = Tally(q, self._joined)
             while len(self._tallies) > MAX_STEPS:
                 self._tallies.popitem(last=False)
         return t
+
+
+    def _drop(self, client: str) -> None:
+        """Take `client` out of the class (its answers stay counted). Called with the lock held."""
+        m = self._members.pop(client)
+        own = self._by_addr[m.addr]
+        del own[client]
+        if not own:
+            del self._by_addr[m.addr]
 
 
 def check_value(q: lessons.Question, value) -> float:

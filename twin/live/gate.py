@@ -12,7 +12,13 @@ credential, also UNLOCK_PER_MIN_ADDRESS per address and UNLOCK_PER_MIN_TOTAL in 
 held a credential this process ("proven") skips the address and total buckets, so strangers failing
 never lock out an instructor who unlocked once; it still has its own bucket. Residual limit: an
 instructor whose browser has never unlocked waits (at most a minute) if others have used up its
-address's or the total budget. The module never imports dash.
+address's or the total budget.
+
+A credential ends at its expiry, when its tab signs out (`revoke`), or when the token changes:
+assigning `Gate.token` (the one way the token changes in a running process; the environment's
+TWIN_INSTRUCTOR_TOKEN is read once, when the process builds its gate) revokes every credential and
+forgets the proven browsers, which proved only that they knew the old token. A new gate starts with
+none. The module never imports dash.
 """
 from __future__ import annotations
 
@@ -44,7 +50,7 @@ class Gate:
 
     def __init__(self, token: str | None, *, ttl_s: float = CREDENTIAL_TTL_S,
                  max_credentials: int = MAX_CREDENTIALS, clock: Callable[[], float] = time.monotonic):
-        self.token = token or None
+        self._token = token or None
         self.ttl_s, self.max_credentials, self._clock = ttl_s, max_credentials, clock
         self._per_client = RateLimit(UNLOCK_PER_MIN, clock=clock)
         self._per_addr = RateLimit(UNLOCK_PER_MIN_ADDRESS, clock=clock)
@@ -56,21 +62,37 @@ class Gate:
         self._log = LogBudget(log, LOG_LINES_PER_MIN)
 
     @property
+    def token(self) -> str | None:
+        return self._token
+
+    @token.setter
+    def token(self, value: str | None) -> None:
+        """A different token revokes every credential (and the proven browsers); the same one keeps them."""
+        value = value or None
+        with self._lock:
+            changed, self._token = value != self._token, value
+            if changed:
+                self._credentials.clear()
+                self._proven.clear()
+        if changed:
+            log.info("instructor token %s: every credential revoked", "changed" if value else "removed")
+
+    @property
     def locked(self) -> bool:
-        return bool(self.token)
+        return bool(self._token)
 
     def unlock(self, token, client: str, addr: str | None) -> str | None:
         """A new credential if `token` is the instructor's, None if it is not; ControlError (naming
         the wait) when this browser, its address or everyone together is over budget: the token is
         then not compared at all."""
         self._throttle(client, addr)
-        if not (isinstance(token, str) and self.token
-                and hmac.compare_digest(token.encode(), self.token.encode())):
+        right = self._token
+        if not (isinstance(token, str) and right and hmac.compare_digest(token.encode(), right.encode())):
             with self._lock:
                 self._wrong += 1
             self._failed("wrong token", client, addr)
             return None
-        return self._issue(client)
+        return self._issue(client, right)
 
     def check(self, credential) -> bool:
         """Whether `credential` was issued by `unlock` and has not expired (or nothing is locked)."""
@@ -84,6 +106,16 @@ class Gate:
                 del self._credentials[credential]
                 expiry = None
         return expiry is not None
+
+    def revoke(self, credential) -> bool:
+        """Sign a tab out: its credential no longer opens anything. True if it was valid."""
+        if not isinstance(credential, str):
+            return False
+        with self._lock:
+            expiry = self._credentials.pop(credential, None)
+        if expiry is not None:
+            log.info("instructor signed out")
+        return expiry is not None and expiry > self._clock()
 
     def _throttle(self, client: str, addr: str | None) -> None:
         """Count the attempt against the browser's bucket, and, for a browser not yet proven, its
@@ -102,9 +134,12 @@ class Gate:
                 self._failed(f"refused unchecked ({what})", client, addr)
                 raise ControlError(f"{what}: at most {limit.n} per minute; try again in {math.ceil(wait)} s")
 
-    def _issue(self, client: str) -> str:
+    def _issue(self, client: str, token: str) -> str | None:
+        """A credential for `client`, unless the token changed since it was compared to `token`."""
         credential = secrets.token_urlsafe(32)
         with self._lock:
+            if token != self._token:
+                return None
             self._credentials[credential] = self._clock() + self.ttl_s
             while len(self._credentials) > self.max_credentials:
                 self._credentials.popitem(last=False)

@@ -4,10 +4,13 @@ Every viewer's status already carries the shared twin's class (`twin.live.classr
 A clientside callback (assets/classbar.js `sync`) turns it into the `class-state` store only when its
 revision changes (for the lecturer also when the count does), so the server callbacks here run once
 per lecturer move, not per poll; a following browser is moved there in the browser (page, narrated
-step, presenter mode). Leaving stops the moves and keeps the page; following again jumps to the
-lecturer. The lecturer's tab publishes where it is (`publish`, authority checked on the shared
-twin), reveals, exports the tally as CSV. Answers go through `send`: one per browser per step;
-refusals in the viewer's language (twin.ui.errors).
+step, presenter mode). Following also joins the browser to the class (`join`): only browsers
+that joined before a question opened may answer it (twin.live.classroom). Leaving stops the moves
+and keeps the page; following again jumps to the lecturer. The lecturer's tab publishes where it is
+(`publish`, authority checked on the shared twin), reveals, exports the tally as CSV; its tools and
+the live tally are drawn only for a credential the gate accepts, never for the browser's own
+`class-lead` flag. Answers go through `send`: one per browser per step; refusals in the viewer's
+language (twin.ui.errors).
 """
 from __future__ import annotations
 
@@ -121,21 +124,27 @@ def figure(tally: dict, q: lessons.Question, mine: float | None) -> dict:
     return {"data": [bars], "layout": lay}
 
 
+def lecturer_here(lead, token) -> bool:
+    """Whether this tab leads the class with authority the server checked: its `class-lead` flag
+    (the tab's choice) and a credential the shared twin accepts (anyone's, when it is not locked)."""
+    return _on(lead) and session.sessions().shared().authorized(guard.credential(token))
+
+
 @dash.callback(
     Output("class-where", "children"), Output("class-ask", "children"), Output("class-unit", "children"),
     Output("class-num", "style"), Output("class-choice", "options"), Output("class-choice", "style"),
     Output("class-q", "style"), Output("class-send", "style"), Output("class-result", "children"),
     Output("class-chart-wrap", "children"), Output("class-tools", "style"),
     Input("class-state", "data"), Input("class-follow", "data"), Input("class-lead", "data"),
-    Input("class-mine", "data"),
+    Input("class-mine", "data"), Input("ctl-token", "data"), State("ctl-secret", "data"),
 )
-def render(state, follow, lead, mine):
-    """What this browser's bar shows for the published step: the question (following, not yet
-    answered), the wait, or the reveal (the room's bars, the measured answer and this browser's
-    guess); the lecturer's tools and live tally."""
+def render(state, follow, lead, mine, token, secret):
+    """What this browser's bar shows for the published step: the question (following, joined before
+    it was asked, not yet answered), the wait, or the reveal (the room's bars, the measured answer
+    and this browser's guess); for the lecturer (checked: `lecturer_here`) the tools and live tally."""
     lang = request_lang()
     st = _state(state)
-    lead = _on(lead)
+    lead = lecturer_here(lead, token)
     tools = SHOW if lead else HIDE
     if st is None:
         return ("", "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools)
@@ -144,12 +153,14 @@ def render(state, follow, lead, mine):
     q = les.steps[n - 1].question
     if q is None or not (_on(follow) or lead):
         return (where, "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools)
+    room = session.sessions().classroom
     guess = _mine(mine).get(f"{les.id}/{n}")
     revealed = bool(st.get("revealed"))
     asking = not lead and not revealed and guess is None
-    tally = session.sessions().classroom.tally(les.id, n) if (lead or revealed) else None
+    late = asking and not room.may_answer(guard.client(secret)[0], les.id, n)
+    tally = room.tally(les.id, n, lecturer=lead)       # before the reveal: the lecturer's only
     result = ""
-    if revealed and tally and tally["measured"] is not None:
+    if tally and tally["measured"] is not None:
         result = _("Measured: %(value)s") % {"value": _fmt(q, tally["measured"], lang)}
         if guess is not None:
             result += " · " + _("your answer: %(value)s") % {"value": _fmt(q, guess, lang)}
@@ -157,12 +168,32 @@ def render(state, follow, lead, mine):
                            else _("the lesson's checked figure"))
     elif guess is not None:
         result = _("Your answer: %(value)s. Waiting for the lecturer to reveal.") % {"value": _fmt(q, guess, lang)}
-    chart = components.graph("class-chart", figure(tally, q, guess), 190, _(CHART_INFO)) if tally and (lead or revealed) else None
+    elif late:
+        result = _("This browser joined the class after this question was asked: you can answer the next one.")
+    asking = asking and not late
+    chart = components.graph("class-chart", figure(tally, q, guess), 190, _(CHART_INFO)) if tally else None
     return (where, _(q.ask), _(q.unit) if q.kind == "number" else "",
             SHOW if asking and q.kind == "number" else HIDE,
             [{"label": _(c), "value": i} for i, c in enumerate(q.choices)],
             SHOW if asking and q.kind == "choice" else HIDE,
             SHOW, SHOW if asking else HIDE, result, chart, tools)
+
+
+@dash.callback(
+    Output("class-msg", "children", allow_duplicate=True), Output("class-msg", "className", allow_duplicate=True),
+    Input("class-follow", "data"), State("ctl-secret", "data"),
+    prevent_initial_call="initial_duplicate",
+)
+def join(follow, secret):
+    """A following browser joins the class (on Follow, and on each page load while following, which
+    keeps its place), so it may answer the questions asked from then on."""
+    if not _on(follow):
+        return no_update, no_update
+    try:
+        session.sessions().classroom.join(*guard.client(secret))
+    except session.ControlError as exc:
+        return _("Not in the class: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
+    return no_update, no_update
 
 
 @dash.callback(

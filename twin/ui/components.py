@@ -251,6 +251,8 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
                 dcc.Input(id="ctl-token-input", type="password", placeholder=_("instructor token"),
                           className="text-input", debounce=True, autoComplete="off"),
                 html.Button(_("Unlock"), id="ctl-unlock", className="btn", n_clicks=0),
+                html.Button(_("Sign out"), id="ctl-signout", className="btn", n_clicks=0, style={"display": "none"},
+                            title=_("End this tab's instructor credential: the shared controls lock again here")),
             ], className="field field-row", id="ctl-token-wrap"),
         ], className="setup-grid"),
     ], className="ctl-setup", id="ctl-setup")

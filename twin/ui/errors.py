@@ -102,7 +102,8 @@ FORMS = (
     N_("this step is not the one the lecturer is on: answer the current step"),
     N_("this step asks no question"),
     N_("this step asks no question: nothing to reveal"),
-    N_("this step already has %(n)s answers, the most kept"),
+    N_("this browser does not follow the class: press Follow the lecturer, then answer the next question"),
+    N_("this browser joined the class after this question was asked: answer the next one"),
     N_("answer = %(v)s: allowed a number from %(lo)s to %(hi)s"),
     N_("answer: allowed one of the %(n)s choices"),
     N_("no lesson step is published: lead the class on a lesson step first"),
@@ -128,7 +129,9 @@ WORDS = {"field": {"scenario": N_("scenario"), "deployment": N_("deployment")},
          "kind": {"prefill": N_("prefill"), "decode": N_("decode")},
          "part": {"node": N_("node"), "npu": N_("NPU"), "die": N_("NPU die"), "cpu": N_("Kunpeng CPU")},
          "where": {"supernode": N_("supernode"), "cluster": N_("cluster")}, "t": {"None": N_("(none)")},
-         "what": {"answers": N_("answers"), "answers from this address": N_("answers from this address")}}
+         "what": {"answers": N_("answers"), "answers from this address": N_("answers from this address"),
+                  "joining the class": N_("joining the class"),
+                  "browsers joining the class from this address": N_("browsers joining the class from this address")}}
 _ARTICLE = re.compile(r"^an? ")
 
 
