@@ -2,7 +2,9 @@
 follow the lecturer through three lesson steps (one student in Chinese), one leaves and stays where
 it is, then rejoins; all three answer the step's prediction, the lecturer sees the count and the bars,
 reveals, and each student's screen shows the measured answer against their own guess. A student
-cannot lead a locked twin (refused in Chinese). Screenshots: test-artifacts/e2e/class-*.png."""
+cannot lead a locked twin (refused in Chinese); a browser that follows only after the question was
+asked is told to answer the next one (issue 34); the lecturer signs out and the tools go.
+Screenshots: test-artifacts/e2e/class-*.png."""
 from __future__ import annotations
 
 import re
@@ -81,6 +83,14 @@ def test_students_follow_predict_and_see_the_reveal(chromium, live_server, artif
         students[2].click("#class-follow-btn")                        # rejoins: jumps to step 3
         _on_step(students[2], 3)
 
+        late = _page(chromium, url, "/?lang=en")                      # follows after step 3 asked its question
+        pages.append(late)
+        late.wait_for_selector("#class-follow-btn", state="visible")
+        late.click("#class-follow-btn")
+        _on_step(late, 3)
+        wait_text(late, "#class-result", "joined the class after this question was asked")
+        assert not late.is_visible("#class-num") and not late.is_visible("#class-send")
+
         guesses = ("20000", "30000", "5")
         for s, g in zip(students, guesses):
             s.wait_for_selector("#class-num", state="visible")
@@ -106,6 +116,12 @@ def test_students_follow_predict_and_see_the_reveal(chromium, live_server, artif
             s.wait_for_function("() => { const g = document.querySelector('#class-chart .js-plotly-plot'); return g && "
                                 "(g.layout.shapes || []).length === 2; }")    # measured and own guess drawn
         zh.screenshot(path=str(artifacts / "class-student-reveal-zh.png"), full_page=True)
+        lect.click("#ctl-signout")                                    # the instructor signs out
+        wait_text(lect, "#ctl-msg", "Signed out")
+        lect.wait_for_selector("#class-tools", state="hidden")
+        lect.wait_for_selector("#ctl-unlock", state="visible")
+        wait_text(lect, "#ctl-status-twin", "locked")
+        assert reg.gate._credentials == {}                            # revoked at the gate, not only forgotten
         assert all(p.errors == [] for p in pages), [p.errors for p in pages]
     finally:
         reg.gate.token = None
