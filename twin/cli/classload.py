@@ -2,6 +2,7 @@
 
     python -m twin.cli.classload                       # 100 followers, lesson faults, gunicorn on a free port
     python -m twin.cli.classload --lessons faults,kv-cache,cloud    # one after the other: does memory level off?
+    python -m twin.cli.classload --flood 1000          # and one address minting 1,000 browser secrets (issue 34)
 
 Each follower is an HTTP client that behaves as a following tab: it joins the class (the class bar's
 `join`, as pressing Follow does), then posts the shell's clock callback once per second (the only poll), and when the class state in the status changed (the lecturer moved
@@ -16,6 +17,12 @@ p50/p95; server RSS growth (the gunicorn worker's VmRSS before the followers sta
 step, the shared twin's own growth included); answers acknowledged vs in the CSV
 (lost or counted twice), second answers refused. A benchmark, not a test: it prints figures and
 exits 1 if a target is missed (poll server p95 < 100 ms, RSS growth < 50 MB, no answer lost or doubled).
+
+With `--flood N` another address (through X-Forwarded-For, the server trusting 127.0.0.1 as its
+proxy) mints N browser secrets as fast as the server lets it, joins each to the class, and answers
+every question with every identity it holds; reported: identities joined, answers counted per
+question (bounded by MEMBERS_PER_ADDRESS whatever N is), and the class's own answers, none of which
+may be refused.
 """
 from __future__ import annotations
 
@@ -36,6 +43,7 @@ from twin import lessons
 from twin.cli.loadtest import Callback, free_port, pct, start_gunicorn, stop_gunicorn
 
 TOKEN = "classload-" + secrets.token_hex(8)
+FLOOD_ADDR = "198.51.100.7"        # the flooding address (TEST-NET-2, RFC 5737)
 
 
 def _deps(base: str) -> dict[str, Callback]:
@@ -146,6 +154,48 @@ class Follower(threading.Thread):
                 self.refused_twice += 1
 
 
+class Flooder(threading.Thread):
+    """One address minting browser secrets (the attack of issue 34): it joins fresh secrets until
+    `n` were tried, and on each new question answers with every identity it holds."""
+
+    def __init__(self, base: str, cbs: dict, stop: threading.Event, n: int, addr: str = FLOOD_ADDR):
+        super().__init__(daemon=True)
+        self.c, self.stop_ev, self.n = Client(base, cbs), stop, n
+        self.c.s.headers["X-Forwarded-For"] = addr
+        self.ids: list[str] = []
+        self.tried = 0
+        self.counted: dict[tuple[str, int], int] = {}
+        self.state_rev = None
+
+    def run(self) -> None:
+        c, k = self.c, 0
+        while not self.stop_ev.is_set():
+            if self.tried < self.n:                       # mint and join, as fast as the server lets it
+                c.values["ctl-secret.data"] = secret = secrets.token_urlsafe(24)
+                self.tried += 1
+                if not (c.post("join", "class-follow.data").get("class-msg") or {}).get("children"):
+                    self.ids.append(secret)
+            k += 1
+            c.values["shell-tick.n_intervals"] = k
+            st = (c.post("tick", "shell-tick.n_intervals").get("shell-status") or {}).get("data")
+            cls = st.get("class") if isinstance(st, dict) else None
+            if cls and cls.get("rev") != self.state_rev and cls.get("q") and not cls.get("revealed"):
+                self.state_rev = cls["rev"]
+                self._answer(cls)
+            if self.tried >= self.n:
+                time.sleep(0.2)
+
+    def _answer(self, cls: dict) -> None:
+        q = lessons.get(cls["lesson"]).steps[cls["step"] - 1].question
+        c, key, n = self.c, (cls["lesson"], cls["step"]), 0
+        c.values["class-state.data"] = cls
+        c.values["class-choice.value"], c.values["class-num.value"] = 0, q.hi
+        for secret in list(self.ids):
+            c.values["ctl-secret.data"], c.values["class-mine.data"] = secret, {}
+            n += str((c.post("send", "class-send.n_clicks").get("class-msg") or {}).get("children", "")).startswith("Counted")
+        self.counted[key] = n
+
+
 def go(lect: Client, lesson: str, n: int) -> str:
     """Press the timeline's Go for step `n` (a pattern-matching button, sent as the renderer does)."""
     cb = lect.cbs["go"]
@@ -184,12 +234,15 @@ def main(argv=None) -> int:
     ap.add_argument("--period", type=float, default=1.0, help="seconds between a follower's polls")
     ap.add_argument("--threads", type=int, default=8, help="gunicorn threads")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--flood", type=int, default=0, help="browser secrets another address mints and joins "
+                    "to the class, answering every question with each (0: none)")
     ap.add_argument("--act", action="store_true", help="also ready each step on the twin (its action: an engine "
                     "rebuild, whose memory then counts in the RSS growth)")
     a = ap.parse_args(argv)
     chosen = [lessons.get(x.strip()) for x in a.lessons.split(",")]
     port = free_port()
-    proc = start_gunicorn(port, a.threads, env={"TWIN_INSTRUCTOR_TOKEN": TOKEN})
+    proc = start_gunicorn(port, a.threads, env={"TWIN_INSTRUCTOR_TOKEN": TOKEN,
+                                                **({"TWIN_TRUSTED_PROXIES": "127.0.0.1"} if a.flood else {})})
     base = f"http://127.0.0.1:{port}"
     try:
         cbs = _deps(base)
@@ -209,6 +262,9 @@ def main(argv=None) -> int:
         for f in fol:
             f.start()
             time.sleep(a.period / max(a.followers, 1))  # spread the polls like independent tabs
+        flood = Flooder(base, cbs, stop, a.flood) if a.flood else None
+        if flood:
+            flood.start()
         time.sleep(5.0)
         rss_room = worker_rss_mb(proc.pid)                # the room polling, before the lecturer starts
         t0 = time.monotonic()
@@ -230,11 +286,12 @@ def main(argv=None) -> int:
         lesson_s = time.monotonic() - t0
         rss1 = rss_after[-1]
         stop.set()
-        for f in fol:
+        for f in fol + ([flood] if flood else []):
             f.join(timeout=15)
         out = lect.post("lecturer", "class-csv.n_clicks")
         rows = list(csv.DictReader(io.StringIO((out.get("class-dl") or {}).get("data", {}).get("content", ""))))
 
+        flooded = flood.counted if flood else {}        # its answers are in the CSV too
         rtt = [x for f in fol for x in f.c.rtt]
         srv = [x for f in fol for x in f.c.server]
         errors = sum(f.c.errors for f in fol)
@@ -247,7 +304,7 @@ def main(argv=None) -> int:
                              for r in rows if r["lesson"] == les.id and int(r["step"]) == n)
                 sent = sorted(float(v) for k, v in acked if k == (les.id, n))
                 lost += len([v for v in sent if v not in got])
-                doubled += max(len(got) - len(sent), 0)
+                doubled += max(len(got) - len(sent) - flooded.get((les.id, n), 0), 0)
         print(f"\n{a.followers} following clients polling every {a.period:g} s; lecturer stepped through "
               f"{', '.join(x.id for x in chosen)} ({sum(len(x.steps) for x in chosen)} steps, {lesson_s:.0f} s)"
               + (" readying each step on the twin" if a.act else ""))
@@ -255,14 +312,20 @@ def main(argv=None) -> int:
               f"p95 {pct(rtt, 95):.1f} ms; server time p50 {pct(srv, 50):.1f} ms, p95 {pct(srv, 95):.1f} ms")
         print(f"class bar renders: {sum(f.renders for f in fol)}; errors: {errors}")
         first = [m for f in fol for m in f.refused_first]
-        print(f"answers: {len(acked)} acknowledged, {len(rows)} in the tally CSV, lost {lost}, counted twice "
+        print(f"answers: {len(acked)} acknowledged, {len(rows) - sum(flooded.values())} in the tally CSV, lost {lost}, counted twice "
               f"{doubled}; second answers refused {sum(f.refused_twice for f in fol)} of {len(acked)}; first answers "
               f"refused {len(first)}" + (f" (e.g. {first[0][:90]!r})" if first else ""))
+        if flood:
+            from twin.live.classroom import MEMBERS_PER_ADDRESS
+            print(f"flood from one address: {flood.tried} secrets minted, {len(flood.ids)} joined the class; answers "
+                  f"counted per question {sorted(flood.counted.values())} (at most {MEMBERS_PER_ADDRESS} kept in "
+                  "the class per address); the class's own first answers refused: "
+                  f"{len(first)}")
         print(f"server RSS: {rss0:.1f} MB before the followers, {rss_room:.1f} MB with them polling, after each "
               f"lesson {', '.join(f'{x:.1f}' for x in rss_after)} MB (growth {rss1 - rss0:+.1f} MB in all, "
               f"{rss1 - rss_room:+.1f} MB while the lecturer stepped)")
         ok = (pct(srv, 95) < 100 and rss1 - rss0 < 50 and lost == 0 and doubled == 0 and errors == 0
-              and len(rows) == len(acked) and not first)
+              and len(rows) == len(acked) + sum(flooded.values()) and not first)
         print("targets (poll p95 < 100 ms server time, RSS growth < 50 MB, no answer lost or counted twice): "
               + ("met" if ok else "NOT met") + ("" if pct(rtt, 95) < 100 else
                                                  "; the round trip's p95 is over 100 ms: on a busy machine it "
