@@ -116,12 +116,14 @@ def test_students_follow_predict_and_see_the_reveal(chromium, live_server, artif
             s.wait_for_function("() => { const g = document.querySelector('#class-chart .js-plotly-plot'); return g && "
                                 "(g.layout.shapes || []).length === 2; }")    # measured and own guess drawn
         zh.screenshot(path=str(artifacts / "class-student-reveal-zh.png"), full_page=True)
+        cred = lect.evaluate("() => JSON.parse(sessionStorage.getItem('ctl-token')).credential")
+        assert reg.gate.check(cred)
         lect.click("#ctl-signout")                                    # the instructor signs out
         wait_text(lect, "#ctl-msg", "Signed out")
         lect.wait_for_selector("#class-tools", state="hidden")
         lect.wait_for_selector("#ctl-unlock", state="visible")
         wait_text(lect, "#ctl-status-twin", "locked")
-        assert reg.gate._credentials == {}                            # revoked at the gate, not only forgotten
+        assert not reg.gate.check(cred)                               # revoked at the gate, not only forgotten
         assert all(p.errors == [] for p in pages), [p.errors for p in pages]
     finally:
         reg.gate.token = None
