@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from twin.engine.ports import ExtensionHost
-from twin.engine.requests import DECODE_QUEUE, DECODING, DONE, QUEUED, REJECT_REASONS, REJECTED
+from twin.engine.requests import DECODE_QUEUE, DECODING, DONE, PREFILL, QUEUED, REJECT_REASONS, REJECTED
 from twin.engine.source import Batch, concat
 
 
@@ -201,6 +201,7 @@ def drop(eng, rid: int) -> None:
             inst = eng.prefill[idx]
             inst.queue.remove(rid)
             inst.queued_tokens -= int(req.input.a[r])
+            inst.done.pop(rid, None)           # (its chunks so far, with chunked prefill)
         elif state == DECODE_QUEUE and idx >= 0:
             eng.decode[idx].queue.remove(rid)
         elif state == DECODING and idx >= 0 and (eng.decode[idx].ids == rid).any():
@@ -211,6 +212,8 @@ def drop(eng, rid: int) -> None:
     except ValueError:                     # in work in progress, or between places
         if state < DONE:
             req.output.a[r] = max(int(req.generated.a[r]), 1)
+            if state == PREFILL and idx >= 0 and eng.prefill[idx].partial.pop(rid, None) is not None:
+                eng.prefill[idx].queued_tokens -= int(req.input.a[r])   # its chunk in progress is its last
         return
     req.time_out(np.array([rid], dtype=np.int64), np.array([now]))
 

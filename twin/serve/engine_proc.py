@@ -43,6 +43,8 @@ STEP_S = 0.002       # wall seconds between advances (assumption: well under a d
 IDLE_S = 0.05        # with nothing in flight it waits this long between advances (or until a message)
 SNAPSHOT_S = 2.0     # gauges (for /metrics) are published this often (~6 ms of CPU each; scrapes are 5-15 s)
 OUTPUT_SEED = 27     # served requests without max_tokens draw from [seed, OUTPUT_SEED, draw number]
+PREFILL_CHUNK = 8192    # assumption: chunked prefill, at most this many tokens a prefill batch (vLLM's
+                        # max_num_batched_tokens, 8,192 by default for its API server on large GPUs)
 KEY_BITS = 40        # the engine's key of a request: relay number << KEY_BITS | the relay's own key
 KEY_MASK = (1 << KEY_BITS) - 1
 
@@ -62,7 +64,7 @@ def main(path: str, scenario: str, seed, background: bool, lead_s: float, step_s
     from twin.engine import Engine
     from twin.engine.external import External
     from twin.serve.metrics import ServeMetrics
-    eng = Engine(scenario, seed=seed, **overrides)
+    eng = Engine(scenario, seed=seed, **{"prefill_chunk_tokens": PREFILL_CHUNK, **overrides})
     ext = External.attach(eng, background)
     metrics = ServeMetrics(eng.scenario.deployment)
     draws = 0
