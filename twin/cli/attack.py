@@ -253,13 +253,18 @@ def main(argv=None) -> int:
     ap.add_argument("--moves", default=",".join(MOVES), help=f"the attacker's moves, comma-separated (of {', '.join(MOVES)})")
     ap.add_argument("--doors", default=",".join(DOORS), help=f"the doors attacked, comma-separated (of {', '.join(DOORS)}: "
                     "the dashboard, the OpenAI API of `twin serve`), one after the other")
+    ap.add_argument("--api-moves", default="ghosts,idle,unread,oversized,guesses",
+                    help="the API attacker's moves, comma-separated (ghosts, idle, unread, oversized, guesses)")
     a = ap.parse_args(argv)
     doors = [d for d in a.doors.split(",") if d]
     if set(doors) - set(DOORS):
         ap.error(f"--doors: allowed {', '.join(DOORS)}")
     if "api" in doors:
         from twin.cli import attack_api
-        attack_api.main(a.minutes, baseline=a.baseline)
+        api_moves = tuple(m for m in a.api_moves.split(",") if m)
+        if set(api_moves) - set(attack_api.MOVES):
+            ap.error(f"--api-moves: allowed {', '.join(attack_api.MOVES)}")
+        attack_api.main(a.minutes, baseline=a.baseline, moves=api_moves)
     if "dashboard" not in doors:
         return 0
     moves = () if a.baseline else tuple(m for m in a.moves.split(",") if m)

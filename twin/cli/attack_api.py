@@ -333,7 +333,7 @@ def _stop_time(port: int, proc: subprocess.Popen, unread: int = 50) -> tuple[flo
     return took, proc.returncode
 
 
-def main(minutes: float, baseline: bool = False, warmup: float = 10.0, after: float = 15.0) -> int:
+def main(minutes: float, baseline: bool = False, moves: tuple = MOVES, warmup: float = 10.0, after: float = 15.0) -> int:
     from twin.live.gate import UNLOCK_PER_MIN
     port = free_port()
     log = open(os.environ.get("TWIN_ATTACK_LOG", os.devnull), "w")
@@ -360,7 +360,7 @@ def main(minutes: float, baseline: bool = False, warmup: float = 10.0, after: fl
         rss0 = rss()
         pace0 = (time.monotonic(), status(port)["sim_time"])
         t_attack = time.monotonic()
-        hostile = ctx.Process(target=attacker, args=(port, limit, minutes * 60, aq, () if baseline else MOVES),
+        hostile = ctx.Process(target=attacker, args=(port, limit, minutes * 60, aq, () if baseline else moves),
                               daemon=True)
         hostile.start()
         peak = rss0
@@ -387,7 +387,7 @@ def main(minutes: float, baseline: bool = False, warmup: float = 10.0, after: fl
         codes = Counter(r[2] for r in during)
         took, rc = _stop_time(port, proc)
         allowed = UNLOCK_PER_MIN * (minutes + 1)
-        print(f"\nAPI doors{' (baseline: nobody attacks)' if baseline else ''}: {minutes:g} min from {ATTACKER} "
+        print(f"\nAPI doors ({'baseline: nobody attacks' if baseline else ', '.join(moves)}): {minutes:g} min from {ATTACKER} "
               f"(client at nice {ATTACKER_NICE}); a polite client "
               f"streams from {POLITE}, a new request every {POLITE_EVERY_S:g} s; max_model_len {limit}")
         print(f"polite TTFT during the attack: p50 {pct(ttft, 50):.0f} ms, p95 {pct(ttft, 95):.0f} ms, max "
