@@ -140,15 +140,21 @@ class PrefillInstance(Instance):
         ids = np.array(batch, dtype=np.int64)
         sizes = np.empty(len(ids), dtype=np.int64)
         if self.chunk and (self.done or any(self._chunk_of(rid) < self._full(rid) for rid in batch)):
-            prompts, total, square, first = self._chunks(ids, sizes, start)
+            # a prompt's prefix cache is looked up as its first chunk starts; the tokens it serves are
+            # not computed (they count in `done`), the chunks cover the rest
+            first = [rid for rid in batch if rid not in self.done]
+            cached = lookup(eng.ems, req, first, eng.metrics.cur, eng.acct, self.slot) if first else 0
+            for rid in first:
+                self.done[rid] = req.cached.a.item(rid - base)
+            prompts, total, square = self._chunks(ids, sizes, start, first)
             # a prompt with chunks to go still counts in `queued_tokens` (placement sees the work held)
             self.queued_tokens += sum(inp.item(rid - base) for rid in self.partial)
+            seconds = eng.timing.prefill_seconds(self, sizes, total, square, 0)
         else:
             prompts, total, square = batch_rows.started(ids, base, start, req.state.a, req.prefill_start.a, inp,
                                                         req.generated.a, sizes)
-            first = batch
-        cached = lookup(eng.ems, req, first, eng.metrics.cur, eng.acct, self.slot) if first else 0
-        seconds = eng.timing.prefill_seconds(self, sizes, total, square, cached)
+            cached = lookup(eng.ems, req, batch, eng.metrics.cur, eng.acct, self.slot)
+            seconds = eng.timing.prefill_seconds(self, sizes, total, square, cached)
         new, hit = float(prompts - cached), float(cached)
         if not math.isfinite(seconds):       # cut off from its peers: wait for the network
             self.queue.extendleft(reversed(batch))
@@ -186,29 +192,28 @@ class PrefillInstance(Instance):
         """Tokens of `rid` the next batch prefills: what is left of it, at most a chunk."""
         return min(self._full(rid) - self.done.get(rid, 0), self.chunk)
 
-    def _chunks(self, ids: np.ndarray, sizes: np.ndarray, now: float) -> tuple[int, int, int, list]:
+    def _chunks(self, ids: np.ndarray, sizes: np.ndarray, now: float, first: list) -> tuple[int, int, int]:
         """batch_rows.started for a batch of chunks: each prefills its chunk, attending to what is
-        prefilled before it (a chunk c after p tokens costs 2cp + c^2 of attention, in the units
-        where a whole prompt n costs n^2: the chunks of a prompt add up to n^2). A request's
-        prefill starts with its first chunk (then its prefix cache is looked up: `first`).
-        Returns (prompt tokens, tokens to prefill, attention units, first chunks' ids)."""
+        before it (a chunk c after p tokens costs 2cp + c^2 of attention, in the units where a whole
+        prompt n costs n^2: the chunks of a prompt add up to n^2). The requests in `first` start their
+        prefill now. Returns (their prompt tokens, tokens to prefill, attention units)."""
         req = self.eng.req
         prompts = total = square = 0
-        first, self.partial = [], {}
+        self.partial = {}
+        starting = set(first)
         for i, rid in enumerate(ids.tolist()):
             r = rid - req.base
-            p, c = self.done.get(rid, 0), self._chunk_of(rid)
+            p, c = self.done[rid], self._chunk_of(rid)
             req.state.a[r] = PREFILL
-            if not p:
+            if rid in starting:
                 req.prefill_start.a[r] = now
-                first.append(rid)
                 prompts += req.input.a.item(r)
             if p + c < self._full(rid):
                 self.partial[rid] = c
             sizes[i] = c
             total += c
             square += c * (2 * p + c)
-        return prompts, total, square, first
+        return prompts, total, square
 
     def _done(self, ev) -> None:
         """The batch's prefill ended (`ev._value`: its request ids, an array, and its number)."""
