@@ -9,13 +9,14 @@ import pytest
 
 from twin.engine import Engine
 from twin.engine.external import External
+from twin.engine.handover import hand_over
 from twin.engine.requests import DONE
 from twin.serve.engine_proc import PREFILL_CHUNK
 
 LONG = 131_000
 
 
-def _run(chunk: int, abort: int | None = None) -> tuple[dict, Engine, int | None]:
+def _run(chunk: int, abort: int | None = None, hand_over_at: float | None = None) -> tuple[dict, Engine, int | None]:
     eng = Engine("default", seed=1, prefill_chunk_tokens=chunk)
     ext = External.attach(eng)
     for k in range(12):
@@ -26,6 +27,9 @@ def _run(chunk: int, abort: int | None = None) -> tuple[dict, Engine, int | None
     while len(first) < (12 if abort is not None else 13) and t < 120:
         eng.advance(0.05)
         t += 0.05
+        if hand_over_at is not None and t >= hand_over_at:
+            hand_over(eng, eng.prefill[0], "test", "scale-in")    # its batch of chunks finishes, the rest moves
+            hand_over_at = None
         if abort is not None and t >= 0.5 and rid is None:
             rid = ext._rid[abort]
             assert ext.abort(abort) and not ext.abort(abort)
@@ -59,3 +63,11 @@ def test_an_aborted_long_prompt_leaves_the_engine_holding_nothing():
     assert 3 not in first and len(first) == 12
     assert eng.req.state[rid] >= DONE and all(rid not in i.done and rid not in i.queue for i in eng.prefill)
     assert eng.req.audit()["in_flight"] == 0 and [i.queued_tokens for i in eng.prefill] == [0] * 6
+
+
+def test_a_long_prompt_on_an_instance_handed_over_mid_prompt_is_finished_elsewhere():
+    first, eng, _ = _run(PREFILL_CHUNK, hand_over_at=2.0)
+    eng.advance(5.0)
+    assert len(first) == 13 and eng.req.audit()["completed"] == 13
+    held = eng.prefill[0]
+    assert not held.queue and not held.done and held.queued_tokens == 0

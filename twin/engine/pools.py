@@ -235,6 +235,14 @@ class PrefillInstance(Instance):
         chunks counted in `done`), the others leave `done`; returns the ids whose prefill ended."""
         req, partial, done = self.eng.req, self.partial, self.done
         self.partial = {}
+        if self.down:                      # held down meanwhile (a hand-over): the rest goes elsewhere
+            back = np.array([rid for rid in ids.tolist() if rid in partial], dtype=np.int64)
+            self.queued_tokens = sum(req.input.a.item(rid - req.base) for rid in self.queue)
+            kept = set(self.queue)         # (what a hand-over with nowhere to go left here, for its return)
+            for rid in [r for r in done if r not in kept]:
+                del done[rid]
+            self.eng.requeue(back)
+            return ids[~np.isin(ids, back)]
         for rid in ids.tolist():
             if rid in partial:
                 done[rid] = done.get(rid, 0) + partial[rid]
