@@ -316,6 +316,12 @@ def attacker(port: int, max_model_len: int, seconds: float, out, moves: tuple = 
     out.put({"answers": dict(doors.answers), "checked": doors.checked, "leaks": doors.leaks})
 
 
+def _cpu(server: psutil.Process) -> tuple[float, float]:
+    """CPU seconds (user + system) of the HTTP process and of the engine process (its child)."""
+    kids = server.children()
+    return sum(server.cpu_times()[:2]), sum(sum(k.cpu_times()[:2]) for k in kids)
+
+
 def _stop_time(port: int, proc: subprocess.Popen, unread: int = 50) -> tuple[float, int]:
     """Seconds the server takes to exit on SIGTERM with `unread` streams open that nobody reads."""
     held = [_raw(port, ATTACKER, {"model": MODEL, "prompt": f"held {i}", "max_tokens": 20000, "stream": True},
@@ -358,6 +364,7 @@ def main(minutes: float, baseline: bool = False, moves: tuple = MOVES, warmup: f
         pol.start()
         time.sleep(warmup)
         rss0 = rss()
+        cpu0 = _cpu(server)
         pace0 = (time.monotonic(), status(port)["sim_time"])
         t_attack = time.monotonic()
         hostile = ctx.Process(target=attacker, args=(port, limit, minutes * 60, aq, () if baseline else moves),
@@ -370,6 +377,7 @@ def main(minutes: float, baseline: bool = False, moves: tuple = MOVES, warmup: f
         got = aq.get(timeout=400)
         hostile.join(30)
         left = time.monotonic()
+        cpu = [(b - a) / (left - t_attack) for a, b in zip(cpu0, _cpu(server))]
         st = status(port)
         pace = (st["sim_time"] - pace0[1]) / (left - pace0[0])
         back = None
@@ -400,6 +408,8 @@ def main(minutes: float, baseline: bool = False, moves: tuple = MOVES, warmup: f
         print(f"token guesses checked: {got['checked']} (the gate's stated limit: {UNLOCK_PER_MIN}/min per address, "
               f"{allowed:.0f} over the attack) -> beyond the limit: {max(got['checked'] - allowed, 0):.0f}")
         print("answers by door: " + ", ".join(f"{k} {v}" for k, v in sorted(got["answers"].items())))
+        print(f"server CPU during the attack: HTTP process {cpu[0]:.2f} s a second, engine process {cpu[1]:.2f} s "
+              f"a second; machine load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         print(f"server RSS (HTTP + engine processes): start {rss0:.0f} MB, peak {peak:.0f} MB, {after:g} s after "
               f"{rss_after:.0f} MB")
         print(f"answers carrying an absolute path or traceback: {len(got['leaks'])}"

@@ -359,6 +359,9 @@ class ServeApp:
             s = Stream(n, asked, prompt.block_ids(text, self.live.block_size, _scope(request, salt)), keep=timing)
             s.finish_reason = "length" if asked is not None else "stop"
             gone = asyncio.ensure_future(_disconnected(request.receive))
+            await asyncio.sleep(0)          # (one step of `gone`: a client already gone is never submitted)
+            if gone.done():
+                return
             self.live.submit(s, received)
             decided = asyncio.ensure_future(s.decision())
             if await _first(decided, gone):
