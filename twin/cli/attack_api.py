@@ -250,8 +250,8 @@ class Doors:
     def oversized(self, n: int = 12) -> None:
         """A dozen prompts of the whole context in flight; prompts over it, and a 2 MB body."""
         def whole(i: int) -> None:
-            text = f"{i} {secrets.token_hex(8)} " + "y" * (4 * (self.limit - 8))
             while time.monotonic() < self.end:
+                text = f"{i} {secrets.token_hex(8)} " + "y" * (4 * (self.limit - 8))   # fresh: no cache hit
                 try:
                     code, body = _request(self.port, ATTACKER, "/v1/completions",
                                           {"model": MODEL, "prompt": text, "max_tokens": 1}, timeout=300)
