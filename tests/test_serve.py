@@ -16,9 +16,8 @@ import urllib.request
 
 import openai
 import pytest
-import uvicorn
 
-from twin.serve import prompt
+from twin.serve import guard, prompt
 from twin.serve.api import build_app
 
 MODEL = "cloudmatrix-infer-paper"
@@ -30,8 +29,7 @@ def server():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    u = uvicorn.Server(uvicorn.Config(srv.app, host="127.0.0.1", port=port, loop="asyncio", http="h11",
-                                      log_level="warning"))
+    u = guard.Server(guard.config(srv.app, host="127.0.0.1", port=port, loop="asyncio", http="h11"), srv.live)
     t = threading.Thread(target=u.run, daemon=True)
     t.start()
     deadline = time.time() + 240        # the engine process builds its topology first
@@ -141,11 +139,10 @@ def test_bad_requests_get_openai_errors(client, kw, status, code):
     assert err["type"] == ("invalid_request_error") and err["code"] == code and err["message"]
 
 
-def test_body_over_budget_is_413(client):
-    # (the paper deployment's die holds more KV than the biggest body allowed: its kv_too_long
-    # refusal, a 400 context_length_exceeded, cannot be reached through this budget)
-    with pytest.raises(openai.APIStatusError) as e:
-        client.completions.create(model=MODEL, prompt="y" * (2 << 20), max_tokens=10)
+def test_body_over_budget_is_413(client, server):
+    limit = server[1].live.max_model_len
+    with pytest.raises(openai.APIStatusError) as e:      # twice the longest prompt's text, and more
+        client.completions.create(model=MODEL, prompt="y" * (8 * limit + (64 << 10)), max_tokens=10)
     assert e.value.status_code == 413 and e.value.body["code"] == "request_too_large"
 
 
@@ -167,7 +164,7 @@ def _status(base: str) -> dict:
 def test_faults_are_checked_once_and_answered_by_the_engine_process(server):
     base, srv = server
     st = _status(base)
-    assert st["engine_ready"] and st["engine_pid"] == srv.live.proc.pid != os.getpid()
+    assert st["engine_ready"] and st["engine"] == srv.live.engine_id
     code, err = _post(base, "/twin/fault", {"kind": "subplane", "target": "sp99"})
     # the shape is checked at the edge, against a fresh topology of the system (this process holds no engine)
     assert code == 400 and "sp99" in err["error"]["message"] and "cloudmatrix384" in err["error"]["message"]
@@ -180,9 +177,166 @@ def test_faults_are_checked_once_and_answered_by_the_engine_process(server):
     assert code == 409 and err["error"]["code"] == "refused" and "n03/npu1/d0" in err["error"]["message"], err
 
 
+def _metrics(base: str) -> dict:
+    """{(name, finished_reason or ""): value} of the counters and gauges this test reads."""
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen(base + "/metrics") as r:
+        fams = text_string_to_metric_families(r.read().decode())
+        return {(smp.name, smp.labels.get("finished_reason", "")): smp.value for f in fams for smp in f.samples}
+
+
+def _raw(port: int, body: dict, rcvbuf: int | None = None) -> socket.socket:
+    """A bare HTTP/1.1 POST to /v1/completions, its socket (the response not read)."""
+    c = socket.socket()
+    if rcvbuf:
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    c.connect(("127.0.0.1", port))
+    data = json.dumps(body).encode()
+    c.sendall(b"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+              b"content-length: %d\r\n\r\n" % len(data) + data)
+    return c
+
+
+def _wait_for(what, timeout: float = 60.0):
+    deadline = time.time() + timeout
+    while not what() and time.time() < deadline:
+        time.sleep(0.2)
+    return what()
+
+
+def test_clients_that_go_have_their_requests_aborted_in_the_engine(server):
+    """Streams (and one plain request) whose clients close their sockets leave the engine: counted
+    finished_reason="abort", no request left running, no KV held."""
+    base, srv = server
+    port = int(base.rsplit(":", 1)[1])
+    before = _metrics(base).get(("vllm:request_success_total", "abort"), 0)
+    socks = [_raw(port, {"model": MODEL, "prompt": f"ghost {i} " * 50, "max_tokens": 20000, "stream": i < 11})
+             for i in range(12)]
+    for c in socks[:11]:
+        assert c.recv(4096).startswith(b"HTTP/1.1 200")          # streaming
+    assert _wait_for(lambda: _metrics(base)[("vllm:num_requests_running", "")] == 12)
+    for c in socks:
+        c.close()
+    assert _wait_for(lambda: _metrics(base).get(("vllm:request_success_total", "abort"), 0) - before == 12)
+    m = _metrics(base)
+    assert m[("vllm:num_requests_running", "")] == 0 and m[("vllm:kv_cache_usage_perc", "")] == 0.0
+    assert srv.open == 0 and not srv.open_by and not srv.live.streams
+
+
+def test_one_address_is_refused_429_past_its_share_of_open_requests(client, server):
+    base, srv = server
+    port = int(base.rsplit(":", 1)[1])
+    share = srv.max_open_address
+    srv.max_open_address = 3
+    try:
+        socks = [_raw(port, {"model": MODEL, "prompt": "hold " * 20, "max_tokens": 20000, "stream": True})
+                 for _ in range(3)]
+        for c in socks:
+            assert c.recv(4096).startswith(b"HTTP/1.1 200")
+        with pytest.raises(openai.APIStatusError) as e:
+            client.completions.create(model=MODEL, prompt="one more", max_tokens=2)
+        assert e.value.status_code == 429 and e.value.body["code"] == "too_many_open_requests"
+        assert e.value.body["type"] == "rate_limit_error" and "this address" in e.value.body["message"]
+        for c in socks:
+            c.close()
+        assert _wait_for(lambda: srv.open == 0)
+    finally:
+        srv.max_open_address = share
+    assert client.completions.create(model=MODEL, prompt="now", max_tokens=2).usage.completion_tokens == 2
+
+
+def test_the_context_limit_is_listed_and_refused_before_any_work(client, server):
+    base, srv = server
+    with urllib.request.urlopen(base + "/v1/models") as r:
+        listed = json.loads(r.read())["data"][0]
+    limit = srv.live.max_model_len
+    # DeepSeek-R1's 128K context (its model card); one die of the paper deployment holds more KV
+    assert listed["max_model_len"] == limit == 131072
+    running = _metrics(base)[("vllm:request_prompt_tokens_count", "")]
+    for text, asked in (("y" * (4 * limit), None), ("y" * (4 * (limit - 100)), 101)):
+        with pytest.raises(openai.APIStatusError) as e:
+            client.completions.create(model=MODEL, prompt=text, **({"max_tokens": asked} if asked else {}))
+        err = e.value.body
+        assert e.value.status_code == 400 and err["code"] == "context_length_exceeded" and err["param"] == "prompt"
+        assert f"maximum context length is {limit} tokens" in err["message"] and str(limit + 1) in err["message"]
+    assert _metrics(base)[("vllm:request_prompt_tokens_count", "")] == running      # the engine never saw them
+
+
+def test_prefix_cache_is_shared_only_within_a_cache_scope(server):
+    """Another API key (or another salt) never hits what one client cached; a shared cache_salt does."""
+    base, _ = server
+    text = "".join(f"{i:07d}%" for i in range(4 * 512 * 4 // 8))          # 4 blocks of 512 tokens
+
+    def cached(key: str, **extra) -> int:
+        c = openai.OpenAI(base_url=base + "/v1", api_key=key, max_retries=0, timeout=60)
+        r = c.completions.create(model=MODEL, prompt=text + key, max_tokens=1, extra_body=extra or None)
+        return r.usage.prompt_tokens_details.cached_tokens
+    assert cached("alice") == 0 and cached("bob") == 0          # bob's first: alice's blocks are not his
+    assert cached("alice") >= 4 * 512                          # alice's own again: hit
+    assert cached("carol", cache_salt="team-1") == 0 and cached("dave", cache_salt="team-2") == 0
+    assert cached("erin", cache_salt="team-1") == 4 * 512     # the same salt: shared on purpose
+
+
+@pytest.mark.parametrize("body", [b"[" * 30_000, b'{"model":' + b"[" * 20_000 + b"]" * 20_000 + b"}",
+                                  b'{"model": "' + MODEL.encode() + b'", "prompt": "x", "max_tokens": '
+                                  + b"[" * 3000 + b"]" * 3000 + b"}"])
+def test_hostile_json_is_a_400_in_openai_shape_with_nothing_internal(server, caplog, body):
+    base, _ = server
+    for path in ("/v1/completions", "/twin/fault"):
+        req = urllib.request.Request(base + path, data=body, method="POST", headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req)
+        text = e.value.read().decode()
+        err = json.loads(text)["error"]
+        assert e.value.code == 400 and err["type"] == "invalid_request_error" and err["message"], text
+        assert "Traceback" not in text and "/" not in err["message"].replace("a/b", "")
+    assert not [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+
+
+def test_status_and_headers_carry_no_process_ids(server):
+    base, srv = server
+    st = _status(base)
+    assert not {"engine_pid", "worker_pid"} & set(st) and str(os.getpid()) not in json.dumps(
+        {k: v for k, v in st.items() if k != "wall0"})
+    with urllib.request.urlopen(base + "/metrics") as r:
+        worker = r.headers["x-twin-worker"]
+    assert worker == st["worker"] and worker != str(os.getpid()) and len(worker) == 8
+
+
+def test_fault_tokens_go_through_the_gate_with_no_oracle(server):
+    """A malformed fault gets the same answer whatever its token; well-formed ones have their token
+    compared at most UNLOCK_PER_MIN times a minute per address (then refused unchecked, the right
+    token too), each failure logged by the gate."""
+    from twin.live.gate import UNLOCK_PER_MIN, Gate
+    base, srv = server
+    token = "api-test-" + "t" * 24
+    old, srv.gate = srv.gate, Gate(token)
+
+    def post(body: dict, tok: str) -> tuple[int, dict]:
+        req = urllib.request.Request(base + "/twin/fault", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {tok}"})
+        try:
+            with urllib.request.urlopen(req) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+    try:
+        bad = {"kind": "subplane", "target": "sp99"}
+        assert post(bad, token) == post(bad, "wrong-guess")
+        assert post(bad, token)[0] == 400
+        good = {"kind": "subplane", "target": "sp1", "duration_s": 1}
+        answers = [post(good, f"guess-{i}")[0] for i in range(UNLOCK_PER_MIN)]
+        assert answers == [401] * UNLOCK_PER_MIN
+        code, err = post(good, token)                  # over the address's budget: not compared
+        assert code == 429 and "per minute" in err["error"]["message"]
+        assert srv.gate._wrong == UNLOCK_PER_MIN and srv.gate._refused == 1
+    finally:
+        srv.gate = old
+
+
 def test_engine_death_is_a_503_and_the_engine_restarts(client, server):
     base, srv = server
-    old = srv.live.proc.pid
+    old, old_id = srv.live.proc.pid, srv.live.engine_id
     stream = client.completions.create(model=MODEL, prompt="die " * 50, max_tokens=2000, stream=True)
     it = iter(stream)
     next(it), next(it)                     # streaming
@@ -197,6 +351,6 @@ def test_engine_death_is_a_503_and_the_engine_restarts(client, server):
     while not _status(base)["engine_ready"] and time.time() < deadline:
         time.sleep(0.5)
     st = _status(base)
-    assert st["engine_ready"] and st["engine_restarts"] == 1 and st["engine_pid"] not in (old, None)
+    assert st["engine_ready"] and st["engine_restarts"] == 1 and st["engine"] not in (old_id, None)
     r = client.completions.create(model=MODEL, prompt="hi again", max_tokens=3)
     assert r.choices[0].text == prompt.filler(0, 3) and r.usage.completion_tokens == 3

@@ -40,7 +40,7 @@ def _scrape() -> dict:
         s = Stream(600, 4, prompt.block_ids("z" * 2400, lt.block_size))
         lt.submit(s)
         await s.decision()
-        async for _ in s.due():
+        async for _ in s.chunks():
             pass
         await asyncio.sleep(0.05)        # the engine's "times" event (its prefill) follows the last token
         text = await lt.metrics()

@@ -17,6 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -35,14 +36,14 @@ def _status(port: int) -> dict:
 
 
 def _workers(port: int, tries: int = 40) -> dict:
-    """worker pid -> its status, from `tries` new connections (the kernel spreads them)."""
+    """worker id -> its status, from `tries` new connections (the kernel spreads them)."""
     seen = {}
     for _ in range(tries):
         try:
             st = _status(port)
         except OSError:
             continue
-        seen[st["worker_pid"]] = st
+        seen[st["worker"]] = st
     return seen
 
 
@@ -65,7 +66,7 @@ def served():
                          cwd=ROOT, start_new_session=True)
     try:
         _wait(port, lambda seen: len(seen) == 2 and all(st["engine_ready"] for st in seen.values()))
-        yield port
+        yield port, p.pid
     finally:
         p.send_signal(signal.SIGTERM)
         try:
@@ -81,7 +82,27 @@ def _open(port: int, k: int):
               {"Content-Type": "application/json"})
     r = c.getresponse()
     assert r.status == 200
-    return c, r, int(r.getheader("x-twin-worker"))
+    return c, r, r.getheader("x-twin-worker")
+
+
+def _serving(supervisor: int, c: http.client.HTTPConnection) -> int:
+    """The pid of the worker at the other end of connection `c` (the server names no pids: the
+    supervisor's child holding the socket)."""
+    mine = c.sock.getsockname()
+    for child in psutil.Process(supervisor).children():
+        if any(k.raddr and tuple(k.raddr) == mine for k in child.net_connections("tcp")):
+            return child.pid
+    raise AssertionError(f"no worker holds {mine}")
+
+
+def _aborted(port: int) -> float:
+    """Requests the engine counted as aborted (their clients or their worker went)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/metrics")
+    fams = text_string_to_metric_families(c.getresponse().read().decode())
+    c.close()
+    return sum(smp.value for f in fams for smp in f.samples
+               if smp.name == "vllm:request_success_total" and smp.labels.get("finished_reason") == "abort")
 
 
 def _drain(r, lines=()) -> tuple[str, list, bool]:
@@ -112,6 +133,7 @@ def _one(port: int, k: int) -> tuple[int, str, list, bool]:
 
 
 def test_streams_spread_over_workers_and_each_gets_its_own_tokens(served):
+    served = served[0]
     ks = list(range(3, 43))                 # 40 streams at once, each with its own length
     with ThreadPoolExecutor(len(ks)) as pool:
         got = list(pool.map(lambda k: _one(served, k), ks))
@@ -130,15 +152,16 @@ def test_streams_spread_over_workers_and_each_gets_its_own_tokens(served):
         r = c.getresponse()
         fams = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
         c.close()
-        scraped[int(r.getheader("x-twin-worker"))] = (
+        scraped[r.getheader("x-twin-worker")] = (
             fams["vllm:generation_tokens"].samples[0].value, fams["vllm:request_success"].samples[0].value)
     assert len(scraped) == 2 and set(scraped.values()) == {(sum(ks), len(ks))}
 
 
 def test_a_stopped_or_killed_worker_ends_only_its_own_streams(served):
+    served, supervisor = served
     engine = _workers(served)
-    engine_pid = {st["engine_pid"] for st in engine.values()}
-    assert len(engine_pid) == 1
+    engine_id = {st["engine"] for st in engine.values()}
+    assert len(engine_id) == 1
     for sig in (signal.SIGTERM, signal.SIGKILL):
         opened = []
         while len({w for *_, w in opened}) < 2 or len(opened) < 8:
@@ -146,7 +169,8 @@ def test_a_stopped_or_killed_worker_ends_only_its_own_streams(served):
             assert len(opened) < 60
         first = [r.readline() for _, r, _ in opened]        # streaming
         victim = opened[0][2]
-        os.kill(victim, sig)
+        aborted = _aborted(served)
+        os.kill(_serving(supervisor, opened[0][0]), sig)
         with ThreadPoolExecutor(len(opened)) as pool:
             ends = list(pool.map(lambda o, f: _drain(o[1], [f]), opened, first))
         for (c, _, worker), (text, other, done) in zip(opened, ends):
@@ -158,25 +182,36 @@ def test_a_stopped_or_killed_worker_ends_only_its_own_streams(served):
                 assert done and len(text) < len(prompt.filler(0, 600))
             else:                                # killed outright: the connection just closes
                 assert not done and len(text) < len(prompt.filler(0, 600))
+        # the engine aborts what the worker that went held: nobody reads those streams any more
+        lost = sum(w == victim for *_, w in opened)
+        deadline = time.time() + 30
+        while _aborted(served) - aborted < lost and time.time() < deadline:
+            time.sleep(0.2)
+        assert _aborted(served) - aborted == lost
         # the supervisor starts a new worker; the engine is the same process throughout
         seen = _wait(served, lambda s: len(s) == 2 and victim not in s and all(st["engine_ready"] for st in s.values()))
-        assert {st["engine_pid"] for st in seen.values()} == engine_pid
+        assert {st["engine"] for st in seen.values()} == engine_id
     worker, text, _, done = _one(served, 5)
     assert done and text == prompt.filler(0, 5)
 
 
 def test_a_dead_engine_is_restarted_by_the_supervisor_and_every_worker_reconnects(served):
+    served, supervisor = served
     before = _workers(served)
-    old = {st["engine_pid"] for st in before.values()}.pop()
+    old = {st["engine"] for st in before.values()}.pop()
     c, r, _ = _open(served, 2000)
     first = r.readline()
-    os.kill(old, signal.SIGKILL)
+    worker = _serving(supervisor, c)
+    engine = [p for p in psutil.Process(supervisor).children() if p.pid != worker and any(
+        str(k.laddr).endswith("engine.sock") for k in p.net_connections("unix"))]
+    assert len(engine) == 1
+    os.kill(engine[0].pid, signal.SIGKILL)
     text, other, done = _drain(r, [first])       # the stream in flight ends with the engine's error event
     c.close()
     assert done and other[-1]["error"]["code"] == "engine_restarting"
-    seen = _wait(served, lambda s: len(s) == 2 and all(st["engine_ready"] and st["engine_pid"] != old
+    seen = _wait(served, lambda s: len(s) == 2 and all(st["engine_ready"] and st["engine"] != old
                                                        for st in s.values()))
     assert {st["engine_restarts"] for st in seen.values()} == {1} and set(seen) == set(before)
-    assert len({st["engine_pid"] for st in seen.values()}) == 1
+    assert len({st["engine"] for st in seen.values()}) == 1
     worker, text, _, done = _one(served, 4)
     assert done and text == prompt.filler(0, 4)

@@ -1,6 +1,7 @@
 """Room-attack benchmark: one hostile viewer against a room, while the shared twin runs at 1x.
 
     python -m twin.cli.attack --minutes 3        # gunicorn (1 worker, 8 threads) on a free port
+    python -m twin.cli.attack --doors api        # the OpenAI API's doors only (twin.cli.attack_api)
 
 It starts the app locally with an instructor token and a trusted proxy (loopback), so each
 simulated browser can come from an address of its own through `X-Forwarded-For`. The instructor
@@ -210,6 +211,7 @@ ATTACKER_NICE = 10     # the attacker's client runs beside the server on this ma
                        # another computer: its own CPU should not be what slows the server
 
 
+DOORS = ("dashboard", "api")
 MOVES = ("uploads", "race_sandboxes", "guess_unlock", "guess_controls", "sweeps", "comparison")
 
 
@@ -249,7 +251,22 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=8, help="gunicorn threads")
     ap.add_argument("--baseline", action="store_true", help="the same room and minutes with nobody attacking")
     ap.add_argument("--moves", default=",".join(MOVES), help=f"the attacker's moves, comma-separated (of {', '.join(MOVES)})")
+    ap.add_argument("--doors", default=",".join(DOORS), help=f"the doors attacked, comma-separated (of {', '.join(DOORS)}: "
+                    "the dashboard, the OpenAI API of `twin serve`), one after the other")
+    ap.add_argument("--api-moves", default="ghosts,idle,unread,oversized,guesses",
+                    help="the API attacker's moves, comma-separated (ghosts, idle, unread, oversized, guesses)")
     a = ap.parse_args(argv)
+    doors = [d for d in a.doors.split(",") if d]
+    if set(doors) - set(DOORS):
+        ap.error(f"--doors: allowed {', '.join(DOORS)}")
+    if "api" in doors:
+        from twin.cli import attack_api
+        api_moves = tuple(m for m in a.api_moves.split(",") if m)
+        if set(api_moves) - set(attack_api.MOVES):
+            ap.error(f"--api-moves: allowed {', '.join(attack_api.MOVES)}")
+        attack_api.main(a.minutes, baseline=a.baseline, moves=api_moves)
+    if "dashboard" not in doors:
+        return 0
     moves = () if a.baseline else tuple(m for m in a.moves.split(",") if m)
     if set(moves) - set(MOVES):
         ap.error(f"--moves: allowed {', '.join(MOVES)}")

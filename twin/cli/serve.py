@@ -9,9 +9,8 @@ DEFAULT_PORT = 8060
 def cmd_serve(a) -> int:
     import logging
 
-    import uvicorn
-
-    from twin.serve.api import MAX_OPEN, build_app
+    from twin.serve import guard
+    from twin.serve.api import build_app
     from twin.serve.engine_proc import LEAD_S
     logging.basicConfig(level=logging.INFO)
     lead = a.lead if a.lead is not None else LEAD_S
@@ -25,8 +24,7 @@ def cmd_serve(a) -> int:
           f"on http://{a.host}:{a.port}/v1 (the engine starts in its own process)", flush=True)
     # uvloop and httptools: the cheapest loop and HTTP parser uvicorn offers (one chunk per decode step
     # per stream is ~40,000 writes a second at 1,000 streams)
-    uvicorn.run(srv.app, host=a.host, port=a.port, loop=a.loop, http="httptools", log_level="warning",
-                limit_concurrency=MAX_OPEN + 64, timeout_keep_alive=30, lifespan="on")
+    guard.Server(guard.config(srv.app, host=a.host, port=a.port, loop=a.loop), srv.live).run()
     return 0
 
 

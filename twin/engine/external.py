@@ -12,6 +12,9 @@ batch ends (first token), `stepped` after each decode step (its tokens, MTP incl
 is "admitted" when the scheduler takes the request, "" while streaming, "stop" when done, or a
 rejection reason (twin.engine.requests.REJECT_REASONS); right after "stop" comes "times" with a
 fifth field: (prefill start, prefill end, prompt tokens the EMS cache served).
+
+`abort(key)`: the request's client went away (vLLM aborts a request whose client disconnects); it
+leaves the engine wherever it is, and frees what it held (`drop`), with no event after.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import math
 import numpy as np
 
 from twin.engine.ports import ExtensionHost
-from twin.engine.requests import DONE, REJECT_REASONS, REJECTED
+from twin.engine.requests import DECODE_QUEUE, DECODING, DONE, PREFILL, QUEUED, REJECT_REASONS, REJECTED
 from twin.engine.source import Batch, concat
 
 
@@ -32,6 +35,7 @@ class External:
         self._pending: list[tuple] = []       # (arrival, input, output, block ids, key), arrival order
         self._taken: list[tuple[int, object]] = []   # (row in the batch just taken, key)
         self.watch: dict[int, list] = {}      # request id -> [key, tokens reported]
+        self._rid: dict = {}                  # key -> request id, for the watched requests
         self._watched = np.zeros(0, dtype=np.int64)   # sorted ids of `watch` (rebuilt when it changes)
         self._dirty = False
         self.events: list[tuple] = []
@@ -113,6 +117,7 @@ class External:
                 self.events.append((key, now, 0, REJECT_REASONS[int(req.reason[rid]) - 1]))
             else:
                 self.watch[rid] = [key, 0]
+                self._rid[key] = rid
                 self._dirty = True
                 self.events.append((key, now, 0, "admitted"))
 
@@ -133,7 +138,27 @@ class External:
             self.events.append((w[0], self.eng.env.now, w[1], "times", (
                 float(req.prefill_start[rid]), float(req.prefill_end[rid]), int(req.cached[rid]))))
             del self.watch[rid]
+            del self._rid[w[0]]
             self._dirty = True
+
+    def abort(self, key) -> bool:
+        """The client of `key` went away: the request leaves now, not yet taken or in the engine
+        (`drop`); False if it is not here (already over)."""
+        for i, p in enumerate(self._pending):
+            if p[4] == key:
+                del self._pending[i]
+                return True
+        rid = self._rid.pop(key, None)
+        if rid is None:
+            return False
+        del self.watch[rid]
+        self._dirty = True
+        drop(self.eng, rid)
+        return True
+
+    def keys(self) -> list:
+        """Keys of the requests not over (pending or watched)."""
+        return [p[4] for p in self._pending] + list(self._rid)
 
     def prefilled(self, ids: np.ndarray) -> None:
         """A prefill batch ended: its prompts' first token (a one-token reply is done)."""
@@ -160,6 +185,37 @@ class External:
         req = self.eng.req
         for rid in [r for r in self.watch if r < req.base or req.state[r] >= DONE]:
             self._report(rid, self.watch[rid][1], True)
+
+
+def drop(eng, rid: int) -> None:
+    """Request `rid` is abandoned by its client: out of its queue or decode batch at once, its KV
+    reservation and batch slot freed, ended as a client that gave up (the engine's timed_out
+    count). One inside work in progress (a prefill batch, KV on its way to decode, a queue a
+    fault is moving it between) cannot be taken out: it is cut to the tokens it has made (one at
+    least), so it ends when that work does and then holds nothing."""
+    req, now = eng.req, eng.env.now
+    r = rid - req.base
+    state, idx = int(req.state.a[r]), int(req.instance.a[r])
+    try:
+        if state == QUEUED and idx >= 0:
+            inst = eng.prefill[idx]
+            inst.queue.remove(rid)
+            inst.queued_tokens -= int(req.input.a[r])
+            inst.done.pop(rid, None)           # (its chunks so far, with chunked prefill)
+        elif state == DECODE_QUEUE and idx >= 0:
+            eng.decode[idx].queue.remove(rid)
+        elif state == DECODING and idx >= 0 and (eng.decode[idx].ids == rid).any():
+            inst = eng.decode[idx]
+            inst.evict(inst.ids == rid, queue=False)
+        else:
+            raise ValueError
+    except ValueError:                     # in work in progress, or between places
+        if state < DONE:
+            req.output.a[r] = max(int(req.generated.a[r]), 1)
+            if state == PREFILL and idx >= 0 and eng.prefill[idx].partial.pop(rid, None) is not None:
+                eng.prefill[idx].queued_tokens -= int(req.input.a[r])   # its chunk in progress is its last
+        return
+    req.time_out(np.array([rid], dtype=np.int64), np.array([now]))
 
 
 def _reorder(b: Batch, order: np.ndarray) -> Batch:

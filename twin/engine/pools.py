@@ -16,7 +16,7 @@ import simpy
 from twin.engine import batch_rows
 from twin.engine.ems.prefix import lookup
 from twin.engine.ports import InstanceHost
-from twin.engine.requests import DECODE_QUEUE, QUEUED
+from twin.engine.requests import DECODE_QUEUE, PREFILL, QUEUED
 _NO_IDS = np.zeros(0, dtype=np.int64)
 
 
@@ -82,6 +82,16 @@ class PrefillInstance(Instance):
         super().__init__(eng, "prefill", idx, slot, dies)
         self.queued_tokens = 0
         self.budget = eng.dep.prefill.tokens_per_die * len(dies)
+        # chunked prefill (as vLLM's max_num_batched_tokens): a batch holds at most `chunk` tokens, a
+        # longer prompt goes back to the queue after each chunk (`done`: its tokens prefilled here so
+        # far), behind the prompts not yet started, so those wait for one chunk, not a whole long
+        # prompt (residual: a steady stream of new prompts filling every batch would delay the rest
+        # of a long one, as it would under vLLM's scheduler)
+        self.chunk = eng.scenario.prefill_chunk_tokens
+        if self.chunk:
+            self.budget = min(self.budget, self.chunk)
+        self.done: dict[int, int] = {}
+        self.partial: dict[int, int] = {}     # request id -> its chunk's tokens, for the batch in progress
         self.running: list[int] = []
         self.busy = False             # a batch's timeout is pending
         self._batch = 0               # the batch in progress (a lost batch's end is ignored)
@@ -115,21 +125,42 @@ class PrefillInstance(Instance):
         req = eng.req
         inp, base, queue = req.input.a, req.base, self.queue      # rows: ids - base (queued: in window)
         policy = eng.policies.prefill_batching
-        batch, tokens = policy.take(queue, lambda rid: inp.item(rid - base), self.budget)
+        if self.chunk:
+            if self.done and len(queue) > 1:     # prompts not yet started go before the rest of long ones
+                order = sorted(queue, key=self.done.__contains__)
+                queue.clear()
+                queue.extend(order)
+            batch, tokens = policy.take(queue, self._chunk_of, self.budget)
+            tokens = sum(inp.item(rid - base) for rid in batch)
+        else:
+            batch, tokens = policy.take(queue, lambda rid: inp.item(rid - base), self.budget)
         self.queued_tokens -= tokens
         self.running = batch
         start = eng.env.now
         ids = np.array(batch, dtype=np.int64)
         sizes = np.empty(len(ids), dtype=np.int64)
-        prompts, total, square = batch_rows.started(ids, base, start, req.state.a, req.prefill_start.a, inp,
-                                                    req.generated.a, sizes)
-        cached = lookup(eng.ems, req, batch, eng.metrics.cur, eng.acct, self.slot)
-        seconds = eng.timing.prefill_seconds(self, sizes, total, square, cached)
+        if self.chunk and (self.done or any(self._chunk_of(rid) < self._full(rid) for rid in batch)):
+            # a prompt's prefix cache is looked up as its first chunk starts; the tokens it serves are
+            # not computed (they count in `done`), the chunks cover the rest
+            first = [rid for rid in batch if rid not in self.done]
+            cached = lookup(eng.ems, req, first, eng.metrics.cur, eng.acct, self.slot) if first else 0
+            for rid in first:
+                self.done[rid] = req.cached.a.item(rid - base)
+            prompts, total, square = self._chunks(ids, sizes, start, first)
+            # a prompt with chunks to go still counts in `queued_tokens` (placement sees the work held)
+            self.queued_tokens += sum(inp.item(rid - base) for rid in self.partial)
+            seconds = eng.timing.prefill_seconds(self, sizes, total, square, 0)
+        else:
+            prompts, total, square = batch_rows.started(ids, base, start, req.state.a, req.prefill_start.a, inp,
+                                                        req.generated.a, sizes)
+            cached = lookup(eng.ems, req, batch, eng.metrics.cur, eng.acct, self.slot)
+            seconds = eng.timing.prefill_seconds(self, sizes, total, square, cached)
         new, hit = float(prompts - cached), float(cached)
         if not math.isfinite(seconds):       # cut off from its peers: wait for the network
             self.queue.extendleft(reversed(batch))
-            self.queued_tokens += tokens
+            self.queued_tokens += tokens - sum(inp.item(rid - base) for rid in self.partial)
             self.running = []
+            self.partial = {}
             req.state[ids] = QUEUED
             return
         eng.metrics.add_busy(self.slot, start, seconds, eng.interval_end)
@@ -141,10 +172,48 @@ class PrefillInstance(Instance):
 
     def interrupt(self, reason: str) -> None:
         """The batch in progress is lost (its requests stay in `running` until detection
-        requeues them); the instance is free, but not ready while it is down."""
+        requeues them); the instance is free, but not ready while it is down. Chunks prefilled
+        here are lost with it: a prompt split over batches starts again wherever it goes."""
         if self.busy:
             self.busy = False
             self._batch += 1
+        req = self.eng.req
+        self.queued_tokens -= sum(req.input.a.item(rid - req.base) for rid in self.partial)
+        self.done.clear()
+        self.partial = {}
+
+    def _full(self, rid: int) -> int:
+        """Tokens a request prefills: its prompt and, once requeued, the tokens it made but the first."""
+        req = self.eng.req
+        r = rid - req.base
+        return req.input.a.item(r) + max(req.generated.a.item(r) - 1, 0)
+
+    def _chunk_of(self, rid: int) -> int:
+        """Tokens of `rid` the next batch prefills: what is left of it, at most a chunk."""
+        return min(self._full(rid) - self.done.get(rid, 0), self.chunk)
+
+    def _chunks(self, ids: np.ndarray, sizes: np.ndarray, now: float, first: list) -> tuple[int, int, int]:
+        """batch_rows.started for a batch of chunks: each prefills its chunk, attending to what is
+        before it (a chunk c after p tokens costs 2cp + c^2 of attention, in the units where a whole
+        prompt n costs n^2: the chunks of a prompt add up to n^2). The requests in `first` start their
+        prefill now. Returns (their prompt tokens, tokens to prefill, attention units)."""
+        req = self.eng.req
+        prompts = total = square = 0
+        self.partial = {}
+        starting = set(first)
+        for i, rid in enumerate(ids.tolist()):
+            r = rid - req.base
+            p, c = self.done[rid], self._chunk_of(rid)
+            req.state.a[r] = PREFILL
+            if rid in starting:
+                req.prefill_start.a[r] = now
+                prompts += req.input.a.item(r)
+            if p + c < self._full(rid):
+                self.partial[rid] = c
+            sizes[i] = c
+            total += c
+            square += c * (2 * p + c)
+        return prompts, total, square
 
     def _done(self, ev) -> None:
         """The batch's prefill ended (`ev._value`: its request ids, an array, and its number)."""
@@ -154,9 +223,35 @@ class PrefillInstance(Instance):
         self.busy = False
         if self.running:
             self.running = []
-            self._prefilled(ids)
+            if self.partial or self.done:    # prompts with chunks still to go: back to the queue
+                ids = self._requeue_partial(ids)
+            if len(ids):
+                self._prefilled(ids)
         if self.queue:                       # (start() would find nothing to do)
             self.start()
+
+    def _requeue_partial(self, ids: np.ndarray) -> np.ndarray:
+        """After a batch of chunks: the prompts not yet whole go back to the queue (QUEUED, their
+        chunks counted in `done`), the others leave `done`; returns the ids whose prefill ended."""
+        req, partial, done = self.eng.req, self.partial, self.done
+        self.partial = {}
+        if self.down:                      # held down meanwhile (a hand-over): the rest goes elsewhere
+            back = np.array([rid for rid in ids.tolist() if rid in partial], dtype=np.int64)
+            self.queued_tokens = sum(req.input.a.item(rid - req.base) for rid in self.queue)
+            kept = set(self.queue)         # (what a hand-over with nowhere to go left here, for its return)
+            for rid in [r for r in done if r not in kept]:
+                del done[rid]
+            self.eng.requeue(back)
+            return ids[~np.isin(ids, back)]
+        for rid in ids.tolist():
+            if rid in partial:
+                done[rid] = done.get(rid, 0) + partial[rid]
+                r = rid - req.base
+                req.state.a[r] = QUEUED
+                self.queue.append(rid)                 # (still counted in queued_tokens)
+            else:
+                done.pop(rid, None)
+        return ids[np.fromiter((rid not in partial for rid in ids.tolist()), dtype=bool, count=len(ids))]
 
     def _prefilled(self, ids: np.ndarray) -> None:
         """The batch's prompts are done: single-token replies finish, the rest ship their KV."""

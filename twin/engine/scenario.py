@@ -95,6 +95,9 @@ class Scenario(BaseModel):
     # client deadline (twin.engine.deadlines): a request still waiting for prefill this long after
     # it arrived times out; the default is the OpenAI Python client's default timeout (cited there)
     deadline_s: float = SETTINGS["deadline_s"].field(DEFAULT_DEADLINE_S)
+    # chunked prefill (twin.engine.pools.PrefillInstance): 0 off (a prompt is prefilled in one batch);
+    # else a prefill batch holds at most this many tokens and a longer prompt is split over batches
+    prefill_chunk_tokens: int = Field(0, ge=0, le=1 << 20)
     cache_capacity: Annotated[float, Field(ge=1, le=MAX_CACHE_BYTES)] | Literal["default", "unlimited"] = "default"
     faults: str = ""     # path of a fault scenario file (TOML), replayed with the seed
     scheduling: Scheduling = Scheduling()

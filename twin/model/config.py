@@ -132,6 +132,7 @@ class Model(_Strict):
     top_k: int = Field(ge=1)
     vocab: int = Field(ge=1)
     mtp_modules: int = Field(0, ge=0, le=4)
+    max_context: int = Field(131072, ge=1, le=1 << 24)   # tokens of prompt + output the model takes
     dispatch_bytes_per_token: float = Field(gt=0)
     combine_bytes_per_token: float = Field(gt=0)
 

@@ -17,8 +17,10 @@ requests enter the engine under the key `peer << KEY_BITS | its own key`, so the
 to that peer alone. The engine also keeps the per-request Prometheus series (metrics.py): it is the
 single source of truth that every worker's /metrics asks for.
 
-Messages in: ("req", key, arrival, input tokens, output tokens or None, block ids), ("fault", id,
-Command), ("metrics", id), ("cmd", Command), ("stop",). Out: ("hello", info), ("ev", [(key, t,
+Messages in: ("req", key, arrival, input tokens, output tokens or None, block ids), ("abort", key)
+(its client went away: the request leaves the engine now, counted as finished_reason "abort"),
+("fault", id, Command), ("metrics", id), ("cmd", Command), ("stop",). A relay that goes away
+(a worker stopped or killed) aborts all its requests: nobody is left to read them. Out: ("hello", info), ("ev", [(key, t,
 tokens so far, end[, extra]), ...], wall time sent), ("fault", id, ticket), ("metrics", id, text),
 ("gauges", {sim_time, open (served requests not finished, all relays), behind_ms}, pace, late).
 `behind_ms` in the gauges: how far the engine's sim time was behind the wall clock each time it
@@ -28,6 +30,7 @@ late (`late`): the engine process did not get the CPU in time.
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections import deque
 
@@ -40,6 +43,10 @@ STEP_S = 0.002       # wall seconds between advances (assumption: well under a d
 IDLE_S = 0.05        # with nothing in flight it waits this long between advances (or until a message)
 SNAPSHOT_S = 2.0     # gauges (for /metrics) are published this often (~6 ms of CPU each; scrapes are 5-15 s)
 OUTPUT_SEED = 27     # served requests without max_tokens draw from [seed, OUTPUT_SEED, draw number]
+PREFILL_CHUNK = 2048    # assumption: chunked prefill, at most this many tokens a prefill batch (vLLM's
+                        # max_num_batched_tokens; 2,048 is its API server's default below 70 GB of memory).
+                        # A chunk late in a 128K prompt then costs ~0.3 s of attention (8,192: ~1.2 s),
+                        # and 12 whole-context prompts finish ~10% later (tests/test_chunked_prefill.py)
 KEY_BITS = 40        # the engine's key of a request: relay number << KEY_BITS | the relay's own key
 KEY_MASK = (1 << KEY_BITS) - 1
 
@@ -59,14 +66,15 @@ def main(path: str, scenario: str, seed, background: bool, lead_s: float, step_s
     from twin.engine import Engine
     from twin.engine.external import External
     from twin.serve.metrics import ServeMetrics
-    eng = Engine(scenario, seed=seed, **overrides)
+    eng = Engine(scenario, seed=seed, **{"prefill_chunk_tokens": PREFILL_CHUNK, **overrides})
     ext = External.attach(eng, background)
     metrics = ServeMetrics(eng.scenario.deployment)
     draws = 0
     drawn: dict = {}
     wall0 = time.monotonic() - eng.sim_time + lead_s     # the engine starts lead_s ahead
     hello = ("hello", {"model": eng.scenario.deployment, "block_size": ext.block_size, "wall0": wall0,
-                       "lead_s": lead_s, "step_s": step_s, "pid": os.getpid()})
+                       "lead_s": lead_s, "step_s": step_s, "engine": secrets.token_hex(4),
+                       "max_model_len": max_model_len(eng)})
     peers: dict[int, wire.Peer] = {}
     accepted = 0
     pace: deque = deque(maxlen=250)
@@ -85,8 +93,10 @@ def main(path: str, scenario: str, seed, background: bool, lead_s: float, step_s
                 p.send(hello)
             for p in list(peers.values()):
                 msgs = p.read()
-                if msgs is None:         # the relay is gone: its requests run on, their events go nowhere
+                if msgs is None:         # the relay is gone: nobody reads its requests any more
                     peers.pop(p.id).close()
+                    for gid in [g for g in ext.keys() if g >> KEY_BITS == p.id]:
+                        _abort(ext, metrics, drawn, gid)
                     continue
                 for msg in msgs:
                     kind = msg[0]
@@ -99,6 +109,8 @@ def main(path: str, scenario: str, seed, background: bool, lead_s: float, step_s
                             out, draws = int(eng.scenario.output.dist().sample(rng, 1)[0]), draws + 1
                             drawn[gid] = out
                         ext.inject(arrival + lead_s, inp, out, blocks, gid)   # the hop: LEAD_S after the HTTP arrival
+                    elif kind == "abort":
+                        _abort(ext, metrics, drawn, p.id << KEY_BITS | msg[1])
                     elif kind == "fault":
                         p.send(("fault", msg[1], _fault(eng, msg[2])))
                     elif kind == "metrics":
@@ -139,6 +151,19 @@ def main(path: str, scenario: str, seed, background: bool, lead_s: float, step_s
         rest = (step_s if busy else IDLE_S) - (time.monotonic() - t0)
         if rest > 0:                     # a request (or a new relay) wakes it at once
             select.select([lst, *peers.values()], [p for p in peers.values() if p.out], [], rest)
+
+
+def max_model_len(eng) -> int:
+    """Prompt plus output tokens one request may hold: what the model takes and what one decode
+    die's KV holds (the engine refuses more as kv_too_long)."""
+    return int(min(eng.pm.model.max_context, eng.kv_capacity_tokens))
+
+
+def _abort(ext, metrics, drawn: dict, gid: int) -> None:
+    """The request `gid`'s client went away: out of the engine, counted as aborted."""
+    if ext.abort(gid):
+        metrics.aborted(gid)
+    drawn.pop(gid, None)
 
 
 def _route(peers: dict, events: list, sent: float) -> None:

@@ -94,6 +94,11 @@ class ServeMetrics:
     def arrived(self, key: int, arrival: float, input_tokens: int, output_tokens: int | None) -> None:
         self.open[key] = _Request(arrival, input_tokens, output_tokens)
 
+    def aborted(self, key: int) -> None:
+        """Its client went away (vLLM counts such a request under finished_reason "abort")."""
+        if self.open.pop(key, None) is not None:
+            self.success["abort"] += 1
+
     def events(self, events: list) -> None:
         """One advance's events (engine_proc: (key, t, tokens so far, end[, extra])): a few dict
         look-ups per event, the histograms observed once for the whole advance."""

@@ -5,7 +5,9 @@ tokens, at least one. A chat request's text is each message as "role: content" p
 in order. The prompt's KV blocks are BLOCK tokens (the scenario's block size) of that text, i.e.
 BLOCK * BYTES_PER_TOKEN bytes each, the last one partial; block i's id is a hash of the whole text up
 to its end (a prefix hash, as the Mooncake traces' hash_ids are), so two prompts that share their
-first k full blocks of text share k block ids and the second one hits the EMS cache.
+first k full blocks of text share k block ids and the second one hits the EMS cache, if both
+came in the same cache scope: the hash starts from the scope (twin.serve.api._scope: a
+`cache_salt`, or an API key and address), so texts from different scopes never share a block.
 """
 from __future__ import annotations
 
@@ -29,12 +31,14 @@ def chat_text(messages: list) -> str:
     return "".join(f"{m['role']}: {m['content']}\n" for m in messages)
 
 
-def block_ids(text: str, block_tokens: int) -> np.ndarray:
-    """Prefix-hash ids of the text's blocks (ceil(tokens / block_tokens) of them)."""
+def block_ids(text: str, block_tokens: int, scope: bytes = b"") -> np.ndarray:
+    """Prefix-hash ids of the text's blocks (ceil(tokens / block_tokens) of them), in `scope`."""
     data = text.encode("utf-8")
     step = block_tokens * BYTES_PER_TOKEN
     n = max(1, math.ceil(tokens(text) / block_tokens))
     h = hashlib.blake2b(digest_size=8)
+    if scope:
+        h.update(hashlib.blake2b(scope, digest_size=16).digest())
     out = np.empty(n, dtype=np.int64)
     for i in range(n):
         h.update(data[i * step:(i + 1) * step])

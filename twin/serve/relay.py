@@ -35,21 +35,28 @@ PROBE_S = 0.005           # the loop's delay is sampled this often (GET /twin/st
 
 @dataclass(eq=False)
 class Stream:
-    """One served request: what the twin was asked, and its events as they are handed over."""
+    """One served request: what the twin was asked, and its events as they are handed over. Only
+    the chunks not yet handed to the reader are held (`due`: a slow reader's are bounded by the
+    connection guard's write deadline, twin.serve.guard); every chunk's time is kept only when
+    the client asked for `twin_timing` (`keep`)."""
     input_tokens: int
     output_tokens: int | None            # None: the engine draws it (then set at admission)
     blocks: object
+    keep: bool = False                   # keep every chunk's time and count (twin_timing)
     key: int = -1
     arrival: float = 0.0                 # sim time of the HTTP arrival
     admitted: float | None = None
-    times: list = field(default_factory=list)    # sim time of each chunk
-    counts: list = field(default_factory=list)   # tokens made by then (cumulative)
+    made: int = 0                        # tokens made so far
+    first: float | None = None           # sim time of the first chunk
+    times: list = field(default_factory=list)    # sim time of each chunk (with `keep`)
+    counts: list = field(default_factory=list)   # tokens made by then, cumulative (with `keep`)
+    due: list = field(default_factory=list)      # tokens made by each chunk not yet taken
     end: str = ""                        # "stop", a rejection reason, or "engine_lost", once over
     prefill: tuple = ()                  # (prefill start, prefill end, cached prompt tokens) once done
     finish_reason: str = "length"        # "length" when max_tokens set the output, else "stop"
     sink: object = None                  # called instead of waking a reader, if set (api._Writer)
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
-    _sent: int = 0                       # chunks handed to the reader
+    _taken: int = 0                      # tokens handed to the reader
 
     def push(self, t: float, made: int, end: str, extra=None) -> int:
         """An event of the twin's; returns the tokens it adds."""
@@ -62,10 +69,15 @@ class Stream:
             if extra is not None:
                 self.output_tokens = extra
         else:
-            delta = made - (self.counts[-1] if self.counts else 0)
+            delta = made - self.made
             if delta > 0:
-                self.times.append(t)
-                self.counts.append(made)
+                self.made = made
+                self.due.append(made)
+                if self.first is None:
+                    self.first = t
+                if self.keep:
+                    self.times.append(t)
+                    self.counts.append(made)
             if end:
                 self.end = end
         if self.sink is not None:
@@ -81,7 +93,7 @@ class Stream:
             await self._ready.wait()
         return "admitted" if self.admitted is not None else self.end
 
-    async def due(self):
+    async def chunks(self):
         """The chunks made since the last call, [(tokens in the chunk, first token index), ...] (one,
         unless the reader woke late), until done: a reader writes them with one send."""
         while True:
@@ -96,17 +108,17 @@ class Stream:
 
     def take(self) -> list:
         """The chunks made since the last take, [(tokens in the chunk, first token index), ...]."""
-        counts, n = self.counts, len(self.counts)
-        out = [(counts[i] - (counts[i - 1] if i else 0), counts[i - 1] if i else 0) for i in range(self._sent, n)]
-        self._sent = n
+        out, prev = [], self._taken
+        for made in self.due:
+            out.append((made - prev, prev))
+            prev = made
+        self._taken = prev
+        self.due.clear()
         return out
 
     @property
     def ttft(self) -> float | None:
-        return self.times[0] - self.arrival if self.times else None
-
-    def gaps(self) -> list[float]:
-        return [b - a for a, b in zip(self.times, self.times[1:])]
+        return self.first - self.arrival if self.first is not None else None
 
 
 class LiveTwin:
@@ -123,7 +135,8 @@ class LiveTwin:
         self.lead_s, self.step_s = lead_s, step_s
         self.model: str | None = None
         self.block_size: int | None = None
-        self.engine_pid: int | None = None
+        self.engine_id: str | None = None     # the engine process's opaque id (a new one after a restart)
+        self.max_model_len: int | None = None
         self.gauges: dict = {}            # the engine's latest {sim_time, behind_ms}
         self.pace = 1.0                   # sim seconds per wall second, as the engine measured it
         self.late = 0                     # events shipped after their time (the engine fell behind)
@@ -208,7 +221,7 @@ class LiveTwin:
         or this worker is stopping."""
         held, self.streams = self.streams, {}
         for s in held.values():
-            s.push(self.now(), s.counts[-1] if s.counts else 0, end)
+            s.push(self.now(), s.made, end)
 
     def _lost(self) -> None:
         """The engine process died: end what it held, refuse until a new one says hello."""
@@ -247,6 +260,14 @@ class LiveTwin:
         stream.key = self._keys = self._keys + 1
         self.streams[stream.key] = stream
         self._send(("req", stream.key, stream.arrival, stream.input_tokens, stream.output_tokens, stream.blocks))
+
+    def abort(self, stream: Stream) -> None:
+        """The stream's client went away: the engine drops its request now (KV and batch slot
+        freed) and nothing more is kept for it here."""
+        if self.streams.pop(stream.key, None) is not None:
+            self._send(("abort", stream.key))
+        stream.sink = None
+        stream.due.clear()
 
     def command(self, cmd: Command) -> None:
         """A typed engine command (a policy, ...) for the engine's next advance."""
@@ -327,7 +348,7 @@ class LiveTwin:
         elif kind == "hello":
             info = msg[1]
             self.model, self.block_size, self.wall0 = info["model"], info["block_size"], info["wall0"]
-            self.engine_pid = info["pid"]
+            self.engine_id, self.max_model_len = info["engine"], info["max_model_len"]
             self._ready.set()
 
     def _schedule(self, events: list) -> None:

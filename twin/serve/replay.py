@@ -182,15 +182,22 @@ def _status(base_url: str) -> dict:
         return json.loads(r.read())
 
 
-def _server_pids(base_url: str, tries: int = 30) -> tuple[set, set]:
-    """The server's HTTP worker pids and engine pid, from `tries` status requests on new connections
-    (the kernel spreads them over the workers)."""
-    workers, engines = set(), set()
-    for _ in range(tries):
-        st = _status(base_url)
-        workers.add(st["worker_pid"])
-        engines.add(st["engine_pid"])
-    return workers, engines
+def _server_pids(base_url: str) -> tuple[set, set]:
+    """The server's HTTP worker pids (the processes listening on its port: the server says no pids)
+    and its engine process's (the workers' other sibling or child processes), on this machine."""
+    import urllib.parse
+
+    import psutil
+    port = urllib.parse.urlparse(base_url).port
+    workers = {c.pid for c in psutil.net_connections("tcp")
+               if c.status == psutil.CONN_LISTEN and c.laddr.port == port and c.pid}
+    family = set()
+    for w in workers:
+        p = psutil.Process(w)
+        family |= {c.pid for c in p.children()}
+        if len(workers) > 1:                     # a supervisor's workers: the engine is their sibling
+            family |= {c.pid for c in p.parent().children()}
+    return workers, family - workers
 
 
 def _cpu(pids) -> float:

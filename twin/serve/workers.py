@@ -8,9 +8,10 @@ only its own requests' events (engine_proc). This process only supervises: it st
 and the workers, starts a new one of either when it dies, and stops them all on SIGTERM / SIGINT.
 
 A worker that stops (SIGTERM) ends its open streams with an OpenAI-style error event
-(`server_shutting_down`) before it exits; one that is killed outright (SIGKILL) cannot, and its
-clients see the connection close mid-stream. Either way the engine and the other workers' streams
-go on, and a new worker takes its place in the port's share.
+(`server_shutting_down`) and exits within guard.STOP_GRACE_S (what a reader that does not read
+still holds is cut then); one that is killed outright (SIGKILL) cannot, and its clients see the
+connection close mid-stream. Either way the engine aborts the requests of the worker that went, the
+other workers' streams go on, and a new worker takes its place in the port's share.
 """
 from __future__ import annotations
 
@@ -23,9 +24,7 @@ import socket
 import tempfile
 import threading
 
-import uvicorn
-
-from twin.serve import engine_proc
+from twin.serve import engine_proc, guard
 
 log = logging.getLogger("twin.serve.workers")
 
@@ -69,7 +68,7 @@ def supervise(scenario: str, seed, background: bool, lead_s: float, host: str, p
 
 def worker_main(path: str, host: str, port: int, workers: int, loop: str) -> None:
     """One HTTP worker: its own socket on the shared port, its own event loop and relay."""
-    from twin.serve.api import MAX_OPEN, ServeApp
+    from twin.serve.api import ServeApp
     from twin.serve.relay import LiveTwin
     os.setsid()          # a session of its own: its own CPU share under the kernel's autogroups
     logging.basicConfig(level=logging.INFO)
@@ -79,9 +78,7 @@ def worker_main(path: str, host: str, port: int, workers: int, loop: str) -> Non
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     srv = ServeApp(LiveTwin(engine_path=path), workers=workers)
-    server = _Server(uvicorn.Config(srv.app, loop=loop, http="httptools", log_level="warning",
-                                    limit_concurrency=(MAX_OPEN + 64) // workers, timeout_keep_alive=30,
-                                    lifespan="on"), srv.live, sock)
+    server = _Server(guard.config(srv.app, workers, loop=loop), srv.live, sock)
 
     def orphaned():      # the supervisor is gone (killed outright): stop as if told to
         while not server.should_exit:
@@ -93,17 +90,16 @@ def worker_main(path: str, host: str, port: int, workers: int, loop: str) -> Non
     server.run()
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's Server with two changes. Its exit signal also ends this worker's open streams with an
-    error event (otherwise a graceful stop would wait for every stream to finish). And it accepts
+class _Server(guard.Server):
+    """The guarded server (its exit ends the open streams with an error event) that accepts
     connections itself, up to ACCEPT_BATCH each time the port is readable: uvloop's libuv accepts one
     connection per poll (libuv PR 3696), and with ~500 streams a worker's loop polls seldom enough
     that 1,000 new connections waited seconds in the kernel's accept queue (strace: one accept4 every
     0.1-1 s while ~160 waited; docs/serve.md)."""
 
     def __init__(self, config, live, sock: socket.socket):
-        super().__init__(config)
-        self.live, self.sock = live, sock
+        super().__init__(config, live)
+        self.sock = sock
 
     async def startup(self, sockets=None):
         await super().startup(sockets=[])          # the lifespan, and no server of uvicorn's own
@@ -134,8 +130,3 @@ class _Server(uvicorn.Server):
         asyncio.get_running_loop().remove_reader(self.sock.fileno())
         self.sock.close()
         await super().shutdown(sockets=sockets)
-
-    def handle_exit(self, sig, frame):
-        super().handle_exit(sig, frame)
-        if self.live.loop is not None:
-            self.live.loop.call_soon_threadsafe(self.live.abandon, "worker_stopping")
