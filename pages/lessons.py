@@ -15,7 +15,7 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from twin import i18n
 from twin import lessons
-from twin.live import session
+from twin.live import lecture, session
 from twin.ui import answer
 from twin.ui import classbar
 from twin.ui import components
@@ -321,20 +321,13 @@ def act(clicks, progress, choice, token, viewer, secret):
 
 
 def run_step(les: lessons.Lesson, n: int, choice, token, viewer, secret, hold: bool = False):
-    """A step's speed and action on the twin this viewer watches (the control bar's path: lock, sandbox
-    ownership and validation apply) and, for the timeline, a hold after its warm-up; (the twin, the
-    action's ticket). ControlError if refused at once."""
-    step = les.steps[n - 1]
+    """A step's action and speed on the twin this viewer watches and, for the timeline, a hold after its
+    warm-up (twin.live.lecture.ready: the control bar's path, so the lock, sandbox ownership and
+    validation apply, and the step is checked whole first); (the twin, the action's ticket).
+    ControlError if refused at once."""
     tw, _note = twin_for(choice)
     actor = guard.actor(viewer, token, secret)
-    kw = {**actor, "who": f"{actor['who']} · lesson {les.id}"}
-    tw.control("speed", step.screen.speed, **kw)    # the pace the step's figures assume;
-    ticket = tw.send(step.action.control, step.action.value, **kw)     # the action next, then the hold
-    if ticket.refused:
-        raise session.ControlError(ticket.reason)
-    if hold:
-        tw.control("hold", step.screen.warmup_s, **kw)
-    return tw, ticket
+    return tw, lecture.ready(tw, les.steps[n - 1], hold=hold, **{**actor, "who": f"{actor['who']} · lesson {les.id}"})
 
 
 @dash.callback(

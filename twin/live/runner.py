@@ -254,6 +254,22 @@ class Twin(TwinActions):
         self._engine.run(sim_s, step=chunk_s)
         self.snapshot = self._engine.snapshot()
 
+    def run_until_held(self) -> None:
+        """Drive a twin that is not started, in the caller's thread, the way its thread would (the
+        queued reset taken, the engine advanced at the twin's speed, "max" included) until the hold
+        pauses it: `python -m twin.lessons plan-check` runs a lecture's timeline with it. RuntimeError
+        if there is no hold to wait for or the engine keeps failing (the twin then pauses, saying why)."""
+        if self.alive:
+            raise RuntimeError(f"twin {self.key} runs its own thread; run_until_held is for a twin not started")
+        self._take_swap()
+        while not self.paused:
+            if self._pause_at is None or self._pause_at[0] is not self._engine:
+                raise RuntimeError(f"twin {self.key}: no hold of this run to wait for")
+            self._advance_once(self.wall_dt)
+            self._take_swap()
+        if self.message:
+            raise RuntimeError(self.message)
+
     def _fail_step(self, exc: Exception) -> None:
         st = self._stats
         st.errors += 1

@@ -1,0 +1,98 @@
+"""A class plan runs start to finish (issue 36): a step is checked whole before anything is applied,
+a step's reset sets the deployment it needs, and `python -m twin.lessons plan-check` runs every plan
+through the lesson page's command path (Go, hold, questions, reveal, Go again), failing on a refusal
+or a deployment left behind. The full run with every figure judged is `plan-check --all` (docs/class.md);
+here each hold is capped (`--short`), so the suite stays fast."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from twin import lessons
+from twin.lessons import __main__ as lessons_cli
+from twin.lessons import plancheck
+from twin.live import lecture
+from twin.live.controls import ControlError
+from twin.live.runner import Twin
+
+SHORT_S = 5.0                   # simulated seconds per hold: the command path, not the figures
+
+
+def step(lesson: str, n: int) -> lessons.Step:
+    return lessons.get(lesson).steps[n - 1]
+
+
+def test_a_step_is_checked_whole_before_anything_is_applied():
+    tw = Twin("whole", speed=3)
+    before = (tw.speed, vars(tw.params).copy(), tw.run)
+    broken = replace(step("supernode", 2), screen=replace(step("supernode", 2).screen, warmup_s=0.0))
+    with pytest.raises(ControlError, match=r"hold = '0.0': allowed 0 < seconds <= 3600"):
+        lecture.ready(tw, broken, hold=True, who="test")
+    tw.advance_to(0)                                  # a reset, had one been sent, would be taken here
+    assert (tw.speed, vars(tw.params), tw.run) == before
+    assert tw.snapshot.deployment == "cloudmatrix-infer-paper"
+
+
+def test_every_step_warms_up_for_a_hold_the_controls_take():
+    from twin.live.controls import parse_hold
+    for les in lessons.lessons():
+        for s in les.steps:
+            assert parse_hold(s.screen.warmup_s) == s.screen.warmup_s
+
+
+def test_a_steps_reset_sets_the_deployment_it_needs():
+    """Step 7 of the plan used to run on the H800 deployment of step 8's earlier run."""
+    tw = Twin("deployments")
+    tw.control(*(lambda a: (a.control, a.value))(step("supernode", 2).action), who="test")
+    tw.advance_to(0)
+    assert tw.snapshot.deployment == "deepseek-h800"
+    tw.control(*(lambda a: (a.control, a.value))(step("supernode", 1).action), who="test")
+    tw.advance_to(0)
+    assert tw.snapshot.deployment == "cloudmatrix-infer-paper"
+    assert (tw.params.trace, tw.params.seed) == (None, 0)
+
+
+@pytest.mark.parametrize("plan", [p.id for p in lessons.plans()])
+def test_every_plan_runs_start_to_finish_and_again(plan):
+    pl = lessons.plan(plan)
+    rows = plancheck.run_plan(pl, short=SHORT_S)
+    assert [r.problems for r in rows] == [[]] * (len(pl.items) + 1)
+    assert [r.where for r in rows] == [f"{it.lesson} step {it.step}" for it in pl.items] + [
+        f"again: {pl.items[0].lesson} step {pl.items[0].step}"]
+    for r, it in zip(rows, pl.items):
+        s = step(it.lesson, it.step)
+        assert r.deployment == plancheck.wanted_deployment(s) == (s.action.value.get("deployment")
+                                                                  or "cloudmatrix-infer-paper")
+        assert r.sim_s == pytest.approx(SHORT_S, abs=1e-6)      # paused by the hold, exactly
+        assert (r.answer is not None) == (s.question is not None)
+        assert len(r.figures) == len(s.screen.figures)
+
+
+def test_plan_check_fails_on_a_step_broken_the_way_step_7_was(monkeypatch):
+    """A hold of 0 s and a reset that names no deployment after the H800 step: both fail the check."""
+    sn = lessons.get("supernode")
+    old_reset = replace(sn.steps[0].action, value={"scenario": "paper-decode"})
+    broken = replace(sn, steps=(replace(sn.steps[0], screen=replace(sn.steps[0].screen, warmup_s=0.0)),
+                                sn.steps[1], replace(sn.steps[0], action=old_reset)))
+    real_get = lessons.get
+    monkeypatch.setattr(lessons, "get", lambda lid: broken if lid == "supernode" else real_get(lid))
+    plan = lessons.Plan("broken", "B", "S", tuple(lessons.PlanItem("supernode", n, 5, "say") for n in (1, 2, 3)))
+    rows = plancheck.run_plan(plan, short=SHORT_S)
+    assert rows[0].problems == ["refused: hold = '0.0': allowed 0 < seconds <= 3600 (simulated)"]
+    assert rows[1].problems == []
+    assert rows[2].problems == ["runs deployment deepseek-h800, the step needs cloudmatrix-infer-paper"]
+
+
+def test_plan_check_cli_json_and_exit_status(capsys):
+    assert lessons_cli.main(["plan-check", "why-supernode", "--json", "--short", str(SHORT_S)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["failed"] == 0
+    rows = out["plans"]["why-supernode"]
+    assert len(rows) == len(lessons.plan("why-supernode").items) + 1
+    assert {r["answer"]["source"] for r in rows if r["answer"]} <= {"live", "lesson"}
+    assert lessons_cli.main(["plan-check", "nope"]) == 2
+    assert "plan = 'nope': no such plan; allowed why-supernode" in capsys.readouterr().err
+    assert lessons_cli.main(["plan-check", "--short", "0"]) == 2
+    assert "--short = 0: allowed 0 < S <= 3600" in capsys.readouterr().err
