@@ -96,3 +96,57 @@ def test_plan_check_cli_json_and_exit_status(capsys):
     assert "plan = 'nope': no such plan; allowed why-supernode" in capsys.readouterr().err
     assert lessons_cli.main(["plan-check", "--short", "0"]) == 2
     assert "--short = 0: allowed 0 < S <= 3600" in capsys.readouterr().err
+
+
+def _parts(c, out):
+    """Every component of a layout, depth first."""
+    if isinstance(c, (list, tuple)):
+        for x in c:
+            _parts(x, out)
+    elif hasattr(c, "to_plotly_json"):
+        out.append(c)
+        _parts(getattr(c, "children", None), out)
+    return out
+
+
+def test_next_step_goes_on_into_the_next_lesson_of_the_plan(dash_app):
+    """Issue 36, item 8: at the last plan row of a lesson (plan rows 2, 4, 6) Next step used to stop."""
+    import importlib
+    page = importlib.import_module("pages.lessons")
+    pl = lessons.plan("why-supernode")
+    with dash_app.server.test_request_context("/?lang=en"):
+        plan_view = _parts(page.layout(plan="why-supernode"), [])
+        step_links = [c.href for c in plan_view if getattr(c, "href", "").startswith("/lessons?lesson=")]
+        assert step_links[0] == "/lessons?lesson=prefill-decode&step=1&plan=why-supernode"     # Start: step 1
+        for at, (it, nxt) in enumerate(zip(pl.items, pl.items[1:]), 1):
+            view = _parts(page.layout(lesson=it.lesson, step=str(it.step), plan="why-supernode"), [])
+            ready = [c for c in view if c.children == "Next step: ready the twin →"]
+            assert [c.id["index"] for c in ready] == [f"{nxt.lesson}/{nxt.step}/why-supernode"], at
+            links = [c.href for c in view if c.children == "Next step →"]
+            assert links == [f"/lessons?lesson={nxt.lesson}&step={nxt.step}&plan=why-supernode"] * 2, at
+        last = _parts(page.layout(lesson=pl.items[-1].lesson, step=str(pl.items[-1].step), plan="why-supernode"), [])
+        assert [c.href for c in last if c.children == "Back to the plan"] == ["/lessons?plan=why-supernode"] * 2
+        assert not [c for c in last if c.children == "Next step: ready the twin →"]
+
+
+def test_go_on_a_plan_row_keeps_the_plan(dash_app, twin_registry):
+    import importlib
+    from contextvars import copy_context
+    from dash._callback_context import context_value
+    from dash._utils import AttributeDict
+    page = importlib.import_module("pages.lessons")
+
+    def go(index):
+        btn = json.dumps({"index": index, "type": "lesson-go"}, separators=(",", ":")) + ".n_clicks"
+
+        def run():
+            context_value.set(AttributeDict(triggered_inputs=[{"prop_id": btn, "value": 1}],
+                                            outputs_list=[[{}], [{}]]))
+            return page.go([1], "shared", None, "v1", "s" * 30)
+        with dash_app.server.test_request_context("/?lang=en"):
+            return copy_context().run(run)
+    msgs, classes, step, href = go("kv-cache/1/why-supernode")
+    assert (classes, step, href) == (["ctl-msg msg-ok"], {"lesson": "kv-cache", "step": 1},
+                                     "/lessons?lesson=kv-cache&step=1&plan=why-supernode")
+    for forged in ("kv-cache/1/nope", "kv-cache/1/why-supernode/x", "kv-cache/9/why-supernode"):
+        assert go(forged)[0] == ["This lesson step is not known; reload the lesson."]
