@@ -146,9 +146,8 @@ def _step_view(les: lessons.Lesson, n: int, lang: str, pl: lessons.Plan | None =
                      title=_("After the timeline's Go has readied the twin: open the page as it is")),
             html.Div(id={"type": f"{P}-msg", "index": f"{les.id}/{n}"}, className="ctl-msg", role="status"),
             html.Div(_("The action also sets the speed to %(speed)s×: the answer's on-screen figures are there "
-                       "after %(warm)s simulated seconds, about %(wall)s s of wall time.") % {
-                "speed": f"{s.screen.speed:g}", "warm": f"{s.screen.warmup_s:g}",
-                "wall": f"{s.screen.warmup_s / s.screen.speed:.0f}"}, className="muted lesson-hint"),
+                       "after %(warm)s simulated seconds (the timeline says how long that takes here).") % {
+                "speed": f"{s.screen.speed:g}", "warm": f"{s.screen.warmup_s:g}"}, className="muted lesson-hint"),
         ])),
         block("lesson-notice", _("What to notice"), html.P(_(s.notice))),
         timeline(rows, (les.id, n), _, plan),
@@ -179,6 +178,20 @@ def go_index(les: lessons.Lesson, n: int, plan: str | None) -> str:
     return f"{les.id}/{n}" + (f"/{plan}" if plan else "")
 
 
+def needs(step: lessons.Step, _) -> str:
+    """What a step's warm-up takes: in wall seconds at the pace measured on this server the last time
+    its run warmed up (twin.live.pace), or, before any was measured, what its speed would give, said
+    as such (issue 36: "about 12 s" took 32-43 s when the twin reached 2-17x)."""
+    sc = step.screen
+    wall, measured = lecture.warmup_wall(step)
+    vals = {"sim": f"{sc.warmup_s:g}", "speed": f"{sc.speed:g}", "wall": f"{wall:.0f}"}
+    if measured is None:
+        return _("%(sim)s simulated s at %(speed)s×: %(wall)s s if the twin keeps that pace (not measured "
+                 "here yet)") % vals
+    return _("%(sim)s simulated s at %(speed)s×: about %(wall)s s at the pace measured here (the twin "
+             "reached %(pace)s×)") % {**vals, "pace": f"{min(measured.reached, sc.speed):.1f}"}
+
+
 def timeline(rows, current, _, plan: str | None = None) -> html.Div:
     """The lecturer's timeline: per step its planned minutes, the simulated time and speed it needs (and
     the wall time that takes), what to say (a plan), and a button that readies the twin for it; the
@@ -193,8 +206,7 @@ def timeline(rows, current, _, plan: str | None = None) -> html.Div:
             html.Td(f"{minutes:g}"),
             html.Td([dcc.Link(_(les.title), href=teach.lesson_href(les.id, n, plan=plan)), html.Br(),
                      html.Span(_("Step %(n)s of %(total)s") % {"n": n, "total": len(les.steps)}, className="muted")]),
-            html.Td(_("%(sim)s simulated s at %(speed)s× (about %(wall)s s)") % {
-                "sim": f"{sc.warmup_s:g}", "speed": f"{sc.speed:g}", "wall": f"{sc.warmup_s / sc.speed:.0f}"}),
+            html.Td(needs(les.steps[n - 1], _)),
             html.Td(_(say) if say else "", className="timeline-say"),
             html.Td(html.Button(_("Go"), id={"type": f"{P}-go", "index": go_index(les, n, plan)}, className="btn btn-small",
                                 n_clicks=0, title=_("Open this step, send its action with its speed, and pause the "

@@ -150,3 +150,34 @@ def test_go_on_a_plan_row_keeps_the_plan(dash_app, twin_registry):
                                      "/lessons?lesson=kv-cache&step=1&plan=why-supernode")
     for forged in ("kv-cache/1/nope", "kv-cache/1/why-supernode/x", "kv-cache/9/why-supernode"):
         assert go(forged)[0] == ["This lesson step is not known; reload the lesson."]
+
+
+def test_a_shared_twins_warm_up_is_measured_and_the_timeline_says_so(dash_app, monkeypatch):
+    """Issue 36, item 3: the timeline promised "about 12 s" (240 s at 20x) where the warm-up took 32-43 s.
+    A hold that pauses the shared twin records what it took; the timeline shows that, and before any is
+    measured says its figure is only what the speed would give."""
+    import importlib
+    from twin.live import pace
+    page = importlib.import_module("pages.lessons")
+    monkeypatch.setattr(pace, "_paces", {})
+    s = step("supernode", 1)            # paper-decode, its own deployment: 10 s at 20x
+    with dash_app.server.test_request_context("/?lang=en"):
+        assert page.needs(s, lambda t: t) == "10 simulated s at 20×: 0 s if the twin keeps that pace (not measured here yet)"
+    tw = Twin("measured", shared=True)
+    lecture.ready(tw, s, hold=True, who="test")
+    tw.run_until_held()
+    got = pace.measured("paper-decode", None)
+    assert got is not None and got.sim_s == 10 and got.wall_s > 0 and got.speed == 20
+    assert pace.measured("paper-decode", "deepseek-h800") is None          # another run: not measured
+    sandbox = Twin("sandbox")                                               # a sandbox's pace is not the room's
+    lecture.ready(sandbox, step("supernode", 2), hold=True, who="test")
+    sandbox.run_until_held()
+    assert pace.measured("paper-decode", "deepseek-h800") is None
+    pace.record("default", "", pace.Pace(240.0, 32.0, 20.0))               # 7.5x reached
+    with dash_app.server.test_request_context("/?lang=zh"):
+        from twin import i18n
+        first = step("prefill-decode", 1)
+        assert page.needs(first, i18n.gettext("en")) == ("240 simulated s at 20×: about 32 s at the pace measured "
+                                                         "here (the twin reached 7.5×)")
+        assert page.needs(first, i18n.gettext("zh")) == "20× 速度下模拟 240 秒：按本服务器实测的速度约需 32 秒（孪生达到 7.5×）"
+    assert pace.Pace(240.0, 6.0, "max").wall_for(240.0, 20.0) == 12.0      # faster than asked: the speed's time

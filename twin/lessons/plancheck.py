@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass, field, replace
 
 from twin import lessons
-from twin.engine.faults import load_fault_file
 from twin.engine.scenario import load_scenario
 from twin.live import lecture
 from twin.live.classroom import Classroom
@@ -49,10 +48,8 @@ class RowResult:
 
 def wanted_deployment(step: lessons.Step) -> str:
     """The deployment a step's reset must run: the one it names, else its scenario's (or demo's) own."""
-    v = step.action.value if isinstance(step.action.value, dict) else {}
-    if v.get("faults"):
-        return load_scenario(load_fault_file(v["faults"]).get("scenario")).deployment
-    return v.get("deployment") or load_scenario(v.get("scenario")).deployment
+    scenario, deployment = lecture.run_of(step)
+    return deployment or load_scenario(scenario).deployment
 
 
 def _off(shown: float, written: float) -> float:

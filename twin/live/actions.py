@@ -9,6 +9,7 @@ otherwise. `TwinActions` is the controlling half of `twin.live.runner.Twin`.
 from __future__ import annotations
 
 import logging
+import time
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,7 +189,7 @@ class TwinActions:
         s = parse_hold(value)
         with self._lock:
             engine = self._swap.engine if self._swap is not None else self._engine
-            self._pause_at = (engine, engine.sim_time + s)
+            self._pause_at = (engine, engine.sim_time + s, time.monotonic(), s)   # wall start: twin.live.pace
         return self._now("hold", said(N_("pause after %(s)s simulated s"), s=f"{s:g}"))
 
     def _synthetic_only(self, action: str, engine=None) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from twin import lessons
 from twin.engine.commands import Ticket
+from twin.engine.faults import load_fault_file
+from twin.live import pace
 from twin.live.controls import ControlError, parse_hold, parse_speed
 
 
@@ -28,3 +30,23 @@ def ready(tw, step: lessons.Step, *, hold: bool = False, **who) -> Ticket:
     if hold:
         tw.control("hold", step.screen.warmup_s, **who)   # counts from the reset's new run (actions.hold)
     return ticket
+
+
+def run_of(step: lessons.Step) -> tuple[str, str] | None:
+    """(scenario, deployment) a step's reset starts ("" for the scenario's own deployment; a fault demo
+    brings its own scenario), or None for a step that acts on whatever runs (load, fault, ...)."""
+    v = step.action.value if isinstance(step.action.value, dict) else None
+    if step.action.control != "reset" or v is None:
+        return None
+    if v.get("faults"):
+        return str(load_fault_file(v["faults"]).get("scenario") or "default"), ""
+    return v["scenario"], v.get("deployment") or ""
+
+
+def warmup_wall(step: lessons.Step) -> tuple[float, pace.Pace | None]:
+    """Wall seconds the step's warm-up takes: at the pace last measured here on its run (the shared
+    twin's holds, twin.live.pace), else the promise of its speed; and that pace (None: not measured)."""
+    run = run_of(step)
+    measured = pace.measured(*run) if run else None
+    sc = step.screen
+    return (measured.wall_for(sc.warmup_s, sc.speed) if measured else sc.warmup_s / sc.speed), measured
