@@ -56,8 +56,10 @@ def test_a_steps_reset_sets_the_deployment_it_needs():
 
 @pytest.mark.parametrize("plan", [p.id for p in lessons.plans()])
 def test_every_plan_runs_start_to_finish_and_again(plan):
+    """The whole plan, each warm-up in full at max speed (why-supernode: about 20 s of CPU): every
+    figure and every revealed answer within its step's tolerance, each step on its deployment."""
     pl = lessons.plan(plan)
-    rows = plancheck.run_plan(pl, short=SHORT_S)
+    rows = plancheck.run_plan(pl)
     assert [r.problems for r in rows] == [[]] * (len(pl.items) + 1)
     assert [r.where for r in rows] == [f"{it.lesson} step {it.step}" for it in pl.items] + [
         f"again: {pl.items[0].lesson} step {pl.items[0].step}"]
@@ -65,9 +67,29 @@ def test_every_plan_runs_start_to_finish_and_again(plan):
         s = step(it.lesson, it.step)
         assert r.deployment == plancheck.wanted_deployment(s) == (s.action.value.get("deployment")
                                                                   or "cloudmatrix-infer-paper")
-        assert r.sim_s == pytest.approx(SHORT_S, abs=1e-6)      # paused by the hold, exactly
+        assert r.sim_s == pytest.approx(s.screen.warmup_s, abs=1e-6)        # paused by the hold, exactly
+        assert [f["name"] for f in r.figures if f["ok"]] == [f.name for f in s.screen.figures]
         assert (r.answer is not None) == (s.question is not None)
-        assert len(r.figures) == len(s.screen.figures)
+        assert r.answer is None or r.answer["ok"]
+
+
+def test_plan_check_fails_on_a_figure_or_an_answer_outside_its_tolerance():
+    """A written figure 20 % off what the page shows: the figure fails, and so does the number the
+    class is asked for (a choice question fails only on another choice: supernode step 1 at +10 %)."""
+    pd = lessons.get("prefill-decode")
+    s2 = pd.steps[1]                                    # tpot96 / tpot8 from the Trade-offs curve (no warm-up needed)
+    figs = tuple(replace(f, value=f.value * 1.2) if f.name == "tpot96" else f for f in s2.screen.figures)
+    broken = replace(pd, steps=(pd.steps[0], replace(s2, screen=replace(s2.screen, figures=figs, warmup_s=10.0))))
+    row = plancheck.run_row(Twin("off"), plancheck._room(), broken, 2, None)
+    assert "tpot96 = 49.6823 on screen, written 59.6188: off by 16.7% (tolerance 10%)" in row.problems
+    assert "revealed answer 3.20662, written 3.84794: outside the step's tolerance" in row.problems
+    assert row.answer["measured"] == pytest.approx(3.20662, abs=1e-5) and not row.answer["ok"]
+    sn = lessons.get("supernode")
+    fig = sn.steps[0].screen.figures[0]                 # cm_tf, read live from the Validation table
+    off = replace(sn.steps[0].screen, figures=(replace(fig, value=fig.value * 1.1), *sn.steps[0].screen.figures[1:]))
+    row = plancheck.run_row(Twin("off"), plancheck._room(), replace(sn, steps=(replace(sn.steps[0], screen=off),)), 1, None)
+    assert row.problems == ["cm_tf = 1.285 on screen, written 1.4135: off by 9.1% (tolerance 1%)"]
+    assert row.answer["ok"]                              # still CloudMatrix384 per TFLOPS
 
 
 def test_plan_check_fails_on_a_step_broken_the_way_step_7_was(monkeypatch):
