@@ -5,7 +5,8 @@ here as its thread would be) and one classroom with two students who follow. Per
 timeline's Go (`twin.live.lecture.ready`, the lesson page's own command path: action, speed, hold),
 the speed set to max, the step published, each student answering its question, the twin run until
 the hold pauses it, every on-screen figure read (screen.READERS) and the reveal. After the last row
-the plan's first Go is sent again (a class restarts without a server restart). A row fails on any
+the lecturer stops leading and the plan's first row runs again, its question asked afresh to the same
+students (a class restarts without a server restart). A row fails on any
 refusal, a deployment other than the one the step names (else its scenario's own), a figure or
 revealed answer outside the step's tolerance (a choice question: another choice), or an answer not
 counted. `--short S` caps each hold at S simulated seconds: the command path only, figures reported
@@ -128,11 +129,12 @@ def _room() -> Classroom:
 
 
 def run_plan(plan: lessons.Plan, short: float | None = None) -> list[RowResult]:
-    """Every row of `plan`, in order, on one twin and one classroom, then the first row's Go again."""
+    """Every row of `plan`, in order, on one twin and one classroom, then, after Stop leading, the first row again."""
     tw, room = Twin("plan-check", speed="max"), _room()
     rows = [run_row(tw, room, lessons.get(it.lesson), it.step, short) for it in plan.items]
-    first = plan.items[0]          # a new class on the same twin (this class's answers stay in its room)
-    again = run_row(tw, _room(), lessons.get(first.lesson), first.step, short)
+    room.end(tw, None)             # Stop leading, then the class again: same twin, same room and students
+    first = plan.items[0]
+    again = run_row(tw, room, lessons.get(first.lesson), first.step, short)
     again.where = f"again: {again.where}"
     return rows + [again]
 
