@@ -36,7 +36,8 @@ def test_a_step_is_checked_whole_before_anything_is_applied():
 
 
 def test_every_step_warms_up_for_a_hold_the_controls_take():
-    from twin.live.controls import parse_hold
+    from twin.live.controls import HOLD_MAX_S, parse_hold
+    assert lessons.WARMUP_MAX_S == HOLD_MAX_S             # the loader's range is the hold's (floors apart)
     for les in lessons.lessons():
         for s in les.steps:
             assert parse_hold(s.screen.warmup_s) == s.screen.warmup_s

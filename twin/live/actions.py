@@ -9,8 +9,8 @@ otherwise. `TwinActions` is the controlling half of `twin.live.runner.Twin`.
 from __future__ import annotations
 
 import logging
-import time
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
