@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import threading
 import time
 import traceback
-from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -49,8 +49,31 @@ teach.install(app)                    # <html lang> and the ?lang= cookie (issue
 server.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
 log = logging.getLogger(__name__)
 log_refusal = LogBudget(log, ERROR_LINES_PER_MIN)
+DASH_FIRST_REQUEST = tuple(server.before_request_funcs.get(None, ()))   # Dash's setup and pages router
 MSG = (Output("ctl-msg", "children", allow_duplicate=True),      # the control bar's message line
        Output("ctl-msg", "className", allow_duplicate=True))
+
+
+_setup_lock = threading.Lock()
+_set_up_csp: str | None = None     # the CSP, fixed once Dash's first-request setup is complete
+
+
+def _set_up_once():
+    """Dash's first-request setup (callbacks, then the pages router, which adds the last inline script)
+    run once, under a lock, before any request is answered, and the CSP fixed from it. Dash marks each
+    part done as it starts, so tabs arriving at once at a fresh server were answered while the first
+    request was still setting up: a CSP of 4 of the 5 script hashes, cached for good (issue 36)."""
+    global _set_up_csp
+    if _set_up_csp is not None:
+        return
+    with _setup_lock:
+        if _set_up_csp is None:
+            for fn in DASH_FIRST_REQUEST:
+                fn()
+            _set_up_csp = _csp()
+
+
+server.before_request_funcs.setdefault(None, []).insert(0, _set_up_once)
 
 
 @server.before_request
@@ -96,12 +119,11 @@ def _refuse(exc):
     return InternalServerError()
 
 
-@cache
 def _csp() -> str:
     """The Content-Security-Policy: scripts only from this server plus the hashes of Dash's own
     inline scripts (the renderer start and clientside callbacks given as strings); no eval. Styles
-    allow 'unsafe-inline' because React, plotly and cytoscape set style attributes. Computed on the
-    first request, when every page has registered its callbacks."""
+    allow 'unsafe-inline' because React, plotly and cytoscape set style attributes. Computed once
+    Dash's first-request setup is complete (`_set_up_once`)."""
     return "; ".join((
         "default-src 'self'", f"script-src 'self' {' '.join(app.csp_hashes())}",
         "style-src 'self' 'unsafe-inline'", "img-src 'self' data: blob:", "font-src 'self' data:",
@@ -119,7 +141,7 @@ def _headers(resp):
     t0 = getattr(flask.g, "t0", None)
     if t0 is not None:
         resp.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - t0) * 1e3:.2f}"
-    resp.headers["Content-Security-Policy"] = _csp()
+    resp.headers["Content-Security-Policy"] = _set_up_csp or _csp()     # _csp(): a setup that failed
     resp.headers.update(SECURITY_HEADERS)
     return resp
 

@@ -15,7 +15,7 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 
 from twin import i18n
 from twin import lessons
-from twin.live import session
+from twin.live import lecture, session
 from twin.ui import answer
 from twin.ui import classbar
 from twin.ui import components
@@ -109,14 +109,29 @@ def block(cls: str, head: str, body) -> html.Div:
     return html.Div([html.H4(head), body], className=f"lesson-block {cls}")
 
 
-def _step_view(les: lessons.Lesson, n: int, lang: str) -> list:
+def _lesson_rows(les: lessons.Lesson) -> list:
+    return [(les, i, planned_minutes(les.id, i), None) for i in range(1, len(les.steps) + 1)]
+
+
+def _plan_rows(pl: lessons.Plan) -> list:
+    return [(lessons.get(it.lesson), it.step, it.minutes, it.say) for it in pl.items]
+
+
+def _step_view(les: lessons.Lesson, n: int, lang: str, pl: lessons.Plan | None = None) -> list:
+    """A step; with `pl` (a plan that has this step) as a row of the plan: its timeline, and previous /
+    next go along the plan's rows, into the next lesson (issue 36), back to the plan after the last."""
     _ = i18n.gettext(lang)
     s = les.steps[n - 1]
+    plan = pl.id if pl is not None and any((it.lesson, it.step) == (les.id, n) for it in pl.items) else None
+    rows = _plan_rows(pl) if plan else _lesson_rows(les)
+    at = next(i for i, r in enumerate(rows) if (r[0].id, r[1]) == (les.id, n))
+    href = lambda r: teach.lesson_href(r[0].id, r[1], plan=plan)
+    end = (dcc.Link(_("Back to the plan"), href=f"/lessons?plan={plan}", className="btn btn-small") if plan
+           else dcc.Link(_("All lessons"), href="/lessons", className="btn btn-small"))
     nav = html.Div([
-        dcc.Link(_("← Previous step"), href=teach.lesson_href(les.id, n - 1), className="btn btn-small") if n > 1 else None,
+        dcc.Link(_("← Previous step"), href=href(rows[at - 1]), className="btn btn-small") if at > 0 else None,
         html.Span(_("Step %(n)s of %(total)s") % {"n": n, "total": len(les.steps)}, className="lesson-stepno"),
-        dcc.Link(_("Next step →"), href=teach.lesson_href(les.id, n + 1), className="btn btn-small")
-        if n < len(les.steps) else dcc.Link(_("All lessons"), href="/lessons", className="btn btn-small"),
+        dcc.Link(_("Next step →"), href=href(rows[at + 1]), className="btn btn-small") if at + 1 < len(rows) else end,
     ], className="lesson-nav")
     return [
         components.page_header(_(les.title), _(les.summary), html.Div([nav, lead_button(_)])),
@@ -131,12 +146,11 @@ def _step_view(les: lessons.Lesson, n: int, lang: str) -> list:
                      title=_("After the timeline's Go has readied the twin: open the page as it is")),
             html.Div(id={"type": f"{P}-msg", "index": f"{les.id}/{n}"}, className="ctl-msg", role="status"),
             html.Div(_("The action also sets the speed to %(speed)s×: the answer's on-screen figures are there "
-                       "after %(warm)s simulated seconds, about %(wall)s s of wall time.") % {
-                "speed": f"{s.screen.speed:g}", "warm": f"{s.screen.warmup_s:g}",
-                "wall": f"{s.screen.warmup_s / s.screen.speed:.0f}"}, className="muted lesson-hint"),
+                       "after %(warm)s simulated seconds (the timeline says how long that takes here).") % {
+                "speed": f"{s.screen.speed:g}", "warm": f"{s.screen.warmup_s:g}"}, className="muted lesson-hint"),
         ])),
         block("lesson-notice", _("What to notice"), html.P(_(s.notice))),
-        timeline([(les, i, planned_minutes(les.id, i), None) for i in range(1, len(les.steps) + 1)], (les.id, n), _),
+        timeline(rows, (les.id, n), _, plan),
         html.Details([
             html.Summary(_("Show the measured answer"), className="summary-title"),
             html.P(answer_text(s, lang), id=f"{P}-answer"),
@@ -159,9 +173,29 @@ def lead_button(_) -> html.Button:
                                "token when the shared twin is locked"))
 
 
-def timeline(rows, current, _) -> html.Div:
+def go_index(les: lessons.Lesson, n: int, plan: str | None) -> str:
+    """A Go button's index: `lesson/step`, and `/plan` when it is a row of a class plan."""
+    return f"{les.id}/{n}" + (f"/{plan}" if plan else "")
+
+
+def needs(step: lessons.Step, _) -> str:
+    """What a step's warm-up takes: in wall seconds at the pace measured on this server the last time
+    its run warmed up (twin.live.pace), or, before any was measured, what its speed would give, said
+    as such (issue 36: "about 12 s" took 32-43 s when the twin reached 2-17x)."""
+    sc = step.screen
+    wall, measured = lecture.warmup_wall(step)
+    vals = {"sim": f"{sc.warmup_s:g}", "speed": f"{sc.speed:g}", "wall": f"{wall:.0f}"}
+    if measured is None:
+        return _("%(sim)s simulated s at %(speed)s×: %(wall)s s if the twin keeps that pace (not measured "
+                 "here yet)") % vals
+    return _("%(sim)s simulated s at %(speed)s×: about %(wall)s s at the pace measured here (the twin "
+             "reached %(pace)s×)") % {**vals, "pace": f"{min(measured.reached, sc.speed):.1f}"}
+
+
+def timeline(rows, current, _, plan: str | None = None) -> html.Div:
     """The lecturer's timeline: per step its planned minutes, the simulated time and speed it needs (and
-    the wall time that takes), what to say (a plan), and a button that readies the twin for it."""
+    the wall time that takes), what to say (a plan), and a button that readies the twin for it; the
+    rows of `plan` keep the plan in their links, so Go and Next step go on along it."""
     total = sum(r[2] for r in rows)
     head = html.Tr([html.Th(x) for x in (_("Min"), _("Step"), _("Twin needs"), _("Say") if any(r[3] for r in rows)
                                          else "", "")])
@@ -170,12 +204,11 @@ def timeline(rows, current, _) -> html.Div:
         sc = les.steps[n - 1].screen
         body.append(html.Tr([
             html.Td(f"{minutes:g}"),
-            html.Td([dcc.Link(_(les.title), href=teach.lesson_href(les.id, n)), html.Br(),
+            html.Td([dcc.Link(_(les.title), href=teach.lesson_href(les.id, n, plan=plan)), html.Br(),
                      html.Span(_("Step %(n)s of %(total)s") % {"n": n, "total": len(les.steps)}, className="muted")]),
-            html.Td(_("%(sim)s simulated s at %(speed)s× (about %(wall)s s)") % {
-                "sim": f"{sc.warmup_s:g}", "speed": f"{sc.speed:g}", "wall": f"{sc.warmup_s / sc.speed:.0f}"}),
+            html.Td(needs(les.steps[n - 1], _)),
             html.Td(_(say) if say else "", className="timeline-say"),
-            html.Td(html.Button(_("Go"), id={"type": f"{P}-go", "index": f"{les.id}/{n}"}, className="btn btn-small",
+            html.Td(html.Button(_("Go"), id={"type": f"{P}-go", "index": go_index(les, n, plan)}, className="btn btn-small",
                                 n_clicks=0, title=_("Open this step, send its action with its speed, and pause the "
                                                     "twin when the figures are there"))),
         ], className="timeline-now" if (les.id, n) == current else ""))
@@ -183,7 +216,7 @@ def timeline(rows, current, _) -> html.Div:
     go_next = None
     if nxt is not None and nxt < len(rows):
         les, n = rows[nxt][0], rows[nxt][1]
-        go_next = html.Button(_("Next step: ready the twin →"), id={"type": f"{P}-go", "index": f"{les.id}/{n}"},
+        go_next = html.Button(_("Next step: ready the twin →"), id={"type": f"{P}-go", "index": go_index(les, n, plan)},
                               className="btn btn-small btn-primary", n_clicks=0)
     return html.Details([
         html.Summary(_("Lecturer's timeline: %(min)s minutes") % {"min": f"{total:g}"}, className="summary-title"),
@@ -195,25 +228,29 @@ def timeline(rows, current, _) -> html.Div:
 
 def _plan_view(pl: lessons.Plan, lang: str) -> list:
     _ = i18n.gettext(lang)
-    rows = [(lessons.get(it.lesson), it.step, it.minutes, it.say) for it in pl.items]
+    rows = _plan_rows(pl)
     first = rows[0]
     return [
         components.page_header(_(pl.title), _(pl.summary), html.Div([
-            dcc.Link(_("Start: step 1"), href=teach.lesson_href(first[0].id, first[1]), className="btn btn-small"),
+            dcc.Link(_("Start: step 1"), href=teach.lesson_href(first[0].id, first[1], plan=pl.id),
+                     className="btn btn-small"),
             lead_button(_)])),
-        timeline(rows, None, _),
+        timeline(rows, None, _, pl.id),
     ]
 
 
 def layout(lesson=None, step=None, lang=None, plan=None, **_kwargs):
     lang, msg = teach.page_lang(lang)
     _ = i18n.gettext(lang)
+    pl = None
     if plan is not None:
         try:
-            return html.Div(_plan_view(lessons.plan(plan), lang), className="lessons-page", lang=lang)
+            pl = lessons.plan(plan)
         except lessons.LessonError:
             msg = " ".join(filter(None, (msg, _("There is no class plan %(id)s; pick one below.") % {
                 "id": repr(str(plan)[:40])})))
+        if pl is not None and lesson is None:
+            return html.Div(_plan_view(pl, lang), className="lessons-page", lang=lang)
     if lesson is None:
         return html.Div(_index(lang, msg), className="lessons-page", lang=lang)
     try:
@@ -229,7 +266,7 @@ def layout(lesson=None, step=None, lang=None, plan=None, **_kwargs):
             "title": _(les.title), "n": len(les.steps), "step": repr(str(step)[:12])}
         return html.Div(_index(lang, " ".join(filter(None, (msg, error)))),
                         className="lessons-page", lang=lang)
-    body = ([html.Div(msg, className="msg-error lesson-msg")] if msg else []) + _step_view(les, n, lang)
+    body = ([html.Div(msg, className="msg-error lesson-msg")] if msg else []) + _step_view(les, n, lang, pl)
     return html.Div(body, className="lessons-page", lang=lang)
 
 
@@ -266,13 +303,20 @@ def show_progress(progress, ids):
     return out
 
 
-def _step_of(button_id) -> tuple[lessons.Lesson, int] | None:
-    """The lesson step an action button names in its id ({"type": "lesson-act", "index": "ID/N"})."""
+def _step_of(button_id, plan: bool = False) -> tuple[lessons.Lesson, int, str | None] | None:
+    """The lesson step a button names in its id ({"type": "lesson-act", "index": "ID/N"}) and, for a
+    Go button (`plan`), the class plan whose row it is ("ID/N/PLAN", a plan that exists, else None)."""
     index = button_id.get("index") if isinstance(button_id, dict) else None
-    if not isinstance(index, str) or index.count("/") != 1:
+    if not isinstance(index, str) or not 1 <= index.count("/") <= (2 if plan else 1) or len(index) > 120:
         return None
-    lesson, step = index.split("/")
-    return teach.step_store({"lesson": lesson, "step": step})
+    lesson, step, *rest = index.split("/")
+    found = teach.step_store({"lesson": lesson, "step": step})
+    if found is None:
+        return None
+    try:
+        return (*found, lessons.plan(rest[0]).id if rest else None)
+    except lessons.LessonError:
+        return None
 
 
 @dash.callback(
@@ -302,7 +346,7 @@ def act(clicks, progress, choice, token, viewer, secret):
     if found is None:
         text = _("This lesson step is not known; reload the lesson.")
         return ([text] * n_msgs, ["ctl-msg msg-error"] * n_msgs) + (no_update,) * 5
-    les, n = found
+    les, n, _plan = found
     try:
         tw, ticket = run_step(les, n, choice, token, viewer, secret)
     except session.ControlError as exc:
@@ -321,20 +365,13 @@ def act(clicks, progress, choice, token, viewer, secret):
 
 
 def run_step(les: lessons.Lesson, n: int, choice, token, viewer, secret, hold: bool = False):
-    """A step's speed and action on the twin this viewer watches (the control bar's path: lock, sandbox
-    ownership and validation apply) and, for the timeline, a hold after its warm-up; (the twin, the
-    action's ticket). ControlError if refused at once."""
-    step = les.steps[n - 1]
+    """A step's action and speed on the twin this viewer watches and, for the timeline, a hold after its
+    warm-up (twin.live.lecture.ready: the control bar's path, so the lock, sandbox ownership and
+    validation apply, and the step is checked whole first); (the twin, the action's ticket).
+    ControlError if refused at once."""
     tw, _note = twin_for(choice)
     actor = guard.actor(viewer, token, secret)
-    kw = {**actor, "who": f"{actor['who']} · lesson {les.id}"}
-    tw.control("speed", step.screen.speed, **kw)    # the pace the step's figures assume;
-    ticket = tw.send(step.action.control, step.action.value, **kw)     # the action next, then the hold
-    if ticket.refused:
-        raise session.ControlError(ticket.reason)
-    if hold:
-        tw.control("hold", step.screen.warmup_s, **kw)
-    return tw, ticket
+    return tw, lecture.ready(tw, les.steps[n - 1], hold=hold, **{**actor, "who": f"{actor['who']} · lesson {les.id}"})
 
 
 @dash.callback(
@@ -354,10 +391,10 @@ def go(clicks, choice, token, viewer, secret):
     say = lambda text, cls: ([text] * shown, [cls] * shown)
     if not any(isinstance(c, int) and c > 0 for c in (clicks if isinstance(clicks, list) else [])):
         return [no_update] * shown, [no_update] * shown, no_update, no_update
-    found = _step_of(ctx.triggered_id)
+    found = _step_of(ctx.triggered_id, plan=True)
     if found is None:
         return *say(_("This lesson step is not known; reload the lesson."), "ctl-msg msg-error"), no_update, no_update
-    les, n = found
+    les, n, plan = found
     try:
         _tw, ticket = run_step(les, n, choice, token, viewer, secret, hold=True)
     except session.ControlError as exc:
@@ -365,7 +402,7 @@ def go(clicks, choice, token, viewer, secret):
     sc = les.steps[n - 1].screen
     return (*say(_("Applied: %(what)s; the twin pauses at %(sim)s simulated s") % {
         "what": eventtext.said(ticket.said), "sim": f"{sc.warmup_s:g}"}, "ctl-msg msg-ok"), {"lesson": les.id, "step": n},
-        teach.lesson_href(les.id, n))
+        teach.lesson_href(les.id, n, plan=plan))
 
 
 @dash.callback(

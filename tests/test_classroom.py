@@ -310,3 +310,27 @@ def test_timeline_go_readies_the_twin_and_opens_the_step(twin_registry, dash_app
     assert (classes, step, href) == (["ctl-msg msg-ok"], {"lesson": "prefill-decode", "step": 2},
                                      "/lessons?lesson=prefill-decode&step=2")
     assert tw.speed == 20 and tw.actions(1)[0]["what"] == "pause after 120 simulated s"
+
+
+def test_a_class_led_again_after_stop_leading_is_asked_afresh():
+    """Issue 36: the plan run twice on one server. After Stop leading, a step led again opens a new
+    question (the same browsers answer it again; nobody sees the first class's reveal meanwhile), and
+    the export keeps both classes' answers. Going back to a step within one class does not re-ask."""
+    room, tw = classroom.Classroom(), FakeTwin()
+    room.join("s-a", "1.2.3.4")
+    at = dict(lesson="prefill-decode", page="/lessons", presenter=False)
+    room.publish(tw, None, step=1, **at)
+    room.answer("s-a", "1.2.3.4", "prefill-decode", 1, 3)
+    first = room.reveal(tw, None)
+    room.publish(tw, None, step=2, **at)
+    room.publish(tw, None, step=1, **at)                   # back to step 1 in the same class: still answered
+    with pytest.raises(ControlError, match="already answered"):
+        room.answer("s-a", "1.2.3.4", "prefill-decode", 1, 4)
+    room.end(tw, None)
+    room.publish(tw, None, step=1, **at)                   # the next class
+    assert room.tally("prefill-decode", 1) is None         # unrevealed: the first class's answer is not shown
+    assert room.answer("s-a", "1.2.3.4", "prefill-decode", 1, 4) == 4
+    assert room.tally("prefill-decode", 1, lecturer=True)["n"] == 1
+    assert room.reveal(tw, None) == first
+    rows = list(csv.DictReader(io.StringIO(room.csv())))
+    assert [(r["step"], r["answer"]) for r in rows] == [("1", "3"), ("1", "4")]

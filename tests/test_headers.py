@@ -42,3 +42,48 @@ def test_a_bad_component_suites_path_gets_one_bounded_log_line(dash_app, caplog)
     assert 1 <= len(ours) <= dash_app.ERROR_LINES_PER_MIN + 1
     assert all(r.exc_info is None and "\n" not in r.getMessage() for r in ours)
     assert "suppressed" in ours[-1].getMessage()
+
+
+# ---- issue 36, item 5: tabs arriving at once at a fresh server all get the whole CSP --------------------
+
+RACE = r"""
+import json, threading, time
+import app
+slow = app.app.clientside_callback            # the pages router registers its inline script with this, on
+def late(*a, **k):                            # the first request: made slow, the others arrive meanwhile
+    time.sleep(0.5)
+    return slow(*a, **k)
+app.app.clientside_callback = late
+got = []
+def get():
+    r = app.server.test_client().get("/")
+    got.append((r.status_code, r.headers["Content-Security-Policy"]))
+first = threading.Thread(target=get)
+first.start()
+time.sleep(0.2)
+rest = [threading.Thread(target=get) for _ in range(3)]
+[t.start() for t in rest]
+[t.join() for t in [first, *rest]]
+get()
+print(json.dumps({"got": got, "hashes": app.app.csp_hashes()}))
+"""
+
+
+def test_tabs_arriving_at_once_at_a_fresh_server_all_get_every_script_hash():
+    """Four tabs on a freshly started server (a fresh process): the first request sets Dash up (the
+    pages router adds the fifth inline script); the other three used to be answered meanwhile with a
+    CSP of four hashes, cached for every later response (a blocked script, console errors)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", RACE], cwd=root, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(res["hashes"]) == 5
+    assert len(res["got"]) == 5
+    for status, csp in res["got"]:
+        assert status == 200
+        script_src = next(d for d in csp.split("; ") if d.startswith("script-src"))
+        assert sorted(script_src.split()[2:]) == sorted(res["hashes"])

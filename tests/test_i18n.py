@@ -460,3 +460,31 @@ def test_refusal_reasons_read_in_chinese(twin_registry):
     assert texts[2] == "故障目标 'n20/npu3' 是NPU；故障类型 l2 作用于L2 UB 交换芯片（例如 'sp2/l2-5'）"
     leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in _scenarios()])}
     assert leftovers == {}, f"refusals outside the catalogs: {leftovers}"
+
+
+def test_the_catalog_check_finds_texts_in_any_module_of_the_package(tmp_path, monkeypatch):
+    """Issue 36: the sources were a list kept by hand that missed twin/engine/faults/rows.py, so its
+    fault states stayed English in Chinese while `check` said complete. Any module is found now."""
+    from twin.i18n import __main__ as i18n_cli
+    deep = tmp_path / "twin" / "engine" / "faults"
+    deep.mkdir(parents=True)
+    (deep / "newmodule.py").write_text('from twin.i18n import N_\nSTATE = N_("a state nobody listed")\n')
+    (tmp_path / "pages").mkdir()
+    (tmp_path / "pages" / "newpage.py").write_text('def f(_):\n    return _("a page text nobody translated")\n')
+    assert catalog.sources(tmp_path) == ["pages/newpage.py", "twin/engine/faults/newmodule.py"]
+    found = catalog.problems(catalog.extract(tmp_path))
+    for lang in ("en", "zh"):
+        assert f"{lang}: not in the catalog: 'a state nobody listed'" in found
+        assert f"{lang}: not in the catalog: 'a page text nobody translated'" in found
+    monkeypatch.setattr(catalog, "ROOT", tmp_path)
+    assert i18n_cli.main(["check"]) == 1
+
+
+def test_every_fault_state_reads_in_chinese():
+    from twin.engine.faults.rows import state
+    zh = i18n.gettext("zh")
+    states = {state(r, 10.0) for r in ({"active": True, "served_s": 5}, {"active": True, "detect_s": 1},
+                                       {"active": True}, {"recover_s": 3}, {"at_s": 20}, {"at_s": 5})}
+    assert {s: zh(s) for s in states} == {
+        "served again · part in repair": "已恢复服务 · 部件修复中", "active · detected": "生效中 · 已检测",
+        "active": "生效中", "recovered": "已恢复", "scheduled": "已计划", "starting": "即将生效"}

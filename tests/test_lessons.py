@@ -134,16 +134,19 @@ def test_a_changed_result_is_reported(monkeypatch):
     ('read = "overview.tpot_p50_ms"', "read = 'overview.tpot_p50_ms' is on page /, not on the page the step opens"),
     ('read = "nope"', "read = 'nope': allowed one of cache.token_hit_ratio"),
     ('screen = { speed = 0, warmup_s = 1, tolerance = 0.1', "allowed 0 < speed <= 1000"),
+    # issue 36: a warm-up of 0 s gave the timeline a hold the controls refuse, after the reset was applied
+    ('screen = { speed = 20, warmup_s = 0, tolerance = 0.1', "0 < warmup_s <= 3600 \\(the timeline's hold\\)"),
+    ('value = { seed = 3 }', "a reset needs a table with a scenario or a fault demo"),
 ])
 def test_bad_lesson_files_name_the_file_and_field(tmp_path: Path, text, match):
     good = {"control": 'control = "reset"', "page": 'page = "/failures"', "answer": 'answer = "x %(a)s %(b)s"',
             "command": 'command = "python -m twin perf decode --json"', "read": 'read = "failures.lost"',
-            "screen": 'screen = { speed = 20, warmup_s = 1, tolerance = 0.1'}
+            "screen": 'screen = { speed = 20, warmup_s = 1, tolerance = 0.1', "value": 'value = { scenario = "default" }'}
     key = text.split(" =")[0]
     parts = {**good, key: text}
     body = f"""id = "t"\ntitle = "T"\nsummary = "S"\n[[step]]\ngoal = "g"\npredict = "p"\nnotice = "n"
 {parts['answer']}
-action = {{ {parts['control']}, {parts['page']} }}
+action = {{ {parts['control']}, {parts['value']}, {parts['page']} }}
 {parts['screen']}, figures = {{ b = {{ {parts['read']}, value = 0 }} }} }}
 [[step.measure]]
 {parts['command']}

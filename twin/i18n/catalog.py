@@ -1,7 +1,9 @@
 """Keep the catalogs in step with the code: extract, update, check.
 
-Messages come from `_("...")` calls in the converted Python sources (`SOURCES`, extracted with
-Babel's Python extractor) and from the lessons and glossary data (`twin.lessons.messages`). The
+Messages come from `_("...")` and `N_("...")` calls in every Python module of the app (`sources()`:
+app.py, pages/ and the whole `twin` package, found, not listed: a list kept by hand missed
+twin/engine/faults/rows.py, issue 36), extracted with Babel's Python extractor, and from the lessons
+and glossary data (`twin.lessons.messages`). The
 template `messages.pot` holds them all; each language's `messages.po` keeps its translations
 across updates (no fuzzy matching: a changed English text needs a fresh translation).
 
@@ -10,8 +12,8 @@ across updates (no fuzzy matching: a changed English text needs a fresh translat
                                   # and every second rendering of a term (terms.py)
     python -m twin.i18n terms     # only the terms
 
-To convert another page: wrap its user-visible strings in `_()`, add the file to SOURCES, run
-`update`, translate the new entries in zh, and add the page to the rendered-text test.
+To convert another page: wrap its user-visible strings in `_()`, run `update`, translate the new
+entries in zh, and add the page to the rendered-text test.
 """
 from __future__ import annotations
 
@@ -28,33 +30,27 @@ from twin.lessons import messages
 from twin.i18n import BABEL_LOCALE, DOMAIN, LANGS, LOCALE_DIR, po_path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # converted to the catalogs
-           "app.py", "twin/ui/components.py", "twin/ui/figures.py", "pages/overview.py", "pages/topology.py",
-           "pages/traffic.py", "pages/cache.py", "pages/failures.py", "pages/tradeoffs.py",
-           "pages/validation.py", "pages/cloud.py", "twin/ui/lang.py", "twin/ui/topolive.py", "twin/ui/topoview.py",
-           "twin/ui/tradeoffs.py", "twin/ui/polling.py", "twin/ui/topostyle.py", "twin/ui/faultreport.py",
-           "twin/ui/answer.py",
-           "twin/ui/faultconsole.py", "twin/ui/faulttable.py", "twin/ui/faultview.py", "twin/ui/failpanels.py",
-           "twin/ui/errors.py", "twin/ui/guard.py", "twin/ui/runnable.py", "twin/ui/words.py",
-           "pages/compare.py", "pages/explorer.py", "pages/region.py", "twin/ui/chartinfo.py",
-           "twin/explore/points.py",                  # points: the sweep keys' help, marked with N_
-           "twin/ui/eventtext.py", "twin/engine/core.py", "twin/engine/commands.py",   # engine event lines
-           "twin/engine/network.py", "twin/engine/transfer.py", "twin/engine/deadlines.py",
-           "twin/engine/faults/manager.py",
-           "twin/engine/faults/spec.py", "twin/live/actions.py", "twin/live/session.py",
-           "twin/cloud/copool.py", "twin/cloud/live.py", "twin/predict/validate.py",   # twin/actions: the controls' confirmations
-           "twin/ui/classbar.py")
+SOURCE_GLOBS = ("app.py", "pages/*.py", "twin/**/*.py")     # every module of the package, the pages and the shell
 KEYWORDS = {"_": None, "N_": None}
 DATA = "twin/catalog"               # where the catalog data's texts (data_texts) are said to come from
 POT = LOCALE_DIR / f"{DOMAIN}.pot"
 _NAMES = re.compile(r"%\((\w+)\)s")
 
 
-def extract() -> Catalog:
-    """The template: every msgid of SOURCES and of the lesson data, with where it occurs."""
+def sources(root: Path | None = None) -> list[str]:
+    """Every Python file under `root` (the repository) that SOURCE_GLOBS matches, relative, sorted."""
+    root = ROOT if root is None else root
+    return sorted({p.relative_to(root).as_posix() for g in SOURCE_GLOBS for p in root.glob(g)
+                   if "__pycache__" not in p.parts})
+
+
+def extract(root: Path | None = None) -> Catalog:
+    """The template: every msgid of the sources (under `root`, the repository) and of the lesson
+    data, with where it occurs."""
+    root = ROOT if root is None else root
     cat = Catalog(project="CloudMatrix Twin", charset="utf-8")
-    for rel in SOURCES:
-        for lineno, msg, _comments, _ctx in extract_from_file("python", ROOT / rel, keywords=KEYWORDS):
+    for rel in sources(root):
+        for lineno, msg, _comments, _ctx in extract_from_file("python", root / rel, keywords=KEYWORDS):
             if isinstance(msg, str) and msg:
                 cat.add(msg, locations=[(rel, lineno)])
     for msg, where in messages():

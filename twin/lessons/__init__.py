@@ -30,6 +30,10 @@ TEXT_FIELDS = ("goal", "predict", "notice", "answer")
 COMMAND_PREFIXES = ("python -m twin ", "python -m twin.lessons ")
 _ID = re.compile(r"^[a-z0-9-]{1,40}$")
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+WARMUP_MAX_S = 3600.0         # the longest warm-up: the hold the timeline sends allows 0 < s <= this (twin.live.controls)
+# A step's reset names its whole run: the scenario's own deployment and workload, seed 0 (what the
+# figures were measured on), so no choice of an earlier step or viewer is carried into it (issue 36).
+RESET_OWN = {"deployment": "", "trace": "", "seed": 0}
 
 
 class LessonError(ValueError):
@@ -157,8 +161,9 @@ def _screen(d: dict, action: Action, where: str) -> Screen:
     sc = _need(d, "screen", dict, where)
     w = f"{where}.screen"
     speed, warm, tol = (_need(sc, k, (int, float), w) for k in ("speed", "warmup_s", "tolerance"))
-    if not (0 < speed <= 1000 and 0 <= warm <= 3600 and 0 < tol < 1):
-        raise LessonError(f"{w}: allowed 0 < speed <= 1000, 0 <= warmup_s <= 3600, 0 < tolerance < 1")
+    if not (0 < speed <= 1000 and 0 < warm <= WARMUP_MAX_S and 0 < tol < 1):
+        raise LessonError(f"{w}: allowed 0 < speed <= 1000, 0 < warmup_s <= {WARMUP_MAX_S:g} (the timeline's hold), "
+                          "0 < tolerance < 1")
     figs = []
     for name, spec in _need(sc, "figures", dict, w).items():
         read = _need(spec, "read", str, f"{w}.figures.{name}") if isinstance(spec, dict) else None
@@ -221,7 +226,13 @@ def _step(d: dict, where: str) -> Step:
             raise LessonError(f"{w}.command = {cmd!r}: allowed a twin command ({' | '.join(COMMAND_PREFIXES)})")
         figs = tuple(_figure(n, s, f"{w}.figures") for n, s in _need(m, "figures", dict, w).items())
         measures.append(Measure(cmd, figs, bool(m.get("slow", False))))
-    action = Action(control, a.get("value"), page, a.get("fallback"))
+    value = a.get("value")
+    if control == "reset":
+        if not isinstance(value, dict) or not (value.get("scenario") or value.get("faults")):
+            raise LessonError(f"{where}.action.value: a reset needs a table with a scenario or a fault demo (faults)")
+        if not value.get("faults"):           # a demo brings its own scenario, deployment and seed
+            value = {**RESET_OWN, **value}
+    action = Action(control, value, page, a.get("fallback"))
     screen = _screen(d, action, where)
     twice = {f.name for f in screen.figures} & {f.name for m in measures for f in m.figures}
     if twice:

@@ -9,14 +9,14 @@ otherwise. `TwinActions` is the controlling half of `twin.live.runner.Twin`.
 from __future__ import annotations
 
 import logging
-import math
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from twin.live.controls import (ControlError, _checked, _throttled, demo_names, fault_command, parse_load, parse_rate,
-                       parse_seed, parse_speed, random_command)
+from twin.live.controls import (ControlError, _checked, _throttled, demo_names, fault_command, parse_hold,
+                                parse_load, parse_rate, parse_seed, parse_speed, random_command)
 from twin.cloud import live as copool_live
 from twin.engine import commands
 from twin.engine.commands import Ticket
@@ -84,9 +84,6 @@ class _Swap:
     policy: dict
     random: float | None
     ticket: Ticket
-
-
-HOLD_MAX_S = 3600.0               # the longest hold: a lesson step's warm-up is at most 3600 s (twin.lessons)
 
 
 # an accepted fault, by (scheduled ahead, with a duration)
@@ -189,15 +186,10 @@ class TwinActions:
     def _hold(self, value, _client) -> Ticket:
         """Pause once the engine that will run next has run `value` more simulated seconds: a hold
         sent after a reset counts from the new run's start (it names that run's engine)."""
-        try:
-            s = float(value)
-        except (TypeError, ValueError):
-            s = math.nan
-        if not 0 < s <= HOLD_MAX_S:
-            raise ControlError(f"hold = {str(value)[:16]!r}: allowed 0 < seconds <= {HOLD_MAX_S:g} (simulated)")
+        s = parse_hold(value)
         with self._lock:
             engine = self._swap.engine if self._swap is not None else self._engine
-            self._pause_at = (engine, engine.sim_time + s)
+            self._pause_at = (engine, engine.sim_time + s, time.monotonic(), s)   # wall start: twin.live.pace
         return self._now("hold", said(N_("pause after %(s)s simulated s"), s=f"{s:g}"))
 
     def _synthetic_only(self, action: str, engine=None) -> None:

@@ -27,7 +27,7 @@ import math
 import re
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -55,6 +55,7 @@ class Tally:
     networks: dict = field(default_factory=dict)                  # address -> its number here (1, 2, ... anonymous)
     measured: float | None = None
     source: str = ""            # "live": read from the shared twin at the reveal; "lesson": the checked figure
+    lecture: int = 0            # the class (Classroom.lecture) that asked it
 
 
 @dataclass
@@ -72,6 +73,8 @@ class Classroom:
         self.rev = 0
         self.state: dict = {"lesson": None, "step": None, "page": None, "presenter": False, "revealed": False}
         self._tallies: OrderedDict[tuple[str, int], Tally] = OrderedDict()
+        self._earlier: deque = deque(maxlen=MAX_STEPS)     # (key, Tally) of earlier classes, for the export
+        self.lecture = 0                                    # classes ended so far (`end`): the next asks afresh
         self._rate = RateLimit(ANSWERS_PER_MIN, clock=clock)
         self._rate_addr = RateLimit(ANSWERS_PER_MIN_ADDRESS, clock=clock)
         self._joins = RateLimit(JOINS_PER_MIN, clock=clock)
@@ -98,6 +101,9 @@ class Classroom:
                 return False
             self.state = new
             if new["revealed"] is False and les.steps[n - 1].question is not None:
+                old = self._tallies.get((les.id, n))
+                if old is not None and old.lecture != self.lecture:   # asked in an earlier class: ask again
+                    self._earlier.append(((les.id, n), self._tallies.pop((les.id, n))))
                 self._tally(les.id, n)
             self.rev += 1
             return True
@@ -121,11 +127,13 @@ class Classroom:
         return value
 
     def end(self, twin, credential) -> None:
-        """Stop leading: followers stay where they are (and in the class); tallies are kept (bounded) for export."""
+        """Stop leading: followers stay where they are (and in the class); tallies are kept (bounded) for
+        export, and a step led again after this is asked afresh (the plan run twice, issue 36)."""
         twin.require(credential)
         with self._lock:
             self.state = {"lesson": None, "step": None, "page": None, "presenter": False, "revealed": False}
             self.rev += 1
+            self.lecture += 1
 
     # ---- the room -------------------------------------------------------------------------------
 
@@ -218,7 +226,8 @@ class Classroom:
         w = csv.writer(out)
         w.writerow(["lesson", "step", "kind", "unit", "answer_no", "answer", "network", "measured", "measured_from"])
         with self._lock:
-            rows = [(k, t.question, list(t.answers.values()), t.measured, t.source) for k, t in self._tallies.items()]
+            rows = [(k, t.question, list(t.answers.values()), t.measured, t.source)
+                    for k, t in (*self._earlier, *self._tallies.items())]
         for (lesson, n), q, answers, measured, source in rows:
             show = (lambda v: q.choices[int(v)]) if q.kind == "choice" else (lambda v: f"{v:.12g}")
             m = "" if measured is None else show(q.choice(measured)) if q.kind == "choice" else f"{measured:.6g}"
@@ -234,7 +243,7 @@ class Classroom:
             q = lessons.get(lesson).steps[n - 1].question
             if q is None:
                 return None
-            t = self._tallies[(lesson, n)] = Tally(q, self._joined)
+            t = self._tallies[(lesson, n)] = Tally(q, self._joined, lecture=self.lecture)
             while len(self._tallies) > MAX_STEPS:
                 self._tallies.popitem(last=False)
         return t

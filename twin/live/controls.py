@@ -59,6 +59,20 @@ def parse_speed(value) -> float | str:
     return v
 
 
+HOLD_MAX_S = 3600.0               # the longest hold: a lesson step's warm-up is at most this (twin.lessons.WARMUP_MAX_S)
+
+
+def parse_hold(value) -> float:
+    """Simulated seconds a hold waits before it pauses: 0 < s <= HOLD_MAX_S; ControlError naming it."""
+    try:
+        s = float(value)
+    except (TypeError, ValueError):
+        s = math.nan
+    if not 0 < s <= HOLD_MAX_S:
+        raise ControlError(f"hold = {str(value)[:16]!r}: allowed 0 < seconds <= {HOLD_MAX_S:g} (simulated)")
+    return s
+
+
 def parse_load(value) -> float:
     """The load setting's range (fraction of capacity): the engine's SetLoad rule."""
     return _checked(commands.SetLoad, value).fraction

@@ -18,7 +18,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from twin.live import tracestore
+from twin.live import pace, tracestore
 from twin.live.actions import FAULTS_PER_MIN, RESET_LATE, RESETS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
 from twin.live.budget import REQUESTS, CpuShare, RateLimit, give_back_memory
 from twin.live.controls import parse_speed
@@ -109,7 +109,7 @@ class Twin(TwinActions):
         self._slice = 0.1                         # sim s per slice of a sandbox's advance (adapted)
         self._window_reset = False                # set by control(); the thread clears its window
         self._pending: list[float] = []           # at_s of scheduled faults not yet struck
-        self._pause_at: tuple | None = None       # (engine, sim time) a hold pauses at (actions.hold)
+        self._pause_at: tuple | None = None       # (engine, sim time, wall start, sim s) of a hold (actions.hold)
         self._fault_rate = RateLimit(FAULTS_PER_MIN)
         self._reset_rate = RateLimit(RESETS_PER_MIN)
         self._copool_rate = RateLimit(live_cloud.CHANGES_PER_MIN)
@@ -229,6 +229,9 @@ class Twin(TwinActions):
         self.snapshot = eng.snapshot()
         if hold is not None and hold[0] is eng and eng.sim_time >= hold[1] - 1e-9:
             self._pause_at, self.paused, self._window_reset = None, True, True
+            if self.shared:       # what a lecturer's Go really took here (the timeline shows it)
+                pace.record(self.params.scenario, self.params.deployment,
+                            pace.Pace(hold[3], time.monotonic() - hold[2], self.speed))
             self._bump()
         return sim
 
@@ -253,6 +256,22 @@ class Twin(TwinActions):
         self._take_swap()
         self._engine.run(sim_s, step=chunk_s)
         self.snapshot = self._engine.snapshot()
+
+    def run_until_held(self) -> None:
+        """Drive a twin that is not started, in the caller's thread, the way its thread would (the
+        queued reset taken, the engine advanced at the twin's speed, "max" included) until the hold
+        pauses it: `python -m twin.lessons plan-check` runs a lecture's timeline with it. RuntimeError
+        if there is no hold to wait for or the engine keeps failing (the twin then pauses, saying why)."""
+        if self.alive:
+            raise RuntimeError(f"twin {self.key} runs its own thread; run_until_held is for a twin not started")
+        self._take_swap()
+        while not self.paused:
+            if self._pause_at is None or self._pause_at[0] is not self._engine:
+                raise RuntimeError(f"twin {self.key}: no hold of this run to wait for")
+            self._advance_once(self.wall_dt)
+            self._take_swap()
+        if self.message:
+            raise RuntimeError(self.message)
 
     def _fail_step(self, exc: Exception) -> None:
         st = self._stats

@@ -104,8 +104,10 @@ def step_store(value) -> tuple[lessons.Lesson, int] | None:
         return None
 
 
-def lesson_href(lesson_id: str, step: int | None = None, lang: str | None = None) -> str:
-    q = [f"lesson={lesson_id}"] + ([f"step={step}"] if step else []) + ([f"lang={lang}"] if lang else [])
+def lesson_href(lesson_id: str, step: int | None = None, lang: str | None = None, plan: str | None = None) -> str:
+    """A lesson step's URL; with `plan`, the step as a row of that class plan (its timeline, its next row)."""
+    q = ([f"lesson={lesson_id}"] + ([f"step={step}"] if step else []) + ([f"plan={plan}"] if plan else [])
+         + ([f"lang={lang}"] if lang else []))
     return "/lessons?" + "&".join(q)
 
 
