@@ -118,9 +118,11 @@ def test_the_server_header_names_no_server_software(serve):
 
 
 def test_make_room_is_the_command_the_docs_give():
-    recipe = re.search(r"^room:.*\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M).group(1)
-    assert "-m twin.cli.room" in recipe and "gunicorn" not in recipe
-    for doc in ("docs/how-to/serve-a-room.md", "docs/class.md"):
-        text = (ROOT / doc).read_text()
-        assert "make room" in text, doc
-        assert "gthread" not in text, doc       # the command that fell to 8 half-open connections
+    recipe = re.search(r"^room:.*\n\t(.*)\n", (ROOT / "Makefile").read_text(), re.M).group(1)
+    command = recipe.replace("$(BIN)", ".venv/bin").replace("$(PORT)", "8050")
+    assert command == ".venv/bin/python -m twin.cli.room --host 0.0.0.0 --port 8050"
+    assert f"`{command}`" in (ROOT / "docs/how-to/serve-a-room.md").read_text()
+    for doc in ("docs/how-to/serve-a-room.md", "docs/class.md", "README.md"):
+        blocks = "\n".join(re.findall(r"```[a-z]*\n(.*?)```", (ROOT / doc).read_text(), re.S))
+        assert "make room" in blocks, doc
+        assert "gunicorn" not in blocks, doc     # gthread fell to 8 half-sent requests
