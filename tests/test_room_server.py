@@ -19,7 +19,7 @@ ATTACKER = "127.0.0.66"          # loopback, but another address than the viewer
 
 def hello(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
-    return [b"hello " + environ["REMOTE_ADDR"].encode()]
+    return [b"hello " + environ["REMOTE_ADDR"].encode() + b" " + environ.get("HTTP_X_FORWARDED_FOR", "").encode()]
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def test_half_sent_requests_hold_no_thread(serve):
     for s in slow:
         s.sendall(b"GET / HTTP/1.1\r\nHost: room\r\nX-Slow: ")
     reply = get(addr)
-    assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"hello 127.0.0.1")
+    assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"hello 127.0.0.1 ")
     for s in slow:
         s.close()
 
@@ -110,6 +110,13 @@ def test_a_request_trickling_in_is_closed_at_its_deadline(serve):
     assert s.recv(64) == b""              # closed by the server, never answered
     s.close()
     assert get(addr, ATTACKER).startswith(b"HTTP/1.1 200")   # and its slot is free again
+
+
+def test_forwarded_for_reaches_the_app_which_alone_decides_whom_to_believe(serve):
+    addr = serve()
+    with connect(addr) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: room\r\nX-Forwarded-For: 6.6.6.6, 1.2.3.4\r\nConnection: close\r\n\r\n")
+        assert s.recv(4096).endswith(b"hello 127.0.0.1 6.6.6.6, 1.2.3.4")     # (twin.ui.guard.remote_address)
 
 
 def test_the_server_header_names_no_server_software(serve):

@@ -46,6 +46,7 @@ HEADER_BYTES = 32 * 1024  # request line and headers (a Dash request's are < 2 K
 MAX_BODY = 4 * 1024 * 1024   # = app.MAX_BODY_BYTES: waitress refuses larger (413) before buffering it
 LINGER_S = 2              # a refused connection is drained this long at most after its 429, so the client reads
                           # the answer (closing on its unread request would reset the connection and lose it)
+ACCEPT_BURST = 64         # connections accepted per wake-up of the I/O loop
 MAX_LINGER = 256          # refused connections drained at once; past it the next are closed at once
 
 
@@ -114,6 +115,7 @@ class RoomServer(TcpWSGIServer):
         self.open_by_addr: Counter[str] = Counter()
         self.refused = 0
         self.refusals: set[Refusal] = set()
+        self.backlog_empty = False
         super().__init__(app, **kw)
 
     def release(self, addr: str) -> None:
@@ -121,10 +123,25 @@ class RoomServer(TcpWSGIServer):
         if self.open_by_addr[addr] <= 0:
             del self.open_by_addr[addr]
 
+    def handle_accept(self) -> None:
+        """Accept what waits, up to ACCEPT_BURST connections per wake-up (waitress takes one), so a
+        burst of connections does not hold the viewers' requests behind it in the I/O loop."""
+        self.backlog_empty = False
+        for _ in range(ACCEPT_BURST):
+            super().handle_accept()
+            if self.backlog_empty:
+                break
+
     def accept(self):
-        """The next connection, or None when it was over its address's cap (then it got a 429)."""
-        got = super().accept()
+        """The next connection, or None when it was over its address's cap (then it got a 429) or
+        none waits (then backlog_empty is set)."""
+        try:
+            got = super().accept()
+        except OSError:                   # (logged by waitress) no burst after an accept error
+            self.backlog_empty = True
+            raise
         if got is None:
+            self.backlog_empty = True
             return None
         conn, addr = got
         host = addr[0]
@@ -163,7 +180,9 @@ def serve_options(threads: int = THREADS) -> dict:
     return {"threads": threads, "connection_limit": CONNECTIONS, "channel_timeout": IDLE_S,
             "cleanup_interval": 1, "asyncore_use_poll": True, "ident": SERVER_NAME,
             "max_request_header_size": HEADER_BYTES, "max_request_body_size": MAX_BODY,
-            "expose_tracebacks": False, "log_untrusted_proxy_headers": False}
+            "expose_tracebacks": False,
+            "clear_untrusted_proxy_headers": False}   # X-Forwarded-For reaches twin.ui.guard, which alone decides
+                                                      # whom to believe (TWIN_TRUSTED_PROXIES, right to left)
 
 
 def room_server(app, host: str, port: int, *, threads: int = THREADS, per_address: int = PER_ADDRESS,
