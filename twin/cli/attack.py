@@ -274,6 +274,8 @@ def main(argv=None) -> int:
         r = teacher.call("..ctl-token.data", "ctl-unlock.n_clicks",
                          **{"ctl-token-input.value": TOKEN, "ctl-unlock.n_clicks": 1})
         teacher.values["ctl-token.data"] = r.get("ctl-token", {}).get("data")
+        stop, leave = threading.Event(), threading.Event()
+        watchers = []              # the honest sandboxes' tabs poll them to the end (a sandbox no tab shows is freed)
         for i in range(HONEST_SANDBOXES):
             v = Browser(app, f"198.51.100.{20 + i}")
             key = v.call("..ctl-twin.data", "ctl-sandbox.n_clicks", **{"ctl-sandbox.n_clicks": 1}).get(
@@ -281,9 +283,11 @@ def main(argv=None) -> int:
             if key:
                 v.values["ctl-twin.data"] = key
                 v.call("..ctl-msg.children", button("ctl-speed-btn", "max"))
+                watchers.append(Viewer(base, "overview", cbs, leave, 1.0, twin=key))
+        for w in watchers:
+            w.start()
         time.sleep(5.0)
         rss0, tree0 = rss_mb(worker)
-        stop = threading.Event()
         pollers = [Viewer(base, page, cbs, stop, 1.0) for page in ("overview", "traffic", "topology")]
         for v in pollers:
             v.start()
@@ -312,6 +316,7 @@ def main(argv=None) -> int:
         peak_rss = max(peak_rss, rss_mb(worker)[0])
         time.sleep(a.after)
         rss_after, tree_after = rss_mb(worker)
+        leave.set()
         from twin.live.session import MAX_SANDBOXES_PER_ADDRESS, UNLOCK_PER_MIN_ADDRESS
         allowed = UNLOCK_PER_MIN_ADDRESS * (a.minutes + 1)
         print(f"\nattack: {a.minutes:g} min, {got['rounds']} rounds from one address (client at nice {ATTACKER_NICE}); "

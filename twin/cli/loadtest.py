@@ -141,9 +141,9 @@ def tick_callbacks(base: str) -> dict[str, Callback]:
 
 
 class Viewer(threading.Thread):
-    def __init__(self, base: str, page: str, cbs: dict, stop: threading.Event, period: float):
+    def __init__(self, base: str, page: str, cbs: dict, stop: threading.Event, period: float, twin: str = "shared"):
         super().__init__(daemon=True)
-        self.base, self.page, self.stop_ev, self.period = base, page, stop, period
+        self.base, self.page, self.stop_ev, self.period, self.twin = base, page, stop, period, twin
         self.shell, self.cb = cbs[(SHELL, page)], cbs.get(page)
         self.rtt: list[float] = []
         self.server: list[float] = []
@@ -177,7 +177,7 @@ class Viewer(threading.Thread):
     def run(self) -> None:
         s = requests.Session()
         cursor = PAGES[self.page][1]
-        values = dict(EXTRA_STATE, **{"ctl-twin.data": "shared", "shell-beat.data": None})
+        values = dict(EXTRA_STATE, **{"ctl-twin.data": self.twin, "shell-beat.data": None})
         n = 0
         nxt = time.monotonic()
         while not self.stop_ev.is_set():
