@@ -43,7 +43,7 @@ from twin.ui.polling import BEAT, TICKET, shell_stores, shell_tick, twin_for
 MAX_BODY_BYTES = 4 * 1024 * 1024     # a request body; the largest is a trace upload (2 MB, base64)
 ERROR_LINES_PER_MIN = 20             # log lines a minute for requests refused or failed; the rest are counted
 SERVER_NAME = "CloudMatrix Twin"     # the `Server` header: no framework or Python versions
-PAGE_LOADS_PER_MIN_ADDRESS = 60      # page loads (the 370 KB index) per remote address a minute; a tab loads it
+PAGE_LOADS_PER_MIN_ADDRESS = 60      # page loads (the index) per remote address a minute; a tab loads it
                                      # once and then navigates in the browser; assumption, sized for a class
                                      # behind one address opening the app at once
 VERSION_KEYS = ("dash_version", "python_version", "dash_version_url", "ddk_version", "plotly_version")
@@ -51,13 +51,17 @@ VERSION_KEYS = ("dash_version", "python_version", "dash_version_url", "ddk_versi
 
 class TwinDash(Dash):
     """Dash, minus what the page tells a stranger about the server: no Python, Dash or Plotly versions
-    in the `_dash-config` the index carries (only Dash's dev tools, off unless --debug, read them)."""
+    in the `_dash-config` the index carries (only Dash's dev tools, off unless --debug, read them).
+    Nor every page's layout (`validation_layout`, 360 KB of the 368 KB index): the renderer reads it
+    only to check callback ids against all pages when the page loads, which the server's callbacks
+    check anyway; without dev tools the browser skips that check."""
 
     def _config(self):
         config = super()._config()
         if not self._dev_tools.ui:
-            for key in VERSION_KEYS:
+            for key in VERSION_KEYS + ("validation_layout",):
                 config.pop(key, None)
+            config["suppress_callback_exceptions"] = True     # the renderer's id check at load (above)
         return config
 
 

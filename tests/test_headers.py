@@ -81,3 +81,4 @@ def test_the_page_names_no_python_dash_or_plotly_version(dash_app):
     assert not set(config) & {"dash_version", "python_version", "plotly_version", "ddk_version", "dash_version_url"}
     text = json.dumps(config) + json.dumps(dict(r.headers))
     assert sys.version.split()[0] not in text and "Python" not in text
+    assert "validation_layout" not in config and len(r.data) < 20_000      # not every page's layout (368 KB)
