@@ -331,7 +331,8 @@ def main(argv=None) -> int:
         print(f"unlock guesses checked: {got['checked_unlock']} (stated limit {UNLOCK_PER_MIN_ADDRESS}/min per address: "
               f"{allowed:.0f} over the attack) -> beyond the limit: {max(got['checked_unlock'] - allowed, 0):.0f}")
         print(f"control presses that checked a token: {got['checked_control']} (target 0)")
-        print(f"sandbox slots the attacker held: {got['slots']} (per-address cap {MAX_SANDBOXES_PER_ADDRESS}); "
+        print(f"sandboxes the attacker got over the attack: {got['slots']} (at most {MAX_SANDBOXES_PER_ADDRESS} at once, "
+              "its address's cap; one no tab shows is freed after 90 s); "
               f"instructor presses applied {instructor_ok}, refused {instructor_refused}")
         print("refusals by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(got["refused"].items())))
         keys = sum("upload:" in json.dumps(st) for v in pollers for _w, _s, st in v.status)

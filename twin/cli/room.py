@@ -44,10 +44,11 @@ REQUEST_S = 20            # a request must arrive whole (headers and body) this 
                           # the largest body (4 MB trace upload) at 2 Mbit/s; assumption
 HEADER_BYTES = 32 * 1024  # request line and headers (a Dash request's are < 2 KB)
 MAX_BODY = 4 * 1024 * 1024   # = app.MAX_BODY_BYTES: waitress refuses larger (413) before buffering it
-LINGER_S = 2              # a refused connection is drained this long at most after its 429, so the client reads
+LINGER_S = 1              # a refused connection is drained this long at most after its 429, so the client reads
                           # the answer (closing on its unread request would reset the connection and lose it)
 ACCEPT_BURST = 64         # connections accepted per wake-up of the I/O loop
-MAX_LINGER = 256          # refused connections drained at once; past it the next are closed at once
+MAX_LINGER = 32           # refused connections drained at once; past it (a flood) the next are closed at once:
+                          # each drained one costs the I/O loop a little on every pass
 
 
 class RoomChannel(HTTPChannel):
