@@ -44,9 +44,10 @@ def connect(addr, source: str = "127.0.0.1") -> socket.socket:
     return s
 
 
-def get(addr, source: str = "127.0.0.1") -> bytes:
+def get(addr, source: str = "127.0.0.1", headers: bytes = b"") -> bytes:
+    """A whole answer to GET / (read until the server closes)."""
     with connect(addr, source) as s:
-        s.sendall(b"GET / HTTP/1.1\r\nHost: room\r\nConnection: close\r\n\r\n")
+        s.sendall(b"GET / HTTP/1.1\r\nHost: room\r\n" + headers + b"Connection: close\r\n\r\n")
         data = b""
         while chunk := s.recv(4096):
             data += chunk
@@ -70,6 +71,7 @@ def test_one_address_gets_a_429_past_its_cap_and_others_are_served(serve, monkey
     held = [connect(addr, ATTACKER) for _ in range(3)]
     held[-1].sendall(b"GET / HTTP/1.1\r\nHost: room\r\n\r\n")
     assert held[-1].recv(4096).startswith(b"HTTP/1.1 200")       # connections are served up to the cap
+                                                                  # (the status line comes first, whole)
     refused = get(addr, ATTACKER)
     head, _, body = refused.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 429 Too Many Requests") and b"Retry-After: 30" in head
@@ -113,10 +115,8 @@ def test_a_request_trickling_in_is_closed_at_its_deadline(serve):
 
 
 def test_forwarded_for_reaches_the_app_which_alone_decides_whom_to_believe(serve):
-    addr = serve()
-    with connect(addr) as s:
-        s.sendall(b"GET / HTTP/1.1\r\nHost: room\r\nX-Forwarded-For: 6.6.6.6, 1.2.3.4\r\nConnection: close\r\n\r\n")
-        assert s.recv(4096).endswith(b"hello 127.0.0.1 6.6.6.6, 1.2.3.4")     # (twin.ui.guard.remote_address)
+    reply = get(serve(), headers=b"X-Forwarded-For: 6.6.6.6, 1.2.3.4\r\n")
+    assert reply.endswith(b"hello 127.0.0.1 6.6.6.6, 1.2.3.4")     # (twin.ui.guard.remote_address)
 
 
 def test_the_server_header_names_no_server_software(serve):
