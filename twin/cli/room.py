@@ -24,8 +24,10 @@ import time
 from collections import Counter
 
 from waitress import wasyncore
+from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
+from waitress.task import ThreadedTaskDispatcher
 
 from twin.live.budget import LogBudget
 from twin.ui import guard
@@ -189,9 +191,7 @@ def serve_options(threads: int = THREADS) -> dict:
 def room_server(app, host: str, port: int, *, threads: int = THREADS, per_address: int = PER_ADDRESS,
                 request_s: float = REQUEST_S) -> RoomServer:
     """The room server for a WSGI `app`, bound and listening (call .run() to serve)."""
-    from waitress.adjustments import Adjustments
     adj = Adjustments(host=host, port=port, **serve_options(threads))
-    from waitress.task import ThreadedTaskDispatcher
     dispatcher = ThreadedTaskDispatcher()
     dispatcher.set_thread_count(adj.threads)
     return RoomServer(app, per_address=per_address, request_s=request_s, map={}, dispatcher=dispatcher,
