@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8050
 SERVE_PORT ?= 8060
 
-.PHONY: run test docs unit bench bench-ui bench-room screenshots validate chromium clean
+.PHONY: run room test docs unit bench bench-ui bench-room screenshots validate chromium clean
 
 $(BIN)/python:
 	command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python 3.11)"; exit 2; }
@@ -29,6 +29,11 @@ run: $(STAMP)
 	@if [ -n "$(SERVE_PORT)" ]; then $(BIN)/python -m twin serve --host $(HOST) --port $(SERVE_PORT) & \
 	  trap "kill $$! 2>/dev/null" EXIT INT TERM; fi; \
 	$(BIN)/python app.py --host $(HOST) --port $(PORT)
+
+# a class or a demo room (docs/how-to/serve-a-room.md): the dashboard alone on waitress, every interface,
+# per-address connection caps (twin/cli/room.py); TWIN_INSTRUCTOR_TOKEN=... locks the shared controls
+room: $(STAMP)
+	$(BIN)/python -m twin.cli.room --host 0.0.0.0 --port $(PORT)
 
 test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q

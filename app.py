@@ -1,17 +1,19 @@
 """CloudMatrix Twin dashboard: the Dash app shell (navigation, run controls) around pages/.
 
-Run it with ``python app.py --host 127.0.0.1 --port 8050`` (``make run``), or for a room:
-``gunicorn -w 1 -k gthread --threads 8 -b 0.0.0.0:8050 app:server`` (one worker: the live twins
-live in the process; threads serve the viewers). No simulation logic here: callbacks only call
-`twin.live.session` (commands) and `twin.ui` (builders).
+Run it with ``python app.py --host 127.0.0.1 --port 8050`` (``make run``), or for a room
+``make room`` (``python -m twin.cli.room``: waitress, one process: the live twins live in it;
+threads serve the viewers). No simulation logic here: callbacks only call `twin.live.session`
+(commands) and `twin.ui` (builders).
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import threading
 import time
 import traceback
+from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -25,7 +27,7 @@ from werkzeug.serving import WSGIRequestHandler
 from twin.live import session
 from twin.live.budget import REQUESTS
 from twin.live import tracestore
-from twin.live.budget import LogBudget
+from twin.live.budget import LogBudget, RateLimit
 from twin.model.config import catalog
 from twin.engine import list_scenarios
 from twin.ui import answer, classbar
@@ -42,14 +44,36 @@ from twin.ui.polling import BEAT, TICKET, shell_stores, shell_tick, twin_for
 MAX_BODY_BYTES = 4 * 1024 * 1024     # a request body; the largest is a trace upload (2 MB, base64)
 ERROR_LINES_PER_MIN = 20             # log lines a minute for requests refused or failed; the rest are counted
 SERVER_NAME = "CloudMatrix Twin"     # the `Server` header: no framework or Python versions
+PAGE_LOADS_PER_MIN_ADDRESS = 60      # page loads (the index) per remote address a minute; a tab loads it
+                                     # once and then navigates in the browser; assumption, sized for a class
+                                     # behind one address opening the app at once
+VERSION_KEYS = ("dash_version", "python_version", "dash_version_url", "ddk_version", "plotly_version")
 
-app = Dash(__name__, use_pages=True, title="CloudMatrix Twin", update_title=None, on_error=guard.on_error)
+
+class TwinDash(Dash):
+    """Dash, minus what the page tells a stranger about the server: no Python, Dash or Plotly versions
+    in the `_dash-config` the index carries (only Dash's dev tools, off unless --debug, read them).
+    Nor every page's layout (`validation_layout`, 360 KB of the 368 KB index): the renderer reads it
+    only to check callback ids against all pages when the page loads, which the server's callbacks
+    check anyway; without dev tools the browser skips that check."""
+
+    def _config(self):
+        config = super()._config()
+        if not self._dev_tools.ui:
+            for key in VERSION_KEYS + ("validation_layout",):
+                config.pop(key, None)
+            config["suppress_callback_exceptions"] = True     # the renderer's id check at load (above)
+        return config
+
+
+app = TwinDash(__name__, use_pages=True, title="CloudMatrix Twin", update_title=None, on_error=guard.on_error)
 server = app.server
 teach.install(app)                    # <html lang> and the ?lang= cookie (issue 12)
 server.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
 log = logging.getLogger(__name__)
 log_refusal = LogBudget(log, ERROR_LINES_PER_MIN)
 DASH_FIRST_REQUEST = tuple(server.before_request_funcs.get(None, ()))   # Dash's setup and pages router
+page_loads = RateLimit(PAGE_LOADS_PER_MIN_ADDRESS, 60.0)
 MSG = (Output("ctl-msg", "children", allow_duplicate=True),      # the control bar's message line
        Output("ctl-msg", "className", allow_duplicate=True))
 
@@ -85,6 +109,32 @@ def _start_timer():
     flask.g.counted = True
     if (flask.request.content_length or 0) > MAX_BODY_BYTES:
         flask.abort(413)
+    if flask.request.endpoint in PAGE_ENDPOINTS:
+        return _page_load()
+
+
+PAGE_ENDPOINTS = {app.config.routes_pathname_prefix, app.config.routes_pathname_prefix + "<path:path>"}
+
+
+@cache
+def _page_paths() -> tuple[str, ...]:
+    """The paths that are pages (dash.page_registry, complete once the app has loaded)."""
+    return tuple(sorted(p["relative_path"] for p in dash.page_registry.values()))
+
+
+def _page_load():
+    """Dash answers any GET path with the index: a path that is no page gets a small 404 naming the
+    pages, and index loads are budgeted per remote address (a 429 saying when to come back)."""
+    path = flask.request.path
+    if path not in _page_paths():
+        body = _("No page at %(path)s. Pages: %(pages)s") % {"path": path[:100], "pages": ", ".join(_page_paths())}
+        return flask.Response(body + "\n", 404, mimetype="text/plain")
+    wait = math.ceil(page_loads.wait_s(guard.remote_address() or "?"))
+    if wait:
+        body = _("Too many page loads from your address (at most %(n)s a minute): try again in %(s)s s") % {
+            "n": PAGE_LOADS_PER_MIN_ADDRESS, "s": wait}
+        return flask.Response(body + "\n", 429, mimetype="text/plain", headers={"Retry-After": str(wait)})
+    return None
 
 
 @server.teardown_request
@@ -148,7 +198,7 @@ def _headers(resp):
 
 class QuietHandler(WSGIRequestHandler):
     """The development server's request handler, naming no versions in `Server` (werkzeug's says
-    "Werkzeug/x Python/y"); gunicorn already sends a bare "gunicorn"."""
+    "Werkzeug/x Python/y"); the room server (twin.cli.room) sends the same name."""
 
     def version_string(self) -> str:
         return SERVER_NAME

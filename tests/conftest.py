@@ -36,6 +36,8 @@ def pytest_configure(config):
 def dash_app():
     """The Dash app module (pages register on import, so import it before any page module)."""
     import app as app_module
+    from twin.live.budget import RateLimit
+    app_module.page_loads = RateLimit(10**6)   # every test client and test browser is 127.0.0.1
     return app_module
 
 

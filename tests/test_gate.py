@@ -188,21 +188,31 @@ def test_simultaneous_opens_respect_the_per_browser_and_per_address_caps(dash_ap
 
 # ---- 4. X-Forwarded-For only from a trusted proxy ---------------------------------------------------
 
-@pytest.mark.parametrize("trusted,peer,xff,seen", [
-    (None, "127.0.0.1", "1.2.3.4", "127.0.0.1"),                          # no proxy named: ignored
-    ("127.0.0.1", "127.0.0.1", "1.2.3.4", "1.2.3.4"),
-    ("127.0.0.1", "127.0.0.1", "6.6.6.6, 1.2.3.4", "1.2.3.4"),           # a viewer's own entry is not believed
-    ("127.0.0.1,10.0.0.0/8", "127.0.0.1", "6.6.6.6, 1.2.3.4, 10.2.3.4", "1.2.3.4"),
-    ("127.0.0.1", "5.5.5.5", "1.2.3.4", "5.5.5.5"),                       # not from the proxy: ignored
-    ("127.0.0.1", "127.0.0.1", "not-an-address", "127.0.0.1"),
-    ("127.0.0.1", "127.0.0.1", "", "127.0.0.1"),
+@pytest.mark.parametrize("trusted,peer,xff,seen,hops", [
+    (None, "127.0.0.1", "1.2.3.4", "127.0.0.1", None),                    # no proxy named: ignored
+    ("127.0.0.1", "127.0.0.1", "1.2.3.4", "1.2.3.4", None),
+    ("127.0.0.1", "127.0.0.1", "6.6.6.6, 1.2.3.4", "1.2.3.4", None),     # a viewer's own entry is not believed
+    ("127.0.0.1,10.0.0.0/8", "127.0.0.1", "6.6.6.6, 1.2.3.4, 10.2.3.4", "1.2.3.4", "2"),   # two proxies in a row
+    ("127.0.0.1", "5.5.5.5", "1.2.3.4", "5.5.5.5", None),                 # not from the proxy: ignored
+    ("127.0.0.1", "127.0.0.1", "not-an-address", "127.0.0.1", None),
+    ("127.0.0.1", "127.0.0.1", "", "127.0.0.1", None),
+    # issue 34: a viewer whose own address lies in the trusted range, through the one proxy, with a
+    # forged entry of its own: its address is the one the proxy saw, never the forged entry
+    ("127.0.0.1,10.0.0.0/8", "127.0.0.1", "6.6.6.6, 10.2.3.4", "10.2.3.4", None),
+    ("127.0.0.1,10.0.0.0/8", "127.0.0.1", "6.6.6.6, 10.2.3.4", "10.2.3.4", "1"),
+    ("127.0.0.1,10.0.0.0/8", "127.0.0.1", "6.6.6.6, 1.2.3.4, 10.2.3.4", "10.2.3.4", "junk"),   # bad hops: 1
+    ("127.0.0.1", "127.0.0.1", "6.6.6.6, 1.2.3.4", "1.2.3.4", "2"),       # 1.2.3.4 is no proxy: the walk stops
 ])
-def test_forwarded_for_is_believed_only_from_a_trusted_proxy(dash_app, monkeypatch, trusted, peer, xff, seen):
+def test_forwarded_for_is_believed_only_from_a_trusted_proxy(dash_app, monkeypatch, trusted, peer, xff, seen, hops):
     from twin.ui import guard
     if trusted is None:
         monkeypatch.delenv("TWIN_TRUSTED_PROXIES", raising=False)
     else:
         monkeypatch.setenv("TWIN_TRUSTED_PROXIES", trusted)
+    if hops is None:
+        monkeypatch.delenv("TWIN_PROXY_HOPS", raising=False)
+    else:
+        monkeypatch.setenv("TWIN_PROXY_HOPS", hops)
     with _at(dash_app, peer, {"X-Forwarded-For": xff}):
         assert guard.client("A" * 32)[1] == seen
 

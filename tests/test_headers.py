@@ -87,3 +87,41 @@ def test_tabs_arriving_at_once_at_a_fresh_server_all_get_every_script_hash():
         assert status == 200
         script_src = next(d for d in csp.split("; ") if d.startswith("script-src"))
         assert sorted(script_src.split()[2:]) == sorted(res["hashes"])
+# ---- issue 34: unknown paths, page loads per address, no versions in the page ----------------------
+
+def test_a_path_that_is_no_page_gets_a_small_404_naming_the_pages(dash_app):
+    c = dash_app.server.test_client()
+    assert c.get("/topology").status_code == 200 and c.get("/").status_code == 200
+    for path in ("/nope", "/wp-login.php", "/topology/x", "/" + "a" * 5000, "/.env"):
+        r = c.get(path)
+        body = r.get_data(as_text=True)
+        assert r.status_code == 404 and len(r.data) < 600, path
+        assert "No page at" in body and "/topology" in body and "_dash-config" not in body
+        assert r.headers["X-Content-Type-Options"] == "nosniff" and r.mimetype == "text/plain"
+
+
+def test_page_loads_are_budgeted_per_address(dash_app, monkeypatch):
+    from twin.live.budget import RateLimit
+    monkeypatch.setattr(dash_app, "page_loads", RateLimit(dash_app.PAGE_LOADS_PER_MIN_ADDRESS))
+    c = dash_app.server.test_client()
+    at = lambda addr, path="/": c.get(path, environ_base={"REMOTE_ADDR": addr})
+    assert all(at("203.0.113.9", p).status_code == 200
+               for p in ["/", "/traffic"] * (dash_app.PAGE_LOADS_PER_MIN_ADDRESS // 2))
+    r = at("203.0.113.9")
+    assert r.status_code == 429 and 1 <= int(r.headers["Retry-After"]) <= 60
+    assert "at most 60 a minute" in r.get_data(as_text=True) and len(r.data) < 300
+    assert at("198.51.100.7").status_code == 200                     # another address is not slowed
+    assert at("203.0.113.9", "/_dash-layout").status_code == 200    # the app's own requests are not page loads
+
+
+def test_the_page_names_no_python_dash_or_plotly_version(dash_app):
+    import json
+    import re
+    import sys
+    r = dash_app.server.test_client().get("/")
+    config = json.loads(re.search(r'<script id="_dash-config" type="application/json">(.*?)</script>',
+                                  r.get_data(as_text=True), re.S).group(1))
+    assert not set(config) & {"dash_version", "python_version", "plotly_version", "ddk_version", "dash_version_url"}
+    text = json.dumps(config) + json.dumps(dict(r.headers))
+    assert sys.version.split()[0] not in text and "Python" not in text
+    assert "validation_layout" not in config and len(r.data) < 20_000      # not every page's layout (368 KB)

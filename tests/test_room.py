@@ -85,3 +85,19 @@ def test_a_sandbox_waits_for_the_viewers_requests_in_flight(dash_app, monkeypatc
     finally:
         reg.shutdown()
     assert busy <= 1.0 / runner.SANDBOX_YIELD_S + 2 and free > 5 * busy, (free, busy)
+
+
+def test_a_sandbox_no_tab_shows_is_freed_and_a_watched_one_stays(dash_app):
+    """Issue 34, item 9: a visitor who left (an attacker's sandboxes at max speed included) does
+    not hold an engine's memory for the 10-minute action TTL."""
+    reg = session.configure(wall_dt=0.2, max_sandboxes=2, ttl_s=600, token=None, per_address=4)
+    try:
+        left, watched = (reg.open_sandbox(client=f"c{i}", addr="a") for i in range(2))
+        left.last_viewed = watched.last_viewed = time.monotonic() - session.UNVIEWED_S + 5
+        assert reg.get(watched.key) is watched          # a tab's poll reads it, 5 s before the limit
+        left.last_viewed -= 10                           # nobody read the other one: past the limit
+        reg.get(session.SHARED)                          # any later request reaps
+        assert reg.sandboxes() == [watched.key] and reg.get(left.key) is None
+        assert left.idle_s() < reg.ttl_s                 # freed although its action TTL had not run out
+    finally:
+        reg.shutdown()

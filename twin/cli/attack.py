@@ -1,7 +1,7 @@
 """Room-attack benchmark: one hostile viewer against a room, while the shared twin runs at 1x.
 
-    python -m twin.cli.attack --minutes 3        # gunicorn (1 worker, 8 threads) on a free port
     python -m twin.cli.attack --doors api        # the OpenAI API's doors only (twin.cli.attack_api)
+    python -m twin.cli.attack --minutes 3        # the room server (make room, 8 threads) on a free port
 
 It starts the app locally with an instructor token and a trusted proxy (loopback), so each
 simulated browser can come from an address of its own through `X-Forwarded-For`. The instructor
@@ -14,6 +14,8 @@ sweeps the Explorer allows, a Cloud comparison, and resets of its sandbox onto i
 prints the shared twin's pace, poll latency, the web process's peak RSS and its RSS two minutes
 after the attack stops, guesses checked beyond the stated limit, slots the attacker held, the
 instructor's refusals, refusals by kind, and any response carrying an absolute path or traceback.
+Then the room server's slow clients (twin.cli.attack_slow): 1,000 half-sent requests, then 1,000
+idle connections, from one address, with the viewers' poll round trip beside the figures above.
 A benchmark, not a test: it prints figures (the README quotes them).
 """
 from __future__ import annotations
@@ -32,18 +34,19 @@ from collections import Counter
 import psutil
 import requests
 
-from twin.cli.loadtest import ROOT, Callback, Viewer, free_port, pct, start_gunicorn, stop_gunicorn, tick_callbacks
+from twin.cli import attack_slow
+from twin.cli.loadtest import ROOT, Callback, Viewer, free_port, pct, start_server, stop_server, tick_callbacks
 
 TOKEN = "attack-bench-" + "k" * 24
 HONEST_SANDBOXES = 2   # the attacker may take the other two (its address's cap): four run at max
 INTERNAL = (str(ROOT), "Traceback", "/usr/lib/python", "site-packages")
 
 
-def start_server(port: int, threads: int) -> subprocess.Popen:
-    """gunicorn with the instructor lock on and loopback as the trusted proxy (its log to
+def start_room(port: int, threads: int) -> subprocess.Popen:
+    """The room server with the instructor lock on and loopback as the trusted proxy (its log to
     TWIN_ATTACK_LOG, if set)."""
     log = open(os.environ.get("TWIN_ATTACK_LOG", os.devnull), "w")
-    return start_gunicorn(port, threads, {"TWIN_INSTRUCTOR_TOKEN": TOKEN, "TWIN_TRUSTED_PROXIES": "127.0.0.1"}, log)
+    return start_server(port, threads, {"TWIN_INSTRUCTOR_TOKEN": TOKEN, "TWIN_TRUSTED_PROXIES": "127.0.0.1"}, log)
 
 
 class Browser:
@@ -248,7 +251,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=3.0, help="length of the attack")
     ap.add_argument("--after", type=float, default=120.0, help="seconds to wait after it before reading RSS")
-    ap.add_argument("--threads", type=int, default=8, help="gunicorn threads")
+    ap.add_argument("--threads", type=int, default=8, help="room server threads")
+    ap.add_argument("--slow-connections", type=int, default=1000, choices=range(0, 10_001), metavar="0..10000",
+                    help="slow clients' connections from one address after the attack (0: none)")
+    ap.add_argument("--slow-seconds", type=float, default=30.0, help="length of each slow-client phase")
     ap.add_argument("--baseline", action="store_true", help="the same room and minutes with nobody attacking")
     ap.add_argument("--moves", default=",".join(MOVES), help=f"the attacker's moves, comma-separated (of {', '.join(MOVES)})")
     ap.add_argument("--doors", default=",".join(DOORS), help=f"the doors attacked, comma-separated (of {', '.join(DOORS)}: "
@@ -272,12 +278,12 @@ def main(argv=None) -> int:
         ap.error(f"--moves: allowed {', '.join(MOVES)}")
 
     port = free_port()
-    proc = start_server(port, a.threads)
+    proc = start_room(port, a.threads)
     base = f"http://127.0.0.1:{port}"
     try:
         app = App(base)
         cbs = tick_callbacks(base)
-        worker = psutil.Process(proc.pid).children()[0].pid          # gunicorn's one worker: the twins
+        worker = proc.pid                                             # the one process the twins live in
         first = Browser(app, "198.51.100.1")
         first.call("..shell-status.data", "shell-tick.n_intervals", **{"shell-tick.n_intervals": 1})
         # the instructor unlocks before class; two honest viewers open sandboxes and run them at max
@@ -285,6 +291,8 @@ def main(argv=None) -> int:
         r = teacher.call("..ctl-token.data", "ctl-unlock.n_clicks",
                          **{"ctl-token-input.value": TOKEN, "ctl-unlock.n_clicks": 1})
         teacher.values["ctl-token.data"] = r.get("ctl-token", {}).get("data")
+        stop, leave = threading.Event(), threading.Event()
+        watchers = []              # the honest sandboxes' tabs poll them to the end (a sandbox no tab shows is freed)
         for i in range(HONEST_SANDBOXES):
             v = Browser(app, f"198.51.100.{20 + i}")
             key = v.call("..ctl-twin.data", "ctl-sandbox.n_clicks", **{"ctl-sandbox.n_clicks": 1}).get(
@@ -292,9 +300,11 @@ def main(argv=None) -> int:
             if key:
                 v.values["ctl-twin.data"] = key
                 v.call("..ctl-msg.children", button("ctl-speed-btn", "max"))
+                watchers.append(Viewer(base, "overview", cbs, leave, 1.0, twin=key))
+        for w in watchers:
+            w.start()
         time.sleep(5.0)
         rss0, tree0 = rss_mb(worker)
-        stop = threading.Event()
         pollers = [Viewer(base, page, cbs, stop, 1.0) for page in ("overview", "traffic", "topology")]
         for v in pollers:
             v.start()
@@ -319,8 +329,11 @@ def main(argv=None) -> int:
         samples = sorted((w, s) for v in pollers for w, s, _st in v.status)
         pace = (samples[-1][1] - samples[0][1]) / max(samples[-1][0] - samples[0][0], 1e-9) if len(samples) > 2 else float("nan")
         rtt = [x for v in pollers for x in v.rtt]
+        slow = attack_slow.run_phases(base, a.slow_connections, a.slow_seconds) if a.slow_connections else []
+        peak_rss = max(peak_rss, rss_mb(worker)[0])
         time.sleep(a.after)
         rss_after, tree_after = rss_mb(worker)
+        leave.set()
         from twin.live.session import MAX_SANDBOXES_PER_ADDRESS, UNLOCK_PER_MIN_ADDRESS
         allowed = UNLOCK_PER_MIN_ADDRESS * (a.minutes + 1)
         print(f"\nattack: {a.minutes:g} min, {got['rounds']} rounds from one address (client at nice {ATTACKER_NICE}); "
@@ -335,16 +348,19 @@ def main(argv=None) -> int:
         print(f"unlock guesses checked: {got['checked_unlock']} (stated limit {UNLOCK_PER_MIN_ADDRESS}/min per address: "
               f"{allowed:.0f} over the attack) -> beyond the limit: {max(got['checked_unlock'] - allowed, 0):.0f}")
         print(f"control presses that checked a token: {got['checked_control']} (target 0)")
-        print(f"sandbox slots the attacker held: {got['slots']} (per-address cap {MAX_SANDBOXES_PER_ADDRESS}); "
+        print(f"sandboxes the attacker got over the attack: {got['slots']} (at most {MAX_SANDBOXES_PER_ADDRESS} at once, "
+              "its address's cap; one no tab shows is freed after 90 s); "
               f"instructor presses applied {instructor_ok}, refused {instructor_refused}")
         print("refusals by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(got["refused"].items())))
         keys = sum("upload:" in json.dumps(st) for v in pollers for _w, _s, st in v.status)
         leaks = app.leaks + got["leaks"]
         print(f"responses read: {app.responses + got['responses']}; carrying an absolute path or traceback: "
               f"{len(leaks)}" + "".join(f"\n  {x}" for x in leaks[:5]) + f"; honest viewers' statuses naming an upload key: {keys}")
+        if slow:
+            attack_slow.report(slow, a.slow_connections, a.slow_seconds)
         return 0
     finally:
-        stop_gunicorn(proc)
+        stop_server(proc)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Class load check (issue 26): N following browsers, simulated, while the lecturer steps through a lesson.
 
-    python -m twin.cli.classload                       # 100 followers, lesson faults, gunicorn on a free port
+    python -m twin.cli.classload                       # 100 followers, lesson faults, the room server on a free port
     python -m twin.cli.classload --lessons faults,kv-cache,cloud    # one after the other: does memory level off?
     python -m twin.cli.classload --flood 1000          # and one address minting 1,000 browser secrets (issue 34)
 
@@ -13,7 +13,7 @@ class bar's `publish` callback), waits for the answers, reveals, and exports the
 end. With `--act` each step is also readied as the lecturer's timeline does (the `go`
 callback: the step's speed, its action, a hold). Reported: poll server time (the app's Server-Timing)
 and round trip (on a shared machine it also holds this generator's threads and the CPU queue),
-p50/p95; server RSS growth (the gunicorn worker's VmRSS before the followers start and after the last
+p50/p95; server RSS growth (the room server's VmRSS before the followers start and after the last
 step, the shared twin's own growth included); answers acknowledged vs in the CSV
 (lost or counted twice), second answers refused. A benchmark, not a test: it prints figures and
 exits 1 if a target is missed (poll server p95 < 100 ms, RSS growth < 50 MB, no answer lost or doubled).
@@ -34,13 +34,13 @@ import random
 import secrets
 import threading
 import time
-from pathlib import Path
 
+import psutil
 import requests
 
 from twin import lessons
 
-from twin.cli.loadtest import Callback, free_port, pct, start_gunicorn, stop_gunicorn
+from twin.cli.loadtest import Callback, free_port, pct, start_server, stop_server
 
 TOKEN = "classload-" + secrets.token_hex(8)
 FLOOD_ADDR = "198.51.100.7"        # the flooding address (TEST-NET-2, RFC 5737)
@@ -211,19 +211,9 @@ def go(lect: Client, lesson: str, n: int) -> str:
     return str(msg.get("children", msg) if isinstance(msg, dict) else msg)[:120]
 
 
-def worker_rss_mb(master_pid: int) -> float:
-    """VmRSS of the gunicorn worker (the master's child), in MB."""
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                stat = (p / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == master_pid:
-                for line in (p / "status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) / 1024
-    raise SystemExit("gunicorn worker not found")
+def worker_rss_mb(pid: int) -> float:
+    """VmRSS of the room server (the one process the twins live in), in MB."""
+    return psutil.Process(pid).memory_info().rss / 2**20
 
 
 def main(argv=None) -> int:
@@ -232,7 +222,7 @@ def main(argv=None) -> int:
     ap.add_argument("--lessons", default="faults", help="the lessons the lecturer steps through, in turn (ids, comma)")
     ap.add_argument("--answer-s", type=float, default=10.0, help="seconds the lecturer waits for answers per step")
     ap.add_argument("--period", type=float, default=1.0, help="seconds between a follower's polls")
-    ap.add_argument("--threads", type=int, default=8, help="gunicorn threads")
+    ap.add_argument("--threads", type=int, default=8, help="room server threads")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--flood", type=int, default=0, help="browser secrets another address mints and joins "
                     "to the class, answering every question with each (0: none)")
@@ -241,8 +231,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     chosen = [lessons.get(x.strip()) for x in a.lessons.split(",")]
     port = free_port()
-    proc = start_gunicorn(port, a.threads, env={"TWIN_INSTRUCTOR_TOKEN": TOKEN,
-                                                **({"TWIN_TRUSTED_PROXIES": "127.0.0.1"} if a.flood else {})})
+    proc = start_server(port, a.threads, env={"TWIN_INSTRUCTOR_TOKEN": TOKEN,
+                                              **({"TWIN_TRUSTED_PROXIES": "127.0.0.1"} if a.flood else {})})
     base = f"http://127.0.0.1:{port}"
     try:
         cbs = _deps(base)
@@ -332,7 +322,7 @@ def main(argv=None) -> int:
                                                  "includes this load generator's own threads and the CPU queue"))
         return 0 if ok else 1
     finally:
-        stop_gunicorn(proc)
+        stop_server(proc)
 
 
 if __name__ == "__main__":

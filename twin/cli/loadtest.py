@@ -1,6 +1,6 @@
 """Dashboard load test: N scripted viewers poll the page callbacks while a browser times first renders.
 
-    python -m twin.cli.loadtest                      # gunicorn (1 worker, 8 threads) on a free port
+    python -m twin.cli.loadtest                      # the room server (8 threads) on a free port
     python -m twin.cli.loadtest --viewers 10 --duration 30 --speed 10
     python -m twin.cli.loadtest --url http://127.0.0.1:8050   # an already running server
 
@@ -70,11 +70,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_gunicorn(port: int, threads: int, env: dict | None = None, stderr=None) -> subprocess.Popen:
-    """gunicorn (one worker, `threads` threads) on `port`, once it answers; `env` adds settings."""
-    cmd = [sys.executable, "-m", "gunicorn", "-w", "1", "-k", "gthread", "--threads", str(threads),
-           "-b", f"127.0.0.1:{port}", "--log-level", "warning", "app:server"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stderr=stderr)
+def start_server(port: int, threads: int, env: dict | None = None, stderr=None) -> subprocess.Popen:
+    """The room server (`make room`: twin.cli.room, `threads` threads) on loopback `port`, once it
+    answers; `env` adds settings. The twins live in this one process. Loopback is its trusted proxy
+    (unless `env` names another): the benchmarks' simulated browsers all come from 127.0.0.1, as a
+    room's come through a proxy, each with its own address in X-Forwarded-For if it has one."""
+    cmd = [sys.executable, "-m", "twin.cli.room", "--host", "127.0.0.1", "--port", str(port), "--threads", str(threads)]
+    env = {**os.environ, "TWIN_TRUSTED_PROXIES": "127.0.0.1", **(env or {})}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=stderr)
     for _ in range(240):
         try:
             if requests.get(f"http://127.0.0.1:{port}/_dash-layout", timeout=2).ok:
@@ -82,10 +85,10 @@ def start_gunicorn(port: int, threads: int, env: dict | None = None, stderr=None
         except requests.RequestException:
             pass
         if proc.poll() is not None:
-            raise SystemExit("gunicorn exited early")
+            raise SystemExit("the room server exited early")
         time.sleep(0.25)
     proc.terminate()
-    raise SystemExit("gunicorn did not come up")
+    raise SystemExit("the room server did not come up")
 
 
 class Callback:
@@ -114,8 +117,8 @@ class Callback:
                 "state": [dict(s, value=values.get(key(s))) for s in self.state]}
 
 
-def stop_gunicorn(proc: subprocess.Popen) -> None:
-    """End a server start_gunicorn started: terminate, and kill it if it has not gone in 10 s."""
+def stop_server(proc: subprocess.Popen) -> None:
+    """End a server start_server started: terminate, and kill it if it has not gone in 10 s."""
     proc.terminate()
     try:
         proc.wait(10)
@@ -138,9 +141,9 @@ def tick_callbacks(base: str) -> dict[str, Callback]:
 
 
 class Viewer(threading.Thread):
-    def __init__(self, base: str, page: str, cbs: dict, stop: threading.Event, period: float):
+    def __init__(self, base: str, page: str, cbs: dict, stop: threading.Event, period: float, twin: str = "shared"):
         super().__init__(daemon=True)
-        self.base, self.page, self.stop_ev, self.period = base, page, stop, period
+        self.base, self.page, self.stop_ev, self.period, self.twin = base, page, stop, period, twin
         self.shell, self.cb = cbs[(SHELL, page)], cbs.get(page)
         self.rtt: list[float] = []
         self.server: list[float] = []
@@ -174,7 +177,7 @@ class Viewer(threading.Thread):
     def run(self) -> None:
         s = requests.Session()
         cursor = PAGES[self.page][1]
-        values = dict(EXTRA_STATE, **{"ctl-twin.data": "shared", "shell-beat.data": None})
+        values = dict(EXTRA_STATE, **{"ctl-twin.data": self.twin, "shell-beat.data": None})
         n = 0
         nxt = time.monotonic()
         while not self.stop_ev.is_set():
@@ -252,12 +255,12 @@ def set_speed(base: str, speed) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--url", help="benchmark a running server instead of starting gunicorn")
+    ap.add_argument("--url", help="benchmark a running server instead of starting the room server")
     ap.add_argument("--viewers", type=int, default=10)
     ap.add_argument("--duration", type=float, default=30.0, help="seconds of polling")
     ap.add_argument("--period", type=float, default=1.0, help="seconds between polls (the pages' interval)")
     ap.add_argument("--speed", default="10", help="engine speed to hold during the run: 1..1000 or max")
-    ap.add_argument("--threads", type=int, default=8, help="gunicorn threads")
+    ap.add_argument("--threads", type=int, default=8, help="room server threads")
     ap.add_argument("--no-browser", action="store_true", help="skip the first-render timing in Chromium")
     a = ap.parse_args(argv)
 
@@ -265,10 +268,10 @@ def main(argv=None) -> int:
     base = a.url
     if not base:
         port = free_port()
-        proc = start_gunicorn(port, a.threads)
+        proc = start_server(port, a.threads)
         base = f"http://127.0.0.1:{port}"
     try:
-        print(f"server {base}  (gunicorn -w 1 -k gthread --threads {a.threads})" if proc else f"server {base}")
+        print(f"server {base}  (room server, {a.threads} threads)" if proc else f"server {base}")
         cbs = tick_callbacks(base)
         missing = {p for p, (_path, cur, _sel) in PAGES.items() if cur} - set(cbs)
         if missing:
@@ -334,7 +337,7 @@ def main(argv=None) -> int:
         return 0
     finally:
         if proc is not None:
-            stop_gunicorn(proc)
+            stop_server(proc)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from twin.ui.faultview import DEMO_TITLES
-from twin.cli.loadtest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, set_speed, start_gunicorn
+from twin.cli.loadtest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, set_speed, start_server
 
 SHOTS = (("overview", "/", None), ("topology", "/topology", None), ("topology-node", "/topology?view=n05", None),
          ("traffic", "/traffic", None), ("cache", "/cache", None), ("tradeoffs", "/tradeoffs", None),
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     proc, base = None, a.url
     if not base:
         port = free_port()
-        proc = start_gunicorn(port, 4)
+        proc = start_server(port, 4)
         base = f"http://127.0.0.1:{port}"
     try:
         with sync_playwright() as p:

@@ -85,7 +85,7 @@ class Twin(TwinActions):
         self.shared = shared
         self.owner, self.addr = owner, addr       # the client that opened a sandbox (None: anyone)
         self.created = time.time()
-        self.last_seen = time.monotonic()
+        self.last_seen = self.last_viewed = time.monotonic()
         self._factory = factory
         self._gate = gate                         # twin.live.gate.Gate of a lockable (shared) twin
         self._ttl = ttl_s
@@ -158,6 +158,13 @@ class Twin(TwinActions):
 
     def idle_s(self) -> float:
         return time.monotonic() - self.last_seen
+
+    def viewed(self) -> None:
+        """A tab's poll read this twin (polls are not actions: they do not touch)."""
+        self.last_viewed = time.monotonic()
+
+    def unviewed_s(self) -> float:
+        return time.monotonic() - self.last_viewed
 
     # ---- the engine thread ------------------------------------------------------------------
 

@@ -46,6 +46,9 @@ MAX_SANDBOXES = 4                     # private sandboxes in total (each is an e
 MAX_SANDBOXES_PER_CLIENT = 1
 MAX_SANDBOXES_PER_ADDRESS = 2         # a browser can mint secrets, not addresses
 SANDBOX_TTL_S = 600.0                 # sandboxes with no action for this long are stopped and freed
+UNVIEWED_S = 90.0                     # ... and those no tab has polled for this long (every tab showing it closed):
+                                      # a hidden tab still polls at least once a minute (Chrome's intensive timer
+                                      # throttling: https://developer.chrome.com/blog/timer-throttling-in-chrome-88)
 UPLOADS_PER_MIN = 6                   # trace uploads per client per minute (each is parsed here)
 UPLOADS_PER_MIN_ADDRESS = 12          # ... and per remote address (a browser can mint secrets, not addresses)
 
@@ -110,7 +113,10 @@ class Sessions:
             return None
         with self._lock:
             tw = self._sandboxes.get(key)        # viewing is not an action: no touch
-        return tw if isinstance(tw, Twin) else None
+        if not isinstance(tw, Twin):
+            return None
+        tw.viewed()
+        return tw
 
     def unlock(self, token, client: str, addr: str | None) -> str | None:
         """A credential for the shared twin's controls if `token` is the instructor's, else None;
@@ -175,13 +181,16 @@ class Sessions:
         return True
 
     def reap(self) -> list[str]:
-        """Stop and free sandboxes idle for longer than the TTL (or whose thread has ended)."""
+        """Stop and free sandboxes idle for longer than the TTL, those no tab has shown for
+        UNVIEWED_S (a visitor who left, an attacker's included: their engines' memory goes back),
+        and those whose thread has ended."""
         gone = []
         with self._lock:
             for key, tw in list(self._sandboxes.items()):
                 if not isinstance(tw, Twin):
                     continue
-                if tw.idle_s() > self.ttl_s or (tw._thread is not None and not tw.alive):
+                if (tw.idle_s() > self.ttl_s or tw.unviewed_s() > UNVIEWED_S
+                        or (tw._thread is not None and not tw.alive)):
                     gone.append(self._sandboxes.pop(key))
         for tw in gone:
             tw.stop(timeout=0.5)

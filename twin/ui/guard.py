@@ -25,6 +25,8 @@ MAX_TEXT = 200                 # longest free-text field accepted (ids, times, t
 _ID = re.compile(r"^[A-Za-z0-9_.:/=+-]{1,200}$")
 PROXIES_ENV = "TWIN_TRUSTED_PROXIES"     # e.g. "127.0.0.1,10.0.0.0/8": the reverse proxies in front
 MAX_FORWARDED = 1024                     # characters of X-Forwarded-For read (a chain of a few hops)
+HOPS_ENV = "TWIN_PROXY_HOPS"             # how many trusted proxies in a row (nginx alone: 1)
+MAX_HOPS = 8
 
 
 @lru_cache(maxsize=4)
@@ -48,25 +50,40 @@ def _is_trusted(addr: str | None, nets: tuple) -> bool:
     return any(ip in n for n in nets)
 
 
+def trusted_proxy(addr: str | None) -> bool:
+    """Whether `addr` is one of the reverse proxies named in TWIN_TRUSTED_PROXIES."""
+    return _is_trusted(addr, _trusted(os.environ.get(PROXIES_ENV, "")))
+
+
+def proxy_hops() -> int:
+    """How many trusted proxies stand in a row in front of the app (TWIN_PROXY_HOPS, 1 to 8; 1 if unset
+    or not such a number)."""
+    v = os.environ.get(HOPS_ENV, "1").strip()
+    return int(v) if v.isdigit() and 1 <= int(v) <= MAX_HOPS else 1
+
+
 def remote_address() -> str | None:
-    """The viewer's address: the direct peer, or, when that peer is a trusted proxy, the right-most
-    X-Forwarded-For entry that is not itself a trusted proxy (entries left of it were written by the
-    viewer and prove nothing). A malformed entry there means the peer's own address."""
+    """The viewer's address, read right to left from the hop that connected: the direct peer; if it
+    is a trusted proxy, the X-Forwarded-For entry it appended (the address that connected to it); if
+    that one is a trusted proxy too, the entry before it, and so on, at most TWIN_PROXY_HOPS entries.
+    An entry is believed only when the hop that delivered it is a trusted proxy, and never more
+    entries than there are proxies, so a viewer whose own address lies in a trusted range cannot pass
+    itself off as a proxy to forge an address. A malformed entry stops the walk at the hop that
+    delivered it."""
     if not flask.has_request_context():
         return None
-    peer = flask.request.remote_addr
+    addr = flask.request.remote_addr
     nets = _trusted(os.environ.get(PROXIES_ENV, ""))
-    if not nets or not _is_trusted(peer, nets):
-        return peer
     hops = [h.strip() for h in flask.request.headers.get("X-Forwarded-For", "")[:MAX_FORWARDED].split(",")]
     hops = [h for h in hops if h]
-    for hop in reversed(hops):
-        if not _is_trusted(hop, nets):
-            try:
-                return str(ipaddress.ip_address(hop))
-            except ValueError:
-                return peer
-    return hops[0] if hops else peer
+    for _ in range(proxy_hops()):
+        if not hops or not _is_trusted(addr, nets):
+            break
+        try:
+            addr = str(ipaddress.ip_address(hops.pop()))
+        except ValueError:
+            break
+    return addr
 
 
 def client(secret) -> tuple[str, str | None]:
