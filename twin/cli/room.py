@@ -37,10 +37,11 @@ log_refusal = LogBudget(log, 20)
 
 SERVER_NAME = "CloudMatrix Twin"   # the `Server` header: no framework or Python versions
 THREADS = 8               # worker threads: a poll is ~1-10 ms of work, 8 keep a room of ~100 tabs waiting little
-PER_ADDRESS = 64          # open connections from one address (a browser keeps up to 6 per server: ~10 browsers
-                          # behind one NAT; raise it for a class behind one address); assumption, sized here
-CONNECTIONS = 4000        # open connections in all (waitress stops accepting past it); each holds a socket
-                          # and a small buffer; below the process's file limit (raised to its hard limit)
+PER_ADDRESS = 512         # open connections from one address: a browser keeps 2 to 6 per server, so a class of
+                          # ~100 browsers behind one campus NAT fits (the classroom admits 400 per address);
+                          # assumption, sized here: 1,000 half-sent or idle ones cost the viewers nothing
+CONNECTIONS = 16000       # open connections in all (waitress stops accepting past it): 31 addresses at their
+                          # cap; each holds a socket and a small buffer (the file limit is raised to its hard one)
 IDLE_S = 30               # a connection with no request in progress is closed after this many seconds
 REQUEST_S = 20            # a request must arrive whole (headers and body) this many seconds after its first byte:
                           # the largest body (4 MB trace upload) at 2 Mbit/s; assumption
