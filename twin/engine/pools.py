@@ -34,6 +34,7 @@ class Instance:
         self.pm = eng.pm               # this instance's view of the network (set by the engine)
         self.memo: dict = eng.timing.memo(kind, self.npus)   # step times under the current network state
         self.cap: int | None = None    # decode: sequences allowed under the TPOT SLO (lazy)
+        self.slow_load = 1.0           # a slow die's share of a die's batch (a gray mitigation shrinks it)
         self._wake = eng.env.event()
         self.name = f"{kind}-{idx}"
 
