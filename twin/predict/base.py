@@ -127,6 +127,12 @@ class TimePredictor(Geometry, ABC):
         out.health = health
         return out
 
+    def alone(self) -> "TimePredictor":
+        """The instance's slowest member running by itself, not waiting for the group: what its own
+        busy time per step shows (telemetry). Here the group itself; a predictor that models the
+        member apart (roofline) says otherwise."""
+        return self
+
     def decode_curve(self, kv_len: float = 4096, batches=None, **kw) -> list[dict]:
         batches = batches or DECODE_CURVE_BATCHES
         cap = self.max_batch_per_die(kv_len) * self.dies_per_npu

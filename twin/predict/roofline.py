@@ -91,6 +91,9 @@ class PerfModel(TimePredictor):
         out.rates = (h.compute, h.hbm)
         return out
 
+    def alone(self) -> "PerfModel":
+        return self._slow() if self.health.die_slow else self
+
     def _group(self, pool: str, b: float) -> tuple["PerfModel", float, float] | None:
         """(slow die's view, its batch per die, the healthy dies' batch per die) of a group whose
         mean batch per die is `b`, or None when every die is healthy. The slow die carries `load`

@@ -15,6 +15,8 @@ import numpy as np
 from twin.i18n import N_
 from twin.topology import parse
 from twin.engine.faults import recovery
+from twin.engine.faults.detect import Detector
+from twin.engine.faults.gray import Gray, is_gray
 from twin.engine.faults.random import random_failures
 from twin.engine.accounting import BEFORE_S
 from twin.engine.ports import FaultHost
@@ -34,6 +36,8 @@ class FaultManager:
         self.totals: dict[str, dict] = {}   # kind -> aggregates of faults dropped from `faults`
         self.random_gen = 0           # bumping it stops the running random-failure process
         self._final: dict[int, dict] = {}   # fault id -> its final report (`archive`), made once
+        self.gray = Gray(self)            # gray faults: slow parts, their mitigation, the decode steps' log
+        self.detector = Detector(eng, self.gray)   # notices slow parts in telemetry (each metrics interval)
 
     def check(self, spec: dict) -> Fault:
         """Validate a fault for this engine's topology at the current sim time."""
@@ -64,6 +68,7 @@ class FaultManager:
         now = self.eng.env.now + 1e-9
         for g in self.faults:
             if (g.active or g.recover_s is None and g.at_s <= now) and g.kind not in ("optical_degrade", "optical_flap") \
+                    and not is_gray(g.kind) \
                     and (g.target == target or any(e == g.target or e.startswith(g.target + "/") for e in ends)):
                 return g
         return None
@@ -102,7 +107,9 @@ class FaultManager:
         yield eng.env.timeout(max(0.0, f.at_s - eng.env.now))
         f.at_s, f.active = eng.env.now, True
         eng.log("fault", N_("#%(id)s %(kind)s on %(target)s"), **_who(f))
-        if f.kind in NETWORK:
+        if is_gray(f.kind):
+            yield from self.gray.run(f, pol)
+        elif f.kind in NETWORK:
             yield from self._network(f, pol)
         else:
             yield from self._compute(f, pol)
@@ -138,7 +145,7 @@ class FaultManager:
         yield from self._until(f, end)
         topo.restore(f.target)
         f.recover_s = eng.env.now - f.at_s
-        eng.env.process(self._restored(f))
+        eng.env.process(self.restored(f))
         eng.network_changed()
         eng.log("repair", N_("#%(id)s %(kind)s on %(target)s: back up after %(s)s s"), **_who(f),
                 s=f"{f.recover_s:.1f}")
@@ -148,7 +155,7 @@ class FaultManager:
         yield self.eng.env.timeout(max(0.0, f.at_s + t - self.eng.env.now))
 
     def _detected(self, f: Fault, pol: Policy, template: str) -> None:
-        f.detect_s = pol.detect_s
+        f.detect_s, f.detected_by = pol.detect_s, "policy"
         self.eng.log("detect", template, **_who(f))
 
     def _flap(self, f: Fault, pol: Policy, end: float):
@@ -228,7 +235,7 @@ class FaultManager:
             inst.release(f.id)             # up again unless another open fault holds it
             inst.wake()
         f.recover_s = eng.env.now - f.at_s
-        eng.env.process(self._restored(f))
+        eng.env.process(self.restored(f))
         eng.log("recover", N_("#%(id)s %(kind)s on %(target)s: service recovered after %(s)s s"), **_who(f),
                 s=f"{f.recover_s:.1f}")
         # the hardware itself (and the EMS servers) come back after repair: minutes, not the
@@ -263,7 +270,11 @@ class FaultManager:
         now = eng.env.now
         struck = sorted(f.at_s for f in self.faults if f.at_s <= now + 1e-9)
         later = lambda at: next((x for x in struck if x > at + 1e-9), None)   # noqa: E731
-        return [f.report(now, eng.scenario.interval_s, lost, hist, later(f.at_s)) for f in faults]
+        out = [f.report(now, eng.scenario.interval_s, lost, hist, later(f.at_s)) for f in faults]
+        for f, r in zip(faults, out):
+            if is_gray(f.kind):
+                r.update(self.gray.tpot_windows(f, now))
+        return out
 
     def snapshot_reports(self, newest: int) -> tuple[tuple, tuple]:
         """(reports of the newest `newest` faults, reports of the older ones), oldest first: what a
@@ -285,7 +296,7 @@ class FaultManager:
         restored (before and during), and once the "after" window has passed."""
         f.freeze(self._reports([f])[0])
 
-    def _restored(self, f: Fault):
+    def restored(self, f: Fault):
         """Service is back: freeze the report now, and its "after" once that window has passed."""
         self.freeze(f)
         yield self.eng.env.timeout(BEFORE_S + self.eng.scenario.interval_s)    # "after" <= BEFORE_S
@@ -300,7 +311,8 @@ class FaultManager:
     def summary(self) -> dict:
         """Counts over every fault of the run (records dropped from the history included)."""
         return {"injected": self.injected, "active": sum(f.active for f in self.faults),
-                "recorded": len(self.faults), "folded": {k: dict(v) for k, v in self.totals.items()}}
+                "recorded": len(self.faults), "folded": {k: dict(v) for k, v in self.totals.items()},
+                "detector": self.detector.summary()}
 
 
 def nodes_of(f: Fault, n_nodes: int) -> tuple:

@@ -23,6 +23,7 @@ KINDS = {
     "optical_link": ("link:l1-l2",), "optical_degrade": ("link:l1-l2",),
     "optical_flap": ("link:l1-l2",), "l1": ("l1",), "l2": ("l2",), "subplane": ("subplane",),
     "rdma_nic": ("rdma_nic",), "rdma_plane": ("rdma_switch",), "vpc": ("vpc_nic",),
+    "straggler": ("die", "npu"), "hbm_degrade": ("die",), "node_throttle": ("node",), "cpu_slow": ("cpu",),
 }
 NETWORK = {"optical_link", "optical_degrade", "optical_flap", "l1", "l2", "subplane", "rdma_nic",
            "rdma_plane", "vpc"}
@@ -30,7 +31,8 @@ UB_KINDS = {"optical_link", "optical_flap", "l1", "l2", "subplane"}
 EXAMPLES = {"npu_die": "n20/npu3/d1", "npu": "n20/npu3", "cpu": "n05/cpu2", "node": "n20",
             "optical_link": "n20/l1-3--sp3/l2-7", "optical_degrade": "n20/l1-3--sp3/l2-7",
             "optical_flap": "n20/l1-3--sp3/l2-7", "l1": "n20/l1-3", "l2": "sp2/l2-5",
-            "subplane": "sp4", "rdma_nic": "n20/rdma3", "rdma_plane": "rdma/spine-0", "vpc": "n20/vpc"}
+            "subplane": "sp4", "rdma_nic": "n20/rdma3", "rdma_plane": "rdma/spine-0", "vpc": "n20/vpc",
+            "straggler": "n36/npu3/d1", "hbm_degrade": "n36/npu3/d1", "node_throttle": "n36", "cpu_slow": "n05/cpu2"}
 
 # what each part kind is called in messages (the dashboard's labels too: twin.ui.faultview)
 PART_LABEL = {"die": N_("NPU die"), "npu": N_("NPU"), "cpu": N_("Kunpeng CPU"), "node": N_("node"),
@@ -50,6 +52,8 @@ def part_label(kind: str, *, article: bool = False, plural: bool = False) -> str
     return name
 
 
+# what a policy may do about a part the detector found slow (twin.engine.faults.gray)
+GRAY_ACTIONS = ("reroute", "shrink", "replace", "none")
 FAULT_KEYS = ("kind", "target", "at_s", "duration_s", "factor", "period_s")
 MAX_RECORDS = 200  # closed faults kept with full, frozen reports (assumption: a long demo's worth)
 MEASURES = ("goodput", "goodput_tps"), ("slo", "slo_attainment")   # report key, history series
@@ -69,6 +73,10 @@ class Policy:
     redundant_experts: bool = True
     weights_from: str = "ems"
     expert_reload_s: float = 1.0
+    mitigate_gray: bool = True       # act on a gray fault once the detector notices it
+    gray_action: str = "reroute"     # GRAY_ACTIONS
+    gray_threshold: float = 1.15     # a die's step time over its group's median that counts as slow
+    gray_window_s: float = 10.0      # ... for this long, without a break, before it is flagged
 
     @classmethod
     def load(cls, **overrides) -> "Policy":
@@ -85,8 +93,17 @@ class Policy:
                 raise CatalogError(f"policy.{name} = {v!r}: allowed a number of seconds 0..86400")
         if p.weights_from not in ("ems", "obs"):
             raise CatalogError(f"policy.weights_from = {p.weights_from!r}: allowed 'ems' or 'obs'")
-        if not isinstance(p.redundant_experts, bool):
-            raise CatalogError(f"policy.redundant_experts = {p.redundant_experts!r}: allowed true or false")
+        for name in ("redundant_experts", "mitigate_gray"):
+            if not isinstance(getattr(p, name), bool):
+                raise CatalogError(f"policy.{name} = {getattr(p, name)!r}: allowed true or false")
+        if p.gray_action not in GRAY_ACTIONS:
+            raise CatalogError(f"policy.gray_action = {p.gray_action!r}: allowed {', '.join(map(repr, GRAY_ACTIONS))}")
+        t = p.gray_threshold
+        if not isinstance(t, (int, float)) or isinstance(t, bool) or not 1.0 < t <= 10.0:
+            raise CatalogError(f"policy.gray_threshold = {t!r}: allowed a ratio to the group's median, 1 < x <= 10")
+        w = p.gray_window_s
+        if not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 < w <= 3600:
+            raise CatalogError(f"policy.gray_window_s = {w!r}: allowed a number of seconds 0 < x <= 3600")
         return p
 
     def restart_s(self) -> float:
@@ -115,6 +132,9 @@ class Fault:
     note: str = ""
     frozen: dict = field(default_factory=dict)   # before / during / after numbers once measured for good
     settled: bool = False   # the "after" window has passed and was frozen: with the fault over, its report is final
+    detected_by: str | None = None    # "telemetry" (the detector) or "policy" (after Policy.detect_s)
+    mitigated_s: float | None = None  # gray: seconds from onset until a mitigation took effect
+    mitigation: str = ""              # gray: what was done about it (words)
 
     def report(self, now: float, interval_s: float, lost_ids: np.ndarray, history: dict,
                next_at: float | None = None) -> dict:
@@ -131,7 +151,8 @@ class Fault:
                "detect_s": self.detect_s, "recover_s": self.recover_s,
                "served_s": self.served_s if self.served_s is not None else self.recover_s,
                "requests_affected": len(self.affected), "requeued": self.requeued,
-               "recomputed": self.recomputed, "lost": lost}
+               "recomputed": self.recomputed, "lost": lost, "detected_by": self.detected_by,
+               "mitigated_s": self.mitigated_s, "mitigation": self.mitigation}
         for key, series in MEASURES:
             for name, window in (("before", before), ("during", during), ("after", after)):
                 out[f"{key}_{name}"] = mean_in(t, history[series], window) if window[1] <= now + 1e-9 else None

@@ -1,0 +1,137 @@
+"""The gray-failure detector: only what an operator can see, compared with what is normal for it.
+
+Telemetry, once per metrics interval: each stepping die's own busy time per step (its kernels,
+before it waits at the group's collectives) and each EMS server's block service time. A part is
+flagged when its figure stays above `Policy.gray_threshold` times its group's median (the dies of
+its instance; the servers in service) for `Policy.gray_window_s` without a break, so the time to
+detect is measured, not declared. A flag on a part no open gray fault slows is a false alarm:
+counted and logged, never acted on.
+
+The telemetry comes from the model: a die's step time is what its own predictor gives at its
+health and batch share (`TimePredictor.alone`), a server's service time is 1 over its CPU health;
+each carries noise from routed-expert load, which varies a die's work step to step with CV
+[balance] load_cv over the experts' share of the step, averaged over the interval's steps (a
+server's with the same CV, assumption). The noise has a generator of its own: the run's draws and
+events are untouched, so a healthy run's fingerprint does not move.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from twin.i18n import N_
+from twin.predict.base import Health
+
+NOISE_STREAM = 0x67726179     # the detector's own random stream, beside the run's seed ("gray")
+
+
+class Detector:
+    """Flags slow dies and EMS servers from telemetry; counts what it flags and its false alarms."""
+
+    def __init__(self, eng, gray):
+        self.eng, self.gray = eng, gray
+        self.rng = np.random.default_rng([eng.scenario.seed, NOISE_STREAM])
+        self.false_alarms = 0
+        self.flags: list[dict] = []        # every flag: t, part, ratio, whether a known fault explains it
+        self.above: dict[tuple, float] = {}   # part -> since when it has been above the threshold
+        self.flagged: set[tuple] = set()   # flagged and not yet back below the threshold
+        self._memo: dict[tuple, float] = {}
+        self._cv: dict[str, float] = {}
+
+    def tick(self, now: float) -> None:
+        """Read one interval's telemetry and flag what stays slow."""
+        eng, pol = self.eng, self.eng.faults.policy
+        seen: dict[tuple, float] = {}
+        for inst in eng.instances:
+            busy = len(inst.ids) if inst.kind == "decode" else inst.busy or inst.queue
+            if not inst.ready or not busy:
+                continue
+            ratios = self._die_ratios(inst)
+            for i in np.flatnonzero(ratios > pol.gray_threshold):
+                seen[("die", int(inst.dies[i]))] = float(ratios[i])
+        if eng.ems is not None:
+            self._servers(seen, pol.gray_threshold)
+        for part in list(self.above):
+            if part not in seen:
+                del self.above[part]
+                self.flagged.discard(part)
+        for part, ratio in seen.items():
+            since = self.above.setdefault(part, now)     # the first interval that showed it
+            if part not in self.flagged and now - since >= pol.gray_window_s - 1e-9:
+                self.flagged.add(part)
+                self._flag(part, ratio, now)
+
+    def _flag(self, part: tuple, ratio: float, now: float) -> None:
+        what, key = part
+        name = self.eng.topo.die_ids[key] if what == "die" else key
+        known = self.gray.noticed_die(key) if what == "die" else self.gray.noticed_server(key)
+        self.flags.append({"t": round(now, 3), "part": name, "ratio": round(ratio, 3), "known": known})
+        if not known:
+            self.false_alarms += 1
+            self.eng.log("detect", N_("telemetry: %(part)s at %(ratio)sx its group's median, no fault known there "
+                                      "(false alarm)"), part=name, ratio=f"{ratio:.2f}")
+
+    # ---- telemetry -----------------------------------------------------------------------------
+    def _noise(self, kind: str, n: int) -> np.ndarray:
+        """Relative noise of n parts' interval means (see the module's docstring)."""
+        if kind not in self._cv:
+            pm, k = self.eng.pm, self.eng.pm.k
+            r = pm.decode_step() if kind == "decode" else pm.prefill_batch()
+            share = (r.breakdown.get("experts", 0.0) / r.step_ms) if r.step_ms > 0 else 0.0
+            steps = max(1.0, self.eng.scenario.interval_s * 1e3 / r.step_ms) if math.isfinite(r.step_ms) else 1.0
+            self._cv[kind] = k["balance"]["load_cv"] * share / math.sqrt(steps)
+        return 1.0 + self._cv[kind] * self.rng.standard_normal(n)
+
+    def _die_ratios(self, inst) -> np.ndarray:
+        """Each die's step time over the median of its instance's."""
+        topo = self.eng.topo
+        comp, hbm = topo.die_health("compute")[inst.dies], topo.die_health("hbm")[inst.dies]
+        times = self._noise(inst.kind, len(inst.dies))
+        if inst.pm.health.die_slow:
+            slow = (comp < 1.0) | (hbm < 1.0)
+            healthy = self._own_ms(inst, 1.0, 1.0)
+            for i in np.flatnonzero(slow):
+                times[i] *= self._own_ms(inst, float(comp[i]), float(hbm[i])) / healthy
+        return times / np.median(times)
+
+    def _own_ms(self, inst, compute: float, hbm: float) -> float:
+        """A die's own step time at this health, at the instance's batch (its share, if slow)."""
+        eng = self.eng
+        load = inst.slow_load if (compute, hbm) != (1.0, 1.0) else 1.0
+        if inst.kind == "decode":
+            n = len(inst.ids)
+            shape = (round(n / inst.npus * 4), int(inst.ctx_sum / max(n, 1)) // 128)
+        else:
+            shape = ()
+        key = (inst.kind, compute, hbm, load, inst.pm.net, shape)
+        t = self._memo.get(key)
+        if t is None:
+            if len(self._memo) > 4096:
+                self._memo.clear()
+            pm = eng.pm.with_net(inst.pm.net).with_health(Health(compute=compute, hbm=hbm, load=load)).alone()
+            if inst.kind == "decode":
+                t = pm.decode_step(max(shape[0], 1) / 4 * load, (shape[1] + 0.5) * 128).step_ms
+            else:
+                t = pm.prefill_batch().step_ms
+            self._memo[key] = t
+        return t
+
+    def _servers(self, seen: dict, threshold: float) -> None:
+        """EMS servers in service: block service time over their median."""
+        eng = self.eng
+        live = [s for s in eng.ems.servers if eng.ems.up(s)]
+        if len(live) < 2:
+            return
+        times = self._noise("prefill", len(live))
+        slow = eng.topo.slow_parts("cpu")
+        if slow:
+            times /= np.array([slow.get(s, 1.0) for s in live])
+        ratios = times / np.median(times)
+        for i in np.flatnonzero(ratios > threshold):
+            seen[("server", live[i])] = float(ratios[i])
+
+    def summary(self) -> dict:
+        return {"flags": len(self.flags), "false_alarms": self.false_alarms,
+                "threshold": self.eng.faults.policy.gray_threshold,
+                "window_s": self.eng.faults.policy.gray_window_s}
