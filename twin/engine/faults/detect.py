@@ -47,9 +47,10 @@ class Detector:
             busy = len(inst.ids) if inst.kind == "decode" else inst.busy or inst.queue
             if not inst.ready or not busy:
                 continue
-            ratios = self._die_ratios(inst)
-            for i in np.flatnonzero(ratios > pol.gray_threshold):
-                seen[("die", int(inst.dies[i]))] = float(ratios[i])
+            ratios = self._ratios(self._die_times(inst), pol.gray_threshold)
+            if ratios is not None:
+                for i in np.flatnonzero(ratios > pol.gray_threshold):
+                    seen[("die", int(inst.dies[i]))] = float(ratios[i])
         if eng.ems is not None:
             self._servers(seen, pol.gray_threshold)
         for part in list(self.above):
@@ -83,8 +84,19 @@ class Detector:
             self._cv[kind] = k["balance"]["load_cv"] * share / math.sqrt(steps)
         return 1.0 + self._cv[kind] * self.rng.standard_normal(n)
 
-    def _die_ratios(self, inst) -> np.ndarray:
-        """Each die's step time over the median of its instance's."""
+    @staticmethod
+    def _ratios(times: np.ndarray, threshold: float) -> np.ndarray | None:
+        """Each part's figure over its group's median; None when none can pass the threshold (the
+        largest is within it of the smallest, which is at most the median: the common case, cheap)."""
+        if times.max() <= threshold * times.min():
+            return None
+        n = len(times)
+        k = n // 2
+        part = np.partition(times, (k - 1, k) if n % 2 == 0 else k)      # np.median's value, cheaper
+        return times / (part[k] if n % 2 else (part[k - 1] + part[k]) / 2)
+
+    def _die_times(self, inst) -> np.ndarray:
+        """Each die's step time relative to a healthy die's."""
         topo = self.eng.topo
         comp, hbm = topo.die_health("compute")[inst.dies], topo.die_health("hbm")[inst.dies]
         times = self._noise(inst.kind, len(inst.dies))
@@ -93,7 +105,7 @@ class Detector:
             healthy = self._own_ms(inst, 1.0, 1.0)
             for i in np.flatnonzero(slow):
                 times[i] *= self._own_ms(inst, float(comp[i]), float(hbm[i])) / healthy
-        return times / np.median(times)
+        return times
 
     def _own_ms(self, inst, compute: float, hbm: float) -> float:
         """A die's own step time at this health, at the instance's batch (its share, if slow)."""
@@ -120,16 +132,18 @@ class Detector:
     def _servers(self, seen: dict, threshold: float) -> None:
         """EMS servers in service: block service time over their median."""
         eng = self.eng
-        live = [s for s in eng.ems.servers if eng.ems.up(s)]
+        live = np.flatnonzero(eng.ems.live_mask())
         if len(live) < 2:
             return
+        names = eng.ems.servers
         times = self._noise("prefill", len(live))
         slow = eng.topo.slow_parts("cpu")
         if slow:
-            times /= np.array([slow.get(s, 1.0) for s in live])
-        ratios = times / np.median(times)
-        for i in np.flatnonzero(ratios > threshold):
-            seen[("server", live[i])] = float(ratios[i])
+            times /= np.array([slow.get(names[i], 1.0) for i in live])
+        ratios = self._ratios(times, threshold)
+        if ratios is not None:
+            for i in np.flatnonzero(ratios > threshold):
+                seen[("server", names[live[i]])] = float(ratios[i])
 
     def summary(self) -> dict:
         return {"flags": len(self.flags), "false_alarms": self.false_alarms,

@@ -180,6 +180,9 @@ class Gray:
         return bool(ids)
 
     # ---- measurements --------------------------------------------------------------------------------
+    def step_array(self) -> np.ndarray:
+        return np.array(self.steps, dtype=float).reshape(-1, 3)
+
     def tpot_windows(self, f: Fault, now: float) -> dict:
         """p50 TPOT (ms, over the tokens made by decode steps) before the fault (the minute before),
         during it (onset to mitigation, or to the end of the slowdown or now) and after the
@@ -188,27 +191,28 @@ class Gray:
             return self.final[f.id]
         if not self.steps:
             return {}
-        t, per_token, tokens = (np.fromiter((s[i] for s in self.steps), float, len(self.steps)) for i in range(3))
         during_end = f.at_s + (f.mitigated_s if f.mitigated_s is not None else
                                f.recover_s if f.recover_s is not None else max(now - f.at_s, 0.0))
         windows = {"tpot_before_ms": (f.at_s - BEFORE_S, f.at_s), "tpot_during_ms": (f.at_s, during_end),
                    "tpot_after_ms": ((during_end, min(during_end + BEFORE_S, now))
                                      if f.mitigated_s is not None else None)}
-        out = {}
+        out, arr = {}, self.step_array()
         for key, w in windows.items():
-            out[key] = _weighted_p50(t, per_token, tokens, w) if w is not None and now >= w[0] else None
+            out[key] = tpot_p50(arr, w) if w is not None and now >= w[0] else None
         settled_at = during_end + (BEFORE_S if f.mitigated_s is not None else 0.0)
         if (f.mitigated_s is not None or not f.active) and now >= settled_at:
             self.final[f.id] = out
         return out
 
 
-def _weighted_p50(t, values, weights, window) -> float | None:
-    """The median of `values` over the steps in `window` (lo, hi], each counted by its `weights`."""
-    m = (t > window[0]) & (t <= window[1]) & (weights > 0)
-    if not m.any():
+def tpot_p50(arr: np.ndarray, window: tuple[float, float]) -> float | None:
+    """p50 TPOT (ms) of the tokens the decode steps in `arr` (rows of `Gray.steps` as an array: t,
+    seconds per token, tokens, in time order) made in `window` (lo, hi]: each step's time per token,
+    counted once per token."""
+    lo, hi = np.searchsorted(arr[:, 0], window, side="right")
+    v, w = arr[lo:hi, 1], arr[lo:hi, 2]
+    if not len(v):
         return None
-    v, w = values[m], weights[m]
     order = np.argsort(v)
     c = np.cumsum(w[order])
     return round(float(v[order][np.searchsorted(c, c[-1] / 2)]) * 1e3, 3)
