@@ -10,7 +10,7 @@ import dash
 from dash import ALL, Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
 from twin.live import session
-from twin.engine.faults import EXAMPLES, KINDS, RANDOM_MAX
+from twin.engine.faults import KINDS, RANDOM_MAX
 from twin.engine.faults.spec import MAX_RECORDS
 from twin.ui import answer
 from twin.ui import components
@@ -115,6 +115,8 @@ LIVE = {
     "hint": Output(f"{P}-target-hint", "children", allow_duplicate=True),
     "factor_style": Output(f"{P}-factor-wrap", "style", allow_duplicate=True),
     "period_style": Output(f"{P}-period-wrap", "style", allow_duplicate=True),
+    "factor_title": Output(f"{P}-factor-wrap", "title", allow_duplicate=True),
+    "period_title": Output(f"{P}-period-wrap", "title", allow_duplicate=True),
     "report": Output(f"{P}-report", "children", allow_duplicate=True),
 }
 
@@ -216,7 +218,8 @@ def on_view(selected, current, choice):
 
 PICK = {"kind": Output(f"{P}-kind", "value"), "target": Output(f"{P}-target", "value"),
         "placeholder": Output(f"{P}-target", "placeholder"), "hint": Output(f"{P}-target-hint", "children"),
-        "factor_style": Output(f"{P}-factor-wrap", "style"), "period_style": Output(f"{P}-period-wrap", "style")}
+        "factor_style": Output(f"{P}-factor-wrap", "style"), "period_style": Output(f"{P}-period-wrap", "style"),
+        "factor_title": Output(f"{P}-factor-wrap", "title"), "period_title": Output(f"{P}-period-wrap", "title")}
 
 
 @dash.callback(
@@ -250,8 +253,10 @@ def on_pick(kind, node, edge, target, choice) -> dict:
     else:
         target = faultview.related(t, kind, target)
     fs, ps = faultconsole.extra_styles(kind)
-    return {"kind": kind, "target": target, "placeholder": EXAMPLES.get(kind, ""),
-            "hint": faultview.target_hint(t, kind, target), "factor_style": fs, "period_style": ps}
+    ft, pt = faultconsole.field_titles(kind)
+    return {"kind": kind, "target": target, "placeholder": faultview.example(kind),
+            "hint": faultview.target_hint(t, kind, target), "factor_style": fs, "period_style": ps,
+            "factor_title": ft, "period_title": pt}
 
 
 @dash.callback(
@@ -328,11 +333,9 @@ def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, 
         d = _opt_num(dur, "duration_s")
         if d is not None:
             spec["duration_s"] = d
-        extra = faultview.EXTRA_FIELDS.get(kind) if isinstance(kind, str) else None
-        if extra == "factor":
-            spec["factor"] = _opt_num(factor, "factor")
-        elif extra == "period_s":
-            spec["period_s"] = _opt_num(period, "period_s")
+        extra = getattr(faultview.extra_field(kind), "name", None)
+        if extra in ("factor", "period_s"):       # the console's two inputs for a kind's own number
+            spec[extra] = _opt_num(factor if extra == "factor" else period, extra)
         if trig == f"{P}-schedule":
             try:
                 spec["at_s"] = faultview.parse_at(guard.text(at), float(getattr(tw.snapshot, "sim_time", 0.0)))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from twin.i18n import N_
 from twin.predict.base import Health, NetState
-from twin.engine.faults import UB_KINDS
+from twin.engine.faults.kinds import KINDS
 from twin.engine.ports import NetworkHost
 from twin.engine.snapshot import TOPOLOGY_FIELDS, topology_fields
 
@@ -55,7 +55,7 @@ def network_changed(eng: NetworkHost) -> None:
             healthy = topo.node_uplink_gbps(n, healthy=True)
             fracs.append(topo.node_uplink_gbps(n) / healthy if healthy else 1.0)
         ub = min(fracs, default=1.0) if eng.system.kind == "supernode" else 1.0
-        rto = any(f.active and not f.rerouted and f.kind in UB_KINDS
+        rto = any(f.active and not f.rerouted and KINDS[f.kind].ub
                   and set(f.nodes) & set(alive_nodes) for f in eng.faults.faults)
         net = NetState(ub=ub, extra_latency_us=eng.faults.policy.retransmit_us if rto else 0.0)
         health = instance_health(eng, inst, cpu)

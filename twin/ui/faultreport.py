@@ -11,7 +11,8 @@ from dash import html
 
 from twin.ui import components
 from twin.engine.faults.rows import RISE, impact, rising, rows, state
-from twin.ui.faulttable import CLOSE, KIND_LABEL, LINK
+from twin.ui.faulttable import CLOSE, LINK
+from twin.ui.faultview import kind_label
 from twin.ui.lang import N_, _
 
 
@@ -89,7 +90,7 @@ def final(r: dict) -> bool:
 def panel(r: dict, now: float) -> html.Div:
     """The incident report of one fault: what broke, when it was detected and served again, what it
     cost (goodput and SLO attainment before, during and after) and whether the numbers are final."""
-    head = _("Fault #%(id)s: %(kind)s on %(target)s") % {"id": r["id"], "kind": _(KIND_LABEL.get(r["kind"], r["kind"])),
+    head = _("Fault #%(id)s: %(kind)s on %(target)s") % {"id": r["id"], "kind": kind_label(r["kind"]),
                                                        "target": r["target"]}
     body = [html.Div([html.Span(_(k), className="k"), html.Span(fn(r), className="v")], className="row")
             for k, fn in ROWS]

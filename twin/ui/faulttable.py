@@ -12,7 +12,8 @@ from twin.topology import StaticTopology
 
 from twin.ui import components
 from twin.ui import theme
-from twin.ui.faultview import ELEMENT_LABEL, KIND_LABEL, element_kind
+from twin.engine.faults import KINDS
+from twin.ui.faultview import ELEMENT_LABEL, element_kind, kind_label
 from twin.ui.lang import N_, _, unit
 from twin.engine.faults.rows import num, rising
 
@@ -23,13 +24,9 @@ MARK_LABELS = 6            # strike lines labelled on a chart (at most the newes
 LABEL_ROWS = (1.0, 0.86, 0.72)   # heights (share of the plot) a label may take: near strikes are staggered
 LABEL_GAP = 0.24           # assumption: a label ("#12 link down") is about a quarter of a half-width chart's
 #                            plot wide (~90 of ~380 px at 1440 px): two labels in a row stay this far apart
-# a fault kind in two or three words, for a label on a chart (the table and the hover say it in full)
-SHORT_LABEL = {
-    "npu_die": N_("die lost"), "npu": N_("NPU lost"), "cpu": N_("CPU lost"), "node": N_("node down"),
-    "optical_link": N_("link down"), "optical_degrade": N_("link slow"), "optical_flap": N_("link flaps"),
-    "l1": N_("L1 lost"), "l2": N_("L2 lost"), "subplane": N_("plane lost"), "rdma_nic": N_("NIC lost"),
-    "rdma_plane": N_("RDMA switch lost"), "vpc": N_("VPC card lost"),
-}
+def short_label(name: str) -> str:
+    """A fault kind in two or three words, for a label on a chart (the table and the hover say it in full)."""
+    return _(KINDS[name].short) if name in KINDS else name
 
 
 def label_rows(xs: list[float], span: float) -> list[int | None]:
@@ -100,10 +97,10 @@ def _labels(strikes: list, lo: float, now: float) -> list[dict]:
     newest = sorted(sorted(strikes, key=lambda s: -int(s[1] or 0))[:MARK_LABELS])
     heights = label_rows([s[0] for s in newest], now - lo)
     return [{"x": round(at, 1), "y": LABEL_ROWS[row], "xref": "x", "yref": "paper", "yanchor": "top",
-             "xanchor": "left", "showarrow": False, "text": f"#{i} " + _(SHORT_LABEL.get(k, k)),
+             "xanchor": "left", "showarrow": False, "text": f"#{i} " + short_label(k),
              "font": {"size": 10, "color": theme.RED}, "bgcolor": theme.PANEL, "captureevents": True,
              "hovertext": _("#%(id)s %(kind)s on %(target)s at t = %(t)s s: click for its report") % {
-                 "id": i, "kind": _(KIND_LABEL.get(k, k)), "target": target, "t": f"{at:,.1f}"}, "name": f"fault-{i}"}
+                 "id": i, "kind": kind_label(k), "target": target, "t": f"{at:,.1f}"}, "name": f"fault-{i}"}
             for (at, i, k, target), row in zip(newest, heights) if row is not None]
 
 
@@ -173,7 +170,7 @@ def _cells(r: dict) -> list:
     dash = "–"
     return [
         html.Td(link(r["id"], "table")),
-        html.Td(_(KIND_LABEL.get(r["kind"], r["kind"]))),
+        html.Td(kind_label(r["kind"])),
         html.Td(r["target"], className="code"),
         html.Td(_secs(r["at_s"])),
         html.Td(det_txt),

@@ -22,17 +22,24 @@ import numpy as np
 from twin.i18n import N_
 from twin.engine.accounting import BEFORE_S
 from twin.engine.faults import recovery
+from twin.engine.faults.kinds import KINDS
 from twin.engine.faults.spec import Fault, Policy
 from twin.topology import parse
 
-# gray kind -> the health aspect its factor sets (twin.topology.state.HEALTH_ASPECTS)
-ASPECT = {"straggler": "compute", "hbm_degrade": "hbm", "node_throttle": "compute", "cpu_slow": "cpu"}
 STEP_LOG = 20_000   # decode steps kept for the TPOT windows: ~half an hour of one instance's (assumption;
                     # a report needs a minute before its fault to a minute after its mitigation)
 
 
 def is_gray(kind: str) -> bool:
-    return kind in ASPECT
+    """A kind that slows a part this module runs (a slow link is the network's: manager.py)."""
+    k = KINDS[kind]
+    return not k.stops and not k.network
+
+
+def aspect(kind: str) -> tuple[str, str]:
+    """(health aspect, the fault's field that sets it) of a gray kind (twin.engine.faults.kinds)."""
+    (pair,) = KINDS[kind].health.items()
+    return pair
 
 
 class Gray:
@@ -49,7 +56,8 @@ class Gray:
     def run(self, f: Fault, pol: Policy):
         """The timeline of one gray fault (a SimPy process body)."""
         mgr, eng = self.mgr, self.eng
-        eng.topo.set_health(f.target, ASPECT[f.kind], f.factor)
+        what, field = aspect(f.kind)
+        eng.topo.set_health(f.target, what, f.fields[field])
         self.dies[f.id] = recovery.dies_of(eng, f.target)
         f.nodes = (parse(f.target)["node"],)
         self.open[f.id] = f
@@ -90,7 +98,7 @@ class Gray:
     def _mitigate(self, f: Fault, pol: Policy):
         """Act on a noticed gray fault; returns what undoes the action when the part heals (or None)."""
         eng = self.eng
-        if f.kind == "cpu_slow":
+        if aspect(f.kind)[0] == "cpu":
             undo = self._server_out(f)
             secs = 0.0
         else:
@@ -106,7 +114,7 @@ class Gray:
                     self._count(f, recovery.shrink_decode(eng, inst, slow))
                     f.mitigation = N_("experts rerouted to redundant copies")
                 elif action == "shrink":
-                    inst.slow_load = min(f.factor, 1.0)
+                    inst.slow_load = f.fields[aspect(f.kind)[1]]      # its speed's share of the batch
                     undo = _reset_load(inst)
                     f.mitigation = N_("slow die's batch share shrunk")
                 else:
@@ -169,7 +177,7 @@ class Gray:
         return self._notice(hits)
 
     def noticed_server(self, server: str) -> bool:
-        hits = [fid for fid, f in self.open.items() if f.kind == "cpu_slow" and f.target == server]
+        hits = [fid for fid, f in self.open.items() if aspect(f.kind)[0] == "cpu" and f.target == server]
         return self._notice(hits)
 
     def _notice(self, ids: list[int]) -> bool:

@@ -17,10 +17,11 @@ from twin.topology import parse
 from twin.engine.faults import recovery
 from twin.engine.faults.detect import Detector
 from twin.engine.faults.gray import Gray, is_gray
-from twin.engine.faults.random import random_failures
+from twin.engine.faults.random import GRAY_STREAM, random_failures
 from twin.engine.accounting import BEFORE_S
 from twin.engine.ports import FaultHost
-from twin.engine.faults.spec import MAX_RECORDS, NETWORK, Fault, Policy, check_shape, check_spec, make_fault
+from twin.engine.faults.kinds import KINDS
+from twin.engine.faults.spec import MAX_RECORDS, Fault, Policy, check_shape, check_spec, make_fault
 
 SNAPSHOT_FAULTS = 20      # fault reports a snapshot carries (the newest, a screenful); the rest as counts
 
@@ -67,8 +68,7 @@ class FaultManager:
         ends = target.split("--") if "--" in target else [target]
         now = self.eng.env.now + 1e-9
         for g in self.faults:
-            if (g.active or g.recover_s is None and g.at_s <= now) and g.kind not in ("optical_degrade", "optical_flap") \
-                    and not is_gray(g.kind) \
+            if (g.active or g.recover_s is None and g.at_s <= now) and KINDS[g.kind].stops \
                     and (g.target == target or any(e == g.target or e.startswith(g.target + "/") for e in ends)):
                 return g
         return None
@@ -107,12 +107,13 @@ class FaultManager:
         yield eng.env.timeout(max(0.0, f.at_s - eng.env.now))
         f.at_s, f.active = eng.env.now, True
         eng.log("fault", N_("#%(id)s %(kind)s on %(target)s"), **_who(f))
-        if is_gray(f.kind):
-            yield from self.gray.run(f, pol)
-        elif f.kind in NETWORK:
+        k = KINDS[f.kind]
+        if k.network:
             yield from self._network(f, pol)
-        else:
+        elif k.stops:
             yield from self._compute(f, pol)
+        else:
+            yield from self.gray.run(f, pol)
         f.active = False
 
     def _network(self, f: Fault, pol: Policy):
@@ -122,18 +123,19 @@ class FaultManager:
         f.nodes = nodes_of(f, self.eng.system.nodes)
         f.affected = recovery.in_flight_on_nodes(eng, f.nodes)
         end = f.duration_s if f.duration_s is not None else pol.detect_s + pol.network_repair_s
-        if f.kind == "optical_degrade":
+        link = (KINDS[f.kind].health or {}).get("link")    # "factor": a slow link; "flap": down and up
+        if link == "factor":
             topo.degrade(f.target, f.factor)
             f.rerouted = True       # a slow link still carries traffic: no retransmissions
         else:
             topo.fail(f.target)
         eng.network_changed()
-        if f.kind == "optical_flap":
+        if link == "flap":
             yield from self._flap(f, pol, end)
         else:
             yield from self._until(f, min(pol.reroute_s, end))
             f.rerouted = True
-            if f.kind != "optical_degrade":   # a slow link stays slow until it is repaired
+            if link != "factor":              # a slow link stays slow until it is repaired
                 f.served_s = eng.env.now - f.at_s
                 if pol.reroute_s < end:       # else the part came back before the reroute
                     eng.log("recover", N_("#%(id)s %(kind)s on %(target)s: traffic rerouted after %(s)s s"),
@@ -249,12 +251,16 @@ class FaultManager:
                 **_who(f), s=f"{eng.env.now - f.at_s:.1f}")
 
     # ---- random failures -----------------------------------------------------------------------
-    def set_random(self, hours_per_sim_s: float, rng=None) -> None:
+    def set_random(self, hours_per_sim_s: float, rng=None, gray: bool = False) -> None:
         """Run random failures at this failure-clock speed from now on (0 stops them). `rng`: their
-        own generator (default the engine's), so two runs that differ in policy meet the same faults."""
+        own generator (default the engine's), so two runs that differ in policy meet the same faults.
+        `gray`: gray failures too, from a generator of their own (`random.GRAY_STREAM`)."""
         self.random_gen += 1
         if hours_per_sim_s > 0:
             self.eng.env.process(random_failures(self, hours_per_sim_s, self.random_gen, rng))
+            if gray:
+                own = np.random.default_rng([self.eng.seed, GRAY_STREAM])
+                self.eng.env.process(random_failures(self, hours_per_sim_s, self.random_gen, own, table="gray"))
 
     # ---- reports -------------------------------------------------------------------------------
     def report(self, limit: int | None = None) -> list[dict]:
@@ -317,7 +323,7 @@ class FaultManager:
 
 def nodes_of(f: Fault, n_nodes: int) -> tuple:
     """Nodes whose UB uplinks or NICs the fault touches (all nodes for L2 and sub-plane)."""
-    if f.kind in ("l2", "subplane", "rdma_plane"):
+    if KINDS[f.kind].all_nodes:
         return tuple(range(n_nodes))
     ends = f.target.split("--")
     out = {parse(e).get("node") for e in ends}
