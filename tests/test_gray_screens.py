@@ -74,3 +74,49 @@ def test_the_legend_says_how_a_slow_part_is_drawn(dash_app):
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
         text = str(topostyle.legend().to_plotly_json())
     assert "running slow, f of its speed kept (amber dotted)" in text and "×f" in text
+
+
+# ---- the Failures page: detection measured, TPOT before / during / after, the what-if -----------------
+
+GRAY = {"id": 3, "kind": "straggler", "target": "n36/npu3/d1", "at_s": 60.0, "detect_s": 12.5, "recover_s": 14.0,
+        "served_s": 14.0, "requests_affected": 0, "requeued": 0, "recomputed": 0, "lost": 0,
+        "goodput_before": 1000.0, "goodput_during": 600.0, "slo_before": 0.9, "slo_during": 0.5, "active": True,
+        "detected_by": "telemetry", "mitigated_s": 14.0, "mitigation": "experts rerouted to redundant copies",
+        "tpot_before_ms": 30.0, "tpot_during_ms": 57.0, "tpot_after_ms": 31.0,
+        "whatif": {"tokens_lost": 123456, "tpot_ms_without": 30.2, "slo_without": 0.91, "won_back_tokens": 400000}}
+STOP = {"id": 1, "kind": "l2", "target": "sp2/l2-5", "at_s": 30.0, "detect_s": 60.0, "recover_s": 540.0,
+        "served_s": 2.0, "requests_affected": 5, "requeued": 0, "recomputed": 0, "lost": 0, "active": False,
+        "goodput_before": 100.0, "goodput_during": 99.0}
+
+
+def test_a_gray_faults_row_says_what_it_cost_and_exports_its_what_if():
+    from twin.engine.faults import rows as faultrows
+    (row,) = faultrows.rows([GRAY], 100.0)
+    assert row["state"] == "mitigated · part still slow"
+    assert row["impact"] == ("TPOT p50 30.0 -> 57.0 ms (x1.90); noticed by the detector after 12 s; experts "
+                             "rerouted to redundant copies after 14 s, then 31.0 ms; it cost 123,456 tokens against "
+                             "the same run without it, the mitigation won back 400,000; none lost")
+    head, line = faultrows.csv_text([row]).splitlines()
+    assert head.endswith("goodput_rise_before,detected_by,mitigated_s,mitigation,tpot_before_ms,tpot_during_ms,"
+                         "tpot_after_ms,whatif_tokens_lost,whatif_tpot_ms_without,whatif_slo_without,"
+                         "whatif_won_back_tokens,state,impact")
+    assert ",telemetry,14.0,experts rerouted to redundant copies,30.0,57.0,31.0,123456.0,30.2,0.91,400000.0," in line
+    (stop,) = faultrows.rows([STOP], 600.0)
+    assert stop["detected_by"] is None and stop["whatif_tokens_lost"] is None
+    assert stop["impact"].startswith("no impact")
+
+
+def test_the_table_marks_a_measured_detection_and_the_report_shows_the_what_if(dash_app):
+    from twin.engine.faults import rows as faultrows
+    from twin.ui import faultreport, faulttable
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
+        gray_row, stop_row = faultrows.rows([GRAY, STOP], 600.0)
+        cells = str(faulttable.table([gray_row, stop_row], 600.0).to_plotly_json())
+        assert cells.count("by the detector") == 1
+        report = str(faultreport.panel(GRAY, 100.0).to_plotly_json())
+        for text in ("the detector, from telemetry (measured)", "14.0 s · experts rerouted to redundant copies",
+                     "30.0 / 57.0 / 31.0", "123.5k tokens fewer; TPOT p50 30.2 ms and SLO attainment 91.0 % without the fault",
+                     "400.0k tokens"):
+            assert text in report, text
+        plain = str(faultreport.panel(STOP, 600.0).to_plotly_json())
+        assert "TPOT p50 before" not in plain and "what-if" not in plain and "detected by" not in plain

@@ -41,7 +41,7 @@ SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # conv
            "twin/ui/eventtext.py", "twin/engine/core.py", "twin/engine/commands.py",   # engine event lines
            "twin/engine/network.py", "twin/engine/transfer.py", "twin/engine/deadlines.py",
            "twin/engine/faults/manager.py",
-           "twin/engine/faults/spec.py", "twin/engine/faults/kinds.py", "twin/live/actions.py", "twin/live/session.py",
+           "twin/engine/faults/spec.py", "twin/engine/faults/kinds.py", "twin/engine/faults/rows.py", "twin/live/actions.py", "twin/live/session.py",
            "twin/cloud/copool.py", "twin/cloud/live.py", "twin/predict/validate.py",   # twin/actions: the controls' confirmations
            "twin/ui/classbar.py")
 KEYWORDS = {"_": None, "N_": None}

@@ -81,6 +81,32 @@ ROWS = (   # label, value from the report
 )
 
 
+def _ms(v) -> str:
+    return "–" if v is None else f"{float(v):,.1f}"
+
+
+def _whatif(r: dict) -> str:
+    w = r.get("whatif") or {}
+    return _("%(tokens)s tokens fewer; TPOT p50 %(tpot)s ms and SLO attainment %(slo)s %% without the fault") % {
+        "tokens": components.fmt(w.get("tokens_lost")), "tpot": _ms(w.get("tpot_ms_without")),
+        "slo": components.pct(w["slo_without"]) if w.get("slo_without") is not None else "–"}
+
+
+# a gray fault's rows (twin.engine.faults.gray), shown when its report has them: label, the key that
+# must be there, value
+GRAY_ROWS = (
+    (N_("detected by"), "detected_by", lambda r: _("the detector, from telemetry (measured)")
+     if r["detected_by"] == "telemetry" else _("the policy's detect time")),
+    (N_("mitigated after"), "mitigated_s", lambda r: _secs(r["mitigated_s"]) + (
+        " · " + _(r["mitigation"]) if r.get("mitigation") else "")),
+    (N_("TPOT p50 before / during / after (ms)"), "tpot_before_ms",
+     lambda r: " / ".join(_ms(r.get(f"tpot_{w}_ms")) for w in ("before", "during", "after"))),
+    (N_("what the slow part cost (what-if)"), "whatif", _whatif),
+    (N_("won back by the mitigation"), "whatif", lambda r: _("%(tokens)s tokens") % {
+        "tokens": components.fmt((r["whatif"] or {}).get("won_back_tokens"))}),
+)
+
+
 def final(r: dict) -> bool:
     """The fault is over and its "after" window frozen (the engine says so): the report will not change.
     A number still missing then was never measurable (a fault shorter than a sampling interval)."""
@@ -89,11 +115,14 @@ def final(r: dict) -> bool:
 
 def panel(r: dict, now: float) -> html.Div:
     """The incident report of one fault: what broke, when it was detected and served again, what it
-    cost (goodput and SLO attainment before, during and after) and whether the numbers are final."""
+    cost (goodput and SLO attainment before, during and after; for a part running slowly, how it was
+    detected and worked around, TPOT before, during and after, and its what-if) and whether the
+    numbers are final."""
     head = _("Fault #%(id)s: %(kind)s on %(target)s") % {"id": r["id"], "kind": kind_label(r["kind"]),
                                                        "target": r["target"]}
+    rows_ = [*ROWS[:2], *((k, fn) for k, key, fn in GRAY_ROWS if r.get(key) is not None), *ROWS[2:]]
     body = [html.Div([html.Span(_(k), className="k"), html.Span(fn(r), className="v")], className="row")
-            for k, fn in ROWS]
+            for k, fn in rows_]
     body.append(html.Div([html.Span(_("state"), className="k"), html.Span(_(state(r, now)), className="v")],
                          className="row"))
     notes = [html.P(impact(r), className="hint")]

@@ -146,7 +146,8 @@ def _pct(v) -> str:
 
 HEAD = (("#", "", N_("fault number")), (N_("fault"), "", N_("fault kind")), (N_("target"), "", N_("the part that failed")),
         (N_("struck at"), "num", N_("sim time the fault started")),
-        (N_("time to detect"), "num", N_("seconds from the fault to its detection (policy detect time)")),
+        (N_("time to detect"), "num", N_("seconds from the fault to its detection (the policy's detect time; for a "
+                                          "part running slowly, measured: when the detector noticed it)")),
         (N_("time to recover"), "num", N_("seconds from the fault until service recovered")),
         (N_("requests affected"), "num", N_("requests in flight on the parts the fault touched")),
         (N_("requeued"), "num", N_("requests sent back through the scheduler")),
@@ -165,6 +166,8 @@ def _cells(r: dict) -> list:
     det = r.get("detect_s")
     det_txt = _secs(det) if det is not None else (
         _("not needed") if r.get("recover_s") is not None else "…" if started else "–")
+    if det is not None and r.get("detected_by") == "telemetry":      # measured by the detector, not declared
+        det_txt = [det_txt, html.Div(_("by the detector"), className="muted small")]
     st = _(r["state"]) + (f" t={r['at_s']:,.1f} {unit('s')}" if r["state"] == "scheduled" else "")
     kind_cls = {"served": "recovered"}.get(r["state"].split(" ")[0], r["state"].split(" ")[0])
     dash = "–"

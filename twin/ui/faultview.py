@@ -35,6 +35,7 @@ DEMO_TITLES = {
     "decode-die-no-redundancy": N_("Decode die lost, no redundancy"),
     "ems-node-loss": N_("EMS node lost"),
     "node-power-loss": N_("Node power loss"),
+    "one-slow-die": N_("One slow die in 320"),
 }
 
 
