@@ -3,6 +3,7 @@
     python -m twin.cli.screenshots                    # starts the app, runs it a while, writes docs/screenshots/
     python -m twin.cli.screenshots --url http://127.0.0.1:8050 --out /tmp/shots
     python -m twin.cli.screenshots --only failures --warmup 0   # one page (the failures shot replays a demo)
+    python -m twin.cli.screenshots --only failures-gray,topology-gray --warmup 0   # the gray fault, then its node
 
 Every page is shot at the laptop size (--width x --height) and again at a phone's 390x844 as
 <name>-phone.png, so the README shows, and a reviewer can check, both layouts. The Explorer's and
@@ -23,7 +24,9 @@ SHOTS = (("overview", "/", None), ("topology", "/topology", None), ("topology-no
          ("traffic", "/traffic", None), ("cache", "/cache", None), ("tradeoffs", "/tradeoffs", None),
          ("lessons", "/lessons", None), ("validation", "/validation", None), ("explorer", "/explorer", None),
          ("compare", "/compare", None), ("cloud", "/cloud?scenario=copool-day", None), ("glossary", "/glossary", None),
-         ("failures", "/failures", "node-power-loss"))   # a demo replayed past its recovery
+         ("failures", "/failures", "node-power-loss"),    # a demo replayed past its recovery
+         ("failures-gray", "/failures", "one-slow-die"),  # a gray fault: detected, mitigated, the die still slow
+         ("topology-gray", "/topology?view=n36", None))   # ... and its node drawn with the slow die
 FROM_E2E = ("explorer",)   # laptop shots of a finished job: the browser test's (test-artifacts/e2e), copied by hand
 PHONE = (390, 844)       # a phone's viewport in CSS pixels (assets/60_phone.css applies below 700)
 
