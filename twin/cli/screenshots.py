@@ -61,6 +61,18 @@ def _replay_demo(pg, base: str, demo: str) -> None:
     pg.wait_for_timeout(2500)
 
 
+def _gray_report(pg) -> None:
+    """Open the gray fault's incident report and run its what-if (a background job) until it is in."""
+    pg.locator("#fl-table").get_by_text("#1", exact=True).first.click()
+    pg.get_by_text("Run the what-if").click()
+    pg.wait_for_function("() => /What-if measured/.test(document.getElementById('fl-msg').innerText)",
+                         timeout=300_000)
+    pg.wait_for_timeout(2000)
+
+
+AFTER_DEMO = {"failures-gray": _gray_report}     # what a laptop shot does once its demo is replayed
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url")
@@ -99,6 +111,7 @@ def main(argv=None) -> int:
                         pg.wait_for_function(DRAWN, timeout=30_000)
                     if demo and not suffix:          # the demo is replayed once; the phone shot shows its table
                         _replay_demo(pg, base, demo)
+                        AFTER_DEMO.get(name, lambda _pg: None)(pg)
                     pg.screenshot(path=str(out / f"{name}{suffix}.png"), full_page=bool(demo))
                     print(out / f"{name}{suffix}.png")
             set_speed(base, "1")
