@@ -116,8 +116,11 @@ def test_the_table_marks_a_measured_detection_and_the_report_shows_the_what_if(d
         report = str(faultreport.panel(GRAY, 100.0).to_plotly_json())
         for text in ("the detector, from telemetry (measured)", "14.0 s · experts rerouted to redundant copies",
                      "30.0 / 57.0 / 31.0", "123.5k tokens fewer; TPOT p50 30.2 ms and SLO attainment 91.0 % without the fault",
+                     "won back by the mitigation",
                      "400.0k tokens"):
             assert text in report, text
+        caught_up = {**GRAY, "whatif": {**GRAY["whatif"], "tokens_lost": -351}}
+        assert "351 tokens more (a backlog caught up)" in str(faultreport.panel(caught_up, 100.0).to_plotly_json())
         plain = str(faultreport.panel(STOP, 600.0).to_plotly_json())
         assert "TPOT p50 before" not in plain and "what-if" not in plain and "detected by" not in plain
 

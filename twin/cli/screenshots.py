@@ -68,6 +68,8 @@ def _gray_report(pg) -> None:
     pg.wait_for_function("() => /What-if measured/.test(document.getElementById('fl-msg').innerText)",
                          timeout=300_000)
     pg.wait_for_timeout(2000)
+    pg.evaluate("window.scrollTo(0, 0)")         # the opened report scrolled the page: a full-page shot starts at the top
+    pg.wait_for_timeout(500)
 
 
 AFTER_DEMO = {"failures-gray": _gray_report}     # what a laptop shot does once its demo is replayed

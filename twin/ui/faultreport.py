@@ -88,9 +88,14 @@ def _ms(v) -> str:
 
 
 def _whatif(r: dict) -> str:
+    """Tokens made fewer than without the fault (or more: a backlog caught up in the window), and TPOT
+    and SLO attainment without it."""
     w = r.get("whatif") or {}
-    return _("%(tokens)s tokens fewer; TPOT p50 %(tpot)s ms and SLO attainment %(slo)s %% without the fault") % {
-        "tokens": components.fmt(w.get("tokens_lost")), "tpot": _ms(w.get("tpot_ms_without")),
+    lost = w.get("tokens_lost")
+    made = (_("%(tokens)s tokens more (a backlog caught up)") if lost is not None and lost < 0 else
+            _("%(tokens)s tokens fewer")) % {"tokens": components.fmt(abs(lost) if lost is not None else None)}
+    return made + "; " + _("TPOT p50 %(tpot)s ms and SLO attainment %(slo)s %% without the fault") % {
+        "tpot": _ms(w.get("tpot_ms_without")),
         "slo": components.pct(w["slo_without"]) if w.get("slo_without") is not None else "–"}
 
 
