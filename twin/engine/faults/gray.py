@@ -86,6 +86,8 @@ class Gray:
         if undo:
             undo()
         del self.open[f.id]
+        self.dies.pop(f.id, None)
+        self.found.pop(f.id, None)
         if f.recover_s is None:
             f.recover_s = eng.env.now - f.at_s
             eng.env.process(self.mgr.restored(f))
