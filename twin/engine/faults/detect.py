@@ -10,8 +10,8 @@ counted and logged, never acted on.
 The telemetry comes from the model: a die's step time is what its own predictor gives at its
 health and batch share (`TimePredictor.alone`), a server's service time is 1 over its CPU health;
 each carries noise from routed-expert load, which varies a die's work step to step with CV
-[balance] load_cv over the experts' share of the step, averaged over the interval's steps (a
-server's with the same CV, assumption). The noise has a generator of its own: the run's draws and
+[balance] load_cv over the experts' share of its step at the instance's batch, averaged over the
+interval's steps (a server's with a prefill die's CV, assumption). The noise has a generator of its own: the run's draws and
 events are untouched, so a healthy run's fingerprint does not move.
 """
 from __future__ import annotations
@@ -36,8 +36,8 @@ class Detector:
         self.flags: list[dict] = []        # every flag: t, part, ratio, whether a known fault explains it
         self.above: dict[tuple, float] = {}   # part -> since when it has been above the threshold
         self.flagged: set[tuple] = set()   # flagged and not yet back below the threshold
-        self._memo: dict[tuple, float] = {}
-        self._cv: dict[str, float] = {}
+        self._memo: dict[tuple, tuple[float, float]] = {}
+        self._server_cv: float | None = None
 
     def tick(self, now: float) -> None:
         """Read one interval's telemetry and flag what stays slow."""
@@ -74,15 +74,9 @@ class Detector:
                                       "(false alarm)"), part=name, ratio=f"{ratio:.2f}")
 
     # ---- telemetry -----------------------------------------------------------------------------
-    def _noise(self, kind: str, n: int) -> np.ndarray:
+    def _noise(self, cv: float, n: int) -> np.ndarray:
         """Relative noise of n parts' interval means (see the module's docstring)."""
-        if kind not in self._cv:
-            pm, k = self.eng.pm, self.eng.pm.k
-            r = pm.decode_step() if kind == "decode" else pm.prefill_batch()
-            share = (r.breakdown.get("experts", 0.0) / r.step_ms) if r.step_ms > 0 else 0.0
-            steps = max(1.0, self.eng.scenario.interval_s * 1e3 / r.step_ms) if math.isfinite(r.step_ms) else 1.0
-            self._cv[kind] = k["balance"]["load_cv"] * share / math.sqrt(steps)
-        return 1.0 + self._cv[kind] * self.rng.standard_normal(n)
+        return 1.0 + cv * self.rng.standard_normal(n)
 
     @staticmethod
     def _ratios(times: np.ndarray, threshold: float) -> np.ndarray | None:
@@ -97,18 +91,18 @@ class Detector:
 
     def _die_times(self, inst) -> np.ndarray:
         """Each die's step time relative to a healthy die's."""
-        topo = self.eng.topo
-        comp, hbm = topo.die_health("compute")[inst.dies], topo.die_health("hbm")[inst.dies]
-        times = self._noise(inst.kind, len(inst.dies))
+        healthy, cv = self._own(inst, 1.0, 1.0)
+        times = self._noise(cv, len(inst.dies))
         if inst.pm.health.die_slow:
-            slow = (comp < 1.0) | (hbm < 1.0)
-            healthy = self._own_ms(inst, 1.0, 1.0)
-            for i in np.flatnonzero(slow):
-                times[i] *= self._own_ms(inst, float(comp[i]), float(hbm[i])) / healthy
+            topo = self.eng.topo
+            comp, hbm = topo.die_health("compute")[inst.dies], topo.die_health("hbm")[inst.dies]
+            for i in np.flatnonzero((comp < 1.0) | (hbm < 1.0)):
+                times[i] *= self._own(inst, float(comp[i]), float(hbm[i]))[0] / healthy
         return times
 
-    def _own_ms(self, inst, compute: float, hbm: float) -> float:
-        """A die's own step time at this health, at the instance's batch (its share, if slow)."""
+    def _own(self, inst, compute: float, hbm: float) -> tuple[float, float]:
+        """A die's own step time (ms) at this health, at the instance's batch (its share, if slow),
+        and the noise CV of its interval mean."""
         eng = self.eng
         load = inst.slow_load if (compute, hbm) != (1.0, 1.0) else 1.0
         if inst.kind == "decode":
@@ -117,17 +111,15 @@ class Detector:
         else:
             shape = ()
         key = (inst.kind, compute, hbm, load, inst.pm.net, shape)
-        t = self._memo.get(key)
-        if t is None:
+        out = self._memo.get(key)
+        if out is None:
             if len(self._memo) > 4096:
                 self._memo.clear()
             pm = eng.pm.with_net(inst.pm.net).with_health(Health(compute=compute, hbm=hbm, load=load)).alone()
-            if inst.kind == "decode":
-                t = pm.decode_step(max(shape[0], 1) / 4 * load, (shape[1] + 0.5) * 128).step_ms
-            else:
-                t = pm.prefill_batch().step_ms
-            self._memo[key] = t
-        return t
+            r = (pm.decode_step(max(shape[0], 1) / 4 * load, (shape[1] + 0.5) * 128) if inst.kind == "decode"
+                 else pm.prefill_batch())
+            out = self._memo[key] = (r.step_ms, _cv(r, eng.pm.k, eng.scenario.interval_s))
+        return out
 
     def _servers(self, seen: dict, threshold: float) -> None:
         """EMS servers in service: block service time over their median."""
@@ -136,7 +128,9 @@ class Detector:
         if len(live) < 2:
             return
         names = eng.ems.servers
-        times = self._noise("prefill", len(live))
+        if self._server_cv is None:
+            self._server_cv = _cv(eng.pm.prefill_batch(), eng.pm.k, eng.scenario.interval_s)
+        times = self._noise(self._server_cv, len(live))
         slow = eng.topo.slow_parts("cpu")
         if slow:
             times /= np.array([slow.get(names[i], 1.0) for i in live])
@@ -146,6 +140,16 @@ class Detector:
                 seen[("server", names[live[i]])] = float(ratios[i])
 
     def summary(self) -> dict:
+        """Its flags, its false alarms, and the policy it flags by."""
         return {"flags": len(self.flags), "false_alarms": self.false_alarms,
                 "threshold": self.eng.faults.policy.gray_threshold,
                 "window_s": self.eng.faults.policy.gray_window_s}
+
+
+def _cv(r, k: dict, interval_s: float) -> float:
+    """Noise CV of a die's interval-mean step time: load_cv x the experts' share of step `r`,
+    over the square root of the steps in an interval."""
+    if not (r.step_ms > 0 and math.isfinite(r.step_ms)):
+        return 0.0
+    share = r.breakdown.get("experts", 0.0) / r.step_ms
+    return k["balance"]["load_cv"] * share / math.sqrt(max(1.0, interval_s * 1e3 / r.step_ms))

@@ -36,10 +36,10 @@ def is_gray(kind: str) -> bool:
     return not k.stops and not k.network
 
 
-def aspect(kind: str) -> tuple[str, str]:
-    """(health aspect, the fault's field that sets it) of a gray kind (twin.engine.faults.kinds)."""
-    (pair,) = KINDS[kind].health.items()
-    return pair
+def health(f: Fault) -> dict[str, float]:
+    """{health aspect: factor} a gray fault sets: its kind's declaration names, per aspect, the
+    fault's field that holds the factor (twin.engine.faults.kinds)."""
+    return {a: f.fields[name] for a, name in KINDS[f.kind].health.items()}
 
 
 class Gray:
@@ -56,8 +56,8 @@ class Gray:
     def run(self, f: Fault, pol: Policy):
         """The timeline of one gray fault (a SimPy process body)."""
         mgr, eng = self.mgr, self.eng
-        what, field = aspect(f.kind)
-        eng.topo.set_health(f.target, what, f.fields[field])
+        for what, factor in health(f).items():
+            eng.topo.set_health(f.target, what, factor)
         self.dies[f.id] = recovery.dies_of(eng, f.target)
         f.nodes = (parse(f.target)["node"],)
         self.open[f.id] = f
@@ -86,6 +86,8 @@ class Gray:
         if undo:
             undo()
         del self.open[f.id]
+        self.dies.pop(f.id, None)
+        self.found.pop(f.id, None)
         if f.recover_s is None:
             f.recover_s = eng.env.now - f.at_s
             eng.env.process(self.mgr.restored(f))
@@ -98,7 +100,7 @@ class Gray:
     def _mitigate(self, f: Fault, pol: Policy):
         """Act on a noticed gray fault; returns what undoes the action when the part heals (or None)."""
         eng = self.eng
-        if aspect(f.kind)[0] == "cpu":
+        if "cpu" in health(f):
             undo = self._server_out(f)
             secs = 0.0
         else:
@@ -114,7 +116,7 @@ class Gray:
                     self._count(f, recovery.shrink_decode(eng, inst, slow))
                     f.mitigation = N_("experts rerouted to redundant copies")
                 elif action == "shrink":
-                    inst.slow_load = f.fields[aspect(f.kind)[1]]      # its speed's share of the batch
+                    inst.slow_load = min(health(f).values())      # its speed's share of the batch
                     undo = _reset_load(inst)
                     f.mitigation = N_("slow die's batch share shrunk")
                 else:
@@ -177,7 +179,7 @@ class Gray:
         return self._notice(hits)
 
     def noticed_server(self, server: str) -> bool:
-        hits = [fid for fid, f in self.open.items() if aspect(f.kind)[0] == "cpu" and f.target == server]
+        hits = [fid for fid, f in self.open.items() if "cpu" in health(f) and f.target == server]
         return self._notice(hits)
 
     def _notice(self, ids: list[int]) -> bool:
