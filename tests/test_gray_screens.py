@@ -111,8 +111,10 @@ def test_the_table_marks_a_measured_detection_and_the_report_shows_the_what_if(d
     from twin.ui import faultreport, faulttable
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
         gray_row, stop_row = faultrows.rows([GRAY, STOP], 600.0)
-        cells = str(faulttable.table([gray_row, stop_row], 600.0).to_plotly_json())
+        summary = {"injected": 2, "active": 1, "detector": {"flags": 1, "false_alarms": 0, "threshold": 1.15}}
+        cells = str(faulttable.table([gray_row, stop_row], 600.0, summary).to_plotly_json())
         assert cells.count("by the detector") == 1
+        assert "2 fault(s) · 1 active · detector: 1 flagged slow, 0 false alarms" in cells
         report = str(faultreport.panel(GRAY, 100.0).to_plotly_json())
         for text in ("the detector, from telemetry (measured)", "14.0 s · experts rerouted to redundant copies",
                      "30.0 / 57.0 / 31.0", "123.5k tokens fewer; TPOT p50 30.2 ms and SLO attainment 91.0 % without the fault",
