@@ -757,8 +757,11 @@ def test_demo_fault_file_loads_and_runs(path):
     reps = eng.fault_report()
     assert len(reps) == len(spec["fault"])
     for r in reps:
-        assert r["lost"] == 0 and r["detect_s"] == FAST["detect_s"]
-        assert REPORT_KEYS <= set(r)
+        assert r["lost"] == 0 and REPORT_KEYS <= set(r)
+        if KINDS[r["kind"]].detect == "policy":
+            assert r["detect_s"] == FAST["detect_s"]
+        else:                                   # a gray fault: when the detector noticed it, measured
+            assert r["detected_by"] == "telemetry" and 0 < r["detect_s"] < FAST["detect_s"] + 12.0
         if r["kind"] in COMPUTE:
             assert r["recover_s"] is not None and r["recover_s"] >= r["detect_s"]
     if spec["scenario"] == "paper-decode":
