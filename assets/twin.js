@@ -149,11 +149,12 @@
 
       topo: function (live, elements, viewName) {
         if (!live || !elements || !live.u || live.view !== viewName) { return NU(); }
-        var down = {}, part = {}, ndown = {}, nfail = {};
+        var down = {}, part = {}, ndown = {}, nfail = {}, slow = {};
         (live.down || []).forEach(function (j) { down[j] = true; });
         (live.part || []).forEach(function (j) { part[j] = true; });
         (live.ndown || []).forEach(function (i) { ndown[i] = true; });
         (live.nfail || []).forEach(function (p) { nfail[p[0]] = p[1]; });   // faulty parts in or touching it
+        (live.slow || []).forEach(function (p) { slow[p[0]] = p[1]; });     // slowest speed kept in it (gray)
         return elements.map(function (el) {
           var d = el.data || {};
           if (d.k === undefined || d.kind === "rack") { return el; }
@@ -169,9 +170,11 @@
             data.util = nu;
             var pool = live.pool ? live.pool[d.k] : "";
             cls = "k-" + d.kind + " u" + bucket(nu) + (pool ? " pool-" + pool : "") + (ndown[d.k] ? " down" : "") +
-              (nfail[d.k] ? " npart" : "");
-            // a failed part: a marker before its label; a group with faulty parts: their count after it
-            data.flabel = ndown[d.k] ? "\u2715 " + d.label : nfail[d.k] ? d.label + " \u2715" + nfail[d.k] : d.label;
+              (nfail[d.k] ? " npart" : "") + (slow[d.k] !== undefined ? " slow" : "");
+            // a failed part: a marker before its label; a group with faulty parts: their count after it;
+            // a slow part (or a group with one): the fraction of its speed kept
+            data.flabel = ndown[d.k] ? "\u2715 " + d.label : nfail[d.k] ? d.label + " \u2715" + nfail[d.k] :
+              slow[d.k] !== undefined ? d.label + " \u00d7" + slow[d.k] : d.label;
           }
           out.data = data;
           out.classes = cls;

@@ -216,7 +216,7 @@ def timeline(rows, current, _, plan: str | None = None) -> html.Div:
     go_next = None
     if nxt is not None and nxt < len(rows):
         les, n = rows[nxt][0], rows[nxt][1]
-        go_next = html.Button(_("Next step: ready the twin →"), id={"type": f"{P}-go", "index": go_index(les, n, plan)},
+        go_next = html.Button(_("Next step: ready the twin →"), id={"type": f"{P}-go", "index": go_index(les, n, plan) + "/next"},
                               className="btn btn-small btn-primary", n_clicks=0)
     return html.Details([
         html.Summary(_("Lecturer's timeline: %(min)s minutes") % {"min": f"{total:g}"}, className="summary-title"),
@@ -305,8 +305,11 @@ def show_progress(progress, ids):
 
 def _step_of(button_id, plan: bool = False) -> tuple[lessons.Lesson, int, str | None] | None:
     """The lesson step a button names in its id ({"type": "lesson-act", "index": "ID/N"}) and, for a
-    Go button (`plan`), the class plan whose row it is ("ID/N/PLAN", a plan that exists, else None)."""
+    Go button (`plan`), the class plan whose row it is ("ID/N/PLAN", a plan that exists, else None). The
+    timeline's "next step" button adds "/next", so that its id differs from that step's own row's."""
     index = button_id.get("index") if isinstance(button_id, dict) else None
+    if isinstance(index, str) and plan:
+        index = index.removesuffix("/next")
     if not isinstance(index, str) or not 1 <= index.count("/") <= (2 if plan else 1) or len(index) > 120:
         return None
     lesson, step, *rest = index.split("/")

@@ -22,9 +22,9 @@ def test_walk_a_lesson_in_chinese_and_perform_its_action(browser_page, artifacts
     pg.screenshot(path=str(artifacts / "lessons-zh.png"), full_page=True)
 
     pg.click("text=故障与恢复")                                       # first lesson card link -> step 1
-    wait_text(pg, ".lesson-stepno", "第 1 步，共 3 步")
+    wait_text(pg, ".lesson-stepno", "第 1 步，共 4 步")
     pg.click("text=下一步 →")
-    wait_text(pg, ".lesson-stepno", "第 2 步，共 3 步")
+    wait_text(pg, ".lesson-stepno", "第 2 步，共 4 步")
     assert pg.get_attribute("html", "lang") == "zh"                   # kept across in-app navigation
     pg.click(".lesson-answer summary")
     wait_text(pg, "#lesson-answer", "79.2%")                          # locale-formatted measured answer
@@ -33,7 +33,7 @@ def test_walk_a_lesson_in_chinese_and_perform_its_action(browser_page, artifacts
     pg.click(".lesson-act")                                           # the step's action
     pg.wait_for_url("**/failures", timeout=15_000)
     wait_text(pg, "#teach-banner", "故障与恢复")                       # narration on the opened page
-    wait_text(pg, "#teach-banner", "第 2 步，共 3 步")
+    wait_text(pg, "#teach-banner", "第 2 步，共 4 步")
     wait_text(pg, "#ctl-status-scenario", "peak-384")                # the twin was reset to the demo
     wait_text(pg, "#ctl-log-last", "decode-die-redundant")
     pg.wait_for_timeout(1500)
@@ -46,7 +46,7 @@ def test_walk_a_lesson_in_chinese_and_perform_its_action(browser_page, artifacts
     pg.wait_for_function("() => !document.body.classList.contains('presenter')")
 
     pg.goto(pg.base_url + "/lessons")                                 # progress kept in the browser
-    wait_text(pg, "#\\{\\\"index\\\"\\:\\\"faults\\\"\\,\\\"type\\\"\\:\\\"lesson-progress\\\"\\}", "已完成 1 / 3")
+    wait_text(pg, "#\\{\\\"index\\\"\\:\\\"faults\\\"\\,\\\"type\\\"\\:\\\"lesson-progress\\\"\\}", "已完成 1 / 4")
     assert pg.get_attribute("html", "lang") == "zh"                   # the cookie remembers the language
     pg.click("#teach-lang-en")                                        # the toggle switches back
     wait_text(pg, ".lessons-page h2", "Lessons")

@@ -20,7 +20,7 @@ import pytest
 from twin.model.config import CATALOG_DIR, CatalogError
 from twin.engine.ems.pool import ModelCache
 from twin.engine import Engine, command
-from twin.engine.faults import EXAMPLES, KINDS, Policy, load_fault_file, recovery
+from twin.engine.faults import KINDS, Policy, load_fault_file, recovery
 from twin.engine.requests import DECODE_QUEUE, DECODING, DONE, PREFILL, QUEUED, TRANSFER
 from twin.predict.perf import NetState
 from twin.workload import default_trace_path
@@ -39,7 +39,9 @@ REPORT_KEYS = {"target", "kind", "detect_s", "recover_s", "requests_affected", "
 TARGETS = {"npu_die": "n20/npu3/d1", "npu": "n20/npu3", "cpu": "n20/cpu2", "node": "n20",
            "optical_link": LINK, "optical_degrade": LINK, "optical_flap": LINK, "l1": "n20/l1-3",
            "l2": "sp2/l2-5", "subplane": "sp4", "rdma_nic": "n20/rdma3",
-           "rdma_plane": "rdma/spine-0", "vpc": "n20/vpc"}
+           "rdma_plane": "rdma/spine-0", "vpc": "n20/vpc",
+           "straggler": "n20/npu3/d1", "hbm_degrade": "n20/npu3/d1", "node_throttle": "n20", "cpu_slow": "n20/cpu2"}
+POLICY_DETECTED = sorted(k for k, v in KINDS.items() if v.detect == "policy")   # the detector's kinds: its tests
 COMPUTE = {"npu_die", "npu", "cpu", "node"}
 HEALTHY_UPLINK = 3136.0         # GB/s: 7 L1 chips x 16 L2 links x 28 GB/s per node
 UPLINKS = 7 * 16
@@ -100,7 +102,7 @@ def run_checked(eng: Engine, seconds: float, step: float = 1.0):
 def test_targets_cover_every_kind_and_examples_are_valid():
     assert set(TARGETS) == set(KINDS)
     eng = Engine("paper-decode", seed=1)
-    for kind, target in {**TARGETS, **EXAMPLES}.items():
+    for kind, target in {**TARGETS, **{k: v.example for k, v in KINDS.items()}}.items():
         assert eng.faults.check({"kind": kind, "target": target}).kind == kind
 
 
@@ -109,7 +111,7 @@ def test_targets_cover_every_kind_and_examples_are_valid():
 RECOVER = {"npu_die": 6.0, "npu": 6.0, "node": 6.0, "cpu": 5.0}
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", POLICY_DETECTED)
 def test_each_kind_is_detected_recovers_and_loses_nothing(kind):
     eng = busy()
     extra = {"period_s": 2.0} if kind == "optical_flap" else {}
@@ -530,6 +532,7 @@ def test_fault_file_replays_identically_also_through_the_cli(tmp_path):
     assert proc.returncode == 0, proc.stderr
     cli = json.loads(proc.stdout)
     cli.pop("wall_seconds")
+    assert cli.pop("detector") == {"flags": 0, "false_alarms": 0, "threshold": 1.15, "window_s": 10.0}
     assert cli == a                 # (the CLI's sim_seconds is 40.0, the engine's 40 here)
 
 
@@ -647,9 +650,16 @@ def test_bad_fault_is_refused_clearly_and_the_twin_runs_on(spec, message):
 
 def test_non_numeric_fault_field_is_refused_naming_the_field():
     eng = busy()
-    for field in ("at_s", "duration_s", "factor", "period_s"):
+    for kind, field in (("optical_degrade", "at_s"), ("optical_degrade", "duration_s"), ("optical_degrade", "factor"),
+                        ("optical_flap", "period_s")):
         with pytest.raises(ValueError, match=rf"fault {field} = 'abc'"):
-            eng.faults.check({"kind": "optical_degrade", "target": LINK, field: "abc"})
+            eng.faults.check({"kind": kind, "target": LINK, field: "abc"})
+
+
+def test_a_field_of_another_kind_is_refused_naming_the_kinds_fields():
+    with pytest.raises(ValueError, match=r"unknown field\(s\) period_s \(allowed: kind, target, at_s, duration_s, "
+                                         r"factor, for kind optical_degrade\)"):
+        busy().faults.check({"kind": "optical_degrade", "target": LINK, "period_s": 3})
 
 
 @pytest.mark.parametrize("at", [math.nan, math.inf])
@@ -747,8 +757,11 @@ def test_demo_fault_file_loads_and_runs(path):
     reps = eng.fault_report()
     assert len(reps) == len(spec["fault"])
     for r in reps:
-        assert r["lost"] == 0 and r["detect_s"] == FAST["detect_s"]
-        assert REPORT_KEYS <= set(r)
+        assert r["lost"] == 0 and REPORT_KEYS <= set(r)
+        if KINDS[r["kind"]].detect == "policy":
+            assert r["detect_s"] == FAST["detect_s"]
+        else:                                   # a gray fault: when the detector noticed it, measured
+            assert r["detected_by"] == "telemetry" and 0 < r["detect_s"] < FAST["detect_s"] + 12.0
         if r["kind"] in COMPUTE:
             assert r["recover_s"] is not None and r["recover_s"] >= r["detect_s"]
     if spec["scenario"] == "paper-decode":

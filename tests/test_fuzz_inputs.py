@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from twin.cli.main import main
 from twin.model.config import CatalogError
-from twin.engine.faults import EXAMPLES, KINDS, load_fault_file
+from twin.engine.faults import KINDS, load_fault_file
 from twin.workload import TraceError, Workload, parse_trace_text
 
 FUZZ = settings(max_examples=100, derandomize=True, deadline=None, database=None,
@@ -165,7 +165,7 @@ TOP_KEY = st.sampled_from(["scenario", "seed", "duration_s", "description", "bog
 def good_fault(draw) -> list[str]:
     """A fault the engine accepts (a real target of the right kind) landing within a 1 s run."""
     kind = draw(st.sampled_from(sorted(KINDS)))
-    out = ["[[fault]]", f'kind = "{kind}"', f'target = "{EXAMPLES[kind]}"', f"at_s = {draw(st.integers(0, 9)) / 10}"]
+    out = ["[[fault]]", f'kind = "{kind}"', f'target = "{KINDS[kind].example}"', f"at_s = {draw(st.integers(0, 9)) / 10}"]
     if draw(st.booleans()):
         out.append(f"duration_s = {draw(st.integers(1, 50)) / 10}")
     return out

@@ -1,4 +1,4 @@
-"""Command line: perf, validate, calibrate, topology, run, bench (and sweep, capacity, compare, serve).
+"""Command line: perf, validate, calibrate, topology, run, bench (and sweep, capacity, compare, serve, faults).
 
 Every error a user can cause prints one line naming what was wrong and exits with status 2.
 """
@@ -15,6 +15,7 @@ from twin.cli.run import add_run_commands
 from twin.cli.cloud import SCENARIOS, add_cloud_command, cmd_run_day
 from twin.model.config import CatalogError
 from twin.cli.explore import add_explore_commands
+from twin.cli.faults import add_faults_command
 from twin.predict.perf import PerfModel, economics
 from twin.cli.region import add_region_command
 from twin.cli.serve import add_serve_commands
@@ -206,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_explore_commands(sub)
     add_region_command(sub)
     add_serve_commands(sub)
+    add_faults_command(sub)
     return p
 
 

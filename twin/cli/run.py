@@ -11,6 +11,7 @@ from twin.cli.args import add_setting, drain_cap, dumps, name, number, out_path
 from twin.engine import Engine, report
 from twin.engine.faults import load_fault_file
 from twin.engine.scenario import load_scenario
+from twin.explore import incident
 from twin.cli.fingerprint import fingerprints
 from twin.workload import FORMATS
 
@@ -63,16 +64,22 @@ def cmd_run(a) -> int:
         eng.req.sink = sink.write            # rows leaving the engine's window go to disk
     duration = eng.scenario.duration_s
     t0 = time.perf_counter()
-    eng.run(duration, step=max(eng.scenario.interval_s, min(60.0, duration / 20)))
+    step = max(eng.scenario.interval_s, min(60.0, duration / 20))
+    eng.run(duration, step=step)
     if drain == "default":
         eng.drain()
     elif drain is not None:
         eng.drain(drain)
     wall = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    whatifs = {} if a.no_whatif else incident.whatif(eng, step)     # windows end at duration_s, as theirs
     out = eng.summary()
     out["wall_seconds"] = round(wall, 3)
     if eng.faults.faults:   # goodput over a window with no finished interval: None, not measured
-        out["faults"] = eng.fault_report()
+        out["faults"] = [{**r, "whatif": whatifs[r["id"]]} if r["id"] in whatifs else r for r in eng.fault_report()]
+    out["detector"] = eng.faults.detector.summary()
+    if whatifs:
+        out["whatif_wall_seconds"] = round(time.perf_counter() - t1, 3)
     if eng.faults.totals:
         out["fault_totals"] = eng.faults.totals
     notes = list(getattr(getattr(eng.source, "workload", None), "notes", ()))
@@ -105,6 +112,14 @@ def cmd_run(a) -> int:
         for f in out.get("faults", []):
             print(f"  fault {f['kind']} {f['target']}: detect {f['detect_s']} s, recover {f['recover_s']} s, "
                   f"affected {f['requests_affected']}, requeued {f['requeued']}, lost {f['lost']}")
+            if "tpot_before_ms" in f:
+                print(f"    TPOT p50 ms before {f['tpot_before_ms']}  during {f['tpot_during_ms']}  after "
+                      f"{f['tpot_after_ms']}  ({f['detected_by']}; {f['mitigation'] or 'not mitigated'})")
+            if "whatif" in f:
+                print(f"    what-if: {f['whatif']}")
+        d = out["detector"]
+        print(f"  detector   {d['flags']} flag(s), {d['false_alarms']} false alarm(s) "
+              f"(threshold {d['threshold']}x the group's median for {d['window_s']} s)")
     return 0
 
 
@@ -209,6 +224,9 @@ def add_run_commands(sub) -> None:
     run.add_argument("--drain", nargs="?", const="default", metavar="CAP_S",
                      help="after the duration, stop arrivals and run until every admitted request "
                           "has finished, at most CAP_S simulated seconds (default 600)")
+    run.add_argument("--no-whatif", action="store_true",
+                     help="with gray faults in --faults: skip the what-if (two more runs of the same seed: "
+                          "without the fault, and without its mitigation)")
     run.add_argument("--json", action="store_true")
     run.set_defaults(fn=cmd_run)
 

@@ -106,7 +106,7 @@ class Engine:
             for f in spec.get("fault", []):
                 self.faults.inject(f)
             if "random" in spec:
-                self.faults.set_random(spec["random"]["hours_per_sim_s"])
+                self.faults.set_random(spec["random"]["hours_per_sim_s"], gray=spec["random"]["gray"])
         for owner, reports in (("engine", self.reports()), ("report", report.reports(self)),
                                ("metrics", self.metrics.reports()), ("traffic", traffic.reports(self)),
                                ("network", network.reports(self)), ("faults", self.faults.reports()),
@@ -316,6 +316,7 @@ class Engine:
             self.acct.flush()
             self.deadlines.tick()
             self.metrics.close(self.env.now, self.req, report.interval_context(self))
+            self.faults.detector.tick(self.env.now)
             self.interval_end = self.env.now + dt
             self.req.compact(self.keep_rows)
 

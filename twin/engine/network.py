@@ -1,12 +1,14 @@
-"""What the instances feel of the network: after any topology change, each instance's predictor
-gets the health of its planes (UB bandwidth left on its live nodes, retransmission latency while
-a UB fault is not yet rerouted), KV flows get new capacities, and cut-off instances are marked
-blocked (their work waits until a path returns)."""
+"""What the instances feel of the network and of their parts' health: after any topology change,
+each instance's predictor gets the health of its planes (UB bandwidth left on its live nodes,
+retransmission latency while a UB fault is not yet rerouted) and of its slowest member (the
+slowest compute and HBM of its dies, the slowest EMS server a prefill load waits for, the slow
+die's batch share a mitigation set), KV flows get new capacities, and cut-off instances are
+marked blocked (their work waits until a path returns)."""
 from __future__ import annotations
 
 from twin.i18n import N_
-from twin.predict.base import NetState
-from twin.engine.faults import UB_KINDS
+from twin.predict.base import Health, NetState
+from twin.engine.faults.kinds import KINDS
 from twin.engine.ports import NetworkHost
 from twin.engine.snapshot import TOPOLOGY_FIELDS, topology_fields
 
@@ -23,9 +25,29 @@ def node_has_live_die(eng: NetworkHost, n: int) -> bool:
     return any(eng.topo.alive(d) for d in ids)
 
 
+def ems_cpu_health(eng: NetworkHost) -> float:
+    """Speed of the slowest EMS server in service (1.0 without EMS): a prefill's cached blocks hash
+    over every server, so its load waits for the slowest."""
+    slow = eng.topo.slow_parts("cpu")
+    if not slow or eng.ems is None:
+        return 1.0
+    return min((f for s, f in slow.items() if s in eng.ems_node and eng.ems.up(s)), default=1.0)
+
+
+def instance_health(eng: NetworkHost, inst, cpu: float) -> Health:
+    """The health of an instance's slowest member (`Health`)."""
+    topo = eng.topo
+    return Health(compute=float(topo.die_health("compute")[inst.dies].min()),
+                  hbm=float(topo.die_health("hbm")[inst.dies].min()),
+                  cpu=cpu if inst.kind == "prefill" else 1.0, load=inst.slow_load)
+
+
 def network_changed(eng: NetworkHost) -> None:
-    """Recompute every instance's network state from the topology and the open faults."""
+    """Recompute every instance's network state and health from the topology and the open faults.
+    A change of health alone keeps the decode batch cap: it is configuration, chosen for a healthy
+    group, and nothing re-plans it while the slow part is not yet known."""
     topo, blocked = eng.topo, []
+    cpu = ems_cpu_health(eng)
     for inst in eng.instances:
         alive_nodes = [int(n) for n in inst.nodes if node_has_live_die(eng, int(n))]
         fracs = []
@@ -33,12 +55,16 @@ def network_changed(eng: NetworkHost) -> None:
             healthy = topo.node_uplink_gbps(n, healthy=True)
             fracs.append(topo.node_uplink_gbps(n) / healthy if healthy else 1.0)
         ub = min(fracs, default=1.0) if eng.system.kind == "supernode" else 1.0
-        rto = any(f.active and not f.rerouted and f.kind in UB_KINDS
+        rto = any(f.active and not f.rerouted and KINDS[f.kind].ub
                   and set(f.nodes) & set(alive_nodes) for f in eng.faults.faults)
         net = NetState(ub=ub, extra_latency_us=eng.faults.policy.retransmit_us if rto else 0.0)
+        health = instance_health(eng, inst, cpu)
         if net != inst.pm.net:
-            inst.pm = eng.pm.with_net(net)
+            inst.pm = eng.pm.with_net(net).with_health(health)
             inst.memo, inst.cap = {}, None
+        elif health != inst.pm.health:
+            inst.pm = eng.pm.with_net(net).with_health(health)
+            inst.memo = {}
         inst.blocked = ub <= 0
         if inst.blocked and inst.alive:
             blocked.append(inst.name)

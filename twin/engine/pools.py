@@ -34,6 +34,7 @@ class Instance:
         self.pm = eng.pm               # this instance's view of the network (set by the engine)
         self.memo: dict = eng.timing.memo(kind, self.npus)   # step times under the current network state
         self.cap: int | None = None    # decode: sequences allowed under the TPOT SLO (lazy)
+        self.slow_load = 1.0           # a slow die's share of a die's batch (a gray mitigation shrinks it)
         self._wake = eng.env.event()
         self.name = f"{kind}-{idx}"
 
@@ -459,6 +460,8 @@ class DecodeInstance(Instance):
                 eng.finish(fin)
             self.ctx_sum += made_sum
             eng.metrics.cur.output_tokens += made_sum
+            if made_sum:           # for the gray faults' TPOT windows: seconds per token each sequence saw
+                eng.faults.gray.steps.append((env.now, seconds * n / made_sum, made_sum))
 
     def evict(self, mask: np.ndarray | None = None, queue: bool = True) -> np.ndarray:
         """Drop the sequences in `mask` (all by default) and, with `queue`, the waiting ones;

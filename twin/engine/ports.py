@@ -94,6 +94,8 @@ class NetworkHost(Logged, Protocol):
     req: RequestTable
     partitioned: bool
     message: str
+    ems: Any                      # twin.engine.ems.pool.EMS or None
+    ems_node: dict
 
     def live(self) -> tuple[list, list]: ...
 

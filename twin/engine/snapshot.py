@@ -56,15 +56,15 @@ def system_info(static: StaticTopology) -> SystemInfo:
                       "UB" if static.kind == "supernode" else "NVLink", planes, static)
 
 
-TOPOLOGY_FIELDS = ("system", "link_capacity", "failed", "degraded")
+TOPOLOGY_FIELDS = ("system", "link_capacity", "failed", "degraded", "health")
 
 
 def topology_fields(topo) -> tuple:
     """The values of TOPOLOGY_FIELDS, the snapshot fields that describe the live topology of an
     engine: the system, live capacity per link (read-only, replaced on every failure change), failed
-    and degraded parts."""
+    and degraded parts, and the health of every part not at full health (gray failures)."""
     return (system_info(topo.static), topo.capacity, tuple(sorted(topo.failed)),
-            dict(sorted(topo.degraded.items())))
+            dict(sorted(topo.degraded.items())), topo.health)
 
 # Decode useful work is measured against the model's tok/s per NPU at the deployment's batch cap
 # (batch_per_die x dies per NPU: 96 per NPU in the paper's deployment) at the context of the paper's
@@ -126,6 +126,8 @@ class Snapshot:
     system: SystemInfo | None = None        # what runs (topology_fields); None only in hand-made test snapshots
     link_capacity: np.ndarray | None = None  # live GB/s per topology eid (failures and degradation applied)
     degraded: dict = field(default_factory=dict)   # element or link id -> fraction of capacity kept
+    health: dict = field(default_factory=dict)     # part id -> {aspect: fraction of healthy speed} for every
+    #                               part not at full health (compute, hbm, cpu; a link's bandwidth); {} if healthy
     cloud: dict | None = None     # a co-pool day running on the engine (twin.cloud.live.view), else None
     fault_archive: tuple = ()     # reports of the recorded faults older than `faults`, oldest first: the two
     #                               together are every report the run keeps (FaultManager.snapshot_reports)

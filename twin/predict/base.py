@@ -2,7 +2,8 @@
 
 A predictor answers two questions for one deployment under one network state: how long a decode
 step of a batch takes (`decode_step`) and how long a prefill batch takes (`prefill_batch`), each as
-a StepResult. `with_net` gives the same predictor under other plane health (faults). Everything
+a StepResult. `with_net` gives the same predictor under other plane health (faults), `with_health`
+under other health of the instance's slowest member (gray faults: a slow die, HBM, CPU). Everything
 else the engine needs (memory geometry, the largest batch within the TPOT SLO) follows from these
 and from `memory.Geometry`. Implementations: `roofline.PerfModel` (operator-level, calibrated) and
 `constant.ConstantPredictor` (fixed times, for exact engine tests); `REGISTRY` names them.
@@ -34,6 +35,27 @@ class NetState:
 
 
 HEALTHY = NetState()
+
+
+@dataclass(frozen=True)
+class Health:
+    """Health of the member that paces an instance's synchronous group, as fractions of a healthy
+    part's speed: `compute` (cube and vector throughput of its slowest die), `hbm` (the slowest
+    HBM bandwidth of its dies), `cpu` (CPU and DRAM speed of the slowest EMS server its prefill
+    loads wait for), and `load` (the slow die's share of a die's batch: below 1 once a mitigation
+    shrinks it; the healthy dies take the rest)."""
+    compute: float = 1.0
+    hbm: float = 1.0
+    cpu: float = 1.0
+    load: float = 1.0
+
+    @property
+    def die_slow(self) -> bool:
+        """A die of the group runs below full speed (compute or HBM)."""
+        return self.compute < 1.0 or self.hbm < 1.0
+
+
+FULL_HEALTH = Health()
 
 
 @dataclass(frozen=True)
@@ -82,6 +104,7 @@ class TimePredictor(Geometry, ABC):
         model: Model = self.cat.model(dep.model)
         super().__init__(dep, model, chip, k or constants())
         self.net = net
+        self.health = FULL_HEALTH
 
     @abstractmethod
     def decode_step(self, batch_per_npu: float | None = None, kv_len: float = 4096, **kw) -> StepResult:
@@ -97,6 +120,18 @@ class TimePredictor(Geometry, ABC):
         out = copy.copy(self)
         out.net = net
         return out
+
+    def with_health(self, health: Health) -> "TimePredictor":
+        """The same predictor with the instance's slowest member at `health`."""
+        out = copy.copy(self)
+        out.health = health
+        return out
+
+    def alone(self) -> "TimePredictor":
+        """The instance's slowest member running by itself, not waiting for the group: what its own
+        busy time per step shows (telemetry). Here the group itself; a predictor that models the
+        member apart (roofline) says otherwise."""
+        return self
 
     def decode_curve(self, kv_len: float = 4096, batches=None, **kw) -> list[dict]:
         batches = batches or DECODE_CURVE_BATCHES

@@ -1,6 +1,8 @@
 """A predictor with fixed step times, for tests (as splitwise-sim keeps a ConstantPerformanceModel):
 engine tests on it can expect exact times and counts. Memory geometry is the deployment's real one;
-a partitioned UB plane (a fault) still makes steps never finish, as in the roofline model."""
+a partitioned UB plane (a fault) still makes steps never finish, as in the roofline model, and a
+slow die paces the step: its time is the fixed one times its batch share over its speed, when
+that is longer (a whole step bound by its slowest rate)."""
 from __future__ import annotations
 
 import math
@@ -19,6 +21,9 @@ class ConstantPredictor(TimePredictor):
         self.prefill_ms, self.decode_ms = float(prefill_ms), float(decode_ms)
 
     def _ms(self, ms: float) -> float:
+        h = self.health
+        if h.die_slow:
+            ms *= max(1.0, h.load / min(h.compute, h.hbm))
         return math.inf if self.net.partitioned else ms
 
     def decode_step(self, batch_per_npu=None, kv_len=4096, mtp=None, **kw) -> StepResult:

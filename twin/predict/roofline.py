@@ -6,18 +6,23 @@ length, all-to-all by EP) holds a measured rate for it; every step reports which
 MoE all-to-all comes from the fabric's model (comm.py: UB, or NVLink + RDMA with DeepEP's
 kernels); how compute and communication overlap is the accelerator's named strategy
 (execution.py); EMS loads are physical (ems.py). Network health enters through NetState, so a
-failed optical link slows dispatch and combine. Constants: twin/catalog/perf.toml (each sourced
+failed optical link slows dispatch and combine; the health of the instance's slowest member
+through Health: a slow die (compute, HBM) runs as a member of its own (`_slow`), and every phase
+that ends at a synchronisation (an all-to-all, the MoE stream's ops) waits for the slower of the
+two (`_group`); a slow EMS server slows every cached load (its DRAM and software data plane). Constants: twin/catalog/perf.toml (each sourced
 or labelled there). Over 400 lines because decode and prefill share every private operator cost;
 splitting them would scatter one operator model over several files.
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 
 from twin.model import rules
 from twin.model.config import PRECISIONS
 from twin.predict import comm, execution, kernels
-from twin.predict.base import HEALTHY, StepResult, TimePredictor, register
+from twin.predict.base import HEALTHY, Health, StepResult, TimePredictor, register
 from twin.predict.ems import EmsPath, load_seconds
 
 US = 1e-6
@@ -45,6 +50,22 @@ class _Layer:
         return sum(self.ops.values())
 
 
+def _slower(a: _Layer, b: _Layer) -> _Layer:
+    """The attention side of two members: a die's attention is data parallel and local, so the
+    phase up to the next dispatch waits for the member whose whole side is longer."""
+    return b if b.total > a.total else a
+
+
+def _each_slower(a: _Layer, b: _Layer) -> _Layer:
+    """The MoE stream of two members: dispatch, the experts (up to the combine) and the combine
+    each end at a synchronisation of the group, so each op takes the slower member's time."""
+    out = _Layer()
+    for name, t in a.ops.items():
+        u = b.ops.get(name, 0.0)
+        out.add(name, max(t, u), (b if u > t else a).src.get(name))
+    return out
+
+
 def _sources(*layers: _Layer) -> dict[str, str]:
     """Where each operator's time came from (kernel table or roofline), for the figures' labels."""
     return {name: src for lay in layers for name, src in lay.src.items() if src != "none"}
@@ -53,6 +74,36 @@ def _sources(*layers: _Layer) -> dict[str, str]:
 @register("roofline")
 class PerfModel(TimePredictor):
     """Latency model of one deployment; cheap to build, pure functions of its inputs."""
+
+    rates = (1.0, 1.0)     # (compute, HBM) of this view's die: kernel tables' rates scale with them
+
+    def _slow(self) -> "PerfModel":
+        """The group's slow die as a predictor of its own: the chip's peak rates times its compute
+        health (the vector work follows through `_vector_scale`), its HBM bandwidth times its HBM
+        health, the kernel tables' measured rates likewise (`rates`); the network as the group's."""
+        h, c = self.health, self.chip
+        out = copy.copy(self)
+        out.chip = c.model_copy(update={
+            "bf16_tflops": c.bf16_tflops * h.compute, "int8_tops": c.int8_tops * h.compute,
+            "fp8_tflops": c.fp8_tflops * h.compute, "fp4_tflops": c.fp4_tflops * h.compute,
+            "hbm_gbps": c.hbm_gbps * h.hbm})
+        out.health = Health(cpu=h.cpu)
+        out.rates = (h.compute, h.hbm)
+        return out
+
+    def alone(self) -> "PerfModel":
+        return self._slow() if self.health.die_slow else self
+
+    def _group(self, pool: str, b: float) -> tuple["PerfModel", float, float] | None:
+        """(slow die's view, its batch per die, the healthy dies' batch per die) of a group whose
+        mean batch per die is `b`, or None when every die is healthy. The slow die carries `load`
+        of a die's share (a mitigation may shrink it); the other dies of the pool's instance take
+        the rest."""
+        h = self.health
+        if not h.die_slow:
+            return None
+        n = max(2, getattr(self.dep, pool).dies_per_instance)
+        return self._slow(), b * h.load, b * (n - h.load) / (n - 1)
 
     # ---- primitive costs ------------------------------------------------------------------
     def gemm_seconds(self, flops: float, weight_bytes: float, cube_fraction: float, precision: str,
@@ -79,10 +130,11 @@ class PerfModel(TimePredictor):
         hit = kernels.shape(self.system.accelerator, "gemm", layout, m, n, k,
                             roof=lambda mm: roof(mm) * frac / groups)
         if hit.tflops:
-            return 2 * groups * m * n * k / (hit.tflops * 1e12 * frac), hit.source
+            return 2 * groups * m * n * k / (hit.tflops * self.rates[0] * 1e12 * frac), hit.source
         if hit.edge:
             e = hit.edge
-            return 2 * groups * e.m * n * k / (e.tflops * 1e12 * frac) * roof(m) / roof(e.m), hit.source
+            return (2 * groups * e.m * n * k / (e.tflops * self.rates[0] * 1e12 * frac) * roof(m) / roof(e.m),
+                    hit.source)
         return roof(m), hit.source
 
     def proj_shapes(self, decode: bool) -> list[tuple[float, int, int]]:
@@ -109,13 +161,16 @@ class PerfModel(TimePredictor):
             table, why = kernels.decode_attention(self.system.accelerator, self.dep.attention_dtype,
                                                   self.dep.kv_dtype_bytes)
             if table:
+                if self.rates != (1.0, 1.0):
+                    table = dataclasses.replace(table, tflops=table.tflops * self.rates[0],
+                                                gbps=table.gbps * self.rates[1])
                 t, regime = table.seconds(flops, kv_bytes, cube_fraction)
                 return t, f"{why}, {regime}"
         if seq and self.dep.attention_dtype == "bf16":     # the table is BF16 FlashAttention-3
             hit = kernels.shape(self.system.accelerator, "attention", "prefill", seq)
             rate = hit.tflops or (hit.edge.tflops if hit.edge else None)
             if rate:
-                return flops / (rate * 1e12 * cube_fraction), hit.source.replace(
+                return flops / (rate * self.rates[0] * 1e12 * cube_fraction), hit.source.replace(
                     "roofline scaled to table", "nearest row of table")
         peak = c.peak_tflops(self.dep.attention_dtype) * 1e12 * c.mla_compute_eff * cube_fraction
         t = max(flops / peak, kv_bytes / (c.hbm_gbps * 1e9 * c.mem_eff))
@@ -163,9 +218,9 @@ class PerfModel(TimePredictor):
         if t is None or t.rank != ("die" if rank_dies == 1 else "npu") and s.kind == "supernode":
             return roof, hit.source
         edge = min(max(int(ep), t.rows[0].ep), t.rows[-1].ep)
-        if hit.seconds is not None and self.net == HEALTHY:
+        if hit.seconds is not None and self.net == HEALTHY and self.rates[0] == 1.0:
             return hit.seconds, hit.source
-        base = self._a2a_roofline(edge, t.tokens, bytes_per_token, rank_dies, pull, kernel, HEALTHY)
+        base = self._a2a_roofline(edge, t.tokens, bytes_per_token, rank_dies, pull, kernel, HEALTHY, True)
         if not base > 0 or not math.isfinite(roof):
             return roof, hit.source
         how = "under faults" if hit.seconds is not None else hit.source.removeprefix("roofline: ")
@@ -173,7 +228,8 @@ class PerfModel(TimePredictor):
                 f"roofline scaled to table {t.name} at EP{edge} ({how})")
 
     def _a2a_roofline(self, ep, tokens, bytes_per_token, rank_dies, pull, kernel,
-                      net=None) -> float:
+                      net=None, full_speed: bool = False) -> float:
+        """`full_speed`: as a healthy die would run it (the kernel table's reference)."""
         s, net = self.system, net or self.net
         tr = comm.Traffic(ep, tokens, bytes_per_token, self.model.top_k)
         if s.kind == "supernode":
@@ -181,8 +237,8 @@ class PerfModel(TimePredictor):
                 return math.inf
             per_die = s.ub_measured_read_gbps if pull else s.ub_measured_write_gbps
             path_us = UB_PATH_SWITCHES * s.switch_latency_us + UB_PATH_LINKS * s.link_latency_us + net.extra_latency_us
-            return comm.ub_seconds(tr, self.k["comm"], per_die, rank_dies, self._vector_scale(),
-                                   path_us, net.ub, combine=pull)
+            vs = self._vector_scale() / (self.rates[0] if full_speed else 1.0)
+            return comm.ub_seconds(tr, self.k["comm"], per_die, rank_dies, vs, path_us, net.ub, combine=pull)
         fab = self.fabric() if net is self.net else self.with_net(net).fabric()
         return fab.seconds(tr, kernel, self.k["nvlink_rdma"])
 
@@ -259,8 +315,11 @@ class PerfModel(TimePredictor):
 
     # ---- one MoE / dense layer for q tokens per die ---------------------------------------
     def moe_stream(self, pool: str, q: float, frac: float, precision: str,
-                    balance: str) -> _Layer:
+                    balance: str, q_in: float | None = None) -> _Layer:
+        """One MoE layer for `q` tokens per die sent (dispatch, combine) and `q_in` (default `q`), the
+        group's mean, routed to its experts."""
         m, p = self.model, getattr(self.dep, pool)
+        q_in = q if q_in is None else q_in
         lay = _Layer()
         lay.add("gating", self.gemm_seconds(2 * q * m.hidden * m.routed_experts,
                                      m.hidden * m.routed_experts * 2, frac, "bf16"))
@@ -269,11 +328,11 @@ class PerfModel(TimePredictor):
         ep = p.ep
         routed_dies = ep - p.shared_expert_dies
         slots_per_die = (m.routed_experts + p.redundant_experts) / routed_dies
-        pairs = q * m.top_k * ep / routed_dies * self.imbalance(pool, balance)
+        pairs = q_in * m.top_k * ep / routed_dies * self.imbalance(pool, balance)
         layout = "masked" if pool == "decode" else "contiguous"   # DeepGEMM's decode / prefill layouts
         routed, src = self.expert_gemms(layout, slots_per_die, pairs / slots_per_die, precision, frac)
         if m.shared_experts and p.shared_expert_dies:
-            shared_tokens = q * ep / p.shared_expert_dies
+            shared_tokens = q_in * ep / p.shared_expert_dies
             shared, _ = self.expert_gemms("dense", m.shared_experts, shared_tokens, precision, frac)
             lay.add("experts", max(routed, shared), src)   # separate dies run in parallel
         else:
@@ -351,22 +410,22 @@ class PerfModel(TimePredictor):
         tok_per_seq = 1 + drafts
         st = self.k["streams"]
         use_mb = dep.decode.microbatch if microbatch is None else microbatch
-        candidates = [self._decode_layers(b, kv_len, tok_per_seq, (precision, moe_p), balance, 1)]
+        group = self._group("decode", b)
+        candidates = [self._decode_layers(b, kv_len, tok_per_seq, (precision, moe_p), balance, 1, group=group)]
         if use_mb:
             candidates += [self._decode_layers(b, kv_len, tok_per_seq, (precision, moe_p), balance,
-                                               st["microbatches"], split) for split in self._splits()]
+                                               st["microbatches"], split, group) for split in self._splits()]
         best = min(range(len(candidates)), key=lambda i: candidates[i][0])
         step_s, ops, streams = candidates[best]
         sources = streams.pop("sources")
         n_mb = 1 if best == 0 else st["microbatches"]
         split = streams.pop("attention_cube_share", None)
-        # LM head (main tokens + MTP draft) and sampling, whole batch, all cores
-        head_tokens = b * (tok_per_seq + drafts)
-        hb = self.k["overheads"]["lm_head_bytes_per_param"]
-        head = (self.gemm_seconds(2 * head_tokens * self.head_params(), self.head_params() * hb, 1.0, "bf16")
-                * (1 + drafts) if b else 0.0)
+        head, ops["sampling"] = self._head(b, tok_per_seq, drafts)
+        if group:      # local to each die, but the next step's first dispatch waits for the slower
+            sp, bs, bh = group
+            head, ops["sampling"] = max(self._head(bh, tok_per_seq, drafts), sp._head(bs, tok_per_seq, drafts),
+                                        key=sum)
         ops["lm_head"] = head
-        ops["sampling"] = self._hbm(head_tokens * m.vocab * LOGIT_BYTES)
         ops["graph_launch"] = self.k["overheads"]["graph_launch_ms"] * 1e-3
         step_s += head + ops["sampling"] + ops["graph_launch"]
         tokens_per_seq = rules.expected_tokens_per_step(drafts, dep.mtp_acceptance)
@@ -379,6 +438,14 @@ class PerfModel(TimePredictor):
                                       f"{round((1 - split) * self.chip.cube_cores)}" if split else None),
                           sources=sources)
 
+    def _head(self, b: float, tok_per_seq: int, drafts: int) -> tuple[float, float]:
+        """(LM head, sampling) seconds of a die's batch `b` (main tokens + MTP draft), all cores."""
+        head_tokens = b * (tok_per_seq + drafts)
+        hb = self.k["overheads"]["lm_head_bytes_per_param"]
+        head = (self.gemm_seconds(2 * head_tokens * self.head_params(), self.head_params() * hb, 1.0, "bf16")
+                * (1 + drafts) if b else 0.0)
+        return head, self._hbm(head_tokens * self.model.vocab * LOGIT_BYTES)
+
     def _splits(self) -> list[float | None]:
         """Attention stream's share of the cube cores the runtime may choose per operating point
         (ascend-two-stream: whole groups of 4 AIC with their AIV; ref 3 uses 16 of 24 at batch 96)."""
@@ -387,10 +454,27 @@ class PerfModel(TimePredictor):
             return [None]
         return [c / n for c in range(4, n, 4)]
 
+    def _member_layers(self, b: float, q_in: float | None, kv_len: float, tok_per_seq: int,
+                       precisions: tuple[str, str], balance: str, n_mb: int, fa: float,
+                       fm: float) -> tuple[_Layer, _Layer, _Layer, float]:
+        """One die's (attention side, MoE stream, dense layer's attention, dense MLP) for its batch
+        `b` per die, with `q_in` tokens per microbatch routed to its experts (default its own)."""
+        precision, moe_p = precisions
+        seqs = b / n_mb
+        q = seqs * tok_per_seq
+        attn = self.attention_stream(q, seqs, kv_len, fa, precision, decode=True)
+        moe = self.moe_stream("decode", q, fm, moe_p, balance, q_in)
+        dense_attn = self.attention_stream(b * tok_per_seq, b, kv_len, 1.0, precision, True)
+        wb = self._bytes_per_param(precision)
+        dense_mlp = self.gemm_seconds(2 * b * tok_per_seq * self.dense_mlp_params(),
+                               self.dense_mlp_params() * wb, 1.0, precision)
+        return attn, moe, dense_attn, dense_mlp
+
     def _decode_layers(self, b: float, kv_len: float, tok_per_seq: int, precisions: tuple[str, str],
-                       balance: str, n_mb: int, split: float | None = None) -> tuple[float, dict, dict]:
+                       balance: str, n_mb: int, split: float | None = None,
+                       group: tuple | None = None) -> tuple[float, dict, dict]:
         """Whole-model time of the transformer layers (and MTP module) for one step; `precisions`:
-        (attention and dense, experts)."""
+        (attention and dense, experts); `group` (`_group`): a slow die the synchronous phases wait for."""
         m, st = self.model, self.k["streams"]
         precision, moe_p = precisions
         gpu = self.chip.execution == "sm-overlap"
@@ -398,14 +482,17 @@ class PerfModel(TimePredictor):
             fa, fm = split, 1 - split
         else:                          # sm-overlap: pieces alone on the whole GPU (execution.py shares it)
             fa = fm = 1.0
-        seqs = b / n_mb
-        q = seqs * tok_per_seq
-        attn = self.attention_stream(q, seqs, kv_len, fa, precision, decode=True)
-        moe = self.moe_stream("decode", q, fm, moe_p, balance)
-        dense_attn = self.attention_stream(b * tok_per_seq, b, kv_len, 1.0, precision, True)
-        wb = self._bytes_per_param(precision)
-        dense_mlp = self.gemm_seconds(2 * b * tok_per_seq * self.dense_mlp_params(),
-                               self.dense_mlp_params() * wb, 1.0, precision)
+        q = b / n_mb * tok_per_seq
+        if group is None:
+            attn, moe, dense_attn, dense_mlp = self._member_layers(b, None, kv_len, tok_per_seq, precisions,
+                                                                   balance, n_mb, fa, fm)
+        else:
+            sp, bs, bh = group
+            member = (kv_len, tok_per_seq, precisions, balance, n_mb, fa, fm)
+            a1, m1, da1, dm1 = self._member_layers(bh, q, *member)
+            a2, m2, da2, dm2 = sp._member_layers(bs, q, *member)
+            attn, moe = _slower(a1, a2), _each_slower(m1, m2)
+            dense_attn, dense_mlp = (da2, dm2) if da2.total + dm2 > da1.total + dm1 else (da1, dm1)
         ops: dict[str, float] = {}
         for name, t in dense_attn.ops.items():
             ops[name] = ops.get(name, 0.0) + t * m.dense_layers
@@ -429,6 +516,12 @@ class PerfModel(TimePredictor):
         if tok_per_seq > 1:   # MTP drafts: one MoE-layer block per module, one token per sequence
             d_attn = self.attention_stream(b, b, kv_len, 1.0, precision, decode=True)
             d_moe = self.moe_stream("decode", b, 1.0, moe_p, balance)
+            if group is not None:
+                sp, bs, bh = group
+                d_attn = _slower(self.attention_stream(bh, bh, kv_len, 1.0, precision, decode=True),
+                                 sp.attention_stream(bs, bs, kv_len, 1.0, precision, decode=True))
+                d_moe = _each_slower(self.moe_stream("decode", bh, 1.0, moe_p, balance, b),
+                                     sp.moe_stream("decode", bs, 1.0, moe_p, balance, b))
             mtp_s = (d_attn.total + d_moe.total) * (tok_per_seq - 1)
             ops["mtp_module"] = mtp_s
         streams = {"attention_per_microbatch": attn.total, "moe_per_microbatch": moe.total,
@@ -474,7 +567,12 @@ class PerfModel(TimePredictor):
                       cache_plane: str | None = None, ssd_fraction: float = 0.0) -> StepResult:
         """One prefill batch on one instance: `tokens_per_npu` prompt tokens per NPU, a fraction
         `reuse` of them found in EMS (loaded over UB or VPC instead of computed), `ssd_fraction` of
-        those from the SSD tier."""
+        those from the SSD tier. With a slow die, every layer's all-to-all waits for it: the batch
+        takes the slower of a healthy die's time and the slow die's (the same tokens per die)."""
+        if self.health.die_slow:
+            args = (prompt_len, tokens_per_npu, reuse, balance, precision, microbatch, cache_plane, ssd_fraction)
+            return max(self.with_health(Health(cpu=self.health.cpu)).prefill_batch(*args),
+                       self._slow().prefill_batch(*args), key=lambda r: r.step_ms)
         dep, m = self.dep, self.model
         moe_p = self._check_precision(self.moe_precision(precision))
         precision = self._check_precision(precision)
@@ -540,10 +638,12 @@ class PerfModel(TimePredictor):
             bw, lat = s.vpc_gbps / 8 / dies_per_node * self.net.vpc, s.vpc_latency_us
         ems_cpus = max(1, self.dep.ems_nodes * s.cpus_per_node)
         dies = max(1, self.dep.prefill.instances * self.dep.prefill.dies_per_instance)
+        # a batch's blocks hash over every server, so its load waits for the slowest (health.cpu)
+        slow = self.health.cpu
         return EmsPath(plane_gbps=bw, plane_latency_us=lat,
-                       dram_gbps=cpu.dram_gbps if cpu else s.vpc_gbps / 8,
+                       dram_gbps=(cpu.dram_gbps if cpu else s.vpc_gbps / 8) * slow,
                        ssd_gbps=cpu.ssd_gbps if cpu else s.vpc_gbps / 8,
-                       server_gbps=self.k["ems"]["server_gbps"], servers_per_die=ems_cpus / dies)
+                       server_gbps=self.k["ems"]["server_gbps"] * slow, servers_per_die=ems_cpus / dies)
 
     def ems_load(self, tokens_per_die: float, compute_s: float, plane: str | None = None,
                  block_tokens: int = 512, ssd_fraction: float = 0.0) -> dict[str, float]:

@@ -1,4 +1,6 @@
-"""A topology with failure state: fail, restore and degrade parts; live capacities; routing.
+"""A topology with failure state: fail, restore and degrade parts; live capacities; routing; and
+the health of parts that keep running slowly (gray failures): a die's compute speed and HBM
+bandwidth, a CPU's speed (its DRAM and the EMS server on it), as fractions of a healthy part's.
 
 Cheap to create: the structure is shared (`structure.Structure`); failures live in numpy arrays here,
 never in the graph.
@@ -11,6 +13,10 @@ from twin.topology.routes import Routing
 from twin.topology.static import LinkArrays, StaticTopology
 from twin.topology.structure import Structure
 from twin.topology.ids import TopologyError
+
+
+# health aspect -> the element kind that carries it (a group target sets it on its elements of that kind)
+HEALTH_ASPECTS = {"compute": "die", "hbm": "die", "cpu": "cpu"}
 
 
 class Topology(Routing, StaticTopology):
@@ -34,6 +40,7 @@ class Topology(Routing, StaticTopology):
         self._nfac = np.ones(N)
         self._efail = np.zeros(E, dtype=bool)
         self._efac = np.ones(E)
+        self._health = {a: np.ones(N) for a in HEALTH_ASPECTS}
         self._changed()
 
     def _changed(self) -> None:
@@ -56,6 +63,8 @@ class Topology(Routing, StaticTopology):
         self._nfac[nodes] = 1.0
         self._efail[edges] = False
         self._efac[edges] = 1.0
+        for arr in self._health.values():
+            arr[nodes] = 1.0
         self._changed()
         return self.validate_target(target)
 
@@ -69,6 +78,50 @@ class Topology(Routing, StaticTopology):
         self._efac[edges] = float(factor)
         self._changed()
         return self.validate_target(target)
+
+    def set_health(self, target, aspect: str, factor: float) -> str:
+        """Run the `aspect` (compute, hbm, cpu) of the target's parts of that kind (a die, the dies
+        of an NPU or node, a CPU) at `factor` (0 < factor <= 1) of a healthy part's; restore()
+        heals it."""
+        if aspect not in HEALTH_ASPECTS:
+            raise TopologyError(f"health aspect {aspect!r}: allowed {', '.join(HEALTH_ASPECTS)}")
+        if not (isinstance(factor, (int, float, np.floating)) and 0.0 < float(factor) <= 1.0):
+            raise TopologyError(f"health factor {factor!r} for {target!r}: allowed a number in (0, 1] "
+                                "(fraction of a healthy part's speed)")
+        nodes, _ = self._resolve(target)
+        want = HEALTH_ASPECTS[aspect]
+        nodes = np.array([i for i in nodes if self._s.nkind[i] == want], dtype=np.int64)
+        if not len(nodes):
+            raise TopologyError(f"health {aspect} on {target!r}: it holds no {want}")
+        self._health[aspect][nodes] = float(factor)
+        self._changed()
+        return self.validate_target(target)
+
+    def die_health(self, aspect: str) -> np.ndarray:
+        """Health `aspect` (compute, hbm) of every die, in die-index order (read-only)."""
+        key = ("die_health", aspect)
+        if key not in self._cache:
+            arr = self._health[aspect][[self._s.index[d] for d in self.die_ids]]
+            arr.flags.writeable = False
+            self._cache[key] = arr
+        return self._cache[key]
+
+    def slow_parts(self, aspect: str) -> dict[str, float]:
+        """{part id: factor} of the parts whose `aspect` runs below full health."""
+        arr = self._health[aspect]
+        return {self._s.ids[i]: float(arr[i]) for i in np.flatnonzero(arr < 1.0)}
+
+    @property
+    def health(self) -> dict[str, dict[str, float]]:
+        """Every part not at full health: {part id: {aspect: factor}}; a degraded link's aspect is
+        its bandwidth (the fraction `degrade` kept). Empty when every part is healthy."""
+        out: dict[str, dict[str, float]] = {}
+        for aspect in self._health:
+            for part, f in self.slow_parts(aspect).items():
+                out.setdefault(part, {})[aspect] = f
+        for e in np.flatnonzero(self._efac < 1.0):
+            out.setdefault(self.link_id(int(e)), {})["bandwidth"] = float(self._efac[e])
+        return dict(sorted(out.items()))
 
     @property
     def failed(self) -> set[str]:

@@ -52,6 +52,7 @@ FORMS = (
     N_("these two elements are not directly linked"),
     N_("no %(part)s with this id in a %(where)s"),
     N_("fault target = %(t)s is %(what)s; fault kind %(kind)s breaks %(wanted)s (e.g. %(ex)s)"),
+    N_("fault target = %(t)s is %(what)s; fault kind %(kind)s slows %(wanted)s (e.g. %(ex)s)"),
     N_("fault target = %(t)s: required, e.g. %(ex)s"),
     N_("fault kind = %(v)s: allowed %(kinds)s"),
     # what the engine decides when a command lands (twin.engine.faults.manager, twin.live.actions)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from twin.ui.errors import explain
-from twin.ui.faultview import KIND_LABEL
+from twin.engine.faults import KINDS as FAULT_KINDS
 from twin.ui.lang import N_, _
 
 # the event's kind, shown as a tag before the line
@@ -43,8 +43,8 @@ def _value(name: str, v):
         return _(", ").join(said(x) for x in v)
     if getattr(v, "template", None):
         return said(v)
-    if name == "kind" and v in KIND_LABEL:
-        return _(KIND_LABEL[v])
+    if name == "kind" and v in FAULT_KINDS:
+        return _(FAULT_KINDS[v].label)
     if name == "cmd" and v in COMMANDS:
         return _(COMMANDS[v])
     if name == "msg":

@@ -10,6 +10,7 @@ from twin.ui import eventtext
 from twin.ui import faultconsole
 from twin.ui import faulttable
 from twin.engine.faults import rows as faultrows
+from twin.engine.faults.kinds import picked
 from twin.ui import faultview
 from twin.ui import figures
 from twin.ui import guard
@@ -124,11 +125,12 @@ def url_pick(info, url) -> dict:
     given, url_kind = guard.ident(url.get("target")), url.get("kind")
     kind, target = faultconsole.initial(t, given, url_kind)
     if not given and not faultview.ids_for(t, kind):     # e.g. an L2 switch on a GPU cluster: a part it has
-        kind = "npu_die"
+        kind = picked("die")
     if not given and not faultview.fits(t, kind, target):
         target = faultview.ids_for(t, kind)[0]
     fs, ps = faultconsole.extra_styles(kind)
+    ft, pt = faultconsole.field_titles(kind)
     same = (kind, target) == faultconsole.initial(None, given, url_kind)       # as the layout drew them
     return {"kind": no_update if same else kind, "target": no_update if same else target,
             "hint": faultview.target_hint(t, kind, target),
-            "factor_style": fs, "period_style": ps}
+            "factor_style": fs, "period_style": ps, "factor_title": ft, "period_title": pt}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dash import dcc, html
 
-from twin.engine.faults import EXAMPLES, KINDS, RANDOM_MAX
+from twin.engine.faults import KINDS, RANDOM_MAX
 from twin.topology import StaticTopology
 
 from twin.ui import components
@@ -56,14 +56,22 @@ def initial(t: StaticTopology | None, target: str | None, kind: str | None) -> t
     kind = kind if kind in KINDS else None
     if not target:
         kind = kind or DEFAULT_KIND
-        return kind, EXAMPLES.get(kind, "")
+        return kind, faultview.example(kind)
     picked = faultview.pick(t, target, kind)
     return picked if picked else (kind or DEFAULT_KIND, target)
 
 
 def extra_styles(kind: str) -> tuple[dict, dict]:
-    show = faultview.EXTRA_FIELDS.get(kind)
+    """Which of the kind-specific inputs (factor, period) the kind's declaration asks for."""
+    show = getattr(faultview.extra_field(kind), "name", None)
     return ({} if show == "factor" else {"display": "none"}), ({} if show == "period_s" else {"display": "none"})
+
+
+def field_titles(kind: str) -> tuple[str, str]:
+    """The tooltips of the factor and period inputs: the kind's own help for them (a fraction of
+    what is kept, how often a link flaps), empty for a field the kind does not have."""
+    k = KINDS.get(kind) if isinstance(kind, str) else None
+    return tuple(_(k.field(name).help) if k and k.field(name) else "" for name in ("factor", "period_s"))
 
 
 def field(label: str, child, title: str = "", **kw) -> html.Div:
@@ -72,6 +80,7 @@ def field(label: str, child, title: str = "", **kw) -> html.Div:
 
 def console(kind: str, target: str) -> html.Div:
     fstyle, pstyle = extra_styles(kind)
+    ftitle, ptitle = field_titles(kind)
     return components.panel([
         html.Div([
             field(_("Fault"), components.dropdown(id=f"{P}-kind", options=faultview.kind_options(), value=kind, clearable=False,
@@ -79,7 +88,7 @@ def console(kind: str, target: str) -> html.Div:
             field(_("Part (topology id)"), html.Div([
                 dcc.Input(id=f"{P}-target", type="text", value=target, list=f"{P}-target-list",
                           className="text-input fl-target", autoComplete="off", spellCheck=False,
-                          placeholder=EXAMPLES.get(kind, "")),
+                          placeholder=faultview.example(kind)),
                 html.Datalist(id=f"{P}-target-list"),
             ]), title=_("A topology id: dies nNN/npuP/dD, NPUs nNN/npuP, CPUs nNN/cpuC, nodes nNN, L1 "
                         "nNN/l1-K, L2 spK/l2-J, sub-planes spK, optical links nNN/l1-K--spK/l2-J, RDMA NICs "
@@ -95,11 +104,10 @@ def console(kind: str, target: str) -> html.Div:
                    title=_("How long the part stays broken; empty = until detected and repaired (policy)")),
             field(_("Capacity kept (0–1)"), dcc.Input(id=f"{P}-factor", type="text", placeholder="0.5",
                                                     className="num-input", autoComplete="off"),
-                   title=_("optical_degrade: fraction of the link's capacity that remains (0 <= f < 1)"),
-                   id=f"{P}-factor-wrap", style=fstyle),
+                   title=ftitle, id=f"{P}-factor-wrap", style=fstyle),
             field(_("Flap period (s)"), dcc.Input(id=f"{P}-period", type="text", placeholder="10",
                                                 className="num-input", autoComplete="off"),
-                   title=_("optical_flap: down and up once per period (0.1 to 3600 s)"),
+                   title=ptitle,
                    id=f"{P}-period-wrap", style=pstyle),
             html.Div([
                 html.Button(_("Inject now"), id=f"{P}-inject", className="btn btn-danger", n_clicks=0,

@@ -11,7 +11,10 @@ from dash import html
 
 from twin.ui import components
 from twin.engine.faults.rows import RISE, impact, rising, rows, state
-from twin.ui.faulttable import CLOSE, KIND_LABEL, LINK
+from twin.ui.faulttable import CLOSE, LINK
+
+WHATIF = "fl-whatif"         # pattern-matching id of the report's "run the what-if" button: {"type": WHATIF, "index": id}
+from twin.ui.faultview import kind_label
 from twin.ui.lang import N_, _
 
 
@@ -80,6 +83,47 @@ ROWS = (   # label, value from the report
 )
 
 
+def _ms(v) -> str:
+    return "–" if v is None else f"{float(v):,.1f}"
+
+
+def _whatif(r: dict) -> str:
+    """Tokens made fewer than without the fault (or more: a backlog caught up in the window), and TPOT
+    and SLO attainment without it."""
+    w = r.get("whatif") or {}
+    lost = w.get("tokens_lost")
+    made = (_("%(tokens)s tokens more (a backlog caught up)") if lost is not None and lost < 0 else
+            _("%(tokens)s tokens fewer")) % {"tokens": components.fmt(abs(lost) if lost is not None else None)}
+    return made + "; " + _("TPOT p50 %(tpot)s ms and SLO attainment %(slo)s %% without the fault") % {
+        "tpot": _ms(w.get("tpot_ms_without")),
+        "slo": components.pct(w["slo_without"]) if w.get("slo_without") is not None else "–"}
+
+
+# a gray fault's rows (twin.engine.faults.gray), shown when its report has them: label, the key that
+# must be there, value
+GRAY_ROWS = (
+    (N_("detected by"), "detected_by", lambda r: _("the detector, from telemetry (measured)")
+     if r["detected_by"] == "telemetry" else _("the policy's detect time")),
+    (N_("mitigated after"), "mitigated_s", lambda r: _secs(r["mitigated_s"]) + (
+        " · " + _(r["mitigation"]) if r.get("mitigation") else "")),
+    (N_("TPOT p50 before / during / after (ms)"), "tpot_before_ms",
+     lambda r: " / ".join(_ms(r.get(f"tpot_{w}_ms")) for w in ("before", "during", "after"))),
+    (N_("what the slow part cost (what-if)"), "whatif", _whatif),
+    (N_("won back by the mitigation"), "whatif", lambda r: _("%(tokens)s tokens") % {
+        "tokens": components.fmt((r["whatif"] or {}).get("won_back_tokens"))}),
+)
+
+
+def with_whatif(r: dict | None, store, faults: str | None) -> dict | None:
+    """The report with the what-if a job measured for it (`store`: the page's what-if store), when
+    the job replayed the demo the twin runs now."""
+    store = store if isinstance(store, dict) else {}
+    got = (store.get("result") or {}).get(str((r or {}).get("id")))
+    if r is None or not got or not faults or store.get("faults") != faults:
+        return r
+    return {**r, "whatif": got}
+
+
 def final(r: dict) -> bool:
     """The fault is over and its "after" window frozen (the engine says so): the report will not change.
     A number still missing then was never measurable (a fault shorter than a sampling interval)."""
@@ -88,13 +132,22 @@ def final(r: dict) -> bool:
 
 def panel(r: dict, now: float) -> html.Div:
     """The incident report of one fault: what broke, when it was detected and served again, what it
-    cost (goodput and SLO attainment before, during and after) and whether the numbers are final."""
-    head = _("Fault #%(id)s: %(kind)s on %(target)s") % {"id": r["id"], "kind": _(KIND_LABEL.get(r["kind"], r["kind"])),
+    cost (goodput and SLO attainment before, during and after; for a part running slowly, how it was
+    detected and worked around, TPOT before, during and after, and its what-if) and whether the
+    numbers are final."""
+    head = _("Fault #%(id)s: %(kind)s on %(target)s") % {"id": r["id"], "kind": kind_label(r["kind"]),
                                                        "target": r["target"]}
+    rows_ = [*ROWS[:2], *((k, fn) for k, key, fn in GRAY_ROWS if r.get(key) is not None), *ROWS[2:]]
     body = [html.Div([html.Span(_(k), className="k"), html.Span(fn(r), className="v")], className="row")
-            for k, fn in ROWS]
+            for k, fn in rows_]
     body.append(html.Div([html.Span(_("state"), className="k"), html.Span(_(state(r, now)), className="v")],
                          className="row"))
+    if r.get("whatif") is None and r.get("tpot_before_ms") is not None:     # a gray fault, no what-if yet
+        body.append(html.Div([html.Span(_("what the slow part cost (what-if)"), className="k"), html.Span([
+            html.Button(_("Run the what-if"), id={"type": WHATIF, "index": r["id"]}, className="btn btn-small",
+                        n_clicks=0, title=_("A background job replays the demo to its end beside the same seed "
+                                            "without the fault and without its mitigation")),
+            html.Span(id=f"{WHATIF}-msg", className="hint small")], className="v")], className="row"))
     notes = [html.P(impact(r), className="hint")]
     if r.get("note"):
         notes.append(html.P(r["note"], className="hint small"))

@@ -12,7 +12,8 @@ from twin.topology import StaticTopology
 
 from twin.ui import components
 from twin.ui import theme
-from twin.ui.faultview import ELEMENT_LABEL, KIND_LABEL, element_kind
+from twin.engine.faults import KINDS
+from twin.ui.faultview import ELEMENT_LABEL, element_kind, kind_label
 from twin.ui.lang import N_, _, unit
 from twin.engine.faults.rows import num, rising
 
@@ -23,13 +24,9 @@ MARK_LABELS = 6            # strike lines labelled on a chart (at most the newes
 LABEL_ROWS = (1.0, 0.86, 0.72)   # heights (share of the plot) a label may take: near strikes are staggered
 LABEL_GAP = 0.24           # assumption: a label ("#12 link down") is about a quarter of a half-width chart's
 #                            plot wide (~90 of ~380 px at 1440 px): two labels in a row stay this far apart
-# a fault kind in two or three words, for a label on a chart (the table and the hover say it in full)
-SHORT_LABEL = {
-    "npu_die": N_("die lost"), "npu": N_("NPU lost"), "cpu": N_("CPU lost"), "node": N_("node down"),
-    "optical_link": N_("link down"), "optical_degrade": N_("link slow"), "optical_flap": N_("link flaps"),
-    "l1": N_("L1 lost"), "l2": N_("L2 lost"), "subplane": N_("plane lost"), "rdma_nic": N_("NIC lost"),
-    "rdma_plane": N_("RDMA switch lost"), "vpc": N_("VPC card lost"),
-}
+def short_label(name: str) -> str:
+    """A fault kind in two or three words, for a label on a chart (the table and the hover say it in full)."""
+    return _(KINDS[name].short) if name in KINDS else name
 
 
 def label_rows(xs: list[float], span: float) -> list[int | None]:
@@ -100,10 +97,10 @@ def _labels(strikes: list, lo: float, now: float) -> list[dict]:
     newest = sorted(sorted(strikes, key=lambda s: -int(s[1] or 0))[:MARK_LABELS])
     heights = label_rows([s[0] for s in newest], now - lo)
     return [{"x": round(at, 1), "y": LABEL_ROWS[row], "xref": "x", "yref": "paper", "yanchor": "top",
-             "xanchor": "left", "showarrow": False, "text": f"#{i} " + _(SHORT_LABEL.get(k, k)),
+             "xanchor": "left", "showarrow": False, "text": f"#{i} " + short_label(k),
              "font": {"size": 10, "color": theme.RED}, "bgcolor": theme.PANEL, "captureevents": True,
              "hovertext": _("#%(id)s %(kind)s on %(target)s at t = %(t)s s: click for its report") % {
-                 "id": i, "kind": _(KIND_LABEL.get(k, k)), "target": target, "t": f"{at:,.1f}"}, "name": f"fault-{i}"}
+                 "id": i, "kind": kind_label(k), "target": target, "t": f"{at:,.1f}"}, "name": f"fault-{i}"}
             for (at, i, k, target), row in zip(newest, heights) if row is not None]
 
 
@@ -149,7 +146,8 @@ def _pct(v) -> str:
 
 HEAD = (("#", "", N_("fault number")), (N_("fault"), "", N_("fault kind")), (N_("target"), "", N_("the part that failed")),
         (N_("struck at"), "num", N_("sim time the fault started")),
-        (N_("time to detect"), "num", N_("seconds from the fault to its detection (policy detect time)")),
+        (N_("time to detect"), "num", N_("seconds from the fault to its detection (the policy's detect time; for a "
+                                          "part running slowly, measured: when the detector noticed it)")),
         (N_("time to recover"), "num", N_("seconds from the fault until service recovered")),
         (N_("requests affected"), "num", N_("requests in flight on the parts the fault touched")),
         (N_("requeued"), "num", N_("requests sent back through the scheduler")),
@@ -168,12 +166,14 @@ def _cells(r: dict) -> list:
     det = r.get("detect_s")
     det_txt = _secs(det) if det is not None else (
         _("not needed") if r.get("recover_s") is not None else "…" if started else "–")
+    if det is not None and r.get("detected_by") == "telemetry":      # measured by the detector, not declared
+        det_txt = [det_txt, html.Div(_("by the detector"), className="muted small")]
     st = _(r["state"]) + (f" t={r['at_s']:,.1f} {unit('s')}" if r["state"] == "scheduled" else "")
     kind_cls = {"served": "recovered"}.get(r["state"].split(" ")[0], r["state"].split(" ")[0])
     dash = "–"
     return [
         html.Td(link(r["id"], "table")),
-        html.Td(_(KIND_LABEL.get(r["kind"], r["kind"]))),
+        html.Td(kind_label(r["kind"])),
         html.Td(r["target"], className="code"),
         html.Td(_secs(r["at_s"])),
         html.Td(det_txt),
@@ -204,6 +204,10 @@ def table(rows_: list[dict], now: float, summary: dict | None = None) -> html.Di
     active = (summary or {}).get("active")
     if active:
         count += " · " + _("%(n)s active") % {"n": active}
+    det = (summary or {}).get("detector")
+    if isinstance(det, dict) and det.get("flags") is not None:     # the gray detector (twin.engine.faults.detect)
+        count += " · " + _("detector: %(flags)s flagged slow, %(false)s false alarms") % {
+            "flags": det["flags"], "false": det.get("false_alarms", 0)}
     body = [html.Tr(_cells(r)) for r in sorted(rows_, key=lambda x: -int(x.get("id") or 0))]
     head = html.Thead(html.Tr([html.Th(_(h), className=c, title=_(t)) for h, c, t in HEAD]))
     return html.Div([html.Div(count, className="hint small ftbl-count"),

@@ -15,7 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from twin.model.config import CATALOG_DIR
-from twin.engine.faults import EXAMPLES, KINDS, describe, load_fault_file
+from twin.engine.faults import KINDS, describe, load_fault_file
+from twin.engine.faults.kinds import parts, picked
 from twin.engine.faults.spec import PART_LABEL, part_label
 from twin.topology import (StaticTopology, UnknownElementError, l1_id, l2_id, link_id, node_label, npu_id,
                            parse, rdma_nic_id, subplane_id, vpc_nic_id, cpu_id, die_id)
@@ -23,20 +24,7 @@ from twin.topology import (StaticTopology, UnknownElementError, l1_id, l2_id, li
 from twin.ui.lang import N_, _, request_lang
 
 
-# fault kind -> what the dropdown says
-KIND_LABEL = {
-    "npu_die": N_("NPU die lost"), "npu": N_("NPU (both dies) lost"), "cpu": N_("Kunpeng CPU lost (EMS server)"),
-    "node": N_("node power loss"), "optical_link": N_("optical link down"), "optical_degrade": N_("optical link degraded"),
-    "optical_flap": N_("optical link flapping"), "l1": N_("L1 UB switch lost"), "l2": N_("L2 UB switch lost"),
-    "subplane": N_("UB sub-plane lost"), "rdma_nic": N_("RDMA NIC lost"), "rdma_plane": N_("RDMA switch lost"),
-    "vpc": N_("VPC card (QingTian) lost"),
-}
-# element kind (topology) -> the fault kind picked when that part is clicked
-DEFAULT_KIND = {"die": "npu_die", "npu": "npu", "cpu": "cpu", "node": "node", "link:l1-l2": "optical_link",
-                "l1": "l1", "l2": "l2", "subplane": "subplane", "rdma_nic": "rdma_nic",
-                "rdma_switch": "rdma_plane", "vpc_nic": "vpc"}
 ELEMENT_LABEL = PART_LABEL
-EXTRA_FIELDS = {"optical_degrade": "factor", "optical_flap": "period_s"}   # kind-specific inputs
 SUGGESTIONS = 200          # at most this many ids in the target's suggestion list
 
 # demo files (twin/catalog/faults/*.toml) in presentation order, with their titles
@@ -47,11 +35,28 @@ DEMO_TITLES = {
     "decode-die-no-redundancy": N_("Decode die lost, no redundancy"),
     "ems-node-loss": N_("EMS node lost"),
     "node-power-loss": N_("Node power loss"),
+    "one-slow-die": N_("One slow die in 320"),
 }
 
 
 def kind_options() -> list[dict]:
-    return [{"label": f"{_(KIND_LABEL.get(k, k))} ({k})", "value": k} for k in KINDS]
+    """The fault kinds as the dropdown lists them, in the registry's order (fail-stops, then gray)."""
+    return [{"label": f"{_(k.label)} ({k.name})", "value": k.name} for k in KINDS.values()]
+
+
+def kind_label(name: str) -> str:
+    """A fault kind in the viewer's words ("L2 UB switch lost"); an unknown name as it is."""
+    return _(KINDS[name].label) if name in KINDS else name
+
+
+def example(name) -> str:
+    return KINDS[name].example if name in KINDS else ""
+
+
+def extra_field(name):
+    """The kind's own input on the console (factor or period_s; the first it declares), or None."""
+    k = KINDS.get(name) if isinstance(name, str) else None
+    return k.fields[0] if k and k.fields else None
 
 
 def crc(obj) -> int:
@@ -82,7 +87,7 @@ def canonical(t: StaticTopology, target: str) -> str:
 
 
 def fits(t: StaticTopology, kind: str, target: str | None) -> bool:
-    return kind in KINDS and element_kind(t, target) in KINDS[kind]
+    return kind in KINDS and element_kind(t, target) in KINDS[kind].targets
 
 
 def id_kind(target: str) -> str | None:
@@ -106,11 +111,11 @@ def pick(t: StaticTopology | None, target: str, current: str | None = None) -> t
     if el is None:
         return None
     target = canonical(t, target) if t is not None else target.strip()
-    if current in KINDS and el in KINDS[current]:
+    if current in KINDS and el in KINDS[current].targets:
         return current, target
-    if current == "npu" and el == "die":
-        return "npu", target.rsplit("/", 1)[0]
-    kind = DEFAULT_KIND.get(el)
+    if current in KINDS and el == "die" and "npu" in KINDS[current].targets:
+        return current, target.rsplit("/", 1)[0]
+    kind = picked(el)
     return (kind, target) if kind else None
 
 
@@ -131,44 +136,26 @@ def related(t: StaticTopology, kind: str, target: str | None) -> str:
         except (UnknownElementError, ValueError):
             p = {}
     node, sp = p.get("node"), p.get("subplane")
-    guesses = []
+    near = {}                                     # element kind -> the part of that kind nearest the target
     if node is not None:
         npu = p.get("npu", 0)
-        guesses += {"npu_die": [die_id(node, npu, p.get("die", 0))], "npu": [npu_id(node, npu)],
-                    "cpu": [cpu_id(node, 0)], "node": [node_label(node)], "l1": [l1_id(node, sp or 0)],
-                    "rdma_nic": [rdma_nic_id(node, npu)], "vpc": [vpc_nic_id(node)],
-                    "subplane": [subplane_id(sp)] if sp is not None else [],
-                    }.get(kind, [])
-        if kind.startswith("optical"):
-            guesses.append(link_id(l1_id(node, sp or 0), l2_id(sp or 0, 0)))
+        near = {"die": die_id(node, npu, p.get("die", 0)), "npu": npu_id(node, npu), "cpu": cpu_id(node, 0),
+                "node": node_label(node), "l1": l1_id(node, sp or 0), "rdma_nic": rdma_nic_id(node, npu),
+                "vpc_nic": vpc_nic_id(node), "link:l1-l2": link_id(l1_id(node, sp or 0), l2_id(sp or 0, 0))}
+        if sp is not None:
+            near["subplane"] = subplane_id(sp)
     elif sp is not None:
-        guesses += {"subplane": [subplane_id(sp)], "l2": [l2_id(sp, p.get("index", 0))]}.get(kind, [])
-    for g in guesses:
+        near = {"subplane": subplane_id(sp), "l2": l2_id(sp, p.get("index", 0))}
+    for g in (near[el] for el in KINDS[kind].targets if el in near):
         if fits(t, kind, g):
             return canonical(t, g)
-    return EXAMPLES.get(kind, "")
+    return example(kind)
 
 
 @lru_cache(maxsize=64)
 def ids_for(t: StaticTopology, kind: str) -> tuple[str, ...]:
     """Every valid target of a fault kind on a system, in topology order."""
-    want = KINDS.get(kind, ())
-    out: list[str] = []
-    for el in want:
-        if el == "die":
-            out += t.die_ids
-        elif el == "npu":
-            out += t.npu_ids()
-        elif el == "node":
-            out += t.node_ids()
-        elif el == "subplane":
-            out += t.subplane_ids()
-        elif el.startswith("link:"):
-            lk = el[5:]
-            out += [t.link_id(e) for e, end in enumerate(t.link_arrays().ends) if end[3] == lk]
-        else:
-            out += t.ids(el)
-    return tuple(out)
+    return tuple(parts(t, kind)) if kind in KINDS else ()
 
 
 def suggest(t: StaticTopology, kind: str, text: str | None, limit: int = SUGGESTIONS) -> list[str]:
@@ -200,7 +187,7 @@ def element_label(t: StaticTopology, el: str | None, **form) -> str:
 
 def fault_message(spec: dict) -> str:
     """What the console says after a fault was accepted (in the viewer's language)."""
-    what = f"{_(KIND_LABEL.get(spec['kind'], spec['kind']))}: {spec['target']}"
+    what = f"{kind_label(spec['kind'])}: {spec['target']}"
     when = (_("scheduled at t = %(t)s s") % {"t": f"{spec['at_s']:,.1f}"} if "at_s" in spec else _("injected now"))
     dur = " " + _("for %(s)s s") % {"s": f"{spec['duration_s']:g}"} if "duration_s" in spec else ""
     return f"{what} {when}{dur}; " + _("watch the table below")
@@ -217,8 +204,8 @@ def target_hint(t: StaticTopology, kind: str, target: str | None) -> str:
             "target": repr(target)}
     ids = ids_for(t, kind)
     n = len(ids)
-    what = _(" or ").join(element_label(t, e, plural=True) for e in KINDS.get(kind, ()))
-    ex = EXAMPLES.get(kind, "") if EXAMPLES.get(kind, "") in ids else (ids[0] if ids else "")
+    what = _(" or ").join(element_label(t, e, plural=True) for e in (KINDS[kind].targets if kind in KINDS else ()))
+    ex = example(kind) if example(kind) in ids else (ids[0] if ids else "")
     if not n:
         return _("This system has no %(what)s: pick another fault kind.") % {"what": what}
     state = ""

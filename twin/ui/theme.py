@@ -27,6 +27,7 @@ UTIL_STOPS = ("#2f3d50", "#1d4f8c", "#2f74c8", "#5b95ea", "#b8acfa", "#e4d4ff")
 # a failed part: black fill, red dashed outline and a ✕ in its label (a marker and a pattern, not hue alone)
 FAILED = "#ff4d4f"
 FAILED_FILL = "#000000"
+SLOW = "#ffc107"          # a part running slowly (a gray failure): amber, at least 40 CIE76 from FAILED in every vision
 
 FONT = "Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
 

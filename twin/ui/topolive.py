@@ -2,9 +2,10 @@
 
 `live(view, snap)` is the compact per-update dict the browser merges into a drawing
 ``{"view", "v", "u": [...], "n": [...], "pool": [...], "down": [...], "part": [...], "ndown": [...],
-"nfail": [[i, n], ...]}``: mean utilisation per view edge and node, each node's pool, what is down or
-partly down, and how many faulty parts each view node holds or touches (`fault_counts`, so that a lost
-L2 switch or a dead optical link shows on the whole-supernode view too). Down and degraded come from
+"nfail": [[i, n], ...], "slow": [[i, f], ...]}``: mean utilisation per view edge and node, each node's pool,
+what is down or partly down, how many faulty parts each view node holds or touches (`fault_counts`, so
+that a lost L2 switch or a dead optical link shows on the whole-supernode view too), and the slowest
+speed kept by a part running slowly in it (`slow_marks`, from `Snapshot.health`: a gray failure). Down and degraded come from
 the snapshot's live link capacities and failed ids (`Snapshot.link_capacity`, `Snapshot.failed`,
 `Snapshot.degraded`), so a degraded optical link shows as partly down without replaying anything.
 """
@@ -22,6 +23,9 @@ KIND_LABEL = {"die": N_("NPU die"), "cpu": N_("Kunpeng CPU"), "l1": N_("L1 UB sw
               "vpc_switch": N_("VPC switch"), "storage": N_("object storage"), "nvswitch": "NVSwitch",
               "node": N_("server node"), "subplane": N_("UB sub-plane"), "rack": N_("rack")}
 N_("die-to-die")      # the one English word of PLANE_LABEL (translated where shown)
+# a health aspect of a part (`Snapshot.health`) in words
+ASPECT_LABEL = {"compute": N_("compute"), "hbm": N_("HBM bandwidth"), "cpu": N_("CPU and DRAM speed"),
+                "bandwidth": N_("link bandwidth")}
 
 
 def _capacity(v: View, snap) -> np.ndarray:
@@ -92,6 +96,22 @@ def live(v: View, snap) -> dict:
                     if vid in dead or (v.members.get(vid) and all(m in dead for m in v.members[vid]))]
     counts = fault_counts(v, dead | set(getattr(snap, "degraded", None) or ()))
     out["nfail"] = [[i, n] for i, n in sorted(counts.items()) if i not in set(out["ndown"])]
+    out["slow"] = [[i, f] for i, f in sorted(slow_marks(v, getattr(snap, "health", None)).items())
+                   if i not in set(out["ndown"])]
+    return out
+
+
+def slow_marks(v: View, health) -> dict[int, float]:
+    """{view node index: the lowest fraction of speed kept by a part in it}, for the parts running
+    slowly (`Snapshot.health`: {part id: {aspect: fraction}}). A slow link is drawn by its capacity
+    (partly down), so only parts count here: a slow die marks its NPU, node and rack at every zoom."""
+    idx = {vid: i for i, vid in enumerate(v.node_ids)}
+    out: dict[int, float] = {}
+    for part, aspects in (health or {}).items():
+        i = idx.get(v.owner.get(part, part))
+        if "--" in part or i is None or not aspects:
+            continue
+        out[i] = round(min(out.get(i, 1.0), *aspects.values()), 2)
     return out
 
 
@@ -162,6 +182,13 @@ def element_stats(v: View, snap, kind: str, id_: str) -> list[tuple[str, str]]:
     n_dead = sum(1 for x in mem if x in dead)
     if n_dead:
         rows.append((N_("failed"), _("%(n)s of %(total)s elements") % {"n": n_dead, "total": len(mem)}))
+    health = getattr(snap, "health", None) or {}
+    slow = [health[x] for x in mem if x in health]
+    if slow:
+        kept = {a: min(h[a] for h in slow if a in h) for a in ASPECT_LABEL if any(a in h for h in slow)}
+        rows.append((N_("running slow"), _("%(n)s of %(total)s elements") % {"n": len(slow), "total": len(mem)}
+                     + " · " + ", ".join(_("%(what)s %(pct)s kept") % {"what": _(ASPECT_LABEL[a]), "pct": f"{f * 100:.0f} %"}
+                                         for a, f in kept.items())))
     return rows
 
 

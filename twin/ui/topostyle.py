@@ -6,7 +6,9 @@ Busy and failed cannot be confused: busy is a sequential blue -> lavender fill o
 no red in it), failed is red *and* a pattern. A wholly failed part is black with a red dashed outline
 and a ✕ before its label; a group with some failed parts inside (a sub-plane with a lost L2 switch, a
 node with a dead optical link, at any zoom level: `topolive.fault_counts`) gets a red double ring and
-"✕n" after its label; a bundle of links with some down is a red dashed line."""
+"✕n" after its label; a bundle of links with some down is a red dashed line. A part running slowly (a
+gray failure, `Snapshot.health`), or a group with one inside, keeps its fill and gets an amber dotted
+border and "×f" after its label, f the fraction of its speed kept; a failure drawn on it wins."""
 from __future__ import annotations
 
 import dash
@@ -16,7 +18,7 @@ from dash import Input, Output, State, clientside_callback, html
 from twin.ui import theme
 from twin.ui.lang import N_, _
 
-_LAST = ("edge.part", "edge.down", "node.npart", "node.down", ":selected", "node:active")   # rules that must win
+_LAST = ("node.slow", "edge.part", "edge.down", "node.npart", "node.down", ":selected", "node:active")   # rules that must win
 _INSIDE = (".k-node", ".k-subplane", ".k-die", ".k-cpu")     # kinds whose label sits on their fill
 UTIL_LABELS = (N_("idle"), "<20 %", "20–40 %", "40–60 %", "60–80 %", ">80 %")   # one per UTIL_STOPS bucket
 DARK_TEXT_FROM = 3         # buckets from u3 up are light fills: a label on them is drawn dark
@@ -72,6 +74,8 @@ def stylesheet() -> list[dict]:
 def failed_rules() -> list[dict]:
     """The rules that draw faults (and the selection) over any fill: last in a stylesheet, so they win."""
     return [
+        {"selector": "node.slow", "style": {"border-color": theme.SLOW, "border-style": "dotted", "border-width": 4,
+                                            "label": "data(flabel)"}},
         {"selector": "edge.part", "style": {"line-color": theme.FAILED, "line-style": "dashed", "opacity": 0.9}},
         {"selector": "edge.down", "style": {"line-color": theme.FAILED, "line-style": "dashed",
                                             "opacity": 1, "width": 3}},
@@ -98,7 +102,8 @@ def picker_stylesheet() -> list[dict]:
 
 
 def legend(busy: bool = True) -> html.Div:
-    """How to read a drawing: the busy scale (if drawn) and the three fault marks, as the page says them."""
+    """How to read a drawing: the busy scale (if drawn), the three fault marks and the slow mark, as the
+    page says them."""
     items = [html.Span(_("busy:"))] + [
         html.Span([html.Span(className="swatch", style={"background": c}), _(t)])
         for c, t in zip(theme.UTIL_STOPS, UTIL_LABELS)] if busy else []
@@ -106,6 +111,8 @@ def legend(busy: bool = True) -> html.Div:
         html.Span([html.Span("✕", className="swatch swatch-failed"), _("failed (black, red dashed)")]),
         html.Span([html.Span("✕n", className="swatch swatch-ring"), _("n failed parts inside (red ring)")]),
         html.Span([html.Span(className="swatch swatch-dash-h"), _("links down (red dashed)")]),
+        html.Span([html.Span("×f", className="swatch swatch-slow"),
+                   _("running slow, f of its speed kept (amber dotted)")]),
     ], className="legend topo-legend")
 
 

@@ -204,6 +204,14 @@ class EMS:
         self._rebuild_ring()
         return lost
 
+    def up(self, name: str) -> bool:
+        """Whether the server is in service (not failed nor taken out)."""
+        return self._live[self._server(name)]
+
+    def live_mask(self) -> np.ndarray:
+        """In service or not, per server (in `servers` order)."""
+        return np.array(self._live)
+
     def restore_server(self, name: str) -> None:
         """The server rejoins empty and takes its keys back; copies written elsewhere while it was down
         become unreachable and age out of those servers' LRU. No-op if it is up."""

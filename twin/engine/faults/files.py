@@ -9,7 +9,8 @@ from pathlib import Path
 
 from twin.model.config import CATALOG_DIR, CatalogError
 from twin.workload import brief, read_regular_file
-from twin.engine.faults.spec import EXAMPLES, FAULT_KEYS, KINDS, Policy, check_random
+from twin.engine.faults.kinds import COMMON, KINDS, fault_keys
+from twin.engine.faults.spec import Policy, check_random
 
 MAX_FAULT_FILE_BYTES = 1 << 20   # input bounds (assumptions): a hand-written scenario is a few KB
 MAX_FILE_FAULTS = 1000           # scheduled faults one file may hold
@@ -79,10 +80,11 @@ def _check_file_header(name: str, data: dict) -> None:
 
 def _check_file_fault(where: str, x: dict, duration_s) -> None:
     """What a fault table can be checked for without a topology: fields, kind, target, numbers."""
-    unknown = set(x) - set(FAULT_KEYS)
+    keys = fault_keys()
+    unknown = set(x) - set(keys)
     if unknown:
         raise CatalogError(f"{where}: unknown field(s) {', '.join(sorted(unknown))} "
-                           f"(allowed: {', '.join(FAULT_KEYS)})")
+                           f"(allowed: {', '.join(keys)})")
     if "at_s" not in x:
         raise CatalogError(f"{where}: at_s missing (seconds from the start)")
     at = x["at_s"]
@@ -95,11 +97,15 @@ def _check_file_fault(where: str, x: dict, duration_s) -> None:
         raise CatalogError(f"{where}: kind = {brief(x.get('kind'))}: allowed {', '.join(KINDS)}")
     if not isinstance(x.get("target"), str) or not x["target"].strip():
         raise CatalogError(f"{where}: target = {brief(x.get('target'))}: required, a part name "
-                           f"such as {EXAMPLES[x['kind']]!r}")
-    for key in ("duration_s", "factor", "period_s"):
+                           f"such as {KINDS[x['kind']].example!r}")
+    for key in ("duration_s", *keys[len(COMMON):]):     # every kind's own numbers too
         v = x.get(key, 0.0)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise CatalogError(f"{where}: {key} = {brief(v)}: allowed a finite number")
+    own = KINDS[x["kind"]].keys()
+    if set(x) - set(own):
+        raise CatalogError(f"{where}: kind {x['kind']} has no field(s) {', '.join(sorted(set(x) - set(own)))} "
+                           f"(allowed: {', '.join(own)})")
 
 
 def describe(path: Path, spec: dict) -> str:

@@ -15,10 +15,13 @@ import numpy as np
 from twin.i18n import N_
 from twin.topology import parse
 from twin.engine.faults import recovery
-from twin.engine.faults.random import random_failures
+from twin.engine.faults.detect import Detector
+from twin.engine.faults.gray import Gray, is_gray
+from twin.engine.faults.random import GRAY_STREAM, random_failures
 from twin.engine.accounting import BEFORE_S
 from twin.engine.ports import FaultHost
-from twin.engine.faults.spec import MAX_RECORDS, NETWORK, Fault, Policy, check_shape, check_spec, make_fault
+from twin.engine.faults.kinds import KINDS
+from twin.engine.faults.spec import MAX_RECORDS, Fault, Policy, check_shape, check_spec, make_fault
 
 SNAPSHOT_FAULTS = 20      # fault reports a snapshot carries (the newest, a screenful); the rest as counts
 
@@ -34,6 +37,8 @@ class FaultManager:
         self.totals: dict[str, dict] = {}   # kind -> aggregates of faults dropped from `faults`
         self.random_gen = 0           # bumping it stops the running random-failure process
         self._final: dict[int, dict] = {}   # fault id -> its final report (`archive`), made once
+        self.gray = Gray(self)            # gray faults: slow parts, their mitigation, the decode steps' log
+        self.detector = Detector(eng, self.gray)   # notices slow parts in telemetry (each metrics interval)
 
     def check(self, spec: dict) -> Fault:
         """Validate a fault for this engine's topology at the current sim time."""
@@ -63,7 +68,7 @@ class FaultManager:
         ends = target.split("--") if "--" in target else [target]
         now = self.eng.env.now + 1e-9
         for g in self.faults:
-            if (g.active or g.recover_s is None and g.at_s <= now) and g.kind not in ("optical_degrade", "optical_flap") \
+            if (g.active or g.recover_s is None and g.at_s <= now) and KINDS[g.kind].stops \
                     and (g.target == target or any(e == g.target or e.startswith(g.target + "/") for e in ends)):
                 return g
         return None
@@ -102,10 +107,13 @@ class FaultManager:
         yield eng.env.timeout(max(0.0, f.at_s - eng.env.now))
         f.at_s, f.active = eng.env.now, True
         eng.log("fault", N_("#%(id)s %(kind)s on %(target)s"), **_who(f))
-        if f.kind in NETWORK:
+        k = KINDS[f.kind]
+        if k.network:
             yield from self._network(f, pol)
-        else:
+        elif k.stops:
             yield from self._compute(f, pol)
+        else:
+            yield from self.gray.run(f, pol)
         f.active = False
 
     def _network(self, f: Fault, pol: Policy):
@@ -115,18 +123,19 @@ class FaultManager:
         f.nodes = nodes_of(f, self.eng.system.nodes)
         f.affected = recovery.in_flight_on_nodes(eng, f.nodes)
         end = f.duration_s if f.duration_s is not None else pol.detect_s + pol.network_repair_s
-        if f.kind == "optical_degrade":
+        link = (KINDS[f.kind].health or {}).get("link")    # "factor": a slow link; "flap": down and up
+        if link == "factor":
             topo.degrade(f.target, f.factor)
             f.rerouted = True       # a slow link still carries traffic: no retransmissions
         else:
             topo.fail(f.target)
         eng.network_changed()
-        if f.kind == "optical_flap":
+        if link == "flap":
             yield from self._flap(f, pol, end)
         else:
             yield from self._until(f, min(pol.reroute_s, end))
             f.rerouted = True
-            if f.kind != "optical_degrade":   # a slow link stays slow until it is repaired
+            if link != "factor":              # a slow link stays slow until it is repaired
                 f.served_s = eng.env.now - f.at_s
                 if pol.reroute_s < end:       # else the part came back before the reroute
                     eng.log("recover", N_("#%(id)s %(kind)s on %(target)s: traffic rerouted after %(s)s s"),
@@ -138,7 +147,7 @@ class FaultManager:
         yield from self._until(f, end)
         topo.restore(f.target)
         f.recover_s = eng.env.now - f.at_s
-        eng.env.process(self._restored(f))
+        eng.env.process(self.restored(f))
         eng.network_changed()
         eng.log("repair", N_("#%(id)s %(kind)s on %(target)s: back up after %(s)s s"), **_who(f),
                 s=f"{f.recover_s:.1f}")
@@ -148,7 +157,7 @@ class FaultManager:
         yield self.eng.env.timeout(max(0.0, f.at_s + t - self.eng.env.now))
 
     def _detected(self, f: Fault, pol: Policy, template: str) -> None:
-        f.detect_s = pol.detect_s
+        f.detect_s, f.detected_by = pol.detect_s, "policy"
         self.eng.log("detect", template, **_who(f))
 
     def _flap(self, f: Fault, pol: Policy, end: float):
@@ -228,7 +237,7 @@ class FaultManager:
             inst.release(f.id)             # up again unless another open fault holds it
             inst.wake()
         f.recover_s = eng.env.now - f.at_s
-        eng.env.process(self._restored(f))
+        eng.env.process(self.restored(f))
         eng.log("recover", N_("#%(id)s %(kind)s on %(target)s: service recovered after %(s)s s"), **_who(f),
                 s=f"{f.recover_s:.1f}")
         # the hardware itself (and the EMS servers) come back after repair: minutes, not the
@@ -242,12 +251,16 @@ class FaultManager:
                 **_who(f), s=f"{eng.env.now - f.at_s:.1f}")
 
     # ---- random failures -----------------------------------------------------------------------
-    def set_random(self, hours_per_sim_s: float, rng=None) -> None:
+    def set_random(self, hours_per_sim_s: float, rng=None, gray: bool = False) -> None:
         """Run random failures at this failure-clock speed from now on (0 stops them). `rng`: their
-        own generator (default the engine's), so two runs that differ in policy meet the same faults."""
+        own generator (default the engine's), so two runs that differ in policy meet the same faults.
+        `gray`: gray failures too, from a generator of their own (`random.GRAY_STREAM`)."""
         self.random_gen += 1
         if hours_per_sim_s > 0:
             self.eng.env.process(random_failures(self, hours_per_sim_s, self.random_gen, rng))
+            if gray:
+                own = np.random.default_rng([self.eng.seed, GRAY_STREAM])
+                self.eng.env.process(random_failures(self, hours_per_sim_s, self.random_gen, own, table="gray"))
 
     # ---- reports -------------------------------------------------------------------------------
     def report(self, limit: int | None = None) -> list[dict]:
@@ -263,7 +276,11 @@ class FaultManager:
         now = eng.env.now
         struck = sorted(f.at_s for f in self.faults if f.at_s <= now + 1e-9)
         later = lambda at: next((x for x in struck if x > at + 1e-9), None)   # noqa: E731
-        return [f.report(now, eng.scenario.interval_s, lost, hist, later(f.at_s)) for f in faults]
+        out = [f.report(now, eng.scenario.interval_s, lost, hist, later(f.at_s)) for f in faults]
+        for f, r in zip(faults, out):
+            if is_gray(f.kind):
+                r.update(self.gray.tpot_windows(f, now))
+        return out
 
     def snapshot_reports(self, newest: int) -> tuple[tuple, tuple]:
         """(reports of the newest `newest` faults, reports of the older ones), oldest first: what a
@@ -285,7 +302,7 @@ class FaultManager:
         restored (before and during), and once the "after" window has passed."""
         f.freeze(self._reports([f])[0])
 
-    def _restored(self, f: Fault):
+    def restored(self, f: Fault):
         """Service is back: freeze the report now, and its "after" once that window has passed."""
         self.freeze(f)
         yield self.eng.env.timeout(BEFORE_S + self.eng.scenario.interval_s)    # "after" <= BEFORE_S
@@ -300,12 +317,13 @@ class FaultManager:
     def summary(self) -> dict:
         """Counts over every fault of the run (records dropped from the history included)."""
         return {"injected": self.injected, "active": sum(f.active for f in self.faults),
-                "recorded": len(self.faults), "folded": {k: dict(v) for k, v in self.totals.items()}}
+                "recorded": len(self.faults), "folded": {k: dict(v) for k, v in self.totals.items()},
+                "detector": self.detector.summary()}
 
 
 def nodes_of(f: Fault, n_nodes: int) -> tuple:
     """Nodes whose UB uplinks or NICs the fault touches (all nodes for L2 and sub-plane)."""
-    if f.kind in ("l2", "subplane", "rdma_plane"):
+    if KINDS[f.kind].all_nodes:
         return tuple(range(n_nodes))
     ends = f.target.split("--")
     out = {parse(e).get("node") for e in ends}

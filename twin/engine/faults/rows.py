@@ -13,6 +13,8 @@ from twin.i18n import N_
 
 def state(r: dict, now: float) -> str:
     if r.get("active"):
+        if r.get("mitigated_s") is not None:       # a gray fault worked around, the part still slow
+            return N_("mitigated · part still slow")
         if r.get("served_s") is not None:         # service back (rerouted), the part still under repair
             return N_("served again · part in repair")
         return N_("active · detected") if r.get("detect_s") is not None else N_("active")
@@ -30,6 +32,10 @@ def num(v) -> float | None:
 
 
 MEASURED = ("goodput_before", "goodput_during", "goodput_after", "slo_before", "slo_during", "slo_after")
+# a gray fault's (twin.engine.faults.gray): how it was found and worked around, the TPOT p50 clients saw
+GRAY = ("detected_by", "mitigated_s", "mitigation", "tpot_before_ms", "tpot_during_ms", "tpot_after_ms")
+# its what-if (the same seed without the fault): what the slow part cost, and what the mitigation won back
+WHATIF = ("tokens_lost", "tpot_ms_without", "slo_without", "won_back_tokens")
 RISE = "goodput_rise_before"       # the engine's report (twin.engine.faults.spec): the run's trend before it
 RISING = 0.15   # goodput up more than this over the minute before a fault: not steady (assumption; seed 0, second
                 # half of a minute against its first: paper-decode and peak-384 past 2 min move under 3 %, the
@@ -50,9 +56,11 @@ def rows(reports, now: float) -> list[dict]:
     out = []
     for r in reports or ():
         row = {k: r.get(k) for k in ("id", "kind", "target", "at_s", "detect_s", "recover_s", "requests_affected",
-                                     "requeued", "recomputed", "lost", *MEASURED, RISE, "active", "note")}
-        for k in (*MEASURED, RISE):
+                                     "requeued", "recomputed", "lost", *MEASURED, RISE, "active", "note", *GRAY)}
+        for k in (*MEASURED, RISE, "mitigated_s", "tpot_before_ms", "tpot_during_ms", "tpot_after_ms"):
             row[k] = num(row[k])
+        whatif = r.get("whatif") if isinstance(r.get("whatif"), dict) else {}
+        row.update({f"whatif_{k}": num(whatif.get(k)) for k in WHATIF})
         row["state"] = state(r, now)
         row["impact"] = impact(row)
         out.append(row)
@@ -66,6 +74,8 @@ def impact(r: dict) -> str:
     lost, affected = int(r.get("lost") or 0), int(r.get("requests_affected") or 0)
     if lost:
         return f"{lost} requests lost"
+    if r.get("tpot_before_ms") and r.get("tpot_during_ms") is not None:
+        return slowed(r)
     if drop is None:
         return "not measured yet"
     if rising(r) is not None:
@@ -79,8 +89,26 @@ def impact(r: dict) -> str:
             f"{int(r.get('requeued') or 0)} requeued, {int(r.get('recomputed') or 0)} recomputed, none lost")
 
 
+def slowed(r: dict) -> str:
+    """What a part running slowly cost, in plain words: TPOT during against before, how it was
+    detected and worked around, and what its what-if says."""
+    b, d, a = r["tpot_before_ms"], r["tpot_during_ms"], r.get("tpot_after_ms")
+    out = f"TPOT p50 {b:.1f} -> {d:.1f} ms (x{d / b:.2f})"
+    if r.get("detect_s") is not None:
+        out += f"; {'noticed by the detector' if r.get('detected_by') == 'telemetry' else 'detected'} after " \
+               f"{r['detect_s']:.0f} s"
+    if r.get("mitigated_s") is not None:
+        out += f"; {r.get('mitigation') or 'mitigated'} after {r['mitigated_s']:.0f} s" + (
+            f", then {a:.1f} ms" if a is not None else "")
+    if r.get("whatif_tokens_lost") is not None:
+        out += f"; it cost {r['whatif_tokens_lost']:,.0f} tokens against the same run without it"
+        if r.get("whatif_won_back_tokens") is not None:
+            out += f", the mitigation won back {r['whatif_won_back_tokens']:,.0f}"
+    return out + "; none lost"
+
+
 CSV_FIELDS = ("id", "kind", "target", "at_s", "detect_s", "recover_s", "requests_affected", "requeued",
-              "recomputed", "lost", *MEASURED, RISE, "state", "impact")
+              "recomputed", "lost", *MEASURED, RISE, *GRAY, *(f"whatif_{k}" for k in WHATIF), "state", "impact")
 
 
 def csv_text(rows_: list[dict]) -> str:

@@ -1,5 +1,4 @@
-"""What a fault is: its kinds and targets, the recovery policy, the record of one fault, and the
-one validation of a fault spec (`check_shape`; `check_spec` adds its time) and of the random-failure
+"""What a fault is: the recovery policy, the record of one fault, and the one validation of a fault spec (`check_shape`; `check_spec` adds its time) and of the random-failure
 setting (`check_random`)."""
 from __future__ import annotations
 
@@ -16,21 +15,7 @@ from twin.engine.faults.rows import RISE
 from twin.topology import TopologyError, parse
 from twin.workload import brief
 from twin.engine.accounting import BEFORE_S, fault_windows, mean_in, rise_in
-
-# kind -> element kinds it may target ("link:l1-l2" = an optical L1-L2 link)
-KINDS = {
-    "npu_die": ("die",), "npu": ("npu",), "cpu": ("cpu",), "node": ("node",),
-    "optical_link": ("link:l1-l2",), "optical_degrade": ("link:l1-l2",),
-    "optical_flap": ("link:l1-l2",), "l1": ("l1",), "l2": ("l2",), "subplane": ("subplane",),
-    "rdma_nic": ("rdma_nic",), "rdma_plane": ("rdma_switch",), "vpc": ("vpc_nic",),
-}
-NETWORK = {"optical_link", "optical_degrade", "optical_flap", "l1", "l2", "subplane", "rdma_nic",
-           "rdma_plane", "vpc"}
-UB_KINDS = {"optical_link", "optical_flap", "l1", "l2", "subplane"}
-EXAMPLES = {"npu_die": "n20/npu3/d1", "npu": "n20/npu3", "cpu": "n05/cpu2", "node": "n20",
-            "optical_link": "n20/l1-3--sp3/l2-7", "optical_degrade": "n20/l1-3--sp3/l2-7",
-            "optical_flap": "n20/l1-3--sp3/l2-7", "l1": "n20/l1-3", "l2": "sp2/l2-5",
-            "subplane": "sp4", "rdma_nic": "n20/rdma3", "rdma_plane": "rdma/spine-0", "vpc": "n20/vpc"}
+from twin.engine.faults.kinds import KINDS, fault_keys, kind as kind_of
 
 # what each part kind is called in messages (the dashboard's labels too: twin.ui.faultview)
 PART_LABEL = {"die": N_("NPU die"), "npu": N_("NPU"), "cpu": N_("Kunpeng CPU"), "node": N_("node"),
@@ -50,7 +35,8 @@ def part_label(kind: str, *, article: bool = False, plural: bool = False) -> str
     return name
 
 
-FAULT_KEYS = ("kind", "target", "at_s", "duration_s", "factor", "period_s")
+# what a policy may do about a part the detector found slow (twin.engine.faults.gray)
+GRAY_ACTIONS = ("reroute", "shrink", "replace", "none")
 MAX_RECORDS = 200  # closed faults kept with full, frozen reports (assumption: a long demo's worth)
 MEASURES = ("goodput", "goodput_tps"), ("slo", "slo_attainment")   # report key, history series
 
@@ -69,6 +55,10 @@ class Policy:
     redundant_experts: bool = True
     weights_from: str = "ems"
     expert_reload_s: float = 1.0
+    mitigate_gray: bool = True       # act on a gray fault once the detector notices it
+    gray_action: str = "reroute"     # GRAY_ACTIONS
+    gray_threshold: float = 1.15     # a die's step time over its group's median that counts as slow
+    gray_window_s: float = 10.0      # ... for this long, without a break, before it is flagged
 
     @classmethod
     def load(cls, **overrides) -> "Policy":
@@ -85,8 +75,17 @@ class Policy:
                 raise CatalogError(f"policy.{name} = {v!r}: allowed a number of seconds 0..86400")
         if p.weights_from not in ("ems", "obs"):
             raise CatalogError(f"policy.weights_from = {p.weights_from!r}: allowed 'ems' or 'obs'")
-        if not isinstance(p.redundant_experts, bool):
-            raise CatalogError(f"policy.redundant_experts = {p.redundant_experts!r}: allowed true or false")
+        for name in ("redundant_experts", "mitigate_gray"):
+            if not isinstance(getattr(p, name), bool):
+                raise CatalogError(f"policy.{name} = {getattr(p, name)!r}: allowed true or false")
+        if p.gray_action not in GRAY_ACTIONS:
+            raise CatalogError(f"policy.gray_action = {p.gray_action!r}: allowed {', '.join(map(repr, GRAY_ACTIONS))}")
+        t = p.gray_threshold
+        if not isinstance(t, (int, float)) or isinstance(t, bool) or not 1.0 < t <= 10.0:
+            raise CatalogError(f"policy.gray_threshold = {t!r}: allowed a ratio to the group's median, 1 < x <= 10")
+        w = p.gray_window_s
+        if not isinstance(w, (int, float)) or isinstance(w, bool) or not 0 < w <= 3600:
+            raise CatalogError(f"policy.gray_window_s = {w!r}: allowed a number of seconds 0 < x <= 3600")
         return p
 
     def restart_s(self) -> float:
@@ -101,8 +100,7 @@ class Fault:
     target: str
     at_s: float
     duration_s: float | None = None
-    factor: float = 0.5
-    period_s: float = 10.0
+    fields: dict = field(default_factory=dict)    # the kind's own numbers (factor, period_s), defaults filled in
     detect_s: float | None = None
     recover_s: float | None = None
     served_s: float | None = None     # seconds until traffic flowed steadily again (rerouted, isolated)
@@ -115,6 +113,17 @@ class Fault:
     note: str = ""
     frozen: dict = field(default_factory=dict)   # before / during / after numbers once measured for good
     settled: bool = False   # the "after" window has passed and was frozen: with the fault over, its report is final
+    detected_by: str | None = None    # "telemetry" (the detector) or "policy" (after Policy.detect_s)
+    mitigated_s: float | None = None  # gray: seconds from onset until a mitigation took effect
+    mitigation: str = ""              # gray: what was done about it (words)
+
+    @property
+    def factor(self) -> float:
+        return self.fields["factor"]
+
+    @property
+    def period_s(self) -> float:
+        return self.fields["period_s"]
 
     def report(self, now: float, interval_s: float, lost_ids: np.ndarray, history: dict,
                next_at: float | None = None) -> dict:
@@ -131,7 +140,8 @@ class Fault:
                "detect_s": self.detect_s, "recover_s": self.recover_s,
                "served_s": self.served_s if self.served_s is not None else self.recover_s,
                "requests_affected": len(self.affected), "requeued": self.requeued,
-               "recomputed": self.recomputed, "lost": lost}
+               "recomputed": self.recomputed, "lost": lost, "detected_by": self.detected_by,
+               "mitigated_s": self.mitigated_s, "mitigation": self.mitigation}
         for key, series in MEASURES:
             for name, window in (("before", before), ("during", during), ("after", after)):
                 out[f"{key}_{name}"] = mean_in(t, history[series], window) if window[1] <= now + 1e-9 else None
@@ -159,37 +169,41 @@ def check_spec(spec: dict, topo, now: float, fault_id: int = 1) -> Fault:
 def check_shape(spec: dict, topo) -> dict:
     """The one validation of what a fault is, against a topology of the system (healthy or live:
     only ids and part kinds are read): kind, target, numbers in range, no unknown field. Returns the
-    canonical spec (canonical target id, the fields given, as floats); what depends on the moment
+    canonical spec (canonical target id, the fields given, as floats; the kind's own fields from its declaration,
+    `twin.engine.faults.kinds`); what depends on the moment
     (is at_s past? is the part already down?) is the engine's, when the fault lands."""
     if not isinstance(spec, dict):
-        raise ValueError(f"fault = {brief(spec)}: allowed a table of {', '.join(FAULT_KEYS)}")
+        raise ValueError(f"fault = {brief(spec)}: allowed a table of {', '.join(fault_keys())}")
     spec = dict(spec)
-    kind = spec.pop("kind", None)
-    if not isinstance(kind, str) or kind not in KINDS:       # the fault-file loader's message
-        raise ValueError(f"fault kind = {brief(kind)}: allowed {', '.join(KINDS)}")
+    name = spec.pop("kind", None)
+    if not isinstance(name, str) or name not in KINDS:       # the fault-file loader's message
+        raise ValueError(f"fault kind = {brief(name)}: allowed {', '.join(KINDS)}")
+    k = kind_of(name)
     target = spec.pop("target", None)
     if not isinstance(target, str) or not target:
-        raise ValueError(f"fault target = {brief(target)}: required, e.g. {EXAMPLES[kind]!r}")
+        raise ValueError(f"fault target = {brief(target)}: required, e.g. {k.example!r}")
     try:
         canonical = topo.validate_target(target)
     except (TopologyError, KeyError) as exc:
         raise ValueError(f"fault target = {target!r}: {exc}") from None
     what = "link:" + _link_kind(topo, canonical) if "--" in canonical else parse(canonical)["kind"]
-    if what not in KINDS[kind]:
-        wanted = " or ".join(part_label(k, article=True) for k in KINDS[kind])
-        raise ValueError(f"fault target = {target!r} is {part_label(what, article=True)}; fault kind {kind} "
-                         f"breaks {wanted} (e.g. {EXAMPLES[kind]!r})")
-    out = {"kind": kind, "target": canonical}
-    for name, lo, hi, allowed in (("at_s", -math.inf, math.inf, "a finite time in seconds"),
-                                  ("duration_s", 1e-9, 30 * 86400, "0 < duration_s <= 2,592,000 s"),
-                                  ("factor", 0.0, 0.999999, "0 <= factor < 1 (fraction of capacity kept)"),
-                                  ("period_s", 0.1, 3600, "0.1 to 3600 s")):
-        value = spec.pop(name, None)
+    if what not in k.targets:
+        wanted = " or ".join(part_label(x, article=True) for x in k.targets)
+        raise ValueError(f"fault target = {target!r} is {part_label(what, article=True)}; fault kind {name} "
+                         f"{'breaks' if k.stops else 'slows'} {wanted} (e.g. {k.example!r})")
+    out = {"kind": name, "target": canonical}
+    for key, lo, hi, allowed in (("at_s", -math.inf, math.inf, "a finite time in seconds"),
+                                 ("duration_s", 1e-9, 30 * 86400, "0 < duration_s <= 2,592,000 s")):
+        value = spec.pop(key, None)
         if value is not None:
-            out[name] = _number(value, name, None, lo, hi, allowed)
+            out[key] = _number(value, key, None, lo, hi, allowed)
+    for f in k.fields:
+        value = spec.pop(f.name, None)
+        if value is not None:
+            out[f.name] = f.check(value)
     if spec:
-        raise ValueError(f"fault: unknown field(s) {', '.join(spec)} (allowed: kind, target, "
-                         f"at_s, duration_s, factor, period_s)")
+        raise ValueError(f"fault: unknown field(s) {', '.join(spec)} (allowed: {', '.join(k.keys())}, "
+                         f"for kind {name})")
     return out
 
 
@@ -199,8 +213,8 @@ def make_fault(canonical: dict, now: float, fault_id: int) -> Fault:
     at = canonical.get("at_s", now)
     if at < now - 1e-9:
         raise ValueError(f"fault at_s = {at}: in the past (now {now:.3f} s)")
-    return Fault(fault_id, canonical["kind"], canonical["target"], at, canonical.get("duration_s"),
-                 **{k: canonical[k] for k in ("factor", "period_s") if k in canonical})
+    fields = {f.name: canonical.get(f.name, f.default) for f in kind_of(canonical["kind"]).fields}
+    return Fault(fault_id, canonical["kind"], canonical["target"], at, canonical.get("duration_s"), fields=fields)
 
 
 def _link_kind(topo, link: str) -> str:
@@ -227,12 +241,15 @@ RANDOM_MAX = 10.0
 
 
 def check_random(spec) -> dict:
-    if not isinstance(spec, dict) or set(spec) - {"hours_per_sim_s"}:
-        raise CatalogError(f"random = {str(spec)[:60]}: allowed a table {{hours_per_sim_s = <number>}}")
+    if not isinstance(spec, dict) or set(spec) - {"hours_per_sim_s", "gray"}:
+        raise CatalogError(f"random = {str(spec)[:60]}: allowed a table {{hours_per_sim_s = <number>, "
+                           f"gray = <true or false>}}")
     h = spec.get("hours_per_sim_s", 1.0)
     if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0 <= h <= RANDOM_MAX:
         raise CatalogError(f"random.hours_per_sim_s = {str(h)[:40]}: allowed a number 0 <= x <= {RANDOM_MAX:g} "
                            f"(failure-clock hours per simulated second; 0 = off)")
-    return {"hours_per_sim_s": float(h)}
-
-
+    gray = spec.get("gray", False)
+    if not isinstance(gray, bool):
+        raise CatalogError(f"random.gray = {str(gray)[:40]}: allowed true (gray failures too, at the catalog's "
+                           f"[gray] rates) or false")
+    return {"hours_per_sim_s": float(h), "gray": gray}

@@ -1,0 +1,155 @@
+"""The gray-failure detector: only what an operator can see, compared with what is normal for it.
+
+Telemetry, once per metrics interval: each stepping die's own busy time per step (its kernels,
+before it waits at the group's collectives) and each EMS server's block service time. A part is
+flagged when its figure stays above `Policy.gray_threshold` times its group's median (the dies of
+its instance; the servers in service) for `Policy.gray_window_s` without a break, so the time to
+detect is measured, not declared. A flag on a part no open gray fault slows is a false alarm:
+counted and logged, never acted on.
+
+The telemetry comes from the model: a die's step time is what its own predictor gives at its
+health and batch share (`TimePredictor.alone`), a server's service time is 1 over its CPU health;
+each carries noise from routed-expert load, which varies a die's work step to step with CV
+[balance] load_cv over the experts' share of its step at the instance's batch, averaged over the
+interval's steps (a server's with a prefill die's CV, assumption). The noise has a generator of its own: the run's draws and
+events are untouched, so a healthy run's fingerprint does not move.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from twin.i18n import N_
+from twin.predict.base import Health
+
+NOISE_STREAM = 0x74656c65     # the detector's own random stream, beside the run's seed ("tele")
+
+
+class Detector:
+    """Flags slow dies and EMS servers from telemetry; counts what it flags and its false alarms."""
+
+    def __init__(self, eng, gray):
+        self.eng, self.gray = eng, gray
+        self.rng = np.random.default_rng([eng.scenario.seed, NOISE_STREAM])
+        self.false_alarms = 0
+        self.flags: list[dict] = []        # every flag: t, part, ratio, whether a known fault explains it
+        self.above: dict[tuple, float] = {}   # part -> since when it has been above the threshold
+        self.flagged: set[tuple] = set()   # flagged and not yet back below the threshold
+        self._memo: dict[tuple, tuple[float, float]] = {}
+        self._server_cv: float | None = None
+
+    def tick(self, now: float) -> None:
+        """Read one interval's telemetry and flag what stays slow."""
+        eng, pol = self.eng, self.eng.faults.policy
+        seen: dict[tuple, float] = {}
+        for inst in eng.instances:
+            busy = len(inst.ids) if inst.kind == "decode" else inst.busy or inst.queue
+            if not inst.ready or not busy:
+                continue
+            ratios = self._ratios(self._die_times(inst), pol.gray_threshold)
+            if ratios is not None:
+                for i in np.flatnonzero(ratios > pol.gray_threshold):
+                    seen[("die", int(inst.dies[i]))] = float(ratios[i])
+        if eng.ems is not None:
+            self._servers(seen, pol.gray_threshold)
+        for part in list(self.above):
+            if part not in seen:
+                del self.above[part]
+                self.flagged.discard(part)
+        for part, ratio in seen.items():
+            since = self.above.setdefault(part, now)     # the first interval that showed it
+            if part not in self.flagged and now - since >= pol.gray_window_s - 1e-9:
+                self.flagged.add(part)
+                self._flag(part, ratio, now)
+
+    def _flag(self, part: tuple, ratio: float, now: float) -> None:
+        what, key = part
+        name = self.eng.topo.die_ids[key] if what == "die" else key
+        known = self.gray.noticed_die(key) if what == "die" else self.gray.noticed_server(key)
+        self.flags.append({"t": round(now, 3), "part": name, "ratio": round(ratio, 3), "known": known})
+        if not known:
+            self.false_alarms += 1
+            self.eng.log("detect", N_("telemetry: %(part)s at %(ratio)sx its group's median, no fault known there "
+                                      "(false alarm)"), part=name, ratio=f"{ratio:.2f}")
+
+    # ---- telemetry -----------------------------------------------------------------------------
+    def _noise(self, cv: float, n: int) -> np.ndarray:
+        """Relative noise of n parts' interval means (see the module's docstring)."""
+        return 1.0 + cv * self.rng.standard_normal(n)
+
+    @staticmethod
+    def _ratios(times: np.ndarray, threshold: float) -> np.ndarray | None:
+        """Each part's figure over its group's median; None when none can pass the threshold (the
+        largest is within it of the smallest, which is at most the median: the common case, cheap)."""
+        if times.max() <= threshold * times.min():
+            return None
+        n = len(times)
+        k = n // 2
+        part = np.partition(times, (k - 1, k) if n % 2 == 0 else k)      # np.median's value, cheaper
+        return times / (part[k] if n % 2 else (part[k - 1] + part[k]) / 2)
+
+    def _die_times(self, inst) -> np.ndarray:
+        """Each die's step time relative to a healthy die's."""
+        healthy, cv = self._own(inst, 1.0, 1.0)
+        times = self._noise(cv, len(inst.dies))
+        if inst.pm.health.die_slow:
+            topo = self.eng.topo
+            comp, hbm = topo.die_health("compute")[inst.dies], topo.die_health("hbm")[inst.dies]
+            for i in np.flatnonzero((comp < 1.0) | (hbm < 1.0)):
+                times[i] *= self._own(inst, float(comp[i]), float(hbm[i]))[0] / healthy
+        return times
+
+    def _own(self, inst, compute: float, hbm: float) -> tuple[float, float]:
+        """A die's own step time (ms) at this health, at the instance's batch (its share, if slow),
+        and the noise CV of its interval mean."""
+        eng = self.eng
+        load = inst.slow_load if (compute, hbm) != (1.0, 1.0) else 1.0
+        if inst.kind == "decode":
+            n = len(inst.ids)
+            shape = (round(n / inst.npus * 4), int(inst.ctx_sum / max(n, 1)) // 128)
+        else:
+            shape = ()
+        key = (inst.kind, compute, hbm, load, inst.pm.net, shape)
+        out = self._memo.get(key)
+        if out is None:
+            if len(self._memo) > 4096:
+                self._memo.clear()
+            pm = eng.pm.with_net(inst.pm.net).with_health(Health(compute=compute, hbm=hbm, load=load)).alone()
+            r = (pm.decode_step(max(shape[0], 1) / 4 * load, (shape[1] + 0.5) * 128) if inst.kind == "decode"
+                 else pm.prefill_batch())
+            out = self._memo[key] = (r.step_ms, _cv(r, eng.pm.k, eng.scenario.interval_s))
+        return out
+
+    def _servers(self, seen: dict, threshold: float) -> None:
+        """EMS servers in service: block service time over their median."""
+        eng = self.eng
+        live = np.flatnonzero(eng.ems.live_mask())
+        if len(live) < 2:
+            return
+        names = eng.ems.servers
+        if self._server_cv is None:
+            self._server_cv = _cv(eng.pm.prefill_batch(), eng.pm.k, eng.scenario.interval_s)
+        times = self._noise(self._server_cv, len(live))
+        slow = eng.topo.slow_parts("cpu")
+        if slow:
+            times /= np.array([slow.get(names[i], 1.0) for i in live])
+        ratios = self._ratios(times, threshold)
+        if ratios is not None:
+            for i in np.flatnonzero(ratios > threshold):
+                seen[("server", names[live[i]])] = float(ratios[i])
+
+    def summary(self) -> dict:
+        """Its flags, its false alarms, and the policy it flags by."""
+        return {"flags": len(self.flags), "false_alarms": self.false_alarms,
+                "threshold": self.eng.faults.policy.gray_threshold,
+                "window_s": self.eng.faults.policy.gray_window_s}
+
+
+def _cv(r, k: dict, interval_s: float) -> float:
+    """Noise CV of a die's interval-mean step time: load_cv x the experts' share of step `r`,
+    over the square root of the steps in an interval."""
+    if not (r.step_ms > 0 and math.isfinite(r.step_ms)):
+        return 0.0
+    share = r.breakdown.get("experts", 0.0) / r.step_ms
+    return k["balance"]["load_cv"] * share / math.sqrt(max(1.0, interval_s * 1e3 / r.step_ms))
