@@ -9,8 +9,10 @@ from __future__ import annotations
 import dash
 from dash import ALL, Input, Output, State, clientside_callback, ctx, dcc, html, no_update
 
+from twin.live import jobs
 from twin.live import session
-from twin.engine.faults import KINDS, RANDOM_MAX
+from twin.explore import incidentjob
+from twin.engine.faults import KINDS, RANDOM_MAX, load_fault_file
 from twin.engine.faults.spec import MAX_RECORDS
 from twin.ui import answer
 from twin.ui import components
@@ -56,6 +58,8 @@ def layout(target: str | None = None, kind: str | None = None, report: str | Non
         dcc.Store(id=f"{P}-live"),
         dcc.Store(id=f"{P}-strips"),
         dcc.Store(id=f"{P}-report-id", data=faultreport.fault_id(report)),
+        dcc.Store(id=f"{P}-whatif-job"),      # the what-if job of this browser: its id, demo and, when done, result
+        dcc.Interval(id=f"{P}-whatif-tick", interval=1000, disabled=True),
         components.page_header(_("Failures"), _("Break any part of the system while it serves and watch what follows: "
                                        "detection, rerouting or recovery, requests requeued (never lost), and what "
                                        "it costs in latency and goodput. Compare policies, replay the demos."),
@@ -122,9 +126,9 @@ LIVE = {
 
 
 @page_tick(P, LIVE, {"view_name": State(f"{P}-view", "data"), "url": State(f"{P}-url", "data"),
-                     "report_id": State(f"{P}-report-id", "data")},
+                     "report_id": State(f"{P}-report-id", "data"), "whatif": State(f"{P}-whatif-job", "data")},
            initial_duplicate=True)
-def tick(t: Tick, view_name, url=None, report_id=None) -> dict:
+def tick(t: Tick, view_name, url=None, report_id=None, whatif=None) -> dict:
     """One poll: nothing when the snapshot is unchanged; else one compact update for the charts
     (new points, and the fault marks when they moved), and each panel only when its content changed.
     The very first tick sends numbers; the second draws the picker (drawing takes the browser a second)."""
@@ -158,7 +162,7 @@ def tick(t: Tick, view_name, url=None, report_id=None) -> dict:
         out["banner"], out["banner_cls"] = out["banner"]
     fid = faultreport.fault_id(report_id)
     if t.changed and fid:                       # the open report, while its numbers still move
-        r = faultreport.find(snap, fid)
+        r = faultreport.with_whatif(faultreport.find(snap, fid), whatif, tw.params.faults)
         if changed("report", faultview.crc([fid, r])):
             out["report"] = faultreport.panel(r, float(snap.sim_time)) if r else faultreport.missing(fid)
     try:
@@ -463,11 +467,12 @@ def download_csv(_csv, _json, choice):
     Input({"type": faulttable.LINK, "index": ALL, "at": ALL}, "n_clicks"),
     *[Input(f"{P}-{name}-chart", "clickAnnotationData") for name in CHARTS],
     State("ctl-twin", "data"),
+    State(f"{P}-whatif-job", "data"),
     prevent_initial_call=True,
 )
 def on_report(_links, *args):
     """Open a fault's incident report from the timeline, the table's # or a chart's label; close it."""
-    *_notes, choice = args
+    *_notes, choice, whatif = args
     trig = ctx.triggered_id
     if isinstance(trig, dict):                     # a link (or the report's close button)
         if not _clicked():
@@ -477,9 +482,74 @@ def on_report(_links, *args):
         fid = faultreport.fault_id(ctx.triggered[0]["value"] if ctx.triggered else None)
     if not fid:
         return None, None
-    snap = twin_for(choice)[0].snapshot
-    r = faultreport.find(snap, fid)
+    tw = twin_for(choice)[0]
+    snap = tw.snapshot
+    r = faultreport.with_whatif(faultreport.find(snap, fid), whatif, tw.params.faults)
     return fid, faultreport.panel(r, float(snap.sim_time)) if r else faultreport.missing(fid)
+
+
+@dash.callback(
+    *FL_MSG,
+    Output(f"{P}-whatif-job", "data"),
+    Output(f"{P}-whatif-tick", "disabled"),
+    Input({"type": faultreport.WHATIF, "index": ALL}, "n_clicks"),
+    State("ctl-twin", "data"),
+    State("ctl-secret", "data"),
+    prevent_initial_call=True,
+)
+def on_whatif(_clicks, choice, secret):
+    """Queue the what-if of the demo the viewed twin replays, as a background job of this browser."""
+    if not _clicked():
+        return no_update, no_update, no_update, no_update
+    tw = twin_for(choice)[0]
+    snap, demo = tw.snapshot, tw.params.faults
+    if not demo:
+        return (_("Not run: a what-if replays a fault demo; load one from Demos (it resets the twin you view)"),
+                "ctl-msg msg-error", no_update, no_update)
+    sim = max(float(getattr(snap, "sim_time", 0.0)), 1.0)
+    rate = float((getattr(snap, "kpis", None) or {}).get("arrived") or 0) / sim
+    try:
+        duration = float(load_fault_file(demo).get("duration_s") or sim)
+        who, addr = guard.client(secret)
+        job = jobs.pool().submit("whatif", incidentjob.whatif_job, (demo,), total=incidentjob.RUNS,
+                                 cost_s=incidentjob.cost_s(duration, rate), client=who, addr=addr)
+    except ValueError as exc:                    # jobs.JobRefused is a ValueError
+        return _err(exc) + (no_update, no_update)
+    return (_("The what-if is queued as a background job: the demo to its end, then without the fault and without "
+              "its mitigation."), "ctl-msg msg-ok", {"job": job, "faults": demo}, False)
+
+
+@dash.callback(
+    *FL_MSG,
+    Output(f"{P}-whatif-job", "data", allow_duplicate=True),
+    Output(f"{P}-whatif-tick", "disabled", allow_duplicate=True),
+    Output(f"{P}-report", "children", allow_duplicate=True),
+    Input(f"{P}-whatif-tick", "n_intervals"),
+    State(f"{P}-whatif-job", "data"),
+    State(f"{P}-report-id", "data"),
+    State("ctl-twin", "data"),
+    State("ctl-secret", "data"),
+    prevent_initial_call=True,
+)
+def on_whatif_tick(_n, store, report_id, choice, secret):
+    """Follow the what-if job; when it is done, keep its result and show it in the open report."""
+    store = guard.store(store)
+    job = jobs.pool().view(store.get("job"), guard.client(secret)[0])
+    if job is None:
+        return no_update, no_update, no_update, True, no_update
+    if job["state"] in ("queued", "running"):
+        return (_("What-if: %(done)s of %(total)s runs (%(used)s of at most %(cap)s CPU-s).") % {
+            "done": job["done"], "total": job["total"], "used": f"{job['cpu_s']:,.0f}",
+            "cap": f"{job['ceiling_s']:,.0f}"}, "ctl-msg", no_update, False, no_update)
+    if job["state"] != "done":
+        return (_("What-if not measured: %(why)s") % {"why": explain(job["message"])}, "ctl-msg msg-error",
+                no_update, True, no_update)
+    store = {**store, "result": job["result"]}
+    tw = twin_for(choice)[0]
+    fid = faultreport.fault_id(report_id)
+    r = faultreport.with_whatif(faultreport.find(tw.snapshot, fid), store, tw.params.faults) if fid else None
+    return (_("What-if measured: it is in the fault's report."), "ctl-msg msg-ok", store, True,
+            faultreport.panel(r, float(tw.snapshot.sim_time)) if r else no_update)
 
 
 # an opened report scrolls into view (it may be opened from the charts above it or the timeline below)

@@ -111,12 +111,82 @@ def test_the_table_marks_a_measured_detection_and_the_report_shows_the_what_if(d
     from twin.ui import faultreport, faulttable
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
         gray_row, stop_row = faultrows.rows([GRAY, STOP], 600.0)
-        cells = str(faulttable.table([gray_row, stop_row], 600.0).to_plotly_json())
+        summary = {"injected": 2, "active": 1, "detector": {"flags": 1, "false_alarms": 0, "threshold": 1.15}}
+        cells = str(faulttable.table([gray_row, stop_row], 600.0, summary).to_plotly_json())
         assert cells.count("by the detector") == 1
+        assert "2 fault(s) · 1 active · detector: 1 flagged slow, 0 false alarms" in cells
         report = str(faultreport.panel(GRAY, 100.0).to_plotly_json())
         for text in ("the detector, from telemetry (measured)", "14.0 s · experts rerouted to redundant copies",
                      "30.0 / 57.0 / 31.0", "123.5k tokens fewer; TPOT p50 30.2 ms and SLO attainment 91.0 % without the fault",
+                     "won back by the mitigation",
                      "400.0k tokens"):
             assert text in report, text
+        caught_up = {**GRAY, "whatif": {**GRAY["whatif"], "tokens_lost": -351}}
+        assert "351 tokens more (a backlog caught up)" in str(faultreport.panel(caught_up, 100.0).to_plotly_json())
         plain = str(faultreport.panel(STOP, 600.0).to_plotly_json())
         assert "TPOT p50 before" not in plain and "what-if" not in plain and "detected by" not in plain
+
+
+# ---- the what-if on the live page: a background job replays the demo ------------------------------
+
+SMALL = """scenario = "paper-decode"
+seed = 1
+duration_s = 40
+[[fault]]
+at_s = 10
+kind = "straggler"
+target = "n20/npu3/d1"
+factor = 0.5
+"""
+
+
+def test_the_what_if_job_measures_what_the_command_line_does(tmp_path, capsys):
+    import json
+    from twin.cli.main import main
+    from twin.explore import incidentjob
+    path = tmp_path / "slow.toml"
+    path.write_text(SMALL)
+    done = []
+    got = incidentjob.whatif_job(str(path), done.append)
+    assert done == [1, incidentjob.RUNS] and set(got) == {"1"}
+    assert main(["run", "--faults", str(path), "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)["faults"][0]["whatif"]
+    assert got["1"] == cli and cli["tokens_lost"] > 0 and cli["won_back_tokens"] > 0
+
+
+def test_a_report_shows_the_what_if_of_the_demo_the_twin_replays_only():
+    from twin.ui import faultreport
+    plain = {k: v for k, v in GRAY.items() if k != "whatif"}
+    store = {"job": "wh1", "faults": "/demo/one-slow-die.toml", "result": {"3": GRAY["whatif"]}}
+    assert faultreport.with_whatif(plain, store, "/demo/one-slow-die.toml") == GRAY
+    assert faultreport.with_whatif(plain, store, "/demo/l2-loss.toml") == plain        # another demo now
+    assert faultreport.with_whatif(plain, {**store, "result": {"4": {}}}, "/demo/one-slow-die.toml") == plain
+    assert faultreport.with_whatif(plain, "tampered", "/demo/one-slow-die.toml") == plain
+
+
+def test_the_report_offers_the_what_if_until_it_has_one(dash_app):
+    from twin.ui import faultreport
+    plain = {k: v for k, v in GRAY.items() if k != "whatif"}
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
+        asked = str(faultreport.panel(plain, 100.0).to_plotly_json())
+        assert "Run the what-if" in asked and "'type': 'fl-whatif', 'index': 3" in asked
+        assert "Run the what-if" not in str(faultreport.panel(GRAY, 100.0).to_plotly_json())
+        assert "Run the what-if" not in str(faultreport.panel(STOP, 600.0).to_plotly_json())
+
+
+def test_the_what_if_button_needs_a_demo_and_queues_a_job_for_it(dash_app, twin_registry, monkeypatch):
+    import importlib
+    from test_callbacks import triggered
+    from twin.live import jobs
+    fl = importlib.import_module("pages.failures")
+    secret = "w" * 32
+    msg, cls, store, disabled = triggered(fl.on_whatif, '{"index":3,"type":"fl-whatif"}.n_clicks', [1], "shared", secret)
+    assert cls == "ctl-msg msg-error" and "a what-if replays a fault demo" in msg and store is fl.no_update
+    asked = []
+    monkeypatch.setattr(jobs.pool(), "submit", lambda kind, fn, args, **kw: asked.append((kind, fn, args, kw)) or "wh9")
+    monkeypatch.setattr(twin_registry.shared().params, "faults", "one-slow-die")     # as a demo's reset sets it
+    msg, cls, store, disabled = triggered(fl.on_whatif, '{"index":3,"type":"fl-whatif"}.n_clicks', [1], "shared", secret)
+    assert cls == "ctl-msg msg-ok" and store == {"job": "wh9", "faults": "one-slow-die"} and disabled is False
+    (kind, fn, args, kw), = asked
+    assert (kind, fn.__name__, args, kw["total"]) == ("whatif", "whatif_job", ("one-slow-die",), 3)
+    assert 0 < kw["cost_s"] < jobs.MAX_JOB_CPU_S

@@ -47,7 +47,7 @@ def test_seven_lessons_cover_the_topics_with_steps_and_measured_answers():
                 s.action.page}, les.id                           # what the answer cites is on the opened page
     faults = lessons.get("faults")
     demos = [s.action.value.get("faults") for s in faults.steps]
-    assert demos == ["optical-flap", "decode-die-redundant", "decode-die-no-redundancy"]
+    assert demos == ["optical-flap", "decode-die-redundant", "decode-die-no-redundancy", "one-slow-die"]
     assert lessons.get("supernode").steps[0].action.page == "/validation"
 
 

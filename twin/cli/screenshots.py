@@ -3,6 +3,7 @@
     python -m twin.cli.screenshots                    # starts the app, runs it a while, writes docs/screenshots/
     python -m twin.cli.screenshots --url http://127.0.0.1:8050 --out /tmp/shots
     python -m twin.cli.screenshots --only failures --warmup 0   # one page (the failures shot replays a demo)
+    python -m twin.cli.screenshots --only failures-gray,topology-gray --warmup 0   # the gray fault, then its node
 
 Every page is shot at the laptop size (--width x --height) and again at a phone's 390x844 as
 <name>-phone.png, so the README shows, and a reviewer can check, both layouts. The Explorer's and
@@ -23,7 +24,9 @@ SHOTS = (("overview", "/", None), ("topology", "/topology", None), ("topology-no
          ("traffic", "/traffic", None), ("cache", "/cache", None), ("tradeoffs", "/tradeoffs", None),
          ("lessons", "/lessons", None), ("validation", "/validation", None), ("explorer", "/explorer", None),
          ("compare", "/compare", None), ("cloud", "/cloud?scenario=copool-day", None), ("glossary", "/glossary", None),
-         ("failures", "/failures", "node-power-loss"))   # a demo replayed past its recovery
+         ("failures", "/failures", "node-power-loss"),    # a demo replayed past its recovery
+         ("failures-gray", "/failures", "one-slow-die"),  # a gray fault: detected, mitigated, the die still slow
+         ("topology-gray", "/topology?view=n36", None))   # ... and its node drawn with the slow die
 FROM_E2E = ("explorer",)   # laptop shots of a finished job: the browser test's (test-artifacts/e2e), copied by hand
 PHONE = (390, 844)       # a phone's viewport in CSS pixels (assets/60_phone.css applies below 700)
 
@@ -56,6 +59,20 @@ def _replay_demo(pg, base: str, demo: str) -> None:
         pg.wait_for_timeout(500)
     set_speed(base, "1")
     pg.wait_for_timeout(2500)
+
+
+def _gray_report(pg) -> None:
+    """Open the gray fault's incident report and run its what-if (a background job) until it is in."""
+    pg.locator("#fl-table").get_by_text("#1", exact=True).first.click()
+    pg.get_by_text("Run the what-if").click()
+    pg.wait_for_function("() => /What-if measured/.test(document.getElementById('fl-msg').innerText)",
+                         timeout=300_000)
+    pg.wait_for_timeout(2000)
+    pg.evaluate("window.scrollTo(0, 0)")         # the opened report scrolled the page: a full-page shot starts at the top
+    pg.wait_for_timeout(500)
+
+
+AFTER_DEMO = {"failures-gray": _gray_report}     # what a laptop shot does once its demo is replayed
 
 
 def main(argv=None) -> int:
@@ -96,6 +113,7 @@ def main(argv=None) -> int:
                         pg.wait_for_function(DRAWN, timeout=30_000)
                     if demo and not suffix:          # the demo is replayed once; the phone shot shows its table
                         _replay_demo(pg, base, demo)
+                        AFTER_DEMO.get(name, lambda _pg: None)(pg)
                     pg.screenshot(path=str(out / f"{name}{suffix}.png"), full_page=bool(demo))
                     print(out / f"{name}{suffix}.png")
             set_speed(base, "1")

@@ -94,7 +94,7 @@ READERS = {
     "traffic.vpc_gbps": Reader("/traffic", _last("vpc_gbps"), "VPC chart (GB/s)"),
     **{f"failures.{f}": Reader("/failures", _fault(f), f"fault table: {f}")
        for f in ("requests_affected", "requeued", "recomputed", "lost", "detect_s", "recover_s", "goodput_before",
-                 "goodput_during", "slo_before", "slo_during")},
+                 "goodput_during", "slo_before", "slo_during", "tpot_before_ms", "tpot_during_ms", "tpot_after_ms")},
     **{f"validation.{f}": Reader("/validation", _prediction(f), f"predictions table: {f}")
        for f in ("tokens_per_s_per_tflops", "tokens_per_s_per_kw", "usd_per_million_tokens")},
     **{f"cloud.{f}": Reader("/cloud", _day(f), f"live line: {f}") for f in ("steps", "moves", "supernode_util")},

@@ -12,6 +12,8 @@ from dash import html
 from twin.ui import components
 from twin.engine.faults.rows import RISE, impact, rising, rows, state
 from twin.ui.faulttable import CLOSE, LINK
+
+WHATIF = "fl-whatif"         # pattern-matching id of the report's "run the what-if" button: {"type": WHATIF, "index": id}
 from twin.ui.faultview import kind_label
 from twin.ui.lang import N_, _
 
@@ -86,9 +88,14 @@ def _ms(v) -> str:
 
 
 def _whatif(r: dict) -> str:
+    """Tokens made fewer than without the fault (or more: a backlog caught up in the window), and TPOT
+    and SLO attainment without it."""
     w = r.get("whatif") or {}
-    return _("%(tokens)s tokens fewer; TPOT p50 %(tpot)s ms and SLO attainment %(slo)s %% without the fault") % {
-        "tokens": components.fmt(w.get("tokens_lost")), "tpot": _ms(w.get("tpot_ms_without")),
+    lost = w.get("tokens_lost")
+    made = (_("%(tokens)s tokens more (a backlog caught up)") if lost is not None and lost < 0 else
+            _("%(tokens)s tokens fewer")) % {"tokens": components.fmt(abs(lost) if lost is not None else None)}
+    return made + "; " + _("TPOT p50 %(tpot)s ms and SLO attainment %(slo)s %% without the fault") % {
+        "tpot": _ms(w.get("tpot_ms_without")),
         "slo": components.pct(w["slo_without"]) if w.get("slo_without") is not None else "–"}
 
 
@@ -105,6 +112,16 @@ GRAY_ROWS = (
     (N_("won back by the mitigation"), "whatif", lambda r: _("%(tokens)s tokens") % {
         "tokens": components.fmt((r["whatif"] or {}).get("won_back_tokens"))}),
 )
+
+
+def with_whatif(r: dict | None, store, faults: str | None) -> dict | None:
+    """The report with the what-if a job measured for it (`store`: the page's what-if store), when
+    the job replayed the demo the twin runs now."""
+    store = store if isinstance(store, dict) else {}
+    got = (store.get("result") or {}).get(str((r or {}).get("id")))
+    if r is None or not got or not faults or store.get("faults") != faults:
+        return r
+    return {**r, "whatif": got}
 
 
 def final(r: dict) -> bool:
@@ -125,6 +142,12 @@ def panel(r: dict, now: float) -> html.Div:
             for k, fn in rows_]
     body.append(html.Div([html.Span(_("state"), className="k"), html.Span(_(state(r, now)), className="v")],
                          className="row"))
+    if r.get("whatif") is None and r.get("tpot_before_ms") is not None:     # a gray fault, no what-if yet
+        body.append(html.Div([html.Span(_("what the slow part cost (what-if)"), className="k"), html.Span([
+            html.Button(_("Run the what-if"), id={"type": WHATIF, "index": r["id"]}, className="btn btn-small",
+                        n_clicks=0, title=_("A background job replays the demo to its end beside the same seed "
+                                            "without the fault and without its mitigation")),
+            html.Span(id=f"{WHATIF}-msg", className="hint small")], className="v")], className="row"))
     notes = [html.P(impact(r), className="hint")]
     if r.get("note"):
         notes.append(html.P(r["note"], className="hint small"))

@@ -204,6 +204,10 @@ def table(rows_: list[dict], now: float, summary: dict | None = None) -> html.Di
     active = (summary or {}).get("active")
     if active:
         count += " · " + _("%(n)s active") % {"n": active}
+    det = (summary or {}).get("detector")
+    if isinstance(det, dict) and det.get("flags") is not None:     # the gray detector (twin.engine.faults.detect)
+        count += " · " + _("detector: %(flags)s flagged slow, %(false)s false alarms") % {
+            "flags": det["flags"], "false": det.get("false_alarms", 0)}
     body = [html.Tr(_cells(r)) for r in sorted(rows_, key=lambda x: -int(x.get("id") or 0))]
     head = html.Thead(html.Tr([html.Th(_(h), className=c, title=_(t)) for h, c, t in HEAD]))
     return html.Div([html.Div(count, className="hint small ftbl-count"),
