@@ -40,7 +40,7 @@ SOURCES = ("pages/lessons.py", "pages/glossary.py", "twin/ui/teach.py",   # conv
            "twin/explore/points.py",                  # points: the sweep keys' help, marked with N_
            "twin/ui/eventtext.py", "twin/engine/core.py", "twin/engine/commands.py",   # engine event lines
            "twin/engine/network.py", "twin/engine/transfer.py", "twin/engine/deadlines.py",
-           "twin/engine/faults/manager.py",
+           "twin/engine/faults/manager.py", "twin/engine/faults/gray.py", "twin/engine/faults/detect.py",
            "twin/engine/faults/spec.py", "twin/engine/faults/kinds.py", "twin/engine/faults/rows.py", "twin/live/actions.py", "twin/live/session.py",
            "twin/cloud/copool.py", "twin/cloud/live.py", "twin/predict/validate.py",   # twin/actions: the controls' confirmations
            "twin/ui/classbar.py")
