@@ -11,8 +11,8 @@ The telemetry comes from the model: a die's step time is what its own predictor 
 health and batch share (`TimePredictor.alone`), a server's service time is 1 over its CPU health;
 each carries noise from routed-expert load, which varies a die's work step to step with CV
 [balance] load_cv over the experts' share of its step at the instance's batch, averaged over the
-interval's steps (a server's with a prefill die's CV, assumption). The noise has a generator of its own: the run's draws and
-events are untouched, so a healthy run's fingerprint does not move.
+interval's steps (a server's with a prefill die's CV, assumption). The noise has a generator of
+its own: the run's draws and events are untouched, so a healthy run's fingerprint does not move.
 """
 from __future__ import annotations
 
@@ -122,7 +122,8 @@ class Detector:
         load = inst.slow_load if (compute, hbm) != (1.0, 1.0) else 1.0
         if inst.kind == "decode":
             n = len(inst.ids)
-            shape = (round(math.log2(max(n / inst.npus, 0.25)) * BATCH_GRID), int(inst.ctx_sum / max(n, 1)) // CTX_BUCKET)
+            shape = (round(math.log2(max(n / inst.npus, 0.25)) * BATCH_GRID),
+                     int(inst.ctx_sum / max(n, 1)) // CTX_BUCKET)
         else:
             shape = ()
         key = (inst.kind, compute, hbm, load, inst.pm.net, shape)

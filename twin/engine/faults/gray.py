@@ -34,8 +34,10 @@ STEP_LOG = 20_000   # decode steps kept for the TPOT windows: ~half an hour of o
 MITIGATED = {
     N_("experts rerouted to redundant copies"):
         N_("#%(id)s %(kind)s on %(target)s: experts rerouted to redundant copies after %(s)s s"),
-    N_("slow die's batch share shrunk"): N_("#%(id)s %(kind)s on %(target)s: slow die's batch share shrunk after %(s)s s"),
-    N_("instance drained and replaced"): N_("#%(id)s %(kind)s on %(target)s: instance drained and replaced after %(s)s s"),
+    N_("slow die's batch share shrunk"):
+        N_("#%(id)s %(kind)s on %(target)s: slow die's batch share shrunk after %(s)s s"),
+    N_("instance drained and replaced"):
+        N_("#%(id)s %(kind)s on %(target)s: instance drained and replaced after %(s)s s"),
     N_("EMS server taken out of the ring"):
         N_("#%(id)s %(kind)s on %(target)s: EMS server taken out of the ring after %(s)s s"),
 }
