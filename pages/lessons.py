@@ -183,7 +183,7 @@ def timeline(rows, current, _) -> html.Div:
     go_next = None
     if nxt is not None and nxt < len(rows):
         les, n = rows[nxt][0], rows[nxt][1]
-        go_next = html.Button(_("Next step: ready the twin →"), id={"type": f"{P}-go", "index": f"{les.id}/{n}"},
+        go_next = html.Button(_("Next step: ready the twin →"), id={"type": f"{P}-go", "index": f"{les.id}/{n}/next"},
                               className="btn btn-small btn-primary", n_clicks=0)
     return html.Details([
         html.Summary(_("Lecturer's timeline: %(min)s minutes") % {"min": f"{total:g}"}, className="summary-title"),
@@ -267,9 +267,13 @@ def show_progress(progress, ids):
 
 
 def _step_of(button_id) -> tuple[lessons.Lesson, int] | None:
-    """The lesson step an action button names in its id ({"type": "lesson-act", "index": "ID/N"})."""
+    """The lesson step an action button names in its id ({"type": "lesson-act", "index": "ID/N"}; the
+    timeline's "next step" button adds "/next", so that its id differs from the step's own row's)."""
     index = button_id.get("index") if isinstance(button_id, dict) else None
-    if not isinstance(index, str) or index.count("/") != 1:
+    if not isinstance(index, str):
+        return None
+    index = index.removesuffix("/next")
+    if index.count("/") != 1:
         return None
     lesson, step = index.split("/")
     return teach.step_store({"lesson": lesson, "step": step})

@@ -390,7 +390,7 @@ def test_scenario_and_demo_descriptions_read_in_chinese(dash_app):
         scen = [o["title"] for o in _find(components.controls_bar(list_scenarios(), []), "ctl-scenario").options]
     names = [s["name"] for s in list_scenarios() if s.get("description")]
     assert len(lines) >= 10 and lines[names.index("paper-decode")].startswith("场景 paper-decode：论文的解码设置")
-    assert len(demos) == 6 and all(len(t) > 40 for t in demos)
+    assert len(demos) == 7 and all(len(t) > 40 for t in demos)
     assert scen[[s["name"] for s in list_scenarios()].index("paper-decode")].startswith("论文的解码设置")
     texts = lines + demos + scen
     leftovers = {t: w for t in texts if (w := [x for x in english_words(t) if x not in _scenarios()])}

@@ -157,8 +157,8 @@ figures = {{ a = {{ path = "tpot_ms", value = 1 }} }}
 
 
 @pytest.mark.parametrize("lesson,step,match", [
-    ("nope", 1, "no such lesson; allowed prefill-decode"), ("faults", 0, "allowed 1 to 3"),
-    ("faults", "4", "allowed 1 to 3"), ("faults", "1e3", "allowed 1 to 3"), ("faults", True, "allowed 1 to 3"),
+    ("nope", 1, "no such lesson; allowed prefill-decode"), ("faults", 0, "allowed 1 to 4"),
+    ("faults", "5", "allowed 1 to 4"), ("faults", "1e3", "allowed 1 to 4"), ("faults", True, "allowed 1 to 4"),
     (None, 1, "no such lesson"), ({"x": 1}, 1, "no such lesson")])
 def test_unknown_lesson_or_step(lesson, step, match):
     with pytest.raises(lessons.LessonError, match=match):
@@ -167,7 +167,7 @@ def test_unknown_lesson_or_step(lesson, step, match):
 
 @pytest.mark.parametrize("kwargs,shown", [
     ({"lesson": "nope"}, "There is no lesson 'nope'"),
-    ({"lesson": "faults", "step": "99"}, "has steps 1 to 3; there is no step '99'"),
+    ({"lesson": "faults", "step": "99"}, "has steps 1 to 4; there is no step '99'"),
     ({"lang": "klingon"}, "Language 'klingon' is not available (allowed: en, zh)"),
     ({"lesson": "<script>", "step": "-1"}, "There is no lesson '<script>'"),
 ])
@@ -239,7 +239,7 @@ def test_progress_store_is_cleaned_and_shown(lessons_page, dash_app):
     assert lessons_page._progress("garbage") == {}
     ids = [{"type": "lesson-progress", "index": i} for i in ("faults", "kv-cache", "nope")] + ["bad"]
     with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
-        assert lessons_page.show_progress({"faults": [1, 2]}, ids) == ["已完成 2 / 3", "", "", ""]
+        assert lessons_page.show_progress({"faults": [1, 2]}, ids) == ["已完成 2 / 4", "", "", ""]
 
 
 def test_banner_narrates_the_step_and_reports_a_bad_lang(dash_app):
@@ -252,6 +252,12 @@ def test_banner_narrates_the_step_and_reports_a_bad_lang(dash_app):
         assert teach.narrate({"lesson": "faults", "step": 7}, None)[1] == "teach-banner teach-hidden"
         text, cls = teach.narrate(None, "?lang=de")
         assert cls == "teach-banner" and "不支持语言 'de'" in " ".join(visible_texts(text, []))
+
+
+def test_the_next_step_button_names_the_step_as_its_row_does(lessons_page):
+    les, n = lessons_page._step_of({"type": "lesson-go", "index": "faults/4/next"})
+    assert (les.id, n) == ("faults", 4)
+    assert lessons_page._step_of({"type": "lesson-go", "index": "faults/4/later"}) is None
 
 
 def test_layouts_have_unique_ids_with_the_shell(dash_app, lessons_page):
@@ -270,7 +276,8 @@ def test_layouts_have_unique_ids_with_the_shell(dash_app, lessons_page):
     glossary = importlib.import_module("pages.glossary")
     with dash_app.server.test_request_context("/"):
         shell = ids(dash_app.serve_layout(), [])
-        for layout in (lessons_page.layout(), lessons_page.layout(lesson="faults", step="3"), glossary.layout()):
+        for layout in (lessons_page.layout(), *(lessons_page.layout(lesson="faults", step=str(n)) for n in (1, 3, 4)),
+                       glossary.layout()):
             all_ids = shell + ids(layout, [])
             assert len(all_ids) == len(set(all_ids))
 
