@@ -9,8 +9,8 @@ kernels); how compute and communication overlap is the accelerator's named strat
 failed optical link slows dispatch and combine; the health of the instance's slowest member
 through Health: a slow die (compute, HBM) runs as a member of its own (`_slow`), and every phase
 that ends at a synchronisation (an all-to-all, the MoE stream's ops) waits for the slower of the
-two (`_group`); a slow EMS server slows every cached load (its DRAM and software data plane). Constants: twin/catalog/perf.toml (each sourced
-or labelled there). Over 400 lines because decode and prefill share every private operator cost;
+two (`_group`); a slow EMS server slows every cached load (its DRAM and software data plane).
+Constants: twin/catalog/perf.toml (each sourced or labelled there). Over 400 lines because decode and prefill share every private operator cost;
 splitting them would scatter one operator model over several files.
 """
 from __future__ import annotations

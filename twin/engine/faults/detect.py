@@ -11,8 +11,8 @@ The telemetry comes from the model: a die's step time is what its own predictor 
 health and batch share (`TimePredictor.alone`), a server's service time is 1 over its CPU health;
 each carries noise from routed-expert load, which varies a die's work step to step with CV
 [balance] load_cv over the experts' share of its step at the instance's batch, averaged over the
-interval's steps (a server's with a prefill die's CV, assumption). The noise has a generator of its own: the run's draws and
-events are untouched, so a healthy run's fingerprint does not move.
+interval's steps (a server's with a prefill die's CV, assumption). The noise has a generator of
+its own: the run's draws and events are untouched, so a healthy run's fingerprint does not move.
 """
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from twin.i18n import N_
 from twin.predict.base import Health
 
 NOISE_STREAM = 0x74656c65     # the detector's own random stream, beside the run's seed ("tele")
+BATCH_GRID = 4                # decode batch per NPU: grid points per doubling (assumption, see Detector._own)
+CTX_BUCKET = 1024             # decode context: tokens per bucket (assumption)
 
 
 class Detector:
@@ -34,39 +36,50 @@ class Detector:
         self.rng = np.random.default_rng([eng.scenario.seed, NOISE_STREAM])
         self.false_alarms = 0
         self.flags: list[dict] = []        # every flag: t, part, ratio, whether a known fault explains it
-        self.above: dict[tuple, float] = {}   # part -> since when it has been above the threshold
-        self.flagged: set[tuple] = set()   # flagged and not yet back below the threshold
+        n_servers = len(eng.ems.servers) if eng.ems is not None else 0
+        # per die, then per EMS server: since when it has been above the threshold (NaN: it is not),
+        # and whether it was flagged since (until it drops below)
+        self.since = np.full(len(eng.topo.die_ids) + n_servers, np.nan)
+        self.flagged = np.zeros(len(self.since), dtype=bool)
         self._memo: dict[tuple, tuple[float, float]] = {}
         self._server_cv: float | None = None
 
     def tick(self, now: float) -> None:
         """Read one interval's telemetry and flag what stays slow."""
         eng, pol = self.eng, self.eng.faults.policy
-        seen: dict[tuple, float] = {}
+        thr = pol.gray_threshold
+        ratio = np.zeros(len(self.since))      # this interval's reading per part (0: none)
+        healthy: dict[int, list] = {}      # dies per instance -> [(its dies, noise CV)] of the healthy ones
         for inst in eng.instances:
             busy = len(inst.ids) if inst.kind == "decode" else inst.busy or inst.queue
             if not inst.ready or not busy:
                 continue
-            ratios = self._ratios(self._die_times(inst), pol.gray_threshold)
-            if ratios is not None:
-                for i in np.flatnonzero(ratios > pol.gray_threshold):
-                    seen[("die", int(inst.dies[i]))] = float(ratios[i])
+            if inst.pm.health.die_slow:
+                r = self._ratios(self._die_times(inst), thr)
+                if r is not None:
+                    ratio[inst.dies] = r
+            else:
+                healthy.setdefault(len(inst.dies), []).append((inst.dies, self._own(inst, 1.0, 1.0)[1]))
+        for n, group in healthy.items():       # one draw per size: the common case, cheap
+            cv = np.array([c for _d, c in group])
+            times = 1.0 + cv[:, None] * self.rng.standard_normal((len(group), n))
+            rows = np.flatnonzero(times.max(axis=1) > thr * times.min(axis=1))
+            if len(rows):
+                ratio[np.stack([group[r][0] for r in rows])] = times[rows] / np.median(times[rows], axis=1)[:, None]
         if eng.ems is not None:
-            self._servers(seen, pol.gray_threshold)
-        for part in list(self.above):
-            if part not in seen:
-                del self.above[part]
-                self.flagged.discard(part)
-        for part, ratio in seen.items():
-            since = self.above.setdefault(part, now)     # the first interval that showed it
-            if part not in self.flagged and now - since >= pol.gray_window_s - 1e-9:
-                self.flagged.add(part)
-                self._flag(part, ratio, now)
+            self._servers(ratio[len(eng.topo.die_ids):], thr)
+        above = ratio > thr
+        self.since[~above] = np.nan
+        self.flagged &= above
+        self.since[above & np.isnan(self.since)] = now          # the first interval that showed it
+        for i in np.flatnonzero(above & ~self.flagged & (now - self.since >= pol.gray_window_s - 1e-9)):
+            self.flagged[i] = True
+            self._flag(int(i), float(ratio[i]), now)
 
-    def _flag(self, part: tuple, ratio: float, now: float) -> None:
-        what, key = part
-        name = self.eng.topo.die_ids[key] if what == "die" else key
-        known = self.gray.noticed_die(key) if what == "die" else self.gray.noticed_server(key)
+    def _flag(self, i: int, ratio: float, now: float) -> None:
+        dies = self.eng.topo.die_ids
+        name = dies[i] if i < len(dies) else self.eng.ems.servers[i - len(dies)]
+        known = self.gray.noticed_die(i) if i < len(dies) else self.gray.noticed_server(name)
         self.flags.append({"t": round(now, 3), "part": name, "ratio": round(ratio, 3), "known": known})
         if not known:
             self.false_alarms += 1
@@ -102,12 +115,15 @@ class Detector:
 
     def _own(self, inst, compute: float, hbm: float) -> tuple[float, float]:
         """A die's own step time (ms) at this health, at the instance's batch (its share, if slow),
-        and the noise CV of its interval mean."""
+        and the noise CV of its interval mean. Decode shapes on a coarse grid (BATCH_GRID steps per
+        doubling of the batch, CTX_BUCKET tokens of context): a reading is a ratio of two dies at
+        the same shape, and a fine grid would make a predictor call of most readings."""
         eng = self.eng
         load = inst.slow_load if (compute, hbm) != (1.0, 1.0) else 1.0
         if inst.kind == "decode":
             n = len(inst.ids)
-            shape = (round(n / inst.npus * 4), int(inst.ctx_sum / max(n, 1)) // 128)
+            shape = (round(math.log2(max(n / inst.npus, 0.25)) * BATCH_GRID),
+                     int(inst.ctx_sum / max(n, 1)) // CTX_BUCKET)
         else:
             shape = ()
         key = (inst.kind, compute, hbm, load, inst.pm.net, shape)
@@ -116,13 +132,13 @@ class Detector:
             if len(self._memo) > 4096:
                 self._memo.clear()
             pm = eng.pm.with_net(inst.pm.net).with_health(Health(compute=compute, hbm=hbm, load=load)).alone()
-            r = (pm.decode_step(max(shape[0], 1) / 4 * load, (shape[1] + 0.5) * 128) if inst.kind == "decode"
-                 else pm.prefill_batch())
+            r = (pm.decode_step(2 ** (shape[0] / BATCH_GRID) * load, (shape[1] + 0.5) * CTX_BUCKET)
+                 if inst.kind == "decode" else pm.prefill_batch())
             out = self._memo[key] = (r.step_ms, _cv(r, eng.pm.k, eng.scenario.interval_s))
         return out
 
-    def _servers(self, seen: dict, threshold: float) -> None:
-        """EMS servers in service: block service time over their median."""
+    def _servers(self, out: np.ndarray, threshold: float) -> None:
+        """EMS servers in service: block service time over their median, into `out` (per server)."""
         eng = self.eng
         live = np.flatnonzero(eng.ems.live_mask())
         if len(live) < 2:
@@ -136,8 +152,7 @@ class Detector:
             times /= np.array([slow.get(names[i], 1.0) for i in live])
         ratios = self._ratios(times, threshold)
         if ratios is not None:
-            for i in np.flatnonzero(ratios > threshold):
-                seen[("server", names[live[i]])] = float(ratios[i])
+            out[live] = ratios
 
     def summary(self) -> dict:
         """Its flags, its false alarms, and the policy it flags by."""

@@ -30,6 +30,19 @@ STEP_LOG = 20_000   # decode steps kept for the TPOT windows: ~half an hour of o
                     # a report needs a minute before its fault to a minute after its mitigation)
 
 
+# what a mitigation did (a report's `mitigation`) -> its event line
+MITIGATED = {
+    N_("experts rerouted to redundant copies"):
+        N_("#%(id)s %(kind)s on %(target)s: experts rerouted to redundant copies after %(s)s s"),
+    N_("slow die's batch share shrunk"):
+        N_("#%(id)s %(kind)s on %(target)s: slow die's batch share shrunk after %(s)s s"),
+    N_("instance drained and replaced"):
+        N_("#%(id)s %(kind)s on %(target)s: instance drained and replaced after %(s)s s"),
+    N_("EMS server taken out of the ring"):
+        N_("#%(id)s %(kind)s on %(target)s: EMS server taken out of the ring after %(s)s s"),
+}
+
+
 def is_gray(kind: str) -> bool:
     """A kind that slows a part this module runs (a slow link is the network's: manager.py)."""
     k = KINDS[kind]
@@ -125,8 +138,7 @@ class Gray:
         f.mitigated_s = f.served_s = f.recover_s = eng.env.now - f.at_s
         eng.network_changed()
         eng.env.process(self.mgr.restored(f))
-        eng.log("recover", N_("#%(id)s %(kind)s on %(target)s: %(how)s after %(s)s s"), **_who(f),
-                how=f.mitigation, s=f"{f.mitigated_s:.1f}")
+        eng.log("recover", MITIGATED[f.mitigation], **_who(f), s=f"{f.mitigated_s:.1f}")
         return undo
 
     def _can_drop(self, inst, slow: np.ndarray, pol: Policy) -> bool:
