@@ -38,9 +38,9 @@ def test_every_lesson_step_asks_a_question_its_own_figures_answer():
     q = by[("pipelining", 2)].question                          # MTP: TPOT 49.7 ms vs 52.8 ms without
     f = {k: v.value for k, v in by[("pipelining", 2)].figures.items()}
     assert q.choices[q.choice(q.value(f))] == "It goes down"
-    q = by[("faults", 4)].question                             # one slow die in 320: TPOT 23.8 ms vs 16.7 ms before
+    q = by[("faults", 4)].question                             # one slow die in 320: TPOT 34.6 ms vs 16.7 ms before
     f = {k: v.value for k, v in by[("faults", 4)].figures.items()}
-    assert (q.unit, q.value(f)) == ("%", pytest.approx(23.798 / 16.704 * 100))
+    assert (q.unit, q.value(f)) == ("%", pytest.approx(34.6 / 16.704 * 100))
     q = by[("supernode", 3)].question                          # KV over UB: TPOT within 5% of RDMA's
     f = {k: v.value for k, v in by[("supernode", 3)].figures.items()}
     assert q.choices[q.choice(q.value(f))] == "No, it stays within 5 percent"

@@ -126,5 +126,7 @@ def test_the_gray_kinds_are_declared_with_their_fields():
     for name in ("straggler", "hbm_degrade", "node_throttle", "cpu_slow"):
         k = KINDS[name]
         assert k.detect == "telemetry" and [f.name for f in k.fields] == ["factor"]
-        assert list(k.health.values()) == ["factor"]
+        assert set(k.health.values()) == {"factor"}
     assert KINDS["straggler"].targets == ("die", "npu")
+    assert KINDS["straggler"].health == KINDS["node_throttle"].health == {"compute": "factor", "hbm": "factor"}
+    assert KINDS["hbm_degrade"].health == {"hbm": "factor"} and KINDS["cpu_slow"].health == {"cpu": "factor"}

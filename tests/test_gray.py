@@ -38,14 +38,13 @@ def must_show(tmp_path_factory):
 
 
 def test_one_slow_die_paces_the_step_until_the_detector_reroutes_its_experts(must_show):
-    """The must-show file, shorter: the step waits for the slow die (peak-384's light decode batch
-    is mostly HBM-bound weight reads and all-to-all wire time, which compute throttling leaves alone:
-    1.41x, docs/explanation/faults.md), the detector's window (10 s) is the time to detect, the
+    """The must-show file, shorter: the step waits for the slow die (a die at half speed, compute and
+    HBM reads: about 2x at peak-384, docs/explanation/faults.md), the detector's window (10 s) is the time to detect, the
     redundant experts take over after expert_reload_s, TPOT comes back, nothing is lost."""
     (f,) = must_show["faults"]
     assert f["detected_by"] == "telemetry" and f["detect_s"] == 10.0
     assert f["mitigated_s"] == 11.0 and f["mitigation"] == "experts rerouted to redundant copies"
-    assert f["tpot_during_ms"] / f["tpot_before_ms"] == pytest.approx(1.41, abs=0.03)
+    assert f["tpot_during_ms"] / f["tpot_before_ms"] == pytest.approx(2.04, abs=0.05)
     assert abs(f["tpot_after_ms"] / f["tpot_before_ms"] - 1) < 0.1
     assert f["lost"] == 0 and must_show["requests"]["lost"] == 0 and must_show["requests"]["conserved"]
     assert must_show["detector"] == {"flags": 1, "false_alarms": 0, "threshold": 1.15, "window_s": 10.0}
@@ -74,7 +73,8 @@ def test_each_gray_action(action):
     slow = eng.topo.die_ids.index(SLOW)
     fault(eng, "straggler", SLOW, factor=0.5)
     eng.advance(2.0)
-    assert inst.pm.health.compute == 0.5 and eng.snapshot().health == {SLOW: {"compute": 0.5}}
+    assert inst.pm.health.compute == inst.pm.health.hbm == 0.5
+    assert eng.snapshot().health == {SLOW: {"compute": 0.5, "hbm": 0.5}}
     slowed = eng.timing.decode_seconds(inst, 96, 4096)
     eng.advance(12.0)
     check_requests(eng)

@@ -206,18 +206,21 @@ for _k in (
               N_("A node's VPC card (QingTian) stops."), _NET_REPAIR, network=True),
     # gray failures: the part keeps running, slowly (thermal throttling, power capping, corrected ECC errors)
     FaultKind("straggler", ("die", "npu"), "n36/npu3/d1", N_("NPU die or NPU running slow"), N_("slow die"),
-              N_("A die or NPU computes at a fraction of its speed (thermal throttling, power capping); its "
-                 "synchronous group waits for it."), _GRAY_END, stops=False, health={"compute": "factor"},
-              detect="telemetry", fields=(_factor("compute speed", N_("fraction of the part's compute speed kept "
-                                                                       "(0 < f < 1)")),)),
+              N_("A die or NPU runs at a fraction of its speed (thermal throttling, power capping: its cores, "
+                 "and the loads they issue to HBM, at a lower clock); its synchronous group waits for it."),
+              _GRAY_END, stops=False, health={"compute": "factor", "hbm": "factor"},
+              detect="telemetry", fields=(_factor("speed", N_("fraction of the part's speed kept, for its compute "
+                                                               "and its HBM reads (0 < f < 1)")),)),
     FaultKind("hbm_degrade", ("die",), "n36/npu3/d1", N_("HBM bandwidth degraded"), N_("slow HBM"),
               N_("A die's HBM delivers a fraction of its bandwidth (corrected ECC errors, a throttled stack)."),
               _GRAY_END, stops=False, health={"hbm": "factor"}, detect="telemetry",
               fields=(_factor("HBM bandwidth", N_("fraction of the die's HBM bandwidth kept (0 < f < 1)")),)),
     FaultKind("node_throttle", ("node",), "n20", N_("node throttled"), N_("node slow"),
-              N_("Every die of a node computes at a fraction of its speed (a power or cooling limit)."),
-              _GRAY_END, stops=False, health={"compute": "factor"}, detect="telemetry",
-              fields=(_factor("compute speed", N_("fraction of the node's compute speed kept (0 < f < 1)")),)),
+              N_("Every die of a node runs at a fraction of its speed (a power or cooling limit), its compute "
+                 "and its HBM reads alike."),
+              _GRAY_END, stops=False, health={"compute": "factor", "hbm": "factor"}, detect="telemetry",
+              fields=(_factor("speed", N_("fraction of the node's speed kept, for its dies' compute and HBM "
+                                          "reads (0 < f < 1)")),)),
     FaultKind("cpu_slow", ("cpu",), "n05/cpu2", N_("Kunpeng CPU running slow (EMS)"), N_("slow CPU"),
               N_("A Kunpeng CPU and its DRAM serve the EMS cache at a fraction of their speed."), _GRAY_END,
               stops=False, health={"cpu": "factor"}, detect="telemetry",
