@@ -24,7 +24,8 @@ def test_a_faults_during_window_ends_where_the_next_fault_struck():
 
 def _manager(history: dict, now: float) -> FaultManager:
     eng = SimpleNamespace(metrics=SimpleNamespace(history=history), lost_ids=lambda: np.zeros(0, dtype=np.int64),
-                          env=SimpleNamespace(now=now), scenario=SimpleNamespace(interval_s=1.0, seed=0))
+                          env=SimpleNamespace(now=now), scenario=SimpleNamespace(interval_s=1.0, seed=0),
+                          topo=SimpleNamespace(die_ids=[]), ems=None)      # the detector's telemetry: none here
     return FaultManager(eng, policy=object())
 
 

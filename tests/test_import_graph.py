@@ -11,6 +11,7 @@ PKG = ROOT / "twin"
 # service and the tools that construct one). Anything else uses twin.engine.ports.
 WIRING = {"twin.engine", "twin.live.runner", "twin.cli.run", "twin.cli.bench", "twin.cli.bench_turns",
           "twin.cli.fingerprint", "twin.explore.evaluate", "twin.explore.whatif", "twin.serve.engine_proc",
+          "twin.explore.incident", "twin.explore.incidentjob",     # a gray incident's what-if runs
           "twin.cloud.live", "twin.region.member"}
 
 

@@ -46,6 +46,8 @@ def http(dash_app):
     _walk_ids(importlib.import_module("pages.lessons").layout(lesson="faults", step="1"), ids)   # a step's button
     from twin.ui.faulttable import link
     ids.setdefault("fl-rep", []).append(link(1, "table").id)     # a link to a report (drawn with the table)
+    from twin.ui.faultreport import WHATIF
+    ids.setdefault(WHATIF, []).append({"type": WHATIF, "index": 1})   # a gray report's what-if button
     cbs = [(key, cb) for key, cb in dash_app.app.callback_map.items() if "callback" in cb]
     yield client, cbs, ids
     reg.shutdown()
@@ -77,7 +79,7 @@ def _outputs(cb, ids):
 
 
 def _prop_id(dep) -> str:
-    d = dep[0] if isinstance(dep, list) else dep
+    d = (dep[0] if dep else None) if isinstance(dep, list) else dep
     if not d:
         return ""
     cid = d["id"]

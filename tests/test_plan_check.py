@@ -144,7 +144,7 @@ def test_next_step_goes_on_into_the_next_lesson_of_the_plan(dash_app):
         for at, (it, nxt) in enumerate(zip(pl.items, pl.items[1:]), 1):
             view = _parts(page.layout(lesson=it.lesson, step=str(it.step), plan="why-supernode"), [])
             ready = [c for c in view if c.children == "Next step: ready the twin →"]
-            assert [c.id["index"] for c in ready] == [f"{nxt.lesson}/{nxt.step}/why-supernode"], at
+            assert [c.id["index"] for c in ready] == [f"{nxt.lesson}/{nxt.step}/why-supernode/next"], at
             links = [c.href for c in view if c.children == "Next step →"]
             assert links == [f"/lessons?lesson={nxt.lesson}&step={nxt.step}&plan=why-supernode"] * 2, at
         last = _parts(page.layout(lesson=pl.items[-1].lesson, step=str(pl.items[-1].step), plan="why-supernode"), [])

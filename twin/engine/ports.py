@@ -40,6 +40,7 @@ class Logged(Protocol):
 
 class InstanceHost(Protocol):
     """A prefill or decode instance (pools.py): the step machinery around it."""
+    scenario: Scenario            # its prefill chunk size
     env: Clock
     req: RequestTable
     dep: Deployment
@@ -57,10 +58,13 @@ class InstanceHost(Protocol):
     interval_end: float
     external: Any                 # the "external" extension slot (twin.engine.external) or None
     lazy_decode: Instance | None  # the decode instance that takes arrivals itself, or None
+    faults: Any                   # twin.engine.faults.FaultManager: its gray bookkeeping logs decode steps
 
     def take_ticks(self, upto: float, inclusive: bool = True) -> None: ...
 
     def finish(self, ids: np.ndarray) -> None: ...
+
+    def requeue(self, ids: np.ndarray) -> tuple[int, int]: ...
 
 
 class QueueView(Logged, Protocol):

@@ -259,7 +259,7 @@ class FaultManager:
         if hours_per_sim_s > 0:
             self.eng.env.process(random_failures(self, hours_per_sim_s, self.random_gen, rng))
             if gray:
-                own = np.random.default_rng([self.eng.seed, GRAY_STREAM])
+                own = np.random.default_rng([self.eng.scenario.seed, GRAY_STREAM])
                 self.eng.env.process(random_failures(self, hours_per_sim_s, self.random_gen, own, table="gray"))
 
     # ---- reports -------------------------------------------------------------------------------
