@@ -81,3 +81,15 @@ def test_a_sweep_row_counts_arrivals_refused_without_a_row_as_misses(monkeypatch
     capped = evaluate(task)
     assert capped["requests"] == full["requests"]            # every arrival of the cohort is counted
     assert capped["slo_attainment"] < full["slo_attainment"]
+
+
+def test_columns_and_block_list_grow_by_a_quarter_not_double_and_keep_every_row():
+    t = RequestTable()                                     # 16,384 rows to start, 8 blocks each
+    for i in range(76):                                    # a live twin's window: 76,000 requests
+        ptr = np.arange(0, 8001, 8)
+        t.add(np.arange(1000.0) + 1000 * i, np.full(1000, 4096), np.full(1000, 2), ptr,
+              np.arange(8000) + 8000 * i)
+    assert len(t.arrival.a) == 78_125                      # 16,384 * 1.25^7 (doubling took 131,072)
+    assert t.n_blocks == 608_000 and len(t.block_ids) <= 1.25 * t.n_blocks
+    assert np.array_equal(t.arrival[0:76_000], np.arange(76_000.0))    # every row kept across grows
+    assert np.array_equal(t.blocks(75_999), np.arange(607_992, 608_000))

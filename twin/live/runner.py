@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from twin.live import pace, tracestore
 from twin.live.actions import FAULTS_PER_MIN, RESET_LATE, RESETS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
-from twin.live.budget import REQUESTS, CpuShare, RateLimit, give_back_memory
+from twin.live.budget import REQUESTS, CpuShare, RateLimit, give_back_memory, trim_heap
 from twin.live.controls import parse_speed
 from twin.cloud import live as live_cloud
 from twin.engine import Engine
@@ -37,6 +37,8 @@ SANDBOXES = CpuShare(SANDBOX_CPU_SHARE)
 SANDBOX_SLICE_S = 0.005       # a sandbox works in slices of about this much compute, and before each
 SANDBOX_YIELD_S = 0.25        # waits up to this long for the viewers' requests in flight (viewers first)
 LOG_LEN = 200
+HEAP_TRIM_S = 60.0            # the shared twin's thread returns the process's free heap pages to the OS this
+                              # often (assumption: a trim costs milliseconds; live tables grow over minutes)
 
 
 def default_factory(**params):
@@ -171,6 +173,7 @@ class Twin(TwinActions):
     def _loop(self) -> None:
         last_wall = time.monotonic()
         last_adv: float | None = None       # wall time of the previous advance (None after a pause)
+        trimmed = last_wall
         while not self._stop.is_set():
             t0, wait = time.monotonic(), 0.0
             try:
@@ -196,6 +199,9 @@ class Twin(TwinActions):
                 log.exception("twin %s: runner iteration failed", self.key)
                 self._fail_step(exc)
                 now = last_wall = time.monotonic()
+            if self.shared and now - trimmed >= HEAP_TRIM_S:   # sandboxes' grown tables too
+                trim_heap()
+                trimmed = now
             busy = now - t0
             floor = max(MIN_SLEEP, busy * (1 - MAX_DUTY) / MAX_DUTY, min(wait, self.wall_dt))
             pause = max(floor, self.wall_dt - busy) if self.speed != "max" else floor

@@ -1,0 +1,24 @@
+"""A live twin gives memory back while it runs: the shared twin's thread hands the process's free
+heap pages to the OS every HEAP_TRIM_S (grown tables leave their old copies' pages behind)."""
+from __future__ import annotations
+
+from twin.live import runner
+
+from test_callbacks import wait_until
+
+
+def test_the_shared_twin_trims_the_heap_every_interval_and_a_sandbox_does_not(monkeypatch):
+    calls: list[str] = []
+    monkeypatch.setattr(runner, "HEAP_TRIM_S", 0.0)
+    monkeypatch.setattr(runner, "trim_heap", lambda: calls.append("trim"))
+    sandbox = runner.Twin("sb-trim", params={"scenario": "paper-decode"}).start()
+    try:
+        assert wait_until(lambda: sandbox.snapshot.sim_time > 0.5)
+        assert calls == []                                   # a sandbox's thread never trims while it runs
+    finally:
+        sandbox.stop()
+    shared = runner.Twin("t-trim", shared=True, params={"scenario": "paper-decode"}).start()
+    try:
+        assert wait_until(lambda: len(calls) >= 3)           # each loop past the interval: one trim
+    finally:
+        shared.stop()
