@@ -53,7 +53,8 @@ def add_serve_commands(sub) -> None:
     r = sub.add_parser("serve-replay", help="replay a Mooncake trace against `twin serve` (openai SDK or aiohttp); "
                        "client TTFT/ITL next to the twin's")
     r.add_argument("--base-url", default=f"http://127.0.0.1:{DEFAULT_PORT}/v1")
-    r.add_argument("--trace", type=name("a Mooncake JSONL path"), default="../shared/traces/mooncake/conversation_trace.jsonl")
+    r.add_argument("--trace", type=name("a Mooncake JSONL path or a shipped trace name"), default="mooncake_conversation",
+                   help="a Mooncake JSONL path, or a shipped trace name (default mooncake_conversation, vendored in twin/traces)")
     r.add_argument("--requests", type=number(1, 100_000, integer=True), default=200)
     r.add_argument("--concurrency", type=number(1, 5000, integer=True), default=100,
                    help="streams open at once (each request starts as soon as one ends)")

@@ -6,7 +6,7 @@ once to each distinct remote rank holding one of its top-k experts; the time is 
 die's measured UB bandwidth (write for dispatch, read for combine's pull) plus, for combine, the
 top-k reduction of the returned bytes on the vector cores, plus the switch path. Its constants are calibrated on the paper's UB table (ref 4 MoE communication).
 
-NVLink + RDMA (GPU cluster): DeepEP's kernels (gpu-clusters.md section 3).
+NVLink + RDMA (GPU cluster): DeepEP's kernels (ref G 3: deepseek-ai/DeepEP docs/legacy.md).
 - normal kernels (prefill): a token crosses RDMA once per distinct remote *node* and is forwarded
   over NVLink inside that node to the GPUs that hold its experts; time = the slower of the two legs.
   Routing is node-limited (DeepSeek-V3 group-limited gating, at most 4 nodes per token). Each

@@ -8,7 +8,7 @@ attention, gating), dispatch `d`, expert compute `e` and combine `c`.
   of n microbatches costs n x (max(attention, MoE) + one stream hand-off). Prefill overlaps the AIC
   computing one microbatch with SDMA moving the other's all-to-all; half of the shorter side stays
   exposed (assumption: the two phases of each microbatch line up only half the time).
-- "sm-overlap" (deepseek-ai/profile-data README, gpu-clusters.md section 2): two microbatches, the
+- "sm-overlap" (deepseek-ai/profile-data README, ref G 2): two microbatches, the
   compute of one against the communication of the other, in four phases per layer:
   (a_A | c_B), (a_B | d_A), (e_A | d_B), (e_B | c_A). Overlap comes from the resources the two
   streams share, not from a fitted gain: while an all-to-all is in flight, compute runs on the SMs

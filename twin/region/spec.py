@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from twin.model.config import CATALOG_DIR, CatalogError, catalog
 
-MAX_MEMBERS = 64      # the Atlas 950 SuperCluster's 64 SuperPoDs (next-supernodes.md "SuperClusters")
+MAX_MEMBERS = 64      # the Atlas 950 SuperCluster's 64 SuperPoDs (next SuperClusters: Huawei Connect 2025 keynote)
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,9 @@ from multiprocessing import get_context
 import numpy as np
 
 from twin.serve.prompt import BYTES_PER_TOKEN
+from twin.workload.tracefile import TRACES, default_trace_path
 
-BLOCK = 512       # Mooncake's block size (tokens per hash id; /work/shared/traces/README.md)
+BLOCK = 512       # Mooncake's block size (tokens per hash id; Qin et al., FAST 2025; twin/traces/README.md)
 RAMP_PER_S = 250  # streams started a second during the ramp (well under api.REQUESTS_PER_S_ADDRESS = 500)
 
 
@@ -218,7 +219,8 @@ def run(a) -> dict:
         model = json.loads(r.read())["data"][0]["id"]
     workers, engines = _server_pids(a.base_url)
     cpu0 = (_cpu(workers), _cpu(engines))
-    work = rows(a.trace, a.requests, a.max_input)
+    trace = str(default_trace_path(a.trace)) if a.trace in TRACES else a.trace
+    work = rows(trace, a.requests, a.max_input)
     procs = min(a.procs, a.concurrency)
     ramp = a.concurrency / RAMP_PER_S if a.concurrency > 1 else 0.0
     parts = [(a.base_url, a.client, model, work[p::procs], len(range(p, a.concurrency, procs)), ramp, a.max_tokens,

@@ -68,7 +68,7 @@ class LengthDist:
         return f"lognormal(mean={self.a:g}, sigma={self.b:.3g}, hi={self.hi})"
 
 
-# Paper calibration setting: 4K prompts, 256 output tokens (cloudmatrix384.md section 4, batch-8 row).
+# Paper calibration setting: 4K prompts, 256 output tokens (ref 4, batch-8 row: Zuo et al., arXiv 2506.12708v2).
 _DEFAULT_INPUT = LengthDist("fixed", 4096)
 _DEFAULT_OUTPUT = LengthDist("fixed", 256)
 MAX_SYNTHETIC_REQUESTS = 20_000_000  # memory guard: ~2 GB of arrays at 8 blocks per request

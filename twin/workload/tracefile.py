@@ -67,12 +67,12 @@ class TraceNotFound(TraceError):
 
 
 def default_trace_path(name: str) -> Path:
-    """Find a shared trace by short name (see TRACES) or relative path. Looks in $TWIN_TRACES, then
-    ../shared/traces next to the repository, then twin/traces (for vendored copies)."""
+    """Find a trace by short name (see TRACES) or relative path. Looks in $TWIN_TRACES (the operator's
+    folder), then twin/traces (the vendored copies)."""
     rel = TRACES.get(name, name)
     roots = [Path(os.environ["TWIN_TRACES"])] if os.environ.get("TWIN_TRACES") else []
     here = Path(__file__).resolve().parents[1]      # twin/
-    roots += [here.parent.parent / "shared" / "traces", here / "traces"]
+    roots.append(here / "traces")
     for root in roots:
         if (root / rel).is_file():
             return root / rel

@@ -1,6 +1,6 @@
 """EMS (Elastic Memory Service): the context cache of KV blocks pooled over the CPU servers' DRAM.
 
-Facts from reference/cloudmatrix384.md section 3 "EMS": keys (block hash ids, which are prefix
+Facts from ref 3 "EMS" (Zuo et al., arXiv 2506.12708v2; docs/reference/sources.md): keys (block hash ids, which are prefix
 hashes) are spread over servers by consistent hashing; each server has a DRAM tier over an SSD tier,
 LRU in each; prefill looks up the prompt's prefix and loads the hit blocks over UB. Here the cache is
 real state (which block is where), so hit ratios come from the workload, not from a parameter.
