@@ -35,7 +35,7 @@ def test_targets_are_the_reference_rows():
     assert by["EMS prefill speed-up at 90% token reuse"] == 2.28
     assert by["UB dispatch us (EP64, 128 tokens/rank)"] == 141
     assert by["UB combine us (EP256, 128 tokens/rank)"] == 149
-    # gpu-clusters.md section 1 (validation) and section 3 (DeepEP kernel tables, calibration)
+    # ref G 1 (validation) and ref G 3 (DeepEP kernel tables, calibration)
     assert [t.target for t in val] == [1.31, 6288, 7417, 2172]
     assert by["DeepSeek H800 prefill tok/s per GPU (4K, 16K/GPU, balanced)"] == 7839
     assert by["DeepEP normal dispatch GB/s (EP32, 4,096 tokens)"] == 58
