@@ -9,6 +9,7 @@ import pytest
 from dash.development.base_component import Component
 
 from twin import i18n
+from twin.cli.texts import template
 from twin.i18n import catalog
 from twin.live import session
 
@@ -92,7 +93,7 @@ def render(target: str, kwargs: dict):
 
 
 def test_catalogs_are_complete_and_every_msgid_has_a_chinese_translation():
-    assert catalog.problems() == []
+    assert catalog.problems(template()) == []
     zh = catalog.read("zh")
     assert len([m for m in zh if m.id]) > 150
     assert all(m.string.strip() for m in zh if m.id)
@@ -376,7 +377,7 @@ def test_control_confirmations_and_the_action_log_read_in_chinese(twin_registry)
 
 def test_scenario_and_demo_descriptions_read_in_chinese(dash_app):
     """The start line's scenario description, the scenario list's hover texts and the fault demos'
-    stories come from the catalog data, extracted as msgids (twin.i18n.catalog.data_texts)."""
+    stories come from the catalog data, extracted as msgids (twin.cli.texts.data_texts)."""
     from twin.engine import Engine, list_scenarios
     from twin.ui import components
     from twin.ui import eventtext
@@ -472,7 +473,7 @@ def test_the_catalog_check_finds_texts_in_any_module_of_the_package(tmp_path, mo
     (tmp_path / "pages").mkdir()
     (tmp_path / "pages" / "newpage.py").write_text('def f(_):\n    return _("a page text nobody translated")\n')
     assert catalog.sources(tmp_path) == ["pages/newpage.py", "twin/engine/faults/newmodule.py"]
-    found = catalog.problems(catalog.extract(tmp_path))
+    found = catalog.problems(template(tmp_path))
     for lang in ("en", "zh"):
         assert f"{lang}: not in the catalog: 'a state nobody listed'" in found
         assert f"{lang}: not in the catalog: 'a page text nobody translated'" in found

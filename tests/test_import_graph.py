@@ -1,11 +1,18 @@
-"""The module import graph of twin/, read from the source (every import statement, inside functions and
-`if TYPE_CHECKING:` blocks too), has no circle of any kind, and only the wiring imports `Engine`:
-components see the engine through the protocols of twin.engine.ports."""
+"""The module import graph of twin/, the pages and the Dash shell, read from the source (every import
+statement, inside functions and `if TYPE_CHECKING:` blocks too): no import runs back up the floors
+declared in twin/floors.py, there is no circle of any kind, and only the wiring imports `Engine`:
+components see the engine through the protocols of twin.engine.ports. docs/hooks/floors.py draws the
+floors from this graph."""
 import ast
 from pathlib import Path
 
+import pytest
+
+from twin.floors import floor_of
+
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "twin"
+TOPS = ("twin", "pages", "app")     # the module trees the graph covers
 
 # The wiring: modules that build an Engine (the package that exports it, and the commands, the live
 # service and the tools that construct one). Anything else uses twin.engine.ports.
@@ -21,7 +28,8 @@ def module_name(path: Path) -> str:
 
 
 def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in PKG.rglob("*.py")}
+    files = [*PKG.rglob("*.py"), *(ROOT / "pages").glob("*.py"), ROOT / "app.py"]
+    return {module_name(p): p for p in files}
 
 
 def _resolve(mod: str, is_pkg: bool, node: ast.ImportFrom) -> str:
@@ -40,10 +48,10 @@ def imports(mod: str, path: Path, known: set[str]) -> list[tuple[str, str]]:
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            out += [(a.name, "") for a in node.names if a.name.split(".")[0] == "twin"]
+            out += [(a.name, "") for a in node.names if a.name.split(".")[0] in TOPS]
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(mod, path.name == "__init__.py", node)
-            if base.split(".")[0] != "twin":
+            if base.split(".")[0] not in TOPS:
                 continue
             for a in node.names:
                 sub = f"{base}.{a.name}"
@@ -101,6 +109,33 @@ def test_the_graph_sees_type_only_and_function_level_imports():
     assert "twin.engine.ports" in edges["twin.engine.pools"]
     assert "twin.engine.core" in edges["twin.engine"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def back_up(edges: dict[str, set[str]]) -> list[str]:
+    """Every import from a module to a module on a higher floor, as "importer -> imported"."""
+    return sorted(f"{a} -> {b}" for a, bs in edges.items() for b in bs if floor_of(b) > floor_of(a))
+
+
+def test_every_module_stands_on_a_declared_floor():
+    unplaced = []
+    for mod in graph()[0]:
+        try:
+            floor_of(mod)
+        except KeyError:
+            unplaced.append(mod)
+    assert unplaced == []
+
+
+def test_no_import_runs_back_up_the_floors():
+    assert back_up(graph()[0]) == []
+
+
+def test_the_floor_check_sees_an_import_back_up_and_lets_commands_reach_down():
+    edges = {"twin.engine.source": {"twin.live.tracestore", "twin.workload.resolve"},
+             "twin.lessons.__main__": {"twin.cli.lesson_check"}, "pages.cloud": {"twin.ui.jobform", "app"}}
+    assert back_up(edges) == ["twin.engine.source -> twin.live.tracestore"]
+    with pytest.raises(KeyError):
+        floor_of("twin.newpackage.thing")
 
 
 def test_no_import_circle_among_modules():

@@ -15,7 +15,8 @@ from dash._utils import AttributeDict
 
 from twin import lessons
 from twin.live import session
-from twin.lessons import check, measure
+from twin.cli import lesson_check as check
+from twin.cli import lesson_measure as measure
 from twin.lessons import __main__ as lessons_cli
 from twin.lessons.screen import READERS
 

@@ -559,7 +559,7 @@ def test_normal_kernel_nic_is_capped_by_its_peer_connections():
 
 # ---- precisions and conditions as the sources ran them ----------------------------------------
 def test_fp4_weights_and_fp8_kv_are_expressible():
-    from twin.predict.memory import BYTES_PER_PARAM
+    from twin.model.memory import BYTES_PER_PARAM
     assert BYTES_PER_PARAM["nvfp4"] == 0.5 + 1 / 16 and BYTES_PER_PARAM["mxfp4"] == 0.5 + 1 / 32
     fp8, fp4 = PerfModel("gb200-nvl72-r1"), PerfModel("gb200-nvl72-r1-fp4")
     assert (fp4.dep.moe_precision, fp4.dep.attention_dtype, fp4.dep.kv_dtype_bytes) == ("nvfp4", "fp8", 1)

@@ -12,7 +12,7 @@ import pytest
 
 from twin import lessons
 from twin.lessons import __main__ as lessons_cli
-from twin.lessons import plancheck
+from twin.cli import plan_check as plancheck
 from twin.live import lecture
 from twin.live.controls import ControlError
 from twin.live.runner import Twin

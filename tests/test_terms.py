@@ -10,7 +10,8 @@ import pytest
 from babel.messages.catalog import Catalog
 
 from twin import i18n
-from twin.i18n import LangError, catalog, terms
+from twin.cli.texts import template
+from twin.i18n import LangError, terms
 from twin.i18n.__main__ import main
 
 ZH_PO = i18n.po_path("zh")
@@ -29,7 +30,7 @@ def test_the_termbase_covers_the_concepts_and_passes_its_own_check():
 
 
 def test_catalogs_lessons_and_glossary_use_one_term_per_concept(capsys):
-    assert [str(h) for h in terms.problems(catalog.extract())] == []
+    assert [str(h) for h in terms.problems(template())] == []
     assert main(["terms"]) == 0
     assert capsys.readouterr().out.strip() == "one term per concept"
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from twin.live import tracestore
-from twin.workload import LapIds, Workload, default_trace_path, load_trace, synthetic
+from twin.workload import LapIds, Workload, synthetic
+from twin.workload.resolve import open_trace
 from twin.model import settings
 
 CHUNK_S = 30.0     # synthetic generation window, sim seconds (a memory/speed trade-off only)
@@ -49,10 +49,7 @@ class TraceSource:
 
     def __init__(self, trace: str, speedup: float, loop: bool, fmt: str = "auto",
                  lenient: bool = False):
-        w = tracestore.workload(trace)        # a dashboard upload, parsed when it arrived
-        if w is None:
-            path = trace if "/" in trace or trace.endswith((".jsonl", ".csv")) else default_trace_path(trace)
-            w = load_trace(path, None if fmt == "auto" else fmt, lenient=lenient)
+        w = open_trace(trace, fmt, lenient)   # a dashboard upload (parsed when it arrived) or a file
         self.workload = w.scaled(speedup)
         self.loop = loop
         w = self.workload

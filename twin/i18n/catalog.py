@@ -2,8 +2,9 @@
 
 Messages come from `_("...")` and `N_("...")` calls in every Python module of the app (`sources()`:
 app.py, pages/ and the whole `twin` package, found, not listed: a list kept by hand missed
-twin/engine/faults/rows.py, issue 36), extracted with Babel's Python extractor, and from the lessons
-and glossary data (`twin.lessons.messages`). The
+twin/engine/faults/rows.py, issue 36), extracted with Babel's Python extractor, and from the data texts the caller hands in (lessons,
+glossary, scenario and fault-demo descriptions: `twin.cli.texts`, since they come from packages
+above this one). The
 template `messages.pot` holds them all; each language's `messages.po` keeps its translations
 across updates (no fuzzy matching: a changed English text needs a fresh translation).
 
@@ -18,21 +19,19 @@ entries in zh, and add the page to the rendered-text test.
 from __future__ import annotations
 
 import re
-import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 
 from babel.messages.catalog import Catalog
 from babel.messages.extract import extract_from_file
 from babel.messages.pofile import read_po, write_po
 
-from twin.lessons import messages
-
 from twin.i18n import BABEL_LOCALE, DOMAIN, LANGS, LOCALE_DIR, po_path
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE_GLOBS = ("app.py", "pages/*.py", "twin/**/*.py")     # every module of the package, the pages and the shell
 KEYWORDS = {"_": None, "N_": None}
-DATA = "twin/catalog"               # where the catalog data's texts (data_texts) are said to come from
+DATA = "twin/catalog"               # where the catalog data's texts (twin.cli.texts) are said to come from
 POT = LOCALE_DIR / f"{DOMAIN}.pot"
 _NAMES = re.compile(r"%\((\w+)\)s")
 
@@ -44,33 +43,18 @@ def sources(root: Path | None = None) -> list[str]:
                    if "__pycache__" not in p.parts})
 
 
-def extract(root: Path | None = None) -> Catalog:
-    """The template: every msgid of the sources (under `root`, the repository) and of the lesson
-    data, with where it occurs."""
+def extract(texts: Iterable[tuple[str, str, str]], root: Path | None = None) -> Catalog:
+    """The template: every msgid of the sources (under `root`, the repository) with where it occurs,
+    and the data `texts` as (text, location, where) (location DATA: shown as is, never %-formatted)."""
     root = ROOT if root is None else root
     cat = Catalog(project="CloudMatrix Twin", charset="utf-8")
     for rel in sources(root):
         for lineno, msg, _comments, _ctx in extract_from_file("python", root / rel, keywords=KEYWORDS):
             if isinstance(msg, str) and msg:
                 cat.add(msg, locations=[(rel, lineno)])
-    for msg, where in messages():
-        cat.add(msg, locations=[("twin/lessons/data", None)], auto_comments=[where])
-    for msg, where in data_texts():
-        cat.add(msg, locations=[(DATA, None)], auto_comments=[where])
+    for msg, location, where in texts:
+        cat.add(msg, locations=[(location, None)], auto_comments=[where])
     return cat
-
-
-def data_texts() -> list[tuple[str, str]]:
-    """(text, where) of the catalog data shown on the dashboard: scenario and fault-demo descriptions."""
-    from twin.model.config import CATALOG_DIR
-    from twin.engine.faults import describe, load_fault_file
-    scen = tomllib.loads((CATALOG_DIR / "scenarios.toml").read_text())
-    out = [(s["description"], f"scenario {name}") for name, s in scen.items()
-           if isinstance(s, dict) and s.get("description")]
-    for p in sorted((CATALOG_DIR / "faults").glob("*.toml")):
-        if text := describe(p, load_fault_file(p)):
-            out.append((text, f"fault demo {p.stem}"))
-    return out
 
 
 def read(lang: str) -> Catalog:
@@ -84,9 +68,9 @@ def _write(cat: Catalog, path: Path) -> None:
         write_po(fh, cat, width=100, omit_header=False, sort_output=True, include_lineno=False)
 
 
-def update() -> dict[str, int]:
-    """Rewrite the template and merge it into every catalog; returns untranslated counts per language."""
-    tmpl = extract()
+def update(tmpl: Catalog) -> dict[str, int]:
+    """Write the template `tmpl` (extract()) and merge it into every catalog; returns untranslated
+    counts per language."""
     _write(tmpl, POT)
     counts = {}
     for lang in LANGS:
@@ -99,10 +83,10 @@ def update() -> dict[str, int]:
     return counts
 
 
-def problems(tmpl: Catalog | None = None) -> list[str]:
-    """What is wrong with the catalogs now: msgids in the code or data but not in a catalog, zh
-    entries without a translation, and placeholder mismatches (Babel's python-format checker)."""
-    tmpl = extract() if tmpl is None else tmpl
+def problems(tmpl: Catalog) -> list[str]:
+    """What is wrong with the catalogs now, against the template `tmpl` (extract()): msgids in the
+    code or data but not in a catalog, zh entries without a translation, and placeholder mismatches
+    (Babel's python-format checker)."""
     out = []
     for lang in LANGS:
         cat = read(lang)

@@ -178,8 +178,8 @@ def scan_msgids(template, table=None) -> list[Hit]:
 
 
 def problems(template) -> list[Hit]:
-    """Every second rendering of a term: zh msgstrs, English msgids of `template` (catalog.extract(),
-    which this package's base never imports: it reads the lessons and the engine's fault files),
+    """Every second rendering of a term: zh msgstrs, English msgids of `template` (twin.cli.texts.template(),
+    which this package never imports: it reads the lessons and the engine's fault files),
     lesson and glossary text."""
     return scan_po(po_path("zh"), "zh") + scan_msgids(template) + scan_lessons()
 

@@ -8,7 +8,8 @@ the speed the step sets, the simulated seconds to wait, a tolerance, and which n
 each figure is, see screen.py) or figures read from the JSON a named command printed (`measures`,
 for what the paper's setting gives). The text holds only `%(name)s` placeholders, so re-measuring
 never touches a translation. `python -m twin.lessons check` drives every step on a live twin and
-compares its page with the answer (check.py); `python -m twin.lessons measure` re-runs the commands.
+compares its page with the answer (twin/cli/lesson_check.py); `python -m twin.lessons measure` re-runs
+the commands (twin/cli/lesson_measure.py).
 
 A step may declare a `[step.question]` (a number with a unit, or choices) that one of its figures
 answers: the class predicts it on their own screens before the reveal (twin.live.classroom). Class plans
@@ -310,7 +311,7 @@ def glossary() -> tuple[Term, ...]:
 
 def messages() -> list[tuple[str, str]]:
     """Every translatable text of the lessons and the glossary, with where it comes from
-    (extracted into the catalogs by twin.i18n.catalog)."""
+    (handed to the catalogs by twin.cli.texts)."""
     out = []
     for les in lessons():
         out += [(les.title, f"lesson {les.id}: title"), (les.summary, f"lesson {les.id}: summary")]

@@ -1,5 +1,6 @@
 """`python -m twin.lessons check [--quick] [--lesson ID]` | `measure [--quick]` | `probe NAME` (JSON) |
-`plan-check PLAN... | --all [--json] [--short S]`: see check.py, measure.py, probes.py and plancheck.py."""
+`plan-check PLAN... | --all [--json] [--short S]`: see twin/cli/lesson_check.py, lesson_measure.py,
+plan_check.py and probes.py. A command, on the command line's floor (twin/floors.py) like every `__main__`."""
 from __future__ import annotations
 
 import argparse
@@ -7,9 +8,9 @@ import json
 import sys
 
 from twin.lessons import LessonError
-from twin.lessons.check import main as check
-from twin.lessons.measure import main as measure
-from twin.lessons.plancheck import main as plan_check
+from twin.cli.lesson_check import main as check
+from twin.cli.lesson_measure import main as measure
+from twin.cli.plan_check import main as plan_check
 from twin.lessons.probes import PROBES
 
 

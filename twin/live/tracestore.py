@@ -9,7 +9,7 @@ content hash. All kept uploads together cost at most UPLOAD_STORE_BYTES; the lea
 dropped first, but never one a live twin replays: a twin `pin`s the upload it runs (and a sandbox
 copying it pins it again), so no twin points at a trace it cannot re-open. The engine gets a
 shipped name, an operator's path that this module resolved, or an upload key that `workload()`
-looks up. A viewer is shown an upload's `label`, never its key (the key re-opens the upload).
+looks up (registered with `twin.workload.resolve`, which the engine asks). A viewer is shown an upload's `label`, never its key (the key re-opens the upload).
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Hashable
 
 from twin.workload import TRACES, UPLOAD_LIMITS, Workload, parse_trace_text
+from twin.workload.resolve import add_store
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,9 @@ def workload(key) -> Workload | None:
         if hit is not None:
             _uploads.move_to_end(key)
     return hit.workload if hit else None
+
+
+add_store(workload)     # the engine opens an upload key through twin.workload.resolve
 
 
 def cost(w: Workload) -> int:

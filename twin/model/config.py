@@ -12,7 +12,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from twin.predict.memory import Geometry
+from twin.model.memory import Geometry
 
 CATALOG_DIR = Path(__file__).parent.parent / "catalog"
 

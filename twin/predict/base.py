@@ -5,7 +5,7 @@ step of a batch takes (`decode_step`) and how long a prefill batch takes (`prefi
 a StepResult. `with_net` gives the same predictor under other plane health (faults), `with_health`
 under other health of the instance's slowest member (gray faults: a slow die, HBM, CPU). Everything
 else the engine needs (memory geometry, the largest batch within the TPOT SLO) follows from these
-and from `memory.Geometry`. Implementations: `roofline.PerfModel` (operator-level, calibrated) and
+and from `twin.model.memory.Geometry`. Implementations: `roofline.PerfModel` (operator-level, calibrated) and
 `constant.ConstantPredictor` (fixed times, for exact engine tests); `REGISTRY` names them.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from twin.model import rules
 from twin.model.config import Catalog, Chip, Deployment, Model, System, catalog, constants
-from twin.predict.memory import Geometry
+from twin.model.memory import Geometry
 
 DECODE_CURVE_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 256)   # batch per NPU
 

@@ -166,7 +166,7 @@ def demos() -> html.Div:
         at = ", ".join(f"{a:g}" for a in d["at_s"])
         meta = _("%(scenario)s · seed %(seed)s · fault at %(at)s s") % {"scenario": d["scenario"], "seed": d["seed"],
                                                                        "at": at}
-        story = _(d["description"])          # a catalog msgid (twin.i18n.catalog.data_texts)
+        story = _(d["description"])          # a catalog msgid (twin.cli.texts.data_texts)
         items.append(html.Div([
             html.Button(_(d["title"]), id={"type": f"{P}-demo", "index": d["name"]}, className="btn demo-btn",
                         n_clicks=0, title=f"{story} ({d['name']}: {meta}, {d['duration_s']:g} {unit('s')})".strip()),
