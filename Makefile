@@ -7,7 +7,9 @@ HOST ?= 127.0.0.1
 PORT ?= 8050
 SERVE_PORT ?= 8060
 
-.PHONY: run room test docs unit bench bench-ui bench-room screenshots validate chromium clean
+# Tests: `make test` is every test but the timing ones (no test there depends on the machine's load);
+# `make unit` leaves out the browser (e2e) and slow ones too; `make timing` runs the wall-clock and CPU checks.
+.PHONY: run room test docs unit timing bench bench-ui bench-room screenshots validate chromium clean
 
 $(BIN)/python:
 	command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python 3.11)"; exit 2; }
@@ -36,13 +38,16 @@ room: $(STAMP)
 	$(BIN)/python -m twin.cli.room --host 0.0.0.0 --port $(PORT)
 
 test: $(STAMP) chromium
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not timing"
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not e2e"
+	$(BIN)/python -m pytest -q -m "not e2e and not slow and not timing"
+
+timing: $(STAMP)
+	$(BIN)/python -m pytest -q -m timing
 
 validate: $(STAMP)
 	$(BIN)/python -m twin validate

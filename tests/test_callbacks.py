@@ -140,6 +140,7 @@ def test_pause_freezes_the_snapshot_and_play_resumes(twin_registry):
     assert wait_until(lambda: tw.snapshot.version > v)
 
 
+@pytest.mark.timing
 def test_speed_sets_sim_seconds_per_wall_second(twin_registry):
     tw = twin_registry.shared()
     tw.control("speed", 20)

@@ -23,9 +23,8 @@ SECRET = "s" * 32
 
 @pytest.fixture(scope="module")
 def run(cloud):
-    t0 = time.monotonic()
     data, msg, cls = cloud.on_run(1, 30, *KNOBS, SECRET)
-    assert time.monotonic() - t0 < 1.0                # queued, not simulated inside the request
+    assert cloud._job(data, SECRET)["state"] in ("queued", "running")   # not simulated inside the request
     assert cls == "ctl-msg msg-ok" and msg == "A 30 s day under 3 policies and 3 seeds is queued as a background job."
     _wait(lambda: cloud._job(data, SECRET)["state"] not in ("queued", "running"), timeout=300)
     assert cloud._job(data, SECRET)["state"] == "done", cloud._job(data, SECRET)

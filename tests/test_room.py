@@ -23,6 +23,7 @@ def test_a_cpu_share_refills_at_its_rate_and_bounds_bursts():
     assert share.wait_s() > 0
 
 
+@pytest.mark.timing
 def test_sandboxes_at_max_speed_get_a_bounded_share_of_the_cpu(dash_app):
     reg = session.configure(wall_dt=0.2, max_sandboxes=2, ttl_s=600, token=None, per_address=4)
     try:

@@ -280,6 +280,7 @@ def test_a_shipped_trace_missing_on_the_server_is_reported_without_its_folders(r
 
 # ---- 6. the worst allowed upload is quick ---------------------------------------------------------
 
+@pytest.mark.timing
 def test_the_worst_allowed_upload_parses_and_builds_an_engine_in_seconds():
     from twin.engine import Engine
     per_row = -(-tracefile.UPLOAD_LIMITS.row_tokens // 512)

@@ -52,6 +52,7 @@ def test_azure_figures():
     assert np.array_equal(w.num_blocks, -(-w.input_tokens // 512))
 
 
+@pytest.mark.timing
 def test_mooncake_loads_fast(mooncake):
     import time
     t = time.perf_counter()
@@ -220,6 +221,7 @@ def test_diurnal_thinning_follows_the_sine():
     assert night == pytest.approx(432_000 * (1 - 1.6 / np.pi), rel=0.02)
 
 
+@pytest.mark.timing
 def test_synthetic_at_scale_is_fast():
     import time
     t = time.perf_counter()
