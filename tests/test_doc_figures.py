@@ -80,3 +80,30 @@ def test_a_token_naming_nothing_stops_the_build_saying_what_is_allowed(hook):
         hook.render("{{ answer expert-parallel.3 }}")
     with pytest.raises(hook.FigureError, match="no plan 'nope'.*why-supernode"):
         hook.render("{{ plan nope }}")
+
+
+def test_the_tutorial_names_demos_as_the_failures_page_labels_them(hook):
+    """Issue 36 (16): the tutorial said `decode-die-redundant` where the page's demo list says "Decode die
+    lost, redundant experts"; in its prose a demo is named by its label (a command keeps the file name)."""
+    from twin.ui.faultview import DEMO_TITLES
+    text = hook.render((ROOT / "docs/tutorial/first-run.md").read_text())
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    assert not set(re.findall(r"`([a-z0-9-]+)`", prose)) & set(DEMO_TITLES)
+    step = text[text.index("## 3. Break something"):]
+    for demo in ("decode-die-redundant", "decode-die-no-redundancy"):
+        assert f"**{' '.join(DEMO_TITLES[demo].split())}**" in " ".join(step.split())
+    assert "27,197 requests go back through prefill" in text
+
+
+def test_the_serving_page_starts_with_an_openai_client(hook):
+    """Issue 36 (16): the serving page opened on a 4,341-word dated log; it starts with the server, an
+    openai snippet and curl, and the dated measurements are a page of the performance log."""
+    serve = (ROOT / "docs/serve.md").read_text()
+    first = serve.index("## ")
+    assert serve[first:].startswith("## Point an OpenAI client here")
+    quick = serve[first:serve.index("## ", first + 3)]
+    assert "python -m twin serve --port 8060" in quick and 'OpenAI(base_url="http://localhost:8060/v1"' in quick
+    assert "curl -s localhost:8060/v1/chat/completions" in quick
+    assert "Measured from outside" not in serve.replace("[serving performance log]", "")
+    assert "performance/serving.md" in (ROOT / "mkdocs.yml").read_text()
+    assert (ROOT / "docs/performance/serving.md").read_text().count("## Measured from outside") == 2
