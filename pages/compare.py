@@ -37,11 +37,19 @@ def _compare() -> dict:
     return compare(TPOT_SLO_MS)
 
 
-def _lines(series: dict, x: str, text, hover: str, x_title: str, **xaxis) -> dict:
-    """One line per system on shared axes (decode tokens/s per chip on y)."""
-    data = [{"type": "scatter", "mode": "lines+markers", "name": s, "x": [r[x] for r in rows],
+def names(d: dict) -> dict[str, str]:
+    """Deployment id -> what the page calls its system: the catalog's name (CloudMatrix384, H800
+    cluster, ...), with the deployment added where two rows share a system."""
+    base = {s["deployment"]: s.get("name") or s["system"] for s in d["systems"]}
+    dup = {n for n in base.values() if list(base.values()).count(n) > 1}
+    return {dep: f"{n} ({dep})" if n in dup else n for dep, n in base.items()}
+
+
+def _lines(series: dict, x: str, text, hover: str, x_title: str, label: dict, **xaxis) -> dict:
+    """One line per system on shared axes (decode tokens/s per chip on y), named by `label`."""
+    data = [{"type": "scatter", "mode": "lines+markers", "name": label.get(s, s), "x": [r[x] for r in rows],
              "y": [r["tokens_per_s_per_chip"] for r in rows], "marker": {"color": PALETTE[i % len(PALETTE)]},
-             "text": [text(r) for r in rows], "hovertemplate": hover + "<extra>" + s + "</extra>"}
+             "text": [text(r) for r in rows], "hovertemplate": hover + "<extra>" + label.get(s, s) + "</extra>"}
             for i, (s, rows) in enumerate(series.items())]
     lay = theme.base_layout(hovermode="closest", xaxis={"title": {"text": x_title}, "gridcolor": theme.GRID, **xaxis},
                         yaxis={"title": {"text": _("decode tokens/s per chip")}, "gridcolor": theme.GRID,
@@ -53,7 +61,7 @@ def curves_figure(d: dict) -> dict:
     """Every system's decode curve (tokens/s per chip vs TPOT) on the same axes, with the SLO."""
     fig = _lines(d["curves"], "tpot_ms", lambda r: _("batch %(b)s per chip") % {"b": r["batch_per_chip"]},
                  "%{text}: TPOT %{x:.1f} " + lang.unit("ms") + ", %{y:.0f} " + _("tok/s per chip"), _("TPOT, ms"),
-                 range=[0, 2 * d["tpot_slo_ms"]])
+                 names(d), range=[0, 2 * d["tpot_slo_ms"]])
     fig["layout"]["shapes"] = [{"type": "line", "x0": d["tpot_slo_ms"], "x1": d["tpot_slo_ms"], "y0": 0, "y1": 1,
                                 "yref": "paper", "line": {"color": theme.RED, "dash": "dash"}}]
     for i, s in enumerate(d["systems"]):     # each operating point with its band and label
@@ -63,7 +71,7 @@ def curves_figure(d: dict) -> dict:
                             "marker": {"color": PALETTE[i % len(PALETTE)], "size": 11, "symbol": "diamond"},
                             "error_y": error_bars([s["tokens_per_s_per_chip"]], [b]),
                             "text": [band_text(b)], "hovertemplate": "%{y:.0f} " + _("tok/s per chip")
-                            + " (%{text})<extra>" + s["deployment"] + "</extra>"})
+                            + " (%{text})<extra>" + names(d)[s["deployment"]] + "</extra>"})
     return fig
 
 
@@ -75,33 +83,35 @@ def ep_figure(d: dict) -> dict:
     return _lines(d["ep_sweep"], "decode_ep",
                   lambda r: f"{r['fabric']}, " + _("batch %(b)s per chip") % {"b": r["batch_per_chip"]}
                   + f", TPOT {r['tpot_ms']:.1f} {lang.unit('ms')}",
-                  "%{text}<br>EP%{x}: %{y:.0f} " + _("tok/s per chip"), _("decode EP degree"), type="log",
+                  "%{text}<br>EP%{x}: %{y:.0f} " + _("tok/s per chip"), _("decode EP degree"), names(d), type="log",
                   tickvals=EP_TICKS, minor={"showgrid": False})
 
 
 def bars_figure(d: dict) -> dict:
     """Per-TFLOPS, per-kW and $ per million tokens: three stacked panels of horizontal bars, each
     titled with its figure and which way is better; system names sit on the y axes, which grow
-    to fit them (automargin), so no name is cut and no axis title runs into the next panel."""
-    names = [s["deployment"] for s in d["systems"]]
+    to fit them (automargin), so no name is cut and no axis title runs into the next panel. Each bar's
+    label sits inside it from its base, clear of the error bar drawn at its end."""
+    label = names(d)
+    ys = [label[s["deployment"]] for s in d["systems"]]
     bars, notes = [], []
     lay = theme.base_layout(hovermode="closest", showlegend=False, margin={"l": 10, "r": 16, "t": 24, "b": 24})
     gap, rows = 0.12, len(METRICS)
     height = (1 - gap * (rows - 1)) / rows
-    for i, (m, label, better) in enumerate(METRICS, 1):
+    for i, (m, metric, better) in enumerate(METRICS, 1):
         n = "" if i == 1 else str(i)             # Plotly names the first axes x and y
         top = 1 - (i - 1) * (height + gap)
         bands = [s["bands"][m] for s in d["systems"]]
-        bars.append({"type": "bar", "orientation": "h", "name": _(label), "y": names, "x": [s[m] for s in d["systems"]],
+        bars.append({"type": "bar", "orientation": "h", "name": _(metric), "y": ys, "x": [s[m] for s in d["systems"]],
                      "xaxis": f"x{n}", "yaxis": f"y{n}", "marker": {"color": PALETTE[i - 1]},
                      "error_x": error_bars([s[m] for s in d["systems"]], bands),
                      "text": [f"{components.fmt(s[m])} {band_text(b)}" for s, b in zip(d["systems"], bands)],
-                     "textposition": "auto",
-                     "hovertemplate": "%{y}: %{text}<extra>" + _(label) + "</extra>"})
+                     "textposition": "inside", "insidetextanchor": "start", "textangle": 0,
+                     "hovertemplate": "%{y}: %{text}<extra>" + _(metric) + "</extra>"})
         lay[f"xaxis{n}"] = {"anchor": f"y{n}", "gridcolor": theme.GRID, "rangemode": "tozero", "automargin": True}
         lay[f"yaxis{n}"] = {"anchor": f"x{n}", "domain": [top - height, top], "automargin": True,
                             "autorange": "reversed", "gridcolor": theme.GRID}
-        notes.append({"text": f"<b>{_(label)}</b> ({_(better)})", "x": 0, "xref": "paper", "xanchor": "left",
+        notes.append({"text": f"<b>{_(metric)}</b> ({_(better)})", "x": 0, "xref": "paper", "xanchor": "left",
                       "y": top, "yref": "paper", "yanchor": "bottom", "showarrow": False, "font": {"size": 12}})
     lay["annotations"] = notes
     return {"data": bars, "layout": lay}
@@ -129,17 +139,20 @@ def what_it_supports(d: dict) -> str:
     rent = min(rows, key=lambda s: s["usd_per_million_tokens_rental"])
     kind = lambda s: (_("an assumption") if "assumption" in s["tco_sources"]["capex_usd_per_chip"].lower()
                       else _("cited"))
+    label = names(d)
+    fast = label[max(rows, key=lambda s: s["tokens_per_s_per_chip"])["deployment"]]
+    kw = label[max(rows, key=lambda s: s["tokens_per_s_per_kw"])["deployment"]]
+    leads = (_("%(fast)s leads both per chip and per kW") if fast == kw
+             else _("%(fast)s leads per chip and %(kw)s per kW")) % {"fast": fast, "kw": kw}
     return _("On one cost basis (TCO: capex over the service life plus power at one boundary x PUE) %(a)s costs "
              "least per million output tokens ($%(va)s against $%(vb)s on %(b)s); that rests on the capex and life "
              "behind each chip-hour (%(a)s $%(pa)s, capex %(ka)s; %(b)s $%(pb)s, capex %(kb)s: at $%(tie)s %(b)s "
-             "would tie) as much as on throughput, where %(fast)s leads per chip and %(kw)s per kW; on rental "
-             "prices %(r)s is cheapest.") % {
-        "a": a["deployment"], "b": b["deployment"], "va": components.fmt(a["usd_per_million_tokens"]),
+             "would tie) as much as on throughput, where %(leads)s; on rental prices %(r)s is cheapest.") % {
+        "a": label[a["deployment"]], "b": label[b["deployment"]], "va": components.fmt(a["usd_per_million_tokens"]),
         "vb": components.fmt(b["usd_per_million_tokens"]), "pa": f"{a['usd_per_chip_hour']:.2f}", "ka": kind(a),
         "pb": f"{b['usd_per_chip_hour']:.2f}", "kb": kind(b),
         "tie": f"{b['usd_per_chip_hour'] * a['usd_per_million_tokens'] / b['usd_per_million_tokens']:.2f}",
-        "fast": max(rows, key=lambda s: s["tokens_per_s_per_chip"])["deployment"],
-        "kw": max(rows, key=lambda s: s["tokens_per_s_per_kw"])["deployment"], "r": rent["deployment"]}
+        "leads": leads, "r": label[rent["deployment"]]}
 
 
 def workload_line(d: dict) -> str:
@@ -150,15 +163,32 @@ def workload_line(d: dict) -> str:
                                    "kv": f"{w['kv_len']:,.0f}", "slo": f"{d['tpot_slo_ms']:g}"}
 
 
+def _sources(s: dict) -> html.Details:
+    """How a system's kW and $ per chip-hour are made, in the viewer's language, with the citations
+    behind each part (quoted as written in tco.toml) folded under it."""
+    t, src = s["tco_parts"], s["tco_sources"]
+    power = _("IT %(it)s kW + network %(net)s kW, x PUE %(pue)s") % {
+        "it": f"{t['it_kw_per_chip']:g}", "net": f"{t['network_kw_per_chip']:g}", "pue": f"{t['pue']:g}"}
+    price = _("capex $%(capex)s per chip over %(life)s years + energy at $%(kwh)s/kWh") % {
+        "capex": f"{t['capex_usd_per_chip']:,}", "life": f"{t['life_years']:g}", "kwh": f"{t['usd_per_kwh']:g}"}
+    cites = [(_("IT power"), src["it_kw_per_chip"]), (_("network power"), src["network_kw_per_chip"]),
+             ("PUE", src["pue"]), (_("capex"), src["capex_usd_per_chip"]), (_("service life"), src["life_years"]),
+             (_("electricity price"), src["usd_per_kwh"])]
+    return html.Details([html.Summary(f"{power} · {price}"),
+                         html.Ul([html.Li([html.B(k + ": "), html.Span(v, className="i18n-skip")]) for k, v in cites],
+                                 className="cite-list")], className="cost-sources")
+
+
 def inputs_table(d: dict) -> html.Div:
-    """The power and price per chip behind the per-kW and $ figures, each with its source."""
-    rows = [html.Tr([html.Td(s["deployment"]), html.Td(s["chip"]), html.Td(s["precision"]),
-                     html.Td(f"{s['chip_power_kw']:g}", className="num"),
-                     html.Td(s["chip_power_source"], className="i18n-skip"),      # citations, as written
-                     html.Td(f"{s['usd_per_chip_hour']:.2f}", className="num"),
-                     html.Td(s["usd_per_chip_hour_source"], className="i18n-skip")])
-            for s in d["systems"]]
-    head = [_("system"), _("chip"), _("precision"), _("kW per chip"), _("source"), _("$ per chip-hour"), _("source")]
+    """The power and price per chip behind the per-kW and $ figures: one row a system, then how they
+    are made (translated) with their citations (quoted) on a full-width row under it."""
+    label, rows = names(d), []
+    for s in d["systems"]:
+        rows.append(html.Tr([html.Td(label[s["deployment"]]), html.Td(f"{s['chip']} · {s['precision']}"),
+                             html.Td(f"{s['chip_power_kw']:g}", className="num"),
+                             html.Td(f"{s['usd_per_chip_hour']:.2f}", className="num")]))
+        rows.append(html.Tr(html.Td(_sources(s), colSpan=4), className="sub-row"))
+    head = [_("system"), _("chip"), _("kW per chip"), _("$ per chip-hour")]
     return html.Div(html.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)], className="tbl",
                                id=f"{P}-inputs"), className="tbl-wrap")
 
@@ -166,7 +196,8 @@ def inputs_table(d: dict) -> html.Div:
 def table(d: dict) -> html.Table:
     head = [_("system"), _("batch/chip"), _("tok/s per chip"), _("band"), _("TPOT ms"), _("all-to-all share"),
             _("$ / M tokens")]
-    rows = [html.Tr([html.Td(s["deployment"]), html.Td(s["batch_per_chip"], className="num"),
+    label = names(d)
+    rows = [html.Tr([html.Td(label[s["deployment"]], title=s["deployment"]), html.Td(s["batch_per_chip"], className="num"),
                      html.Td(f"{s['tokens_per_s_per_chip']:,.0f}", className="num"),
                      html.Td(band_text(s["bands"]["tokens_per_s_per_chip"])),
                      html.Td(components.fmt(s["tpot_ms"]), className="num"),

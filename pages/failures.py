@@ -147,8 +147,8 @@ def tick(t: Tick, view_name, url=None, report_id=None, whatif=None) -> dict:
 
     out = failpanels.twin_settings(tw, info, changed)
     first = not cursor                          # the very first tick: numbers first, drawing next
-    if first:
-        out.update(failpanels.url_pick(info, url))
+    if first or rebuild:                        # another system (a deployment switch): its part, its count
+        out.update(failpanels.url_pick(info, url, keep=first))
     if not t.changed and not rebuild and cursor.get("drawn"):
         return {**out, "cursor": dict(cursor, **t.cursor, s=sigs)}
 
@@ -248,10 +248,12 @@ def on_pick(kind, node, edge, target, choice) -> dict:
         cid = guard.ident(data.get("id")) or ""
         picked = faultview.pick(t, cid, kind) if cid else None
         if picked is None:
-            links = data.get("links") if type(data.get("links")) is int else "several"
-            what = (f"a bundle of {links} links: open a sub-plane to pick one optical link" if topoview.is_bundle(cid)
-                    else f"{cid!r} cannot be broken from here: pick a node, die, CPU, switch, NIC or optical link")
-            out["hint"] = f"Not a fault target — {what}."
+            links = data.get("links") if type(data.get("links")) is int else _("several")
+            what = (_("a bundle of %(n)s links: open a sub-plane to pick one optical link") % {"n": links}
+                    if topoview.is_bundle(cid) else
+                    _("%(part)s cannot be broken from here: pick a node, die, CPU, switch, NIC or optical link")
+                    % {"part": repr(cid)})
+            out["hint"] = _("Not a fault target — %(what)s.") % {"what": what}
             return out
         kind, target = picked
     else:

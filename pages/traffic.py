@@ -23,17 +23,21 @@ STRIPS = ("scaleup", "rdma", "vpc")
 
 
 def strip_specs(info) -> dict[str, figures.StripSpec]:
-    """The three strip charts, titled for the system: the engine's scale-up bucket ("ub_gbps") is the UB
-    plane of a supernode, and expert all-to-all over NVLink and RDMA on a GPU cluster."""
+    """The three strip charts, named as the header names the fabrics (`Snapshot.fabric_gbps`): on a
+    supernode the engine's scale-up bucket ("ub_gbps") is the UB plane; on a GPU cluster it is split
+    where the node matrix splits it, NVLink inside a server and RDMA between servers ("ub_across_gbps"),
+    the latter stacked under the KV transfers so the RDMA chart's top is the header's RDMA figure."""
     if info.supernode:
         up = figures.StripSpec(N_("UB plane (GB/s)"), "GB/s", (figures.Series("ub_gbps", "UB", theme.BLUE, fill=True),))
-        kv = N_("RDMA plane (GB/s)")
+        rdma = figures.StripSpec(N_("RDMA plane (GB/s)"), "GB/s",
+                                 (figures.Series("rdma_gbps", "RDMA", theme.ORANGE, fill=True),))
     else:
-        up = figures.StripSpec(N_("Expert all-to-all, NVLink + RDMA (GB/s)"), "GB/s",
-                         (figures.Series("ub_gbps", N_("all-to-all"), theme.BLUE, fill=True),))
-        kv = N_("RDMA: KV transfers (GB/s)")
-    return {"scaleup": up,
-            "rdma": figures.StripSpec(kv, "GB/s", (figures.Series("rdma_gbps", "RDMA", theme.ORANGE, fill=True),)),
+        up = figures.StripSpec(N_("NVLink: expert all-to-all inside a server (GB/s)"), "GB/s",
+                               (figures.Series("ub_gbps", "NVLink", theme.BLUE, fill=True, minus="ub_across_gbps"),))
+        rdma = figures.StripSpec(N_("RDMA: all-to-all between servers and KV transfers (GB/s)"), "GB/s",
+                                 (figures.Series("ub_across_gbps", N_("all-to-all"), theme.BLUE, stack=True),
+                                  figures.Series("rdma_gbps", N_("KV transfers"), theme.ORANGE, stack=True)))
+    return {"scaleup": up, "rdma": rdma,
             "vpc": figures.StripSpec(N_("VPC plane (GB/s)"), "GB/s", (figures.Series("vpc_gbps", "VPC", theme.GREEN, fill=True),))}
 
 

@@ -522,6 +522,31 @@ def test_failures_picker_kinds_targets_and_suggestions():
         faultview.parse_at("", 100.0)
 
 
+def test_failures_hint_follows_a_switch_of_system(failures, twin_registry):
+    """Issue 36 (10): after an H800 run the console still said "144 GPUs" on CloudMatrix: the part
+    and its hint were picked on the first draw only. A tick that finds another system than the one
+    it drew re-picks them for the system now on screen."""
+    tw = twin_registry.shared()
+    assert wait_until(lambda: len(tw.snapshot.history.get("t", [])) >= 1)
+    state = dict(view_name="supernode", url=None, report_id=None, whatif=None)
+    cursor = failures.tick(1, "shared", None, **state)["cursor"]
+    after_h800 = dict(cursor, system="gpu-cluster-h800", drawn=True)     # the page last drew the H800 cluster
+    out = failures.tick(2, "shared", after_h800, **state)
+    assert out["hint"] == "112 L2 UB switches (e.g. sp2/l2-5); type to filter, or click a part on the drawing"
+    assert (out["kind"], out["target"]) == ("l2", "sp2/l2-5")
+    assert failures.tick(3, "shared", out["cursor"], **state)["hint"] is no_update     # same system: left alone
+
+
+def test_failures_click_hints_are_translated(failures, twin_registry, dash_app):
+    """A click on a part the console cannot break says why in the viewer's language."""
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        rack = triggered(failures.on_pick, "fl-cy.tapNodeData", "npu_die", {"id": "vpc/switch"}, None, "", "shared")
+        bundle = triggered(failures.on_pick, "fl-cy.tapEdgeData", "npu_die", None,
+                           {"id": "sp2==n07", "links": 7}, "", "shared")
+    assert rack["hint"] == "不是故障目标——'vpc/switch' 无法在这里注入故障：请选择节点、裸片、CPU、交换机、网卡或光链路。"
+    assert bundle["hint"] == "不是故障目标——一束 7 条链路：打开一个子平面以选择其中一条光链路。"
+
+
 def test_failures_inject_now_sends_a_logged_command(failures, twin_registry):
     tw = twin_registry.shared()
     msg, cls = fault_click(failures, "fl-inject.n_clicks", "l2", " sp2/l2-5 ", dur="90")

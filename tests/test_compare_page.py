@@ -45,22 +45,58 @@ def test_the_workload_and_the_price_and_power_inputs_are_on_the_page(cmp, data):
            "TPOT SLO 50 ms." in page
     inputs = _text(cmp.inputs_table(data))
     for s in data["systems"]:
-        assert s["usd_per_chip_hour_source"] in inputs and f"{s['usd_per_chip_hour']:.2f}" in inputs
-        assert s["chip_power_source"] in inputs
+        assert f"{s['usd_per_chip_hour']:.2f}" in inputs and f"{s['chip_power_kw']:g}" in inputs
+        assert all(s["tco_sources"][k] in inputs for k in ("it_kw_per_chip", "network_kw_per_chip", "pue",
+                                                           "capex_usd_per_chip", "life_years", "usd_per_kwh"))
+    cm = next(s for s in data["systems"] if s["deployment"] == "cloudmatrix-infer-paper")
+    assert "IT 1.456 kW + network 0 kW, x PUE 1.3 · capex $20,833 per chip over 4 years + energy at $0.1/kWh" in inputs
+
+
+def test_the_cost_sources_are_in_chinese_on_the_chinese_page(cmp, data, dash_app):
+    """Issue 36 (11): the cost-source table was English on the Chinese page: its headers and how each
+    figure is made are translated (the citations stay quoted as written)."""
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        inputs = _text(cmp.inputs_table(data))
+    assert inputs.startswith("系统 芯片 每芯片千瓦 每芯片小时美元 CloudMatrix384 ")
+    assert "IT 1.456 kW + 网络 0 kW，× PUE 1.3 · 资本支出每芯片 $20,833，使用 4 年 + 电费 $0.1/kWh" in inputs
+    assert "IT 功耗: " in inputs and "kW + network" not in inputs
 
 
 def test_the_sentence_of_what_the_numbers_support_follows_the_data(cmp, data):
     said = cmp.what_it_supports(data)
     assert said.startswith("On one cost basis (TCO: capex over the service life plus power at one boundary x PUE) "
-                           "gb200-nvl72-r1 costs least per million output tokens ($0.0462 against $0.0813 on "
-                           "hgx-b200-r1)")
-    assert "hgx-b200-r1 $1.87, capex an assumption: at $1.06 hgx-b200-r1 would tie" in said
-    assert said.endswith("where gb200-nvl72-r1 leads per chip and gb200-nvl72-r1 per kW; on rental prices "
-                         "cloudmatrix-infer-paper is cheapest.")
+                           "GB200 NVL72 costs least per million output tokens ($0.0462 against $0.0813 on "
+                           "HGX B200)")
+    assert "HGX B200 $1.87, capex an assumption: at $1.06 HGX B200 would tie" in said
+    # issue 36 (11): "gb200-nvl72-r1 leads per chip and gb200-nvl72-r1 per kW": one system leading both is said once
+    assert said.endswith("where GB200 NVL72 leads both per chip and per kW; on rental prices "
+                         "CloudMatrix384 is cheapest.")
     cheaper = copy.deepcopy(data)
     cm = next(s for s in cheaper["systems"] if s["deployment"] == "cloudmatrix-infer-paper")
     cm["usd_per_million_tokens"] = 0.01
-    assert "PUE) cloudmatrix-infer-paper costs least" in cmp.what_it_supports(cheaper)
+    cm["tokens_per_s_per_kw"] = 1e6
+    said = cmp.what_it_supports(cheaper)
+    assert "PUE) CloudMatrix384 costs least" in said
+    assert "where GB200 NVL72 leads per chip and CloudMatrix384 per kW;" in said
+
+
+def test_systems_are_named_as_the_catalog_names_them(cmp, data):
+    """Issue 36 (11): bars, curves, tables and hovers said catalog ids (gb200-nvl72-r1)."""
+    want = ["CloudMatrix384", "H800 cluster", "H100 cluster", "HGX B200", "GB200 NVL72"]
+    assert cmp.bars_figure(data)["data"][0]["y"] == want
+    assert [t["name"] for t in cmp.curves_figure(data)["data"][:5]] == want
+    assert [t["name"] for t in cmp.ep_figure(data)["data"]] == want
+    assert _text(cmp.table(data)).split("$ / M tokens ")[1].startswith("CloudMatrix384 ")
+    two = copy.deepcopy(data)
+    two["systems"][1]["name"] = "CloudMatrix384"
+    assert list(cmp.names(two).values())[:2] == ["CloudMatrix384 (cloudmatrix-infer-paper)",
+                                                 "CloudMatrix384 (deepseek-h800)"]
+
+
+def test_bar_labels_sit_at_the_base_clear_of_the_error_bars(cmp, data):
+    """Issue 36 (11): error bars hid the bar labels (drawn at the bar's end, where "auto" put the text)."""
+    for bar in cmp.bars_figure(data)["data"]:
+        assert (bar["textposition"], bar["insidetextanchor"]) == ("inside", "start")
 
 
 def test_every_figure_is_drawn_with_its_band_and_label(cmp, data):

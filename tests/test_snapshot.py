@@ -75,3 +75,22 @@ def test_topology_views_draw_degraded_and_failed_links_from_the_snapshot():
     eng.advance(1.0)
     live = topolive.live(v, eng.snapshot())
     assert live["down"] == [j] and live["part"] == []
+
+
+def test_cluster_traffic_charts_add_up_to_the_header(h800, dash_app):
+    """Issue 36 (9): on the H800 cluster the Traffic page's header said RDMA 2,981 GB/s while its RDMA
+    chart drew 0 (it drew KV transfers only, none in paper-decode). Each chart's newest point now
+    is the header's figure: NVLink = the all-to-all inside a server, RDMA = the rest of it stacked
+    under the KV transfers."""
+    import importlib
+    from twin.ui import figures
+    traffic = importlib.import_module("pages.traffic")
+    _eng, snap = h800
+    specs = traffic.strip_specs(snap.system)
+    top = lambda k: sum(tr["y"][-1] for tr in figures.strip_figure(specs[k], snap.history)["data"])  # noqa: E731
+    fab = snap.fabric_gbps()
+    assert fab["RDMA"] > 1000
+    assert top("scaleup") == pytest.approx(fab["NVLink"], rel=1e-3)
+    assert top("rdma") == pytest.approx(fab["RDMA"], rel=1e-3)
+    assert top("vpc") == pytest.approx(fab["VPC"], abs=1e-3)
+    assert snap.history["ub_across_gbps"][-1] == pytest.approx(fab["RDMA"] - snap.plane_gbps["rdma"])

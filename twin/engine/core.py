@@ -91,7 +91,8 @@ class Engine:
         cpu = self.cat.chip(self.system.cpu) if self.system.cpu else None
         self.ems = cache.build_ems(sc, self.dep, self.system, cpu, self.topo.cpu_ids, self.kv_bytes)
         self.ems_node = cache.server_nodes(self.ems)
-        self.metrics = Metrics(self.system.nodes, len(self.prefill), len(self.decode), sc.interval_s)
+        self.metrics = Metrics(self.system.nodes, len(self.prefill), len(self.decode), sc.interval_s,
+                               split_nodes=self.system.kind != "supernode")
         self.interval_end = sc.interval_s
         self.acct = Accounting(self.metrics, self.instances, self.system.nodes, self.dep, self.pm.model,
                                self.pm.moe_layers, self.kv_bytes, list(self.ems_node), self.ems_node,

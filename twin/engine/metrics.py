@@ -137,8 +137,9 @@ class Interval:
 
 class Metrics:
     def __init__(self, n_nodes: int, n_prefill: int, n_decode: int, interval_s: float,
-                 history_len: int = 900):
+                 history_len: int = 900, split_nodes: bool = False):
         self.interval_s = interval_s
+        self.split_nodes = split_nodes    # a GPU cluster: each close says how much scale-up traffic left its node
         self.n_nodes, self.n_prefill, self.n_decode = n_nodes, n_prefill, n_decode
         self.cur = Interval(n_nodes, n_prefill + n_decode)
         self.history = {k: deque(maxlen=history_len) for k in HISTORY_KEYS}
@@ -224,6 +225,7 @@ class Metrics:
             "decode_useful": out_npu / ctx["decode_op_tps_per_npu"] if ctx["decode_op_tps_per_npu"] else float("nan"),
             "ub_gbps": c.plane_bytes["ub"] / dt / 1e9, "rdma_gbps": c.plane_bytes["rdma"] / dt / 1e9,
             "vpc_gbps": c.plane_bytes["vpc"] / dt / 1e9,
+            "ub_across_gbps": self._across_gbps(c) if self.split_nodes else float("nan"),
             "goodput_tps": float(out[ok].sum()) / dt,
             "finished_output_tps": float(out.sum()) / dt,
             **counts,
@@ -232,7 +234,8 @@ class Metrics:
             append(row[k])
         self.recent.append((ttft, multi))
         self.totals = self.running_totals()
-        self._last_traffic = c.traffic
+        if not self.split_nodes:        # _across_gbps already spread it
+            self._last_traffic = c.traffic
         self.last_busy = util
         self.last_plane_gbps = {k: v / dt / 1e9 for k, v in c.plane_bytes.items()}
         nxt = Interval(self.n_nodes, self.n_prefill + self.n_decode)
@@ -240,6 +243,17 @@ class Metrics:
         self.carry = [max(0.0, b - dt) for b in self.carry]
         self.cur = nxt
         return row
+
+    def _across_gbps(self, c: Interval) -> float:
+        """Scale-up GB/s between two nodes in the interval `c` (on a GPU cluster: the all-to-all that
+        leaves its server, over RDMA): the engine's one scale-up bucket split as the node matrix splits
+        it, off its diagonal (the same split as `Snapshot.fabric_gbps`). Spreads the interval's traffic,
+        kept as the last interval's."""
+        self._last_traffic = c.traffic
+        node = self._traffic_gbps()[0]
+        total = float(node.sum())
+        ub = c.plane_bytes["ub"] / self.interval_s / 1e9
+        return ub * (1 - float(np.trace(node)) / total) if total > 0 else 0.0
 
     @property
     def last_node_gbps(self) -> np.ndarray:

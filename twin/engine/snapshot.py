@@ -92,6 +92,8 @@ HISTORY_KEYS = (
     "decode_useful",                            # useful work: output_tps_per_npu / decode_op_tps_per_npu
 
     "ub_gbps", "rdma_gbps", "vpc_gbps",         # plane traffic, GB/s
+    "ub_across_gbps",                           # ... of ub_gbps, between two nodes (GPU cluster: over RDMA;
+    #                                             NaN on a supernode, where all of it is UB)
     "arrived", "completed", "in_flight", "rejected",   # cumulative counters at interval end
     "timed_out",                                # ... of requests whose client gave up waiting for prefill
     "goodput_tps",                              # output tokens/s of requests meeting their SLOs

@@ -49,7 +49,8 @@ def system_row(name: str, slo_ms: float) -> dict:
     kw, usd, tps = t["parts"]["boundary_kw_per_chip"], t["tco_usd_per_chip_hour"], op["tokens_per_s_per_chip"]
     peak = pm.chip.peak_tflops(pm.dep.precision) * pm.dies_per_npu
     rental = figures(tps, peak, kw, t["rental_usd_per_chip_hour"])["usd_per_million_tokens"]
-    return {"deployment": name, "system": dep.system, "chip": cat.system(dep.system).accelerator,
+    return {"deployment": name, "system": dep.system, "name": cat.system(dep.system).name or dep.system,
+            "chip": cat.system(dep.system).accelerator,
             "precision": dep.precision, "decode_ep": dep.decode.ep, "source": "model",
             **op, **figures(tps, peak, kw, usd),
             "prefill_tokens_per_s_per_chip": round(pm.prefill_batch(PROMPT).tokens_per_s_per_npu, 1),

@@ -31,6 +31,18 @@ def _last(key: str, scale: float = 1.0):
     return lambda tw, _arg: [v for v in tw.snapshot.history[key] if v is not None][-1] * scale
 
 
+def _across(sign: int):
+    """A GPU cluster's split of the scale-up chart (`pages/traffic` strips): the newest all-to-all
+    point less (sign -1: the NVLink chart) or the RDMA KV point plus (sign +1: the top of the stacked
+    RDMA chart) the part that crossed servers, `ub_across_gbps` (NaN on a supernode: nothing crosses)."""
+    def read(tw, _arg):
+        across = _last("ub_across_gbps")(tw, None)
+        across = 0.0 if across != across else across
+        base = _last("ub_gbps" if sign < 0 else "rdma_gbps")(tw, None)
+        return base + sign * across
+    return read
+
+
 def _curve(field: str):
     """The Trade-offs model curve at the 4K context the page opens with, at batch `arg` per NPU."""
     def read(tw, arg):
@@ -89,8 +101,9 @@ READERS = {
     "tradeoffs.live_batch_per_npu": Reader("/tradeoffs", _kpi("decode_batch_per_npu"), "Running twin now: batch per chip"),
     "cache.token_hit_ratio": Reader("/cache", _kpi("token_hit_ratio"), "Token hit ratio"),
     "cache.ttft_hit_p50_s": Reader("/cache", _last("ttft_hit_p50_ms", 1e-3), "TTFT p50 with a hit (chart)"),
-    "traffic.ub_gbps": Reader("/traffic", _last("ub_gbps"), "UB plane / all-to-all chart (GB/s)"),
-    "traffic.rdma_gbps": Reader("/traffic", _last("rdma_gbps"), "RDMA chart (GB/s)"),
+    "traffic.ub_gbps": Reader("/traffic", _last("ub_gbps"), "UB plane chart (GB/s)"),
+    "traffic.nvlink_gbps": Reader("/traffic", _across(-1), "NVLink chart (GB/s)"),
+    "traffic.rdma_gbps": Reader("/traffic", _across(+1), "RDMA chart, its stacked top (GB/s)"),
     "traffic.vpc_gbps": Reader("/traffic", _last("vpc_gbps"), "VPC chart (GB/s)"),
     **{f"failures.{f}": Reader("/failures", _fault(f), f"fault table: {f}")
        for f in ("requests_affected", "requeued", "recomputed", "lost", "detect_s", "recover_s", "goodput_before",

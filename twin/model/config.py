@@ -67,6 +67,7 @@ FABRICS = ("ub-clos-2tier", "nd-fullmesh")   # UB fabrics of a supernode (twin.t
 
 class System(_Strict):
     kind: Literal["supernode", "cluster"]
+    name: str = ""                    # what pages call it ("" = its catalog id)
     accelerator: str
     cpu: str = ""
     label: Literal["", "prediction", "what-if"] = ""  # announced, not measured / a variant of a real system

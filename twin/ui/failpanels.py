@@ -118,9 +118,11 @@ def twin_settings(tw, info, changed) -> dict:
     return out
 
 
-def url_pick(info, url) -> dict:
-    """The part named in the URL, checked against the system on screen (first draw only). Only a URL
-    without a part falls back to one: the kind's example, or the first part of a kind this system has."""
+def url_pick(info, url, keep: bool = True) -> dict:
+    """The part named in the URL, checked against the system on screen (on the first draw, and again
+    when the viewed twin switched systems: the hint's count and example are the new system's). Only a
+    URL without a part falls back to one: the kind's example, or the first part of a kind this system
+    has. `keep`: leave the fields alone when the layout already drew these values (first draw only)."""
     url, t = guard.store(url), info.topology
     given, url_kind = guard.ident(url.get("target")), url.get("kind")
     kind, target = faultconsole.initial(t, given, url_kind)
@@ -130,7 +132,7 @@ def url_pick(info, url) -> dict:
         target = faultview.ids_for(t, kind)[0]
     fs, ps = faultconsole.extra_styles(kind)
     ft, pt = faultconsole.field_titles(kind)
-    same = (kind, target) == faultconsole.initial(None, given, url_kind)       # as the layout drew them
+    same = keep and (kind, target) == faultconsole.initial(None, given, url_kind)   # as the layout drew them
     return {"kind": no_update if same else kind, "target": no_update if same else target,
             "hint": faultview.target_hint(t, kind, target),
             "factor_style": fs, "period_style": ps, "factor_title": ft, "period_title": pt}

@@ -45,6 +45,8 @@ class Series:
     axis: str = "y"       # "y" or "y2"
     fill: bool = False
     width: float = 1.6    # px; a wide pale line under a thin one keeps two equal series both visible
+    minus: str = ""       # a history key subtracted from `key` (the rest of it: NVLink = scale-up - across)
+    stack: bool = False   # filled on top of the chart's earlier stacked series (parts of one total)
 
 
 @dataclass(frozen=True)
@@ -60,9 +62,12 @@ class StripSpec:
         return [s.key for s in self.series]
 
 
-def _values(hist: dict, key: str, lo: int, scale: float) -> list:
-    vals = hist.get(key) or []
-    return [r4(v * scale) if v is not None else None for v in vals[lo:]]
+def _values(hist: dict, s: Series, lo: int) -> list:
+    vals = (hist.get(s.key) or [])[lo:]
+    if s.minus:
+        vals = [v - m if v is not None and m is not None else None
+                for v, m in zip(vals, (hist.get(s.minus) or [])[lo:])]
+    return [r4(v * s.scale) if v is not None else None for v in vals]
 
 
 def _times(hist: dict, lo: int) -> list:
@@ -77,12 +82,15 @@ def strip_figure(spec: StripSpec, hist: dict | None, height: int = 230) -> dict:
     data = []
     for s in spec.series:
         tr = {"type": "scatter", "mode": "lines", "name": _(s.label), "x": xs,
-              "y": _values(hist, s.key, lo, s.scale),
+              "y": _values(hist, s, lo),
               "line": {"color": s.colour, "width": s.width, "dash": s.dash},
               "hovertemplate": "%{y:.4g}"}
         if s.axis == "y2":
             tr["yaxis"] = "y2"
-        if s.fill:
+        if s.stack:
+            tr["stackgroup"] = "parts"
+            tr["fillcolor"] = s.colour + "44"
+        elif s.fill:
             tr["fill"] = "tozeroy"
             tr["fillcolor"] = s.colour + "22"
         data.append(tr)
@@ -110,7 +118,7 @@ def robust_axis(spec: StripSpec, hist: dict | None) -> dict:
     n = len(hist.get("t") or [])
     lo = max(0, n - HISTORY_POINTS)
     xs = _times(hist, lo)
-    pts = [(y, x) for s in spec.series for x, y in zip(xs, _values(hist, s.key, lo, s.scale)) if y is not None]
+    pts = [(y, x) for s in spec.series for x, y in zip(xs, _values(hist, s, lo)) if y is not None]
     title = {"text": unit_or_text(spec.y_title), "font": {"size": 11, "color": theme.MUTED}}
     ys = sorted(y for y, _ in pts)
     ref = ys[int(0.9 * (len(ys) - 1))] if ys else 0.0
@@ -142,7 +150,7 @@ def extend(spec: StripSpec, hist: dict | None, since_t: float | None):
         return None
     lo = max(lo, len(ts) - HISTORY_POINTS)
     xs = _times(hist, lo)
-    upd = {"x": [xs for _ in spec.series], "y": [_values(hist, s.key, lo, s.scale) for s in spec.series]}
+    upd = {"x": [xs for _ in spec.series], "y": [_values(hist, s, lo) for s in spec.series]}
     return [upd, list(range(len(spec.series))), HISTORY_POINTS]
 
 
