@@ -1,8 +1,10 @@
 """The OpenAI-compatible HTTP API of `twin serve` (Starlette on uvicorn: one event loop, no thread
 per stream; the engine runs in its own process, twin.serve.relay relays its events). The two
 completion routes are plain ASGI (no Starlette response per chunk): a stream's chunks are byte
-templates with only the text filled in, each sent with one `send`. Routes: GET /v1/models, POST /v1/chat/completions, POST /v1/completions, GET /metrics,
-GET /twin/status, POST /twin/fault. Errors are OpenAI's shape: {"error": {"message", "type",
+templates with only the text filled in, each sent with one `send`. Routes: GET /v1/models and
+/v1/models/{id}, POST /v1/chat/completions, POST /v1/completions, GET /health, /ping, /version, POST
+/tokenize, /detokenize (vLLM's, on the twin's own tokenizer), GET /metrics, GET /twin/status, POST
+/twin/fault. Which request fields change what: docs/reference/openai-fields.md. Errors are OpenAI's shape: {"error": {"message", "type",
 "param", "code"}}. Budgets (docs/serve.md, docs/reference/budgets.md): a context limit per model
 (`max_model_len`) and the body size it implies, open requests in all and per address, requests
 per second per address; connections are budgeted below the app (twin.serve.guard). A client that
