@@ -5,7 +5,6 @@ checked for order. The engine-death test runs last: it restarts the engine."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import socket
@@ -17,7 +16,7 @@ import urllib.request
 import openai
 import pytest
 
-from twin.serve import guard, prompt
+from twin.serve import guard, prompt, tokens
 from twin.serve.api import build_app
 
 MODEL = "cloudmatrix-infer-paper"
@@ -55,7 +54,7 @@ def test_models_and_chat(client):
     r = client.chat.completions.create(model=MODEL, messages=msgs, max_tokens=7)
     assert r.object == "chat.completion" and r.choices[0].finish_reason == "length"
     assert r.choices[0].message.content == prompt.filler(0, 7)
-    assert r.usage.prompt_tokens == prompt.tokens(prompt.chat_text(msgs)) == math.ceil(len("user: " + "hello " * 100 + "\n") / 4)
+    assert r.usage.prompt_tokens == len(tokens.encode("user: " + "hello " * 100 + "\n"))
     assert (r.usage.completion_tokens, r.usage.total_tokens) == (7, r.usage.prompt_tokens + 7)
 
 
@@ -67,7 +66,7 @@ def test_streaming_chat_and_usage(client):
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == prompt.filler(0, 12)
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 12
-    assert chunks[-1].usage.prompt_tokens == prompt.tokens(prompt.chat_text(msgs))
+    assert chunks[-1].usage.prompt_tokens == len(prompt.ids(prompt.chat_text(msgs)))
     timing = chunks[-2].model_extra["twin_timing"]
     # one chunk per decode step (MTP makes 1 or 2 tokens a step), the first at the end of prefill
     steps = [b - a for a, b in zip(timing["chunk_tokens"], timing["chunk_tokens"][1:])]
@@ -80,18 +79,17 @@ def test_streaming_chat_and_usage(client):
 
 
 def test_completions_non_streaming(client):
-    r = client.completions.create(model=MODEL, prompt="x" * 4000, max_tokens=4)
+    r = client.completions.create(model=MODEL, prompt=prompt.filler(0, 1000), max_tokens=4)
     assert r.choices[0].text == prompt.filler(0, 4) and r.usage.prompt_tokens == 1000
 
 
 def test_repeated_prefix_is_faster(client, server):
-    shared = "".join(f"{i:07d} " for i in range(8 * 512 * 4 // 8))     # 8 blocks of 512 tokens
-    fresh = "".join(f"{i:07d}!" for i in range(8 * 512 * 4 // 8))
+    shared, fresh = prompt.filler(2, 8 * 512), prompt.filler(1, 8 * 512)     # 8 blocks of 512 tokens
     ask = lambda p: client.completions.create(model=MODEL, prompt=p, max_tokens=2,   # noqa: E731
                                               extra_body={"twin_timing": True})
     first = ask(shared)
-    again = ask(shared + "a follow-up question")
-    new = ask(fresh + "a follow-up question")
+    again = ask(shared + " a follow-up question")
+    new = ask(fresh + " a follow-up question")
     assert first.usage.prompt_tokens_details.cached_tokens == 0
     assert again.usage.prompt_tokens_details.cached_tokens == 8 * 512
     assert new.usage.prompt_tokens_details.cached_tokens == 0
@@ -127,7 +125,7 @@ def test_fault_slows_requests_in_flight(client, server):
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10**9}, 400, "invalid_value"),
     ({"model": MODEL, "messages": []}, 400, None),
     ({"model": MODEL, "messages": [{"role": "wizard", "content": "hi"}]}, 400, None),
-    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "n": 3}, 400, "invalid_value"),
+    ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "n": 0}, 400, "invalid_value"),
     ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": True}},
      400, None),
 ])
@@ -253,7 +251,7 @@ def test_the_context_limit_is_listed_and_refused_before_any_work(client, server)
     # DeepSeek-R1's 128K context (its model card); one die of the paper deployment holds more KV
     assert listed["max_model_len"] == limit == 131072
     running = _metrics(base)[("vllm:request_prompt_tokens_count", "")]
-    for text, asked in (("y" * (4 * limit), None), ("y" * (4 * (limit - 100)), 101)):
+    for text, asked in ((prompt.filler(0, limit), None), (prompt.filler(0, limit - 100), 101)):
         with pytest.raises(openai.APIStatusError) as e:
             client.completions.create(model=MODEL, prompt=text, **({"max_tokens": asked} if asked else {}))
         err = e.value.body
@@ -265,7 +263,7 @@ def test_the_context_limit_is_listed_and_refused_before_any_work(client, server)
 def test_prefix_cache_is_shared_only_within_a_cache_scope(server):
     """Another API key (or another salt) never hits what one client cached; a shared cache_salt does."""
     base, _ = server
-    text = "".join(f"{i:07d}%" for i in range(4 * 512 * 4 // 8))          # 4 blocks of 512 tokens
+    text = prompt.filler(0, 4 * 512) + " "          # 4 blocks of 512 tokens
 
     def cached(key: str, **extra) -> int:
         c = openai.OpenAI(base_url=base + "/v1", api_key=key, max_retries=0, timeout=60)
@@ -332,6 +330,134 @@ def test_fault_tokens_go_through_the_gate_with_no_oracle(server):
         assert srv.gate._wrong == UNLOCK_PER_MIN and srv.gate._refused == 1
     finally:
         srv.gate = old
+
+
+# ---- issue 37: the routes and semantics of vLLM's server that clients and benchmark tools use ----------
+
+def _get(base: str, path: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(base + path) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_models_retrieve_health_ping_and_version(client, server):
+    base, srv = server
+    m = client.models.retrieve(MODEL)
+    assert m.id == MODEL and m.model_extra["max_model_len"] == srv.live.max_model_len == 131072
+    assert abs(m.created - time.time()) < 3600 and client.models.list().data[0].created == m.created
+    with pytest.raises(openai.NotFoundError) as e:
+        client.models.retrieve("gpt-x")
+    assert e.value.body["code"] == "model_not_found" and e.value.body["param"] == "model"
+    assert _get(base, "/health") == (200, b"") and _get(base, "/ping") == (200, b"")
+    code, body = _get(base, "/version")
+    assert code == 200 and json.loads(body)["version"]
+
+
+@pytest.mark.parametrize("text", ["plain English, as the docs write it.", "héllo wörld — ünïcode ✓ 世界 🙂🙂 \t\n x",
+                                  "def f(x):\n    return {'k': [1, 2.5e-3]}  # code", "<|endoftext|> a special token"])
+def test_tokenize_and_usage_agree_with_the_shipped_tokenizer(client, server, text):
+    base, _ = server
+    code, tok = _post(base, "/tokenize", {"model": MODEL, "prompt": text})
+    assert code == 200 and tok["count"] == len(tok["tokens"]) == len(tokens.encode(text)) and tok["max_model_len"]
+    assert _post(base, "/detokenize", {"tokens": tok["tokens"]}) == (200, {"prompt": text})
+    assert client.completions.create(model=MODEL, prompt=text, max_tokens=1).usage.prompt_tokens == tok["count"]
+    msgs = [{"role": "user", "content": text}]
+    code, chat = _post(base, "/tokenize", {"messages": msgs})
+    assert client.chat.completions.create(model=MODEL, messages=msgs, max_tokens=1).usage.prompt_tokens == chat["count"]
+    code, err = _post(base, "/detokenize", {"tokens": [tokens.vocab_size()]})
+    assert code == 400 and err["error"]["param"] == "tokens"
+
+
+def test_stop_strings_and_stop_token_ids_end_the_output_where_the_filler_meets_them(client):
+    # the filler is " the twin streams tokens at its own pace ...": "ams to" is completed by token 4
+    r = client.completions.create(model=MODEL, prompt="go", max_tokens=20, stop=["zzz", "ams to"])
+    c = r.choices[0]
+    assert (c.text, c.finish_reason, c.model_extra["stop_reason"]) == (" the twin stre", "stop", "ams to")
+    assert r.usage.completion_tokens == 4
+    chunks = list(client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "go"}],
+                                                 stop=" at", stream=True))     # no max_tokens: the engine draws it
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == " the twin streams tokens"
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    own = tokens.encode(" own")[0]
+    r = client.completions.create(model=MODEL, prompt="go", max_tokens=20, extra_body={"stop_token_ids": [own]})
+    assert (r.choices[0].text, r.usage.completion_tokens) == (prompt.filler(0, 6), 7)
+    r = client.completions.create(model=MODEL, prompt="go", max_tokens=2, stop="tokens")    # length first
+    assert (r.choices[0].text, r.choices[0].finish_reason) == (prompt.filler(0, 2), "length")
+
+
+def test_n_sequences_share_the_prompt_and_its_prefill(client, server):
+    text = prompt.filler(3, 3 * 512 + 7)       # 3 whole blocks and a partial one
+    r = client.completions.create(model=MODEL, prompt=text, max_tokens=5, n=2, extra_body={"twin_timing": True})
+    assert [(c.index, c.text, c.finish_reason) for c in r.choices] == [(i, prompt.filler(0, 5), "length") for i in (0, 1)]
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (3 * 512 + 7, 10)
+    first, second = r.model_extra["twin_timing"]
+    assert first["arrival_s"] == second["arrival_s"]
+    chunks = list(client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "two"}], n=2,
+                                                 max_tokens=4, stream=True))
+    for i in (0, 1):
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices and c.choices[0].index == i) \
+            == prompt.filler(0, 4)
+
+
+def test_a_list_of_prompts_is_one_choice_each_and_echo_repeats_them(client):
+    r = client.completions.create(model=MODEL, prompt=["first one", "and a second, ünïcode"], max_tokens=3, echo=True)
+    assert [(c.index, c.text) for c in r.choices] == [(0, "first one" + prompt.filler(0, 3)),
+                                                      (1, "and a second, ünïcode" + prompt.filler(0, 3))]
+    assert r.usage.prompt_tokens == len(tokens.encode("first one")) + len(tokens.encode("and a second, ünïcode"))
+    chunks = list(client.completions.create(model=MODEL, prompt=["a", "b"], max_tokens=2, n=2, stream=True))
+    texts = ["".join(c.choices[0].text for c in chunks if c.choices and c.choices[0].index == i) for i in range(4)]
+    assert texts == [prompt.filler(0, 2)] * 4
+
+
+def test_the_request_id_is_echoed_and_used(client, server):
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=[{"role": "user", "content": "id"}], max_tokens=1, extra_headers={"X-Request-Id": "run7-42"})
+    assert raw.headers["x-request-id"] == "run7-42" and raw.parse().id == "chatcmpl-run7-42"
+    with client.completions.with_streaming_response.create(model=MODEL, prompt="id", max_tokens=2, stream=True,
+                                                           extra_headers={"X-Request-Id": "s-1"}) as resp:
+        assert resp.headers["x-request-id"] == "s-1" and all(c.id == "cmpl-s-1" for c in resp.parse())
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=MODEL, prompt="id", max_tokens=1, extra_headers={"X-Request-Id": "x" * 129})
+    assert e.value.body["param"] == "X-Request-Id"
+
+
+@pytest.mark.parametrize("field, value, allowed", [
+    ("temperature", 5, "from 0 to 2"), ("top_p", 1.5, "from 0 to 1"), ("n", 129, "from 1 to 128"),
+    ("max_tokens", 0, "from 1 to"), ("presence_penalty", -3, "from -2 to 2"), ("frequency_penalty", 2.5, "from -2 to 2"),
+    ("logprobs", True, "not supported"), ("top_logprobs", 2, "not supported"), ("stop", ["a"] * 5, "up to 4"),
+    ("stop_token_ids", [-1], "token ids from 0"),
+])
+def test_parameters_out_of_range_are_400s_naming_the_field_and_range(client, field, value, allowed):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(messages=[{"role": "user", "content": "x"}], model=MODEL,
+                                       extra_body={field: value})
+    err = e.value.body
+    assert err["param"] == field and field in err["message"] and allowed in err["message"], err
+
+
+def test_model_is_optional_and_usage_can_come_with_every_chunk(server):
+    base, _ = server
+    code, r = _post(base, "/v1/completions", {"prompt": "no model named", "max_tokens": 2})
+    assert code == 200 and r["model"] == MODEL and r["choices"][0]["text"] == prompt.filler(0, 2)
+    c = openai.OpenAI(base_url=base + "/v1", api_key="twin", max_retries=0, timeout=60)
+    chunks = list(c.completions.create(model=MODEL, prompt="go", max_tokens=6, stream=True, stream_options={
+        "include_usage": True, "continuous_usage_stats": True}))
+    made = [ch.usage.completion_tokens for ch in chunks if ch.choices and ch.choices[0].text]
+    assert made == sorted(made) and made[-1] == 6 and all(ch.usage.prompt_tokens == 1 for ch in chunks if ch.usage)
+
+
+def test_only_whole_prefix_blocks_count_as_cached(server):
+    """vLLM caches whole blocks: a prompt of 1.5 blocks sent again hits its first block only."""
+    base, _ = server
+    c = openai.OpenAI(base_url=base + "/v1", api_key="whole-blocks", max_retries=0, timeout=60)
+    text = prompt.filler(5, 512 + 256)
+    assert [c.completions.create(model=MODEL, prompt=text, max_tokens=1).usage.prompt_tokens_details.cached_tokens
+            for _ in range(2)] == [0, 512]
+    aligned = prompt.filler(6, 2 * 512)          # a prompt of whole blocks again: the last token is computed
+    assert [c.completions.create(model=MODEL, prompt=aligned, max_tokens=1).usage.prompt_tokens_details.cached_tokens
+            for _ in range(2)] == [0, 512]
 
 
 def test_engine_death_is_a_503_and_the_engine_restarts(client, server):

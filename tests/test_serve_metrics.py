@@ -37,7 +37,7 @@ def _scrape() -> dict:
         lt = LiveTwin("default", seed=1)
         lt.start(asyncio.get_running_loop())
         await lt.wait_ready()            # the engine process says which model it serves
-        s = Stream(600, 4, prompt.block_ids("z" * 2400, lt.block_size))
+        s = Stream(600, 4, prompt.block_ids(prompt.ids("z" * 2400), lt.block_size))
         lt.submit(s)
         await s.decision()
         async for _ in s.chunks():

@@ -41,7 +41,7 @@ def test_the_writer_sends_from_the_relay_callback_and_waits_out_a_paused_connect
 
     from conftest import run_coro
     from twin.serve import prompt
-    from twin.serve.api import _Writer
+    from twin.serve.api import _Choice, _Writer
     from twin.serve.relay import Stream
 
     async def go():
@@ -53,9 +53,9 @@ def test_the_writer_sends_from_the_relay_callback_and_waits_out_a_paused_connect
             if len(sent) == 1:
                 await gate                    # the second write finds the connection paused
             sent.append(msg["body"])
-        w = _Writer(s, send, b"<F>", b"<P>", b"|")
+        w = _Writer([_Choice(s, b"<F>", b"<P>", b"|")], send, prompt.filler)
         s.push(1.00, 1, "")
-        assert sent == [b"<F>" + prompt.filler(0, 1).encode() + b"|"]
+        assert sent == [b"<F>" + prompt.filler(0, 1).encode() + b"|}\n\n"]
         s.push(1.02, 3, "")                   # paused inside send
         s.push(1.04, 4, "")
         s.push(1.06, 6, "stop")
@@ -65,5 +65,5 @@ def test_the_writer_sends_from_the_relay_callback_and_waits_out_a_paused_connect
         await asyncio.wait_for(w.done, 1.0)
         return sent
     sent = run_coro(go())
-    chunk = lambda start, k: b"<P>" + prompt.filler(start, k).encode() + b"|"   # noqa: E731
+    chunk = lambda start, k: b"<P>" + prompt.filler(start, k).encode() + b"|}\n\n"   # noqa: E731
     assert sent[1:] == [chunk(1, 2), chunk(3, 1) + chunk(4, 2)]

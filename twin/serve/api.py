@@ -1,8 +1,10 @@
 """The OpenAI-compatible HTTP API of `twin serve` (Starlette on uvicorn: one event loop, no thread
 per stream; the engine runs in its own process, twin.serve.relay relays its events). The two
 completion routes are plain ASGI (no Starlette response per chunk): a stream's chunks are byte
-templates with only the text filled in, each sent with one `send`. Routes: GET /v1/models, POST /v1/chat/completions, POST /v1/completions, GET /metrics,
-GET /twin/status, POST /twin/fault. Errors are OpenAI's shape: {"error": {"message", "type",
+templates with only the text filled in, each sent with one `send`. Routes: GET /v1/models and
+/v1/models/{id}, POST /v1/chat/completions, POST /v1/completions, GET /health, /ping, /version, POST
+/tokenize, /detokenize (vLLM's, on the twin's own tokenizer), GET /metrics, GET /twin/status, POST
+/twin/fault. Which request fields change what: docs/reference/openai-fields.md. Errors are OpenAI's shape: {"error": {"message", "type",
 "param", "code"}}. Budgets (docs/serve.md, docs/reference/budgets.md): a context limit per model
 (`max_model_len`) and the body size it implies, open requests in all and per address, requests
 per second per address; connections are budgeted below the app (twin.serve.guard). A client that
@@ -19,6 +21,7 @@ import secrets
 import time
 from collections import Counter
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
@@ -29,7 +32,7 @@ from twin.live.actions import FAULTS_PER_MIN
 from twin.live.budget import LogBudget, RateLimit
 from twin.live.controls import ControlError, fault_command
 from twin.live.gate import UNLOCK_PER_MIN, Gate
-from twin.serve import prompt
+from twin.serve import prompt, tokens
 from twin.serve.relay import LiveTwin, Stream
 
 JSON_BYTES_PER_TEXT_BYTE = 2   # assumption: JSON escaping at most doubles a prompt's text (heavier escaping: 413)
@@ -40,6 +43,16 @@ REQUESTS_PER_S_ADDRESS = 500   # new requests per second per client address (a 1
 MAX_OUTPUT_TOKENS = 32768      # assumption: max_tokens above this is refused (DeepSeek-R1's 32K generation cap)
 BODY_S = 30.0                  # assumption: a request's body (1 MB at most) arrives within this, or 408
 MAX_SALT = 256                 # characters of a cache_salt
+MAX_SEQUENCES = 128            # n x prompts of one request (OpenAI's n is 1-128)
+MAX_STOPS = 4                  # stop strings of a request (OpenAI's limit)
+MAX_STOP_CHARS = 256           # assumption: characters of one stop string
+MAX_STOP_IDS = 64              # assumption: stop_token_ids of one request
+MAX_REQUEST_ID = 128           # assumption: characters of an X-Request-Id (visible ASCII)
+RANGES = (("temperature", 0, 2), ("top_p", 0, 1), ("presence_penalty", -2, 2),
+          ("frequency_penalty", -2, 2))   # OpenAI's API reference; accepted, they change nothing here
+LOGPROBS = ("logprobs", "top_logprobs", "prompt_logprobs")
+STREAM_OPTIONS = ("include_usage", "continuous_usage_stats")
+INLINE_CHARS = 16384           # assumption: a longer prompt is tokenized in a thread (~5 ms and more here)
 LOG_LINES_PER_MIN = 20         # log lines a minute for failed requests; the rest are counted
 TOKEN_ENV = "TWIN_INSTRUCTOR_TOKEN"   # if set, POST /twin/fault needs it as a Bearer token
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -54,6 +67,7 @@ REJECTED = {"kv_too_long": (400, "context_length_exceeded", "invalid_request_err
 WORKER = secrets.token_hex(4).encode()   # this process's opaque id (a spawned worker imports this module afresh)
 SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache"),
                (b"x-twin-worker", WORKER)]
+VERSION = "0.1.0"              # assumption: the twin has no releases yet; clients only check that /version answers
 COMPLETION_PATHS = {"/v1/chat/completions": True, "/v1/completions": False}
 LOOPBACK = ("127.0.0.1", "::1")
 log = logging.getLogger("twin.serve")
@@ -85,6 +99,62 @@ def _int(body: dict, name: str, lo: int, hi: int) -> int | None:
     return v
 
 
+def _num(body: dict, name: str, lo: float, hi: float) -> None:
+    v = body.get(name)
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi):
+        shown = json.dumps(v)[:60] if isinstance(v, (int, float, str, bool)) else f"a {type(v).__name__}"
+        raise ApiError(400, f"{name} = {shown}: allowed a number from {lo} to {hi}", name, "invalid_value")
+
+
+def _flag(body: dict, name: str) -> bool:
+    v = body.get(name, False)
+    if not isinstance(v, bool):
+        raise ApiError(400, f"{name}: allowed true or false", name, "invalid_value")
+    return v
+
+
+def _stop(body: dict) -> prompt.Stop | None:
+    """The request's `stop` (a string or up to MAX_STOPS) and `stop_token_ids`, as where they end
+    the filler output (None: they never do, or none was given)."""
+    stop, ids = body.get("stop"), body.get("stop_token_ids")
+    stop = [stop] if isinstance(stop, str) else stop or []
+    if not (isinstance(stop, list) and len(stop) <= MAX_STOPS
+            and all(isinstance(x, str) and 0 < len(x) <= MAX_STOP_CHARS for x in stop)):
+        raise ApiError(400, f"stop: allowed a string or a list of up to {MAX_STOPS} strings of 1 to "
+                       f"{MAX_STOP_CHARS} characters", "stop", "invalid_value")
+    ids = ids or []
+    vocab = tokens.vocab_size()
+    if not (isinstance(ids, list) and len(ids) <= MAX_STOP_IDS and all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x < vocab for x in ids)):
+        raise ApiError(400, f"stop_token_ids: allowed a list of up to {MAX_STOP_IDS} token ids from 0 to {vocab - 1}",
+                       "stop_token_ids", "invalid_value")
+    return prompt.Stop.find(stop, ids)
+
+
+@dataclass
+class Ask:
+    """A completion request, checked."""
+    texts: list                    # the prompts (a chat request's one text)
+    n: int                         # sequences per prompt
+    max_tokens: int | None
+    stream: bool
+    usage: bool                    # a usage chunk at the end of the stream
+    continuous: bool               # usage in every chunk too
+    salt: str | None
+    stop: prompt.Stop | None
+    echo: bool
+    timing: bool
+
+    def text(self, start: int, k: int) -> str:
+        return self.stop.text(start, k) if self.stop else prompt.filler(start, k)
+
+    def finish(self, s: Stream) -> tuple[str, str | int | None]:
+        """finish_reason and vLLM's stop_reason of a stream that has ended."""
+        if self.stop and s.made >= self.stop.tokens:
+            return "stop", self.stop.reason
+        return ("length" if self.max_tokens is not None else "stop"), None
+
+
 def _content(m, i: int) -> str:
     c = m.get("content")
     if isinstance(c, str):
@@ -112,7 +182,10 @@ class ServeApp:
         self.rate = RateLimit(max(REQUESTS_PER_S_ADDRESS // workers, 1), per_s=1.0)
         self.fault_rate = RateLimit(FAULTS_PER_MIN)
         self._log = LogBudget(log, LOG_LINES_PER_MIN)
-        routes = [Route("/v1/models", self.models), Route("/metrics", self.prometheus),
+        routes = [Route("/v1/models", self.models), Route("/v1/models/{model:path}", self.model),
+                  Route("/health", self.health), Route("/ping", self.health, methods=["GET", "POST"]),
+                  Route("/version", self.version), Route("/tokenize", self.tokenize, methods=["POST"]),
+                  Route("/detokenize", self.detokenize, methods=["POST"]), Route("/metrics", self.prometheus),
                   Route("/twin/status", self.status), Route("/twin/fault", self.fault, methods=["POST"])]
         self.starlette = Starlette(routes=routes, lifespan=self._lifespan,
                                    exception_handlers={404: self._not_found, 405: self._not_allowed})
@@ -158,10 +231,68 @@ class ServeApp:
         return ApiError(405, f"{request.method} not allowed on {request.url.path}", code="method_not_allowed").response()
 
     # ---- plain routes ------------------------------------------------------------------------
+    def _card(self) -> dict:
+        lt = self.live
+        return {"id": lt.model, "object": "model", "created": lt.created, "owned_by": "cloudmatrix-twin",
+                "root": lt.model, "parent": None, "max_model_len": lt.max_model_len}
+
     async def models(self, request: Request):
-        return JSONResponse({"object": "list", "data": [{"id": self.live.model, "object": "model", "created": 0,
-                                                         "owned_by": "cloudmatrix-twin",
-                                                         "max_model_len": self.live.max_model_len}]})
+        return JSONResponse({"object": "list", "data": [self._card()]})
+
+    async def model(self, request: Request):
+        name = request.path_params["model"]
+        if name != self.live.model:
+            return ApiError(404, f"The model `{name[:100]}` does not exist; this twin serves `{self.live.model}`",
+                            "model", "model_not_found").response()
+        return JSONResponse(self._card())
+
+    async def health(self, request: Request):
+        """vLLM's: 200 and an empty body while the engine serves, 503 while it (re)starts."""
+        return Response(status_code=200 if self.live.ready else 503)
+
+    async def version(self, request: Request):
+        return JSONResponse({"version": VERSION})
+
+    async def tokenize(self, request: Request):
+        """vLLM's /tokenize on the twin's own tokenizer: {"prompt": text} or {"messages": [...]}
+        (the chat text the twin counts), -> {"count", "max_model_len", "tokens", "token_strs"}."""
+        try:
+            body = await self._tokenizer_body(request)
+            chat = "messages" in body
+            if not chat and not isinstance(body.get("prompt"), str):
+                raise ApiError(400, "prompt: required, a string (or messages: a list of {role, content})", "prompt")
+            _flag(body, "add_special_tokens")
+            ids = await _ids(self._messages(body["messages"]) if chat else body["prompt"])
+            strs = [tokens.tokenizer().id_to_token(i) for i in ids] if _flag(body, "return_token_strs") else None
+            return JSONResponse({"count": len(ids), "max_model_len": self.live.max_model_len, "tokens": ids,
+                                 "token_strs": strs})
+        except ApiError as e:
+            return e.response()
+
+    async def detokenize(self, request: Request):
+        """vLLM's /detokenize: {"tokens": [ids]} -> {"prompt": text}."""
+        try:
+            body = await self._tokenizer_body(request)
+            ids, vocab, limit = body.get("tokens"), tokens.vocab_size(), self.live.max_model_len
+            if not (isinstance(ids, list) and len(ids) <= limit and all(
+                    isinstance(x, int) and not isinstance(x, bool) and 0 <= x < vocab for x in ids)):
+                raise ApiError(400, f"tokens: required, a list of up to {limit} token ids from 0 to {vocab - 1}",
+                               "tokens", "invalid_value")
+            return JSONResponse({"prompt": tokens.decode(ids)})
+        except ApiError as e:
+            return e.response()
+
+    async def _tokenizer_body(self, request: Request) -> dict:
+        addr = request.client.host if request.client else "?"
+        if self.rate.wait_s(addr):
+            raise ApiError(429, f"over {REQUESTS_PER_S_ADDRESS} requests a second from this address",
+                           code="rate_limit_exceeded", kind="rate_limit_error")
+        body = await self._body(request)
+        model = body.get("model")
+        if model is not None and model != self.live.model:
+            raise ApiError(404, f"The model `{str(model)[:100]}` does not exist; this twin serves `{self.live.model}`",
+                           "model", "model_not_found")
+        return body
 
     async def prometheus(self, request: Request):
         text = await self.live.metrics()         # the engine process's: every worker's series in one
@@ -258,74 +389,83 @@ class ServeApp:
             raise ApiError(400, "the body must be a JSON object", code="invalid_json")
         return body
 
-    def _parse(self, body: dict, chat: bool) -> tuple[str, int | None, bool, bool, str | None]:
+    def _parse(self, body: dict, chat: bool) -> Ask:
         model = body.get("model")
-        if not isinstance(model, str) or not model:
-            raise ApiError(400, "model: required, a string (GET /v1/models lists it)", "model", "missing_model")
-        if model != self.live.model:
+        if model is not None and (not isinstance(model, str) or not model):
+            raise ApiError(400, "model: allowed a string (GET /v1/models lists it), or none for the served one",
+                           "model", "invalid_value")
+        if model is not None and model != self.live.model:
             raise ApiError(404, f"The model `{model[:100]}` does not exist; this twin serves `{self.live.model}`",
                            "model", "model_not_found")
         if chat:
-            msgs = body.get("messages")
-            if not isinstance(msgs, list) or not msgs:
-                raise ApiError(400, "messages: required, a non-empty list of {role, content}", "messages")
-            for i, m in enumerate(msgs):
-                if not isinstance(m, dict) or m.get("role") not in ROLES:
-                    raise ApiError(400, f"messages[{i}].role: allowed one of {list(ROLES)}", f"messages[{i}].role")
-            text = "".join(f"{m['role']}: {_content(m, i)}\n" for i, m in enumerate(msgs))
+            texts = [self._messages(body.get("messages"))]
         else:
             p = body.get("prompt")
-            if isinstance(p, list) and len(p) == 1 and isinstance(p[0], str):
-                p = p[0]
-            if not isinstance(p, str):
-                raise ApiError(400, "prompt: required, a string (one prompt per request)", "prompt")
-            text = p
-        if body.get("n", 1) != 1:
-            raise ApiError(400, "n: only 1 is supported", "n", "invalid_value")
+            texts = [p] if isinstance(p, str) else p
+            if not (isinstance(texts, list) and texts and all(isinstance(t, str) for t in texts)):
+                raise ApiError(400, "prompt: required, a string or a non-empty list of strings", "prompt")
+        for name, lo, hi in RANGES:
+            _num(body, name, lo, hi)
+        n = _int(body, "n", 1, MAX_SEQUENCES) or 1
+        if n * len(texts) > MAX_SEQUENCES:
+            raise ApiError(400, f"n x prompts = {n * len(texts)}: allowed at most {MAX_SEQUENCES} sequences a request",
+                           "n", "invalid_value")
+        for name in LOGPROBS:
+            if body.get(name) not in (None, False):
+                raise ApiError(400, f"{name}: not supported (the twin's filler text has no probabilities); "
+                               "allowed null or false", name, "unsupported_parameter")
         mt = _int(body, "max_completion_tokens", 1, MAX_OUTPUT_TOKENS)
         if mt is None:
             mt = _int(body, "max_tokens", 1, MAX_OUTPUT_TOKENS)
-        stream = body.get("stream", False)
-        if not isinstance(stream, bool):
-            raise ApiError(400, "stream: allowed true or false", "stream")
+        stream = _flag(body, "stream")
         opts = body.get("stream_options")
         if opts is not None:
             if not stream:
                 raise ApiError(400, "stream_options: allowed only when stream is true", "stream_options")
-            if not isinstance(opts, dict) or not isinstance(opts.get("include_usage", False), bool):
-                raise ApiError(400, "stream_options: allowed {\"include_usage\": true|false}", "stream_options")
+            if not isinstance(opts, dict) or not all(isinstance(opts.get(k, False), bool) for k in STREAM_OPTIONS):
+                raise ApiError(400, "stream_options: allowed {\"include_usage\": true|false, "
+                               "\"continuous_usage_stats\": true|false}", "stream_options")
+        opts = opts or {}
         salt = body.get("cache_salt")
         if salt is not None and not (isinstance(salt, str) and 0 < len(salt) <= MAX_SALT):
             raise ApiError(400, f"cache_salt: allowed a string of 1 to {MAX_SALT} characters", "cache_salt",
                            "invalid_value")
-        usage = bool(opts and opts.get("include_usage"))
-        return text, mt, stream, usage, salt
+        return Ask(texts, n, mt, stream, bool(opts.get("include_usage")),
+                   bool(opts.get("include_usage") and opts.get("continuous_usage_stats")), salt,
+                   _stop(body), not chat and _flag(body, "echo"), body.get("twin_timing") is True)
 
-    def _context(self, text: str, asked: int | None, chat: bool) -> int:
-        """The prompt's tokens; 400 context_length_exceeded (before any work) if the prompt and
-        max_tokens do not fit the model's context (vLLM's check, its message)."""
-        n, limit = prompt.tokens(text), self.live.max_model_len
+    def _messages(self, msgs) -> str:
+        if not isinstance(msgs, list) or not msgs:
+            raise ApiError(400, "messages: required, a non-empty list of {role, content}", "messages")
+        for i, m in enumerate(msgs):
+            if not isinstance(m, dict) or m.get("role") not in ROLES:
+                raise ApiError(400, f"messages[{i}].role: allowed one of {list(ROLES)}", f"messages[{i}].role")
+        return "".join(f"{m['role']}: {_content(m, i)}\n" for i, m in enumerate(msgs))
+
+    def _context(self, n: int, asked: int | None, chat: bool) -> None:
+        """400 context_length_exceeded (before any work) if a prompt of n tokens and max_tokens do
+        not fit the model's context (vLLM's check, its message)."""
+        limit = self.live.max_model_len
         if n + (asked or 1) > limit:
             where = "messages" if chat else "prompt"
             raise ApiError(400, f"This model's maximum context length is {limit} tokens. However, you requested "
                            f"{n + (asked or 1)} tokens ({n} in the {where}, {asked or 1} in the completion). Please "
                            f"reduce the length of the {where} or completion.", where, "context_length_exceeded")
-        return n
 
-    def _hold(self, addr: str) -> None:
-        """One more open request from `addr`: 429 past its share, 503 past everyone's."""
-        if self.open_by[addr] >= self.max_open_address:
+    def _hold(self, addr: str, k: int = 1) -> None:
+        """k more open sequences from `addr`: 429 past its share, 503 past everyone's."""
+        if self.open_by[addr] + k > self.max_open_address:
             raise ApiError(429, f"{MAX_OPEN_PER_ADDRESS} requests are open from this address, the most one address "
                            "may hold; wait for some to finish", code="too_many_open_requests", kind="rate_limit_error")
-        if self.open >= self.max_open:
+        if self.open + k > self.max_open:
             raise ApiError(503, f"{MAX_OPEN} requests are open, the most this server holds; retry later",
                            code="server_overloaded", kind="server_error")
-        self.open += 1
-        self.open_by[addr] += 1
+        self.open += k
+        self.open_by[addr] += k
 
-    def _release(self, addr: str) -> None:
-        self.open -= 1
-        n = self.open_by[addr] - 1
+    def _release(self, addr: str, k: int = 1) -> None:
+        self.open -= k
+        n = self.open_by[addr] - k
         if n > 0:
             self.open_by[addr] = n
         else:
@@ -334,6 +474,7 @@ class ServeApp:
     async def _complete(self, request: Request, send, chat: bool) -> None:
         received = self.live.now()      # the request's arrival: its body's reading and parsing count in its TTFT
         addr = request.client.host if request.client else "?"
+        reply = lambda e: e.response()(request.scope, request.receive, send)   # noqa: E731
         try:
             if not self.live.ready:
                 raise ApiError(503, "the twin's engine is starting; retry in a moment", code="engine_restarting",
@@ -343,83 +484,130 @@ class ServeApp:
                                code="rate_limit_exceeded", kind="rate_limit_error")
             self._hold(addr)
         except ApiError as e:
-            return await e.response()(request.scope, request.receive, send)
-        gone = None
+            return await reply(e)
+        gone, held = None, 1
         try:
             try:
-                body = await self._body(request)
-                text, asked, streaming, usage, salt = self._parse(body, chat)
-                n = self._context(text, asked, chat)
+                rid = ("chatcmpl-" if chat else "cmpl-") + _request_id(request)
+                ask = self._parse(await self._body(request), chat)
+                self._hold(addr, len(ask.texts) * ask.n - 1)
+                held = len(ask.texts) * ask.n
+                ids = [await _ids(t) for t in ask.texts]
+                counts = [prompt.count(i) for i in ids]
+                for c in counts:
+                    self._context(c, ask.max_tokens, chat)
             except ApiError as e:
-                return await e.response()(request.scope, request.receive, send)
+                return await reply(e)
             except ClientDisconnect:
                 return
-            # without max_tokens the engine process draws the output from the scenario's distribution
-            timing = body.get("twin_timing") is True
-            s = Stream(n, asked, prompt.block_ids(text, self.live.block_size, _scope(request, salt)), keep=timing)
-            s.finish_reason = "length" if asked is not None else "stop"
+            # without max_tokens the engine process draws the output from the scenario's distribution;
+            # a stop the filler meets ends it there at most
+            out, cap = ask.max_tokens, ask.stop.tokens if ask.stop else None
+            if out is not None and cap is not None:
+                out, cap = min(out, cap), None
+            scope = _scope(request, ask.salt)
+            streams = [Stream(counts[p], out, prompt.block_ids(ids[p], self.live.block_size, scope), keep=ask.timing,
+                              cap=cap) for p in range(len(ids)) for _ in range(ask.n)]
             gone = asyncio.ensure_future(_disconnected(request.receive))
             await asyncio.sleep(0)          # (one step of `gone`: a client already gone is never submitted)
             if gone.done():
                 return
-            self.live.submit(s, received)
-            decided = asyncio.ensure_future(s.decision())
+            for s in streams:               # n of a prompt share its prefix blocks: the first one's prefill
+                self.live.submit(s, received)   # stores them, the others hit them in the same batch
+            decided = asyncio.ensure_future(asyncio.gather(*(s.decision() for s in streams)))
             if await _first(decided, gone):
-                return self.live.abort(s)
-            if decided.result() != "admitted":
-                status, code, kind, msg = REJECTED[decided.result()]
-                return await ApiError(status, msg, code=code, kind=kind).response()(request.scope, request.receive, send)
-            rid = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(12)
-            if streaming:
-                return await self._sse(s, send, rid, chat, usage, timing, gone)
-            text_out = asyncio.ensure_future(_collect(s))
-            if await _first(text_out, gone):
-                return self.live.abort(s)
+                return self._abort(streams)
+            refused = next((d for d in decided.result() if d != "admitted"), None)
+            if refused is not None:
+                self._abort(streams)
+                status, code, kind, msg = REJECTED[refused]
+                return await reply(ApiError(status, msg, code=code, kind=kind))
+            if ask.stream:
+                return await self._sse(streams, ask, send, rid, chat, counts, gone)
+            texts = asyncio.ensure_future(asyncio.gather(*(_collect(s, ask) for s in streams)))
+            if await _first(texts, gone):
+                return self._abort(streams)
         finally:
             if gone is not None:
                 gone.cancel()
-            self._release(addr)
-        if s.end in REJECTED:
-            status, code, kind, msg = REJECTED[s.end]
-            return await ApiError(status, msg, code=code, kind=kind).response()(request.scope, request.receive, send)
-        reason = s.finish_reason
-        choice = ({"index": 0, "message": {"role": "assistant", "content": text_out.result()}, "finish_reason": reason}
-                  if chat else {"index": 0, "text": text_out.result(), "finish_reason": reason, "logprobs": None})
+            self._release(addr, held)
+        end = next((s.end for s in streams if s.end in REJECTED), None)
+        if end is not None:
+            status, code, kind, msg = REJECTED[end]
+            return await reply(ApiError(status, msg, code=code, kind=kind))
+        choices = []
+        for i, (s, text) in enumerate(zip(streams, texts.result())):
+            reason, why = ask.finish(s)
+            choices.append({"index": i, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                            "finish_reason": reason, "stop_reason": why} if chat else
+                           {"index": i, "text": ask.texts[i // ask.n] + text if ask.echo else text,
+                            "logprobs": None, "finish_reason": reason, "stop_reason": why})
         doc = {"id": rid, "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
-               "model": self.live.model, "choices": [choice], "usage": _usage(s)}
-        if timing:
-            doc["twin_timing"] = _timing(s)
-        await JSONResponse(doc)(request.scope, request.receive, send)
+               "model": self.live.model, "choices": choices, "usage": _usage(streams, counts, ask.n, self.live.block_size)}
+        if ask.timing:
+            doc["twin_timing"] = _timing(streams)
+        await JSONResponse(doc, headers={"x-request-id": rid.split("-", 1)[1]})(request.scope, request.receive, send)
 
-    async def _sse(self, s: Stream, send, rid: str, chat: bool, usage: bool, timing: bool, gone) -> None:
-        """The stream as server-sent events: one `send` of pre-built bytes per chunk. If the client
-        goes (`gone`), or a write fails, the engine aborts the request at once."""
+    def _abort(self, streams: list) -> None:
+        for s in streams:
+            self.live.abort(s)
+
+    async def _sse(self, streams: list, ask: Ask, send, rid: str, chat: bool, counts: list, gone) -> None:
+        """The streams as server-sent events: one `send` of pre-built bytes per wake-up. If the client
+        goes (`gone`), or a write fails, the engine aborts the requests at once."""
         head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
                 "created": int(time.time()), "model": self.live.model}
-        pre = _event(head)[:-3] + ',"choices":[{"index":0,'      # 'data: {...' without its closing '}\n\n'
-        if chat:
-            first_pre, pre = (pre + '"delta":{"role":"assistant","content":"').encode(), (pre + '"delta":{"content":"').encode()
-            post = b'"},"finish_reason":null}]}\n\n'
-        else:
-            pre = first_pre = (pre + '"text":"').encode()
-            post = b'","finish_reason":null,"logprobs":null}]}\n\n'
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        writer = _Writer(s, send, first_pre, pre, post)
+        base = _event(head)[:-3] + ',"choices":[{"index":%d,'      # 'data: {...' without its closing '}\n\n'
+        choices = []
+        for i, s in enumerate(streams):
+            pre = base % i
+            if chat:
+                first = pre + '"delta":{"role":"assistant","content":"'
+                pre, post = pre + '"delta":{"content":"', '"},"logprobs":null,"finish_reason":null}]'
+            else:
+                pre = pre + '"text":"'
+                first = pre + json.dumps(ask.texts[i // ask.n])[1:-1] if ask.echo else pre
+                post = '","logprobs":null,"finish_reason":null}]'
+            choices.append(_Choice(s, first.encode(), pre.encode(), post.encode()))
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [*SSE_HEADERS, (b"x-request-id", rid.split("-", 1)[1].encode())]})
+        writer = _Writer(choices, send, ask.text, sum(counts) if ask.continuous else None)
         if await _first(writer.done, gone) or writer.done.exception() is not None:
-            return self.live.abort(s)          # (nobody reads a tail)
-        if s.end in REJECTED:
-            code, kind, msg = REJECTED[s.end][1:]
+            return self._abort(streams)          # (nobody reads a tail)
+        end = next((s.end for s in streams if s.end in REJECTED), None)
+        if end is not None:
+            code, kind, msg = REJECTED[end][1:]
             tail = [{"error": {"message": msg, "type": kind, "param": None, "code": code}}]
         else:
-            last = ({"index": 0, "delta": {}, "finish_reason": s.finish_reason} if chat
-                    else {"index": 0, "text": "", "finish_reason": s.finish_reason, "logprobs": None})
-            tail = [{**head, "choices": [last]}]
-            if timing:
-                tail[0]["twin_timing"] = _timing(s)
-            if usage:
-                tail.append({**head, "choices": [], "usage": _usage(s)})
+            tail = []
+            for i, s in enumerate(streams):
+                reason, why = ask.finish(s)
+                last = {"index": i, "delta": {}} if chat else {"index": i, "text": ""}
+                tail.append({**head, "choices": [{**last, "logprobs": None, "finish_reason": reason,
+                                                  "stop_reason": why}]})
+            if ask.timing:
+                tail[-1]["twin_timing"] = _timing(streams)
+            if ask.usage:
+                tail.append({**head, "choices": [], "usage": _usage(streams, counts, ask.n, self.live.block_size)})
         await send({"type": "http.response.body", "more_body": False,
                     "body": "".join(map(_event, tail)).encode() + b"data: [DONE]\n\n"})
+
+
+def _request_id(request: Request) -> str:
+    """The client's X-Request-Id (vLLM's: the request's id, echoed), or a new one; 400 if it is not
+    1 to MAX_REQUEST_ID visible ASCII characters."""
+    got = request.headers.get("x-request-id")
+    if got is None:
+        return secrets.token_hex(12)
+    if not (0 < len(got) <= MAX_REQUEST_ID and all("!" <= c <= "~" for c in got)):
+        raise ApiError(400, f"X-Request-Id: allowed 1 to {MAX_REQUEST_ID} visible ASCII characters",
+                       "X-Request-Id", "invalid_value")
+    return got
+
+
+async def _ids(text: str) -> list[int]:
+    """A text's token ids; a long one's in a thread (the tokenizer lets go of the GIL: ~3 s a MB here)."""
+    return prompt.ids(text) if len(text) < INLINE_CHARS else await asyncio.to_thread(prompt.ids, text)
 
 
 async def _disconnected(receive) -> None:
@@ -437,8 +625,8 @@ async def _first(work: asyncio.Future, gone: asyncio.Future) -> bool:
     return True
 
 
-async def _collect(s: Stream) -> str:
-    return "".join([prompt.filler(first, k) async for due in s.chunks() for k, first in due])
+async def _collect(s: Stream, ask: Ask) -> str:
+    return "".join([ask.text(first, k) async for due in s.chunks() for k, first in due])
 
 
 def _scope(request: Request, salt: str | None) -> bytes:
@@ -451,33 +639,53 @@ def _scope(request: Request, salt: str | None) -> bytes:
     return b"key\0" + request.headers.get("authorization", "").encode() + b"\0" + host.encode()
 
 
+@dataclass(eq=False)
+class _Choice:
+    """One sequence of a stream and its chunk templates: `first` (the first chunk's start: the role,
+    or the echoed prompt), `pre` and `post` around each chunk's text."""
+    s: Stream
+    first: bytes | None
+    pre: bytes
+    post: bytes
+
+
 class _Writer:
-    """Writes a stream's chunks from the relay's own callback, with no task switch per chunk: the
+    """Writes a response's chunks from the relay's own callback, with no task switch per chunk: each
     stream calls `wake` when it has a chunk, which builds the bytes (pre-built templates, only the
     filler text filled in; all chunks due at once in one write) and steps the ASGI `send` coroutine
     by hand. It finishes at once unless the connection's writing is paused (a slow client): then it
-    goes on when the transport says so, and chunks wait meanwhile. `done` is set once the stream has
-    ended and everything is written (or holds what `send` raised)."""
+    goes on when the transport says so, and chunks wait meanwhile. `done` is set once every stream
+    has ended and everything is written (or holds what `send` raised). With `prompt_tokens` (the
+    request's, `continuous_usage_stats`) each chunk carries the usage so far."""
 
-    def __init__(self, s: Stream, send, first_pre: bytes, pre: bytes, post: bytes):
-        self.s, self.send, self.pre, self.post, self.first_pre = s, send, pre, post, first_pre
+    def __init__(self, choices: list, send, text, prompt_tokens: int | None = None):
+        self.choices, self.send, self.text, self.prompt_tokens = choices, send, text, prompt_tokens
         self.busy = False
         self.done = asyncio.get_running_loop().create_future()
-        s.sink = self.wake
+        for c in choices:
+            c.s.sink = self.wake
         self.wake()                       # what came before the response started
+
+    def _end(self) -> bytes:
+        if self.prompt_tokens is None:
+            return b"}\n\n"
+        p, made = self.prompt_tokens, sum(c.s.made for c in self.choices)
+        return f',"usage":{{"prompt_tokens":{p},"completion_tokens":{made},"total_tokens":{p + made}}}}}\n\n'.encode()
 
     def wake(self) -> None:
         if self.busy or self.done.done():
             return
-        due = self.s.take()
-        if not due:
-            if self.s.end:
+        parts = []
+        for c in self.choices:
+            for k, start in c.s.take():   # filler words need no JSON escaping
+                text = self.text(start, k)
+                if text or c.first:       # (past a stop's cut: nothing to send)
+                    parts += (c.first or c.pre, text.encode(), c.post, self._end())
+                    c.first = None
+        if not parts:
+            if all(c.s.end for c in self.choices):
                 self.done.set_result(None)
             return
-        parts = []
-        for k, start in due:              # filler words need no JSON escaping
-            parts += (self.first_pre or self.pre, prompt.filler(start, k).encode(), self.post)
-            self.first_pre = None
         self.busy = True
         self._step(self.send({"type": "http.response.body", "body": b"".join(parts), "more_body": True}))
 
@@ -503,16 +711,21 @@ def _event(doc: dict) -> str:
     return f"data: {json.dumps(doc, separators=(',', ':'))}\n\n"
 
 
-def _usage(s: Stream) -> dict:
-    made = s.made
-    cached = s.prefill[2] if s.prefill else 0
-    return {"prompt_tokens": s.input_tokens, "completion_tokens": made, "total_tokens": s.input_tokens + made,
+def _usage(streams: list, counts: list, n: int, block: int) -> dict:
+    """vLLM's usage: each prompt counted once, every sequence's output; the cached tokens of each
+    prompt's first sequence, whole blocks only (the engine's hits stop one token short of a prompt)."""
+    made = sum(s.made for s in streams)
+    cached = sum(s.prefill[2] // block * block if s.prefill else 0 for s in streams[::n])
+    return {"prompt_tokens": sum(counts), "completion_tokens": made, "total_tokens": sum(counts) + made,
             "prompt_tokens_details": {"cached_tokens": cached}}
 
 
-def _timing(s: Stream) -> dict:
-    """The twin's own times of this request (sim seconds): for comparing with a client's."""
-    return {"arrival_s": s.arrival, "chunk_times_s": s.times, "chunk_tokens": s.counts, "worker": WORKER.decode()}
+def _timing(streams: list) -> dict | list:
+    """The twin's own times of this request (sim seconds): for comparing with a client's (a list,
+    one a sequence, when there are several)."""
+    out = [{"arrival_s": s.arrival, "chunk_times_s": s.times, "chunk_tokens": s.counts, "worker": WORKER.decode()}
+           for s in streams]
+    return out[0] if len(out) == 1 else out
 
 
 def build_app(scenario: str = "default", seed: int | None = None, background: bool = False, **kw) -> ServeApp:

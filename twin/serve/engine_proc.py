@@ -17,7 +17,8 @@ requests enter the engine under the key `peer << KEY_BITS | its own key`, so the
 to that peer alone. The engine also keeps the per-request Prometheus series (metrics.py): it is the
 single source of truth that every worker's /metrics asks for.
 
-Messages in: ("req", key, arrival, input tokens, output tokens or None, block ids), ("abort", key)
+Messages in: ("req", key, arrival, input tokens, output tokens or None, block ids, the most a drawn
+output may be or None), ("abort", key)
 (its client went away: the request leaves the engine now, counted as finished_reason "abort"),
 ("fault", id, Command), ("metrics", id), ("cmd", Command), ("stop",). A relay that goes away
 (a worker stopped or killed) aborts all its requests: nobody is left to read them. Out: ("hello", info), ("ev", [(key, t,
@@ -74,7 +75,7 @@ def main(path: str, scenario: str, seed, background: bool, lead_s: float, step_s
     wall0 = time.monotonic() - eng.sim_time + lead_s     # the engine starts lead_s ahead
     hello = ("hello", {"model": eng.scenario.deployment, "block_size": ext.block_size, "wall0": wall0,
                        "lead_s": lead_s, "step_s": step_s, "engine": secrets.token_hex(4),
-                       "max_model_len": max_model_len(eng)})
+                       "max_model_len": max_model_len(eng), "created": int(time.time())})
     peers: dict[int, wire.Peer] = {}
     accepted = 0
     pace: deque = deque(maxlen=250)
@@ -101,12 +102,13 @@ def main(path: str, scenario: str, seed, background: bool, lead_s: float, step_s
                 for msg in msgs:
                     kind = msg[0]
                     if kind == "req":
-                        _, key, arrival, inp, out, blocks = msg
+                        _, key, arrival, inp, out, blocks, cap = msg
                         gid = p.id << KEY_BITS | key
                         metrics.arrived(gid, arrival, inp, out)
                         if out is None:
                             rng = np.random.default_rng([eng.seed, OUTPUT_SEED, draws])
                             out, draws = int(eng.scenario.output.dist().sample(rng, 1)[0]), draws + 1
+                            out = min(out, cap or out)
                             drawn[gid] = out
                         ext.inject(arrival + lead_s, inp, out, blocks, gid)   # the hop: LEAD_S after the HTTP arrival
                     elif kind == "abort":

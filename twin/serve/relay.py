@@ -43,6 +43,7 @@ class Stream:
     output_tokens: int | None            # None: the engine draws it (then set at admission)
     blocks: object
     keep: bool = False                   # keep every chunk's time and count (twin_timing)
+    cap: int | None = None               # a drawn output ends here at most (a stop the filler meets)
     key: int = -1
     arrival: float = 0.0                 # sim time of the HTTP arrival
     admitted: float | None = None
@@ -137,6 +138,7 @@ class LiveTwin:
         self.block_size: int | None = None
         self.engine_id: str | None = None     # the engine process's opaque id (a new one after a restart)
         self.max_model_len: int | None = None
+        self.created = 0                  # the engine's start (Unix seconds): /v1/models' `created`
         self.gauges: dict = {}            # the engine's latest {sim_time, behind_ms}
         self.pace = 1.0                   # sim seconds per wall second, as the engine measured it
         self.late = 0                     # events shipped after their time (the engine fell behind)
@@ -259,7 +261,8 @@ class LiveTwin:
         stream.arrival = self.now() if arrival is None else arrival
         stream.key = self._keys = self._keys + 1
         self.streams[stream.key] = stream
-        self._send(("req", stream.key, stream.arrival, stream.input_tokens, stream.output_tokens, stream.blocks))
+        self._send(("req", stream.key, stream.arrival, stream.input_tokens, stream.output_tokens, stream.blocks,
+                    stream.cap))
 
     def abort(self, stream: Stream) -> None:
         """The stream's client went away: the engine drops its request now (KV and batch slot
@@ -349,6 +352,7 @@ class LiveTwin:
             info = msg[1]
             self.model, self.block_size, self.wall0 = info["model"], info["block_size"], info["wall0"]
             self.engine_id, self.max_model_len = info["engine"], info["max_model_len"]
+            self.created = info["created"]
             self._ready.set()
 
     def _schedule(self, events: list) -> None:

@@ -9,9 +9,10 @@ asyncio protocol that only finds each event's text marker (the least CPU a chunk
 processes (spawned, each its own event loop), so the client is not the bottleneck it measures.
 A chunk's time is taken when its line is read, on the client's own clock (time.perf_counter).
 
-Prompts: each 512-token block id of a row becomes the same 2,048 bytes of text (its id, repeated),
-so rows that share hash_ids share text prefixes, and the server's prefix hashes (prompt.py) give
-them shared blocks; the last block is cut to the row's input_length (4 bytes a token, prompt.py).
+Prompts: each 512-token block id of a row becomes the same 512 words (drawn with the id as the
+seed from the shipped tokenizer's words that are one token each: twin.serve.tokens), so rows that
+share hash_ids share text prefixes, and the server's prefix hashes (prompt.py) give them shared
+blocks; the last block is cut to the row's input_length, which is then exactly the server's count.
 Closed loop: `concurrency` streams are kept open (started over `ramp_s`, inside the server's
 per-address rate budget); the next row starts as soon as one ends (1 s after a failure).
 """
@@ -25,12 +26,13 @@ import threading
 import time
 import urllib.request
 from collections import Counter
+from functools import lru_cache
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
 import numpy as np
 
-from twin.serve.prompt import BYTES_PER_TOKEN
+from twin.serve import tokens
 from twin.workload.tracefile import TRACES, default_trace_path
 
 BLOCK = 512       # Mooncake's block size (tokens per hash id; Qin et al., FAST 2025; twin/traces/README.md)
@@ -51,9 +53,24 @@ def rows(path: str, n: int, max_input: int) -> list[tuple[int, int, list]]:
     return out
 
 
+@lru_cache(maxsize=1)
+def _words() -> np.ndarray:
+    """" word" tokens of the shipped tokenizer that encode back to themselves alone."""
+    tok = tokens.tokenizer()
+    out = [w for w, i in tok.get_vocab().items() if w[:1] == "\u0120" and w[1:].isascii() and w[1:].isalpha()
+           and tokens.encode(" " + w[1:]) == [i]]
+    return np.array(sorted(" " + w[1:] for w in out))
+
+
+@lru_cache(maxsize=4096)
+def _block(h: int) -> tuple:
+    return tuple(np.random.default_rng(h).choice(_words(), BLOCK))
+
+
 def text(inp: int, ids: list) -> str:
-    body = "".join((f"{h:015d} " * (BLOCK * BYTES_PER_TOKEN // 16))[:BLOCK * BYTES_PER_TOKEN] for h in ids)
-    return body[:inp * BYTES_PER_TOKEN]
+    """A prompt of exactly `inp` tokens whose 512-token blocks are those of hash ids `ids`."""
+    words = [w for h in ids for w in _block(h)]
+    return "".join(words[:inp])
 
 
 async def _sdk_one(client, model: str, prompt: str, out: int) -> tuple[float, list, dict]:
