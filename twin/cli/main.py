@@ -13,6 +13,7 @@ from twin.predict import crossval
 from twin.cli.args import dumps, number
 from twin.cli.run import add_run_commands
 from twin.cli.cloud import SCENARIOS, add_cloud_command, cmd_run_day
+from twin.cli.maas import cmd_run_maas, is_maas
 from twin.model.config import CatalogError
 from twin.cli.explore import add_explore_commands
 from twin.cli.faults import add_faults_command
@@ -215,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.cmd == "run" and args.scenario in SCENARIOS:    # a co-pool day: every policy
         args.fn = cmd_run_day
+    elif args.cmd == "run" and is_maas(args.scenario):     # several models on one supernode
+        args.fn = cmd_run_maas
     try:
         return args.fn(args)
     except (CatalogError, ValueError, KeyError) as exc:
