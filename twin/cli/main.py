@@ -10,6 +10,7 @@ import sys
 
 from twin.predict import calibrate
 from twin.predict import crossval
+from twin.predict import disagg
 from twin.cli.args import dumps, number
 from twin.cli.run import add_run_commands
 from twin.cli.cloud import SCENARIOS, add_cloud_command, cmd_run_day
@@ -40,6 +41,13 @@ def _text_step(d: dict) -> None:
 
 
 def cmd_perf(a) -> int:
+    if a.deployment in disagg.forms():          # MoE-attention disaggregated (twin/catalog/disagg.toml)
+        if a.phase != "decode":
+            raise ValueError(f"--deployment {a.deployment}: a MoE-attention disaggregated form predicts decode only "
+                             f"(allowed: perf decode)")
+        out = disagg.Disaggregated(a.deployment).report()
+        _print(out, a.json, lambda d: print("  ".join(f"{k}={v}" for k, v in d.items())))
+        return 0
     pm = PerfModel(a.deployment)
     if a.phase == "alltoall":
         if a.ep is None or a.tokens is None:
