@@ -19,7 +19,7 @@ TOPS = ("twin", "pages", "app")     # the module trees the graph covers
 WIRING = {"twin.engine", "twin.live.runner", "twin.cli.run", "twin.cli.bench", "twin.cli.bench_turns",
           "twin.cli.fingerprint", "twin.explore.evaluate", "twin.explore.whatif", "twin.serve.engine_proc",
           "twin.explore.incident", "twin.explore.incidentjob",     # a gray incident's what-if runs
-          "twin.cloud.live", "twin.region.member"}
+          "twin.cloud.live", "twin.cloud.maas", "twin.region.member"}
 
 
 

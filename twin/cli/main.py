@@ -10,9 +10,11 @@ import sys
 
 from twin.predict import calibrate
 from twin.predict import crossval
+from twin.predict import disagg
 from twin.cli.args import dumps, number
 from twin.cli.run import add_run_commands
 from twin.cli.cloud import SCENARIOS, add_cloud_command, cmd_run_day
+from twin.cli.maas import cmd_run_maas, is_maas
 from twin.model.config import CatalogError
 from twin.cli.explore import add_explore_commands
 from twin.cli.faults import add_faults_command
@@ -39,6 +41,13 @@ def _text_step(d: dict) -> None:
 
 
 def cmd_perf(a) -> int:
+    if a.deployment in disagg.forms():          # MoE-attention disaggregated (twin/catalog/disagg.toml)
+        if a.phase != "decode":
+            raise ValueError(f"--deployment {a.deployment}: a MoE-attention disaggregated form predicts decode only "
+                             f"(allowed: perf decode)")
+        out = disagg.Disaggregated(a.deployment).report()
+        _print(out, a.json, lambda d: print("  ".join(f"{k}={v}" for k, v in d.items())))
+        return 0
     pm = PerfModel(a.deployment)
     if a.phase == "alltoall":
         if a.ep is None or a.tokens is None:
@@ -215,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.cmd == "run" and args.scenario in SCENARIOS:    # a co-pool day: every policy
         args.fn = cmd_run_day
+    elif args.cmd == "run" and is_maas(args.scenario):     # several models on one supernode
+        args.fn = cmd_run_maas
     try:
         return args.fn(args)
     except (CatalogError, ValueError, KeyError) as exc:

@@ -81,6 +81,8 @@ class Scenario(BaseModel):
     cv: float = Field(1.0, gt=0, le=20)
     diurnal_amplitude: float = Field(0.0, ge=0, le=1)
     diurnal_period_s: float = Field(86400, gt=0, le=365 * 86400)
+    # where in its period the diurnal day starts (s): models sharing a supernode peak at different hours
+    diurnal_offset_s: float = Field(0.0, ge=0, le=365 * 86400)
     input: Length = Length(kind="fixed", value=4096)
     output: Length = Length(kind="fixed", value=256)
     reuse_rate: float = Field(0.0, ge=0, lt=1)

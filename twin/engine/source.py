@@ -107,8 +107,9 @@ class TraceSource:
 class SyntheticSource:
     """Synthetic arrivals at `rate` req/s (changeable at any sim time)."""
 
-    def __init__(self, rate: float, seed: int, kw: dict):
+    def __init__(self, rate: float, seed: int, kw: dict, offset_s: float = 0.0):
         self.rate = rate
+        self.offset_s = offset_s       # the diurnal day's start within its period
         self.seed = seed
         self.kw = kw
         self.block_size = kw.get("block_size", 512)
@@ -126,7 +127,7 @@ class SyntheticSource:
 
     def _chunk(self, t0: float) -> Batch:
         seed = int(np.random.SeedSequence([self.seed, int(t0 * 1000)]).generate_state(1)[0])
-        w = synthetic(self.rate, CHUNK_S, seed, unique_base=self._unique, diurnal_phase_s=t0, **self.kw)
+        w = synthetic(self.rate, CHUNK_S, seed, unique_base=self._unique, diurnal_phase_s=t0 + self.offset_s, **self.kw)
         self._unique += len(w.block_ids)
         return _from_workload(w, t0)
 
@@ -246,5 +247,5 @@ def make_source(sc, capacity_rps: float | None = None):
               diurnal_period_s=sc.diurnal_period_s, input=sc.input.dist(),
               output=sc.output.dist(), reuse_rate=sc.reuse_rate, prefix_pool=sc.prefix_pool,
               block_size=sc.block_size)
-    return SyntheticSource(sc.rate or sc.load * capacity_rps, sc.seed, kw)
+    return SyntheticSource(sc.rate or sc.load * capacity_rps, sc.seed, kw, sc.diurnal_offset_s)
 
