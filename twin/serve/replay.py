@@ -26,8 +26,8 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from functools import lru_cache
 from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
 from multiprocessing import get_context
 
 import numpy as np
