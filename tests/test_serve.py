@@ -394,6 +394,8 @@ def test_n_sequences_share_the_prompt_and_its_prefill(client, server):
     assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (3 * 512 + 7, 10)
     first, second = r.model_extra["twin_timing"]
     assert first["arrival_s"] == second["arrival_s"]
+    # one prefill of the shared prefix: the second sequence hits the first one's whole blocks
+    assert (first["cached_tokens"], second["cached_tokens"]) == (0, 3 * 512)
     chunks = list(client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "two"}], n=2,
                                                  max_tokens=4, stream=True))
     for i in (0, 1):

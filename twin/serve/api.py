@@ -723,8 +723,8 @@ def _usage(streams: list, counts: list, n: int, block: int) -> dict:
 def _timing(streams: list) -> dict | list:
     """The twin's own times of this request (sim seconds): for comparing with a client's (a list,
     one a sequence, when there are several)."""
-    out = [{"arrival_s": s.arrival, "chunk_times_s": s.times, "chunk_tokens": s.counts, "worker": WORKER.decode()}
-           for s in streams]
+    out = [{"arrival_s": s.arrival, "chunk_times_s": s.times, "chunk_tokens": s.counts, "worker": WORKER.decode(),
+            "cached_tokens": s.prefill[2] if s.prefill else 0} for s in streams]
     return out[0] if len(out) == 1 else out
 
 
