@@ -55,3 +55,19 @@ def test_phone_compare_table_fits_its_panel(browser_page, artifacts):
     assert t["lastText"] == "$ / M tokens" and t["last"] <= t["wrapRight"] + 0.5 and t["over"] <= 0, t
     assert t["broken"] == [], t
     assert all(lines <= words for _text, lines, words in t["words"]), t["words"]   # lines break between words (or at a hyphen)
+
+
+def test_phone_topology_drawing_fills_its_box(browser_page, artifacts):
+    """The supernode drawing (1,424 x 652 model px) is turned on its side on a phone and fitted: it
+    fills most of its 640 px box, at about twice the zoom of the strip it was."""
+    pg = browser_page
+    open_phone(pg, "/topology")
+    pg.wait_for_function("() => { const e = document.getElementById('topo-cy'); return e && e._cyreg && "
+                         "e._cyreg.cy.nodes().length > 40 && e._cyreg.cy.elements()[0].data('tp'); }", timeout=20_000)
+    pg.wait_for_timeout(500)
+    got = pg.evaluate("""() => { const cy = document.getElementById('topo-cy')._cyreg.cy;
+        const bb = cy.elements().renderedBoundingBox();
+        return {w: bb.w, h: bb.h, boxW: cy.width(), boxH: cy.height(), zoom: cy.zoom()}; }""")
+    pg.locator("#topo-cy").screenshot(path=str(artifacts / "phone-topology.png"))
+    assert got["h"] >= 0.85 * got["boxH"] and got["w"] <= got["boxW"], got     # was ~148 of 640 px
+    assert got["zoom"] >= 0.38, got                                               # was 0.23
