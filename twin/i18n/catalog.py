@@ -61,12 +61,15 @@ def extract(root: Path | None = None) -> Catalog:
 
 
 def data_texts() -> list[tuple[str, str]]:
-    """(text, where) of the catalog data shown on the dashboard: scenario and fault-demo descriptions."""
+    """(text, where) of the catalog data shown on the dashboard: scenario and fault-demo descriptions,
+    system names."""
     from twin.model.config import CATALOG_DIR
     from twin.engine.faults import describe, load_fault_file
     scen = tomllib.loads((CATALOG_DIR / "scenarios.toml").read_text())
     out = [(s["description"], f"scenario {name}") for name, s in scen.items()
            if isinstance(s, dict) and s.get("description")]
+    systems = tomllib.loads((CATALOG_DIR / "systems.toml").read_text())
+    out += [(s["name"], f"system {name}") for name, s in systems.items() if isinstance(s, dict) and s.get("name")]
     for p in sorted((CATALOG_DIR / "faults").glob("*.toml")):
         if text := describe(p, load_fault_file(p)):
             out.append((text, f"fault demo {p.stem}"))
