@@ -22,6 +22,29 @@
     return (h > 0 ? h + ":" + pad(m) : m) + ":" + pad(sec) + " " + (h > 0 ? (T.h || "h") : (T.min || "min"));
   }
 
+  // On a phone (<= 700 px) a drawing much wider than tall is turned on its side (x and y swapped) and
+  // fitted again: the supernode's 1,424 x 652 drawing filled a 372 x 640 box as a ~150 px strip. The
+  // swapped elements carry data.tp, so the next merge keeps them (issue 36, 12).
+  function portrait(elements) {
+    if (window.innerWidth > 700 || !elements.length || (elements[0].data || {}).tp) { return elements; }
+    var xs = [], ys = [];
+    elements.forEach(function (el) { if (el.position) { xs.push(el.position.x); ys.push(el.position.y); } });
+    if (!xs.length) { return elements; }
+    var w = Math.max.apply(null, xs) - Math.min.apply(null, xs), h = Math.max.apply(null, ys) - Math.min.apply(null, ys);
+    if (w < 1.3 * h) { return elements; }
+    var ctx = window.dash_clientside.callback_context, id = ctx && ctx.outputs_list && ctx.outputs_list.id;
+    setTimeout(function () {
+      var el = id && document.getElementById(id), cy = el && el._cyreg && el._cyreg.cy;
+      if (cy) { cy.fit(cy.elements(), 24); }
+    }, 50);
+    return elements.map(function (el, i) {
+      var out = Object.assign({}, el);
+      if (el.position) { out.position = {x: el.position.y, y: el.position.x}; }
+      if (i === 0) { out.data = Object.assign({}, el.data, {tp: 1}); }
+      return out;
+    });
+  }
+
   function speedText(v, T) {
     if (v === "max") { return (T && T.max) || "max"; }
     var n = Number(v);
@@ -149,6 +172,7 @@
 
       topo: function (live, elements, viewName) {
         if (!live || !elements || !live.u || live.view !== viewName) { return NU(); }
+        elements = portrait(elements);
         var down = {}, part = {}, ndown = {}, nfail = {}, slow = {};
         (live.down || []).forEach(function (j) { down[j] = true; });
         (live.part || []).forEach(function (j) { part[j] = true; });

@@ -40,7 +40,7 @@ def _compare() -> dict:
 def names(d: dict) -> dict[str, str]:
     """Deployment id -> what the page calls its system: the catalog's name (CloudMatrix384, H800
     cluster, ...), with the deployment added where two rows share a system."""
-    base = {s["deployment"]: s.get("name") or s["system"] for s in d["systems"]}
+    base = {s["deployment"]: _(s["name"]) if s.get("name") else s["system"] for s in d["systems"]}
     dup = {n for n in base.values() if list(base.values()).count(n) > 1}
     return {dep: f"{n} ({dep})" if n in dup else n for dep, n in base.items()}
 

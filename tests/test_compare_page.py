@@ -60,6 +60,7 @@ def test_the_cost_sources_are_in_chinese_on_the_chinese_page(cmp, data, dash_app
     assert inputs.startswith("系统 芯片 每芯片千瓦 每芯片小时美元 CloudMatrix384 ")
     assert "IT 1.456 kW + 网络 0 kW，× PUE 1.3 · 资本支出每芯片 $20,833，使用 4 年 + 电费 $0.1/kWh" in inputs
     assert "IT 功耗: " in inputs and "kW + network" not in inputs
+    assert " H800 集群 h800 · fp8 " in inputs                     # the system's name, translated
 
 
 def test_the_sentence_of_what_the_numbers_support_follows_the_data(cmp, data):
