@@ -1,0 +1,41 @@
+"""Pages follow the model the viewed twin's deployment serves (issue 36, item 14): after a switch to the
+Qwen3 deployment, the Overview's first line and intro name Qwen3-235B-A22B, in English and in Chinese."""
+from __future__ import annotations
+
+import importlib
+import time
+
+import pytest
+
+from test_callbacks import wait_until
+
+
+@pytest.fixture
+def overview(dash_app):
+    return importlib.import_module("pages.overview")
+
+
+@pytest.mark.parametrize("lang, says", [("en", "serving Qwen3-235B-A22B"), ("zh", "Qwen3-235B-A22B")])
+def test_overview_names_the_model_the_deployment_serves(overview, twin_registry, dash_app, lang, says):
+    tw = twin_registry.shared()
+    tw.control("reset", {"deployment": "qwen3-235b-cloudmatrix"})
+    assert wait_until(lambda: tw.snapshot.deployment == "qwen3-235b-cloudmatrix"
+                      and len(tw.snapshot.history.get("t", [])) >= 2)
+    tw.control("pause")
+    time.sleep(0.15)
+    with dash_app.server.test_request_context("/", headers={"Cookie": f"twin_lang={lang}"}):
+        out = overview.tick(1, "shared", None)
+    text = " ".join([out["lede"], *out["intro"]])
+    assert says in out["lede"] and "DeepSeek" not in text
+    assert "Qwen3-235B-A22B" in out["intro"][1] and "235" in out["intro"][1] and "671" not in text
+    assert "qwen3-235b-cloudmatrix" in out["intro"][1]
+    if lang == "zh":
+        assert "孪生" in out["lede"] and "混合专家" in out["intro"][1]
+
+
+def test_the_paper_deployment_still_names_deepseek(overview, twin_registry):
+    tw = twin_registry.shared()
+    assert wait_until(lambda: len(tw.snapshot.history.get("t", [])) >= 2)
+    out = overview.tick(1, "shared", None)
+    assert "serving DeepSeek-R1 live" in out["lede"]
+    assert out["intro"][1].startswith("It is serving DeepSeek-R1, a 671-billion-parameter mixture-of-experts")
