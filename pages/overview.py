@@ -161,4 +161,4 @@ def tick(t: Tick) -> dict:
 def _lede(w: dict, deployment: str) -> str:
     """The page's first line: the system and the model the viewed twin's deployment serves."""
     return _("The twin serving %(model)s live on a %(system)s: throughput, latency, cache and load. Every "
-             "number here is simulated by the running engine.") % {**w, **teach.served(deployment)}
+             "number here is simulated by the running engine.") % {**w, **words.served(deployment)}

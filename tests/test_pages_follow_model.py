@@ -39,3 +39,15 @@ def test_the_paper_deployment_still_names_deepseek(overview, twin_registry):
     out = overview.tick(1, "shared", None)
     assert "serving DeepSeek-R1 live" in out["lede"]
     assert out["intro"][1].startswith("It is serving DeepSeek-R1, a 671-billion-parameter mixture-of-experts")
+
+
+def test_tradeoffs_draw_the_papers_points_only_for_its_model():
+    """DeepSeek-R1's published decode points are not drawn on the Qwen3 curve; the chart says none are."""
+    from twin.ui import tradeoffs
+    qwen = tradeoffs.figure("qwen3-235b-cloudmatrix", 4096, 50.0)
+    assert qwen["data"][tradeoffs.T_PAPER]["x"] == [] and not qwen["data"][tradeoffs.T_PAPER]["showlegend"]
+    notes = " ".join(a["text"] for a in qwen["layout"]["annotations"])
+    assert "No published reference points for Qwen3-235B-A22B on cloudmatrix384" in notes
+    paper = tradeoffs.figure("cloudmatrix-infer-paper", 4096, 50.0)
+    assert paper["data"][tradeoffs.T_PAPER]["x"] == [49.4, 14.9]
+    assert "paper" not in tradeoffs.csv_text("qwen3-235b-cloudmatrix", 4096, 50.0, ([], [])).split("\n", 1)[1]

@@ -207,22 +207,11 @@ INTRO_SUPERNODE = (
 DEFAULT_DEPLOYMENT = "cloudmatrix-infer-paper"    # what the shared twin serves at start (the layout's words)
 
 
-def served(deployment: str) -> dict:
-    """The model deployment `deployment` serves, as the pages name it: {"model", "params", "dep"}."""
-    from twin.model.config import catalog
-    cat = catalog()
-    try:
-        m = cat.model(cat.deployment(deployment).model)
-        name = cat.deployment(deployment).model
-    except (KeyError, ValueError):
-        return {"model": deployment, "params": "?", "dep": deployment}
-    return {"model": m.title or name, "params": f"{m.params_b:g}", "dep": deployment}
-
-
 def intro_system(info, deployment: str) -> list[str]:
     """The intro's sentences about the machine for system `info` (a snapshot's SystemInfo) and the model
     `deployment` serves."""
     from twin.ui.lang import _, system_title       # here: lang imports this module
+    from twin.ui.words import served
     if info.supernode:
         return [_(INTRO_SUPERNODE[0]), _(INTRO_SUPERNODE[1]) % served(deployment)]
     return [_("This twin runs a GPU cluster: %(title)s.") % {"title": system_title(info)},
@@ -232,6 +221,7 @@ def intro_system(info, deployment: str) -> list[str]:
 
 def intro(**kwargs) -> html.Details:
     """A short 'what is this' for the Overview page: the supernode, the model, what runs, what to try."""
+    from twin.ui import words           # here: lang imports this module
     lang, _msg = page_lang(kwargs.get("lang"))
     _ = i18n.gettext(lang)
     tries = [
@@ -244,7 +234,7 @@ def intro(**kwargs) -> html.Details:
         html.Div([
             html.Div([
                 html.P(_(INTRO_SUPERNODE[0]), id="teach-intro-system"),
-                html.P(_(INTRO_SUPERNODE[1]) % served(DEFAULT_DEPLOYMENT), id="teach-intro-serving"),
+                html.P(_(INTRO_SUPERNODE[1]) % words.served(DEFAULT_DEPLOYMENT), id="teach-intro-serving"),
                 html.P(_("What runs here is a simulation of that machine, far faster than real time: every number "
                          "below is measured in the running twin. The bar at the top shows the scenario and lets "
                          "you pause, speed up or change it.")),
