@@ -51,3 +51,22 @@ def test_tradeoffs_draw_the_papers_points_only_for_its_model():
     paper = tradeoffs.figure("cloudmatrix-infer-paper", 4096, 50.0)
     assert paper["data"][tradeoffs.T_PAPER]["x"] == [49.4, 14.9]
     assert "paper" not in tradeoffs.csv_text("qwen3-235b-cloudmatrix", 4096, 50.0, ([], [])).split("\n", 1)[1]
+
+
+def test_deployment_list_carries_each_ones_description_translated(dash_app):
+    """Every deployment in the control bar's list shows its one-line catalog description, in the viewer's language."""
+    from twin.model.config import catalog
+    from twin.ui import components
+    deps = sorted(catalog().deployments)
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
+        en = components.deployment_options(deps)[1:]
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        zh = components.deployment_options(deps)[1:]
+    assert [o["value"] for o in en] == deps
+    for o, z in zip(en, zh):
+        desc = catalog().deployments[o["value"]].description
+        assert o["label"].children[1].children == desc == o["title"] and desc
+        assert z["title"] != desc and z["label"].children[1].children == z["title"]
+        assert o["label"].children[0].children == o["value"] and o["value"] in o["search"]
+    qwen = next(z for z in zh if z["value"] == "qwen3-235b-cloudmatrix")
+    assert qwen["title"].startswith("假设：在 CloudMatrix384 上运行 Qwen3-235B-A22B")

@@ -61,12 +61,15 @@ def extract(root: Path | None = None) -> Catalog:
 
 
 def data_texts() -> list[tuple[str, str]]:
-    """(text, where) of the catalog data shown on the dashboard: scenario and fault-demo descriptions."""
+    """(text, where) of the catalog data shown on the dashboard: scenario, deployment and fault-demo
+    descriptions."""
     from twin.model.config import CATALOG_DIR
     from twin.engine.faults import describe, load_fault_file
-    scen = tomllib.loads((CATALOG_DIR / "scenarios.toml").read_text())
-    out = [(s["description"], f"scenario {name}") for name, s in scen.items()
-           if isinstance(s, dict) and s.get("description")]
+    out = []
+    for kind in ("scenario", "deployment"):
+        data = tomllib.loads((CATALOG_DIR / f"{kind}s.toml").read_text())
+        out += [(s["description"], f"{kind} {name}") for name, s in data.items()
+                if isinstance(s, dict) and s.get("description")]
     for p in sorted((CATALOG_DIR / "faults").glob("*.toml")):
         if text := describe(p, load_fault_file(p)):
             out.append((text, f"fault demo {p.stem}"))
