@@ -149,18 +149,24 @@ def tick(t: Tick, view_name, url=None, report_id=None, whatif=None) -> dict:
     first = not cursor                          # the very first tick: numbers first, drawing next
     if first or rebuild:                        # another system (a deployment switch): its part, its count
         out.update(failpanels.url_pick(info, url, keep=first))
-    if not t.changed and not rebuild and cursor.get("drawn"):
+    fid = faultreport.fault_id(report_id)
+    pin = fid if failpanels.pin_sig(snap, fid) is not None else None    # an open report pins the charts
+    repin = pin != cursor.get("pin")
+    if not t.changed and not rebuild and cursor.get("drawn") and not repin:
         return {**out, "cursor": dict(cursor, **t.cursor, s=sigs)}
 
     panels = tw.memo(f"fl-panels:{info.name}:{lang.request_lang()}", failpanels.panels)     # text in the viewer's language
-    out.update(failpanels.charts(t, panels, changed) if t.changed else {})
+    if pin is not None:                         # the incident's window, from its report: it does not scroll
+        if changed("pin", failpanels.pin_sig(snap, pin), force=repin):
+            out["figs"] = tw.memo(f"fl-pin:{pin}:{lang.request_lang()}", lambda s: failpanels.pinned(s, pin))
+    elif t.changed or repin:
+        out.update(failpanels.charts(t, panels, changed, whole=repin))
     for name in ("table", "events", "failed", "banner"):
         sig, content = panels[name]
         if t.changed and changed(name, sig):
             out[name] = content
     if "banner" in out:
         out["banner"], out["banner_cls"] = out["banner"]
-    fid = faultreport.fault_id(report_id)
     if t.changed and fid:                       # the open report, while its numbers still move
         r = faultreport.with_whatif(faultreport.find(snap, fid), whatif, tw.params.faults)
         if changed("report", faultview.crc([fid, r])):
@@ -178,7 +184,7 @@ def tick(t: Tick, view_name, url=None, report_id=None, whatif=None) -> dict:
                        layout={"name": "preset", "fit": True, "padding": 14, "view": f"{info.name}:{v.name}"})
         else:                                         # first drawing, or another system (see TS.canvas)
             out["canvas"] = faultconsole.canvas(info, v)
-    out["cursor"] = dict(t.cursor, view=v.name, system=info.name, s=sigs, drawn=not first)
+    out["cursor"] = dict(t.cursor, view=v.name, system=info.name, s=sigs, drawn=not first, pin=pin)
     return out
 
 

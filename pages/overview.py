@@ -95,7 +95,7 @@ def layout(**_kwargs):
               for name, spec in CHARTS.items()]
     return html.Div([
         *page_stores(P),
-        components.page_header(_("Overview"), html.Span(_lede(words.words(None)), id=f"{P}-lede"),
+        components.page_header(_("Overview"), html.Span(_lede(words.words(None), teach.DEFAULT_DEPLOYMENT), id=f"{P}-lede"),
                       html.Div(id=f"{P}-scenario", className="scenario-line")),
         teach.intro(**_kwargs),
         html.Div(cards, className="kpi-grid"),
@@ -154,10 +154,11 @@ def tick(t: Tick) -> dict:
     if t.mode == "full":              # the system may have changed: every word that names it
         labels, hints = _labels(w)
         out.update(labels=labels, hints=[h for (sfx, *_r), h in zip(KPIS, hints) if sfx != "useful"],
-                   intro=teach.intro_system(snap.system, snap.deployment), lede=_lede(w))
+                   intro=teach.intro_system(snap.system, snap.deployment), lede=_lede(w, snap.deployment))
     return out
 
 
-def _lede(w: dict) -> str:
-    return _("The twin serving DeepSeek-R1 live on a %(system)s: throughput, latency, cache and load. Every "
-             "number here is simulated by the running engine.") % w
+def _lede(w: dict, deployment: str) -> str:
+    """The page's first line: the system and the model the viewed twin's deployment serves."""
+    return _("The twin serving %(model)s live on a %(system)s: throughput, latency, cache and load. Every "
+             "number here is simulated by the running engine.") % {**w, **words.served(deployment)}

@@ -732,7 +732,34 @@ def test_failures_tick_table_marks_and_patches(failures, twin_registry):
     assert live["ndown"] and live["view"] == "supernode"                  # n20 drawn as failed
     assert size(upd) < 30_000
     rows = faultrows.rows(tw.snapshot.faults, tw.snapshot.sim_time)
-    assert rows[0]["slo_before"] is not None and rows[0]["state"] == "recovered"
+    assert rows[0]["slo_before"] is not None and rows[0]["state"].startswith("recovered")
+
+
+def test_an_open_report_pins_the_charts_to_its_incident_and_closing_it_lets_them_scroll(failures, twin_registry):
+    """Issue 36 item 13: with a fault's report open, the tick draws the four charts from the series the
+    engine kept for the incident, the x axis fixed to the report's window; closed, the rolling charts
+    come back whole (and the strips resume)."""
+    fl = failures
+    tw = twin_registry.shared()
+    tw.control("speed", "max")
+    assert wait_until(lambda: tw.snapshot.sim_time > 20)
+    tw.control("fault", {"kind": "l2", "target": "sp2/l2-5", "duration_s": 10})
+    assert wait_until(lambda: tw.snapshot.faults and tw.snapshot.faults[0].get("final"), timeout=60)
+    tw.control("pause")
+    time.sleep(0.2)
+    first = fl.tick(1, "shared", None, view_name="supernode")
+    drawn = fl.tick(2, "shared", first["cursor"], view_name="supernode")
+    pinned = fl.tick(3, "shared", drawn["cursor"], view_name="supernode", report_id=1)
+    r = tw.snapshot.faults[0]
+    assert r["window_s"][0] == pytest.approx(r["at_s"] - 60, abs=1e-3) and r["back_s"] is not None
+    for fig in pinned["figs"]:
+        assert fig["layout"]["xaxis"]["range"] == r["window_s"] and "fault #1" in fig["layout"]["title"]["text"]
+    assert pinned["cursor"]["pin"] == 1 and pinned["strips"] is no_update
+    same = fl.tick(4, "shared", pinned["cursor"], view_name="supernode", report_id=1)
+    assert all(f is no_update for f in same["figs"])                       # pinned: not resent
+    closed = fl.tick(5, "shared", same["cursor"], view_name="supernode", report_id=None)
+    assert all("range" not in f["layout"]["xaxis"] for f in closed["figs"])   # the rolling charts, whole
+    assert closed["cursor"].get("pin") is None
 
 
 def test_fault_marks_merge_bands_and_keep_to_the_window():

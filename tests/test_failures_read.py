@@ -147,13 +147,14 @@ def test_the_fault_table_downloads_as_csv():
                      "active": False},
                     {"id": 1, "kind": "cpu", "target": "n05/cpu0", "at_s": 10.0, "active": True}], 40.0)
     assert faultrows.csv_text(rows).splitlines() == [
-        "id,kind,target,at_s,detect_s,recover_s,requests_affected,requeued,recomputed,lost,goodput_before,"
-        "goodput_during,goodput_after,slo_before,slo_during,slo_after,goodput_rise_before,detected_by,mitigated_s,"
+        "id,kind,target,at_s,detect_s,served_s,recover_s,back_s,requests_affected,requeued,recomputed,lost,"
+        "goodput_before,goodput_during,goodput_after,slo_before,slo_during,slo_after,slo_reference,back_margin,"
+        "goodput_rise_before,detected_by,mitigated_s,"
         "mitigation,tpot_before_ms,tpot_during_ms,tpot_after_ms,whatif_tokens_lost,whatif_tpot_ms_without,"
         "whatif_slo_without,whatif_won_back_tokens,state,impact",
-        "1,cpu,n05/cpu0,10.0,,,,,,,,,,,,,,,,,,,,,,,,active,not measured yet",
-        "2,l2,sp2/l2-5,30.0,,2.5,5,0,0,0,100.0,90.0,,1.0,,,,,,,,,,,,,,recovered,\"goodput fell 10 % until service was "
-        "restored; 5 requests affected, 0 requeued, 0 recomputed, none lost\""]
+        "1,cpu,n05/cpu0,10.0,,,,,,,,,,,,,,,,,,,,,,,,,,,,active,not measured yet",
+        "2,l2,sp2/l2-5,30.0,,2.5,2.5,,5,0,0,0,100.0,90.0,,1.0,,,,,,,,,,,,,,,,recovered,\"goodput fell 10 % until the "
+        "part was repaired; 5 requests affected, 0 requeued, 0 recomputed, none lost\""]
     assert json.loads(faultrows.json_text(rows))[1]["impact"].startswith("goodput fell 10 %")
 
 

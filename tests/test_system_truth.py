@@ -84,7 +84,7 @@ def test_tradeoffs_draws_no_paper_stars_on_another_system(pages, twin_registry):
     h800 = tradeoffs.figure("deepseek-h800", 4096, 50.0)
     paper = h800["data"][tradeoffs.T_PAPER]
     assert paper["x"] == [] and paper["y"] == []
-    assert "No published reference points for gpu-cluster-h800" in _text(h800["layout"]["annotations"])
+    assert "No published reference points for DeepSeek-R1 on gpu-cluster-h800" in _text(h800["layout"]["annotations"])
     assert "GPU" in h800["layout"]["yaxis"]["title"]["text"] and "NPU" not in _text(h800)
     assert "paper" not in tradeoffs.csv_text("deepseek-h800", 4096, 50.0)
     cm = tradeoffs.figure("cloudmatrix-infer-paper", 4096, 50.0)

@@ -317,7 +317,7 @@ class Engine:
             self.acct.flush()
             self.deadlines.tick()
             self.metrics.close(self.env.now, self.req, report.interval_context(self))
-            self.faults.detector.tick(self.env.now)
+            self.faults.tick(self.env.now)
             self.interval_end = self.env.now + dt
             self.req.compact(self.keep_rows)
 

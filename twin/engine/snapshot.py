@@ -131,6 +131,8 @@ class Snapshot:
     health: dict = field(default_factory=dict)     # part id -> {aspect: fraction of healthy speed} for every
     #                               part not at full health (compute, hbm, cpu; a link's bandwidth); {} if healthy
     cloud: dict | None = None     # a co-pool day running on the engine (twin.cloud.live.view), else None
+    incidents: dict = field(default_factory=dict)  # fault id -> its KPI series from a minute before it to a
+    #                               minute past service back, and that window (twin.engine.faults.aftermath)
     fault_archive: tuple = ()     # reports of the recorded faults older than `faults`, oldest first: the two
     #                               together are every report the run keeps (FaultManager.snapshot_reports)
 

@@ -112,6 +112,7 @@ class System(_Strict):
 
 class Model(_Strict):
     family: str
+    title: str = ""               # the model's name as its makers write it ("DeepSeek-R1"); the id if empty
     params_b: float = Field(gt=0)
     active_params_b: float = Field(gt=0)
     layers: int = Field(ge=1, le=512)

@@ -7,6 +7,7 @@ import hashlib
 from dash import dcc, html
 
 from twin.live import session
+from twin.model.config import catalog
 from twin.model.settings import get as setting
 from twin.live.tracestore import UPLOAD_MAX_BYTES, names
 
@@ -160,6 +161,15 @@ def presets(field: str) -> tuple:
     return setting(CONTROL_FIELDS[field][0]).presets
 
 
+def deployment_options(deployments: list[str]) -> list[dict]:
+    """The deployment list's options: each id over its one-line catalog description (translated), the
+    description hidden in the closed box (assets/42_dropdown.css) and searched too."""
+    cat = catalog().deployments
+    return [{"label": _("scenario's deployment"), "value": ""}] + [
+        {"label": html.Span([html.Span(d, className="dd-id"), html.Span(_(cat[d].description), className="dd-desc")]),
+         "value": d, "title": _(cat[d].description), "search": f"{d} {_(cat[d].description)}"} for d in deployments]
+
+
 def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
     """Run controls shown on every page. Values are per-viewer; actions go to the viewed twin.
 
@@ -168,8 +178,7 @@ def controls_bar(scenarios: list[dict], deployments: list[str]) -> html.Div:
     label, and the server answers a bad value with a message naming it."""
     scen_opts = [{"label": s["name"], "value": s["name"], "title": _(s.get("description", ""))}
                  for s in scenarios]
-    dep_opts = [{"label": _("scenario's deployment"), "value": ""}] + [
-        {"label": d, "value": d} for d in deployments]
+    dep_opts = deployment_options(deployments)
     live_row = html.Div([
         html.Div([
             html.Button(_("Pause"), id="ctl-play", className="btn btn-primary", n_clicks=0,

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from dash import html, no_update
 
+from twin.engine.faults.aftermath import SERIES
 from twin.ui import eventtext
 from twin.ui import faultconsole
+from twin.ui import faultreport
 from twin.ui import faulttable
 from twin.engine.faults import rows as faultrows
 from twin.engine.faults.kinds import picked
 from twin.ui import faultview
 from twin.ui import figures
 from twin.ui import guard
-from twin.ui.lang import _, system_title
+from twin.ui import theme
+from twin.ui.lang import N_, _, system_title
 from twin.ui.polling import Tick
 
 def window_start(hist: dict) -> float | None:
@@ -28,6 +31,8 @@ def cursor(cur) -> dict:
     """This page's cursor fields from the browser, each of the right type (else dropped: a redraw)."""
     cur = guard.store(cur)
     out = {k: cur[k] for k in ("system", "view") if guard.ident(cur.get(k))}
+    if type(cur.get("pin")) is int:
+        out["pin"] = cur["pin"]
     if isinstance(cur.get("drawn"), bool):
         out["drawn"] = cur["drawn"]
     if isinstance(cur.get("s"), dict):
@@ -50,14 +55,54 @@ def demo_line(tw, snap) -> str:
     return _("Demo %(name)s: %(base)s") % {"name": name, "base": base} if name else base
 
 
-def charts(t: Tick, panels: dict, changed) -> dict:
-    """The four KPI charts: whole figures (with fault marks) on a first draw, else one compact
+def pinned(snap, fid: int) -> list[dict] | None:
+    """The four KPI charts of fault `fid`'s incident, pinned to the window its report gives (a minute
+    before the strike to a minute past service back): drawn from the series the engine kept for it
+    (`faults.aftermath`), so the evidence stays while the live history scrolls on. Green lines mark
+    the part serving again and service back. None when the run keeps no series for the fault."""
+    inc = (getattr(snap, "incidents", None) or {}).get(fid)
+    r = faultreport.find(snap, fid)
+    if not inc or r is None or not r.get("window_s"):
+        return None
+    hist = {k: inc[k].tolist() for k in SERIES}
+    lo, hi = r["window_s"]
+    now = float(snap.sim_time)
+    shapes, notes = faulttable.marks([r], now, lo)
+    for at, what in ((faultrows.num(r.get("served_s")), N_("part serving again")),
+                     (faultrows.num(r.get("back_s")), N_("service back"))):
+        if at is not None:
+            x = r["at_s"] + at
+            shapes.append(faulttable.vline(x, theme.GREEN, 1.5, "dot" if what == "service back" else "solid"))
+            notes.append({"x": x, "y": 0.02 if what == "service back" else 0.14, "xref": "x", "yref": "paper",
+                          "xanchor": "left", "yanchor": "bottom", "showarrow": False, "text": _(what),
+                          "font": {"size": 10, "color": theme.GREEN}, "bgcolor": theme.PANEL})
+    figs = []
+    for spec in faultconsole.CHARTS.values():
+        fig = figures.strip_figure(spec, hist, height=faultconsole.CHART_H, points=len(hist["t"]))
+        lay = fig["layout"]
+        lay["shapes"], lay["annotations"] = shapes, notes
+        lay["margin"] = {**lay["margin"], "t": 54}
+        lay["title"] = {"text": _(spec.title) + " · " + _("fault #%(id)s") % {"id": fid}}
+        lay["xaxis"] = {**lay["xaxis"], "range": [lo, hi], "autorange": False}
+        figs.append(fig)
+    return figs
+
+
+def pin_sig(snap, fid: int | None) -> int | None:
+    """What the pinned charts of fault `fid` depend on (None: nothing pinned)."""
+    inc = (getattr(snap, "incidents", None) or {}).get(fid) if fid else None
+    return faultview.crc([fid, inc["window"], len(inc["t"])]) if inc else None
+
+
+def charts(t: Tick, panels: dict, changed, whole: bool = False) -> dict:
+    """The four KPI charts: whole figures (with fault marks) on a first draw (or `whole`: the pinned
+    charts of a report were just let go), else one compact
     update for all four (the new times once, the new values per series, the fault marks only when
     they moved) that the browser merges in (assets/twin.js `strips`, which also keeps each chart
     to its last HISTORY_POINTS points, so the charts are never resent whole)."""
     hist = getattr(t.snap, "history", None) or {}
     sig, (shapes, notes) = panels["marks"]
-    if t.mode == "full":
+    if t.mode == "full" or whole:
         changed("marks", sig, force=True)
         figs = []
         for spec in faultconsole.CHARTS.values():

@@ -68,11 +68,44 @@ def _trio(r: dict, key: str, fmt) -> str:
     return " / ".join("–" if r.get(f"{key}_{w}") is None else fmt(r[f"{key}_{w}"]) for w in ("before", "during", "after"))
 
 
+def _back(r: dict) -> str:
+    """When users got their service back: SLO attainment within the margin of its minute before
+    (`faults.aftermath`), which can be long after the part served again (a backlog draining)."""
+    margin = {"m": f"{(r.get('back_margin') or 0) * 100:.0f}"}
+    if r.get("back_s") is not None:
+        return _("after %(s)s (t = %(t)s s): SLO attainment back within %(m)s points of the minute before "
+                 "(%(ref)s %%)") % {"s": _secs(r["back_s"]), "t": f"{r['at_s'] + r['back_s']:,.1f}",
+                                    "ref": components.pct(r["slo_reference"]), **margin}
+    if "back_margin" not in r:
+        return "–"
+    if r.get("slo_reference") is None:
+        return _("not measurable: nothing completed in the minute before the fault")
+    return _("not yet: SLO attainment is not back within %(m)s points of the minute before (%(ref)s %%)") % {
+        "ref": components.pct(r["slo_reference"]), **margin}
+
+
+def _phases(r: dict) -> str:
+    """The sim times of the three phases: the minute before, the fault until the part was repaired, and
+    from then until service was back (at least a minute)."""
+    at, rec, back = r["at_s"], r.get("recover_s"), r.get("back_s")
+    lo = (r.get("window_s") or [at - 60.0])[0]
+    t = lambda v: f"{v:,.0f}"       # noqa: E731
+    during = f"{t(at)}–{t(at + rec)}" if rec is not None else f"{t(at)}–…"
+    if rec is None:
+        after = "–"
+    else:
+        end = max(at + back, at + rec + (at - lo)) if back is not None else None
+        after = f"{t(at + rec)}–{t(end) if end is not None else '…'}"
+    return f"{t(lo)}–{t(at)} / {during} / {after}"
+
+
 ROWS = (   # label, value from the report
     (N_("struck at"), lambda r: _("t = %(t)s s") % {"t": f"{r['at_s']:,.1f}"}),
     (N_("detected after"), lambda r: _secs(r.get("detect_s"))),
-    (N_("service back after"), lambda r: _secs(r.get("served_s"))),
-    (N_("recovered after"), lambda r: _secs(r.get("recover_s"))),
+    (N_("part serving again after"), lambda r: _secs(r.get("served_s"))),
+    (N_("part repaired after"), lambda r: _secs(r.get("recover_s"))),
+    (N_("service back"), _back),
+    (N_("before / during / after (sim s)"), _phases),
     (N_("requests affected / requeued / recomputed / lost"),
      lambda r: " / ".join(str(int(r.get(k) or 0)) for k in ("requests_affected", "requeued", "recomputed", "lost"))),
     (N_("goodput before / during / after (tok/s)"), lambda r: _trio(r, "goodput", components.fmt)),

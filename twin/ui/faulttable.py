@@ -48,7 +48,7 @@ def _band(x0: float, x1: float) -> dict:
             "fillcolor": theme.RED, "opacity": 0.13, "line": {"width": 0}, "layer": "below"}
 
 
-def _vline(x: float, colour: str, width: float, dash: str | None = None) -> dict:
+def vline(x: float, colour: str, width: float, dash: str | None = None) -> dict:
     line = {"color": colour, "width": width}
     if dash:
         line["dash"] = dash
@@ -85,8 +85,8 @@ def marks(reports, now: float, t_from: float | None = None) -> tuple[list, list]
         else:
             bands.append([x0, x1])
     shapes = [_band(x0, x1) for x0, x1 in bands]
-    shapes += [_vline(at, theme.RED, 1.5) for at, *_ in strikes]
-    shapes += [_vline(x, theme.YELLOW, 1.2, "dash") for x in sorted(set(round(x, 1) for x in detects))]
+    shapes += [vline(at, theme.RED, 1.5) for at, *_ in strikes]
+    shapes += [vline(x, theme.YELLOW, 1.2, "dash") for x in sorted(set(round(x, 1) for x in detects))]
     return shapes, _labels(strikes, (t_from if t_from is not None else 0.0), now)
 
 
@@ -140,6 +140,17 @@ def _change(before, during, fmt, unit: str = "", missing: str = "…", rise: flo
                    className=cls)
 
 
+def _after(cell: html.Td, r: dict) -> html.Td:
+    """The SLO cell with its "after" phase (to service back) once measured, red when it stayed below
+    the minute before by more than the margin: the harm of a backlog after the part was repaired."""
+    after, ref, margin = r.get("slo_after"), r.get("slo_reference"), r.get("back_margin")
+    if after is None:
+        return cell
+    bad = ref is not None and margin is not None and after < ref - margin - 1e-9
+    return html.Td(f"{cell.children} → {_pct(after)}", className="chg chg-bad" if bad else cell.className,
+                   title=_("before → during → after the part was repaired, until service was back"))
+
+
 def _pct(v) -> str:
     return "–" if v is None else f"{v * 100:.1f}"
 
@@ -154,7 +165,8 @@ HEAD = (("#", "", N_("fault number")), (N_("fault"), "", N_("fault kind")), (N_(
         (N_("recomputed"), "num", N_("requeued requests whose generated tokens had to be recomputed")),
         (N_("lost"), "num", N_("requests dropped: must always be 0")),
         (N_("goodput before → during (tok/s)"), "num", N_("SLO-meeting output tokens/s before the fault vs during it")),
-        (N_("SLO attainment before → during (%)"), "num", N_("share of completions meeting TTFT and TPOT SLOs")),
+        (N_("SLO attainment before → during → after (%)"), "num", N_("share of completions meeting TTFT and TPOT "
+                                                                   "SLOs; after: from the repair to service back")),
         (N_("state"), "", ""))
 
 
@@ -185,8 +197,8 @@ def _cells(r: dict) -> list:
         _change(r.get("goodput_before"), r.get("goodput_during"), components.fmt, rise=rising(r))
         if started else html.Td(dash),
         # an interval ended in the window (goodput measured) but nothing completed: a hang, not 100 %
-        _change(r.get("slo_before"), r.get("slo_during"), _pct,
-                missing=_("no completions") if r.get("goodput_during") is not None else "…")
+        _after(_change(r.get("slo_before"), r.get("slo_during"), _pct,
+                       missing=_("no completions") if r.get("goodput_during") is not None else "…"), r)
         if started else html.Td(dash),
         html.Td([st, html.Div(r["note"], className="muted small")] if r.get("note") else st,
                 className=f"fstate fstate-{kind_cls}"),

@@ -74,10 +74,11 @@ def _times(hist: dict, lo: int) -> list:
     return [r4(t) for t in (hist.get("t") or [])[lo:]]
 
 
-def strip_figure(spec: StripSpec, hist: dict | None, height: int = 230) -> dict:
+def strip_figure(spec: StripSpec, hist: dict | None, height: int = 230, points: int = HISTORY_POINTS) -> dict:
+    """The whole strip chart of the last `points` intervals of `hist`."""
     hist = hist or {}
     n = len(hist.get("t") or [])
-    lo = max(0, n - HISTORY_POINTS)
+    lo = max(0, n - points)
     xs = _times(hist, lo)
     data = []
     for s in spec.series:
@@ -101,7 +102,7 @@ def strip_figure(spec: StripSpec, hist: dict | None, height: int = 230) -> dict:
         over["yaxis"]["range"] = list(spec.y_range)
         over["yaxis"]["rangemode"] = "normal"
     if spec.robust:
-        over["yaxis"].update(robust_axis(spec, hist))
+        over["yaxis"].update(robust_axis(spec, hist, points))
     if spec.y2_title:
         over["yaxis2"] = {"title": {"text": unit_or_text(spec.y2_title), "font": {"size": 11, "color": theme.MUTED}},
                           "overlaying": "y", "side": "right", "gridcolor": "rgba(0,0,0,0)",
@@ -110,13 +111,13 @@ def strip_figure(spec: StripSpec, hist: dict | None, height: int = 230) -> dict:
     return {"data": data, "layout": theme.base_layout(**over)}
 
 
-def robust_axis(spec: StripSpec, hist: dict | None) -> dict:
+def robust_axis(spec: StripSpec, hist: dict | None, points: int = HISTORY_POINTS) -> dict:
     """y-axis settings that keep a chart readable when a few points are far out (a 30 s p99 TPOT
     during a hang): above OUTLIER_X x the 90th percentile of the window's values the axis is clipped
     and its title says so, naming the largest value and when it happened; otherwise autorange."""
     hist = hist or {}
     n = len(hist.get("t") or [])
-    lo = max(0, n - HISTORY_POINTS)
+    lo = max(0, n - points)
     xs = _times(hist, lo)
     pts = [(y, x) for s in spec.series for x, y in zip(xs, _values(hist, s, lo)) if y is not None]
     title = {"text": unit_or_text(spec.y_title), "font": {"size": 11, "color": theme.MUTED}}

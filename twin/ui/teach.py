@@ -202,22 +202,26 @@ INTRO_SYSTEM = ("system", "serving")
 INTRO_SUPERNODE = (
     N_("CloudMatrix384 is Huawei's AI supernode: 384 Ascend NPUs and 192 CPUs joined by one flat, fast network "
        "(UB), so they work like one large computer."),
-    N_("It is serving DeepSeek-R1, a 671-billion-parameter mixture-of-experts model, the way the CloudMatrix-Infer "
-       "paper does: prompts on prefill NPUs, answers on decode NPUs, a shared cache (EMS) in CPU memory."))
+    N_("It is serving %(model)s, a %(params)s-billion-parameter mixture-of-experts model, as deployment %(dep)s "
+       "describes: prompts on prefill NPUs, answers on decode NPUs, a shared cache (EMS) in CPU memory."))
+DEFAULT_DEPLOYMENT = "cloudmatrix-infer-paper"    # what the shared twin serves at start (the layout's words)
 
 
 def intro_system(info, deployment: str) -> list[str]:
-    """The intro's sentences about the machine for system `info` (a snapshot's SystemInfo)."""
+    """The intro's sentences about the machine for system `info` (a snapshot's SystemInfo) and the model
+    `deployment` serves."""
     from twin.ui.lang import _, system_title       # here: lang imports this module
+    from twin.ui.words import served
     if info.supernode:
-        return [_(t) for t in INTRO_SUPERNODE]
+        return [_(INTRO_SUPERNODE[0]), _(INTRO_SUPERNODE[1]) % served(deployment)]
     return [_("This twin runs a GPU cluster: %(title)s.") % {"title": system_title(info)},
-            _("It is serving DeepSeek-R1 as deployment %(dep)s describes: answers on decode GPUs; requests "
-              "travel between servers over RDMA, not over one flat network.") % {"dep": deployment}]
+            _("It is serving %(model)s as deployment %(dep)s describes: answers on decode GPUs; requests "
+              "travel between servers over RDMA, not over one flat network.") % served(deployment)]
 
 
 def intro(**kwargs) -> html.Details:
     """A short 'what is this' for the Overview page: the supernode, the model, what runs, what to try."""
+    from twin.ui import words           # here: lang imports this module
     lang, _msg = page_lang(kwargs.get("lang"))
     _ = i18n.gettext(lang)
     tries = [
@@ -230,7 +234,7 @@ def intro(**kwargs) -> html.Details:
         html.Div([
             html.Div([
                 html.P(_(INTRO_SUPERNODE[0]), id="teach-intro-system"),
-                html.P(_(INTRO_SUPERNODE[1]), id="teach-intro-serving"),
+                html.P(_(INTRO_SUPERNODE[1]) % words.served(DEFAULT_DEPLOYMENT), id="teach-intro-serving"),
                 html.P(_("What runs here is a simulation of that machine, far faster than real time: every number "
                          "below is measured in the running twin. The bar at the top shows the scenario and lets "
                          "you pause, speed up or change it.")),

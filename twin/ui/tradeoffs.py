@@ -11,11 +11,13 @@ from twin.predict.perf import PerfModel, decode_curve
 from twin.ui import theme
 from twin.ui.figures import r4
 from twin.ui.lang import N_, _, unit
-from twin.ui.words import words
+from twin.ui.words import served, words
 
-# ref 4 (CloudMatrix-Infer) decode rows: (TPOT ms, tokens/s per NPU, label), measured on PAPER_SYSTEM only
+# ref 4 (CloudMatrix-Infer) decode rows: (TPOT ms, tokens/s per NPU, label), measured for PAPER_MODEL on
+# PAPER_SYSTEM only
 PAPER_POINTS = ((49.4, 1943.0, N_("batch 96")), (14.9, 538.0, N_("batch 8")))
 PAPER_SYSTEM = "cloudmatrix384"
+PAPER_MODEL = "deepseek-r1"
 KV_CHOICES = (1024, 2048, 4096, 8192, 16384, 32768)
 SLO_MIN, SLO_MAX = 5, 150
 TRAIL = 40   # live points kept on the chart
@@ -37,9 +39,11 @@ def operating_batch(deployment: str) -> float:
 
 
 def paper_points(deployment: str) -> tuple:
-    """The published points measured on the deployment's own system (none for another system: the
-    paper's stars on an H800 curve would compare two machines as if they were one)."""
-    return PAPER_POINTS if catalog().deployments[deployment].system == PAPER_SYSTEM else ()
+    """The published points measured for the deployment's own model on its own system (none otherwise:
+    the paper's DeepSeek-R1 stars on an H800 or a Qwen3 curve would compare two machines or two models
+    as if they were one)."""
+    d = catalog().deployments[deployment]
+    return PAPER_POINTS if (d.system, d.model) == (PAPER_SYSTEM, PAPER_MODEL) else ()
 
 
 def default_slo(deployment: str) -> float:
@@ -96,8 +100,9 @@ def figure(deployment: str, kv_len: int, slo_ms: float, trail: tuple[list, list]
         annotations=[{"x": slo_ms, "yref": "paper", "y": 1.0, "text": f"SLO {slo_ms:g} {unit('ms')}", "showarrow": False,
                       "xanchor": "left", "yanchor": "top", "font": {"color": theme.GREEN}}] + ([] if paper else [
             {"xref": "paper", "x": 0.0, "yref": "paper", "y": 1.06, "showarrow": False, "xanchor": "left",
-             "font": {"color": theme.MUTED}, "text": _("No published reference points for %(system)s: the paper's "
-                                                       "are CloudMatrix384's") % {"system": catalog().deployments[deployment].system}}]),
+             "font": {"color": theme.MUTED}, "text": _("No published reference points for %(model)s on %(system)s: "
+                                                       "the paper's are DeepSeek-R1's on CloudMatrix384") % {
+                 "system": catalog().deployments[deployment].system, "model": served(deployment)["model"]}}]),
     )
     return {"data": data, "layout": layout}
 

@@ -33,3 +33,14 @@ def words(system) -> dict:
     ("whole supernode"), for `_("... per %(chip)s ...") % words(info)`."""
     acc, k = kind(system)
     return {"chip": _(CHIP[acc]), "system": _(SYSTEM[k]), "whole": _(WHOLE[k])}
+
+
+def served(deployment: str) -> dict:
+    """The model deployment `deployment` serves, as the pages name it: {"model", "params", "dep"}."""
+    cat = catalog()
+    try:
+        m = cat.model(cat.deployment(deployment).model)
+        name = cat.deployment(deployment).model
+    except (KeyError, ValueError):
+        return {"model": deployment, "params": "?", "dep": deployment}
+    return {"model": m.title or name, "params": f"{m.params_b:g}", "dep": deployment}

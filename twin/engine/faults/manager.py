@@ -15,6 +15,7 @@ import numpy as np
 from twin.i18n import N_
 from twin.topology import parse
 from twin.engine.faults import recovery
+from twin.engine.faults.aftermath import SERIES, Aftermath
 from twin.engine.faults.detect import Detector
 from twin.engine.faults.gray import Gray, is_gray
 from twin.engine.faults.random import GRAY_STREAM, random_failures
@@ -106,6 +107,7 @@ class FaultManager:
         eng, pol = self.eng, self.policy
         yield eng.env.timeout(max(0.0, f.at_s - eng.env.now))
         f.at_s, f.active = eng.env.now, True
+        f.aftermath = Aftermath(f.at_s, BEFORE_S, eng.metrics.history)
         eng.log("fault", N_("#%(id)s %(kind)s on %(target)s"), **_who(f))
         k = KINDS[f.kind]
         if k.network:
@@ -303,16 +305,35 @@ class FaultManager:
         f.freeze(self._reports([f])[0])
 
     def restored(self, f: Fault):
-        """Service is back: freeze the report now, and its "after" once that window has passed."""
+        """The part is repaired: freeze the report now, and its "after" once that window has passed
+        (a minute, or until service is back: `aftermath`)."""
         self.freeze(f)
-        yield self.eng.env.timeout(BEFORE_S + self.eng.scenario.interval_s)    # "after" <= BEFORE_S
+        dt = self.eng.scenario.interval_s
+        yield self.eng.env.timeout(BEFORE_S + dt)    # "after" >= BEFORE_S
+        while f.aftermath is not None and f.aftermath.waiting():
+            yield self.eng.env.timeout(dt)
         self.freeze(f)
         f.settled = True
+
+    def tick(self, now: float) -> None:
+        """One closed metrics interval: the gray detector reads it, each fault's aftermath keeps it."""
+        self.detector.tick(now)
+        watching = [f for f in self.faults if f.aftermath is not None and not f.aftermath.done]
+        if watching:
+            h = self.eng.metrics.history
+            row = {k: h[k][-1] for k in SERIES}
+            for f in watching:
+                f.aftermath.add(row, f.served_s, f.recover_s)
+
+    def incidents(self, newest: int) -> dict:
+        """Snapshot field: {fault id: its kept KPI series and window} of the newest `newest` faults."""
+        return {f.id: f.aftermath.arrays() for f in self.faults[-newest:] if f.aftermath is not None}
 
     def reports(self) -> dict:
         """Snapshot fields: the newest fault reports, the older ones, and counts over every fault."""
         return {("faults", "fault_archive"): lambda: self.snapshot_reports(SNAPSHOT_FAULTS),
-                "fault_summary": lambda: self.summary() if self.injected else {}}
+                "fault_summary": lambda: self.summary() if self.injected else {},
+                "incidents": lambda: self.incidents(SNAPSHOT_FAULTS)}
 
     def summary(self) -> dict:
         """Counts over every fault of the run (records dropped from the history included)."""

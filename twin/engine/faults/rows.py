@@ -19,6 +19,8 @@ def state(r: dict, now: float) -> str:
             return N_("served again · part in repair")
         return N_("active · detected") if r.get("detect_s") is not None else N_("active")
     if r.get("recover_s") is not None:
+        if r.get("back_s") is None and r.get("back_margin") is not None and r.get("slo_reference") is not None:
+            return N_("recovered · service not back yet")     # the part serves, users still wait (a backlog)
         return N_("recovered")
     return N_("scheduled") if r.get("at_s", 0) > now - 1e-9 else N_("starting")
 
@@ -32,6 +34,9 @@ def num(v) -> float | None:
 
 
 MEASURED = ("goodput_before", "goodput_during", "goodput_after", "slo_before", "slo_during", "slo_after")
+# when users got their service back (twin.engine.faults.aftermath): seconds after the strike, the margin
+# of SLO attainment against its minute before (`slo_reference`), and the incident's window for its charts
+BACK = ("served_s", "back_s", "back_margin", "slo_reference", "window_s")
 # a gray fault's (twin.engine.faults.gray): how it was found and worked around, the TPOT p50 clients saw
 GRAY = ("detected_by", "mitigated_s", "mitigation", "tpot_before_ms", "tpot_during_ms", "tpot_after_ms")
 # its what-if (the same seed without the fault): what the slow part cost, and what the mitigation won back
@@ -56,8 +61,9 @@ def rows(reports, now: float) -> list[dict]:
     out = []
     for r in reports or ():
         row = {k: r.get(k) for k in ("id", "kind", "target", "at_s", "detect_s", "recover_s", "requests_affected",
-                                     "requeued", "recomputed", "lost", *MEASURED, RISE, "active", "note", *GRAY)}
-        for k in (*MEASURED, RISE, "mitigated_s", "tpot_before_ms", "tpot_during_ms", "tpot_after_ms"):
+                                     "requeued", "recomputed", "lost", *MEASURED, RISE, "active", "note", *GRAY,
+                                     *BACK)}
+        for k in (*MEASURED, RISE, "mitigated_s", "tpot_before_ms", "tpot_during_ms", "tpot_after_ms", *BACK[:4]):
             row[k] = num(row[k])
         whatif = r.get("whatif") if isinstance(r.get("whatif"), dict) else {}
         row.update({f"whatif_{k}": num(whatif.get(k)) for k in WHATIF})
@@ -81,12 +87,24 @@ def impact(r: dict) -> str:
     if rising(r) is not None:
         return (f"not comparable: goodput was still rising when it struck ({rising(r) * 100:+.0f} % over the "
                 f"minute before: the twin warming up, or a burst); none lost")
-    if drop >= -0.05:
+    tail = aftertaste(r)
+    if drop >= -0.05 and not tail:
         why = ("no request was on the part" if not affected else
                f"its {affected} requests in flight were served ({int(r.get('requeued') or 0)} requeued, none lost)")
         return f"no impact, because {why}"
-    return (f"goodput fell {-drop * 100:.0f} % until service was restored; {affected} requests affected, "
-            f"{int(r.get('requeued') or 0)} requeued, {int(r.get('recomputed') or 0)} recomputed, none lost")
+    return (f"goodput fell {-drop * 100:.0f} % until the part was repaired; {affected} requests affected, "
+            f"{int(r.get('requeued') or 0)} requeued, {int(r.get('recomputed') or 0)} recomputed, none lost{tail}")
+
+
+def aftertaste(r: dict) -> str:
+    """The harm after the part was repaired, when SLO attainment stayed below its minute before by more
+    than the margin (a backlog draining): "" when there was none."""
+    ref, after, margin = r.get("slo_reference"), r.get("slo_after"), r.get("back_margin")
+    if ref is None or after is None or margin is None or after >= ref - margin - 1e-9:
+        return ""
+    back = (f"service was back after {r['back_s']:,.0f} s" if r.get("back_s") is not None
+            else "service is not back yet")
+    return f"; after it, SLO attainment was {after * 100:.1f} % (against {ref * 100:.1f} % before) and {back}"
 
 
 def slowed(r: dict) -> str:
@@ -107,8 +125,9 @@ def slowed(r: dict) -> str:
     return out + "; none lost"
 
 
-CSV_FIELDS = ("id", "kind", "target", "at_s", "detect_s", "recover_s", "requests_affected", "requeued",
-              "recomputed", "lost", *MEASURED, RISE, *GRAY, *(f"whatif_{k}" for k in WHATIF), "state", "impact")
+CSV_FIELDS = ("id", "kind", "target", "at_s", "detect_s", "served_s", "recover_s", "back_s", "requests_affected",
+              "requeued", "recomputed", "lost", *MEASURED, "slo_reference", "back_margin", RISE, *GRAY,
+              *(f"whatif_{k}" for k in WHATIF), "state", "impact")
 
 
 def csv_text(rows_: list[dict]) -> str:

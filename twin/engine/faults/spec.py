@@ -15,6 +15,7 @@ from twin.engine.faults.rows import RISE
 from twin.topology import TopologyError, parse
 from twin.workload import brief
 from twin.engine.accounting import BEFORE_S, fault_windows, mean_in, rise_in
+from twin.engine.faults.aftermath import MARGIN, Aftermath
 from twin.engine.faults.kinds import KINDS, fault_keys, kind as kind_of
 
 # what each part kind is called in messages (the dashboard's labels too: twin.ui.faultview)
@@ -116,6 +117,7 @@ class Fault:
     detected_by: str | None = None    # "telemetry" (the detector) or "policy" (after Policy.detect_s)
     mitigated_s: float | None = None  # gray: seconds from onset until a mitigation took effect
     mitigation: str = ""              # gray: what was done about it (words)
+    aftermath: Aftermath | None = None   # from the strike: service back and the incident's series
 
     @property
     def factor(self) -> float:
@@ -145,6 +147,14 @@ class Fault:
         for key, series in MEASURES:
             for name, window in (("before", before), ("during", during), ("after", after)):
                 out[f"{key}_{name}"] = mean_in(t, history[series], window) if window[1] <= now + 1e-9 else None
+        am = self.aftermath
+        if am is not None:
+            back = am.back_at
+            out.update(back_s=None if back is None else round(back - self.at_s, 3), back_margin=MARGIN,
+                       slo_reference=am.reference, window_s=am.window())
+            if self.recover_s is not None and (back is None and am.waiting() and now > after[1] + 1e-9
+                                               or back is not None and back > after[1] + 1e-9):
+                out.update(am.after())       # "after" runs to service back: summed as it closed
         # the run's trend, whatever the fault's length: over the whole minute before it
         out[RISE] = (rise_in(t, history["goodput_tps"], (max(self.at_s - BEFORE_S, 0.0), self.at_s))
                      if self.at_s <= now + 1e-9 and RISE not in self.frozen else None)   # frozen: kept below
