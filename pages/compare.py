@@ -129,7 +129,7 @@ def what_it_supports(d: dict) -> str:
     rent = min(rows, key=lambda s: s["usd_per_million_tokens_rental"])
     kind = lambda s: (_("an assumption") if "assumption" in s["tco_sources"]["capex_usd_per_chip"].lower()
                       else _("cited"))
-    return _("On one cost basis (TCO: capex over the service life plus power at one boundary x PUE) %(a)s costs "
+    return _("On one cost basis (TCO: capex over the service life, power at one boundary x PUE, and operations) %(a)s costs "
              "least per million output tokens ($%(va)s against $%(vb)s on %(b)s); that rests on the capex and life "
              "behind each chip-hour (%(a)s $%(pa)s, capex %(ka)s; %(b)s $%(pb)s, capex %(kb)s: at $%(tie)s %(b)s "
              "would tie) as much as on throughput, where %(fast)s leads per chip and %(kw)s per kW; on rental "

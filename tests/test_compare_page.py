@@ -51,16 +51,17 @@ def test_the_workload_and_the_price_and_power_inputs_are_on_the_page(cmp, data):
 
 def test_the_sentence_of_what_the_numbers_support_follows_the_data(cmp, data):
     said = cmp.what_it_supports(data)
-    assert said.startswith("On one cost basis (TCO: capex over the service life plus power at one boundary x PUE) "
-                           "gb200-nvl72-r1 costs least per million output tokens ($0.0462 against $0.0813 on "
+    assert said.startswith("On one cost basis (TCO: capex over the service life, power at one boundary x PUE, and operations) "
+                           "gb200-nvl72-r1 costs least per million output tokens ($0.0643 against $0.108 on "
                            "hgx-b200-r1)")
-    assert "hgx-b200-r1 $1.87, capex an assumption: at $1.06 hgx-b200-r1 would tie" in said
+    # issue 38: TCO holds an operations term (5% of capex a year) and GPU decode its per-step costs
+    assert "hgx-b200-r1 $2.19, capex an assumption: at $1.30 hgx-b200-r1 would tie" in said
     assert said.endswith("where gb200-nvl72-r1 leads per chip and gb200-nvl72-r1 per kW; on rental prices "
                          "cloudmatrix-infer-paper is cheapest.")
     cheaper = copy.deepcopy(data)
     cm = next(s for s in cheaper["systems"] if s["deployment"] == "cloudmatrix-infer-paper")
     cm["usd_per_million_tokens"] = 0.01
-    assert "PUE) cloudmatrix-infer-paper costs least" in cmp.what_it_supports(cheaper)
+    assert "operations) cloudmatrix-infer-paper costs least" in cmp.what_it_supports(cheaper)
 
 
 def test_every_figure_is_drawn_with_its_band_and_label(cmp, data):
