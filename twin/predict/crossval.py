@@ -164,7 +164,7 @@ def _band_of(errors: list[float]) -> tuple[float, str]:
     n = len(errors)
     floor = SMALL_FLOOR_PCT if n < FLOOR_ROWS else FLOOR_PCT
     worst = max((abs(e) for e in errors), default=0.0)
-    note = f"{n} rows" + (f", floor {floor:g}%" if worst < floor else "")
+    note = f"{n} row{'s' if n != 1 else ''}" + (f", floor {floor:g}%" if worst < floor else "")
     return round(max(worst, floor), 1), note
 
 
