@@ -144,7 +144,7 @@ def what_it_supports(d: dict) -> str:
     kw = label[max(rows, key=lambda s: s["tokens_per_s_per_kw"])["deployment"]]
     leads = (_("%(fast)s leads both per chip and per kW") if fast == kw
              else _("%(fast)s leads per chip and %(kw)s per kW")) % {"fast": fast, "kw": kw}
-    return _("On one cost basis (TCO: capex over the service life plus power at one boundary x PUE) %(a)s costs "
+    return _("On one cost basis (TCO: capex over the service life, power at one boundary x PUE, and operations) %(a)s costs "
              "least per million output tokens ($%(va)s against $%(vb)s on %(b)s); that rests on the capex and life "
              "behind each chip-hour (%(a)s $%(pa)s, capex %(ka)s; %(b)s $%(pb)s, capex %(kb)s: at $%(tie)s %(b)s "
              "would tie) as much as on throughput, where %(leads)s; on rental prices %(r)s is cheapest.") % {

@@ -12,7 +12,7 @@ DEPLOYMENTS = {"cloudmatrix-infer-paper", "cloudmatrix-infer-384", "deepseek-h80
                "qwen3-235b-cloudmatrix", "cloudmatrix-infer-48", "deepseek-h800-profile", "gb200-nvl72-r1",
                "gb200-nvl72-r1-fp4",
                "hgx-b200-r1", "cloudmatrix-pooled", "atlas-950-infer", "cloudmatrix-unified",
-               "cloudmatrix-cpu-pool"}
+               "cloudmatrix-cpu-pool", "sglang-h200-mtp-small", "hgx-b200-r1-fp4", "h20-r1"}
 
 
 # ---- the packaged catalog ---------------------------------------------------------------------

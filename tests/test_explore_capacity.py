@@ -72,8 +72,12 @@ def test_compare_rows_follow_the_perf_model_and_the_catalog():
         # one basis for every system: TCO per chip-hour and power at one boundary x PUE (tco.toml)
         p = r["tco_parts"]
         assert r["chip_power_kw"] == pytest.approx((p["it_kw_per_chip"] + p["network_kw_per_chip"]) * p["pue"])
+        # issue 38: + operations and maintenance, a share of capex a year (tco.toml, assumption)
+        assert p["operations_usd_per_chip_hour"] == pytest.approx(
+            p["capex_usd_per_chip"] * p["ops_fraction_per_year"] / 8760, abs=1e-4)
         assert r["tco_usd_per_chip_hour"] == pytest.approx(
-            p["capex_usd_per_chip"] / (p["life_years"] * 8760) + r["chip_power_kw"] * p["usd_per_kwh"], abs=1e-4)
+            p["capex_usd_per_chip"] / (p["life_years"] * 8760) + r["chip_power_kw"] * p["usd_per_kwh"]
+            + p["operations_usd_per_chip_hour"], abs=2e-4)
         assert r["tokens_per_s_per_kw"] == pytest.approx(tps / r["chip_power_kw"], abs=0.1)
         assert r["usd_per_million_tokens"] == pytest.approx(r["tco_usd_per_chip_hour"] / (tps * 3600) * 1e6,
                                                             abs=1e-4)
@@ -81,6 +85,7 @@ def test_compare_rows_follow_the_perf_model_and_the_catalog():
             r["rental_usd_per_chip_hour"] / (tps * 3600) * 1e6, abs=1e-4)
         s = r["tco_sensitivities"]
         assert s["life_3y"] > r["tco_usd_per_chip_hour"] > s["life_5y"]
+        assert s["operations_10pct"] > r["tco_usd_per_chip_hour"] > s["operations_2pct"]
         assert r["bands"]["tokens_per_s_per_chip"]["label"] in ("calibration", "validation", "prediction")
         assert 0 < r["alltoall_share"] < 1 and r["source"] == "model"
     by = {r["deployment"]: r for r in d["systems"]}

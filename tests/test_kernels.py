@@ -83,10 +83,36 @@ def test_bad_table_is_refused(tmp_path):
 
 def test_perf_alltoall_prints_its_source(capsys):
     from twin.cli.main import main
-    assert main(["perf", "alltoall", "--ep", "128", "--tokens", "4096", "--json"]) == 0
+    assert main(["perf", "alltoall", "--ep", "128", "--tokens", "4096", "--kernel", "normal", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["dispatch_gbps_ranks"] == 57 and d["combine_gbps_ranks"] == 81
     assert d["dispatch_source"].startswith("table:")
+
+
+@pytest.mark.parametrize("deployment,pool,kernel", [
+    ("gb200-nvl72-r1", "decode", "low-latency"), ("gb200-nvl72-r1", "prefill", "normal"),
+    ("cloudmatrix-infer-paper", "decode", "ub"), ("deepseek-h800", "decode", "low-latency")])
+def test_perf_alltoall_defaults_to_the_deployments_kernel_for_the_pool(capsys, deployment, pool, kernel):
+    # issue 38: GB200's decode figures were right only when the kernel was named
+    from twin.cli.main import main
+    argv = ["perf", "alltoall", "--deployment", deployment, "--ep", "64", "--tokens", "128", "--json"]
+    assert main(argv + (["--pool", pool] if pool != "decode" else [])) == 0
+    assert json.loads(capsys.readouterr().out)["kernel"] == kernel
+
+
+def test_kernel_generations_are_catalog_choices_with_sources():
+    from twin.predict.comm import KERNELS, PEER_CAPPED, ClusterFabric, Traffic
+    from twin.predict.perf import constants
+    assert set(KERNELS) == {"normal", "low-latency", "normal-v2"} and all(KERNELS.values())
+    assert PEER_CAPPED == ("normal",)      # the per-peer cap is DeepEP V1's, not the NIC's
+    k = constants()["nvlink_rdma"]
+    fab = PerfModel("sglang-h100").fabric()
+    tr = Traffic(16, 8192, 7168 * 2, 8)
+    # EP16 = one remote node, one peer: V1 is held to rdma_peer_gbps, V2 fills the NIC
+    assert fab.rdma_rate(tr, "normal", k) == pytest.approx(k["rdma_peer_gbps"] * 1e9)
+    assert fab.rdma_rate(tr, "normal-v2", k) == pytest.approx(50e9 * k["rdma_efficiency"])
+    with pytest.raises(ValueError, match="kernel = 'normal-v2': allowed normal, low-latency, ub"):
+        PerfModel("cloudmatrix-infer-paper").alltoall(16, 128, "normal-v2")
 
 
 def test_perf_refuses_a_batch_whose_kv_does_not_fit(capsys):

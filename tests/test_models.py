@@ -2,7 +2,7 @@
 import pytest
 
 from twin.model.config import catalog, constants
-from twin.predict.memory import Geometry
+from twin.model.memory import Geometry
 from twin.predict.perf import PerfModel
 
 

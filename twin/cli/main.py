@@ -18,7 +18,9 @@ from twin.cli.maas import cmd_run_maas, is_maas
 from twin.model.config import CatalogError
 from twin.cli.explore import add_explore_commands
 from twin.cli.faults import add_faults_command
+from twin.predict.comm import KERNELS
 from twin.predict.perf import PerfModel, economics
+from twin.predict.roofline import SUPERNODE_KERNELS
 from twin.cli.region import add_region_command
 from twin.cli.serve import add_serve_commands
 from twin.topology import topology_summary
@@ -52,7 +54,7 @@ def cmd_perf(a) -> int:
     if a.phase == "alltoall":
         if a.ep is None or a.tokens is None:
             raise ValueError("perf alltoall needs --ep N and --tokens T (tokens per rank)")
-        out = pm.alltoall(a.ep, a.tokens, a.kernel)
+        out = pm.alltoall(a.ep, a.tokens, a.kernel, a.pool)
         out["deployment"] = a.deployment
         for op in ("dispatch", "combine"):
             b = crossval.band("alltoall", a.deployment, out[f"{op}_source"])
@@ -190,9 +192,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="GEMM type of the whole model (default: the deployment's precision and moe_precision)")
     perf.add_argument("--ep", type=int, default=None, help="alltoall: expert-parallel ranks")
     perf.add_argument("--tokens", type=float, default=None, help="alltoall: tokens per rank")
-    perf.add_argument("--kernel", choices=["normal", "low-latency", "ub"], default="normal",
-                      help="alltoall: DeepEP's kernel (DeepEP-Ascend's on a supernode, one rank per "
-                           "die), or ub: the paper's kernels (supernode only, one rank per NPU)")
+    perf.add_argument("--kernel", choices=list(dict.fromkeys([*KERNELS, *SUPERNODE_KERNELS])), default=None,
+                      help="alltoall: DeepEP's kernel by generation (normal, low-latency: V1; normal-v2: "
+                           "V2), DeepEP-Ascend's on a supernode (one rank per die), or ub: the paper's "
+                           "kernels (supernode only, one rank per NPU); default: the deployment's own "
+                           "kernel for --pool")
+    perf.add_argument("--pool", choices=["decode", "prefill"], default="decode",
+                      help="alltoall: whose kernel is the default (decode: low-latency on DeepEP decode)")
     perf.add_argument("--json", action="store_true")
     perf.set_defaults(fn=cmd_perf)
 

@@ -59,7 +59,7 @@ class Accounting:
                  kv_bytes: float, servers: list[str], server_node: dict[str, int], block_bytes: float):
         self.metrics, self.dep, self.model = metrics, dep, model
         self.moe_layers, self.kv_bytes, self.block_bytes = moe_layers, kv_bytes, block_bytes
-        self.drafts = rules.draft_tokens(model.mtp_modules, dep.mtp)
+        self.drafts = rules.draft_tokens(model.mtp_modules, dep.mtp, dep.mtp_draft_steps)
         self._ep = {pool: getattr(dep, pool).ep for pool in ("prefill", "decode")}
         self._cache_plane = "ub" if dep.cache_plane == "ub" else "vpc"
         n_groups = len(instances) + n_nodes

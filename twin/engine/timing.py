@@ -31,7 +31,7 @@ class StepTimes:
 
     def __init__(self, pm, dep, scenario, rng):
         self.pm, self.dep, self.scenario, self.rng = pm, dep, scenario, rng
-        self.drafts = rules.draft_tokens(pm.model.mtp_modules, dep.mtp)
+        self.drafts = rules.draft_tokens(pm.model.mtp_modules, dep.mtp, dep.mtp_draft_steps)
         self._uniform = np.empty(0)        # reused buffers: MTP acceptance draws, finished ids
         self._fin = np.empty(0, dtype=np.int64)
         self._memos: dict[tuple, dict] = {}

@@ -59,10 +59,14 @@ def system_row(name: str, slo_ms: float) -> dict:
                                   f"+ network {t['parts']['network_kw_per_chip']} kW, x PUE {t['parts']['pue']} "
                                   f"({t['sources']['pue']})"),
             "usd_per_chip_hour": usd, "price_basis": "tco",
-            "usd_per_chip_hour_source": (f"TCO (tco.toml): capex ${t['parts']['capex_usd_per_chip']:,} per chip "
-                                         f"({t['sources']['capex_usd_per_chip']}) over {t['parts']['life_years']} "
-                                         f"years ({t['sources']['life_years']}) + energy at "
-                                         f"${t['parts']['usd_per_kwh']}/kWh ({t['sources']['usd_per_kwh']})"),
+            "usd_per_chip_hour_source": (f"TCO (tco.toml) = capex ${t['parts']['capex_usd_per_chip_hour']}/h "
+                                         f"(${t['parts']['capex_usd_per_chip']:,} per chip, "
+                                         f"{t['sources']['capex_usd_per_chip']}, over {t['parts']['life_years']} "
+                                         f"years, {t['sources']['life_years']}) + energy "
+                                         f"${t['parts']['energy_usd_per_chip_hour']}/h (at ${t['parts']['usd_per_kwh']}/kWh, "
+                                         f"{t['sources']['usd_per_kwh']}) + operations "
+                                         f"${t['parts']['operations_usd_per_chip_hour']}/h "
+                                         f"({t['sources']['ops_fraction_per_year']})"),
             "tco_usd_per_chip_hour": usd, "tco_parts": t["parts"], "tco_sources": t["sources"],
             "tco_sensitivities": tco.sensitivities(dep.system),
             "rental_usd_per_chip_hour": t["rental_usd_per_chip_hour"],

@@ -149,9 +149,10 @@ class Pool(_Strict):
     batch_per_die: int = Field(0, ge=0, le=4096)
     microbatch: bool = True
     comm_sms: int = Field(0, ge=0, le=1024)       # SMs held by all-to-all kernels (GPU overlap)
-    # all-to-all kernel: DeepEP's (DeepEP-Ascend's on a supernode) normal or low-latency, or "ub" (the
-    # paper's kernels, supernode only); unset: "ub" on a supernode, "normal" on a GPU fabric
-    a2a_kernel: Literal["normal", "low-latency", "ub"] | None = None
+    # all-to-all kernel: DeepEP's (DeepEP-Ascend's on a supernode) normal or low-latency (V1), DeepEP
+    # V2's "normal-v2" (GPU only), or "ub" (the paper's kernels, supernode only); unset: "ub" on a
+    # supernode, "normal" on a GPU fabric (twin.predict.comm.KERNELS holds each one's source)
+    a2a_kernel: Literal["normal", "low-latency", "normal-v2", "ub"] | None = None
 
 
 PRECISIONS = ("int8", "bf16", "fp8", "nvfp4", "mxfp4")   # GEMM weight and math types
@@ -169,6 +170,12 @@ class Deployment(_Strict):
     kv_dtype_bytes: float = Field(gt=0, le=4)
     mtp: bool = True
     mtp_acceptance: float = Field(0.7, ge=0, le=1)
+    # draft tokens a step proposes per sequence with MTP on (SGLang chains the one MTP module: 2-3);
+    # 0 = one per MTP module of the model (DeepSeek, CloudMatrix-Infer)
+    mtp_draft_steps: int = Field(0, ge=0, le=8)
+    # the serving framework schedules step n+1 on the CPU while step n runs (SGLang's overlap
+    # scheduler, vLLM's async scheduling); False: the scheduler's time is exposed every step
+    overlap_scheduler: bool = True
     prefill: Pool
     decode: Pool
     ems_nodes: int = Field(0, ge=0)

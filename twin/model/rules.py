@@ -23,9 +23,10 @@ def slo_met(ttft_ms, tpot_ms, output_tokens, ttft_slo_ms: float, tpot_slo_ms: fl
     return (ttft_ms <= ttft_slo_ms) & (tpot_within(tpot_ms, tpot_slo_ms) | (output_tokens <= 1))
 
 
-def draft_tokens(mtp_modules: int, mtp_on: bool) -> int:
-    """Draft tokens a decode step proposes per sequence."""
-    return mtp_modules if mtp_on else 0
+def draft_tokens(mtp_modules: int, mtp_on: bool, steps: int = 0) -> int:
+    """Draft tokens a decode step proposes per sequence: `steps` when the deployment chains the
+    MTP module (SGLang), else one per module."""
+    return (steps or mtp_modules) if mtp_on and mtp_modules else 0
 
 
 def expected_tokens_per_step(drafts: int, acceptance: float) -> float:

@@ -3,7 +3,9 @@
 Run `python -m twin calibrate` after changing the model; it prints the fitted values to paste into
 twin/catalog/perf.toml. Constants are fitted in groups, each only to its own rows (validate.py
 `Target.group`): the Ascend/UB constants to the paper's rows, the GPU fabric's to DeepEP's kernel
-tables, the GPU overlap's co-run stretch to DeepSeek's H800 profile rows. Validation rows are never used.
+tables, the GPU overlap's co-run stretch and per-layer sync to DeepSeek's H800 profile rows and
+SGLang's small-batch H200 row, the CPU scheduler's exposed time to the same H200 row without the
+overlap scheduler (the one row that shows it). Validation rows are never used.
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ GROUPS: dict[str, list[tuple[str, str, float, float]]] = {
                     ("nvlink_rdma", "rdma_peer_gbps", 5.0, 100.0),
                     ("nvlink_rdma", "ll_fixed_us", 0.0, 100.0),
                     ("nvlink_rdma", "rdma_qp_penalty", 0.0, 1.0)],
-    "sm_overlap": [("sm_overlap", "corun_stretch", 0.0, 3.0)],
+    "sm_overlap": [("sm_overlap", "corun_stretch", 0.0, 3.0), ("step", "layer_sync_us", 0.0, 500.0)],
+    "scheduler": [("step", "scheduler_ms", 0.0, 50.0)],
 }
 
 

@@ -30,7 +30,16 @@ from dataclasses import dataclass
 from twin.model.rules import remote_ranks
 
 US = 1e-6
-KERNELS = ("normal", "low-latency")
+# DeepEP kernel generations on a GPU fabric, each with its source (a pool's `a2a_kernel` names one).
+# V1 (NVSHMEM): a normal kernel sends each remote node's share through one peer connection, which
+# cannot fill the NIC ([nvlink_rdma] rdma_peer_gbps, fitted to V1's EP16 row); V2 (ElasticBuffer on
+# NCCL Gin) has no such cap: its published EP 8 x 2 figure is about twice V1's EP16.
+KERNELS = {
+    "normal": "DeepEP V1 normal (deepseek-ai/DeepEP docs/legacy.md; ref G 3)",
+    "low-latency": "DeepEP V1 low-latency (deepseek-ai/DeepEP docs/legacy.md; ref G 3)",
+    "normal-v2": "DeepEP V2 ElasticBuffer, NCCL Gin (deepseek-ai/DeepEP README at 0297fc8)",
+}
+PEER_CAPPED = ("normal",)      # the kernels whose RDMA rate is capped per peer connection (V1)
 
 
 def distinct(bins: float, draws: int) -> float:
@@ -108,16 +117,17 @@ class ClusterFabric:
 
     def rdma_rate(self, tr: Traffic, kernel: str, k: dict) -> float:
         """Bytes/s one GPU's NIC moves. A normal kernel sends each remote node's share to one peer
-        GPU there (the same local index), so a GPU keeps domains - 1 connections busy; each carries at
-        most rdma_peer_gbps, which caps the NIC when there are few remote nodes (EP16: one peer).
+        GPU there (the same local index), so a GPU keeps domains - 1 connections busy; in DeepEP V1
+        each carries at most rdma_peer_gbps, which caps the NIC when there are few remote nodes
+        (EP16: one peer); V2 fills the NIC from one peer.
         Low-latency kernels talk to every remote rank directly (EP - 8 peers on HGX). The NIC's rate
         falls by rdma_qp_penalty per doubling of the peers it keeps queue pairs with (connection
         state no longer fits the NIC's cache): 248 peers at EP256 cost ~9%, 7 peers ~3%."""
         g = min(self.gpus_per_domain, tr.ep)
-        peers = math.ceil(tr.ep / g) - 1 if kernel == "normal" else tr.ep - g
+        peers = tr.ep - g if kernel == "low-latency" else math.ceil(tr.ep / g) - 1
         nic = (self.rdma_gbps * 1e9 * k["rdma_efficiency"]
                / (1 + k["rdma_qp_penalty"] * math.log2(max(peers, 1))))
-        if kernel == "normal":
+        if kernel in PEER_CAPPED:     # a V1 kernel's property, not the NIC's
             nic = min(nic, peers * k["rdma_peer_gbps"] * 1e9)
         return nic * max(self.rdma_health, 1e-12)
 

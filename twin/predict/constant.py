@@ -29,7 +29,8 @@ class ConstantPredictor(TimePredictor):
     def decode_step(self, batch_per_npu=None, kv_len=4096, mtp=None, **kw) -> StepResult:
         dep = self.dep
         b_npu = dep.decode.batch_per_die * self.dies_per_npu if batch_per_npu is None else batch_per_npu
-        drafts = rules.draft_tokens(self.model.mtp_modules, dep.mtp if mtp is None else mtp)
+        drafts = rules.draft_tokens(self.model.mtp_modules, dep.mtp if mtp is None else mtp,
+                                     dep.mtp_draft_steps)
         per_seq = rules.expected_tokens_per_step(drafts, dep.mtp_acceptance)
         step = self._ms(self.decode_ms)
         tpot = step / per_seq

@@ -110,6 +110,101 @@ def compute_rows() -> list[dict]:
     return out
 
 
+# Small samples: a band from fewer than FLOOR_ROWS held-out rows is never narrower than SMALL_FLOOR_PCT,
+# and no band is narrower than FLOOR_PCT (assumption: the calibration tolerance, 5%, is what a fitted
+# row may still be off by; with few rows the worst seen error understates the spread, so the
+# validation tolerance, 10%, is the floor)
+FLOOR_PCT, SMALL_FLOOR_PCT, FLOOR_ROWS = 5.0, 10.0, 5
+
+
+def phase_of(t: Target) -> str:
+    """The figure class a row belongs to: decode, prefill (throughput and its gains) or alltoall."""
+    name = t.name.lower()
+    if t.point:
+        return t.point[0]
+    if "deepep" in name or " us (" in name or "dispatch" in name or "combine" in name:
+        return "alltoall"
+    return "decode" if "decode" in name or "mtp" in name else "prefill"
+
+
+def system_of(deployment: str) -> str:
+    from twin.model.config import catalog
+    return catalog().deployment(deployment).system
+
+
+def transfer_rows() -> list[dict]:
+    """Leave one system out: each system's rows (kernel-table rows aside) predicted after refitting
+    every group its rows calibrated on the other systems' calibration rows alone. A row that a
+    constant no other system fixes moves is unidentified for that system (no error)."""
+    from twin.predict.calibrate import GROUPS, fit_group
+    base = constants()
+    rows = [t for t in TARGETS if t.group != "table"]
+    out = []
+    for system in dict.fromkeys(system_of(t.deployment) for t in rows):
+        held = [t for t in rows if system_of(t.deployment) == system]
+        k, lost = copy.deepcopy(base), []
+        for group, free in GROUPS.items():
+            if not any(t.group == group for t in held):
+                continue        # nothing of this system fixed the group: its constants stand
+            rest = [t for t in rows if t.group == group and system_of(t.deployment) != system]
+            miss = _unidentified(k, free, rest) if rest else [f"[{sc}] {key}" for sc, key, *_ in free]
+            lost += [f for f in free if f"[{f[0]}] {f[1]}" in miss]
+            if rest and len(miss) < len(free):
+                k, _ = fit_group(k, group, rest)
+        for t in held:
+            moved = _unidentified(k, lost, [t]) if lost else []
+            blind = len(moved) < len(lost)       # some lost constant moves this row
+            out.append({"system": system, "row": t.name, "deployment": t.deployment, "phase": phase_of(t),
+                        "kind": t.kind, "error_pct": None if blind else round(_error(t, k), 2)})
+    return out
+
+
+def _band_of(errors: list[float]) -> tuple[float, str]:
+    """(band %, floor note) of a set of held-out errors: the worst, never below the floor."""
+    n = len(errors)
+    floor = SMALL_FLOOR_PCT if n < FLOOR_ROWS else FLOOR_PCT
+    worst = max((abs(e) for e in errors), default=0.0)
+    note = f"{n} row{'s' if n != 1 else ''}" + (f", floor {floor:g}%" if worst < floor else "")
+    return round(max(worst, floor), 1), note
+
+
+def transfer_band(system: str, phase: str, cv: dict | None = None, leave: str | None = None) -> dict:
+    """Band of a decode or prefill figure on `system` from leave-one-system-out transfer: the worst
+    error of that system's own rows when nothing was fitted to the system, or, for a system with no
+    identified rows of its own, of every other system of its kind. `leave`: a row left out of the
+    basis (coverage)."""
+    from twin.model.config import catalog
+    cv = cv or stored()
+    kind = catalog().system(system).kind
+    tr = [r for r in cv.get("transfer", []) if r["phase"] == phase and r["error_pct"] is not None
+          and r["row"] != leave]
+    own = [r["error_pct"] for r in tr if r["system"] == system]
+    if own:
+        pct, note = _band_of(own)
+        return {"band_pct": pct, "band_basis": f"leave-one-system-out transfer: {system}'s own {phase} "
+                                               f"rows with nothing fitted to {system} ({note})"}
+    peers = sorted({r["system"] for r in tr if catalog().system(r["system"]).kind == kind})
+    pct, note = _band_of([r["error_pct"] for r in tr if r["system"] in peers])
+    basis = (f"leave-one-system-out transfer across {', '.join(peers) or 'no'} {kind} systems "
+             f"({phase}, {note}); {system} has no {phase} row predicted without fitting to it")
+    chip = catalog().system(system).accelerator
+    if chip not in {catalog().system(r["system"]).accelerator for r in cv.get("transfer", [])}:
+        basis += f"; no published row on {chip}: its kernel efficiencies are another chip's (assumption), which the band does not cover"
+    return {"band_pct": pct, "band_basis": basis}
+
+
+def coverage(cv: dict | None = None) -> dict:
+    """How many held-out figures fall inside the band printed for them, each band computed without
+    the row itself: validation rows and every row predicted by leave-one-system-out transfer."""
+    cv = cv or stored()
+    held = [r for r in cv.get("transfer", []) if r["error_pct"] is not None and r["phase"] != "alltoall"]
+    inside = [r for r in held
+              if abs(r["error_pct"]) <= transfer_band(r["system"], r["phase"], cv, leave=r["row"])["band_pct"]]
+    return {"held_out": len(held), "inside": len(inside),
+            "fraction": round(len(inside) / len(held), 3) if held else None,
+            "outside": [r["row"] for r in held if r not in inside]}
+
+
 def _deployments():
     from twin.model.config import catalog
     return catalog().deployments.items()
@@ -130,7 +225,7 @@ def run() -> dict:
     val = [{"source": r["source"], "row": r["name"], "deployment": r["deployment"],
             "error_pct": r["error_pct"]} for r in rows() if r["kind"] == "validation"]
     return {"fitted": _fitted_sources(), "tables": table_rows(), "compute_tables": compute_rows(),
-            "validation": val}
+            "validation": val, "transfer": transfer_rows()}
 
 
 def write() -> dict:
@@ -187,16 +282,16 @@ def band(kind: str, deployment: str, phase: str, point: tuple | None = None) -> 
                 for e in (f["errors_pct"] or [])]
         label = "calibration" if deployment == PAPER else "prediction"
         basis = f"CloudMatrix {phase} rows left out of the refit"
-    else:
-        overlap = {t.deployment for t in TARGETS if t.group == "sm_overlap"}
-        label = ("calibration" if deployment in overlap else "validation"
+    else:       # a GPU system: leave-one-system-out transfer (transfer_band), never another's error
+        fitted = {t.deployment for t in TARGETS if t.kind == "calibration" and t.group != "table"}
+        label = ("calibration" if deployment in fitted else "validation"
                  if deployment in {v["deployment"] for v in cv["validation"]} else "prediction")
-        errs = [v["error_pct"] for v in cv["validation"] if label == "prediction" or phase in v["row"]]
-        basis = (f"GPU {phase} validation rows (nothing fitted to them)" if label == "validation" else
-                 f"GPU {phase} validation rows (the overlap's stretch was fitted to this deployment)"
-                 if label == "calibration" else
-                 "every Hopper validation row; another chip's kernel efficiencies are assumed, so "
-                 "the band does not cover that assumption")
+        b = transfer_band(dep.system, phase, cv)
+        if point is not None and label in ("calibration", "validation"):
+            at = role(deployment, point)
+            label, b["band_basis"] = ((at, b["band_basis"]) if at else
+                                      ("prediction", f"{b['band_basis']}; away from their conditions"))
+        return {"label": label, **b}
     if point is not None and label in ("calibration", "validation"):
         at = role(deployment, point)
         label, basis = (at, basis) if at else ("prediction", f"{basis}; away from their conditions")
@@ -221,3 +316,28 @@ def print_table(cv: dict) -> None:
               f"{len(e)} rows, worst {max(e, key=abs):+.1f}%, mean |e| {np.mean(np.abs(e)):.1f}%")
     for v in cv["validation"]:
         print(f"  {'validation':<12}{v['row']:<64}{v['error_pct']:+.1f}%")
+    print()
+    print_transfer(cv)
+
+
+def print_transfer(cv: dict) -> None:
+    """Per-system transfer bands (leave one system out) and how many held-out figures they cover."""
+    from twin.model.config import catalog
+    print("Leave-one-system-out transfer (refit without the system, predict its rows) and the band "
+          "every system's figures are printed with:")
+    for system in dict.fromkeys(r["system"] for r in cv.get("transfer", [])):
+        rows = [r for r in cv["transfer"] if r["system"] == system]
+        known = [r for r in rows if r["error_pct"] is not None]
+        errs = " ".join(f"{r['error_pct']:+.1f}%" for r in known)
+        print(f"  {system:<22}{len(known)}/{len(rows)} rows identified without it  {errs}")
+    for name, sysd in catalog().systems.items():
+        if sysd.kind != "cluster":
+            continue
+        for phase in ("decode", "prefill"):
+            b = transfer_band(name, phase, cv)
+            print(f"  {name:<22}{phase:<8} +-{b['band_pct']:g}%  {b['band_basis']}")
+    c = coverage(cv)
+    if c["held_out"]:
+        print(f"  held-out decode/prefill figures inside the band printed for them (band without the row): "
+              f"{c['inside']}/{c['held_out']} ({c['fraction']:.0%})"
+              + (f"; outside: {', '.join(c['outside'])}" if c["outside"] else ""))

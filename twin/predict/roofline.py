@@ -31,6 +31,8 @@ LATENT_RW_BYTES = 3      # per latent element: read, normalise, write (first pri
 UB_PATH_SWITCHES = 3     # die -> L1 -> L2 -> L1 -> die: switch chips crossed (ref 1 UB topology)
 UB_PATH_LINKS = 4        # links crossed on that path (ref 1 UB topology)
 LOGIT_BYTES = 4          # FP32 logits read by sampling (assumption)
+# DeepEP-Ascend's kernels (sgl-kernel-npu, one rank per die) and the paper's own ("ub", ref 4)
+SUPERNODE_KERNELS = ("normal", "low-latency", "ub")
 
 
 class _Layer:
@@ -207,8 +209,9 @@ class PerfModel(TimePredictor):
         table row (same kernel, the table's token count). Kernel "ub" is the paper's own kernels."""
         s = self.system
         op = "combine" if pull else "dispatch"
-        if s.kind != "supernode" and kernel not in comm.KERNELS:
-            raise ValueError(f"kernel = {kernel!r}: allowed on a GPU fabric {', '.join(comm.KERNELS)}")
+        if kernel not in self.kernels():
+            raise ValueError(f"kernel = {kernel!r}: allowed on {s.kind} {self.dep.system} "
+                             f"{', '.join(self.kernels())}")
         roof = self._a2a_roofline(ep, tokens_per_rank, bytes_per_token, rank_dies, pull, kernel)
         if kernel == "ub":
             return roof, "roofline: UB model (paper's kernels, ref 4)"
@@ -251,15 +254,23 @@ class PerfModel(TimePredictor):
                                              s.ub_latency_us)
         return self.fabric().allreduce_seconds(nbytes, ranks, self.k["nvlink_rdma"])
 
-    def alltoall(self, ep: int, tokens: float, kernel: str | None = None) -> dict:
+    def kernels(self) -> tuple[str, ...]:
+        """The all-to-all kernels this fabric can run: DeepEP's generations on a GPU fabric
+        (comm.KERNELS); DeepEP-Ascend's two and the paper's own ("ub") on a supernode."""
+        return SUPERNODE_KERNELS if self.system.kind == "supernode" else tuple(comm.KERNELS)
+
+    def alltoall(self, ep: int, tokens: float, kernel: str | None = None, pool: str | None = None) -> dict:
         """Dispatch and combine of `tokens` per rank at EP `ep`, each with its source (kernel table
         or roofline) and the bandwidth it achieves per rank (bytes a rank sends to distinct remote
         ranks / time; for a table, also the figure in the table's own metric). On a supernode the
         DeepEP-Ascend kernels (normal, low-latency) run one rank per die; the paper's kernels
         ("ub") one rank per NPU, as in ref 4's table."""
         supernode = self.system.kind == "supernode"
-        allowed = comm.KERNELS + (("ub",) if supernode else ())
-        kernel = kernel or "normal"
+        allowed = self.kernels()
+        if pool not in (None, "decode", "prefill"):
+            raise ValueError(f"pool = {pool!r}: allowed decode, prefill")
+        # `pool`: the deployment's own kernel for that phase (perf alltoall); else DeepEP's normal
+        kernel = kernel or (self.pool_kernel(pool) if pool else "normal")
         if ep < 1 or ep != int(ep):
             raise ValueError(f"ep = {ep}: must be a whole number >= 1")
         if not tokens > 0:
@@ -340,6 +351,8 @@ class PerfModel(TimePredictor):
             if m.shared_experts:
                 lay.add("shared_expert", *self.expert_gemms("dense", m.shared_experts, q, precision, frac))
         lay.add("combine", *self.a2a(p.ep, q, m.combine_bytes_per_token, pull=True, kernel=kernel))
+        if pool == "decode" and self.layer_sync_seconds():
+            lay.add("group_sync", self.layer_sync_seconds())
         return lay
 
     def expert_gemms(self, layout: str, groups: float, m: float, precision: str,
@@ -406,7 +419,7 @@ class PerfModel(TimePredictor):
             raise ValueError(f"batch = {b * self.dies_per_npu}: must be > 0")
         if not kv_len > 0:
             raise ValueError(f"kv = {kv_len}: KV length must be > 0 tokens")
-        drafts = rules.draft_tokens(m.mtp_modules, mtp)
+        drafts = rules.draft_tokens(m.mtp_modules, mtp, dep.mtp_draft_steps)
         tok_per_seq = 1 + drafts
         st = self.k["streams"]
         use_mb = dep.decode.microbatch if microbatch is None else microbatch
@@ -426,8 +439,9 @@ class PerfModel(TimePredictor):
             head, ops["sampling"] = max(self._head(bh, tok_per_seq, drafts), sp._head(bs, tok_per_seq, drafts),
                                         key=sum)
         ops["lm_head"] = head
-        ops["graph_launch"] = self.k["overheads"]["graph_launch_ms"] * 1e-3
-        step_s += head + ops["sampling"] + ops["graph_launch"]
+        fixed = self.step_overheads()
+        ops.update(fixed)
+        step_s += head + ops["sampling"] + sum(fixed.values())
         tokens_per_seq = rules.expected_tokens_per_step(drafts, dep.mtp_acceptance)
         tpot = step_s / tokens_per_seq
         return StepResult("decode", step_s * 1e3, b * tokens_per_seq,
@@ -437,6 +451,26 @@ class PerfModel(TimePredictor):
                           cube_split=(f"{round(split * self.chip.cube_cores)}:"
                                       f"{round((1 - split) * self.chip.cube_cores)}" if split else None),
                           sources=sources)
+
+    def layer_sync_seconds(self) -> float:
+        """Fixed cost of one layer of one microbatch on a GPU ([step] layer_sync_us, calibrated): the
+        EP group's wait at its two all-to-alls and the kernel boundaries inside a CUDA graph. In a
+        decode MoE layer it is the op `group_sync`: paid in sequence by one batch, hidden by two
+        microbatches (each fills the other's gaps, DeepSeek's profile-data timelines); a dense
+        layer pays it in sequence. Ascend's counterpart is the stream hand-off ([streams] sync_us)
+        and one fused graph per step."""
+        return self.k["step"]["layer_sync_us"] * US if self.chip.execution == "sm-overlap" else 0.0
+
+    def step_overheads(self) -> dict[str, float]:
+        """Seconds a decode step costs besides its layers, LM head and sampling: the graph launch
+        (Ascend: one fused graph per step, ref 3) and the CPU scheduler's time when the framework
+        does not overlap it with the device ([step] scheduler_ms, calibrated)."""
+        out = {}
+        if self.chip.execution == "ascend-two-stream":
+            out["graph_launch"] = self.k["overheads"]["graph_launch_ms"] * 1e-3
+        if not self.dep.overlap_scheduler:
+            out["scheduler"] = self.k["step"]["scheduler_ms"] * 1e-3
+        return out
 
     def _head(self, b: float, tok_per_seq: int, drafts: int) -> tuple[float, float]:
         """(LM head, sampling) seconds of a die's batch `b` (main tokens + MTP draft), all cores."""
@@ -497,7 +531,8 @@ class PerfModel(TimePredictor):
         for name, t in dense_attn.ops.items():
             ops[name] = ops.get(name, 0.0) + t * m.dense_layers
         ops["dense_mlp"] = dense_mlp * m.dense_layers
-        dense_s = (dense_attn.total + dense_mlp) * m.dense_layers
+        sync = self.layer_sync_seconds()
+        dense_s = (dense_attn.total + dense_mlp + sync) * m.dense_layers
         if n_mb > 1 and gpu:
             per_layer = self.sm_overlap_layer(attn, moe, "decode", q)
             moe_s = per_layer * self.moe_layers
@@ -524,6 +559,8 @@ class PerfModel(TimePredictor):
                                      sp.moe_stream("decode", bs, 1.0, moe_p, balance, b))
             mtp_s = (d_attn.total + d_moe.total) * (tok_per_seq - 1)
             ops["mtp_module"] = mtp_s
+        if sync:
+            ops["layer_sync"] = sync * m.dense_layers
         streams = {"attention_per_microbatch": attn.total, "moe_per_microbatch": moe.total,
                    "per_layer": per_layer}
         if split is not None and n_mb > 1:
@@ -535,10 +572,12 @@ class PerfModel(TimePredictor):
                        q: float = 0.0) -> execution.Pieces:
         """Cut one microbatch's layer (`q` tokens per die) into attention-side compute, dispatch,
         experts, combine, with the part of each all-to-all that runs on the compute units."""
+        # group_sync: two microbatches fill each other's launch gaps and group waits (hidden)
+        gs = moe.ops.get("group_sync", 0.0)
         d, c = moe.ops["dispatch"], moe.ops["combine"]
         d_sm, c_sm = self.comm_sm_seconds(pool, q)
         return execution.Pieces(a=attn.total + moe.ops.get("gating", 0.0), d=d,
-                                e=moe.total - d - c - moe.ops.get("gating", 0.0), c=c,
+                                e=moe.total - d - c - gs - moe.ops.get("gating", 0.0), c=c,
                                 d_sm=min(d_sm, d), c_sm=min(c_sm, c))
 
     def comm_sm_seconds(self, pool: str, q: float) -> tuple[float, float]:

@@ -1,7 +1,8 @@
 """Cost of ownership per chip-hour on one basis for every system (twin/catalog/tco.toml): capex
-amortised over the service life plus power at one boundary (accelerator, host share, network share)
-times PUE times the electricity price. Rental prices are a second, labelled basis. Sensitivities
-say which inputs decide a comparison: life 3 and 5 years, capex -25% / +25%, electricity x0.5 / x2.
+amortised over the service life, plus power at one boundary (accelerator, host share, network share)
+times PUE times the electricity price, plus operations and maintenance (a share of capex a year).
+Rental prices are a second, labelled basis. Sensitivities say which inputs decide a comparison:
+life 3 and 5 years, capex -25% / +25%, electricity x0.5 / x2, operations 2% / 10% of capex a year.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _raw() -> tuple[dict, dict]:
 
 
 def per_chip_hour(system: str, life_years: float | None = None, capex_scale: float = 1.0,
-                  usd_per_kwh: float | None = None) -> dict:
+                  usd_per_kwh: float | None = None, ops_fraction: float | None = None) -> dict:
     """TCO per chip-hour with its parts (each input with its source) for `system`."""
     data, src = _raw()
     if system not in data or system == "common":
@@ -42,15 +43,18 @@ def per_chip_hour(system: str, life_years: float | None = None, capex_scale: flo
     life = life_years or c["life_years"]
     price = usd_per_kwh if usd_per_kwh is not None else c["usd_per_kwh"]
     kw = (s["it_kw_per_chip"] + s["network_kw_per_chip"]) * c["pue"]
+    ops_share = c["ops_fraction_per_year"] if ops_fraction is None else ops_fraction
     capex = s["capex_usd_per_chip"] * capex_scale / (life * HOURS_PER_YEAR)
     energy = kw * price
-    return {"tco_usd_per_chip_hour": round(capex + energy, 4),
+    ops = s["capex_usd_per_chip"] * capex_scale * ops_share / HOURS_PER_YEAR
+    return {"tco_usd_per_chip_hour": round(capex + energy + ops, 4),
             "parts": {"capex_usd_per_chip_hour": round(capex, 4), "energy_usd_per_chip_hour": round(energy, 4),
+                      "operations_usd_per_chip_hour": round(ops, 4), "ops_fraction_per_year": ops_share,
                       "capex_usd_per_chip": s["capex_usd_per_chip"], "life_years": life,
                       "it_kw_per_chip": s["it_kw_per_chip"], "network_kw_per_chip": s["network_kw_per_chip"],
                       "pue": c["pue"], "boundary_kw_per_chip": round(kw, 4), "usd_per_kwh": price},
             "sources": {f: src.get((system, f), "") for f in FIELDS}
-            | {f: src.get(("common", f), "") for f in ("life_years", "usd_per_kwh", "pue")},
+            | {f: src.get(("common", f), "") for f in ("life_years", "usd_per_kwh", "pue", "ops_fraction_per_year")},
             "rental_usd_per_chip_hour": s["rental_usd_per_chip_hour"]}
 
 
@@ -60,4 +64,5 @@ def sensitivities(system: str) -> dict[str, float]:
     return {"life_3y": f(life_years=3), "life_5y": f(life_years=5),
             "capex_minus_25pct": f(capex_scale=0.75), "capex_plus_25pct": f(capex_scale=1.25),
             "electricity_half": f(usd_per_kwh=_raw()[0]["common"]["usd_per_kwh"] / 2),
-            "electricity_double": f(usd_per_kwh=_raw()[0]["common"]["usd_per_kwh"] * 2)}
+            "electricity_double": f(usd_per_kwh=_raw()[0]["common"]["usd_per_kwh"] * 2),
+            "operations_2pct": f(ops_fraction=0.02), "operations_10pct": f(ops_fraction=0.10)}

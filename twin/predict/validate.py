@@ -20,12 +20,22 @@ from twin.predict.comm import Traffic
 PAPER = "cloudmatrix-infer-paper"
 H800 = "deepseek-h800-profile"
 H100 = "sglang-h100"
+H200 = "sglang-h200-mtp-small"
+H200_KV = 65536 + 4096 / 2       # lm-sys blog 2025-07-17-mtp: 64K input, 4K output: mean KV of a step
+MTP_BLOG = "lm-sys blog 2025-07-17-mtp, case study 1"
+LARGE_EP_BLOG = "lm-sys blog 2025-05-05-large-scale-ep"
 EP_TABLE = (8, 16, 32, 64, 128, 256)
 DISPATCH_US = (116, 131, 133, 141, 152, 152)   # ref 4 MoE communication table
 COMBINE_US = (118, 132, 146, 150, 150, 149)    # ref 4 MoE communication table
 DEEPEP_NORMAL = {8: (153, 158), 16: (43, 43), 32: (58, 57), 64: (51, 50)}   # ref G 3, GB/s
 DEEPEP_LL = {8: (77, 114), 16: (118, 195), 32: (155, 273), 64: (173, 314), 128: (192, 369),
              256: (194, 360)}                                                # ref G 3, us
+# DeepEP V2 (deepseek-ai/DeepEP README at 0297fc8, "Performance"): SM90, CX7, 8,192 tokens per batch,
+# logical GB/s per rank (own node's share included): EP 8 x 2 and EP 8 x 4. The README names the
+# architecture, not the part: the H100 cluster (NVLink 450 GB/s) is taken as the SM90 system
+# (assumption: over H800's 200 GB/s NVLink, forwarding inside the node could not carry 90 GB/s)
+DEEPEP_V2 = {16: (90, 81), 32: (61, 61)}
+DEEPEP_V2_SOURCE = "deepseek-ai/DeepEP README at 0297fc8, V2 performance (SM90, CX7)"
 DEEPEP_FP8_BYTES = 7168 * (1 + 4 / 128)   # DeepEP tests: FP8 hidden + one FP32 scale per 128
 DEEPEP_BF16_BYTES = 7168 * 2
 
@@ -56,8 +66,9 @@ def prefill_point(prompt: float = 4096, tokens_per_npu: float | None = None, bal
             microbatch, precision)
 
 
-def _deepep_normal(ep: int, nbytes: float) -> Callable[[PerfModel], float]:
-    return lambda pm: pm.fabric().logical_gbps(Traffic(ep, 4096, nbytes, pm.model.top_k), "normal",
+def _deepep_normal(ep: int, nbytes: float, kernel: str = "normal",
+                   tokens: int = 4096) -> Callable[[PerfModel], float]:
+    return lambda pm: pm.fabric().logical_gbps(Traffic(ep, tokens, nbytes, pm.model.top_k), kernel,
                                                 pm.k["nvlink_rdma"])
 
 
@@ -70,6 +81,29 @@ def _ascend_table(ep: int, tokens: int, kernel: str, op: str, metric: str) -> Ca
     return lambda pm: pm.alltoall(ep, tokens, kernel)[f"{op}_{metric}"]
 
 
+def acceptance_for_length(drafts: int, length: float) -> float:
+    """Per-draft acceptance whose expected tokens per step (rules.expected_tokens_per_step) equal a
+    published average acceptance length."""
+    if not 1 <= length <= 1 + drafts:
+        raise ValueError(f"acceptance length = {length}: allowed 1..{1 + drafts} with {drafts} drafts")
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if sum(mid ** i for i in range(drafts + 1)) < length else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _h200(overlap: bool, drafts: int = 0, length: float = 1.0) -> Callable[[PerfModel], float]:
+    """SGLang's small-batch H200 decode (2 requests per GPU) with or without the overlap scheduler
+    and with `drafts` chained MTP drafts at a published acceptance length."""
+    def measure(pm: PerfModel) -> float:
+        upd = {"overlap_scheduler": overlap, "mtp": bool(drafts), "mtp_draft_steps": drafts}
+        if drafts:
+            upd["mtp_acceptance"] = acceptance_for_length(drafts, length)
+        return PerfModel(pm.dep.model_copy(update=upd), k=pm.k).decode_step(2, H200_KV).tokens_per_s_per_npu
+    return measure
+
+
 def _tbo_gain(pm: PerfModel) -> float:
     on = pm.prefill_batch(4096, balance="perfect").tokens_per_s_per_npu
     return on / pm.prefill_batch(4096, balance="perfect", microbatch=False).tokens_per_s_per_npu
@@ -79,7 +113,9 @@ def _tbo_gain(pm: PerfModel) -> float:
 DEEPEP_ROW = {("normal", "dispatch"): N_("DeepEP normal dispatch GB/s (EP%(ep)s, 4,096 tokens)"),
               ("normal", "combine"): N_("DeepEP normal combine GB/s (EP%(ep)s, 4,096 tokens)"),
               ("low-latency", "dispatch"): N_("DeepEP low-latency dispatch us (EP%(ep)s, 128 tokens)"),
-              ("low-latency", "combine"): N_("DeepEP low-latency combine us (EP%(ep)s, 128 tokens)")}
+              ("low-latency", "combine"): N_("DeepEP low-latency combine us (EP%(ep)s, 128 tokens)"),
+              ("normal-v2", "dispatch"): N_("DeepEP V2 dispatch GB/s (EP%(ep)s, 8,192 tokens)"),
+              ("normal-v2", "combine"): N_("DeepEP V2 combine GB/s (EP%(ep)s, 8,192 tokens)")}
 ASCEND_ROW = {("normal", "dispatch"): N_("DeepEP-Ascend normal dispatch GB/s (EP%(ep)s, 4,096 tokens/die)"),
               ("normal", "combine"): N_("DeepEP-Ascend normal combine GB/s (EP%(ep)s, 4,096 tokens/die)"),
               ("low-latency", "dispatch"): N_("DeepEP-Ascend low-latency dispatch us (EP%(ep)s, 128 tokens/die)"),
@@ -148,6 +184,11 @@ def _targets() -> list[Target]:
                lambda pm: pm.decode_step(128, 4096, balance="perfect").tokens_per_s_per_npu,
                "ref G 1 DeepSeek profile", H800, group="sm_overlap",
                point=decode_point(128, 4096, "perfect")),
+        # per-step fixed costs ([step]): SGLang's small-batch H200 decode without MTP
+        Target(N_("SGLang H200 decode tok/s per GPU (2 per GPU, 64K in, overlap scheduler)"), 60.4, 5,
+               _h200(True), MTP_BLOG, H200, group="sm_overlap", point=decode_point(2, H200_KV)),
+        Target(N_("SGLang H200 decode tok/s per GPU (2 per GPU, 64K in, no overlap scheduler)"), 51.0, 5,
+               _h200(False), MTP_BLOG + ", no overlap scheduler", H200, group="scheduler"),
     ]
     # validation: SGLang's published H100 figures, nothing fitted to that source
     t += [
@@ -160,9 +201,29 @@ def _targets() -> list[Target]:
                lambda pm: pm.prefill_batch(4096, balance="perfect").tokens_per_s_per_npu,
                "ref G 1 SGLang large-scale EP", H100, "validation", "none", prefill_point(balance="perfect")),
         Target(N_("SGLang H100 decode tok/s per GPU (batch 128, 4K KV, MTP 60%)"), 2172, 10,
-               lambda pm: pm.decode_step(128, 4096).tokens_per_s_per_npu,
-               "ref G 1 SGLang large-scale EP", H100, "validation", "none", decode_point(128, 4096)),
+               lambda pm: pm.decode_step(128, 4000).tokens_per_s_per_npu,
+               "ref G 1 SGLang large-scale EP", H100, "validation", "none", decode_point(128, 4000)),
+        # the same blog's prefill rows at other prompt lengths (57,674 and 54,543 per node), per GPU
+        Target(N_("SGLang H100 prefill tok/s per GPU (1K prompts)"), 57674 / 8, 10,
+               lambda pm: pm.prefill_batch(1024).tokens_per_s_per_npu,
+               LARGE_EP_BLOG, H100, "validation", "none", prefill_point(1024)),
+        Target(N_("SGLang H100 prefill tok/s per GPU (2K prompts)"), 54543 / 8, 10,
+               lambda pm: pm.prefill_batch(2048).tokens_per_s_per_npu,
+               LARGE_EP_BLOG, H100, "validation", "none", prefill_point(2048)),
+        # small-batch MTP on H200 (per-step fixed costs with chained draft steps), nothing fitted to
+        # them; new rows of issue 38 hold a 15% tolerance
+        Target(N_("SGLang H200 decode tok/s per GPU (2 per GPU, MTP 3-token window, accept 2.18)"), 81.5,
+               15, _h200(False, 2, 2.18), MTP_BLOG, H200, "validation", "none"),
+        Target(N_("SGLang H200 decode tok/s per GPU (2 per GPU, MTP 4-token window, accept 2.44)"), 82.0,
+               15, _h200(False, 3, 2.44), MTP_BLOG, H200, "validation", "none"),
     ]
+    # kernel generation (issue 38): DeepEP V2's internode rows, predicted by the fabric's roofline with
+    # V1's constants and no per-peer cap; nothing fitted to them
+    for ep, (d, c) in DEEPEP_V2.items():
+        for name, v, nbytes in (("dispatch", d, DEEPEP_FP8_BYTES), ("combine", c, DEEPEP_BF16_BYTES)):
+            t.append(Target(said(DEEPEP_ROW["normal-v2", name], ep=ep), v, 15,
+                            _deepep_normal(ep, nbytes, "normal-v2", 8192), DEEPEP_V2_SOURCE, H100,
+                            "validation", "none"))
     return t
 
 
