@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8050
 SERVE_PORT ?= 8060
 
-.PHONY: run room test docs unit bench bench-ui bench-room screenshots validate chromium clean
+.PHONY: run room test docs unit bench bench-ui bench-room bench-serve prom-check screenshots validate chromium prometheus clean
 
 $(BIN)/python:
 	command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python 3.11)"; exit 2; }
@@ -23,6 +23,12 @@ chromium:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update && $$SUDO apt-get install -y chromium chromium-driver fonts-wqy-zenhei; }
 
+# Debian's Prometheus, for tests/test_prom_check.py and `make prom-check`
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update && $$SUDO apt-get install -y prometheus; }
+
 # the dashboard on PORT and, beside it, `twin serve` (OpenAI-compatible API, Prometheus /metrics) on
 # SERVE_PORT, a second process with its own twin (docs/serve.md); SERVE_PORT= runs the dashboard alone
 run: $(STAMP)
@@ -35,7 +41,7 @@ run: $(STAMP)
 room: $(STAMP)
 	$(BIN)/python -m twin.cli.room --host 0.0.0.0 --port $(PORT)
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium prometheus
 	$(BIN)/python -m pytest -q
 
 docs: $(STAMP)
@@ -55,6 +61,11 @@ bench-ui: $(STAMP) chromium
 
 bench-room: $(STAMP)
 	$(BIN)/python -m twin.cli.attack --minutes 3
+
+# a real Prometheus scrapes a live `twin serve` under a short load; every expression of the kept vLLM
+# dashboards (docs/grafana/) must return data (docs/serve.md, "Prometheus and Grafana")
+prom-check: $(STAMP) prometheus
+	$(BIN)/python -m twin.cli.prom_check
 
 screenshots: $(STAMP) chromium
 	$(BIN)/python -m twin.cli.screenshots
