@@ -68,7 +68,7 @@ TOKENIZER ?= twin/serve/tokenizer
 BENCH := .bench
 bench-serve: $(STAMP)
 	@test -x $(BENCH)/aiperf/bin/aiperf || { rm -rf $(BENCH)/aiperf && $(PY) -m venv $(BENCH)/aiperf \
-	  && $(BENCH)/aiperf/bin/pip install --disable-pip-version-check -q aiperf; }
+	  && $(BENCH)/aiperf/bin/pip install --disable-pip-version-check -q aiperf==0.13.0; }
 	@test -x $(BENCH)/guidellm/bin/guidellm || { rm -rf $(BENCH)/guidellm && $(PY) -m venv $(BENCH)/guidellm \
 	  && $(BENCH)/guidellm/bin/pip install --disable-pip-version-check -q guidellm \
 	  || { echo "GuideLLM did not install: AIPerf only"; rm -rf $(BENCH)/guidellm; }; }

@@ -18,7 +18,7 @@ def test_means_are_the_runs_own_and_throughput_spans_the_tokens_made():
     after = _state((10.0 + 3 * 0.25, 103), (2.0 + 3 * 0.022, 103), 5600, 140.0)
     samples = [before, _state((10.0, 100), (2.0, 100), 5000, 110.0),      # idle: AIPerf starting
                _state((10.0, 100), (2.0, 100), 5000, 120.0),             # the last sample before a token
-               _state((10.0, 100), (2.0, 100), 5300, 125.0),
+               _state((10.0, 100), (2.0, 100), 5100, 125.0),
                _state((10.0, 100), (2.0, 100), 5600, 130.0), after]      # idle again after the run
     side = twin_side(before, after, samples)
     assert side["ttft_ms"] == pytest.approx(250.0) and side["itl_ms"] == pytest.approx(22.0)
