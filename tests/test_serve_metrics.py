@@ -179,3 +179,30 @@ def test_histograms_observed_per_advance_render_as_the_client_library_would():
               for s in f.samples if not s.name.endswith("_created")}
     mine = {(s.name, s.labels.get("le")): s.value for s in ours.family("m").samples}
     assert mine == pytest.approx(theirs) and len(mine) == len(ITL_BUCKETS) + 3
+
+
+def test_http_series_are_bounded_by_route_template_and_method():
+    """The handler is a route's template (or "none"), the method a known one (or "other"): what a
+    client sends never makes a series of its own; /metrics and the probes are not counted."""
+    from starlette.routing import Route
+
+    from conftest import run_coro
+    from twin.serve.http_metrics import HttpMetrics
+    rows = []
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 404 if scope["path"] == "/x/y" else 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def noop(*_):
+        return None
+    routes = [Route(p, noop) for p in ("/v1/models/{model}", "/metrics", "/health")]
+    mw = HttpMetrics(app, routes, ["/v1/completions"], lambda *r: rows.append(r[:3]))
+
+    async def go():
+        for method, path in (("GET", "/v1/models/abc"), ("BREW", "/v1/completions"), ("GET", "/x/y"),
+                             ("GET", "/metrics"), ("GET", "/health")):
+            await mw({"type": "http", "method": method, "path": path, "headers": [], "query_string": b"",
+                      "root_path": ""}, None, noop)
+    run_coro(go())
+    assert rows == [("/v1/models/{model}", "GET", "2xx"), ("/v1/completions", "other", "2xx"), ("none", "GET", "4xx")]

@@ -1,16 +1,15 @@
-"""`python -m twin.cli.bench_serve` (`make bench-serve`): the standard benchmark tools against a local
-`twin serve`, the client's figures next to the twin's own.
+"""`python -m twin.cli.bench_serve` (`make bench-serve`): AIPerf against a local `twin serve`, the
+client's figures next to the twin's own.
 
-AIPerf (and GuideLLM, when its environment is there) run from environments of their own (`make
-bench-serve` installs them under .bench/, never into the project's venv) with a Hugging Face
-tokenizer (`--tokenizer`), at each concurrency in turn: synthetic prompts of INPUT_TOKENS, outputs of
-OUTPUT_TOKENS, REQUESTS_PER_STREAM requests a stream. The twin's side comes from its /metrics,
-read before and after each run and every SAMPLE_S during it: TTFT (the mean of
-`vllm:time_to_first_token_seconds`), ITL per token (the mean of
-`vllm:request_time_per_output_token_seconds`: a request's decode time over its tokens after the
-first, AIPerf's definition of inter-token latency) and output throughput (`vllm:generation_tokens_total`
-over the twin's sim time from the first sample that saw a token to the last). Prints each pair and the
-client/twin ratio, with the load average before and after.
+AIPerf runs from an environment of its own (`make bench-serve` installs it under .bench/, never into
+the project's venv) with a Hugging Face tokenizer (`--tokenizer`), at each concurrency in turn:
+synthetic prompts of INPUT_TOKENS, outputs of OUTPUT_TOKENS, REQUESTS_PER_STREAM requests a stream.
+The twin's side comes from its /metrics, read before and after each run and every SAMPLE_S during
+it: TTFT (the mean of `vllm:time_to_first_token_seconds`), ITL per token (the mean of
+`vllm:request_time_per_output_token_seconds`: a request's decode time over its tokens after the first,
+AIPerf's definition of inter-token latency) and output throughput (`vllm:generation_tokens_total` over
+the twin's sim time from the last sample before its first token to the last that saw one). Prints
+each pair and the client/twin ratio, with the load average before and after.
 """
 from __future__ import annotations
 
@@ -33,7 +32,6 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER = ROOT / "twin" / "serve" / "tokenizer"       # the shipped tokenizer (twin/serve/tokenizer/)
 AIPERF = ROOT / ".bench" / "aiperf" / "bin" / "aiperf"
-GUIDELLM = ROOT / ".bench" / "guidellm" / "bin" / "guidellm"
 INPUT_TOKENS = 512      # assumption: a short chat turn's prompt
 OUTPUT_TOKENS = 200     # assumption: long enough for a stream's ITL to dominate its TTFT
 REQUESTS_PER_STREAM = 3
@@ -97,21 +95,6 @@ def aiperf_side(out: str) -> dict:
             "requests": pick("request_count") if "request_count" in doc else float("nan")}
 
 
-def guidellm_cmd(guidellm: str, base: str, model: str, tokenizer: str, c: int, out: str) -> list:
-    return [guidellm, "benchmark", "--target", base, "--model", model, "--processor", tokenizer,
-            "--rate-type", "concurrent", "--rate", str(c), "--max-requests", str(c * REQUESTS_PER_STREAM),
-            "--data", f"prompt_tokens={INPUT_TOKENS},output_tokens={OUTPUT_TOKENS}",
-            "--output-path", str(Path(out) / "guidellm.json")]
-
-
-def guidellm_side(out: str) -> dict:
-    doc = json.loads((Path(out) / "guidellm.json").read_text())
-    m = doc["benchmarks"][0]["metrics"]
-    mean = lambda k: m[k]["successful"]["mean"]    # noqa: E731
-    return {"ttft_ms": mean("time_to_first_token_ms"), "itl_ms": mean("inter_token_latency_ms"),
-            "tokens_per_s": mean("output_tokens_per_second"), "tokens": float("nan")}
-
-
 def run_one(tool: str, cmd: list, parse, base: str, out: str, log) -> dict:
     """One tool run, the twin's metrics sampled meanwhile; {client, twin, load} or {error}."""
     samples, stop = [], threading.Event()
@@ -149,13 +132,11 @@ def main(argv=None) -> int:
     ap.add_argument("--concurrency", default="10,50,100", help="comma-separated stream counts")
     ap.add_argument("--workers", type=int, default=2, help="twin serve's HTTP workers (default 2)")
     ap.add_argument("--aiperf", default=str(AIPERF))
-    ap.add_argument("--guidellm", default=str(GUIDELLM))
     a = ap.parse_args(argv)
     if not Path(a.tokenizer, "tokenizer.json").is_file():
         print(f"{a.tokenizer}: no tokenizer.json (allowed: a Hugging Face tokenizer directory)", file=sys.stderr)
         return 2
-    tools = [(n, p) for n, p in (("aiperf", a.aiperf), ("guidellm", a.guidellm)) if shutil.which(p)]
-    if not tools:
+    if not shutil.which(a.aiperf):
         print(f"no AIPerf at {a.aiperf} (`make bench-serve` installs it)", file=sys.stderr)
         return 2
     port, tmp = _free_port(), tempfile.mkdtemp(prefix="twin-bench-serve-")
@@ -172,14 +153,12 @@ def main(argv=None) -> int:
         model = json.loads(_get(base + "/v1/models"))["data"][0]["id"]
         print(f"twin serve --workers {a.workers} on {base}; {INPUT_TOKENS} prompt and {OUTPUT_TOKENS} output tokens, "
               f"{REQUESTS_PER_STREAM} requests a stream; client / twin (ratio), means; tokenizer {a.tokenizer}")
-        for tool, path in tools:
-            for c in (int(x) for x in a.concurrency.split(",")):
-                out = os.path.join(tmp, f"{tool}-{c}")
-                os.makedirs(out)
-                cmd = (aiperf_cmd if tool == "aiperf" else guidellm_cmd)(path, base, model, a.tokenizer, c, out)
-                with open(os.path.join(out, "log.txt"), "w") as log:
-                    r = run_one(tool, cmd, aiperf_side if tool == "aiperf" else guidellm_side, base, out, log)
-                show(tool, c, r)
+        for c in (int(x) for x in a.concurrency.split(",")):
+            out = os.path.join(tmp, f"aiperf-{c}")
+            os.makedirs(out)
+            with open(os.path.join(out, "log.txt"), "w") as log:
+                r = run_one("aiperf", aiperf_cmd(a.aiperf, base, model, a.tokenizer, c, out), aiperf_side, base, out, log)
+            show("aiperf", c, r)
         print(f"(artifacts in {tmp})")
         return 0
     finally:

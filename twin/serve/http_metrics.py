@@ -17,6 +17,8 @@ import time
 from starlette.routing import Match
 
 EXCLUDED = [re.compile(p) for p in ("/metrics", "/health", "/load", "/ping", "/version", "/server_info")]
+METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"))   # any other: "other" (a
+#                                                         client's own method names would make series without bound)
 
 
 class HttpMetrics:
@@ -51,4 +53,5 @@ class HttpMetrics:
         try:
             await self.app(scope, receive, sending)
         finally:
-            self.record(handler, scope["method"], f"{str(status[0])[0]}xx", time.perf_counter() - t0)
+            method = scope["method"] if scope["method"] in METHODS else "other"
+            self.record(handler, method, f"{str(status[0])[0]}xx", time.perf_counter() - t0)
