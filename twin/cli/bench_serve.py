@@ -34,8 +34,8 @@ TOKENIZER = ROOT / "twin" / "serve" / "tokenizer"       # the shipped tokenizer 
 AIPERF = ROOT / ".bench" / "aiperf" / "bin" / "aiperf"
 INPUT_TOKENS = 512      # assumption: a short chat turn's prompt
 OUTPUT_TOKENS = 200     # assumption: long enough for a stream's ITL to dominate its TTFT
-REQUESTS_PER_STREAM = 3
-SAMPLE_S = 0.2          # the twin's token count is sampled this often during a run (its throughput: +-SAMPLE_S at each end)
+REQUESTS_PER_STREAM = 3  # assumption: enough for a steady state, short enough to run three loads in minutes
+SAMPLE_S = 0.2          # assumption: the twin's tokens are sampled this often (throughput: +-SAMPLE_S each end)
 START_S = 240           # `twin serve` builds its engine within this
 SERIES = ("vllm:time_to_first_token_seconds", "vllm:request_time_per_output_token_seconds")
 

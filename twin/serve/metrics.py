@@ -39,7 +39,7 @@ FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")   # vllm.v1.
 PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")   # vllm PromptTokenStats
 ERROR_ENDS = ("overloaded",)     # engine refusals answered as a server error (5xx): finished_reason "error"
 TOP_LINKS = 10          # busiest links exported one by one (all of them would be ~10^4 series)
-STEP_FLUSH = 4096       # engine steps recorded before they are folded into the histogram
+STEP_FLUSH = 4096       # engine steps recorded before they are folded into the histogram (assumption: ~1 s of steps)
 
 
 def token_buckets(max_model_len: int) -> tuple:

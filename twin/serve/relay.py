@@ -31,8 +31,8 @@ START_TIMEOUT_S = 180.0   # a new engine process must say hello within this (it 
 ASK_TIMEOUT_S = 10.0      # the engine process answers a fault or a metrics scrape within this, or it is refused
 CONNECT_S = 0.05          # wall seconds between attempts to connect to the engine's socket
 PROBE_S = 0.005           # the loop's delay is sampled this often (GET /twin/status: loop_lag_ms)
-HTTP_SHIP_S = 1.0         # HTTP requests served are shipped to the engine's metrics this often (or at a scrape)
-HTTP_ROWS_MAX = 100_000   # ... and at most this many wait meanwhile (an engine away for long: the rest are not counted)
+HTTP_SHIP_S = 1.0         # assumption: served HTTP requests go to the engine's metrics this often (and at a scrape)
+HTTP_ROWS_MAX = 100_000   # assumption: at most this many wait (an engine away for long: the rest go uncounted)
 
 
 @dataclass(eq=False)
