@@ -9,7 +9,7 @@ SERVE_PORT ?= 8060
 
 # Tests: `make test` is every test but the timing ones (no test there depends on the machine's load);
 # `make unit` leaves out the browser (e2e) and slow ones too; `make timing` runs the wall-clock and CPU checks.
-.PHONY: run room test docs unit timing bench bench-ui bench-room screenshots validate chromium clean
+.PHONY: run room test docs unit timing bench bench-ui bench-room bench-serve prom-check screenshots validate chromium prometheus clean
 
 $(BIN)/python:
 	command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) (Python 3.11)"; exit 2; }
@@ -25,6 +25,12 @@ chromium:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update && $$SUDO apt-get install -y chromium chromium-driver fonts-wqy-zenhei; }
 
+# Debian's Prometheus, for tests/test_prom_check.py and `make prom-check`
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update && $$SUDO apt-get install -y prometheus; }
+
 # the dashboard on PORT and, beside it, `twin serve` (OpenAI-compatible API, Prometheus /metrics) on
 # SERVE_PORT, a second process with its own twin (docs/serve.md); SERVE_PORT= runs the dashboard alone
 run: $(STAMP)
@@ -37,7 +43,7 @@ run: $(STAMP)
 room: $(STAMP)
 	$(BIN)/python -m twin.cli.room --host 0.0.0.0 --port $(PORT)
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium prometheus
 	$(BIN)/python -m pytest -q -m "not timing"
 
 docs: $(STAMP)
@@ -61,8 +67,22 @@ bench-ui: $(STAMP) chromium
 bench-room: $(STAMP)
 	$(BIN)/python -m twin.cli.attack --minutes 3
 
+# AIPerf in an environment of its own under .bench/, against a local
+# `twin serve` at 10, 50 and 100 streams: client vs twin TTFT, ITL and throughput (docs/serve.md)
+TOKENIZER ?= twin/serve/tokenizer
+BENCH := .bench
+bench-serve: $(STAMP)
+	@test -x $(BENCH)/aiperf/bin/aiperf || { rm -rf $(BENCH)/aiperf && $(PY) -m venv $(BENCH)/aiperf \
+	  && $(BENCH)/aiperf/bin/pip install --disable-pip-version-check -q aiperf==0.13.0; }
+	$(BIN)/python -m twin.cli.bench_serve --tokenizer $(TOKENIZER)
+
+# a real Prometheus scrapes a live `twin serve` under a short load; every expression of the kept vLLM
+# dashboards (docs/grafana/) must return data (docs/serve.md, "Prometheus and Grafana")
+prom-check: $(STAMP) prometheus
+	$(BIN)/python -m twin.cli.prom_check
+
 screenshots: $(STAMP) chromium
 	$(BIN)/python -m twin.cli.screenshots
 
 clean:
-	rm -rf $(VENV) test-artifacts .pytest_cache site
+	rm -rf $(VENV) $(BENCH) test-artifacts .pytest_cache site

@@ -35,6 +35,7 @@ class StepTimes:
         self._uniform = np.empty(0)        # reused buffers: MTP acceptance draws, finished ids
         self._fin = np.empty(0, dtype=np.int64)
         self._memos: dict[tuple, dict] = {}
+        self.record = None                 # a step recorder (twin serve's metrics: serve/metrics.StepStats), or None
 
     def memo(self, kind: str, npus: float) -> dict:
         """The step-time memo that instances of one kind and size share while they predict with
@@ -72,6 +73,8 @@ class StepTimes:
         exact as a float too (a batch would need prompts of ~95M tokens to pass it); past it,
         the float dot product of the sizes."""
         if square >= 1 << 53:
+            if self.record is not None:
+                self.record.prefill(total - cached)
             return self._prefill_time(inst, float(total), float(sizes @ sizes.astype(float)) / total,
                                       float(cached))
         key = (total, square, cached, -1)
@@ -79,6 +82,8 @@ class StepTimes:
         if t is None:
             t = self._prefill_time(inst, float(total), float(square) / float(total), float(cached))
             inst.memo[key] = t
+        if self.record is not None:
+            self.record.prefill(total - cached)
         return t
 
     def _prefill_time(self, inst, total: float, prompt: float, cached: float) -> float:
@@ -109,6 +114,8 @@ class StepTimes:
             u = self._uniform[:n]
             self.rng.random(out=u)
             k, m, made = _step(ids, left, u, self.dep.mtp_acceptance, fin)
+            if self.record is not None:
+                self.record.decode(n, made, (np.count_nonzero(u < self.dep.mtp_acceptance),))
             return k, fin[:m].copy(), made
         extra = 0
         if self.drafts > 1:                 # tokens beyond the first, taken off before the step
@@ -116,6 +123,9 @@ class StepTimes:
             left -= got
             extra = int(got.sum())
         k, m, made = _step(ids, left, _NO_DRAWS, 0.0, fin)
+        if self.record is not None:
+            self.record.decode(n, made + extra, np.bincount(got, minlength=self.drafts + 1)[::-1].cumsum()[::-1][1:]
+                               if self.drafts > 1 else ())
         return k, fin[:m].copy(), made + extra
 
 

@@ -33,6 +33,7 @@ from twin.live.budget import LogBudget, RateLimit
 from twin.live.controls import ControlError, fault_command
 from twin.live.gate import UNLOCK_PER_MIN, Gate
 from twin.serve import prompt, tokens
+from twin.serve.http_metrics import HttpMetrics
 from twin.serve.relay import LiveTwin, Stream
 
 JSON_BYTES_PER_TEXT_BYTE = 2   # assumption: JSON escaping at most doubles a prompt's text (heavier escaping: 413)
@@ -192,7 +193,7 @@ class ServeApp:
 
         async def app(scope, receive, send):      # a function, so that uvicorn sees ASGI 3
             await self._asgi(scope, receive, send)
-        self.app = app
+        self.app = HttpMetrics(app, self.starlette.routes, COMPLETION_PATHS, live.http_done)
 
     async def _asgi(self, scope, receive, send):
         """The ASGI application: the completion routes here, the rest through Starlette; whatever

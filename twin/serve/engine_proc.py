@@ -20,7 +20,8 @@ single source of truth that every worker's /metrics asks for.
 Messages in: ("req", key, arrival, input tokens, output tokens or None, block ids, the most a drawn
 output may be or None), ("abort", key)
 (its client went away: the request leaves the engine now, counted as finished_reason "abort"),
-("fault", id, Command), ("metrics", id), ("cmd", Command), ("stop",). A relay that goes away
+("fault", id, Command), ("metrics", id), ("http", [(handler, method, status class, seconds), ...]) (the
+HTTP requests a relay served, for the HTTP series), ("cmd", Command), ("stop",). A relay that goes away
 (a worker stopped or killed) aborts all its requests: nobody is left to read them. Out: ("hello", info), ("ev", [(key, t,
 tokens so far, end[, extra]), ...], wall time sent), ("fault", id, ticket), ("metrics", id, text),
 ("gauges", {sim_time, open (served requests not finished, all relays), behind_ms}, pace, late).
@@ -69,7 +70,8 @@ def main(path: str, scenario: str, seed, background: bool, lead_s: float, step_s
     from twin.serve.metrics import ServeMetrics
     eng = Engine(scenario, seed=seed, **{"prefill_chunk_tokens": PREFILL_CHUNK, **overrides})
     ext = External.attach(eng, background)
-    metrics = ServeMetrics(eng.scenario.deployment)
+    metrics = ServeMetrics(eng.scenario.deployment, max_model_len(eng), eng.timing.drafts)
+    eng.timing.record = metrics.steps         # the engine's steps, as vLLM's engine-step series count them
     draws = 0
     drawn: dict = {}
     wall0 = time.monotonic() - eng.sim_time + lead_s     # the engine starts lead_s ahead
@@ -115,6 +117,8 @@ def main(path: str, scenario: str, seed, background: bool, lead_s: float, step_s
                         _abort(ext, metrics, drawn, p.id << KEY_BITS | msg[1])
                     elif kind == "fault":
                         p.send(("fault", msg[1], _fault(eng, msg[2])))
+                    elif kind == "http":
+                        metrics.http(msg[1])
                     elif kind == "metrics":
                         p.send(("metrics", msg[1], metrics.render(eng, _pace(pace), late)))
                     elif kind == "cmd":

@@ -31,6 +31,8 @@ START_TIMEOUT_S = 180.0   # a new engine process must say hello within this (it 
 ASK_TIMEOUT_S = 10.0      # the engine process answers a fault or a metrics scrape within this, or it is refused
 CONNECT_S = 0.05          # wall seconds between attempts to connect to the engine's socket
 PROBE_S = 0.005           # the loop's delay is sampled this often (GET /twin/status: loop_lag_ms)
+HTTP_SHIP_S = 1.0         # assumption: served HTTP requests go to the engine's metrics this often (and at a scrape)
+HTTP_ROWS_MAX = 100_000   # assumption: at most this many wait (an engine away for long: the rest go uncounted)
 
 
 @dataclass(eq=False)
@@ -156,6 +158,7 @@ class LiveTwin:
         self._asks: dict[int, asyncio.Future] = {}
         self._ready: asyncio.Event | None = None
         self._stopping = False
+        self._http: list = []             # HTTP requests served, not yet shipped to the engine (http_metrics)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop) -> "LiveTwin":
@@ -321,8 +324,25 @@ class LiveTwin:
 
     async def metrics(self) -> bytes | dict:
         """The Prometheus text of the whole twin, from the engine process (the one source of truth for
-        all workers), or {"error": why}."""
+        all workers), or {"error": why}; this worker's HTTP requests so far included."""
+        self._ship_http()
         return await self._ask("metrics")
+
+    def http_done(self, handler: str, method: str, status: str, seconds: float) -> None:
+        """An HTTP request served (twin.serve.http_metrics): shipped to the engine within HTTP_SHIP_S."""
+        if not self._http and self.loop is not None:
+            self.loop.call_later(HTTP_SHIP_S, self._ship_http)
+        if len(self._http) < HTTP_ROWS_MAX:
+            self._http.append((handler, method, status, seconds))
+
+    def _ship_http(self) -> None:
+        if not self._http:
+            return
+        if not self.ready:                     # (the engine is starting: again later)
+            self.loop.call_later(HTTP_SHIP_S, self._ship_http)
+            return
+        rows, self._http = self._http, []
+        self._send(("http", rows))
 
     def achieved(self) -> float:
         return self.pace
