@@ -37,7 +37,8 @@ def _get(url: str, body: dict | None = None) -> tuple[int, bytes]:
 
 @functools.cache
 def _scrape() -> tuple[dict, dict]:
-    """A live server: one streamed completion (4 tokens), GET /v1/models, a path no route has;
+    """A live server: one streamed completion (1,200 prompt tokens: one prefill chunk; 4 out), GET
+    /v1/models, a path no route has;
     then /metrics (the engine process's text, every worker's HTTP requests in it)."""
     srv = build_app("default", seed=1)
     with socket.socket() as s:
@@ -51,7 +52,7 @@ def _scrape() -> tuple[dict, dict]:
         time.sleep(0.05)
     base = f"http://127.0.0.1:{port}"
     try:
-        code, body = _get(base + "/v1/completions", {"model": MODEL, "prompt": "z" * 2400, "max_tokens": 4,
+        code, body = _get(base + "/v1/completions", {"model": MODEL, "prompt": "z" * 1200, "max_tokens": 4,
                                                       "stream": True, "stream_options": {"include_usage": True}})
         assert code == 200, body
         usage = [json.loads(x[6:]) for x in body.decode().split("\n\n") if x.startswith("data: {")][-1]["usage"]
