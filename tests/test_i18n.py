@@ -45,7 +45,8 @@ CONVERTED = (
 VISIBLE_PROPS = ("children", "title", "placeholder", "label", "options", "labels")
 SKIP_CLASS = "i18n-skip"            # citations and shell commands: shown as they are in every language
 # Latin words that are names, not English text (products, units, acronyms spelled in lower case)
-NAMES = {"Gbps", "Ascend", "Atlas", "Kunpeng", "Qingtian", "Twin", "Mooncake", "Azure"}   # + the brand, trace formats
+NAMES = {"Gbps", "Ascend", "Atlas", "Kunpeng", "Qingtian", "Twin", "Mooncake", "Azure",   # + the brand, trace formats
+         "Kimi", "Blackwell"}                                           # a model and a GPU generation
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_./-]*")
 
 
