@@ -12,7 +12,9 @@ DEPLOYMENTS = {"cloudmatrix-infer-paper", "cloudmatrix-infer-384", "deepseek-h80
                "qwen3-235b-cloudmatrix", "cloudmatrix-infer-48", "deepseek-h800-profile", "gb200-nvl72-r1",
                "gb200-nvl72-r1-fp4",
                "hgx-b200-r1", "cloudmatrix-pooled", "atlas-950-infer", "cloudmatrix-unified",
-               "cloudmatrix-cpu-pool", "sglang-h200-mtp-small", "hgx-b200-r1-fp4", "h20-r1"}
+               "cloudmatrix-cpu-pool", "sglang-h200-mtp-small", "hgx-b200-r1-fp4", "h20-r1",
+               "kimi-k2-cloudmatrix", "glm-4.5-cloudmatrix", "maas-deepseek-r1",
+               "maas-kimi-k2", "maas-glm-4.5", "maas-qwen3-235b"}
 
 
 # ---- the packaged catalog ---------------------------------------------------------------------
@@ -220,7 +222,7 @@ def test_wrong_kind_literal(tmp_catalog):
 def test_missing_required_field(tmp_catalog):
     path = tmp_catalog / "models.toml"
     text = path.read_text()
-    assert text.count("\ntop_k = 8") == 2
+    assert text.count("\ntop_k = 8") == 4
     path.write_text(text.replace("\ntop_k = 8", "\n# top_k removed", 1))
     msg = catalog_error(tmp_catalog)
     assert msg.startswith("models.toml [deepseek-r1].top_k = '<missing>':")
