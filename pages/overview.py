@@ -6,6 +6,7 @@ from dash import Output, html, no_update
 
 from twin.ui import components
 from twin.ui import eventtext
+from twin.ui import runnable
 from twin.ui import figures
 from twin.ui import teach
 from twin.ui import theme
@@ -73,18 +74,29 @@ def _useful_card(label: str) -> html.Div:
                                 "4K context), a healthy fabric"))
 
 
-def useful_hint(k: dict, w: dict) -> str:
-    """The useful-work card's hint: simulated vs model tok/s per chip, and the batch now."""
-    return (_("%(sim)s of %(cap)s tok/s per %(chip)s (model, operating point) · batch now %(batch)s per %(chip)s, "
+WARM_S = 120.0    # the first two simulated minutes: the decode batch still fills (assumption: paper-decode's
+#                   useful work climbs from ~25 % to its level over about that long at load 0.9)
+PREFILL_CARDS = ("in-tps", "in-npu", "hit", "util-p")    # nothing to show on a decode-only scenario
+
+
+def useful_hint(k: dict, w: dict, sim_time: float = WARM_S) -> str:
+    """The useful-work card's hint: simulated vs model tok/s per chip, and the batch now; in the first
+    WARM_S it says the twin is warming up (steps run at a small batch: busy, not yet useful)."""
+    warm = (_("warming up: the decode batch is still filling, so the busy %(chip)s do little useful work yet") % w
+            + " · ") if sim_time < WARM_S else ""
+    return warm + (_("%(sim)s of %(cap)s tok/s per %(chip)s (model, operating point) · batch now %(batch)s per %(chip)s, "
               "model %(now)s tok/s") % {"sim": components.fmt(k.get("output_tps_per_npu")), "cap": components.fmt(k.get("decode_op_tps_per_npu")),
                                        "batch": components.fmt(k.get("decode_batch_per_npu")),
                                        "now": components.fmt(k.get("decode_model_tps_per_npu")), "chip": w["chip"]})
 
 
-def _labels(w: dict) -> tuple[list, list]:
-    """Every card's label and hint in the words of the system shown (twin.ui.words)."""
+def _labels(w: dict, scenario: str | None = None) -> tuple[list, list]:
+    """Every card's label and hint in the words of the system shown (twin.ui.words); on a decode-only
+    scenario the input, prefill and cache cards say why they read 0 or "–"."""
+    empty = scenario is not None and runnable.decode_only(scenario)
     return ([teach.glossed(_(label) % w) for _sfx, label, *_r in KPIS],
-            [_(hint) % w if hint else "" for *_r, hint in KPIS])
+            [_(runnable.NO_PREFILL) % {"scenario": scenario} if empty and sfx in PREFILL_CARDS else
+             _(hint) % w if hint else "" for sfx, *_r, hint in KPIS])
 
 
 def layout(**_kwargs):
@@ -149,10 +161,10 @@ def tick(t: Tick) -> dict:
             if t.mode == "full" else no_update)
     k = getattr(snap, "kpis", {}) or {}
     w = words.words(snap.system)
-    out = {"kpis": _kpi_values(k), "useful": useful_hint(k, w), "figs": list(figs), "exts": list(exts),
+    out = {"kpis": _kpi_values(k), "useful": useful_hint(k, w, float(snap.sim_time)), "figs": list(figs), "exts": list(exts),
            "events": _events(snap), "scenario": scen}
     if t.mode == "full":              # the system may have changed: every word that names it
-        labels, hints = _labels(w)
+        labels, hints = _labels(w, snap.scenario)
         out.update(labels=labels, hints=[h for (sfx, *_r), h in zip(KPIS, hints) if sfx != "useful"],
                    intro=teach.intro_system(snap.system, snap.deployment), lede=_lede(w, snap.deployment))
     return out
