@@ -5,6 +5,7 @@ import dash
 from dash import Output, html
 
 from twin.engine.metrics import HIT_MIN, HIT_WINDOW
+from twin.ui import runnable
 from twin.ui import components
 from twin.ui import figures
 from twin.ui import theme
@@ -112,5 +113,8 @@ def tick(t: Tick) -> dict:
     if not t.changed:
         return {}
     figs, exts = zip(*(t.strip(spec, height=250) for spec in CHARTS.values()))
-    return {"kpis": _kpis(t.snap), "figs": list(figs), "exts": list(exts), "totals": _totals(t.snap),
-            "note": ttft_note(getattr(t.snap, "history", None))}
+    if runnable.decode_only(t.snap.scenario):     # nothing is looked up: say why the cards read "–"
+        note = _("Cache hits: %(why)s.") % {"why": _(runnable.NO_PREFILL) % {"scenario": t.snap.scenario}}
+    else:
+        note = ttft_note(getattr(t.snap, "history", None))
+    return {"kpis": _kpis(t.snap), "figs": list(figs), "exts": list(exts), "totals": _totals(t.snap), "note": note}

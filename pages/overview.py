@@ -4,8 +4,10 @@ from __future__ import annotations
 import dash
 from dash import Output, html, no_update
 
+from twin.model.config import catalog
 from twin.ui import components
 from twin.ui import eventtext
+from twin.ui import runnable
 from twin.ui import figures
 from twin.ui import teach
 from twin.ui import theme
@@ -73,18 +75,48 @@ def _useful_card(label: str) -> html.Div:
                                 "4K context), a healthy fabric"))
 
 
-def useful_hint(k: dict, w: dict) -> str:
-    """The useful-work card's hint: simulated vs model tok/s per chip, and the batch now."""
-    return (_("%(sim)s of %(cap)s tok/s per %(chip)s (model, operating point) · batch now %(batch)s per %(chip)s, "
+WARM_S = 120.0    # the first two simulated minutes: the decode batch still fills (assumption: paper-decode's
+#                   useful work climbs from ~25 % to its level over about that long at load 0.9)
+PREFILL_CARDS = ("in-tps", "in-npu", "hit", "util-p")    # nothing to show on a decode-only scenario
+
+
+def useful_hint(k: dict, w: dict, sim_time: float = WARM_S) -> str:
+    """The useful-work card's hint: simulated vs model tok/s per chip, and the batch now; in the first
+    WARM_S it says the twin is warming up (steps run at a small batch: busy, not yet useful)."""
+    warm = (_("warming up: the decode batch is still filling, so the busy %(chip)s do little useful work yet") % w
+            + " · ") if sim_time < WARM_S else ""
+    return warm + (_("%(sim)s of %(cap)s tok/s per %(chip)s (model, operating point) · batch now %(batch)s per %(chip)s, "
               "model %(now)s tok/s") % {"sim": components.fmt(k.get("output_tps_per_npu")), "cap": components.fmt(k.get("decode_op_tps_per_npu")),
                                        "batch": components.fmt(k.get("decode_batch_per_npu")),
                                        "now": components.fmt(k.get("decode_model_tps_per_npu")), "chip": w["chip"]})
 
 
-def _labels(w: dict) -> tuple[list, list]:
-    """Every card's label and hint in the words of the system shown (twin.ui.words)."""
+def slo_why(k: dict, deployment: str) -> str:
+    """Why SLO attainment is low when no fault explains it: which SLO the median request misses. A
+    deployment run at its TPOT SLO's edge falls off a cliff when its decode batch drifts up a little
+    (Qwen3 on the default scenario near t = 2,800 s: TPOT p50 49.5 -> 50.4 ms at 60 -> 63 per NPU)."""
+    slo = k.get("slo_attainment")
+    dep = catalog().deployments.get(deployment)
+    if dep is None or slo is None or not slo == slo or slo >= 0.9:
+        return ""
+    tpot, ttft = k.get("tpot_p50_ms"), k.get("ttft_p50_ms")
+    if dep.tpot_slo_ms and tpot is not None and tpot > dep.tpot_slo_ms:
+        return _("low: TPOT p50 %(v)s ms is over the %(slo)s ms SLO; the decode batch (%(batch)s per chip) runs at "
+                 "the SLO's edge, so a small rise tips most requests over") % {
+            "v": f"{tpot:.1f}", "slo": f"{dep.tpot_slo_ms:g}", "batch": components.fmt(k.get("decode_batch_per_npu"))}
+    if dep.ttft_slo_ms and ttft is not None and ttft > dep.ttft_slo_ms:
+        return _("low: TTFT p50 %(v)s s is over the %(slo)s s SLO: requests wait for prefill") % {
+            "v": f"{ttft / 1000:.2f}", "slo": f"{dep.ttft_slo_ms / 1000:g}"}
+    return ""
+
+
+def _labels(w: dict, scenario: str | None = None) -> tuple[list, list]:
+    """Every card's label and hint in the words of the system shown (twin.ui.words); on a decode-only
+    scenario the input, prefill and cache cards say why they read 0 or "–"."""
+    empty = scenario is not None and runnable.decode_only(scenario)
     return ([teach.glossed(_(label) % w) for _sfx, label, *_r in KPIS],
-            [_(hint) % w if hint else "" for *_r, hint in KPIS])
+            [_(runnable.NO_PREFILL) % {"scenario": scenario} if empty and sfx in PREFILL_CARDS else
+             _(hint) % w if hint else "" for sfx, *_r, hint in KPIS])
 
 
 def layout(**_kwargs):
@@ -149,11 +181,16 @@ def tick(t: Tick) -> dict:
             if t.mode == "full" else no_update)
     k = getattr(snap, "kpis", {}) or {}
     w = words.words(snap.system)
-    out = {"kpis": _kpi_values(k), "useful": useful_hint(k, w), "figs": list(figs), "exts": list(exts),
+    out = {"kpis": _kpi_values(k), "useful": useful_hint(k, w, float(snap.sim_time)), "figs": list(figs), "exts": list(exts),
            "events": _events(snap), "scenario": scen}
+    labels, hints = _labels(w, snap.scenario)
+    why = slo_why(k, snap.deployment)
+    hints = [why or h if sfx == "slo" else h for (sfx, *_r), h in zip(KPIS, hints) if sfx != "useful"]
+    if t.mode == "full" or why or t.prior.get("why"):   # the SLO card says why while attainment is low
+        out["hints"] = hints
+    out["cursor"] = dict(t.cursor, why=bool(why))
     if t.mode == "full":              # the system may have changed: every word that names it
-        labels, hints = _labels(w)
-        out.update(labels=labels, hints=[h for (sfx, *_r), h in zip(KPIS, hints) if sfx != "useful"],
+        out.update(labels=labels,
                    intro=teach.intro_system(snap.system, snap.deployment), lede=_lede(w, snap.deployment))
     return out
 

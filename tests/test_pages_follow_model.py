@@ -70,3 +70,18 @@ def test_deployment_list_carries_each_ones_description_translated(dash_app):
         assert o["label"].children[0].children == o["value"] and o["value"] in o["search"]
     qwen = next(z for z in zh if z["value"] == "qwen3-235b-cloudmatrix")
     assert qwen["title"].startswith("假设：在 CloudMatrix384 上运行 Qwen3-235B-A22B")
+
+
+def test_slo_card_says_why_attainment_fell_without_a_fault(overview, dash_app):
+    """Qwen3 on the default scenario, no fault, t = 2,875 s (seed 0): SLO attainment 0 because TPOT p50
+    (50.4 ms) crept over the deployment's 50 ms SLO as the decode batch drifted from 60 to 63 per NPU."""
+    k = {"slo_attainment": 0.0, "tpot_p50_ms": 50.44, "ttft_p50_ms": 39.1, "decode_batch_per_npu": 63.03}
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=en"}):
+        why = overview.slo_why(k, "qwen3-235b-cloudmatrix")
+        assert why == ("low: TPOT p50 50.4 ms is over the 50 ms SLO; the decode batch (63 per chip) runs at the "
+                       "SLO's edge, so a small rise tips most requests over")
+        assert overview.slo_why({**k, "slo_attainment": 0.97}, "qwen3-235b-cloudmatrix") == ""
+        assert overview.slo_why({**k, "tpot_p50_ms": 30.0, "ttft_p50_ms": 7200.0}, "cloudmatrix-infer-paper") == \
+            "low: TTFT p50 7.20 s is over the 5 s SLO: requests wait for prefill"
+    with dash_app.server.test_request_context("/", headers={"Cookie": "twin_lang=zh"}):
+        assert "50.4" in overview.slo_why(k, "qwen3-235b-cloudmatrix") and "SLO" in overview.slo_why(k, "qwen3-235b-cloudmatrix")

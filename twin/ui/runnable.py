@@ -8,7 +8,11 @@ from twin.model.config import catalog
 from twin.engine import list_scenarios
 from twin.engine.scenario import load_scenario
 
-from twin.ui.lang import _
+from twin.ui.lang import N_, _
+
+# what the pages say where a decode-only scenario has nothing to show (input, prefill, cache)
+NO_PREFILL = N_("none: scenario %(scenario)s is decode-only (prompts prefilled outside the run), so no prefill "
+                "and no cache lookups")
 
 
 def fit(scenario: str, deployment: str | None) -> tuple[str, str | None]:
@@ -29,3 +33,8 @@ def _pipeline(scenario: str) -> str | None:
         return load_scenario(scenario).pipeline
     except ValueError:
         return None
+
+
+def decode_only(scenario: str) -> bool:
+    """True for a scenario whose KV arrives as if prefilled elsewhere: nothing to show for prefill or cache."""
+    return _pipeline(scenario) == "decode_only"
