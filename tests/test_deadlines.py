@@ -115,6 +115,7 @@ def test_a_request_sent_back_after_streaming_tokens_never_times_out(tmp_path):
     assert _conserved(eng)["timed_out"] == 1
 
 
+@pytest.mark.slow
 def test_normal_load_is_unchanged_by_a_deadline_it_never_reaches():
     """The paper deployment at 90% load for 120 s: no queue wait reaches 30 s, so every request
     row is the same as with no deadline to speak of."""
@@ -127,6 +128,7 @@ def test_normal_load_is_unchanged_by_a_deadline_it_never_reaches():
     assert rows[30.0].equals(rows[86_400.0])
 
 
+@pytest.mark.slow
 def test_under_the_largest_random_failure_rate_deadlines_shed_the_overload():
     """The default under random failures at RANDOM_MAX (from their own generator, so both runs meet
     the same faults) for 400 s, with an admission limit of 20,000 in flight so the window policy

@@ -56,6 +56,7 @@ def test_a_steps_reset_sets_the_deployment_it_needs():
 
 
 @pytest.mark.parametrize("plan", [p.id for p in lessons.plans()])
+@pytest.mark.slow
 def test_every_plan_runs_start_to_finish_and_again(plan):
     """The whole plan, each warm-up in full at max speed (why-supernode: about 20 s of CPU): every
     figure and every revealed answer within its step's tolerance, each step on its deployment."""
