@@ -16,7 +16,9 @@ way), enough for a lecture hall behind one NAT; past MAX_MEMBERS in all, the add
 most gives way, so a flood from a few addresses never pushes out a student elsewhere. Until the
 reveal the distribution goes only to the lecturer (`tally(lecturer=True)`). Everything is in memory
 and bounded (members, MAX_STEPS tallies of at most MAX_MEMBERS answers each, rate-limit keys).
-Refusals are ControlError with English messages (translated at the UI by twin.ui.errors). The
+The class also keeps the run the shared twin had when the lecturer began leading (the first
+publish): Stop leading (`end`) restores it, so the plan can run again and the room is left as it
+was found (issue 36). Refusals are ControlError with English messages (translated at the UI by twin.ui.errors). The
 module never imports dash.
 """
 from __future__ import annotations
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from twin import lessons
+from twin.live import lecture
 from twin.live.budget import RateLimit
 from twin.live.controls import ControlError, _throttled
 
@@ -82,6 +85,7 @@ class Classroom:
         self._members: dict[str, Member] = {}                            # client -> membership
         self._by_addr: dict[str | None, OrderedDict[str, None]] = {}     # address -> its members, oldest first
         self._joined = 0                                                 # joins counted so far
+        self._start: dict | None = None         # the shared twin's run when leading began (lecture.starting)
 
     # ---- the lecturer ---------------------------------------------------------------------------
 
@@ -99,6 +103,8 @@ class Classroom:
                    "revealed": self.state["revealed"] if same else False}
             if new == self.state:
                 return False
+            if self.state["lesson"] is None and self._start is None:
+                self._start = lecture.starting(twin)     # the run to restore when the class ends
             self.state = new
             if new["revealed"] is False and les.steps[n - 1].question is not None:
                 old = self._tallies.get((les.id, n))
@@ -126,14 +132,19 @@ class Classroom:
             self.rev += 1
         return value
 
-    def end(self, twin, credential) -> None:
+    def end(self, twin, credential, **who) -> bool:
         """Stop leading: followers stay where they are (and in the class); tallies are kept (bounded) for
-        export, and a step led again after this is asked afresh (the plan run twice, issue 36)."""
+        export, and a step led again after this is asked afresh (the plan run twice, issue 36). The
+        shared `twin` gets back the run it had when leading began (`who`: the log's `send` keywords);
+        True if that took a reset."""
         twin.require(credential)
         with self._lock:
             self.state = {"lesson": None, "step": None, "page": None, "presenter": False, "revealed": False}
             self.rev += 1
             self.lecture += 1
+            start, self._start = self._start, None
+        return start is not None and lecture.restore(twin, start, credential=credential,
+                                                     **{"who": "end of class", **who})
 
     # ---- the room -------------------------------------------------------------------------------
 
