@@ -47,6 +47,8 @@ ANSWERS_PER_MIN = 12            # answer attempts per browser a minute: a step e
 ANSWERS_PER_MIN_ADDRESS = 1200  # ... per address: a whole room may sit behind one NAT (assumption)
 BINS = 10                       # bars of a number question's histogram
 _PAGE = re.compile(r"^/[a-z-]{0,20}$")
+IDLE = {"lesson": None, "step": None, "page": None, "presenter": False, "revealed": False, "plan": None,
+        "leading": False}         # the published state while nobody leads
 
 
 @dataclass
@@ -74,7 +76,7 @@ class Classroom:
     def __init__(self, clock: Callable[[], float] = time.monotonic):
         self._lock = threading.Lock()
         self.rev = 0
-        self.state: dict = {"lesson": None, "step": None, "page": None, "presenter": False, "revealed": False}
+        self.state: dict = dict(IDLE)
         self._tallies: OrderedDict[tuple[str, int], Tally] = OrderedDict()
         self._earlier: deque = deque(maxlen=MAX_STEPS)     # (key, Tally) of earlier classes, for the export
         self.lecture = 0                                    # classes ended so far (`end`): the next asks afresh
@@ -89,24 +91,28 @@ class Classroom:
 
     # ---- the lecturer ---------------------------------------------------------------------------
 
-    def publish(self, twin, credential, *, lesson, step, page, presenter: bool) -> bool:
+    def publish(self, twin, credential, *, lesson, step, page, presenter: bool, plan=None) -> bool:
         """Publish where the lecturer is (their authority on the shared `twin` is checked); a new step
-        starts unrevealed. True if anything changed (viewers then see a new revision)."""
+        starts unrevealed. No `lesson` (with `plan`, its page): leading, with no step yet, so the class
+        can follow (and join) before the first question is asked. True if anything changed (viewers
+        then see a new revision)."""
         twin.require(credential)
-        les = lessons.get(lesson)
-        n = lessons.step_index(les, step)
+        les = lessons.get(lesson) if lesson is not None or plan is None else None
+        n = lessons.step_index(les, step) if les is not None else None
+        pl = lessons.plan(plan).id if plan is not None else None
         if not isinstance(page, str) or not _PAGE.match(page):
             raise ControlError(f"page = {str(page)[:24]!r}: allowed a page path such as /traffic")
+        lid = les.id if les is not None else None
         with self._lock:
-            same = (self.state["lesson"], self.state["step"]) == (les.id, n)
-            new = {"lesson": les.id, "step": n, "page": page, "presenter": bool(presenter),
-                   "revealed": self.state["revealed"] if same else False}
+            same = (self.state["lesson"], self.state["step"]) == (lid, n)
+            new = {"lesson": lid, "step": n, "page": page, "presenter": bool(presenter),
+                   "revealed": self.state["revealed"] if same else False, "plan": pl, "leading": True}
             if new == self.state:
                 return False
-            if self.state["lesson"] is None and self._start is None:
+            if not self.state["leading"] and self._start is None:
                 self._start = lecture.starting(twin)     # the run to restore when the class ends
             self.state = new
-            if new["revealed"] is False and les.steps[n - 1].question is not None:
+            if les is not None and new["revealed"] is False and les.steps[n - 1].question is not None:
                 old = self._tallies.get((les.id, n))
                 if old is not None and old.lecture != self.lecture:   # asked in an earlier class: ask again
                     self._earlier.append(((les.id, n), self._tallies.pop((les.id, n))))
@@ -139,7 +145,7 @@ class Classroom:
         True if that took a reset."""
         twin.require(credential)
         with self._lock:
-            self.state = {"lesson": None, "step": None, "page": None, "presenter": False, "revealed": False}
+            self.state = dict(IDLE)
             self.rev += 1
             self.lecture += 1
             start, self._start = self._start, None

@@ -78,7 +78,18 @@ def _state(v) -> dict | None:
         return None
 
 
-def _on(v) -> bool:
+def _lobby(v) -> str:
+    """Where the lecturer is before the first step: the class plan's page (twin.live.classroom.publish)."""
+    v = guard.store(v)
+    try:
+        pl = lessons.plan(v.get("plan")) if v.get("leading") is True and v.get("plan") else None
+    except lessons.LessonError:
+        return ""
+    return _("Lecturer: %(title)s, before the first step") % {"title": _(pl.title)} if pl else ""
+
+
+def on(v) -> bool:
+    """A store's {"on": true} (following, leading)."""
     return isinstance(v, dict) and v.get("on") is True
 
 
@@ -127,7 +138,7 @@ def figure(tally: dict, q: lessons.Question, mine: float | None) -> dict:
 def lecturer_here(lead, token) -> bool:
     """Whether this tab leads the class with authority the server checked: its `class-lead` flag
     (the tab's choice) and a credential the shared twin accepts (anyone's, when it is not locked)."""
-    return _on(lead) and session.sessions().shared().authorized(guard.credential(token))
+    return on(lead) and session.sessions().shared().authorized(guard.credential(token))
 
 
 @dash.callback(
@@ -147,11 +158,11 @@ def render(state, follow, lead, mine, token, secret):
     lead = lecturer_here(lead, token)
     tools = SHOW if lead else HIDE
     if st is None:
-        return ("", "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools)
+        return (_lobby(state), "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools)
     les, n = st["les"], st["n"]
     where = _("Lecturer: %(title)s, step %(n)s of %(total)s") % {"title": _(les.title), "n": n, "total": len(les.steps)}
     q = les.steps[n - 1].question
-    if q is None or not (_on(follow) or lead):
+    if q is None or not (on(follow) or lead):
         return (where, "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools)
     room = session.sessions().classroom
     guess = _mine(mine).get(f"{les.id}/{n}")
@@ -172,7 +183,7 @@ def render(state, follow, lead, mine, token, secret):
         result = _("This browser joined the class after this question was asked: you can answer the next one.")
     asking = asking and not late
     chart = components.graph("class-chart", figure(tally, q, guess), 190, _(CHART_INFO)) if tally else None
-    return (where, _(q.ask), _(q.unit) if q.kind == "number" else "",
+    return (where, _(q.ask), _(q.unit) if q.kind == "number" and asking else "",
             SHOW if asking and q.kind == "number" else HIDE,
             [{"label": _(c), "value": i} for i, c in enumerate(q.choices)],
             SHOW if asking and q.kind == "choice" else HIDE,
@@ -187,7 +198,7 @@ def render(state, follow, lead, mine, token, secret):
 def join(follow, secret):
     """A following browser joins the class (on Follow, and on each page load while following, which
     keeps its place), so it may answer the questions asked from then on."""
-    if not _on(follow):
+    if not on(follow):
         return no_update, no_update
     try:
         session.sessions().classroom.join(*guard.client(secret))
@@ -228,12 +239,13 @@ def send(_n, num, choice, state, mine, secret):
 def publish(pub, token):
     """The lecturer's tab says where it is (from assets/classbar.js `pub`: only while leading)."""
     pub = guard.store(pub)
-    if not pub.get("lesson"):
+    if not (pub.get("lesson") or pub.get("plan")):
         return no_update, no_update, no_update
     try:
-        session.sessions().classroom.publish(session.sessions().shared(), guard.credential(token), lesson=pub.get("lesson"),
+        session.sessions().classroom.publish(session.sessions().shared(), guard.credential(token), lesson=pub.get("lesson") or None,
                                        step=pub.get("step"), page=guard.text(pub.get("page"), 40),
-                                       presenter=pub.get("presenter") is True)
+                                       presenter=pub.get("presenter") is True, plan=guard.text(pub.get("plan"), 40)
+                                       if not pub.get("lesson") else None)
     except session.ControlError as exc:
         return _("Not leading: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", {"on": False}
     except lessons.LessonError:
