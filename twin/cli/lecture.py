@@ -1,7 +1,7 @@
 """A lecture in real browsers: a lecturer and following students run a class plan, and screens are shot.
 
     python -m twin.cli.lecture                         # starts the room server, writes docs/screenshots/class/
-    python -m twin.cli.lecture --out /tmp/class --plan why-supernode --phone
+    python -m twin.cli.lecture --out /tmp/class --plan why-supernode --phone   # the Chinese student on a phone
 
 The lecturer's tab unlocks the shared twin with the instructor token, leads the class from the plan's
 page and, per row, presses the timeline's Go (or "Next step"), waits for the hold to pause the twin,
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from twin import lessons
 from twin.cli.loadtest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, start_server
 
 LAPTOP, PHONE = (1440, 900), (390, 844)
-WAIT_MS = 90_000          # a step's warm-up at max speed on a busy 2-core machine, with margin (assumption)
+WAIT_MS = 180_000         # a step's warm-up at max speed on a busy shared 2-core machine, with margin (assumption)
 # where each on-screen figure a lesson reads (twin.lessons.screen) is drawn: its element on the page
 SHOWN_AT = {"overview.input_tps_per_npu": "#ov-in-tps", "overview.output_tps_per_npu": "#ov-out-tps",
             "overview.ttft_p50_s": "#ov-ttft", "overview.tpot_p50_ms": "#ov-tpot",
@@ -59,6 +60,7 @@ class Browser:
     page: object
     errors: list = field(default_factory=list)
     out_of_view: list = field(default_factory=list)   # rows whose live number needed scrolling
+    draw_s: list = field(default_factory=list)        # per row, wall seconds from arriving to the live number drawn
 
 
 def _tab(browser, base: str, role: str, path: str, size) -> Browser:
@@ -67,19 +69,19 @@ def _tab(browser, base: str, role: str, path: str, size) -> Browser:
     b = Browser(role, pg)
     pg.on("console", lambda m: b.errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
     pg.on("pageerror", lambda e: b.errors.append(f"pageerror: {e}"))
-    pg.set_default_timeout(30_000)
+    pg.set_default_timeout(60_000)
     pg.goto(base + path)
     return b
 
 
-def _wait(b: Browser, js: str, arg, what: str, timeout: float = 30_000) -> None:
+def _wait(b: Browser, js: str, arg, what: str, timeout: float = 60_000) -> None:
     try:
         b.page.wait_for_function(js, arg=arg, timeout=timeout)
     except Exception as exc:                       # the row, the browser and the wait, not Playwright's stack
         raise AssertionError(f"{b.role}: {what} ({type(exc).__name__})") from None
 
 
-def _text(b: Browser, sel: str, pattern: str, what: str, timeout: float = 30_000) -> None:
+def _text(b: Browser, sel: str, pattern: str, what: str, timeout: float = 60_000) -> None:
     _wait(b, "([s, p]) => { const el = document.querySelector(s); return !!el && new RegExp(p).test(el.innerText); }",
           [sel, pattern], what, timeout)
 
@@ -94,8 +96,8 @@ def guess(q: lessons.Question, k: int) -> float | int:
 class Lecture:
     """A lecturer and students (one per language in `students`) in `browser` on the app at `base`."""
 
-    def __init__(self, browser, base: str, plan: str, token: str, students=("en", "zh"),
-                 size=LAPTOP, student_size=LAPTOP, shots: Path | None = None, max_speed: bool = True):
+    def __init__(self, browser, base: str, plan: str, token: str, students=(("en", LAPTOP), ("zh", LAPTOP)),
+                 size=LAPTOP, shots: Path | None = None, max_speed: bool = True):
         self.base, self.plan, self.shots, self.max_speed = base, lessons.plan(plan), shots, max_speed
         self.lecturer = _tab(browser, base, "lecturer", f"/lessons?plan={plan}&lang=en", size)
         lp = self.lecturer.page
@@ -104,20 +106,32 @@ class Lecture:
         lp.click("#ctl-unlock")
         _text(self.lecturer, "#ctl-status-twin", "instructor", "unlock with the instructor token")
         lp.click("#ctl-setup summary")
-        self.students = [_tab(browser, base, f"student-{lang}", f"/?lang={lang}", student_size) for lang in students]
-        lp.click(".lessons-page button:has-text('Lead the class')")
-        _text(self.lecturer, "#ctl-msg", "You lead the class", "lead the class")
+        self.students = [_tab(browser, base, f"student-{lang}", f"/?lang={lang}", sz) for lang, sz in students]
+        self.lead(following=False)
         for s in self.students:                 # the class follows from the plan's page, before its first question
             s.page.wait_for_selector("#class-follow-btn", state="visible")
             s.page.click("#class-follow-btn")
-            _wait(s, "(p) => location.pathname + location.search === p", f"/lessons?plan={plan}",
-                  "follow the lecturer to the plan's page")
+            self._lobby(s)
+
+    def _lobby(self, b: Browser) -> None:
+        _wait(b, "(p) => location.pathname + location.search === p", f"/lessons?plan={self.plan.id}",
+              "follow the lecturer to the plan's page")
+
+    def lead(self, following: bool = True) -> None:
+        """The lecturer leads from the plan's page (again after `end`: the `following` class goes there)."""
+        lp = self.lecturer.page
+        if "plan=" not in lp.url or "lesson=" in lp.url:
+            lp.goto(f"{self.base}/lessons?plan={self.plan.id}&lang=en")
+        lp.click(".lessons-page button:has-text('Lead the class')")
+        _text(self.lecturer, "#ctl-msg", "You lead the class", "lead the class")
+        for s in self.students if following else []:
+            self._lobby(s)
 
     @property
     def browsers(self) -> list[Browser]:
         return [self.lecturer, *self.students]
 
-    def _at(self, b: Browser, path: str, what: str, timeout: float = 30_000) -> None:
+    def _at(self, b: Browser, path: str, what: str, timeout: float = 60_000) -> None:
         _wait(b, "(p) => location.pathname === p", path, f"{what}: never on {path}", timeout)
 
     def _shoot(self, row: int, it: lessons.PlanItem, moment: str) -> None:
@@ -152,14 +166,15 @@ class Lecture:
         q = step.question
         sel = shown_at(step)
         for i, s in enumerate(self.students):
+            if sel:                            # drawn on arrival: seconds from the page to its live number
+                t0 = time.monotonic()
+                _wait(s, "(sel) => { const el = document.querySelector(sel); return !!el && el.textContent.trim() "
+                         "&& !/waiting for the twin|等待孪生/.test(el.textContent); }", sel, f"{where}: {sel} drawn")
+                s.draw_s.append(round(time.monotonic() - t0, 2))
             ask = "#class-num" if q.kind == "number" else "#class-choice input"
             s.page.wait_for_selector(ask, state="visible")
-            if sel:
-                _wait(s, "(sel) => { const el = document.querySelector(sel); return !!el && "
-                         "!/waiting for the twin|等待孪生/.test(el.innerText || el.textContent); }", sel,
-                      f"{where}: {sel} drawn")
-                if not s.page.evaluate(IN_VIEW, sel):
-                    s.out_of_view.append(f"{where}: {sel}")
+            if sel and not s.page.evaluate(IN_VIEW, sel):
+                s.out_of_view.append(f"{where}: {sel}")
         self._shoot(k + 1, it, "question")
         for i, s in enumerate(self.students):
             g = guess(q, i)
@@ -194,7 +209,7 @@ def main(argv=None) -> int:
     ap.add_argument("--url", help="a running server (its instructor token in TWIN_INSTRUCTOR_TOKEN)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots" / "class"))
     ap.add_argument("--plan", default="why-supernode")
-    ap.add_argument("--phone", action="store_true", help="students on a 390x844 phone (the lecturer on a laptop)")
+    ap.add_argument("--phone", action="store_true", help="the Chinese student on a 390x844 phone (the others on a laptop)")
     a = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright   # lazy: an optional tool, only when shots are taken
     out = Path(a.out)
@@ -208,11 +223,13 @@ def main(argv=None) -> int:
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            lec = Lecture(browser, base, a.plan, token, student_size=PHONE if a.phone else LAPTOP, shots=out)
+            lec = Lecture(browser, base, a.plan, token, shots=out,
+                          students=(("en", LAPTOP), ("zh", PHONE if a.phone else LAPTOP)))
             lec.run()
             lec.end()
             for b in lec.browsers:
-                print(f"{b.role}: {len(b.errors)} console errors; live number out of view: {b.out_of_view or 'none'}")
+                print(f"{b.role}: {len(b.errors)} console errors; live number out of view: {b.out_of_view or 'none'}; "
+                      f"drawn after arriving (s): {b.draw_s}")
             browser.close()
     finally:
         if proc is not None:
