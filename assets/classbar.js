@@ -3,6 +3,7 @@
  *           lecturer moved; for the lecturer also when the count changed), the count, the bar's
  *           visibility, body.class-following (a student's screen: twin/ui/classbar.py); a following
  *           browser moves to the lecturer's page, step (or plan, before the first step) and presenter mode
+ *  focus  - a follower: the live number the step's question is about scrolled into view (twin/ui/classbar.py)
  *  follow - the Follow / Stop following buttons
  *  pub    - while this tab leads: where it is (page, lesson, step or plan, presenter) for the server to publish
  */
@@ -49,6 +50,22 @@
           window.dispatchEvent(new CustomEvent("_dashprivate_pushstate"));
         }
         return [state, count, cls].concat(btns, [{lesson: c.lesson, step: c.step}, {on: !!c.presenter}]);
+      },
+
+      focus: function (sel) {       // a follower: the step's live number into view once its page drew it
+        var tries = 0;
+        function look() {
+          var el = sel && document.querySelector(sel);
+          if (el && el.textContent.trim()) {
+            var r = el.getBoundingClientRect(), bar = document.getElementById("class-bar");
+            var bottom = bar ? Math.min(window.innerHeight, bar.getBoundingClientRect().top) : window.innerHeight;
+            if (r.top < 0 || r.top + Math.min(r.height, 60) > bottom) {
+              window.scrollBy(0, r.top - Math.max(120, (bottom - Math.min(r.height, bottom)) / 2));
+            }
+          } else if (sel && tries++ < 40) { setTimeout(look, 250); }
+        }
+        look();
+        return NU();
       },
 
       follow: function () {

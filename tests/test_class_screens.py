@@ -103,3 +103,16 @@ def test_the_class_follows_from_the_plans_page_and_answers_the_first_question(da
     assert room.public()["n"] == 1
     with pytest.raises(lessons.LessonError, match="no such plan"):
         room.publish(tw, token["credential"], lesson=None, step=None, page="/lessons", presenter=False, plan="nope")
+
+
+def test_a_follower_is_shown_where_the_steps_live_number_is(dash_app, locked):
+    """The Validation table the supernode question is about sits below the first screen: the bar tells
+    a follower's browser which element to bring into view (not the lecturer's)."""
+    reg, token = locked
+    classbar.publish({"lesson": "supernode", "step": 1, "page": "/validation", "presenter": False}, token)
+    st = reg.classroom.public()
+    assert classbar.render(st, {"on": True}, None, None, None, "s" * 24)[-1] == "#va-predictions"
+    assert classbar.render(st, None, {"on": True}, None, token, None)[-1] is None
+    assert {classbar.figure_at(s) for les in lessons.lessons() for s in les.steps
+            if any(f.read.split(".")[0] in ("overview", "tradeoffs", "traffic", "cache") for f in s.screen.figures)} \
+        <= set(classbar.FIGURE_AT.values())

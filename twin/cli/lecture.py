@@ -24,33 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from twin import lessons
+from twin.ui.classbar import figure_at
 from twin.cli.loadtest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, start_server
 
 LAPTOP, PHONE = (1440, 900), (390, 844)
 WAIT_MS = 180_000         # a step's warm-up at max speed on a busy shared 2-core machine, with margin (assumption)
-# where each on-screen figure a lesson reads (twin.lessons.screen) is drawn: its element on the page
-SHOWN_AT = {"overview.input_tps_per_npu": "#ov-in-tps", "overview.output_tps_per_npu": "#ov-out-tps",
-            "overview.ttft_p50_s": "#ov-ttft", "overview.tpot_p50_ms": "#ov-tpot",
-            "overview.decode_batch_per_npu": "#ov-useful-hint", "tradeoffs.curve_tpot_ms": "#to-fig",
-            "tradeoffs.curve_tps_per_npu": "#to-fig", "tradeoffs.live_tpot_ms": "#to-live",
-            "tradeoffs.live_tps_per_npu": "#to-live", "tradeoffs.live_batch_per_npu": "#to-live",
-            "cache.token_hit_ratio": "#ca-token", "cache.ttft_hit_p50_s": "#ca-ttft",
-            "traffic.ub_gbps": "#tr-scaleup", "traffic.rdma_gbps": "#tr-rdma", "traffic.vpc_gbps": "#tr-vpc",
-            "validation.tokens_per_s_per_tflops": "#va-predictions"}
 # the element's centre is on screen and not under anything (the class strip, a banner)
 IN_VIEW = """(sel) => { const el = document.querySelector(sel); if (!el) return false;
   const r = el.getBoundingClientRect(); const x = r.left + Math.min(r.width / 2, 40), y = r.top + Math.min(r.height / 2, 30);
   if (r.height === 0 || y < 0 || y > innerHeight || x < 0 || x > innerWidth) return false;
   const at = document.elementFromPoint(x, y); return !!at && (el.contains(at) || at.contains(el)); }"""
-
-
-def shown_at(step: lessons.Step) -> str | None:
-    """The selector of the step's first on-screen figure (the live number its question is about)."""
-    for f in step.screen.figures:
-        sel = SHOWN_AT.get(f.read.partition("@")[0])
-        if sel:
-            return sel
-    return None
 
 
 @dataclass
@@ -147,6 +130,7 @@ class Lecture:
         step = lessons.get(it.lesson).steps[it.step - 1]
         where = f"row {k + 1} ({it.lesson} step {it.step})"
         lb, lp = self.lecturer, self.lecturer.page
+        run = lp.evaluate("() => (window.twinFacts || {}).run")
         if k == 0:
             lp.locator("#lesson-timeline tbody tr").nth(0).locator("button").click()
         else:
@@ -154,17 +138,20 @@ class Lecture:
         _wait(lb, "([l, n]) => { const p = new URLSearchParams(location.search); return location.pathname === "
                   "'/lessons' && p.get('lesson') === l && p.get('step') === String(n); }", [it.lesson, it.step],
               f"{where}: Go opens the step")
-        _text(lb, "#lesson-timeline .ctl-msg", "Applied", f"{where}: Go applied")
+        if step.action.control == "reset":     # the twin's status says so (the timeline's line goes with its page)
+            _wait(lb, "(run) => { const f = window.twinFacts || {}; return f.run !== undefined && f.run !== run; }",
+                  run, f"{where}: Go starts the step's run")
+        else:
+            _text(lb, "#lesson-timeline .ctl-msg", "Applied", f"{where}: Go applied")
         if self.max_speed:
             lp.click("#ctl-speed button:text-is('max')")
-        _wait(lb, "() => !!document.querySelector('#ctl-status-state.state-paused')", None,
-              f"{where}: the hold pauses the twin", WAIT_MS)
+        _wait(lb, "() => (window.twinFacts || {}).paused === true", None, f"{where}: the hold pauses the twin", WAIT_MS)
         lp.click(".lesson-open")                           # the step's page, as the twin now shows it
         page = step.action.page
         for b in self.browsers:
             self._at(b, page, f"{where}: open {page}")
         q = step.question
-        sel = shown_at(step)
+        sel = figure_at(step)
         for i, s in enumerate(self.students):
             if sel:                            # drawn on arrival: seconds from the page to its live number
                 t0 = time.monotonic()
@@ -173,8 +160,11 @@ class Lecture:
                 s.draw_s.append(round(time.monotonic() - t0, 2))
             ask = "#class-num" if q.kind == "number" else "#class-choice input"
             s.page.wait_for_selector(ask, state="visible")
-            if sel and not s.page.evaluate(IN_VIEW, sel):
-                s.out_of_view.append(f"{where}: {sel}")
+            if sel:
+                try:                       # in view without the student scrolling (the page may bring it there)
+                    s.page.wait_for_function(IN_VIEW, arg=sel, timeout=5_000)
+                except Exception:
+                    s.out_of_view.append(f"{where}: {sel}")
         self._shoot(k + 1, it, "question")
         for i, s in enumerate(self.students):
             g = guess(q, i)

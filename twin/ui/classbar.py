@@ -34,10 +34,30 @@ CHART_INFO = N_("The room's answers to this step: how many fell in each range, o
                 "figure when the twin does not show it). Yellow: your own answer.")
 
 
+# where each on-screen figure a lesson reads (twin.lessons.screen) is drawn: its element on the page
+FIGURE_AT = {"overview.input_tps_per_npu": "#ov-in-tps", "overview.output_tps_per_npu": "#ov-out-tps",
+             "overview.ttft_p50_s": "#ov-ttft", "overview.tpot_p50_ms": "#ov-tpot",
+             "overview.decode_batch_per_npu": "#ov-useful-hint", "tradeoffs.curve_tpot_ms": "#to-fig",
+             "tradeoffs.curve_tps_per_npu": "#to-fig", "tradeoffs.live_tpot_ms": "#to-live",
+             "tradeoffs.live_tps_per_npu": "#to-live", "tradeoffs.live_batch_per_npu": "#to-live",
+             "cache.token_hit_ratio": "#ca-token", "cache.ttft_hit_p50_s": "#ca-ttft",
+             "traffic.ub_gbps": "#tr-scaleup", "traffic.rdma_gbps": "#tr-rdma", "traffic.vpc_gbps": "#tr-vpc",
+             "validation.tokens_per_s_per_tflops": "#va-predictions"}
+
+
+def figure_at(step: lessons.Step) -> str | None:
+    """The selector of the step's first on-screen figure: the live number its question is about."""
+    for f in step.screen.figures:
+        sel = FIGURE_AT.get(f.read.partition("@")[0])
+        if sel:
+            return sel
+    return None
+
+
 def bar() -> html.Div:
     """The bar and its stores (in the shell, under the banner)."""
     return html.Div([
-        dcc.Store(id="class-state"), dcc.Store(id="class-pub"),
+        dcc.Store(id="class-state"), dcc.Store(id="class-pub"), dcc.Store(id="class-focus"), dcc.Store(id="class-focused"),
         dcc.Store(id="class-follow", storage_type="session"), dcc.Store(id="class-lead", storage_type="session"),
         dcc.Store(id="class-mine", storage_type="local"), dcc.Download(id="class-dl"),
         html.Div([
@@ -145,25 +165,28 @@ def lecturer_here(lead, token) -> bool:
     Output("class-where", "children"), Output("class-ask", "children"), Output("class-unit", "children"),
     Output("class-num", "style"), Output("class-choice", "options"), Output("class-choice", "style"),
     Output("class-q", "style"), Output("class-send", "style"), Output("class-result", "children"),
-    Output("class-chart-wrap", "children"), Output("class-tools", "style"),
+    Output("class-chart-wrap", "children"), Output("class-tools", "style"), Output("class-focus", "data"),
     Input("class-state", "data"), Input("class-follow", "data"), Input("class-lead", "data"),
     Input("class-mine", "data"), Input("ctl-token", "data"), State("ctl-secret", "data"),
 )
 def render(state, follow, lead, mine, token, secret):
     """What this browser's bar shows for the published step: the question (following, joined before
     it was asked, not yet answered), the wait, or the reveal (the room's bars, the measured answer
-    and this browser's guess); for the lecturer (checked: `lecturer_here`) the tools and live tally."""
+    and this browser's guess); for the lecturer (checked: `lecturer_here`) the tools and live tally.
+    Last, for a follower, where the step's live number is drawn (assets/classbar.js `focus` scrolls
+    it into view: the Validation table is below the first screen)."""
     lang = request_lang()
     st = _state(state)
     lead = lecturer_here(lead, token)
     tools = SHOW if lead else HIDE
     if st is None:
-        return (_lobby(state), "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools)
+        return (_lobby(state), "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools, None)
     les, n = st["les"], st["n"]
     where = _("Lecturer: %(title)s, step %(n)s of %(total)s") % {"title": _(les.title), "n": n, "total": len(les.steps)}
     q = les.steps[n - 1].question
+    focus = figure_at(les.steps[n - 1]) if on(follow) and not lead else None
     if q is None or not (on(follow) or lead):
-        return (where, "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools)
+        return (where, "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools, focus)
     room = session.sessions().classroom
     guess = _mine(mine).get(f"{les.id}/{n}")
     revealed = bool(st.get("revealed"))
@@ -187,7 +210,7 @@ def render(state, follow, lead, mine, token, secret):
             SHOW if asking and q.kind == "number" else HIDE,
             [{"label": _(c), "value": i} for i, c in enumerate(q.choices)],
             SHOW if asking and q.kind == "choice" else HIDE,
-            SHOW, SHOW if asking else HIDE, result, chart, tools)
+            SHOW, SHOW if asking else HIDE, result, chart, tools, focus)
 
 
 @dash.callback(
@@ -297,6 +320,12 @@ clientside_callback(
     Input("shell-status", "data"), Input("class-follow", "data"), Input("class-lead", "data"),
     State("class-state", "data"),
     prevent_initial_call=True,
+)
+
+clientside_callback(
+    dash.ClientsideFunction(namespace="classbar", function_name="focus"),
+    Output("class-focused", "data"),
+    Input("class-focus", "data"), Input("url", "pathname"),
 )
 
 clientside_callback(
