@@ -116,3 +116,17 @@ def test_a_follower_is_shown_where_the_steps_live_number_is(dash_app, locked):
     assert {classbar.figure_at(s) for les in lessons.lessons() for s in les.steps
             if any(f.read.split(".")[0] in ("overview", "tradeoffs", "traffic", "cache") for f in s.screen.figures)} \
         <= set(classbar.FIGURE_AT.values())
+
+
+def test_a_browser_answers_a_step_again_when_the_class_runs_again(dash_app, locked):
+    """Its answer from the first class used to hide the question (the browser's store is keyed by step)."""
+    reg, token = locked
+    at = {"lesson": "prefill-decode", "step": 1, "page": "/", "presenter": False}
+    reg.classroom.join(*guard.client("s" * 24))
+    classbar.publish(at, token)
+    first = classbar.render(reg.classroom.public(), {"on": True}, None, {"prefill-decode/1": 3.0}, None, "s" * 24)
+    assert first[3] == HIDE and first[8].startswith("Your answer: 3")           # answered in this class
+    reg.classroom.end(reg.shared(), token["credential"])
+    classbar.publish(at, token)
+    again = classbar.render(reg.classroom.public(), {"on": True}, None, {"prefill-decode/1": 3.0}, None, "s" * 24)
+    assert again[3] == {} and again[8] == ""                                     # asked afresh

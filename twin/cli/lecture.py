@@ -1,6 +1,6 @@
 """A lecture in real browsers: a lecturer and following students run a class plan, and screens are shot.
 
-    python -m twin.cli.lecture                         # starts the room server, writes docs/screenshots/class/
+    python -m twin.cli.lecture                         # starts the room server, writes test-artifacts/class/
     python -m twin.cli.lecture --out /tmp/class --plan why-supernode --phone   # the Chinese student on a phone
 
 The lecturer's tab unlocks the shared twin with the instructor token, leads the class from the plan's
@@ -197,7 +197,7 @@ class Lecture:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", help="a running server (its instructor token in TWIN_INSTRUCTOR_TOKEN)")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots" / "class"))
+    ap.add_argument("--out", default=str(ROOT / "test-artifacts" / "class"))
     ap.add_argument("--plan", default="why-supernode")
     ap.add_argument("--phone", action="store_true", help="the Chinese student on a 390x844 phone (the others on a laptop)")
     a = ap.parse_args(argv)

@@ -213,10 +213,11 @@ class Classroom:
             return v
 
     def public(self) -> dict:
-        """What every viewer's status carries: the published state, its revision and the count."""
+        """What every viewer's status carries: the published state, its revision, the class's number
+        (a step led again after Stop leading is a new question) and the count."""
         with self._lock:
             t = self._tallies.get((self.state["lesson"], self.state["step"]))
-            return {**self.state, "rev": self.rev, "n": len(t.answers) if t else 0,
+            return {**self.state, "rev": self.rev, "lecture": self.lecture, "n": len(t.answers) if t else 0,
                     "q": t is not None}
 
     def tally(self, lesson, step, *, lecturer: bool = False) -> dict | None:

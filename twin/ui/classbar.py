@@ -108,6 +108,14 @@ def _lobby(v) -> str:
     return _("Lecturer: %(title)s, before the first step") % {"title": _(pl.title)} if pl else ""
 
 
+def mine_key(st: dict) -> str:
+    """This browser's answer to the published step, in its store: "lesson/step", and "#k" for the k-th
+    class after the first (the plan run again on one server asks afresh; the old answer used to
+    hide the question from a browser that had answered it in the first class)."""
+    k = st.get("lecture")
+    return f"{st['les'].id}/{st['n']}" + (f"#{k}" if type(k) is int and k > 0 else "")
+
+
 def on(v) -> bool:
     """A store's {"on": true} (following, leading)."""
     return isinstance(v, dict) and v.get("on") is True
@@ -188,7 +196,7 @@ def render(state, follow, lead, mine, token, secret):
     if q is None or not (on(follow) or lead):
         return (where, "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools, focus)
     room = session.sessions().classroom
-    guess = _mine(mine).get(f"{les.id}/{n}")
+    guess = _mine(mine).get(mine_key(st))
     revealed = bool(st.get("revealed"))
     asking = not lead and not revealed and guess is None
     late = asking and not room.may_answer(guard.client(secret)[0], les.id, n)
@@ -249,7 +257,7 @@ def send(_n, num, choice, state, mine, secret):
     except session.ControlError as exc:
         return _("Not counted: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", no_update
     kept = _mine(mine)
-    kept[f"{st['les'].id}/{st['n']}"] = v
+    kept[mine_key(st)] = v
     return _("Counted. Thank you!"), "ctl-msg msg-ok", kept
 
 
