@@ -12,15 +12,18 @@ import pytest
 
 from twin.live import classroom
 from twin import lessons
+from twin.live.actions import _Params
 from twin.live.controls import ControlError
 from twin.live.runner import Twin
 
 
 class FakeTwin:
-    """The shared twin as the classroom sees it: `require` (the instructor lock) and nothing else."""
+    """The shared twin as the classroom sees it: `require` (the instructor lock), and the run and
+    speed the class restores at its end (twin.live.lecture.restore), which never change here."""
 
     def __init__(self, locked: bool = False):
         self.locked = locked
+        self.params, self.speed, self.paused = _Params(), 1.0, False
 
     def require(self, credential, client=None):
         if self.locked and credential != "cred":
