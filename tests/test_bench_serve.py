@@ -83,3 +83,16 @@ def test_token_counts_must_be_the_twins_and_the_output_says_which():
     lines = out.getvalue().splitlines()
     assert "TTFT ms 200.0 / 100.0 (2.000)" in lines[0] and "TTFT after send 150.0 (1.500)" in lines[0]
     assert lines[1].endswith("tokens client / twin: prompt 5120 / 7600, output 2000 / 2000: DIFFER")
+
+
+def test_the_tools_run_with_default_validation_offline_and_aiperf_without_a_pool():
+    """GuideLLM keeps its backend validation (GET /health); AIPerf opens a connection per request;
+    both count with the tokenizer given and have the Hub at a closed port."""
+    from twin.cli.bench_serve import NO_HUB, TOOLS, aiperf_cmd, guidellm_cmd
+    g = guidellm_cmd("guidellm", "http://h:1", "m", "/tok", 10, "/out")
+    assert g[g.index("--backend") + 1] == "kind=openai_http,target=http://h:1,model=m,request_format=/v1/completions"
+    assert "kind=max_requests,count=30" in g and "kind=hf_auto,model=/tok" in g
+    a = aiperf_cmd("aiperf", "http://h:1", "m", "/tok", 10, "/out")
+    assert a[a.index("--connection-reuse-strategy") + 1] == "never" and a[a.index("--tokenizer") + 1] == "/tok"
+    assert all(env["HF_ENDPOINT"] == NO_HUB for *_, env in TOOLS.values())
+    assert TOOLS["guidellm"][3]["HF_HUB_OFFLINE"] == "1"
