@@ -67,13 +67,15 @@ bench-ui: $(STAMP) chromium
 bench-room: $(STAMP)
 	$(BIN)/python -m twin.cli.attack --minutes 3
 
-# AIPerf in an environment of its own under .bench/, against a local
-# `twin serve` at 10, 50 and 100 streams: client vs twin TTFT, ITL and throughput (docs/serve.md)
+# AIPerf and GuideLLM in environments of their own under .bench/, against a local
+# `twin serve` at 10, 50 and 100 streams: client vs twin TTFT, ITL, throughput and token counts (docs/serve.md)
 TOKENIZER ?= twin/serve/tokenizer
 BENCH := .bench
 bench-serve: $(STAMP)
 	@test -x $(BENCH)/aiperf/bin/aiperf || { rm -rf $(BENCH)/aiperf && $(PY) -m venv $(BENCH)/aiperf \
 	  && $(BENCH)/aiperf/bin/pip install --disable-pip-version-check -q aiperf==0.13.0; }
+	@test -x $(BENCH)/guidellm/bin/guidellm || { rm -rf $(BENCH)/guidellm && $(PY) -m venv $(BENCH)/guidellm \
+	  && $(BENCH)/guidellm/bin/pip install --disable-pip-version-check -q guidellm==0.8.1; }
 	$(BIN)/python -m twin.cli.bench_serve --tokenizer $(TOKENIZER)
 
 # a real Prometheus scrapes a live `twin serve` under a short load; every expression of the kept vLLM
