@@ -41,10 +41,11 @@ STEP_S = 0.002       # wall seconds between advances (assumption: well under a d
 IDLE_S = 0.05        # with nothing in flight it waits this long between advances (or until a message)
 SNAPSHOT_S = 2.0     # gauges (for /metrics) are published this often (~6 ms of CPU each; scrapes are 5-15 s)
 OUTPUT_SEED = 27     # served requests without max_tokens draw from [seed, OUTPUT_SEED, draw number]
-PREFILL_CHUNK = 2048    # assumption: chunked prefill, at most this many tokens a prefill batch (vLLM's
+PREFILL_CHUNK = 2048    # assumption: chunked prefill (PREFILL), at most this many tokens a prefill batch (vLLM's
                         # max_num_batched_tokens; 2,048 is its API server's default below 70 GB of memory).
                         # A chunk late in a 128K prompt then costs ~0.3 s of attention (8,192: ~1.2 s),
                         # and 12 whole-context prompts finish ~10% later (tests/test_chunked_prefill.py)
+PREFILL = {"name": "chunked-fifo", "chunk_tokens": PREFILL_CHUNK}    # the served engine's prefill batching
 KEY_BITS = 40        # the engine's key of a request: relay number << KEY_BITS | the relay's own key
 KEY_MASK = (1 << KEY_BITS) - 1
 
@@ -72,7 +73,7 @@ class Served:
         from twin.serve.metrics import ServeMetrics
         self.parent = os.getppid()
         self.lst = lst
-        self.eng = eng = Engine(scenario, seed=seed, **{"prefill_chunk_tokens": PREFILL_CHUNK, **overrides})
+        self.eng = eng = Engine(scenario, seed=seed, **{"policies": {"prefill_batching": PREFILL}, **overrides})
         self.ext = External.attach(eng, background)
         self.metrics = ServeMetrics(eng.scenario.deployment)
         self.draws = 0
