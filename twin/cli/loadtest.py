@@ -39,7 +39,6 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-
 @cache
 def pages() -> dict[str, tuple[str, str | None, str]]:
     """name -> (page path, cursor store id of its live callback (None: a static page), selector that
@@ -203,7 +202,7 @@ class Viewer(threading.Thread):
             time.sleep(max(0.0, nxt - time.monotonic()))
 
 
-def first_renders(base: str, pages: list[str]) -> dict[str, float]:
+def first_renders(base: str, names: list[str]) -> dict[str, float]:
     """Seconds from navigation to live numbers on screen, each page in a fresh (cold) browser context."""
     if not Path(CHROMIUM).exists():
         return {}
@@ -214,7 +213,7 @@ def first_renders(base: str, pages: list[str]) -> dict[str, float]:
     out = {}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for name in pages:
+        for name in names:
             path, _cursor, sel = pages()[name]
             ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
             pg = ctx.new_page()
