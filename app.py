@@ -203,18 +203,16 @@ class QuietHandler(WSGIRequestHandler):
     def version_string(self) -> str:
         return SERVER_NAME
 
-# pages reached from the "More" menu, so the top bar stays one row at 1440 px in English and Chinese
-MORE_PAGES = ("/validation", "/explorer", "/region", "/compare", "/cloud", "/glossary")
-
-
 def _nav() -> html.Nav:
     pages = [p for p in sorted(dash.page_registry.values(), key=lambda p: p.get("order", 99)) if p.get("nav", True)]
     link = lambda p: dcc.Link(_(p["name"]), href=p["relative_path"], className="nav-link",
                               id={"type": "nav", "index": p["path"]})
-    more = [link(p) for p in pages if p["path"] in MORE_PAGES]
+    # pages registered with menu="more" are reached from the "More" menu, so the top bar stays one
+    # row at 1440 px in English and Chinese
+    more = [link(p) for p in pages if p.get("menu") == "more"]
     menu = html.Div([html.Span(_("More") + " ▾", className="nav-link nav-more-btn", tabIndex="0"),
                      html.Div(more, className="nav-menu")], className="nav-more") if more else None
-    return html.Nav([link(p) for p in pages if p["path"] not in MORE_PAGES] + [menu], className="nav")
+    return html.Nav([link(p) for p in pages if p.get("menu") != "more"] + [menu], className="nav")
 
 
 def serve_layout():

@@ -43,11 +43,8 @@ def lecturer_only(part: str, child) -> html.Div:
 
 
 def page_names(_) -> dict[str, str]:
-    """The pages a lesson can open, named in the viewer's language."""
-    return {"/": _("Overview"), "/topology": _("Topology"), "/traffic": _("Traffic"), "/cache": _("Cache"),
-            "/tradeoffs": _("Trade-offs"), "/validation": _("Validation"), "/failures": _("Failures"),
-            "/explorer": _("Explorer"), "/lessons": _("Lessons"), "/glossary": _("Glossary"),
-            "/cloud": _("Cloud")}
+    """The pages a lesson can open (every registered page), named in the viewer's language."""
+    return {p["path"]: _(p["name"]) for p in dash.page_registry.values()}
 
 
 def target_page(action: lessons.Action) -> str:

@@ -15,7 +15,7 @@ from twin.ui import lang
 from twin.ui.lang import N_, _
 
 dash.register_page(__name__, path="/tradeoffs", name=N_("Trade-offs"), title=lang.title("Trade-offs"),
-                   order=4)
+                   order=4, live=("to-cursor", "#to-answer"))
 
 P = "to"
 FIRST_SLO = 50          # the slider before the first tick sets the viewed deployment's own SLO

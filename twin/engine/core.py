@@ -52,8 +52,8 @@ class Engine:
     def __init__(self, scenario: str | Scenario | None = "default", seed: int | None = None,
                  predictor=None, policies: dict | None = None, **overrides):
         """`predictor`: a time predictor for the deployment (twin.predict; default the roofline
-        PerfModel); `policies`: scheduling policy names by decision, over the scenario's
-        `scheduling` (whose defaults are scheduling.DEFAULTS)."""
+        PerfModel); `policies`: scheduling policy specs (a name, or a table of name and parameters)
+        by decision, over the scenario's `scheduling` (whose defaults are scheduling.DEFAULTS)."""
         self.scenario = (scenario if isinstance(scenario, Scenario)
                          else load_scenario(scenario, seed=seed, **overrides))
         sc = self.scenario
