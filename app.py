@@ -204,7 +204,7 @@ class QuietHandler(WSGIRequestHandler):
         return SERVER_NAME
 
 # pages reached from the "More" menu, so the top bar stays one row at 1440 px in English and Chinese
-MORE_PAGES = ("/validation", "/explorer", "/region", "/compare", "/cloud", "/glossary")
+MORE_PAGES = ("/validation", "/explorer", "/region", "/compare", "/cloud", "/maas", "/glossary")
 
 
 def _nav() -> html.Nav:

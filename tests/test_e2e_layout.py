@@ -13,7 +13,7 @@ from test_e2e import wait_live
 pytestmark = pytest.mark.e2e
 
 PAGES = ("/", "/topology", "/traffic", "/cache", "/tradeoffs", "/failures", "/lessons", "/validation",
-         "/explorer", "/region", "/compare", "/cloud", "/glossary")
+         "/explorer", "/region", "/compare", "/cloud", "/maas", "/glossary")
 SIZES = {"1440x900": (1440, 900), "390x844": (390, 844)}
 SLACK_PX = 2        # line boxes of adjacent lines may share a pixel or two (font ascent over line-height)
 

@@ -46,6 +46,7 @@ PAGES = {
     "tradeoffs": ("/tradeoffs", "to-cursor", "#to-answer"),
     "validation": ("/validation", None, "#va-summary"),
     "failures": ("/failures", "fl-cursor", "#fl-table"),
+    "maas": ("/maas", None, "#ms-map"),
 }
 SHELL = "shell"            # the shell's clock callback (status and beat)
 # how 10 viewers spread over the pages (cycled for other counts)

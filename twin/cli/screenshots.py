@@ -23,7 +23,8 @@ from twin.cli.loadtest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, set_spee
 SHOTS = (("overview", "/", None), ("topology", "/topology", None), ("topology-node", "/topology?view=n05", None),
          ("traffic", "/traffic", None), ("cache", "/cache", None), ("tradeoffs", "/tradeoffs", None),
          ("lessons", "/lessons", None), ("validation", "/validation", None), ("explorer", "/explorer", None),
-         ("compare", "/compare", None), ("cloud", "/cloud?scenario=copool-day", None), ("glossary", "/glossary", None),
+         ("compare", "/compare", None), ("cloud", "/cloud?scenario=copool-day", None), ("maas", "/maas", None),
+         ("glossary", "/glossary", None),
          ("failures", "/failures", "node-power-loss"),    # a demo replayed past its recovery
          ("failures-gray", "/failures", "one-slow-die"),  # a gray fault: detected, mitigated, the die still slow
          ("topology-gray", "/topology?view=n36", None))   # ... and its node drawn with the slow die
