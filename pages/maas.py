@@ -181,7 +181,7 @@ def progress_view(job: dict | None):
     rep = job["result"]
     lost = rep["requests"]["lost"]
     last = len(rep["frames"]) - 1
-    marks = {i: f"{rep['frames'][i]['clock_h']:02.0f}:00" for i in range(0, last + 1, max(1, last // 6))}
+    marks = {i: _clock(_hour(rep, rep["frames"][i]["t"])) for i in range(0, last + 1, max(1, last // 6))}
     return (str(job["total"]), str(job["total"]), text + " — " + _("done"), True,
             _("MaaS day done: %(moves)s moves, %(lost)s requests lost.") % {"moves": rep["moves"]["count"], "lost": lost},
             "ctl-msg msg-ok" if lost == 0 and rep["conserved"] else "ctl-msg msg-error", results(rep), last, marks,
@@ -222,40 +222,45 @@ def moment(rep: dict, i: int) -> tuple:
     states = [maasjob.STATES[s] for s in f["state"]]
     held = ", ".join(f"{m} {sum(o == m for o in owner) * rep['unit_npus']}" for m in models)
     when = _("%(clock)s on the day's clock (simulated %(t)s s of %(d)s); NPUs held: %(held)s") % {
-        "clock": _clock(f["clock_h"]), "t": f"{f['t']:g}", "d": f"{rep['day_s']:g}", "held": held}
+        "clock": _clock(_hour(rep, f["t"])), "t": f"{f['t']:g}", "d": f"{rep['day_s']:g}", "held": held}
     return (map_figure(owner, models, states), when, moves_table(rep, f["t"]), day_figure(rep, f["t"]))
 
 
 def _clock(h: float) -> str:
-    m = round(h * 60) % (24 * 60)
+    """hh:mm of an hour of the day, 0 to 24 (the day's end reads 24:00)."""
+    m = round(h * 60)
     return f"{m // 60:02d}:{m % 60:02d}"
 
 
+def _hour(rep: dict, t: float) -> float:
+    """The day's clock at simulated time t, 0 to 24."""
+    return 24 * t / rep["day_s"]
+
+
 def map_figure(owner: list, models: list[str], states: list[str] | None = None) -> dict:
-    """The 24 units as squares in rows of COLS, coloured by model (free: grey); a dashed border
-    marks a unit whose group drains or loads its weights."""
+    """The units as tiles in rows of COLS, coloured by model (free: grey), each named with its model and,
+    unless serving, its group's state (a dashed white border: draining or loading weights)."""
     states = states or ["serving"] * len(owner)
-    data = []
-    for k, m in enumerate([*models, None]):
-        idx = [u for u, o in enumerate(owner) if o == m]
-        if not idx and m is None:
-            continue
-        name = m if m is not None else _("free")
-        data.append({
-            "type": "scatter", "mode": "markers+text", "name": name, "showlegend": True,
-            "x": [u % COLS for u in idx], "y": [u // COLS for u in idx],
-            "text": [f"{m or _('free')}" + ("" if states[u] == "serving" else "<br>" + _(STATE_NAMES[states[u]]))
-                     for u in idx],
-            "textfont": {"size": 11, "color": theme.BG}, "customdata": idx,
-            "marker": {"symbol": "square", "size": 62, "color": COLOURS[k % len(COLOURS)] if m else theme.GRID,
-                       "line": {"width": [4 if states[u] != "serving" else 0 for u in idx], "color": theme.TEXT}},
+    colour = {m: COLOURS[k % len(COLOURS)] for k, m in enumerate(models)}
+    tiles = [{"type": "rect", "x0": u % COLS - 0.46, "x1": u % COLS + 0.46, "y0": u // COLS - 0.44,
+              "y1": u // COLS + 0.44, "fillcolor": colour.get(o, theme.GRID), "layer": "below",
+              "line": {"width": 0 if states[u] == "serving" else 3, "color": theme.TEXT, "dash": "dash"}}
+             for u, o in enumerate(owner)]
+    name = lambda o: o if o is not None else _("free")
+    names = [*models, *([None] if None in owner else [])]
+    keys = [{"type": "scatter", "mode": "markers", "name": name(m), "x": [None], "y": [None], "legendgroup": name(m),
+             "marker": {"symbol": "square", "size": 12, "color": colour.get(m, theme.GRID)}} for m in names]
+    text = {"type": "scatter", "mode": "text", "showlegend": False, "name": "", "customdata": list(range(len(owner))),
+            "x": [u % COLS for u in range(len(owner))], "y": [u // COLS for u in range(len(owner))],
+            "text": [name(o) + ("" if states[u] == "serving" else "<br>" + _(STATE_NAMES[states[u]]))
+                     for u, o in enumerate(owner)], "textfont": {"size": 12, "color": theme.BG},
             "hovertemplate": [_("unit %(u)s: NPUs %(a)s–%(b)s, nodes %(na)s–%(nb)s") % {
                 "u": u, "a": u * UNIT_NPUS, "b": u * UNIT_NPUS + UNIT_NPUS - 1, "na": 2 * u, "nb": 2 * u + 1}
-                + f"<br>{name} · {_(STATE_NAMES[states[u]])}<extra></extra>" for u in idx]})
+                + f"<br>{name(o)} · {_(STATE_NAMES[states[u]])}<extra></extra>" for u, o in enumerate(owner)]}
     rows = (len(owner) + COLS - 1) // COLS
     axis = {"visible": False, "fixedrange": True}
-    return {"data": data, "layout": theme.base_layout(
-        xaxis={**axis, "range": [-0.6, COLS - 0.4]}, yaxis={**axis, "range": [rows - 0.4, -0.6]},
+    return {"data": [*keys, text], "layout": theme.base_layout(
+        xaxis={**axis, "range": [-0.55, COLS - 0.45]}, yaxis={**axis, "range": [rows - 0.5, -0.5]}, shapes=tiles,
         hovermode="closest", margin={"l": 8, "r": 8, "t": 30, "b": 8})}
 
 
@@ -329,7 +334,7 @@ def moves_table(rep: dict, t: float) -> html.Div:
 def day_figure(rep: dict, t: float) -> dict:
     """NPUs held per model (solid, left axis) and its load (dotted, right) over the day's clock."""
     tl = rep["timeline"]
-    x = [row["clock_h"] if row["t"] < rep["day_s"] else 24.0 for row in tl]
+    x = [_hour(rep, row["t"]) for row in tl]
     data = []
     for k, m in enumerate(rep["models"]):
         c = COLOURS[k % len(COLOURS)]
@@ -340,7 +345,7 @@ def day_figure(rep: dict, t: float) -> dict:
                      "y": [row[f"{m}_load"] for row in tl], "showlegend": False, "legendgroup": m,
                      "line": {"color": c, "dash": "dot", "width": 1},
                      "hovertemplate": f"{m} " + _("load") + " %{y:.0%}<extra></extra>"})
-    h = 24.0 if t >= rep["day_s"] else 24 * t / rep["day_s"] % 24
+    h = _hour(rep, t)
     lay = theme.base_layout(
         xaxis={"title": {"text": _("hour of the day")}, "range": [0, 24], "dtick": 3},
         yaxis={"title": {"text": "NPU"}}, yaxis2={"title": {"text": _("load, × capacity")}, "overlaying": "y",

@@ -98,9 +98,11 @@ def test_the_finished_day_is_drawn_with_its_table_map_and_moves(M, report):
     assert [r.children[0].children for r in table.children[1].children] == MODELS
     assert out[7] == 12 and out[9] == 12 and out[10] is False      # the slider: at the day's end, enabled
     fig, when, moves, day = M.moment(report, 12)
-    shown = {t["name"]: len(t["x"]) * 16 for t in fig["data"]}
-    assert {m: shown.get(m, 0) for m in MODELS} == {m: r["npus"]["end"] for m, r in report["models"].items()}
-    assert when.startswith("24:00 on the day's clock") or when.startswith("00:00 on the day's clock")
+    tiles = [t.split("<br>")[0] for t in fig["data"][-1]["text"]]
+    assert {m: tiles.count(m) * 16 for m in MODELS} == {m: r["npus"]["end"] for m, r in report["models"].items()}
+    assert [s["fillcolor"] for s in fig["layout"]["shapes"]] == [M.COLOURS[MODELS.index(m)] for m in tiles]
+    assert [t["name"] for t in fig["data"][:4]] == MODELS          # the legend: one key a model
+    assert when.startswith("24:00 on the day's clock (simulated 60 s of 60)")
     assert len(moves.children.children[1].children) == report["moves"]["count"]
     first = M.moment(report, 0)[2]
     assert first.children.children == "No move yet at this moment of the day."
