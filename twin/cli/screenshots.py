@@ -28,7 +28,7 @@ SHOTS = (("overview", "/", None), ("topology", "/topology", None), ("topology-no
          ("failures", "/failures", "node-power-loss"),    # a demo replayed past its recovery
          ("failures-gray", "/failures", "one-slow-die"),  # a gray fault: detected, mitigated, the die still slow
          ("topology-gray", "/topology?view=n36", None))   # ... and its node drawn with the slow die
-FROM_E2E = ("explorer",)   # laptop shots of a finished job: the browser test's (test-artifacts/e2e), copied by hand
+FROM_E2E = ("explorer", "maas")   # laptop shots of a finished job: the browser test's (test-artifacts/e2e), copied by hand
 PHONE = (390, 844)       # a phone's viewport in CSS pixels (assets/60_phone.css applies below 700)
 
 # the topology drawing has its live data merged in (some element coloured by how busy it is)
