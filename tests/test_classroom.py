@@ -33,7 +33,7 @@ class FakeTwin:
 
 def test_every_lesson_step_asks_a_question_its_own_figures_answer():
     steps = [(les.id, i, s) for les in lessons.lessons() for i, s in enumerate(les.steps, 1)]
-    assert len(steps) == 18 and all(s.question for _l, _i, s in steps)
+    assert len(steps) == 19 and all(s.question for _l, _i, s in steps)
     by = {(lid, i): s for lid, i, s in steps}
     q = by[("prefill-decode", 1)].question
     assert q.kind == "number" and q.unit == "×"

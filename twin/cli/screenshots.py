@@ -22,7 +22,7 @@ from twin.ui.faultview import DEMO_TITLES
 from twin.cli import pagelist
 from twin.cli.loadtest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, set_speed, start_server
 
-FROM_E2E = ("explorer",)   # laptop shots of a finished job: the browser test's (test-artifacts/e2e), copied by hand
+FROM_E2E = ("explorer", "maas")   # laptop shots of a finished job: the browser test's (test-artifacts/e2e), copied by hand
 PHONE = (390, 844)       # a phone's viewport in CSS pixels (assets/60_phone.css applies below 700)
 
 # the topology drawing has its live data merged in (some element coloured by how busy it is)
