@@ -70,4 +70,5 @@ def test_the_lists_hold_every_page_of_pages():
     shots = [s[0] for s in pagelist.shots()]
     assert shots.index("failures-gray") < shots.index("topology-gray") and shots[-3:] == ["failures", "failures-gray", "topology-gray"]
     assert "region" not in shots                  # its shot is the browser test's
-    assert set(loadtest.pages()) == {"overview", "topology", "traffic", "cache", "tradeoffs", "validation", "failures"}
+    assert set(loadtest.pages()) == {"overview", "topology", "traffic", "cache", "tradeoffs", "validation", "failures",
+                                     "maas"}
