@@ -53,9 +53,9 @@ class Deadlines:
         first that may not time out); True if the queue still holds any (a few reads when the head is
         in time: every batch and step asks)."""
         queue, req = inst.queue, self.eng.req
-        progress, base, s, now = req.progress.a, req.base, self.deadline_s, self.eng.env.now
-        generated = req.generated.a
-        if progress.item(queue[0] - base) + s > now or generated.item(queue[0] - base) > 1:
+        progress, generated, base, s, now = req.progress.a, req.generated.a, req.base, self.deadline_s, self.eng.env.now
+        head = queue[0] - base
+        if progress.item(head) + s > now or generated.item(head) > 1:
             return True
         gone = []
         while queue and progress.item(queue[0] - base) + s <= now and generated.item(queue[0] - base) <= 1:

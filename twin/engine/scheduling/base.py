@@ -24,6 +24,9 @@ PREFILL_BATCHING, PLACEMENT, DECODE_ADMISSION, KV_PLACEMENT = (
 
 
 class PrefillBatching(ABC):
+    lone_whole = False      # True: a queue of one prompt is always its whole batch (the instance then
+                            # takes it without the call: most batches at low load)
+
     @abstractmethod
     def take(self, queue: deque, tokens_of: Callable[[int], int], budget: int) -> tuple[list[int], int]:
         """Pop the next batch's request ids from `queue`; returns (ids, their prompt tokens).

@@ -7,6 +7,8 @@ from twin.engine.scheduling.base import PREFILL_BATCHING, PrefillBatching, regis
 
 @register(PREFILL_BATCHING, "fifo-token-budget")
 class FifoTokenBudget(PrefillBatching):
+    lone_whole = True
+
     def take(self, queue, tokens_of, budget):
         if len(queue) == 1:                   # the common case at low load: a lone prompt
             rid = queue.popleft()
