@@ -133,6 +133,9 @@ class PrefillInstance(Instance):
                 queue.extend(order)
             batch, tokens = policy.take(queue, self._chunk_of, self.budget)
             tokens = sum(inp.item(rid - base) for rid in batch)
+        elif len(queue) == 1 and policy.lone_whole:     # the policy's batch, without its call and a lambda
+            batch = [queue.popleft()]
+            tokens = inp.item(batch[0] - base)
         else:
             batch, tokens = policy.take(queue, lambda rid: inp.item(rid - base), self.budget)
         self.queued_tokens -= tokens

@@ -45,6 +45,8 @@ class Policy:
 class PrefillBatching(Policy, ABC):
     chunk_tokens = 0      # chunked prefill (twin.engine.pools.PrefillInstance): a batch's tokens at most
                           # and a longer prompt split over batches; 0 off
+    lone_whole = False    # True: a queue of one prompt is always its whole batch (the instance then
+                          # takes it without the call: most batches at low load)
 
     @abstractmethod
     def take(self, queue: deque, tokens_of: Callable[[int], int], budget: int) -> tuple[list[int], int]:

@@ -13,6 +13,8 @@ MAX_CHUNK_TOKENS = 1 << 20     # a bound on the parameter (assumption: far past 
 
 @register(PREFILL_BATCHING, "fifo-token-budget")
 class FifoTokenBudget(PrefillBatching):
+    lone_whole = True
+
     def take(self, queue, tokens_of, budget):
         if len(queue) == 1:                   # the common case at low load: a lone prompt
             rid = queue.popleft()
