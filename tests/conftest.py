@@ -32,6 +32,24 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: end-to-end tests in headless Chromium")
 
 
+BROWSER_GROUP = "browser"
+
+
+@pytest.hookimpl(tryfirst=True)          # before xdist's own hook, which reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Work units for pytest-xdist (`--dist loadgroup`, pytest.ini): a test module is one unit, so its
+    module-scoped fixtures are built once; every browser test is in one unit, so one worker holds the
+    session's live server and Chromium and no two browsers compete for the cores. The browser unit and
+    the modules with slow tests are handed out first (`--no-loadscope-reorder` keeps this order): the
+    longest units start while the other worker works through the short ones."""
+    def unit(item):
+        return BROWSER_GROUP if item.get_closest_marker("e2e") else item.nodeid.split("::")[0]
+    slow = {unit(i) for i in items if i.get_closest_marker("slow")}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(unit(item)))
+    items.sort(key=lambda i: (unit(i) != BROWSER_GROUP, unit(i) not in slow))   # stable: module order kept
+
+
 @pytest.fixture(scope="session")
 def dash_app():
     """The Dash app module (pages register on import, so import it before any page module)."""
