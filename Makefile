@@ -8,7 +8,9 @@ PORT ?= 8050
 SERVE_PORT ?= 8060
 
 # Tests: `make test` is every test but the timing ones (no test there depends on the machine's load);
-# `make unit` leaves out the browser (e2e) and slow ones too; `make timing` runs the wall-clock and CPU checks.
+# `make unit` leaves out the browser (e2e) and slow ones too; `make timing` runs the wall-clock and CPU checks,
+# alone in one process. JOBS: pytest-xdist workers (`logical`: one per CPU; JOBS=0 runs in this process).
+JOBS ?= logical
 .PHONY: run room test docs unit timing bench bench-ui bench-room bench-serve prom-check screenshots validate chromium prometheus clean
 
 $(BIN)/python:
@@ -44,13 +46,13 @@ room: $(STAMP)
 	$(BIN)/python -m twin.cli.room --host 0.0.0.0 --port $(PORT)
 
 test: $(STAMP) chromium prometheus
-	$(BIN)/python -m pytest -q -m "not timing"
+	$(BIN)/python -m pytest -q -n $(JOBS) -m "not timing"
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not e2e and not slow and not timing"
+	$(BIN)/python -m pytest -q -n $(JOBS) -m "not e2e and not slow and not timing"
 
 timing: $(STAMP)
 	$(BIN)/python -m pytest -q -m timing
