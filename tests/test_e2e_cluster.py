@@ -26,7 +26,10 @@ def wait_live(pg) -> None:
 def pick(pg, dropdown: str, label: str) -> None:
     """Choose the option labelled `label` in a dcc.Dropdown, as a viewer does (open it, click it)."""
     pg.click(f"#{dropdown}")
-    pg.locator("[role=option]", has_text=re.compile(f"^{re.escape(label)}$")).click()
+    exact = re.compile(f"^{re.escape(label)}$")
+    ids = pg.locator(".dd-id", has_text=exact)          # a deployment's option: its id over its description
+    (pg.locator("[role=option]", has=ids) if dropdown == "ctl-deployment"
+     else pg.locator("[role=option]", has_text=exact)).click()
     wait_text(pg, f"#{dropdown}", f"^{re.escape(label)}$")
 
 
