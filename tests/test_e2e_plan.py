@@ -57,8 +57,16 @@ def test_the_whole_plan_with_a_lecturer_and_two_students(chromium, live_server, 
         first = plan.items[0]
         assert reg.classroom.tally(first.lesson, first.step)["n"] == len(lec.students)
         assert {b.role: b.errors for b in lec.browsers} == {b.role: [] for b in lec.browsers}
+        lec.end()                                   # the second lead held the twin: the tests after it need it live
+        for _ in range(100):
+            if not tw.paused:
+                break
+            lec.lecturer.page.wait_for_timeout(100)
+        assert not tw.paused
     finally:
-        reg.gate.token = None
+        reg.gate.token = None                       # unlocked: the clean-up below needs no credential
+        reg.classroom.end(tw, None)                 # stopped leading here too if the test failed midway
+        tw.paused = False
         reg.classroom = Classroom()
         if lec is not None:
             for b in lec.browsers:
