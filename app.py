@@ -30,7 +30,8 @@ from twin.live import tracestore
 from twin.live.budget import LogBudget, RateLimit
 from twin.model.config import catalog
 from twin.engine import list_scenarios
-from twin.ui import answer, classbar
+from twin.ui import classbar
+from twin.ui import command
 from twin.ui import components
 from twin.ui import eventtext
 from twin.ui import guard
@@ -276,8 +277,8 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
     trig = ctx.triggered_id
     if trig is None:
         return no_update, no_update
-    tw, _note = twin_for(choice)
-    moved = ""
+    by = command.Actor(choice, token, viewer, secret)
+    tw, moved = by.twin, ""
     try:
         if trig == "ctl-play":
             action, value = ("pause" if not tw.paused else "play"), None
@@ -305,15 +306,15 @@ def on_control(_play, _speeds, speed_custom, _loads, load_custom, _reset, choice
         else:
             return no_update, no_update
     except session.ControlError as exc:
-        return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
-    ticket = tw.send(action, value, **guard.actor(viewer, token, secret))
-    if moved and not ticket.refused:
+        return command.refused(exc)
+    line = by.send(action, value, TICKET, lambda ticket: f"{moved}; {command.said(ticket)}" if moved
+                   else command.said(ticket))
+    if moved and not by.ticket.refused:
         dash.set_props("ctl-scenario", {"value": scenario})
-    return answer.sent(tw, ticket, lambda: f"{moved}; {eventtext.said(ticket.said)}" if moved
-                       else eventtext.said(ticket.said), TICKET)
+    return line
 
 
-answer.follow("ctl-msg", TICKET, Input(BEAT, "data"))     # the engine's answer to a load or a reset
+command.follow("ctl-msg", TICKET, Input(BEAT, "data"))     # the engine's answer to a load or a reset
 
 
 HIDDEN = {"display": "none"}

@@ -20,15 +20,15 @@ from twin.cloud.copool import POLICIES, Params, load_params
 from twin.cloud.cost import SEEDS, Prices, comparison, comparison_cost_s, interval, load_prices, priced, verdict
 from twin.cloud.training import compare
 from twin.model.config import CatalogError
-from twin.ui import answer
+from twin.ui import command
 from twin.ui import components
-from twin.ui import eventtext
 from twin.ui import guard
+from twin.ui import jobform
 from twin.ui import theme
 from twin.ui import lang
 from twin.ui.errors import explain
 from twin.ui.lang import N_, _
-from twin.ui.polling import Tick, beat_id, page_stores, page_tick, twin_for
+from twin.ui.polling import Tick, beat_id, page_stores, page_tick
 
 dash.register_page(__name__, path="/cloud", name=N_("Cloud"), title=lang.title("Cloud"), order=9,
                    menu="more", shots=(("cloud", "/cloud?scenario=copool-day"),))
@@ -42,8 +42,6 @@ MSG = (Output(f"{P}-msg", "children", allow_duplicate=True),      # the page's m
        Output(f"{P}-msg", "className", allow_duplicate=True))     # both the run and the re-pricing
 JOB_TICK_MS = 1000                                   # how often a queued or running comparison is read
 POLICY_COLOURS = {"copool": theme.GREEN, "dedicated": theme.ORANGE, "inference-only": theme.BLUE}
-ACTOR = (State("ctl-twin", "data"), State("ctl-token", "data"), State("ctl-viewer", "data"),
-         State("ctl-secret", "data"))
 # (field, label, step, hover help) of the knobs shown; bounds come from the pydantic models
 KNOBS = (("lend_below", N_("lend below (share of capacity)"), 0.05,
           N_("Lend a group to training only while the load stays below this share of the serving capacity left "
@@ -102,8 +100,8 @@ def _input(model, name: str, label: str, step: float, hint: str) -> html.Div:
 def layout(**_kwargs):
     return html.Div([
         *page_stores(P),
-        dcc.Store(id=TICKET),             # a sent action the engine has not answered yet (twin.ui.answer)
-        dcc.Store(id=f"{P}-run", storage_type="session"),          # {"job": id} of this tab's comparison
+        dcc.Store(id=TICKET),             # a sent action the engine has not answered yet (twin.ui.command)
+        dcc.Store(id=f"{P}-run", storage_type="session"),          # {"job": id, "day": s} of this tab's comparison
         dcc.Interval(id=f"{P}-job-tick", interval=JOB_TICK_MS, disabled=True),
         components.page_header(_("Serve by day, train by night"),
                       _("A day of diurnal chat traffic on the 384 NPUs, compressed as the diurnal scenario is, live "
@@ -271,32 +269,28 @@ def tick(t: Tick) -> dict:
     return out
 
 
-answer.follow(f"{P}-msg", TICKET, Input(beat_id(P), "data"))      # the engine's answer to what was sent
+command.follow(f"{P}-msg", TICKET, Input(beat_id(P), "data"))      # the engine's answer to what was sent
 
 
-@dash.callback(*MSG, Input(f"{P}-load", "n_clicks"), *ACTOR, prevent_initial_call=True)
-def on_load(_n, choice, token, viewer, secret):
+@dash.callback(*MSG, Input(f"{P}-load", "n_clicks"), *command.ACTOR, prevent_initial_call=True)
+def on_load(_n, *actor):
     """Restart the viewed twin on the co-pool day (the same reset as the run controls)."""
-    tw, _note = twin_for(choice)
-    ticket = tw.send("reset", {"scenario": live.SCENARIOS[0]}, **guard.actor(viewer, token, secret))
-    return answer.sent(tw, ticket, lambda: eventtext.said(ticket.said), TICKET)
+    return command.Actor(*actor).send("reset", {"scenario": live.SCENARIOS[0]}, TICKET)
 
 
 @dash.callback(*MSG, Input(f"{P}-apply", "n_clicks"), State(f"{P}-policy", "value"),
-               *[State(f"{P}-{k[0]}", "value") for k in KNOBS], *ACTOR, prevent_initial_call=True)
+               *[State(f"{P}-{k[0]}", "value") for k in KNOBS], *command.ACTOR, prevent_initial_call=True)
 def on_apply(_n, policy, *rest):
     """Send the policy and knobs to the viewed twin as one co-pool change."""
-    knobs, (choice, token, viewer, secret) = rest[:len(KNOBS)], rest[len(KNOBS):]
-    tw, _note = twin_for(choice)
+    knobs, by = rest[:len(KNOBS)], command.Actor(*rest[len(KNOBS):])
     try:
         fields = {k: int(v) if Params.model_fields[k].annotation is int and v == int(v) else v
                   for k, v in _values(KNOBS, knobs).items() if v is not None}
         if policy not in POLICIES:
             raise CatalogError(f"policy = {str(policy)[:40]!r}: allowed {', '.join(POLICIES)}")
     except (session.ControlError, CatalogError) as exc:
-        return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
-    ticket = tw.send("copool", {"policy": policy, **fields}, **guard.actor(viewer, token, secret))
-    return answer.sent(tw, ticket, lambda: eventtext.said(ticket.said), TICKET)
+        return command.refused(exc)
+    return by.send("copool", {"policy": policy, **fields}, TICKET)
 
 
 def _cell(values: list, fmt) -> str:
@@ -373,9 +367,23 @@ def _values(fields, raw) -> dict:
     return out
 
 
+def start_comparison(day, knobs, viewer: str, addr: str | None = None) -> dict:
+    """Check the day and the knobs and queue the three policies' comparison; the run store
+    ({"job", "day"}); CatalogError or ValueError (a JobRefused is one) naming what is wrong."""
+    d = guard.number(day)
+    if d is None or not DAY_MIN_S <= d <= DAY_MAX_S:
+        raise CatalogError(f"day length = {str(day)[:40]!r}: allowed {DAY_MIN_S} to {DAY_MAX_S} simulated seconds")
+    values = {k: v for k, v in _values(KNOBS, knobs).items() if v is not None}
+    load_params(**values)
+    job = jobs.pool().submit("cloud", comparison, (d, values), total=SEEDS * len(POLICIES),
+                             cost_s=comparison_cost_s(d), client=viewer, addr=addr)
+    return {"job": job, "day": d}
+
+
 @dash.callback(
     Output(f"{P}-run", "data"),
     *MSG,
+    Output(f"{P}-job-tick", "disabled", allow_duplicate=True),
     Input(f"{P}-go", "n_clicks"),
     State(f"{P}-day", "value"),
     *[State(f"{P}-{k[0]}", "value") for k in KNOBS],
@@ -384,23 +392,9 @@ def _values(fields, raw) -> dict:
 )
 def on_run(_n, day, *rest):
     knobs, secret = rest[:-1], rest[-1]
-    try:
-        d = guard.number(day)
-        if d is None or not DAY_MIN_S <= d <= DAY_MAX_S:
-            raise CatalogError(f"day length = {str(day)[:40]!r}: allowed {DAY_MIN_S} to {DAY_MAX_S} simulated seconds")
-        values = {k: v for k, v in _values(KNOBS, knobs).items() if v is not None}
-        load_params(**values)
-        who, addr = guard.client(secret)
-        job = jobs.pool().submit("cloud", comparison, (d, values), total=SEEDS * len(POLICIES),
-                               cost_s=comparison_cost_s(d), client=who, addr=addr)
-    except (CatalogError, ValueError) as exc:         # JP.JobRefused is a ValueError
-        return no_update, _("Not run: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
-    return {"job": job, "day": d}, _("A %(d)s s day under %(n)s policies and %(s)s seeds is queued as a background "
-                                     "job.") % {"d": f"{d:g}", "n": len(POLICIES), "s": SEEDS}, "ctl-msg msg-ok"
-
-
-def _job(run, secret) -> dict | None:
-    return jobs.pool().view(guard.store(run).get("job"), guard.client(secret)[0])
+    return jobform.start(start_comparison, (day, knobs), secret, lambda run: _(
+        "A %(d)s s day under %(n)s policies and %(s)s seeds is queued as a background job.") % {
+        "d": f"{run['day']:g}", "n": len(POLICIES), "s": SEEDS})
 
 
 def job_text(job: dict | None) -> str:
@@ -427,7 +421,7 @@ def job_text(job: dict | None) -> str:
 )
 def on_job_tick(_n, run, secret):
     """Follow the comparison job; when it is done, touch the run store so the table is priced."""
-    job = _job(run, secret)
+    job = jobform.view(run, secret)
     if job is None:
         return "", True, no_update
     active = job["state"] in ("queued", "running")
@@ -441,9 +435,9 @@ def on_job_tick(_n, run, secret):
     prevent_initial_call=True,
 )
 def on_cancel(_n, run, secret):
-    if jobs.pool().cancel(guard.store(run).get("job"), guard.client(secret)[0]):
-        return _("Comparison cancelled.")
-    return _("Cancel: no comparison of yours is queued or running.")
+    """The line under the comparison only (it keeps its style for the job's progress)."""
+    return jobform.cancel(run, secret, _("Comparison cancelled."),
+                          _("Cancel: no comparison of yours is queued or running."))[0]
 
 
 @dash.callback(
@@ -454,7 +448,7 @@ def on_cancel(_n, run, secret):
 )
 def on_show(run, prices, secret):
     """Price every policy of this tab's finished comparison (again when a price changes)."""
-    job = _job(run, secret)
+    job = jobform.view(run, secret)
     usage = job["result"] if job and job["state"] == "done" else None
     if usage is None:
         return html.P(_("Run the comparison to see the three policies side by side."), className="hint"), \

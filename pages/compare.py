@@ -16,6 +16,7 @@ from twin.explore.compare import compare
 from twin.live import jobs
 from twin.ui import components
 from twin.ui import guard
+from twin.ui import jobform
 from twin.ui import lang
 from twin.ui import theme
 from twin.ui.errors import explain
@@ -402,7 +403,7 @@ def start_measure(values, viewer: str, addr: str | None = None) -> str | None:
     State("ctl-secret", "data"),
 )
 def on_beside(values, _n, job_id, secret):
-    return beside_view(values, jobs.pool().view(guard.ident(job_id), guard.client(secret)[0]) if job_id else None)
+    return beside_view(values, jobform.view(job_id, secret) if job_id else None)
 
 
 @dash.callback(
@@ -411,11 +412,8 @@ def on_beside(values, _n, job_id, secret):
     prevent_initial_call=True,
 )
 def on_measure(_n, values, secret):
-    try:
-        job = start_measure(values, *guard.client(secret))
-    except ValueError as exc:       # jobs.JobRefused is a ValueError
-        return no_update, " ".join(explain(exc).split())[:300], "ctl-msg msg-error"
-    if job is None:
+    job, msg, cls, _tick = jobform.start(start_measure, (values,), secret, _(
+        "Engine runs queued; they run in a process of their own, and the live twin keeps its pace."))
+    if job is None:                 # on_beside follows the job store, and its tick with it
         return no_update, _("Every chosen what-if is measured already (the table shows it)."), "ctl-msg msg-ok"
-    return job, _("Engine runs queued; they run in a process of their own, and the live twin keeps its pace."), \
-        "ctl-msg msg-ok"
+    return job, msg, cls

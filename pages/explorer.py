@@ -21,7 +21,6 @@ from twin.ui import guard
 from twin.ui import jobform
 from twin.ui import lang
 from twin.ui import theme
-from twin.ui.errors import explain
 from twin.ui.lang import N_, _, request_lang
 
 dash.register_page(__name__, path="/explorer", name=N_("Explorer"), title=lang.title("Explorer"), order=7, menu="more")
@@ -223,23 +222,13 @@ def progress_view(job: dict | None, x: str = "tokens_per_s_per_user"):
     """(progress value, max, text, figure or no_update, tick disabled, message, class) of a job."""
     if job is None:
         return "0", "1", "", no_update, True, no_update, no_update
-    text = _("%(done)s of %(total)s runs") % {"done": job["done"], "total": job["total"]}
-    if job["state"] == "queued":
-        text = _("queued: %(pos)s in line, about %(s)s s of work ahead; estimated %(cost)s CPU-s") % {
-            "pos": job["position"], "s": f"{job['wait_s']:,.0f}", "cost": f"{job['cost_s']:,.0f}"}
-        return "0", str(job["total"]), text, no_update, False, no_update, no_update
-    if job["state"] == "running":
-        text += " · " + _("%(used)s of at most %(cap)s CPU-s") % {"used": f"{job['cpu_s']:,.0f}",
-                                                                 "cap": f"{job['ceiling_s']:,.0f}"}
-        return str(job["done"]), str(job["total"]), text, no_update, False, no_update, no_update
-    if job["state"] in ("error", "cancelled"):
-        why = _("Sweep cancelled.") if job["state"] == "cancelled" else \
-            _("Sweep failed: %(why)s") % {"why": explain(job["message"])}
-        return str(job["done"]), str(job["total"]), text, no_update, True, why, \
-            "ctl-msg msg-ok" if job["state"] == "cancelled" else "ctl-msg msg-error"
+    bar = jobform.progress(job, _("%(done)s of %(total)s runs") % {"done": job["done"], "total": job["total"]})
+    if job["state"] in jobform.ACTIVE:
+        return *bar, no_update, False, no_update, no_update
+    if job["state"] != "done":
+        return *bar, no_update, True, *jobform.ended(job, _("Sweep cancelled."), _("Sweep failed: %(why)s"))
     res = job["result"]
-    return str(job["total"]), str(job["total"]), text + " — " + _("done"), \
-        pareto_figure(res["points"], res["varied"], x), True, \
+    return *bar, pareto_figure(res["points"], res["varied"], x), True, \
         _("Sweep done: %(n)s points.") % {"n": len(res["points"])}, "ctl-msg msg-ok"
 
 
@@ -287,10 +276,10 @@ def on_click(click, job_id, secret):
         return no_update, no_update, no_update
     who, addr = guard.client(secret)
     try:
-        params = sandbox_params(jobs.pool().view(guard.ident(job_id), who), click)
+        params = sandbox_params(jobform.view(job_id, secret), click)
         tw = session.sessions().open_sandbox(params, client=who, addr=addr)
     except (ValueError, CatalogError) as exc:       # S.ControlError is a ValueError
-        return no_update, " ".join(explain(exc).split())[:300], "ctl-msg msg-error"
+        return no_update, *jobform.refusal(exc)
     return tw.key, _("Private sandbox %(key)s runs %(scenario)s on %(deployment)s at %(rate)s req/s; the pages "
                      "now show it.") % {"key": tw.key, "scenario": params["scenario"],
                                         "deployment": params["deployment"], "rate": f"{params['rate']:g}"}, \

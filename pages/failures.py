@@ -14,7 +14,7 @@ from twin.live import session
 from twin.explore import incidentjob
 from twin.engine.faults import KINDS, RANDOM_MAX, load_fault_file
 from twin.engine.faults.spec import MAX_RECORDS
-from twin.ui import answer
+from twin.ui import command
 from twin.ui import components
 from twin.ui import failpanels
 from twin.ui import faultconsole
@@ -25,6 +25,7 @@ from twin.ui import eventtext
 from twin.ui import faultview
 from twin.ui import figures
 from twin.ui import guard
+from twin.ui import jobform
 from twin.ui import topolive
 from twin.ui import topostyle
 from twin.ui import topoview
@@ -46,8 +47,6 @@ DEFAULT_KIND = faultconsole.DEFAULT_KIND
 FL_MSG = (Output(f"{P}-msg", "children", allow_duplicate=True),      # the console's message line
           Output(f"{P}-msg", "className", allow_duplicate=True))
 TICKET = f"{P}-ticket"
-ACTOR = (State("ctl-twin", "data"), State("ctl-token", "data"), State("ctl-viewer", "data"),   # who acts
-         State("ctl-secret", "data"))
 
 
 def layout(target: str | None = None, kind: str | None = None, report: str | None = None, **_kwargs):
@@ -58,7 +57,7 @@ def layout(target: str | None = None, kind: str | None = None, report: str | Non
     return html.Div([
         *page_stores(P),
         dcc.Store(id=f"{P}-url", data=url),
-        dcc.Store(id=TICKET),                 # a sent action the engine has not answered yet (twin.ui.answer)
+        dcc.Store(id=TICKET),                 # a sent action the engine has not answered yet (twin.ui.command)
         dcc.Store(id=f"{P}-view", data=topoview.AGG),
         dcc.Store(id=f"{P}-live"),
         dcc.Store(id=f"{P}-strips"),
@@ -291,7 +290,7 @@ def on_suggest(kind, text, choice):
 
 # ---- actions ------------------------------------------------------------------------------------
 
-answer.follow(f"{P}-msg", TICKET, Input(beat_id(P), "data"))      # the engine's answer to what was sent
+command.follow(f"{P}-msg", TICKET, Input(beat_id(P), "data"))      # the engine's answer to what was sent
 
 
 def _clicked() -> bool:
@@ -304,10 +303,6 @@ def _capital(msg) -> str:
     """A control's confirmation in the viewer's language, as a sentence."""
     text = eventtext.said(msg)
     return text[:1].upper() + text[1:]
-
-
-def _err(exc) -> tuple:
-    return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"
 
 
 def _opt_num(text, name: str):
@@ -334,17 +329,16 @@ def _opt_num(text, name: str):
     State(f"{P}-dur", "value"),
     State(f"{P}-factor", "value"),
     State(f"{P}-period", "value"),
-    *ACTOR,
+    *command.ACTOR,
     prevent_initial_call=True,
 )
-def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, token, viewer, secret):
+def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, *actor):
     """Inject now or schedule: the fields read here, the fault checked once by `Twin.send`, and the
     line says what the engine answered (applied at t = ..., or why not)."""
     trig = ctx.triggered_id
     if trig not in (f"{P}-inject", f"{P}-schedule") or not _clicked():
         return no_update, no_update
-    tw = twin_for(choice)[0]
-    actor = guard.actor(viewer, token, secret)
+    by = command.Actor(*actor)
     try:
         spec = {"kind": kind, "target": (guard.text(target) or "").strip()}
         d = _opt_num(dur, "duration_s")
@@ -355,13 +349,12 @@ def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, 
             spec[extra] = _opt_num(factor if extra == "factor" else period, extra)
         if trig == f"{P}-schedule":
             try:
-                spec["at_s"] = faultview.parse_at(guard.text(at), float(getattr(tw.snapshot, "sim_time", 0.0)))
+                spec["at_s"] = faultview.parse_at(guard.text(at), float(getattr(by.twin.snapshot, "sim_time", 0.0)))
             except ValueError as exc:
                 raise session.ControlError(str(exc)) from None
     except session.ControlError as exc:
-        return _err(exc)
-    ticket = tw.send("fault", spec, **actor)
-    return answer.sent(tw, ticket, lambda: faultview.fault_message(ticket.command.spec), TICKET)
+        return command.refused(exc)
+    return by.send("fault", spec, TICKET, lambda ticket: faultview.fault_message(ticket.command.spec))
 
 
 @dash.callback(
@@ -370,14 +363,13 @@ def on_fault(_inject, _schedule, kind, target, at, dur, factor, period, choice, 
     State(f"{P}-detect", "value"),
     State(f"{P}-redundant", "value"),
     State(f"{P}-weights", "value"),
-    *ACTOR,
+    *command.ACTOR,
     prevent_initial_call=True,
 )
-def on_policy(_apply, detect, redundant, weights, choice, token, viewer, secret):
+def on_policy(_apply, detect, redundant, weights, *actor):
     """Send a "policy" command: detection time, redundant experts, where weights come from."""
     if not _clicked():
         return no_update, no_update
-    tw = twin_for(choice)[0]
     try:
         if guard.number(detect) is None:
             raise session.ControlError("detect after: allowed a number of seconds 0 to 86,400")
@@ -385,10 +377,9 @@ def on_policy(_apply, detect, redundant, weights, choice, token, viewer, secret)
             raise session.ControlError("policy: redundant experts on or off; weights from ems or obs")
         pol = {"detect_s": guard.number(detect), "redundant_experts": redundant != "off", "weights_from": weights}
     except session.ControlError as exc:
-        return _err(exc)
-    ticket = tw.send("policy", pol, **guard.actor(viewer, token, secret))
-    return answer.sent(tw, ticket, lambda: _("%(what)s (applies to faults from now on)") % {"what": _capital(ticket.said)},
-                  TICKET)
+        return command.refused(exc)
+    return command.Actor(*actor).send("policy", pol, TICKET, lambda ticket: _(
+        "%(what)s (applies to faults from now on)") % {"what": _capital(ticket.said)})
 
 
 @dash.callback(
@@ -396,15 +387,15 @@ def on_policy(_apply, detect, redundant, weights, choice, token, viewer, secret)
     Output(f"{P}-random", "value"),
     Input(f"{P}-random", "value"),
     State(f"{P}-random-rate", "value"),
-    *ACTOR,
+    *command.ACTOR,
     prevent_initial_call=True,
 )
-def on_random(value, rate, choice, token, viewer, secret):
+def on_random(value, rate, *actor):
     """The random-failures switch: on starts failures at the given failure-clock rate, off stops
     them. The tick sets the switch to the twin's state, which lands here as a no-op."""
-    tw = twin_for(choice)[0]
+    by = command.Actor(*actor)
     on = isinstance(value, list) and "on" in value
-    if on == (tw.random is not None):      # the switch follows the twin: nothing to do
+    if on == (by.twin.random is not None):      # the switch follows the twin: nothing to do
         return no_update, no_update, no_update
     try:
         h = guard.number(rate)
@@ -412,33 +403,28 @@ def on_random(value, rate, choice, token, viewer, secret):
             raise session.ControlError(f"random failures: rate = {str(rate)[:40]}: allowed 0 < x <= {RANDOM_MAX:g} "
                                  f"failure-clock hours per sim second (switch off to stop)")
     except session.ControlError as exc:
-        return (*_err(exc), [] if on else ["on"])
-    ticket = tw.send("random", {"hours_per_sim_s": h if on else 0}, **guard.actor(viewer, token, secret))
-    line = answer.sent(tw, ticket, lambda: _capital(ticket.said), TICKET)
-    return (*line, ([] if on else ["on"]) if ticket.refused else no_update)
+        return (*command.refused(exc), [] if on else ["on"])
+    line = by.send("random", {"hours_per_sim_s": h if on else 0}, TICKET, lambda ticket: _capital(ticket.said))
+    return (*line, ([] if on else ["on"]) if by.ticket.refused else no_update)
 
 
 @dash.callback(
     *FL_MSG,
     Input({"type": f"{P}-demo", "index": ALL}, "n_clicks"),
-    *ACTOR,
+    *command.ACTOR,
     prevent_initial_call=True,
 )
-def on_demo(clicks, choice, token, viewer, secret):
+def on_demo(clicks, *actor):
     """Reset the viewed twin to a fault demo (its scenario, seed, policy and faults); the demo is
     picked by name among the catalog's, never a path."""
     trig = ctx.triggered_id
     if not isinstance(trig, dict) or not _clicked():
         return no_update, no_update
-    tw = twin_for(choice)[0]
-    try:
-        if trig.get("index") not in {d["name"] for d in faultview.demos()}:
-            raise session.ControlError("demo: allowed one of the demo buttons")
-    except session.ControlError as exc:
-        return _err(exc)
-    ticket = tw.send("reset", {"faults": trig["index"]}, **guard.actor(viewer, token, secret))
-    title = next((d["title"] for d in faultview.demos() if d["name"] == trig["index"]), trig["index"])
-    return answer.sent(tw, ticket, lambda: faultview.demo_message(title, eventtext.said(ticket.said)), TICKET)
+    if trig.get("index") not in {d["name"] for d in faultview.demos()}:
+        return command.refused("demo: allowed one of the demo buttons")
+    title = next(d["title"] for d in faultview.demos() if d["name"] == trig["index"])
+    return command.Actor(*actor).send("reset", {"faults": trig["index"]}, TICKET,
+                                      lambda ticket: faultview.demo_message(title, command.said(ticket)))
 
 
 # Locked shared twin: the page's action buttons are disabled and say why (drawn in the browser
@@ -515,21 +501,25 @@ def on_whatif(_clicks, choice, secret):
     if not _clicked():
         return no_update, no_update, no_update, no_update
     tw = twin_for(choice)[0]
-    snap, demo = tw.snapshot, tw.params.faults
-    if not demo:
+    if not tw.params.faults:
         return (_("Not run: a what-if replays a fault demo; load one from Demos (it resets the twin you view)"),
                 "ctl-msg msg-error", no_update, no_update)
+    store, msg, cls, tick = jobform.start(start_whatif, (tw,), secret, _(
+        "The what-if is queued as a background job: the demo to its end, then without the fault and without its "
+        "mitigation."))
+    return msg, cls, store, tick
+
+
+def start_whatif(tw, viewer: str, addr: str | None = None) -> dict:
+    """Queue the what-if of the demo `tw` replays, its cost from the demo's length and the twin's
+    arrival rate so far; the page's store ({"job", "faults"})."""
+    snap, demo = tw.snapshot, tw.params.faults
     sim = max(float(getattr(snap, "sim_time", 0.0)), 1.0)
     rate = float((getattr(snap, "kpis", None) or {}).get("arrived") or 0) / sim
-    try:
-        duration = float(load_fault_file(demo).get("duration_s") or sim)
-        who, addr = guard.client(secret)
-        job = jobs.pool().submit("whatif", incidentjob.whatif_job, (demo,), total=incidentjob.RUNS,
-                                 cost_s=incidentjob.cost_s(duration, rate), client=who, addr=addr)
-    except ValueError as exc:                    # jobs.JobRefused is a ValueError
-        return _err(exc) + (no_update, no_update)
-    return (_("The what-if is queued as a background job: the demo to its end, then without the fault and without "
-              "its mitigation."), "ctl-msg msg-ok", {"job": job, "faults": demo}, False)
+    duration = float(load_fault_file(demo).get("duration_s") or sim)
+    job = jobs.pool().submit("whatif", incidentjob.whatif_job, (demo,), total=incidentjob.RUNS,
+                             cost_s=incidentjob.cost_s(duration, rate), client=viewer, addr=addr)
+    return {"job": job, "faults": demo}
 
 
 @dash.callback(
@@ -547,7 +537,7 @@ def on_whatif(_clicks, choice, secret):
 def on_whatif_tick(_n, store, report_id, choice, secret):
     """Follow the what-if job; when it is done, keep its result and show it in the open report."""
     store = guard.store(store)
-    job = jobs.pool().view(store.get("job"), guard.client(secret)[0])
+    job = jobform.view(store, secret)
     if job is None:
         return no_update, no_update, no_update, True, no_update
     if job["state"] in ("queued", "running"):

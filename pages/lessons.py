@@ -16,10 +16,9 @@ from dash import ALL, Input, Output, State, ctx, dcc, html, no_update
 from twin import i18n
 from twin import lessons
 from twin.live import lecture, session
-from twin.ui import answer
 from twin.ui import classbar
+from twin.ui import command
 from twin.ui import components
-from twin.ui import eventtext
 from twin.ui import guard
 from twin.ui import teach
 from twin.ui.errors import explain
@@ -336,13 +335,10 @@ def _step_of(button_id, plan: bool = False) -> tuple[lessons.Lesson, int, str | 
     Output("teach-nav", "href"),
     Input({"type": f"{P}-act", "index": ALL}, "n_clicks"),
     State("teach-progress", "data"),
-    State("ctl-twin", "data"),
-    State("ctl-token", "data"),
-    State("ctl-viewer", "data"),
-    State("ctl-secret", "data"),
+    *command.ACTOR,
     prevent_initial_call=True,
 )
-def act(clicks, progress, choice, token, viewer, secret):
+def act(clicks, progress, *actor):
     """Do the step's action on the twin this viewer watches (the control bar's path, so the lock,
     sandbox ownership and validation apply), narrate the step and open its page."""
     _ = i18n.gettext(ui_lang.request_lang())
@@ -355,7 +351,7 @@ def act(clicks, progress, choice, token, viewer, secret):
         return ([text] * n_msgs, ["ctl-msg msg-error"] * n_msgs) + (no_update,) * 5
     les, n, _plan = found
     try:
-        tw, ticket = run_step(les, n, choice, token, viewer, secret)
+        by = run_step(les, n, actor)
     except session.ControlError as exc:
         # refused (a locked shared twin, another browser's sandbox, a rate limit): the reason in the
         # viewer's language, and the page still opens with the step narrated, so a student can watch
@@ -365,20 +361,20 @@ def act(clicks, progress, choice, token, viewer, secret):
                 {"lesson": les.id, "step": n}, no_update, target_page(les.steps[n - 1].action))
     prog = _progress(progress)
     prog[les.id] = sorted(set(prog.get(les.id, [])) | {n})
-    # the engine's answer: here now if it came within a moment, else on the control bar's line (twin.ui.answer)
-    text, cls = answer.sent(tw, ticket, lambda: eventtext.said(ticket.said), TICKET)
+    # the engine's answer: here now if it came within a moment, else on the control bar's line (twin.ui.command)
+    text, cls = by.answer(TICKET)
     return ([text] * n_msgs, [cls] * n_msgs, text, cls, {"lesson": les.id, "step": n}, prog,
             target_page(les.steps[n - 1].action))
 
 
-def run_step(les: lessons.Lesson, n: int, choice, token, viewer, secret, hold: bool = False):
+def run_step(les: lessons.Lesson, n: int, actor: tuple, hold: bool = False) -> command.Actor:
     """A step's action and speed on the twin this viewer watches and, for the timeline, a hold after its
     warm-up (twin.live.lecture.ready: the control bar's path, so the lock, sandbox ownership and
-    validation apply, and the step is checked whole first); (the twin, the action's ticket).
-    ControlError if refused at once."""
-    tw, _note = twin_for(choice)
-    actor = guard.actor(viewer, token, secret)
-    return tw, lecture.ready(tw, les.steps[n - 1], hold=hold, **{**actor, "who": f"{actor['who']} · lesson {les.id}"})
+    validation apply, and the step is checked whole first); the actor (`actor`: the ACTOR stores)
+    holding the action's ticket. ControlError if refused at once."""
+    by = command.Actor(*actor)
+    by.ticket = lecture.ready(by.twin, les.steps[n - 1], hold=hold, **{**by.who, "who": f"{by.who['who']} · lesson {les.id}"})
+    return by
 
 
 @dash.callback(
@@ -387,10 +383,10 @@ def run_step(les: lessons.Lesson, n: int, choice, token, viewer, secret, hold: b
     Output("teach-step", "data", allow_duplicate=True),
     Output("teach-nav", "href", allow_duplicate=True),
     Input({"type": f"{P}-go", "index": ALL}, "n_clicks"),
-    State("ctl-twin", "data"), State("ctl-token", "data"), State("ctl-viewer", "data"), State("ctl-secret", "data"),
+    *command.ACTOR,
     prevent_initial_call=True,
 )
-def go(clicks, choice, token, viewer, secret):
+def go(clicks, *actor):
     """The timeline: ready the twin for a step (its speed, its action, a pause once its figures are
     there) and open the step, so the class predicts while the twin warms up."""
     _ = i18n.gettext(ui_lang.request_lang())
@@ -403,12 +399,12 @@ def go(clicks, choice, token, viewer, secret):
         return *say(_("This lesson step is not known; reload the lesson."), "ctl-msg msg-error"), no_update, no_update
     les, n, plan = found
     try:
-        _tw, ticket = run_step(les, n, choice, token, viewer, secret, hold=True)
+        by = run_step(les, n, actor, hold=True)
     except session.ControlError as exc:
-        return *say(_("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error"), no_update, no_update
+        return *say(*command.refused(exc)), no_update, no_update
     sc = les.steps[n - 1].screen
     return (*say(_("Applied: %(what)s; the twin pauses at %(sim)s simulated s") % {
-        "what": eventtext.said(ticket.said), "sim": f"{sc.warmup_s:g}"}, "ctl-msg msg-ok"), {"lesson": les.id, "step": n},
+        "what": command.said(by.ticket), "sim": f"{sc.warmup_s:g}"}, "ctl-msg msg-ok"), {"lesson": les.id, "step": n},
         teach.lesson_href(les.id, n, plan=plan))
 
 

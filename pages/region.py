@@ -16,7 +16,6 @@ from twin.region import ROUTERS, names, pagejob, region
 from twin.region.driver import CACHE_REUSE, member_seed, parse_fault
 from twin.region.routing import AFFINITY_SLACK
 from twin.ui import components, figures, guard, jobform, lang, theme
-from twin.ui.errors import explain
 from twin.ui.lang import N_, _, unit
 
 dash.register_page(__name__, path="/region", name=N_("Region"), title=lang.title("Region"), order=7.5,
@@ -271,26 +270,18 @@ def progress_view(job: dict | None):
     keep = (no_update,) * 3
     if job is None:
         return ("0", "1", "", no_update, True, no_update, no_update) + keep
-    text = _("%(done)s of %(total)s windows") % {"done": job["done"], "total": job["total"]}
-    if job["state"] == "queued":
-        text = _("queued: %(pos)s in line, about %(s)s s of work ahead; estimated %(cost)s CPU-s") % {
-            "pos": job["position"], "s": f"{job['wait_s']:,.0f}", "cost": f"{job['cost_s']:,.0f}"}
-        return ("0", str(job["total"]), text, no_update, False, no_update, no_update) + keep
-    if job["state"] == "running":
-        text += " · " + _("%(used)s of at most %(cap)s CPU-s") % {"used": f"{job['cpu_s']:,.0f}",
-                                                                 "cap": f"{job['ceiling_s']:,.0f}"}
-        return (str(job["done"]), str(job["total"]), text, no_update, False, no_update, no_update) + keep
-    if job["state"] in ("error", "cancelled"):
-        why = _("Region run cancelled.") if job["state"] == "cancelled" else \
-            _("Region run failed: %(why)s") % {"why": explain(job["message"])}
-        return (str(job["done"]), str(job["total"]), text, no_update, True, why,
-                "ctl-msg msg-ok" if job["state"] == "cancelled" else "ctl-msg msg-error") + keep
+    bar = jobform.progress(job, _("%(done)s of %(total)s windows") % {"done": job["done"], "total": job["total"]})
+    if job["state"] in jobform.ACTIVE:
+        return (*bar, no_update, False, no_update, no_update) + keep
+    if job["state"] != "done":
+        return (*bar, no_update, True,
+                *jobform.ended(job, _("Region run cancelled."), _("Region run failed: %(why)s"))) + keep
     rep = job["result"]
     lost = rep["regional"]["requests"]["lost"]
     opts = [{"label": _("supernode %(i)s") % {"i": s["supernode"]}, "value": str(s["supernode"])}
             for s in rep["supernodes"]]
     failed = [s["supernode"] for s in rep["supernodes"] if s["status"] == "failed"]
-    return (str(job["total"]), str(job["total"]), text + " — " + _("done"), results(rep), True,
+    return (*bar, results(rep), True,
             _("Region run done: %(n)s supernodes, %(lost)s requests lost.") % {"n": len(rep["supernodes"]),
                                                                               "lost": lost},
             "ctl-msg msg-ok" if lost == 0 else "ctl-msg msg-error", opts, str(failed[0] if failed else 0), figure(rep))

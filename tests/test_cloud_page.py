@@ -8,6 +8,8 @@ import time
 import pytest
 from dash import no_update
 
+from twin.ui import jobform
+
 KNOBS = (0.6, 0.8, 0.99, 0, 24, 2, 6, 1)
 PRICES = (8e6, 4, 0.1, 1.3, 0.5)
 ACTOR = ("shared", None, "v1", "secret-1")
@@ -23,18 +25,18 @@ SECRET = "s" * 32
 
 @pytest.fixture(scope="module")
 def run(cloud):
-    data, msg, cls = cloud.on_run(1, 30, *KNOBS, SECRET)
-    assert cloud._job(data, SECRET)["state"] in ("queued", "running")   # not simulated inside the request
-    assert cls == "ctl-msg msg-ok" and msg == "A 30 s day under 3 policies and 3 seeds is queued as a background job."
-    _wait(lambda: cloud._job(data, SECRET)["state"] not in ("queued", "running"), timeout=300)
-    assert cloud._job(data, SECRET)["state"] == "done", cloud._job(data, SECRET)
+    data, msg, cls, tick = cloud.on_run(1, 30, *KNOBS, SECRET)
+    assert jobform.view(data, SECRET)["state"] in ("queued", "running")   # not simulated inside the request
+    assert cls == "ctl-msg msg-ok" and tick is False and msg == "A 30 s day under 3 policies and 3 seeds is queued as a background job."
+    _wait(lambda: jobform.view(data, SECRET)["state"] not in ("queued", "running"), timeout=300)
+    assert jobform.view(data, SECRET)["state"] == "done", jobform.view(data, SECRET)
     return data
 
 
 @pytest.mark.slow
 def test_the_comparison_ran_in_a_job_process_and_is_kept_for_this_browser_only(cloud, run):
     from twin.live import jobs
-    job = cloud._job(run, SECRET)
+    job = jobform.view(run, SECRET)
     assert job["kind"] == "cloud" and job["done"] == 9 and set(job["result"]) == {"copool", "dedicated", "inference-only"}
     assert job["total"] == 9 and all(len(days) == 3 for days in job["result"].values())       # 3 seeds each
     assert cloud.job_text(job) == "" and cloud.on_job_tick(1, run, SECRET)[1] is True
@@ -173,8 +175,8 @@ def test_prices_reprice_without_a_rerun(cloud, run):
     (30, (0.6, 0.8, 0.99, 3, 3, 2, 6, 1), "train_to_h = 3.0: must differ from train_from_h"),
     (30, (0.6, 9.0) + KNOBS[2:], "copool.reclaim_above = 9.0"), (30, ([1],) + KNOBS[1:], "lend_below")])
 def test_bad_run_inputs_get_a_message(cloud, day, knobs, message):
-    data, msg, cls = cloud.on_run(1, day, *knobs, SECRET)
-    assert data is no_update and cls == "ctl-msg msg-error" and message in msg
+    data, msg, cls, tick = cloud.on_run(1, day, *knobs, SECRET)
+    assert data is no_update and tick is no_update and cls == "ctl-msg msg-error" and message in msg
 
 
 @pytest.mark.slow

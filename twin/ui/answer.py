@@ -27,10 +27,16 @@ def _where(tw, t) -> str:
             else _("applied to your sandbox at t = %(t)s s")) % {"t": at}
 
 
+def refused(why) -> tuple[str, str]:
+    """(text, class) of a control refused: at the edge, by the engine, or before it was sent (`why`:
+    the reason, or the exception that carries it)."""
+    return _("Not applied: %(why)s") % {"why": explain(why)}, "ctl-msg msg-error"
+
+
 def line(tw, ticket, what: str) -> tuple[str, str]:
     """(text, class) of the message line for an answered or pending ticket."""
     if ticket.refused:
-        return _("Not applied: %(why)s") % {"why": explain(ticket.reason)}, "ctl-msg msg-error"
+        return refused(ticket.reason)
     if ticket.accepted:
         return f"{what} — {_where(tw, ticket.t)}", "ctl-msg msg-ok"
     return _("%(what)s — sent; waiting for the twin's answer") % {"what": what}, "ctl-msg msg-wait"
