@@ -5,7 +5,7 @@ import pytest
 from dash import html, no_update
 
 from twin.live import jobs
-from twin.ui import jobform
+from twin.ui import jobform, regionreport, theme
 from twin.region import pagejob
 from twin.region.driver import member_seed
 
@@ -77,7 +77,7 @@ def test_a_finished_run_shows_the_audit_the_table_and_the_failed_supernode(R, re
     assert len(rows) == 2 and rows[1].className == "row-failed"
     cells = [c.children for c in rows[1].children]
     assert cells[:5] == [1, "cloudmatrix-infer-paper", "256", "failed at 5 s", f"{report['supernodes'][1]['routed']:,}"]
-    assert fig == R.figure(report) and fig["data"][0]["marker"]["color"] == [R.theme.BLUE, R.theme.RED]
+    assert fig == R.figure(report) and fig["data"][0]["marker"]["color"] == [theme.BLUE, theme.RED]
     assert fig["data"][0]["text"] == ["", "failed at 5 s"] and fig["data"][0]["customdata"] == [0, 1]
 
 
@@ -87,10 +87,10 @@ def test_drill_down_shows_every_figure_of_a_supernode_and_its_sandbox_link(R, re
         d = R.detail(report, 1)
     rows = d.children[2].children.children.children
     shown = {r.children[0].children for r in rows}
-    leaves = [p for p, _v in R.flatten({k: v for k, v in s.items() if k != "supernode"})
+    leaves = [p for p, _v in regionreport.flatten({k: v for k, v in s.items() if k != "supernode"})
               if not p.startswith("requests.errors.")]
     assert len(rows) == len(leaves) + 1                       # every figure, and the lifecycle errors row
-    assert {R.LABELS[p] for p in leaves} <= shown             # each under its label (none shown raw)
+    assert {regionreport.LABELS[p] for p in leaves} <= shown             # each under its label (none shown raw)
     link = d.children[3].children[0]
     q = {k: v[0] for k, v in parse_qs(link.href[2:]).items()}
     up = s["routed"] / 5.0 / s["capacity_rps"] * 100
@@ -106,7 +106,7 @@ def test_the_page_in_chinese_shows_no_english(R, report, link_report, dash_app):
         texts = _texts([out[2], out[3], out[5], out[7], R.detail(report, 0), R.detail(report, 1)], [])
         texts += [t["name"] for t in R.figure(report)["data"]]
         texts += [a["text"] for a in R.figure(None)["layout"]["annotations"]]     # before a run: a line, not bare axes
-        texts = _texts([R.results(link_report[0]), R.link_lines({**report, "link_faults": [
+        texts = _texts([R.results(link_report[0]), regionreport.link_lines({**report, "link_faults": [
             {"link": [0, 1], "at_s": 2.5, "for_s": None, "down_s": 3.0, "up_s": None}]})], texts)
         assert any("链路故障" in t for t in texts) and any("未计入" in t for t in texts)
         refused = [R.on_start(1, *GOOD[:4], 0.003, *GOOD[5:], None)[1], R.on_start(1, *GOOD[:6], 99, *GOOD[7:], None)[1],
@@ -204,8 +204,8 @@ def test_a_run_with_a_link_failure_reports_it_and_loses_nothing(R, link_report, 
     with dash_app.server.test_request_context("/"):
         rest = {"link": [1, 0], "at_s": 2.5, "for_s": None, "down_s": 3.0, "up_s": None}
         late = {"link": [0, 1], "at_s": 2.0, "for_s": 7.5, "down_s": 2.0, "up_s": None}
-        off = _texts(R.link_lines({**cut, "cache_reuse": "off", "link_faults": [rest, late]}), [])
-        assert R.link_lines({**cut, "cache_reuse": "off", "link_faults": []}) == []
+        off = _texts(regionreport.link_lines({**cut, "cache_reuse": "off", "link_faults": [rest, late]}), [])
+        assert regionreport.link_lines({**cut, "cache_reuse": "off", "link_faults": []}) == []
     assert off == ["Link failure: supernode 1 – supernode 0 down at 3 s to the end of the arrivals (asked: at 2.5 s, "
                    "for the rest of the run; the router applies faults at window edges)",
                    "Link failure: supernode 0 – supernode 1 down at 2 s to the end of the arrivals (asked: at 2 s for "
