@@ -12,6 +12,7 @@ import time
 import pytest
 from dash import no_update
 
+from twin.ui import runcontrols
 from twin.live import session
 from twin.live import tracestore
 from twin.live.budget import RateLimit
@@ -30,7 +31,7 @@ def reg(dash_app, monkeypatch):
 
 
 def _reset(dash_app, trace, secret=SECRET_A):
-    return answered(triggered(dash_app.on_control, "ctl-reset.n_clicks", 0, [0] * 6, None, [0] * 7, None, 1,
+    return answered(triggered(runcontrols.on_control, "ctl-reset.n_clicks", 0, [0] * 6, None, [0] * 7, None, 1,
                               "shared", None, "v1", "default", "", trace, 0, secret), "ctl-ticket")
 
 
@@ -85,7 +86,7 @@ def _data_url(text: str | bytes) -> str:
 def test_an_uploaded_trace_is_parsed_in_memory_and_replayed(dash_app, reg):
     from twin.workload import default_trace_path
     text = "\n".join(default_trace_path("mooncake_conversation").read_text().splitlines()[:200]) + "\n"
-    opts, value, contents, msg, cls = triggered(dash_app.on_upload, "ctl-trace-upload.contents",
+    opts, value, contents, msg, cls = triggered(runcontrols.on_upload, "ctl-trace-upload.contents",
                                                 _data_url(text), "../../my trace.jsonl", [], SECRET_A)
     assert "msg-ok" in cls and "200 requests" in msg and contents is None
     assert value.startswith("upload:") and opts[-1] == {"label": "my_trace.jsonl (uploaded)", "value": value}
@@ -105,7 +106,7 @@ def test_an_uploaded_trace_is_parsed_in_memory_and_replayed(dash_app, reg):
     (None, None),
 ])
 def test_a_bad_upload_gets_a_one_line_message(dash_app, reg, contents, why):
-    out = triggered(dash_app.on_upload, "ctl-trace-upload.contents", contents, "x.jsonl", [], SECRET_A)
+    out = triggered(runcontrols.on_upload, "ctl-trace-upload.contents", contents, "x.jsonl", [], SECRET_A)
     if why is None:
         assert out == (no_update,) * 5
         return
@@ -116,7 +117,7 @@ def test_an_oversized_upload_is_refused_before_it_is_decoded(dash_app, reg, monk
     big = "data:x;base64," + "A" * (tracestore.UPLOAD_MAX_BYTES * 4 // 3 + 8)
     decoded = []
     monkeypatch.setattr(tracestore.base64, "b64decode", lambda *a, **k: decoded.append(1) or b"")
-    out = triggered(dash_app.on_upload, "ctl-trace-upload.contents", big, "big.jsonl", [], SECRET_A)
+    out = triggered(runcontrols.on_upload, "ctl-trace-upload.contents", big, "big.jsonl", [], SECRET_A)
     assert "larger than the 2 MB allowed" in out[3] and decoded == []
 
 
@@ -129,9 +130,9 @@ def test_uploads_are_kept_in_bounded_memory_and_throttled(dash_app, reg, monkeyp
     with pytest.raises(tracestore.TraceChoiceError, match="no longer kept"):
         tracestore.check(keys[0])
     for i in range(session.UPLOADS_PER_MIN):
-        assert "msg-ok" in triggered(dash_app.on_upload, "ctl-trace-upload.contents", _data_url(row % i),
+        assert "msg-ok" in triggered(runcontrols.on_upload, "ctl-trace-upload.contents", _data_url(row % i),
                                      "t.jsonl", [], SECRET_B)[4]
-    out = triggered(dash_app.on_upload, "ctl-trace-upload.contents", _data_url(row % 9), "t.jsonl", [], SECRET_B)
+    out = triggered(runcontrols.on_upload, "ctl-trace-upload.contents", _data_url(row % 9), "t.jsonl", [], SECRET_B)
     assert "msg-error" in out[4] and f"at most {session.UPLOADS_PER_MIN} per minute" in out[3]
 
 
@@ -160,7 +161,7 @@ def test_sandboxes_per_client_per_address_and_in_total(reg):
 
 
 def test_a_sandbox_id_alone_neither_controls_nor_closes_it(dash_app, reg):
-    key, msg, cls = triggered(dash_app.on_twin_choice, "ctl-sandbox.n_clicks", 1, 0, "shared", SECRET_A)
+    key, msg, cls = triggered(runcontrols.on_twin_choice, "ctl-sandbox.n_clicks", 1, 0, "shared", SECRET_A)
     assert key.startswith("sb-") and len(key) == 19
     tw = reg.get(key)
     stranger = session.client_id(SECRET_B, "127.0.0.1")
@@ -168,15 +169,15 @@ def test_a_sandbox_id_alone_neither_controls_nor_closes_it(dash_app, reg):
         tw.control("pause", client=stranger)
     with pytest.raises(session.ControlError, match="belongs to another browser"):
         reg.close(key, stranger)
-    msg, cls = triggered(dash_app.on_control, "ctl-play.n_clicks", 1, [0] * 6, None, [0] * 7, None, 0,
+    msg, cls = triggered(runcontrols.on_control, "ctl-play.n_clicks", 1, [0] * 6, None, [0] * 7, None, 0,
                             key, None, "v2", "default", "", None, 0, SECRET_B)
     assert "msg-error" in cls and "belongs to another browser" in msg and not tw.paused
-    back = triggered(dash_app.on_twin_choice, "ctl-shared.n_clicks", 0, 1, key, SECRET_B)
+    back = triggered(runcontrols.on_twin_choice, "ctl-shared.n_clicks", 0, 1, key, SECRET_B)
     assert back[0] == "shared" and key in reg.sandboxes()           # the stranger only stops viewing it
-    msg, cls = triggered(dash_app.on_control, "ctl-play.n_clicks", 1, [0] * 6, None, [0] * 7, None, 0,
+    msg, cls = triggered(runcontrols.on_control, "ctl-play.n_clicks", 1, [0] * 6, None, [0] * 7, None, 0,
                             key, None, "v1", "default", "", None, 0, SECRET_A)
     assert "msg-ok" in cls and tw.paused                            # the owner can
-    triggered(dash_app.on_twin_choice, "ctl-shared.n_clicks", 0, 1, key, SECRET_A)
+    triggered(runcontrols.on_twin_choice, "ctl-shared.n_clicks", 0, 1, key, SECRET_A)
     assert key not in reg.sandboxes()
 
 
@@ -234,7 +235,7 @@ def test_unlock_attempts_are_throttled_per_browser_and_per_address(dash_app):
     reg = session.configure(wall_dt=0.05, token="s3cret")
     try:
         def unlock(value, secret):
-            return triggered(dash_app.on_unlock, "ctl-unlock.n_clicks", 1, None, value, secret)
+            return triggered(runcontrols.on_unlock, "ctl-unlock.n_clicks", 1, None, value, secret)
         for _ in range(session.UNLOCK_PER_MIN):
             assert "Wrong instructor token" in unlock("guess", SECRET_A)[1]
         tok, msg, cls = unlock("s3cret", SECRET_A)                   # even the right one waits
@@ -272,7 +273,7 @@ def test_client_identity_is_the_secret_or_the_address():
                                                  ("no-such", ""), ("default", "no-such")])
 def test_a_forged_scenario_or_deployment_is_refused_not_replaced(dash_app, reg, scenario, deployment):
     tw = reg.shared()
-    msg, cls = triggered(dash_app.on_control, "ctl-reset.n_clicks", 0, [0] * 6, None, [0] * 7, None, 1,
+    msg, cls = triggered(runcontrols.on_control, "ctl-reset.n_clicks", 0, [0] * 6, None, [0] * 7, None, 1,
                             "shared", None, "v1", scenario, deployment, None, 0, SECRET_A)
     assert "msg-error" in cls and ("allowed" in msg or "unknown" in msg) and tw.run == 0
 

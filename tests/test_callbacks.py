@@ -15,6 +15,7 @@ from dash import no_update
 from dash._callback_context import context_value
 from dash._utils import AttributeDict
 
+from twin.ui import runcontrols
 from twin.live import session
 from twin.engine.commands import InjectFault
 from twin.engine.faults import rows as faultrows
@@ -425,7 +426,7 @@ def test_validation_page_has_a_badge_per_row(pages):
 
 
 def test_run_controls_callback(dash_app, twin_registry):
-    on = dash_app.on_control
+    on = runcontrols.on_control
     tw = twin_registry.shared()
     base = dict(choice="shared", token=None, viewer="vtest", scenario="default", deployment="",
                 trace=None, seed=0)
@@ -458,13 +459,13 @@ def test_run_controls_callback(dash_app, twin_registry):
 
 
 def test_twin_choice_and_unlock_callbacks(dash_app, twin_registry):
-    key, msg, cls = triggered(dash_app.on_twin_choice, "ctl-sandbox.n_clicks", 1, 0, "shared", None)
+    key, msg, cls = triggered(runcontrols.on_twin_choice, "ctl-sandbox.n_clicks", 1, 0, "shared", None)
     assert key.startswith("sb-") and "msg-ok" in cls
-    again = triggered(dash_app.on_twin_choice, "ctl-sandbox.n_clicks", 2, 0, key, None)
+    again = triggered(runcontrols.on_twin_choice, "ctl-sandbox.n_clicks", 2, 0, key, None)
     assert again[0] is no_update                                          # one sandbox per viewer
-    back = triggered(dash_app.on_twin_choice, "ctl-shared.n_clicks", 2, 1, key, None)
+    back = triggered(runcontrols.on_twin_choice, "ctl-shared.n_clicks", 2, 1, key, None)
     assert back[0] == "shared" and key not in twin_registry.sandboxes()
-    tok, msg, _ = triggered(dash_app.on_unlock, "ctl-unlock.n_clicks", 1, None, "anything", None)
+    tok, msg, _ = triggered(runcontrols.on_unlock, "ctl-unlock.n_clicks", 1, None, "anything", None)
     assert tok is no_update and "not locked" in msg
 
 

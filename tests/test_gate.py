@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from twin.ui import runcontrols
 from twin.live import session
 from twin.live.runner import default_factory
 
@@ -36,12 +37,12 @@ def _at(dash_app, addr: str | None, headers: dict | None = None):
 
 def unlock(dash_app, value, secret, addr=ROOM):
     with _at(dash_app, addr):
-        return triggered(dash_app.on_unlock, "ctl-unlock.n_clicks", 1, None, value, secret)
+        return triggered(runcontrols.on_unlock, "ctl-unlock.n_clicks", 1, None, value, secret)
 
 
 def play(dash_app, store, secret=ME, addr=ROOM):
     with _at(dash_app, addr):
-        return triggered(dash_app.on_control, "ctl-play.n_clicks", 1, [0] * 6, None, [0] * 7, None, 0,
+        return triggered(runcontrols.on_control, "ctl-play.n_clicks", 1, [0] * 6, None, [0] * 7, None, 0,
                          "shared", store, "v1", "default", "", None, 0, secret)
 
 
@@ -86,7 +87,7 @@ def test_sign_out_revokes_only_this_tabs_credential(dash_app, locked):
     store, *_ = unlock(dash_app, TOKEN, ME)
     other, *_ = unlock(dash_app, TOKEN, ME)
     with _at(dash_app, ROOM):
-        out = triggered(dash_app.on_signout, "ctl-signout.n_clicks", 1, store)
+        out = triggered(runcontrols.on_signout, "ctl-signout.n_clicks", 1, store)
     assert out == (None, "Signed out: this tab's instructor credential is revoked.", "ctl-msg msg-ok", {"on": False})
     assert "locked by the instructor" in play(dash_app, store)[0]            # the old copy is dead
     assert "msg-ok" in play(dash_app, other)[1]
@@ -222,7 +223,7 @@ def test_a_room_behind_one_proxy_keeps_per_browser_budgets(dash_app, locked, mon
 
     def via_proxy(value, secret):
         with _at(dash_app, "127.0.0.1", {"X-Forwarded-For": ROOM}):
-            return triggered(dash_app.on_unlock, "ctl-unlock.n_clicks", 1, None, value, secret)
+            return triggered(runcontrols.on_unlock, "ctl-unlock.n_clicks", 1, None, value, secret)
     for _ in range(session.UNLOCK_PER_MIN + 1):
         via_proxy("typo", "T" * 32)
     assert "try again" in via_proxy(TOKEN, "T" * 32)[1]

@@ -11,13 +11,15 @@ from dash._utils import AttributeDict
 
 from test_callbacks import pages, wait_until  # noqa: F401 (fixture)
 
+from twin.ui import runcontrols
+
 
 def _reset(dash_app, scenario, deployment):
     """on_control after Apply & reset: (message, class, props set on other components)."""
     def run():
         context_value.set(AttributeDict(triggered_inputs=[{"prop_id": "ctl-reset.n_clicks", "value": 1}],
                                         updated_props={}))
-        out = dash_app.on_control(0, [0] * 6, None, [0] * 7, None, 1, "shared", None, "vtest", scenario,
+        out = runcontrols.on_control(0, [0] * 6, None, [0] * 7, None, 1, "shared", None, "vtest", scenario,
                                   deployment, None, 0, None)
         return (*out, context_value.get().updated_props)
     msg, cls, props = copy_context().run(run)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from twin.ui import runcontrols
 from twin.live import session
 from twin.live import tracestore
 from twin.workload import TRACES, TraceError, default_trace_path, load_trace, parse_trace_text
@@ -241,7 +242,7 @@ def test_a_failed_reset_or_twin_leaves_no_pin(reg):
 def test_fresh_browser_secrets_do_not_buy_more_uploads_from_one_address(dash_app, reg):
     def upload_from(addr: str, i: int):
         with dash_app.server.test_request_context("/", environ_base={"REMOTE_ADDR": addr}):
-            return triggered(dash_app.on_upload, "ctl-trace-upload.contents", _data_url(ROW % i), "t.jsonl", [],
+            return triggered(runcontrols.on_upload, "ctl-trace-upload.contents", _data_url(ROW % i), "t.jsonl", [],
                              secrets.token_hex(16))
     outs = [upload_from("10.0.0.7", i) for i in range(16)]       # the audit's 16 secrets in 0.2 s
     assert "msg-error" in outs[-1][4]

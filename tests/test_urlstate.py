@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dash import no_update
 
+from twin.ui import runcontrols
 from twin.live import session
 from twin.ui import urlstate
 
@@ -15,7 +16,7 @@ SECRET = "A" * 32
 
 def _open(dash_app, search, done=None, choice="shared", token=None):
     """on_url as Dash calls it: (message, class, query applied, twin viewed, confirm style, pending link)."""
-    return triggered(dash_app.on_url, "url.search", search, done, choice, token, "v1", SECRET)
+    return triggered(runcontrols.on_url, "url.search", search, done, choice, token, "v1", SECRET)
 
 
 def test_parse_keeps_the_run_fields_only():
@@ -69,11 +70,11 @@ def test_a_link_changes_the_shared_twin_only_when_the_instructor_confirms(dash_a
         assert key is no_update and pending == search and style == {} and done == search
         assert "change the shared twin for everyone" in msg and "scenario bursty-chat" in msg
         assert reg.sandboxes() == [] and shared.run == 0 and shared.speed == 1.0
-        msg, cls, style, pending = triggered(dash_app.on_url_confirm, "ctl-url-apply.n_clicks", 1, search, token,
+        msg, cls, style, pending = triggered(runcontrols.on_url_confirm, "ctl-url-apply.n_clicks", 1, search, token,
                                              "v1", SECRET)
         assert "msg-ok" in cls and msg.endswith("— applied to the shared twin") and style == {"display": "none"}
         assert wait_until(lambda: shared.run == 1) and shared.params.scenario == "bursty-chat" and shared.speed == 50.0
-        msg, cls, *_ = triggered(dash_app.on_url_confirm, "ctl-url-apply.n_clicks", 2, search, None, "v1", SECRET)
+        msg, cls, *_ = triggered(runcontrols.on_url_confirm, "ctl-url-apply.n_clicks", 2, search, None, "v1", SECRET)
         assert "msg-error" in cls and "locked by the instructor" in msg          # no credential: refused
     finally:
         reg.shutdown()
@@ -99,7 +100,7 @@ def test_copy_link_captures_the_current_run(dash_app, twin_registry):
     assert wait_until(lambda: tw.run == 1)
     tw.control("load", 0.75)
     tw.control("speed", 20)
-    url = triggered(dash_app.on_copy_link, "ctl-link.n_clicks", 1, "http://h:8050/traffic?x=1", "/traffic",
+    url = triggered(runcontrols.on_copy_link, "ctl-link.n_clicks", 1, "http://h:8050/traffic?x=1", "/traffic",
                     "shared")
     assert url == "http://h:8050/traffic?scenario=bursty-chat&seed=3&speed=20&load=75&lang=en"
     assert urlstate.parse(url.split("?", 1)[1]) == {"scenario": "bursty-chat", "seed": "3", "speed": "20", "load": "75"}
