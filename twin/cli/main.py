@@ -20,7 +20,7 @@ from twin.cli.explore import add_explore_commands
 from twin.cli.faults import add_faults_command
 from twin.predict.comm import KERNELS
 from twin.predict.perf import PerfModel, economics
-from twin.predict.roofline import SUPERNODE_KERNELS
+from twin.predict.operators import SUPERNODE_KERNELS
 from twin.cli.region import add_region_command
 from twin.cli.serve import add_serve_commands
 from twin.topology import topology_summary
