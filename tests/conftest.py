@@ -74,6 +74,16 @@ def dash_app():
 
 
 @pytest.fixture
+def idle_pool(monkeypatch):
+    """A job pool that queues but starts nothing (no supervisor): what a page submits stays queued."""
+    from twin.live import jobs
+    pool = jobs.JobPool()
+    monkeypatch.setattr(pool, "_start_supervisor", lambda: None)
+    monkeypatch.setattr(jobs, "_pool", pool)
+    return pool
+
+
+@pytest.fixture
 def twin_registry(dash_app):
     """A fresh session registry with a fast loop; its twins are stopped afterwards."""
     from twin.live import session

@@ -25,15 +25,6 @@ def report():
     return rep
 
 
-@pytest.fixture
-def idle_pool(monkeypatch):
-    """A job pool that queues but starts nothing: what on_start submits stays queued."""
-    pool = jobs.JobPool()
-    monkeypatch.setattr(pool, "_start_supervisor", lambda: None)
-    monkeypatch.setattr(jobs, "_pool", pool)
-    return pool
-
-
 def test_doubling_a_model_doubles_its_load_only_and_keeps_the_catalog_day():
     day = maasjob.day_for("maas-day", 90, "kimi-k2", 3)
     base = load_day("maas-day")

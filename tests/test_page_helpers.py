@@ -1,22 +1,12 @@
 """The two helpers every page's callbacks share: twin.ui.jobform (a background job: start, follow,
 cancel, its progress and its end) and twin.ui.command (a command: who acts, a refusal, the send and
 its answer), called as the pages call them."""
-import pytest
 from dash import no_update
 
 from twin.live import jobs
 from twin.ui import command, jobform
 
 SECRET = "h" * 32
-
-
-@pytest.fixture
-def idle_pool(monkeypatch):
-    """A job pool that queues but starts nothing (no supervisor)."""
-    pool = jobs.JobPool()
-    monkeypatch.setattr(pool, "_start_supervisor", lambda: None)
-    monkeypatch.setattr(jobs, "_pool", pool)
-    return pool
 
 
 def _queue(viewer, addr=None) -> dict:

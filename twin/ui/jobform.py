@@ -51,14 +51,6 @@ def refusal(exc) -> tuple[str, str]:
     return " ".join(explain(exc).split())[:MAX_MESSAGE], "ctl-msg msg-error"
 
 
-def cancel(store, secret, cancelled: str, none: str) -> tuple[str, str]:
-    """(message, class) of pressing Cancel: `cancelled` if this browser's queued or running job was
-    cancelled, else `none` (no such job of this browser)."""
-    if jobs.pool().cancel(job_id(store), viewer(secret)):
-        return cancelled, "ctl-msg msg-ok"
-    return none, "ctl-msg msg-error"
-
-
 def progress(job: dict, counted: str) -> tuple[str, str, str]:
     """(bar value, bar max, text) of a job's progress bar: its place in the queue while queued;
     `counted` ("3 of 8 runs") and the CPU it used while running; `counted` once it ended."""
@@ -80,3 +72,11 @@ def ended(job: dict, cancelled: str, failed: str) -> tuple[str, str]:
     if job["state"] == "cancelled":
         return cancelled, "ctl-msg msg-ok"
     return failed % {"why": explain(job["message"])}, "ctl-msg msg-error"
+
+
+def cancel(store, secret, cancelled: str, none: str) -> tuple[str, str]:
+    """(message, class) of pressing Cancel: `cancelled` if this browser's queued or running job was
+    cancelled, else `none` (no such job of this browser)."""
+    if jobs.pool().cancel(job_id(store), viewer(secret)):
+        return cancelled, "ctl-msg msg-ok"
+    return none, "ctl-msg msg-error"
