@@ -21,6 +21,7 @@ from twin import i18n
 from twin import lessons
 from twin.live import session
 
+from twin.ui import command
 from twin.ui import components
 from twin.ui import guard
 from twin.ui import theme
@@ -305,7 +306,7 @@ def lecturer(_reveal, _csv, _end, token):
             room.end(tw, cred)
             return _("You stopped leading; followers stay where they are."), "ctl-msg msg-ok", {"on": False}, no_update
     except session.ControlError as exc:
-        return _("Not applied: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", no_update, no_update
+        return *command.refused(exc), no_update, no_update
     return no_update, no_update, no_update, no_update
 
 
