@@ -33,6 +33,7 @@ def test_a_refused_form_reads_as_one_bounded_line_and_starts_nothing(dash_app, i
     store, msg, cls, tick = jobform.start(refuse, (), SECRET, "queued")
     assert store is no_update and tick is no_update and cls == "ctl-msg msg-error"
     assert msg.startswith("Seeds: allowed 1 to 5 x") and len(msg) == jobform.MAX_MESSAGE
+    assert jobform.refusal(ValueError("Day:\n allowed  30 to 600")) == ("Day: allowed 30 to 600", "ctl-msg msg-error")
 
 
 JOB = {"total": 8, "done": 3, "position": 2, "wait_s": 1234.4, "cost_s": 56.0, "cpu_s": 7.6, "ceiling_s": 90.0,
