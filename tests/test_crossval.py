@@ -109,3 +109,25 @@ def test_small_samples_have_a_floor_and_coverage_leaves_the_row_out():
     # row b is judged against the band without it (10%, floor): outside; a against 12%: inside
     c = crossval.coverage(cv)
     assert (c["held_out"], c["inside"], c["outside"]) == (2, 1, ["b"])
+
+
+def test_ems_reuse_has_its_own_band_and_its_rows_count_in_coverage():
+    # issue 38: a prefill figure with EMS reuse is banded by the context-caching TTFT rows (nothing
+    # fitted to them), never by the unidentified calibration source; each row is judged without itself
+    ems = [{"source": "ref 3 context caching, TTFT", "row": "ms", "deployment": PAPER_DEP, "error_pct": 10.7},
+           {"source": "ref 3 context caching, TTFT", "row": "share", "deployment": PAPER_DEP, "error_pct": -4.9}]
+    cv = {"transfer": [], "validation": ems + [{"source": "ref G 1", "row": "x", "deployment": "sglang-h100",
+                                                "error_pct": 30.0}]}
+    pct, basis = crossval.ems_band(cv)
+    assert pct == 10.7 and basis == ("EMS reuse: ref 3 context-caching TTFT rows, nothing fitted to them "
+                                     "(2 rows)")
+    assert crossval.ems_band(cv, leave="ms")[0] == 10.0            # the other row, floored
+    c = crossval.coverage(cv)
+    assert (c["held_out"], c["inside"], c["outside"]) == (2, 1, ["ms"])
+    from twin.predict.validate import prefill_point
+    b = crossval.band("prefill", PAPER_DEP, "prefill", prefill_point(reuse=0.9))
+    assert b["label"] == "calibration" and b["band_basis"].startswith("EMS reuse: ref 3 context-caching")
+    assert crossval.band("prefill", PAPER_DEP, "prefill", prefill_point())["band_basis"].startswith("CloudMatrix")
+
+
+PAPER_DEP = "cloudmatrix-infer-paper"
