@@ -8,7 +8,9 @@ PORT ?= 8050
 SERVE_PORT ?= 8060
 
 # Tests: `make test` is every test but the timing ones (no test there depends on the machine's load);
-# `make unit` leaves out the browser (e2e) and slow ones too; `make timing` runs the wall-clock and CPU checks.
+# `make unit` leaves out the browser (e2e) and slow ones too; `make timing` runs the wall-clock and CPU checks,
+# alone in one process. JOBS: pytest-xdist workers (`logical`: one per CPU; JOBS=0 runs in this process).
+JOBS ?= logical
 .PHONY: run room test docs unit timing bench bench-ui bench-room bench-serve prom-check screenshots validate chromium prometheus clean
 
 $(BIN)/python:
@@ -44,13 +46,13 @@ room: $(STAMP)
 	$(BIN)/python -m twin.cli.room --host 0.0.0.0 --port $(PORT)
 
 test: $(STAMP) chromium prometheus
-	$(BIN)/python -m pytest -q -m "not timing"
+	$(BIN)/python -m pytest -q -n $(JOBS) -m "not timing"
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not e2e and not slow and not timing"
+	$(BIN)/python -m pytest -q -n $(JOBS) -m "not e2e and not slow and not timing"
 
 timing: $(STAMP)
 	$(BIN)/python -m pytest -q -m timing
@@ -67,13 +69,15 @@ bench-ui: $(STAMP) chromium
 bench-room: $(STAMP)
 	$(BIN)/python -m twin.cli.attack --minutes 3
 
-# AIPerf in an environment of its own under .bench/, against a local
-# `twin serve` at 10, 50 and 100 streams: client vs twin TTFT, ITL and throughput (docs/serve.md)
+# AIPerf and GuideLLM in environments of their own under .bench/, against a local
+# `twin serve` at 10, 50 and 100 streams: client vs twin TTFT, ITL, throughput and token counts (docs/serve.md)
 TOKENIZER ?= twin/serve/tokenizer
 BENCH := .bench
 bench-serve: $(STAMP)
 	@test -x $(BENCH)/aiperf/bin/aiperf || { rm -rf $(BENCH)/aiperf && $(PY) -m venv $(BENCH)/aiperf \
 	  && $(BENCH)/aiperf/bin/pip install --disable-pip-version-check -q aiperf==0.13.0; }
+	@test -x $(BENCH)/guidellm/bin/guidellm || { rm -rf $(BENCH)/guidellm && $(PY) -m venv $(BENCH)/guidellm \
+	  && $(BENCH)/guidellm/bin/pip install --disable-pip-version-check -q guidellm==0.8.1; }
 	$(BIN)/python -m twin.cli.bench_serve --tokenizer $(TOKENIZER)
 
 # a real Prometheus scrapes a live `twin serve` under a short load; every expression of the kept vLLM

@@ -39,7 +39,7 @@ from twin.ui import teach
 from twin.ui import urlstate
 from twin.ui.errors import explain
 from twin.ui.lang import _, request_lang
-from twin.ui.polling import BEAT, TICKET, shell_stores, shell_tick, twin_for
+from twin.ui.polling import BEAT, TICKET, current_beat, shell_stores, shell_tick, twin_for
 
 MAX_BODY_BYTES = 4 * 1024 * 1024     # a request body; the largest is a trace upload (2 MB, base64)
 ERROR_LINES_PER_MIN = 20             # log lines a minute for requests refused or failed; the rest are counted
@@ -203,18 +203,16 @@ class QuietHandler(WSGIRequestHandler):
     def version_string(self) -> str:
         return SERVER_NAME
 
-# pages reached from the "More" menu, so the top bar stays one row at 1440 px in English and Chinese
-MORE_PAGES = ("/validation", "/explorer", "/region", "/compare", "/cloud", "/glossary")
-
-
 def _nav() -> html.Nav:
     pages = [p for p in sorted(dash.page_registry.values(), key=lambda p: p.get("order", 99)) if p.get("nav", True)]
     link = lambda p: dcc.Link(_(p["name"]), href=p["relative_path"], className="nav-link",
                               id={"type": "nav", "index": p["path"]})
-    more = [link(p) for p in pages if p["path"] in MORE_PAGES]
+    # pages registered with menu="more" are reached from the "More" menu, so the top bar stays one
+    # row at 1440 px in English and Chinese
+    more = [link(p) for p in pages if p.get("menu") == "more"]
     menu = html.Div([html.Span(_("More") + " ▾", className="nav-link nav-more-btn", tabIndex="0"),
                      html.Div(more, className="nav-menu")], className="nav-more") if more else None
-    return html.Nav([link(p) for p in pages if p["path"] not in MORE_PAGES] + [menu], className="nav")
+    return html.Nav([link(p) for p in pages if p.get("menu") != "more"] + [menu], className="nav")
 
 
 def serve_layout():
@@ -524,11 +522,18 @@ def on_upload(contents, filename, options, secret):
 def on_tick(_n, choice, _msg, token, last):
     """The app's one clock: the status of the twin this tab views (the only writer of shell-status),
     and the beat every page's live callback runs on (sent only when the twin has news) to the page
-    shown. A control's message refreshes the status at once."""
+    shown. A control's message refreshes the status at once. A page that just mounted (no trigger:
+    Dash calls this for the page's new beat store, and holds the page's own first call until this
+    one answers) gets the current beat even when the twin has no news: a paused twin used to leave a
+    page that a follower or "Open page" reached drawing "waiting for the twin" (issue 36)."""
+    unlocked = guard.unlocked(token)
     status, beat = shell_tick(choice, guard.store(last) or None, action=ctx.triggered_id == "ctl-msg",
-                              unlocked=guard.unlocked(token))
+                              unlocked=unlocked)
     shown = len(ctx.outputs_list[2]) if ctx.outputs_list else 0     # the page's beat store, if any
-    return status, beat, [beat] * shown
+    page = beat
+    if beat is no_update and ctx.triggered_id is None and shown:
+        page = current_beat(choice, unlocked)
+    return status, beat, [page] * shown
 
 
 # Status strip, lock state and the shared-action log are drawn in the browser from the small

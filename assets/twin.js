@@ -70,7 +70,7 @@
         }
         var T = st.text || {};                  // the words in the viewer's language (twin.ui.polling)
         window.twinFacts = {scenario: st.scenario, deployment: st.deployment, seed: st.seed,   // export.js
-                            sim_time: st.sim_time, text: T};
+                            sim_time: st.sim_time, text: T, run: st.run, paused: st.paused};   // twin.cli.lecture
         var w = function (k, en) { return T[k] || en; };
         var unlocked = token && token.ok;
         var locked = !!(st.locked && st.shared && !unlocked);

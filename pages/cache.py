@@ -13,7 +13,8 @@ from twin.ui.polling import Tick, page_stores, page_tick
 from twin.ui import lang
 from twin.ui.lang import N_, _
 
-dash.register_page(__name__, path="/cache", name=N_("Cache"), title=lang.title("Cache"), order=3)
+dash.register_page(__name__, path="/cache", name=N_("Cache"), title=lang.title("Cache"),
+                   order=3, live=("ca-cursor", "#ca-dram"))
 
 P = "ca"
 

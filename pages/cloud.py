@@ -30,7 +30,8 @@ from twin.ui.errors import explain
 from twin.ui.lang import N_, _
 from twin.ui.polling import Tick, beat_id, page_stores, page_tick, twin_for
 
-dash.register_page(__name__, path="/cloud", name=N_("Cloud"), title=lang.title("Cloud"), order=9)
+dash.register_page(__name__, path="/cloud", name=N_("Cloud"), title=lang.title("Cloud"), order=9,
+                   menu="more", shots=(("cloud", "/cloud?scenario=copool-day"),))
 
 P = "cl"
 DAY_MIN_S, DAY_MAX_S, DAY_DEFAULT_S = 30, 600, 600  # simulated seconds standing for 24 h; the default is

@@ -21,7 +21,7 @@ from twin.ui import theme
 from twin.ui.errors import explain
 from twin.ui.lang import N_, _
 
-dash.register_page(__name__, path="/compare", name=N_("Compare"), title=lang.title("Compare"), order=8)
+dash.register_page(__name__, path="/compare", name=N_("Compare"), title=lang.title("Compare"), order=8, menu="more")
 
 P = "cmp"
 TPOT_SLO_MS = 50.0      # the paper's decode SLO (reference section 4)

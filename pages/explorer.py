@@ -24,7 +24,7 @@ from twin.ui import theme
 from twin.ui.errors import explain
 from twin.ui.lang import N_, _, request_lang
 
-dash.register_page(__name__, path="/explorer", name=N_("Explorer"), title=lang.title("Explorer"), order=7)
+dash.register_page(__name__, path="/explorer", name=N_("Explorer"), title=lang.title("Explorer"), order=7, menu="more")
 
 P = "ex"
 TICK_MS = 1000

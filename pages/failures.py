@@ -33,7 +33,12 @@ from twin.ui import lang
 from twin.ui.errors import explain
 from twin.ui.lang import N_, _
 
-dash.register_page(__name__, path="/failures", name=N_("Failures"), title=lang.title("Failures"), order=6)
+dash.register_page(__name__, path="/failures", name=N_("Failures"), title=lang.title("Failures"), order=6,
+                   live=("fl-cursor", "#fl-table"),
+                   # a demo replayed past its recovery; a gray fault: detected, mitigated, the die still
+                   # slow, and its node drawn with the slow die
+                   shots=(("failures", "/failures", "node-power-loss"), ("failures-gray", "/failures", "one-slow-die"),
+                          ("topology-gray", "/topology?view=n36")))
 
 P = faultconsole.P
 CHARTS = faultconsole.CHARTS

@@ -11,7 +11,8 @@ from twin.ui import teach
 from twin.ui import lang as ui_lang
 from twin.ui.lang import N_
 
-dash.register_page(__name__, path="/glossary", name=N_("Glossary"), title=ui_lang.title("Glossary"), order=11)
+dash.register_page(__name__, path="/glossary", name=N_("Glossary"), title=ui_lang.title("Glossary"),
+                   order=11, menu="more")
 
 
 def layout(lang=None, **_kwargs):

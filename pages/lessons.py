@@ -33,14 +33,18 @@ P = "lesson"
 STEP_MINUTES = 5          # planned minutes of a lesson step that no class plan times (assumption)
 TL_MSG = {"type": f"{P}-tlmsg", "index": "timeline"}    # pattern ids: callbacks of parts a view may lack
 LEAD = {"type": f"{P}-lead", "index": "lead"}
+HIDE = {"display": "none"}
+
+
+def lecturer_only(part: str, child) -> html.Div:
+    """A lecturer's part of the page (Lead the class, the step's action, the timeline), drawn hidden:
+    `lecturer_parts` shows it to a tab that may use it, never to a student (issue 36)."""
+    return html.Div(child, id={"type": f"{P}-lecturer", "index": part}, style=HIDE, className="lesson-lecturer")
 
 
 def page_names(_) -> dict[str, str]:
-    """The pages a lesson can open, named in the viewer's language."""
-    return {"/": _("Overview"), "/topology": _("Topology"), "/traffic": _("Traffic"), "/cache": _("Cache"),
-            "/tradeoffs": _("Trade-offs"), "/validation": _("Validation"), "/failures": _("Failures"),
-            "/explorer": _("Explorer"), "/lessons": _("Lessons"), "/glossary": _("Glossary"),
-            "/cloud": _("Cloud")}
+    """The pages a lesson can open (every registered page), named in the viewer's language."""
+    return {p["path"]: _(p["name"]) for p in dash.page_registry.values()}
 
 
 def target_page(action: lessons.Action) -> str:
@@ -134,12 +138,12 @@ def _step_view(les: lessons.Lesson, n: int, lang: str, pl: lessons.Plan | None =
         dcc.Link(_("Next step →"), href=href(rows[at + 1]), className="btn btn-small") if at + 1 < len(rows) else end,
     ], className="lesson-nav")
     return [
-        components.page_header(_(les.title), _(les.summary), html.Div([nav, lead_button(_)])),
+        components.page_header(_(les.title), _(les.summary), html.Div([nav, lecturer_only("lead", lead_button(_))])),
         block("lesson-goal", _("Goal"), html.P(_(s.goal))),
         block("lesson-predict", _("Predict first"), html.P(_(s.predict))),
         block("lesson-action", _("Do it"), html.Div([
-            html.Button(describe(s.action, _), id={"type": f"{P}-act", "index": f"{les.id}/{n}"},
-                        className="btn btn-primary lesson-act", n_clicks=0),
+            lecturer_only("act", html.Button(describe(s.action, _), id={"type": f"{P}-act", "index": f"{les.id}/{n}"},
+                                             className="btn btn-primary lesson-act", n_clicks=0)),
             dcc.Link(_("Open %(page)s without acting") % {"page": page_names(_).get(target_page(s.action),
                                                                                  target_page(s.action))},
                      href=target_page(s.action), className="btn btn-small lesson-open",
@@ -150,7 +154,7 @@ def _step_view(les: lessons.Lesson, n: int, lang: str, pl: lessons.Plan | None =
                 "speed": f"{s.screen.speed:g}", "warm": f"{s.screen.warmup_s:g}"}, className="muted lesson-hint"),
         ])),
         block("lesson-notice", _("What to notice"), html.P(_(s.notice))),
-        timeline(rows, (les.id, n), _, plan),
+        lecturer_only("timeline", timeline(rows, (les.id, n), _, plan)),
         html.Details([
             html.Summary(_("Show the measured answer"), className="summary-title"),
             html.P(answer_text(s, lang), id=f"{P}-answer"),
@@ -234,8 +238,8 @@ def _plan_view(pl: lessons.Plan, lang: str) -> list:
         components.page_header(_(pl.title), _(pl.summary), html.Div([
             dcc.Link(_("Start: step 1"), href=teach.lesson_href(first[0].id, first[1], plan=pl.id),
                      className="btn btn-small"),
-            lead_button(_)])),
-        timeline(rows, None, _, pl.id),
+            lecturer_only("lead", lead_button(_))])),
+        lecturer_only("timeline", timeline(rows, None, _, pl.id)),
     ]
 
 
@@ -406,6 +410,35 @@ def go(clicks, choice, token, viewer, secret):
     return (*say(_("Applied: %(what)s; the twin pauses at %(sim)s simulated s") % {
         "what": eventtext.said(ticket.said), "sim": f"{sc.warmup_s:g}"}, "ctl-msg msg-ok"), {"lesson": les.id, "step": n},
         teach.lesson_href(les.id, n, plan=plan))
+
+
+def may_lead(token) -> bool:
+    """Whether this tab may lead the class: a credential the shared twin accepts (anyone's when unlocked)."""
+    return session.sessions().shared().authorized(guard.credential(token))
+
+
+def may_act(token, choice, secret) -> bool:
+    """Whether this tab may send a step's action and the timeline's Go to the twin it views: the
+    shared twin with `may_lead`, or a private sandbox this browser owns."""
+    tw, _note = twin_for(choice)
+    if tw.shared:
+        return may_lead(token)
+    return tw.owner == guard.client(secret)[0]
+
+
+@dash.callback(
+    Output({"type": f"{P}-lecturer", "index": ALL}, "style"),
+    Input({"type": f"{P}-lecturer", "index": ALL}, "id"), Input("ctl-token", "data"), Input("ctl-twin", "data"),
+    Input("class-follow", "data"), State("ctl-secret", "data"),
+)
+def lecturer_parts(ids, token, choice, follow, secret):
+    """Show the lecturer's parts only to a tab that may use them and does not follow the class: a
+    student sees the step, not Lead, Go or the action (it used to, and got refusals when pressing them)."""
+    ids = ids if isinstance(ids, list) else []
+    if classbar.on(follow):
+        return [HIDE] * len(ids)
+    lead, act = may_lead(token), may_act(token, choice, secret)
+    return [{} if (lead if isinstance(i, dict) and i.get("index") == "lead" else act) else HIDE for i in ids]
 
 
 @dash.callback(

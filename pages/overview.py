@@ -16,7 +16,8 @@ from twin.ui.polling import Tick, page_stores, page_tick
 from twin.ui import lang
 from twin.ui.lang import N_, _
 
-dash.register_page(__name__, path="/", name=N_("Overview"), title=lang.title("Overview"), order=0)
+dash.register_page(__name__, path="/", name=N_("Overview"), title=lang.title("Overview"),
+                   order=0, live=("ov-cursor", "#ov-out-tps"))
 
 P = "ov"
 

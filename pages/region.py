@@ -19,7 +19,9 @@ from twin.ui import components, figures, guard, jobform, lang, theme
 from twin.ui.errors import explain
 from twin.ui.lang import N_, _, unit
 
-dash.register_page(__name__, path="/region", name=N_("Region"), title=lang.title("Region"), order=7.5)
+dash.register_page(__name__, path="/region", name=N_("Region"), title=lang.title("Region"), order=7.5,
+                   menu="more",
+                   shots=())     # its shot shows a finished job: the browser test's (test-artifacts/e2e)
 
 P = "rg"
 TICK_MS = 1000

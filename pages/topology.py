@@ -22,7 +22,9 @@ from twin.ui.polling import Tick, page_stores, page_tick, twin_for
 from twin.ui import lang
 from twin.ui.lang import N_, _
 
-dash.register_page(__name__, path="/topology", name=N_("Topology"), title=lang.title("Topology"), order=1)
+dash.register_page(__name__, path="/topology", name=N_("Topology"), title=lang.title("Topology"), order=1,
+                   live=("topo-cursor", "#topo-crumbs"),
+                   shots=(("topology", "/topology"), ("topology-node", "/topology?view=n05")))
 
 P = "topo"
 HINT = N_("Click an element to see its live numbers.")

@@ -15,7 +15,7 @@ from twin.ui import lang
 from twin.ui.lang import N_, _
 
 dash.register_page(__name__, path="/tradeoffs", name=N_("Trade-offs"), title=lang.title("Trade-offs"),
-                   order=4)
+                   order=4, live=("to-cursor", "#to-answer"))
 
 P = "to"
 FIRST_SLO = 50          # the slider before the first tick sets the viewed deployment's own SLO
@@ -87,10 +87,13 @@ def _kv(v) -> int:
 @dash.callback(
     Output(f"{P}-fig", "figure"),
     Output(f"{P}-answer", "children"),
-    inputs={"slo": Input(f"{P}-slo", "value"), "kv": Input(f"{P}-kv", "value"), "dep": State(f"{P}-dep", "data")},
+    inputs={"slo": Input(f"{P}-slo", "value"), "kv": Input(f"{P}-kv", "value"), "dep": State(f"{P}-dep", "data"),
+            "choice": State("ctl-twin", "data")},
 )
-def on_slo(slo, kv, dep):
-    """Move the SLO line and the best-batch marker; recompute the curve for another context length."""
+def on_slo(slo, kv, dep, choice=None):
+    """Move the SLO line and the best-batch marker; recompute the curve for another context length,
+    with the running twin's points on it (a paused twin sends no tick to put them back: the live point
+    a lesson's answer refers to used to vanish when the slider or this first draw came after the tick)."""
     dep = _dep(dep)
     if dep is None:               # the first tick has not drawn the viewer's deployment yet
         return no_update, no_update
@@ -99,7 +102,15 @@ def on_slo(slo, kv, dep):
         return no_update, [html.Div(_("TPOT SLO: allowed %(lo)s to %(hi)s ms") % {"lo": tradeoffs.SLO_MIN, "hi": tradeoffs.SLO_MAX},
                                    className="msg-error")]
     kv = _kv(kv)
-    return tradeoffs.figure(dep, kv, slo), _answer(dep, slo, kv)
+    return tradeoffs.figure(dep, kv, slo, _trail(choice, dep)), _answer(dep, slo, kv)
+
+
+def _trail(choice, dep: str) -> tuple[list, list]:
+    """The viewed twin's recent points if it runs `dep` (else none: another deployment's curve)."""
+    snap = twin_for(choice)[0].snapshot
+    if snap is None or snap.deployment != dep:
+        return [], []
+    return tradeoffs.trail_from(getattr(snap, "history", None))
 
 
 @dash.callback(Output(f"{P}-csv-dl", "data"), Input(f"{P}-csv", "n_clicks"),
@@ -113,8 +124,7 @@ def download_csv(_clicks, dep, slo, kv, choice):
         return no_update
     slo = guard.number(slo)
     slo = slo if slo is not None and tradeoffs.SLO_MIN <= slo <= tradeoffs.SLO_MAX else tradeoffs.default_slo(dep)
-    trail = tradeoffs.trail_from(getattr(snap, "history", None)) if snap is not None and snap.deployment == dep else ([], [])
-    return dcc.send_string(tradeoffs.csv_text(dep, _kv(kv), slo, trail), f"tradeoffs-{dep}.csv")
+    return dcc.send_string(tradeoffs.csv_text(dep, _kv(kv), slo, _trail(choice, dep)), f"tradeoffs-{dep}.csv")
 
 
 @page_tick(P, {

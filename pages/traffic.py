@@ -16,7 +16,8 @@ from twin.ui.polling import Tick, page_stores, page_tick
 from twin.ui import lang
 from twin.ui.lang import N_, _
 
-dash.register_page(__name__, path="/traffic", name=N_("Traffic"), title=lang.title("Traffic"), order=2)
+dash.register_page(__name__, path="/traffic", name=N_("Traffic"), title=lang.title("Traffic"),
+                   order=2, live=("tr-cursor", "#tr-now"))
 
 P = "tr"
 STRIPS = ("scaleup", "rdma", "vpc")

@@ -18,7 +18,7 @@ from twin.ui.lang import N_, _
 LABELS = (N_("calibrated"), N_("model"), N_("validated"), N_("prediction"), N_("calibration"), N_("validation"))
 
 dash.register_page(__name__, path="/validation", name=N_("Validation"), title=lang.title("Validation"),
-                   order=5)
+                   order=5, live=(None, "#va-summary"), menu="more")
 
 P = "va"
 

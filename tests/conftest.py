@@ -32,6 +32,38 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "e2e: end-to-end tests in headless Chromium")
 
 
+BROWSER_GROUP = "browser"
+
+
+def _unit(nodeid: str) -> str:
+    """A test's work unit under pytest-xdist: its module, or one unit for every browser (test_e2e*) module."""
+    path = nodeid.split("::")[0]
+    return BROWSER_GROUP if Path(path).name.startswith("test_e2e") else path
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """With `--dist loadscope` (pytest.ini) a module is one work unit, so its module-scoped fixtures are
+    built once, and the browser modules are one unit more, so one worker holds the session's live
+    server and Chromium and no two browsers compete for the cores. (xdist 3.8's own `loadgroup` does
+    not group under pytest 9, which keeps a node's id in `_id`, not the `_nodeid` xdist rewrites.)"""
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Units(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+    return Units(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The browser unit and the modules with slow tests first (`--no-loadscope-reorder` keeps this
+    order): the longest units start while the other worker works through the short ones."""
+    slow = {_unit(i.nodeid) for i in items if i.get_closest_marker("slow")}
+    items.sort(key=lambda i: (_unit(i.nodeid) != BROWSER_GROUP, _unit(i.nodeid) not in slow))   # stable
+
+
 @pytest.fixture(scope="session")
 def dash_app():
     """The Dash app module (pages register on import, so import it before any page module)."""

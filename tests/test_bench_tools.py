@@ -8,6 +8,7 @@ from twin.cli.bench_turns import HERE, WARMUP_S, in_turns
 from twin.cli.fingerprint import fingerprint
 
 
+@pytest.mark.slow
 def test_a_checkout_against_itself_takes_turns_slice_by_slice():
     r = in_turns(str(HERE), "paper-decode", 3.0, slice_s=1.0)
     assert r["slices"] == 2 and r["timed_from_s"] == WARMUP_S        # 1..2 and 2..3 s, the first second a warm-up

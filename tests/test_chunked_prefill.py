@@ -1,4 +1,4 @@
-"""Chunked prefill (Scenario.prefill_chunk_tokens, twin.engine.pools.PrefillInstance): a dozen
+"""Chunked prefill (the "chunked-fifo" prefill batching policy, twin.engine.pools.PrefillInstance): a dozen
 whole-context prompts on the paper deployment's six prefill instances do not hold a short prompt's
 first token behind them; the long prompts still finish, with the same tokens made, and an abandoned
 request (External.abort) leaves the engine with nothing held. Times are the twin's (sim seconds)."""
@@ -17,7 +17,8 @@ LONG = 131_000
 
 
 def _run(chunk: int, abort: int | None = None, hand_over_at: float | None = None) -> tuple[dict, Engine, int | None]:
-    eng = Engine("default", seed=1, prefill_chunk_tokens=chunk)
+    eng = Engine("default", seed=1, policies={"prefill_batching": {"name": "chunked-fifo", "chunk_tokens": chunk}}
+                 if chunk else None)
     ext = External.attach(eng)
     for k in range(12):
         ext.inject(0.0, LONG, 2, np.arange(k * 300, k * 300 + 256) + (1 << 40), k)

@@ -12,15 +12,18 @@ import pytest
 
 from twin.live import classroom
 from twin import lessons
+from twin.live.actions import _Params
 from twin.live.controls import ControlError
 from twin.live.runner import Twin
 
 
 class FakeTwin:
-    """The shared twin as the classroom sees it: `require` (the instructor lock) and nothing else."""
+    """The shared twin as the classroom sees it: `require` (the instructor lock), and the run and
+    speed the class restores at its end (twin.live.lecture.restore), which never change here."""
 
     def __init__(self, locked: bool = False):
         self.locked = locked
+        self.params, self.speed, self.paused = _Params(), 1.0, False
 
     def require(self, credential, client=None):
         if self.locked and credential != "cred":
@@ -30,7 +33,7 @@ class FakeTwin:
 
 def test_every_lesson_step_asks_a_question_its_own_figures_answer():
     steps = [(les.id, i, s) for les in lessons.lessons() for i, s in enumerate(les.steps, 1)]
-    assert len(steps) == 18 and all(s.question for _l, _i, s in steps)
+    assert len(steps) == 19 and all(s.question for _l, _i, s in steps)
     by = {(lid, i): s for lid, i, s in steps}
     q = by[("prefill-decode", 1)].question
     assert q.kind == "number" and q.unit == "×"

@@ -31,6 +31,7 @@ def run(cloud):
     return data
 
 
+@pytest.mark.slow
 def test_the_comparison_ran_in_a_job_process_and_is_kept_for_this_browser_only(cloud, run):
     from twin.live import jobs
     job = cloud._job(run, SECRET)
@@ -105,12 +106,14 @@ def test_knobs_on_a_twin_without_a_co_pool_day_are_refused(cloud, twin_registry)
     assert cls == "ctl-msg msg-error" and "does not run a co-pool day; load scenario copool-day" in msg
 
 
+@pytest.mark.slow
 def test_a_comparison_runs_and_is_priced(cloud, run):
     table, *_ = cloud.on_show(run, list(PRICES), SECRET)
     assert set(_cells(table)) == {"copool", "dedicated", "inference-only"}
     assert _cells(table)["inference-only"][4] == "0"         # no training steps
 
 
+@pytest.mark.slow
 def test_each_figure_shows_its_interval_across_seeds_and_a_verdict(cloud, run):
     shown = cloud.on_show(run, list(PRICES), SECRET)[0]
     cells = _cells(shown)
@@ -157,6 +160,7 @@ def test_the_timeline_has_two_panels_and_its_switches_are_one_marker_trace(cloud
     assert len(panels) == 2 and all(len(axes) <= 2 for axes in panels.values()), panels
 
 
+@pytest.mark.slow
 def test_prices_reprice_without_a_rerun(cloud, run):
     cheap = _cells(cloud.on_show(run, [4e6, 4, 0.1, 1.3, 0.5], SECRET)[0])
     dear = _cells(cloud.on_show(run, [8e6, 4, 0.1, 1.3, 0.5], SECRET)[0])
@@ -173,6 +177,7 @@ def test_bad_run_inputs_get_a_message(cloud, day, knobs, message):
     assert data is no_update and cls == "ctl-msg msg-error" and message in msg
 
 
+@pytest.mark.slow
 def test_bad_prices_and_forged_stores(cloud, run):
     out = cloud.on_show(run, [8e6, 4, 0.1, 0.5, 0.5], SECRET)
     assert out[2] == "ctl-msg msg-error" and "prices.pue = 0.5" in out[1]

@@ -149,6 +149,7 @@ def test_every_variant_is_selectable_and_a_bad_one_is_refused(cmp):
         cmp.start_measure(["x" * 500], "viewer")
 
 
+@pytest.mark.slow
 def test_the_what_if_rows_show_the_engine_figures_and_say_what_they_support(cmp, measured):
     table, said, progress, off = cmp.beside_view(list(cmp.whatif.VARIANTS), None)
     rows = [[_text(td) for td in tr.children] for tr in _walk(table) if type(tr).__name__ == "Tr"][1:]

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from twin.engine.compiled import KERNELS, PLAIN
 from twin.cli.fingerprint import fingerprint
 
@@ -25,6 +27,7 @@ def test_every_kernel_is_compiled_here_and_listed():
     assert all(type(k).__name__ == "CPUDispatcher" for k in KERNELS)
 
 
+@pytest.mark.slow
 def test_plain_python_mode_fingerprints_equal_the_compiled_ones():
     code = ("import json; from twin.cli.fingerprint import fingerprint; from twin.engine.compiled import PLAIN, KERNELS; "
             f"print(json.dumps([PLAIN, len(KERNELS)] + [fingerprint(n, d, **kw) for n, d, kw in {RUNS!r}]))")
@@ -35,6 +38,7 @@ def test_plain_python_mode_fingerprints_equal_the_compiled_ones():
     assert prints == [fingerprint(n, d, **kw) for n, d, kw in RUNS]
 
 
+@pytest.mark.slow
 def test_kernel_equivalence_tests_pass_in_plain_mode():
     """The kernels' own reference tests (EMS index against a dict model, compiled passes against
     their Python references) run again with every kernel as Python."""

@@ -55,6 +55,17 @@ def test_the_audit_counts_timed_out_requests_and_a_finish_after_is_an_error():
     assert a["errors"]["finish_timed_out"] == 1 and a["conserved"] is False and t.finish[1] == 601.0
 
 
+def test_the_table_keeps_its_first_arrival_below_which_no_client_can_have_waited():
+    """Deadlines read no queue before first_arrival + deadline_s: the earliest arrival ever staged,
+    out of order or not, NaN ignored (no client hears anything before its request arrives)."""
+    t = RequestTable(capacity=4)
+    assert t.first_arrival == float("inf")
+    t.stage(np.array([3.0, 2.5, np.nan]), np.full(3, 100), np.full(3, 10))
+    t.admit(3)
+    t.add(np.array([7.0, 1.75]), np.full(2, 100), np.full(2, 10))
+    assert t.first_arrival == 1.75 and type(t.first_arrival) is float
+
+
 def test_a_request_queued_past_its_deadline_times_out_one_in_prefill_does_not(tmp_path):
     """Eight prompts of a whole batch budget at t = 0 over four prefill instances, 1.5 s a batch, a
     1 s deadline: the first on each instance is in prefill at 1 s and finishes at 1.5 s; the second
@@ -115,6 +126,7 @@ def test_a_request_sent_back_after_streaming_tokens_never_times_out(tmp_path):
     assert _conserved(eng)["timed_out"] == 1
 
 
+@pytest.mark.slow
 def test_normal_load_is_unchanged_by_a_deadline_it_never_reaches():
     """The paper deployment at 90% load for 120 s: no queue wait reaches 30 s, so every request
     row is the same as with no deadline to speak of."""
@@ -127,6 +139,7 @@ def test_normal_load_is_unchanged_by_a_deadline_it_never_reaches():
     assert rows[30.0].equals(rows[86_400.0])
 
 
+@pytest.mark.slow
 def test_under_the_largest_random_failure_rate_deadlines_shed_the_overload():
     """The default under random failures at RANDOM_MAX (from their own generator, so both runs meet
     the same faults) for 400 s, with an admission limit of 20,000 in flight so the window policy

@@ -26,7 +26,10 @@ def wait_live(pg) -> None:
 def pick(pg, dropdown: str, label: str) -> None:
     """Choose the option labelled `label` in a dcc.Dropdown, as a viewer does (open it, click it)."""
     pg.click(f"#{dropdown}")
-    pg.locator("[role=option]", has_text=re.compile(f"^{re.escape(label)}$")).click()
+    exact = re.compile(f"^{re.escape(label)}$")
+    ids = pg.locator(".dd-id", has_text=exact)          # a deployment's option: its id over its description
+    (pg.locator("[role=option]", has=ids) if dropdown == "ctl-deployment"
+     else pg.locator("[role=option]", has_text=exact)).click()
     wait_text(pg, f"#{dropdown}", f"^{re.escape(label)}$")
 
 
@@ -83,7 +86,8 @@ def test_a_gpu_cluster_is_drawn_and_named_on_every_page(browser_page, live_serve
         rdma = re.search(r"RDMA ([\d.,]+)(k?) GB/s", pg.inner_text("#tr-now"))
         assert rdma and float(rdma.group(1).replace(",", "")) > 0                   # not 0 GB/s any more
         wait_text(pg, "main", "Server-to-server traffic")
-        wait_text(pg, "main", "Expert all-to-all, NVLink \\+ RDMA")
+        wait_text(pg, "main", "NVLink: expert all-to-all inside a server")      # issue 36 (9): the header's two
+        wait_text(pg, "main", "RDMA: all-to-all between servers and KV transfers")   # figures, one chart each
         pg.wait_for_function("() => { const gd = document.querySelector('#tr-matrix .js-plotly-plot'); "
                              "return gd && gd.data && gd.data[0].z && gd.data[0].z.length === 18; }")
         pg.screenshot(path=str(artifacts / "cluster-traffic.png"), full_page=True)

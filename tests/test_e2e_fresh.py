@@ -1,5 +1,6 @@
 """Issue 36, item 5: four browsers opening at once on a freshly started server (a class arriving) see
-no console error. The first requests used to race Dash's first-request setup: some were answered
+no console error, on the page each opened and then on every other page, all four moving through
+them at the same time (in-app navigation, as the nav links and a following student move). The first requests used to race Dash's first-request setup: some were answered
 while it ran, with a Content-Security-Policy of 4 of the 5 inline-script hashes that was then cached
 for every response (a blocked script, "Cannot read properties of undefined (reading 'apply')")."""
 from __future__ import annotations
@@ -18,6 +19,11 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ("/", "/traffic", "/lessons", "/failures")       # one per browser, all requested at once
+EVERY = ("/", "/topology", "/traffic", "/cache", "/tradeoffs", "/failures", "/lessons", "/validation", "/explorer",
+         "/region", "/compare", "/cloud", "/glossary")     # every page of the nav, "More" included
+GO = ("(p) => { window.history.pushState({}, '', p); "
+      "window.dispatchEvent(new CustomEvent('_dashprivate_pushstate')); }")   # as dcc.Link navigates
+DRAWN = "(p) => location.pathname === p && !!document.querySelector('#_pages_content > *')"
 
 
 def _wait_for_port(port: int, proc, timeout_s: float = 90.0) -> None:
@@ -60,6 +66,15 @@ def test_four_browsers_at_once_on_a_fresh_server_see_no_console_error(chromium, 
             pg.wait_for_selector("#ctl-status-state.state-live", timeout=60_000)   # live, in any language
         pages[0].wait_for_timeout(2000)             # the first polls and clientside callbacks run
         assert {path: pg.errors for pg, path in zip(pages, PAGES)} == {path: [] for path in PAGES}
+        for k in range(1, len(EVERY)):              # then every page, the four browsers each on another one
+            tour = [EVERY[(EVERY.index(path) + k) % len(EVERY)] for path in PAGES]
+            for pg, path in zip(pages, tour):
+                pg.evaluate(GO, path)
+            for pg, path in zip(pages, tour):
+                pg.wait_for_function(DRAWN, arg=path)
+            pages[0].wait_for_timeout(1500)         # the page's first tick and its clientside callbacks
+        seen = {path: pg.errors for pg, path in zip(pages, PAGES)}
+        assert seen == {path: [] for path in PAGES}
     finally:
         for ctx in ctxs:
             ctx.close()

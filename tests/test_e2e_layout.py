@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 
 from test_e2e import wait_live
+from twin.cli import pagelist
 
 pytestmark = pytest.mark.e2e
 
-PAGES = ("/", "/topology", "/traffic", "/cache", "/tradeoffs", "/failures", "/lessons", "/validation",
-         "/explorer", "/region", "/compare", "/cloud", "/glossary")
+PAGES = pagelist.paths()      # every registered page
 SIZES = {"1440x900": (1440, 900), "390x844": (390, 844)}
 SLACK_PX = 2        # line boxes of adjacent lines may share a pixel or two (font ascent over line-height)
 

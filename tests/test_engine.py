@@ -27,6 +27,7 @@ def test_saturated_decode_matches_perf_model_within_3pct():
 
 
 @needs_trace
+@pytest.mark.slow
 def test_mooncake_unlimited_cache_reaches_ideal_hit_ratio():
     ideal = ideal_hit_ratio(load_trace(MOONCAKE))
     eng = Engine("mooncake-replay", cache_capacity="unlimited", speedup=4.0)
@@ -38,6 +39,7 @@ def test_mooncake_unlimited_cache_reaches_ideal_hit_ratio():
 
 
 @needs_trace
+@pytest.mark.slow
 def test_finite_cache_hits_less_and_more_capacity_never_less():
     ratios = []
     for cap in (2e11, 1e12, 4e12):
@@ -171,6 +173,7 @@ def test_saturated_prefill_and_context_cache_speedup():
     assert tput["paper-prefill-cache"] / tput["paper-prefill"] == pytest.approx(2.28, rel=0.10)
 
 
+@pytest.mark.slow
 def test_scenarios_listed_and_all_start():
     names = [s["name"] for s in list_scenarios()]
     assert {"default", "paper-decode", "paper-prefill", "mooncake-replay"} <= set(names)

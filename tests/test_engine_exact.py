@@ -89,7 +89,8 @@ def test_decode_batches_concurrent_sequences_in_one_step(tmp_path):
 class _RoundRobin(Placement):
     """A test policy: prefill instances in turn, whatever their load."""
 
-    def __init__(self):
+    def __init__(self, config=None):
+        super().__init__(config)
         self.n = 0
 
     def choose(self, instances):
@@ -122,6 +123,52 @@ def test_unknown_policy_and_predictor_names_are_refused_clearly():
         make("oracle", DEP)
     with pytest.raises(CatalogError, match=r"scheduling.kv_placement = 'nope': unknown \(allowed: least-loaded"):
         load_scenario("paper-decode", scheduling={"kv_placement": "nope"})
+
+
+@pytest.mark.parametrize("chunk, chunks", [(None, 1), (2048, 3), (2500, 2), (5000, 1)])
+def test_chunked_prefill_takes_one_prefill_step_per_chunk(tmp_path, chunk, chunks):
+    """A 5,000-token prompt under the chunked-fifo batcher: ceil(5000 / chunk_tokens) prefill steps of
+    0.25 s before its first token (the default batcher: one)."""
+    policies = {"prefill_batching": {"name": "chunked-fifo", "chunk_tokens": chunk}} if chunk else None
+    eng = run(tmp_path, [(0, 5000, 1)], until=2.0, policies=policies)
+    assert table(eng)["first_token"].tolist() == [pytest.approx(chunks * PREFILL_S, abs=EPS)]
+    assert eng.policies.prefill_batching.chunk_tokens == (chunk or 0)
+
+
+@pytest.mark.parametrize("slo_ms, together", [(None, True), (40, True), (30, False)])
+def test_slo_aware_admission_admits_only_what_keeps_the_step_within_the_tpot_slo(tmp_path, slo_ms, together):
+    """Eight 4-token answers whose KV lands at once (as in the batch test above). The decode step is
+    40 ms whatever the batch (constant predictor): under a 40 ms SLO (or the default fifo-kv-reserve)
+    all eight run together and finish after 3 steps; under 30 ms the step never fits, so an instance
+    takes a sequence only when empty: one at a time, each 3 steps after the one before."""
+    policies = {"decode_admission": {"name": "slo-tpot", "tpot_slo_ms": slo_ms}} if slo_ms else None
+    eng = run(tmp_path, [(0, 1000, 4)] * 8, until=3.0, policies=policies)
+    cap = eng.kv.flows.capacity
+    per_flow = min(min(cap[f"prefill-{i}"] for i in range(4)), cap["decode-0"] / 4)
+    land = PREFILL_S + 2 * 1000 * eng.kv_bytes / per_flow + eng.kv.latency_s
+    want = [land + 3 * DECODE_S * (1 if together else k + 1) for k in range(8)]
+    np.testing.assert_allclose(sorted(table(eng)["finish"]), want, atol=EPS)
+
+
+def test_policies_take_parameters_and_names_are_unique():
+    assert Policies.load({"decode_admission": {"name": "slo-tpot", "tpot_slo_ms": 30}}).decode_admission.config.tpot_slo_ms == 30.0
+    sc = load_scenario("paper-decode", scheduling={"prefill_batching": {"name": "chunked-fifo", "chunk_tokens": 4096}})
+    assert sc.scheduling.prefill_batching == {"name": "chunked-fifo", "chunk_tokens": 4096}
+    with pytest.raises(ValueError, match=r"scheduling.prefill_batching 'chunked-fifo': unknown parameter\(s\) chunk "
+                                         r"\(allowed: chunk_tokens\)"):
+        Policies.load({"prefill_batching": {"name": "chunked-fifo", "chunk": 4096}})
+    with pytest.raises(ValueError, match=r"chunk_tokens = 0: allowed 1 to 1048576"):
+        Policies.load({"prefill_batching": {"name": "chunked-fifo", "chunk_tokens": 0}})
+    with pytest.raises(ValueError, match=r"chunk_tokens = 'big' is not a number \(a whole number\)"):
+        Policies.load({"prefill_batching": {"name": "chunked-fifo", "chunk_tokens": "big"}})
+    with pytest.raises(ValueError, match=r"'fifo-kv-reserve': unknown parameter\(s\) x \(allowed: none\)"):
+        Policies.load({"decode_admission": {"name": "fifo-kv-reserve", "x": 1}})
+    with pytest.raises(CatalogError, match=r"tpot_slo_ms = 0.5: allowed 1 to 10000"):
+        load_scenario("paper-decode", scheduling={"decode_admission": {"name": "slo-tpot", "tpot_slo_ms": 0.5}})
+    with pytest.raises(ValueError, match=r"scheduling.placement policy 'least-queued-tokens' is already registered "
+                                         r"\(twin.engine.scheduling.placement.LeastQueuedTokens\); _RoundRobin needs another name"):
+        register(PLACEMENT, "least-queued-tokens")(_RoundRobin)
+    assert REGISTRY[PLACEMENT]["least-queued-tokens"].__name__ == "LeastQueuedTokens"
 
 
 def test_saturated_decode_steps_a_full_batch_every_step():

@@ -40,6 +40,43 @@ def test_the_clock_adapter_matches_the_installed_simpy():
     assert env.processed == 3
 
 
+def test_the_clocks_now_is_a_plain_attribute_that_keeps_simpys_time():
+    """Clock.step is SimPy's step setting `now` as a plain attribute (SimPy's is a property: a
+    Python call per read): the same times seen in callbacks and processes, run(until) stopping at
+    its time and resuming, an event's later callbacks kept across the stop, a failure raised."""
+    def trace(env) -> list:
+        seen = []
+
+        def proc():
+            for d in (0.2, 0.3, 0.0):
+                yield env.timeout(d)
+                seen.append(("proc", env.now))
+        env.process(proc())
+        stop = env.timeout(0.5)
+        stop.callbacks.append(lambda _: seen.append(("at stop", env.now)))
+        env.timeout(0.7).callbacks.append(lambda _: seen.append(("later", env.now)))
+        env.run(until=0.45)
+        seen.append(("until", env.now))
+        env.run(until=stop)
+        seen.append(("stopped", env.now))
+        env.run()
+        seen.append(("end", env.now))
+        bad = env.event()
+        bad.fail(ValueError("boom"))
+        try:
+            env.run()
+        except ValueError as e:
+            seen.append(("failed", str(e), env.now))
+        return seen
+
+    env = Clock()
+    assert "now" in vars(env) and env.now == 0.0
+    got = trace(env)
+    assert got == trace(simpy.Environment())
+    assert got == [("proc", 0.2), ("until", 0.45), ("at stop", 0.5), ("stopped", 0.5), ("proc", 0.5),
+                   ("proc", 0.5), ("later", 0.7), ("end", 0.7), ("failed", "boom", 0.7)]
+
+
 def test_kv_partition_check_follows_the_topology_version():
     """The cached partition check of a prefill -> decode pair is redone after any failure or
     repair (the topology's version moves), without waiting for network_changed()."""

@@ -12,6 +12,7 @@ from twin.predict.perf import PerfModel
 DEP = "cloudmatrix-infer-paper"
 
 
+@pytest.mark.slow
 def test_capacity_brackets_the_highest_rate_meeting_the_slos():
     out = capacity.capacity(capacity.Spec(DEP, "paper-decode"))
     ok = [p for p in out["probes"] if p["slo_attainment"] >= 0.99]

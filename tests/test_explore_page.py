@@ -82,7 +82,7 @@ def test_compare_page_lists_the_five_systems_and_downloads_them(dash_app):
     d = compare._compare()
     assert len(compare.table(d).children.children[1].children) == 5      # a scrolling wrapper around the table
     ep = compare.ep_figure(d)
-    assert [t["name"] for t in ep["data"]] == list(d["ep_sweep"])
+    assert [t["name"] for t in ep["data"]] == [compare.names(d)[k] for k in d["ep_sweep"]]   # catalog names (issue 36)
     assert ep["layout"]["xaxis"]["tickvals"] == (8, 16, 32, 64, 128, 320)     # no crowded minor labels on the log axis
     assert compare.on_csv(1)["filename"] == "compare.csv"
 

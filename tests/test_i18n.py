@@ -37,6 +37,7 @@ CONVERTED = (
     ("pages.cloud", {}),
     ("pages.explorer", {}),
     ("pages.region", {}),
+    ("pages.maas", {}),
 ) + tuple(("pages.lessons", {"lesson": les, "step": str(n)})
           for les, n in (("prefill-decode", 1), ("prefill-decode", 2), ("kv-cache", 1), ("kv-cache", 2),
                          ("expert-parallel", 1), ("expert-parallel", 2), ("pipelining", 1), ("pipelining", 2),

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
                  for p in (ROOT / "twin").rglob("*.py"))
@@ -29,6 +31,7 @@ def test_every_module_is_listed():
             "twin.engine.scheduling.base"} <= set(MODULES)
 
 
+@pytest.mark.slow
 def test_every_module_imports_alone():
     r = subprocess.run([sys.executable, "-c", EACH_ALONE, *MODULES], cwd=ROOT, capture_output=True,
                        text=True, timeout=900)

@@ -52,6 +52,7 @@ def test_seven_lessons_cover_the_topics_with_steps_and_measured_answers():
     assert lessons.get("supernode").steps[0].action.page == "/validation"
 
 
+@pytest.mark.slow
 def test_check_quick_every_fast_step_shows_its_answer_on_its_page():
     """Issue 23: every step not marked slow, driven on a live twin through Twin.control, shows on its
     page the figures its answer states (about 15 s on one core)."""

@@ -13,12 +13,12 @@ def test_the_shared_twin_trims_the_heap_every_interval_and_a_sandbox_does_not(mo
     monkeypatch.setattr(runner, "trim_heap", lambda: calls.append("trim"))
     sandbox = runner.Twin("sb-trim", params={"scenario": "paper-decode"}).start()
     try:
-        assert wait_until(lambda: sandbox.snapshot.sim_time > 0.5)
+        assert wait_until(lambda: sandbox.snapshot.sim_time > 0.5, timeout=90)     # a loaded machine
         assert calls == []                                   # a sandbox's thread never trims while it runs
     finally:
         sandbox.stop()
     shared = runner.Twin("t-trim", shared=True, params={"scenario": "paper-decode"}).start()
     try:
-        assert wait_until(lambda: len(calls) >= 3)           # each loop past the interval: one trim
+        assert wait_until(lambda: len(calls) >= 3, timeout=90)         # each loop past the interval: one trim
     finally:
         shared.stop()

@@ -531,6 +531,7 @@ def test_pipelining_is_decided_per_operating_point(pm):
     assert forced.tpot_ms == small.tpot_ms
 
 
+@pytest.mark.slow
 def test_perf_toml_holds_the_fitted_constants():
     # `python -m twin calibrate` refits every group from the current values; perf.toml must already
     # hold its result (so every calibrated constant is what its rows fix, nothing hand-tuned)

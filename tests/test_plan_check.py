@@ -56,15 +56,17 @@ def test_a_steps_reset_sets_the_deployment_it_needs():
 
 
 @pytest.mark.parametrize("plan", [p.id for p in lessons.plans()])
+@pytest.mark.slow
 def test_every_plan_runs_start_to_finish_and_again(plan):
     """The whole plan, each warm-up in full at max speed (why-supernode: about 20 s of CPU): every
     figure and every revealed answer within its step's tolerance, each step on its deployment."""
     pl = lessons.plan(plan)
     rows = plancheck.run_plan(pl)
-    assert [r.problems for r in rows] == [[]] * (len(pl.items) + 1)
-    assert [r.where for r in rows] == [f"{it.lesson} step {it.step}" for it in pl.items] + [
-        f"again: {pl.items[0].lesson} step {pl.items[0].step}"]
-    for r, it in zip(rows, pl.items):
+    assert [r.problems for r in rows] == [[]] * (2 * len(pl.items) + 2)
+    where = [f"{it.lesson} step {it.step}" for it in pl.items] + ["end of class"]
+    assert [r.where for r in rows] == where + [f"again: {w}" for w in where]
+    assert rows[len(pl.items)].deployment == rows[-1].deployment == "cloudmatrix-infer-paper"   # default's own
+    for r, it in zip(rows[:len(pl.items)] + rows[len(pl.items) + 1:-1], pl.items * 2):
         s = step(it.lesson, it.step)
         assert r.deployment == plancheck.wanted_deployment(s) == (s.action.value.get("deployment")
                                                                   or "cloudmatrix-infer-paper")
@@ -113,7 +115,7 @@ def test_plan_check_cli_json_and_exit_status(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["failed"] == 0
     rows = out["plans"]["why-supernode"]
-    assert len(rows) == len(lessons.plan("why-supernode").items) + 1
+    assert len(rows) == 2 * len(lessons.plan("why-supernode").items) + 2
     assert {r["answer"]["source"] for r in rows if r["answer"]} <= {"live", "lesson"}
     assert lessons_cli.main(["plan-check", "nope"]) == 2
     assert "plan = 'nope': no such plan; allowed why-supernode" in capsys.readouterr().err
@@ -204,3 +206,51 @@ def test_a_shared_twins_warm_up_is_measured_and_the_timeline_says_so(dash_app, m
                                                          "here (the twin reached 7.5×)")
         assert page.needs(first, i18n.gettext("zh")) == "20× 速度下模拟 240 秒：按本服务器实测的速度约需 32 秒（孪生达到 7.5×）"
     assert pace.Pace(240.0, 6.0, "max").wall_for(240.0, 20.0) == 12.0      # faster than asked: the speed's time
+
+
+def test_a_lesson_reset_drops_a_viewers_load_override():
+    """A viewer's load set on the step's scenario used to be kept by the step's reset (same scenario)."""
+    tw = Twin("load")
+    tw.advance_to(0)
+    tw.control("load", 0.4, who="viewer")
+    assert (tw.params.scenario, tw.params.load) == ("default", 0.4)
+    lecture.ready(tw, step("prefill-decode", 1), who="test")         # reset to default, its own load
+    tw.advance_to(0)
+    assert (tw.params.scenario, tw.params.load) == ("default", None)
+    tw.control("load", 0.4, who="viewer")
+    tw.control("reset", {"scenario": "default"}, who="viewer")       # the control bar's reset keeps it
+    tw.advance_to(0)
+    assert tw.params.load == 0.4
+
+
+def test_stop_leading_restores_the_run_the_class_started_on():
+    """After the H800 step the shared twin stays on the H800 deployment, paused by the hold, at max
+    speed, unless the end of the class brings back the run (and speed) it had when leading began."""
+    from twin.live.classroom import Classroom
+    tw, room = Twin("restore", speed=5), Classroom()
+    tw.control("reset", {"scenario": "bursty-chat", "seed": 3}, who="test")
+    tw.advance_to(0)
+    tw.control("load", 0.5, who="viewer")
+    h800 = step("supernode", 2)
+    room.publish(tw, None, lesson="supernode", step=2, page="/", presenter=False)
+    lecture.ready(tw, h800, hold=True, who="test")
+    tw.control("speed", "max", who="test")
+    tw.run_until_held()
+    assert (tw.snapshot.deployment, tw.paused) == ("deepseek-h800", True)
+    assert room.end(tw, None) is True
+    tw.advance_to(0)
+    assert (tw.params.scenario, tw.params.seed, tw.params.load, tw.params.deployment) == ("bursty-chat", 3, 0.5, None)
+    assert (tw.speed, tw.paused) == (5, False)
+    assert tw.snapshot.deployment == "cloudmatrix-infer-paper"
+    room.publish(tw, None, lesson="supernode", step=1, page="/validation", presenter=False)
+    assert room.end(tw, None) is False                 # nothing changed: no reset
+
+
+def test_plan_check_fails_when_the_class_leaves_the_twin_elsewhere(monkeypatch):
+    monkeypatch.setattr(lecture, "restore", lambda tw, start, **who: False)
+    plan = lessons.Plan("h800", "H", "S", (lessons.PlanItem("supernode", 2, 5, "say"),))
+    rows = plancheck.run_plan(plan, short=SHORT_S)
+    assert [r.where for r in rows] == ["supernode step 2", "end of class", "again: supernode step 2",
+                                       "again: end of class"]
+    assert rows[1].problems == ["left on scenario paper-decode, deployment deepseek-h800; the class started on "
+                                "default, cloudmatrix-infer-paper"]

@@ -101,7 +101,9 @@ def test_repeated_prefix_is_faster(client, server):
 
 def test_fault_slows_requests_in_flight(client, server):
     base, _ = server
-    stream = client.completions.create(model=MODEL, prompt="go " * 100, max_tokens=120, stream=True,
+    # 500 tokens (~6 s of decode): the 2 s the fault slows fit in the stream even when a loaded machine
+    # delivers chunk 20 (and so the fault) seconds late
+    stream = client.completions.create(model=MODEL, prompt="go " * 100, max_tokens=500, stream=True,
                                        extra_body={"twin_timing": True})
     timing, n = None, 0
     for chunk in stream:

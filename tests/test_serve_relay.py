@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 import socket
 
-from twin.serve import wire
+from twin.serve import messages, wire
 from twin.serve.relay import LiveTwin
 
 
@@ -15,7 +15,7 @@ def test_a_message_split_across_reads_is_dispatched_once_whole():
     lt.peer = wire.Peer(here)
     lost = []
     lt._lost = lambda: lost.append(True)
-    body = pickle.dumps(("gauges", {"sim_time": 1.5, "pad": "x" * 5000}, 0.99, 3))
+    body = pickle.dumps(messages.Gauges({"sim_time": 1.5, "pad": "x" * 5000}, 0.99, 3))
     frame = len(body).to_bytes(4, "big") + body + len(body).to_bytes(4, "big") + body
     there.sendall(frame[:2])
     lt._readable()                            # two bytes of a header

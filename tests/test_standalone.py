@@ -8,7 +8,7 @@ from pathlib import Path
 from twin.workload import TraceNotFound, default_trace_path
 
 ROOT = Path(__file__).resolve().parents[1]
-SKIP_DIRS = {".git", ".venv", "site", "__pycache__", ".pytest_cache", "test-artifacts"}
+SKIP_DIRS = {".git", ".venv", "site", "__pycache__", ".pytest_cache", ".hypothesis", "test-artifacts", "runs"}   # made here, not kept
 NL = b"\n"
 OUTSIDE = re.compile(rb"\.\./shared|/work/(shared|main|wt)\b")
 

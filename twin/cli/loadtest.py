@@ -24,10 +24,12 @@ import subprocess
 import sys
 import threading
 import time
+from functools import cache
 from pathlib import Path
 
 import requests
 
+from twin.cli import pagelist
 from twin.ui.components import presets
 from twin.ui.polling import beat_id
 
@@ -36,17 +38,14 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
-# page path, cursor store id of its live callback (None: a static page), selector that holds a
-# live value once rendered
-PAGES = {
-    "overview": ("/", "ov-cursor", "#ov-out-tps"),
-    "topology": ("/topology", "topo-cursor", "#topo-crumbs"),
-    "traffic": ("/traffic", "tr-cursor", "#tr-now"),
-    "cache": ("/cache", "ca-cursor", "#ca-dram"),
-    "tradeoffs": ("/tradeoffs", "to-cursor", "#to-answer"),
-    "validation": ("/validation", None, "#va-summary"),
-    "failures": ("/failures", "fl-cursor", "#fl-table"),
-}
+
+@cache
+def pages() -> dict[str, tuple[str, str | None, str]]:
+    """name -> (page path, cursor store id of its live callback (None: a static page), selector that
+    holds a live value once rendered): every page that declares a `live` probe (twin.cli.pagelist)."""
+    return pagelist.live()
+
+
 SHELL = "shell"            # the shell's clock callback (status and beat)
 # how 10 viewers spread over the pages (cycled for other counts)
 MIX = ("overview", "topology", "traffic", "overview", "cache", "tradeoffs", "topology", "overview",
@@ -131,7 +130,7 @@ def tick_callbacks(base: str) -> dict[str, Callback]:
     page's callback, from the app's dependencies."""
     deps = requests.get(f"{base}/_dash-dependencies", timeout=10).json()
     out = {}
-    for name, (_path, cursor, _sel) in PAGES.items():
+    for name, (_path, cursor, _sel) in pages().items():
         for d in deps:
             if any(i["id"] == "shell-tick" for i in d["inputs"]):
                 out[(SHELL, name)] = Callback(d, cursor.removesuffix("-cursor") if cursor else None)
@@ -176,7 +175,7 @@ class Viewer(threading.Thread):
 
     def run(self) -> None:
         s = requests.Session()
-        cursor = PAGES[self.page][1]
+        cursor = pages()[self.page][1]
         values = dict(EXTRA_STATE, **{"ctl-twin.data": self.twin, "shell-beat.data": None})
         n = 0
         nxt = time.monotonic()
@@ -203,7 +202,7 @@ class Viewer(threading.Thread):
             time.sleep(max(0.0, nxt - time.monotonic()))
 
 
-def first_renders(base: str, pages: list[str]) -> dict[str, float]:
+def first_renders(base: str, names: list[str]) -> dict[str, float]:
     """Seconds from navigation to live numbers on screen, each page in a fresh (cold) browser context."""
     if not Path(CHROMIUM).exists():
         return {}
@@ -214,8 +213,8 @@ def first_renders(base: str, pages: list[str]) -> dict[str, float]:
     out = {}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for name in pages:
-            path, _cursor, sel = PAGES[name]
+        for name in names:
+            path, _cursor, sel = pages()[name]
             ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
             pg = ctx.new_page()
             t0 = time.perf_counter()
@@ -273,7 +272,7 @@ def main(argv=None) -> int:
     try:
         print(f"server {base}  (room server, {a.threads} threads)" if proc else f"server {base}")
         cbs = tick_callbacks(base)
-        missing = {p for p, (_path, cur, _sel) in PAGES.items() if cur} - set(cbs)
+        missing = {p for p, (_path, cur, _sel) in pages().items() if cur} - set(cbs)
         if missing:
             raise SystemExit(f"live callbacks not found for: {', '.join(sorted(missing))}")
         # start the shared twin and set the speed
@@ -288,7 +287,7 @@ def main(argv=None) -> int:
         for v in viewers:
             v.start()
             time.sleep(a.period / max(a.viewers, 1))     # spread the polls like independent tabs
-        renders = {} if a.no_browser else first_renders(base, list(PAGES))
+        renders = {} if a.no_browser else first_renders(base, list(pages()))
         rest = a.duration - (time.monotonic() - min(v.status[0][0] if v.status else time.monotonic()
                                                          for v in viewers))
         time.sleep(max(0.0, rest))
@@ -301,7 +300,7 @@ def main(argv=None) -> int:
         print(f"{'page':<11}{'viewers':>8}{'polls':>7}{'updates':>8}{'rtt p50':>9}{'rtt p95':>9}"
               f"{'srv p50':>9}{'srv p95':>9}{'KB p50':>8}{'KB p95':>8}{'KB max':>8}{'first render':>14}")
         allsrv, allbytes, allrtt = [], [], []
-        for name in PAGES:
+        for name in pages():
             vs = [v for v in viewers if v.page == name]
             rtt = [x for v in vs for x in v.rtt]
             srv = [x for v in vs for x in v.server]

@@ -5,11 +5,12 @@ here as its thread would be) and one classroom with two students who follow. Per
 timeline's Go (`twin.live.lecture.ready`, the lesson page's own command path: action, speed, hold),
 the speed set to max, the step published, each student answering its question, the twin run until
 the hold pauses it, every on-screen figure read (screen.READERS) and the reveal. After the last row
-the lecturer stops leading and the plan's first row runs again, its question asked afresh to the same
-students (a class restarts without a server restart). A row fails on any
-refusal, a deployment other than the one the step names (else its scenario's own), a figure or
-revealed answer outside the step's tolerance (a choice question: another choice), or an answer not
-counted. `--short S` caps each hold at S simulated seconds: the command path only, figures reported
+the lecturer stops leading, which restores the run the twin had before the class, and the whole plan
+runs again, its questions asked afresh to the same students (a class restarts without a server
+restart), and stops leading once more. A row fails on any refusal, a deployment other than the one
+the step names (else its scenario's own), a figure or revealed answer outside the step's tolerance (a
+choice question: another choice), or an answer not counted; each end of the class fails if the twin
+is not back on the scenario and deployment it started on. `--short S` caps each hold at S simulated seconds: the command path only, figures reported
 but not judged (what the test suite runs). Exit status 1 on any failure.
 """
 from __future__ import annotations
@@ -121,22 +122,48 @@ def run_row(tw: Twin, room: Classroom, les: lessons.Lesson, n: int, short: float
     return res
 
 
-def _room() -> Classroom:
-    room = Classroom()
+def _room(clock=time.monotonic) -> Classroom:
+    room = Classroom(clock=clock)
     for client, addr in STUDENTS:
         room.join(client, addr)
     return room
 
 
+def end_class(tw: Twin, room: Classroom, start: tuple[str, str], where: str) -> RowResult:
+    """Stop leading, and check the twin is back on the (scenario, deployment) it started on."""
+    res = RowResult(where, wanted=start[1])
+    try:
+        room.end(tw, None, who=WHO)
+        tw.advance_to(0)                # the restoring reset taken (a new run starts at t = 0)
+    except (ControlError, RuntimeError) as exc:
+        res.problems.append(f"refused: {exc}")
+        return res
+    res.deployment = tw.snapshot.deployment
+    now = (tw.params.scenario, res.deployment)
+    if now != start:
+        res.problems.append(f"left on scenario {now[0]}, deployment {now[1]}; the class started on "
+                            f"{start[0]}, {start[1]}")
+    return res
+
+
 def run_plan(plan: lessons.Plan, short: float | None = None) -> list[RowResult]:
-    """Every row of `plan`, in order, on one twin and one classroom, then, after Stop leading, the first row again."""
-    tw, room = Twin("plan-check", speed="max"), _room()
-    rows = [run_row(tw, room, lessons.get(it.lesson), it.step, short) for it in plan.items]
-    room.end(tw, None)             # Stop leading, then the class again: same twin, same room and students
-    first = plan.items[0]
-    again = run_row(tw, room, lessons.get(first.lesson), first.step, short)
-    again.where = f"again: {again.where}"
-    return rows + [again]
+    """Every row of `plan`, in order, on one twin and one classroom, Stop leading (the twin restored),
+    then the whole plan again and Stop leading again: the rows, each run followed by its end of class."""
+    minute = [0.0]                    # the room's clock keeps the plan's time (its answer budgets per minute)
+    tw, room = Twin("plan-check", speed="max"), _room(lambda: minute[0] * 60.0)
+    tw.advance_to(0)
+    start = (tw.params.scenario, tw.snapshot.deployment)
+    out = []
+
+    def row(it: lessons.PlanItem) -> RowResult:
+        minute[0] += it.minutes
+        return run_row(tw, room, lessons.get(it.lesson), it.step, short)
+    for again in ("", "again: "):     # the same twin, room and students: a class run twice in a row
+        rows = [row(it) for it in plan.items]
+        for r in rows:
+            r.where = again + r.where
+        out += rows + [end_class(tw, room, start, f"{again}end of class")]
+    return out
 
 
 def main(plan_ids: list[str], as_json: bool = False, short: float | None = None) -> int:

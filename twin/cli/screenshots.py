@@ -5,6 +5,7 @@
     python -m twin.cli.screenshots --only failures --warmup 0   # one page (the failures shot replays a demo)
     python -m twin.cli.screenshots --only failures-gray,topology-gray --warmup 0   # the gray fault, then its node
 
+The shots are the pages' own (twin.cli.pagelist: each page's `shots`, as it registers itself).
 Every page is shot at the laptop size (--width x --height) and again at a phone's 390x844 as
 <name>-phone.png, so the README shows, and a reviewer can check, both layouts. The Explorer's and
 the Region's laptop shots show a finished background job: they are the browser tests' (copied from
@@ -18,16 +19,10 @@ import time
 from pathlib import Path
 
 from twin.ui.faultview import DEMO_TITLES
+from twin.cli import pagelist
 from twin.cli.loadtest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, set_speed, start_server
 
-SHOTS = (("overview", "/", None), ("topology", "/topology", None), ("topology-node", "/topology?view=n05", None),
-         ("traffic", "/traffic", None), ("cache", "/cache", None), ("tradeoffs", "/tradeoffs", None),
-         ("lessons", "/lessons", None), ("validation", "/validation", None), ("explorer", "/explorer", None),
-         ("compare", "/compare", None), ("cloud", "/cloud?scenario=copool-day", None), ("glossary", "/glossary", None),
-         ("failures", "/failures", "node-power-loss"),    # a demo replayed past its recovery
-         ("failures-gray", "/failures", "one-slow-die"),  # a gray fault: detected, mitigated, the die still slow
-         ("topology-gray", "/topology?view=n36", None))   # ... and its node drawn with the slow die
-FROM_E2E = ("explorer",)   # laptop shots of a finished job: the browser test's (test-artifacts/e2e), copied by hand
+FROM_E2E = ("explorer", "maas")   # laptop shots of a finished job: the browser test's (test-artifacts/e2e), copied by hand
 PHONE = (390, 844)       # a phone's viewport in CSS pixels (assets/60_phone.css applies below 700)
 
 # the topology drawing has its live data merged in (some element coloured by how busy it is)
@@ -86,6 +81,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="comma-separated shot names (e.g. failures)")
     a = ap.parse_args(argv)
     only = set(a.only.split(",")) if a.only else None
+    shots = pagelist.shots()     # each page's own, as it registers itself (twin.cli.pagelist)
     from playwright.sync_api import sync_playwright   # lazy: an optional tool, only when shots are taken
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -104,7 +100,7 @@ def main(argv=None) -> int:
             time.sleep(a.warmup)
             for (w, h), suffix in (((a.width, a.height), ""), (PHONE, "-phone")):
                 pg.set_viewport_size({"width": w, "height": h})
-                for name, path, demo in SHOTS:
+                for name, path, demo in shots:
                     if (only and name not in only) or (name in FROM_E2E and not suffix):
                         continue
                     pg.goto(base + path)

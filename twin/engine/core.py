@@ -52,8 +52,8 @@ class Engine:
     def __init__(self, scenario: str | Scenario | None = "default", seed: int | None = None,
                  predictor=None, policies: dict | None = None, **overrides):
         """`predictor`: a time predictor for the deployment (twin.predict; default the roofline
-        PerfModel); `policies`: scheduling policy names by decision, over the scenario's
-        `scheduling` (whose defaults are scheduling.DEFAULTS)."""
+        PerfModel); `policies`: scheduling policy specs (a name, or a table of name and parameters)
+        by decision, over the scenario's `scheduling` (whose defaults are scheduling.DEFAULTS)."""
         self.scenario = (scenario if isinstance(scenario, Scenario)
                          else load_scenario(scenario, seed=seed, **overrides))
         sc = self.scenario
@@ -408,12 +408,18 @@ class Engine:
             if len(ids):
                 self.to_decode(ids)
             return
+        live, rids = self.live()[0] or self.prefill, ids.tolist()
+        if len(rids) == 1:                # (most ticks) place() of one is choose(), without the closure
+            inst = self.policies.placement.choose(live)
+            inst.enqueue(rids[0], False)
+            inst.start()
+            return
         touched: dict = {}
 
         def enqueue(inst, rid):            # schedule_prefill() of each, in arrival order (already QUEUED)
             inst.enqueue(rid, False)
             touched.setdefault(inst.idx, inst)
-        self.policies.placement.place(self.live()[0] or self.prefill, ids.tolist(), enqueue)
+        self.policies.placement.place(live, rids, enqueue)
         for inst in touched.values():      # in the order they got work, as their wake-ups were
             inst.start()
 

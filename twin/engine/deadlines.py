@@ -52,10 +52,12 @@ class Deadlines:
         """Time out the requests at the head of `inst`'s queue whose deadline has passed (up to the
         first that may not time out); True if the queue still holds any (a few reads when the head is
         in time: every batch and step asks)."""
-        queue, req = inst.queue, self.eng.req
-        progress, base, s, now = req.progress.a, req.base, self.deadline_s, self.eng.env.now
-        generated = req.generated.a
-        if progress.item(queue[0] - base) + s > now or generated.item(queue[0] - base) > 1:
+        req, s, now = self.eng.req, self.deadline_s, self.eng.env.now
+        if req.first_arrival + s > now:    # none has waited that long yet (no client heard before its arrival)
+            return True
+        queue, progress, generated, base = inst.queue, req.progress.a, req.generated.a, req.base
+        head = queue[0] - base
+        if progress.item(head) + s > now or generated.item(head) > 1:
             return True
         gone = []
         while queue and progress.item(queue[0] - base) + s <= now and generated.item(queue[0] - base) <= 1:
@@ -66,10 +68,10 @@ class Deadlines:
     def tick(self) -> None:
         """At an interval's close: time out every queued request past its deadline, wherever it
         waits in its queue; and say when time-outs have stopped."""
-        if not self.on:
-            return
         eng = self.eng
         req, now, s = eng.req, eng.env.now, self.deadline_s
+        if not self.on or req.first_arrival + s > now:     # (none can have timed out yet: drop_head)
+            return
         for inst in eng.instances:
             queue = inst.queue
             if not queue:

@@ -83,6 +83,7 @@ class FlowNet:
         self._ix: dict[str, int] = {}             # link -> its index in the filling's arrays:
         self._cap = np.zeros(0)                   # its capacity (as `capacity`)
         self._rank = np.zeros(0, dtype=np.int64)  # its place in name order (ties of the filling)
+        self._ix_of: dict[tuple, tuple] = {}      # links -> their indices (a link keeps its index)
 
     def set_capacity(self, link: str, bytes_per_s: float) -> None:
         self.settle()
@@ -120,9 +121,11 @@ class FlowNet:
         else:
             self._last = now                # nothing to drain, nothing armed
         group = self._groups.get(links)
-        if group is None:
-            ix = self._ix
-            group = self._groups[links] = Group(ix=tuple([ix[link] for link in links]))
+        if group is None:               # (most flows start alone: a group each, its indices kept)
+            ix = self._ix_of.get(links)
+            if ix is None:
+                ix = self._ix_of[links] = tuple([self._ix[link] for link in links])
+            group = self._groups[links] = Group(ix=ix)
         flow = flows[self._next] = Flow(float(nbytes), links, group, self._next, done, latency_s, on_finish,
                                         args)
         heappush(group.heap, flow)

@@ -83,12 +83,12 @@ class PrefillInstance(Instance):
         super().__init__(eng, "prefill", idx, slot, dies)
         self.queued_tokens = 0
         self.budget = eng.dep.prefill.tokens_per_die * len(dies)
-        # chunked prefill (as vLLM's max_num_batched_tokens): a batch holds at most `chunk` tokens, a
-        # longer prompt goes back to the queue after each chunk (`done`: its tokens prefilled here so
-        # far), behind the prompts not yet started, so those wait for one chunk, not a whole long
+        # chunked prefill (the prefill batching policy's chunk_tokens, as vLLM's max_num_batched_tokens):
+        # a batch holds at most `chunk` tokens, a longer prompt goes back to the queue after each chunk
+        # (`done`: its tokens prefilled here so far), behind the prompts not yet started, so those wait for one chunk, not a whole long
         # prompt (residual: a steady stream of new prompts filling every batch would delay the rest
         # of a long one, as it would under vLLM's scheduler)
-        self.chunk = eng.scenario.prefill_chunk_tokens
+        self.chunk = eng.policies.prefill_batching.chunk_tokens
         if self.chunk:
             self.budget = min(self.budget, self.chunk)
         self.done: dict[int, int] = {}
@@ -133,6 +133,9 @@ class PrefillInstance(Instance):
                 queue.extend(order)
             batch, tokens = policy.take(queue, self._chunk_of, self.budget)
             tokens = sum(inp.item(rid - base) for rid in batch)
+        elif len(queue) == 1 and policy.lone_whole:     # the policy's batch, without its call and a lambda
+            batch = [queue.popleft()]
+            tokens = inp.item(batch[0] - base)
         else:
             batch, tokens = policy.take(queue, lambda rid: inp.item(rid - base), self.budget)
         self.queued_tokens -= tokens
@@ -403,7 +406,7 @@ class DecodeInstance(Instance):
         rows = t - base                           # an id in flight is never below the window
         need = req.input.a[rows] + req.output.a[rows]
         k = eng.policies.decode_admission.admit(need, self.reserved, eng.kv_capacity_tokens * len(self.dies),
-                                                not len(self.ids))
+                                                not len(self.ids), self)
         if not k:
             return 0
         if k < len(t):

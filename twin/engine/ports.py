@@ -40,7 +40,6 @@ class Logged(Protocol):
 
 class InstanceHost(Protocol):
     """A prefill or decode instance (pools.py): the step machinery around it."""
-    scenario: Scenario            # its prefill chunk size
     env: Clock
     req: RequestTable
     dep: Deployment

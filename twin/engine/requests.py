@@ -12,6 +12,8 @@ The counters (not the window) carry the run totals that `audit()` checks for con
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from twin.engine.compiled import kernel
@@ -66,6 +68,7 @@ class RequestTable:
     def __init__(self, capacity: int = 1 << 14):
         self.n = 0                  # ids handed out so far (= requests admitted)
         self.staged = 0             # rows after those: requests taken from the source, not yet arrived
+        self.first_arrival = math.inf   # the earliest arrival ever staged: no `progress` is before it
         self.base = 0               # smallest id still held in the columns
         self.block_ids = np.zeros(capacity * 8, dtype=np.int64)   # window's blocks, CSR
         self.block_base = 0         # absolute block position of block_ids[0]
@@ -133,6 +136,8 @@ class RequestTable:
         self.staged += k
         self.arrival.a[rows] = arrival
         self.progress.a[rows] = arrival
+        if k and self.arrival.a[rows].min() < self.first_arrival:
+            self.first_arrival = float(self.arrival.a[rows].min())
         self.input.a[rows] = inp
         self.output.a[rows] = out
         self.state.a[rows] = QUEUED

@@ -19,7 +19,7 @@ from twin.model.settings import SETTINGS
 from twin.workload import FORMATS, LengthDist
 from twin.engine.deadlines import DEFAULT_DEADLINE_S
 from twin.engine.requests import MAX_WINDOW_ROWS
-from twin.engine.scheduling import DEFAULTS, REGISTRY
+from twin.engine.scheduling import DEFAULTS, make
 
 
 MAX_CACHE_BYTES = 1e18    # 1 EB; 'unlimited' is the way to ask for no limit
@@ -46,18 +46,21 @@ class Length(BaseModel):
         return {"fixed": self.value, "uniform": (self.lo + self.hi) / 2}.get(self.kind, self.mean)
 
 
+PolicySpec = str | dict      # a registered name, or a table of its name and parameters
+
+
 class Scheduling(BaseModel):
-    """The scheduling policy of each decision, by registered name (twin.engine.scheduling)."""
+    """The scheduling policy of each decision, by registered name, or by a table of its name and
+    parameters ({name = "chunked-fifo", chunk_tokens = 4096}; twin.engine.scheduling)."""
     model_config = ConfigDict(extra="forbid", frozen=True)
-    prefill_batching: str = DEFAULTS["prefill_batching"]
-    placement: str = DEFAULTS["placement"]
-    decode_admission: str = DEFAULTS["decode_admission"]
-    kv_placement: str = DEFAULTS["kv_placement"]
+    prefill_batching: PolicySpec = DEFAULTS["prefill_batching"]
+    placement: PolicySpec = DEFAULTS["placement"]
+    decode_admission: PolicySpec = DEFAULTS["decode_admission"]
+    kv_placement: PolicySpec = DEFAULTS["kv_placement"]
 
     def model_post_init(self, _context) -> None:
-        for kind, name in self:
-            if name not in REGISTRY[kind]:
-                raise ValueError(f"scheduling.{kind} = {name!r}: unknown (allowed: {', '.join(REGISTRY[kind])})")
+        for kind, spec in self:
+            make(kind, spec)          # raises ValueError naming an unknown name, parameter or a value's range
 
 
 class Scenario(BaseModel):
@@ -97,9 +100,6 @@ class Scenario(BaseModel):
     # client deadline (twin.engine.deadlines): a request still waiting for prefill this long after
     # it arrived times out; the default is the OpenAI Python client's default timeout (cited there)
     deadline_s: float = SETTINGS["deadline_s"].field(DEFAULT_DEADLINE_S)
-    # chunked prefill (twin.engine.pools.PrefillInstance): 0 off (a prompt is prefilled in one batch);
-    # else a prefill batch holds at most this many tokens and a longer prompt is split over batches
-    prefill_chunk_tokens: int = Field(0, ge=0, le=1 << 20)
     cache_capacity: Annotated[float, Field(ge=1, le=MAX_CACHE_BYTES)] | Literal["default", "unlimited"] = "default"
     faults: str = ""     # path of a fault scenario file (TOML), replayed with the seed
     scheduling: Scheduling = Scheduling()

@@ -29,12 +29,14 @@ def _link_index(system: str, ends: tuple) -> tuple[np.ndarray, np.ndarray]:
     node = np.full(len(ends), -1, dtype=np.int64)
     for eid, (u, v, plane, k) in enumerate(ends):
         kind[eid] = KINDS.index(k) if k in KINDS else -1
-        ns = [parse(end).get("node") for end in (u, v)]
-        n = next((x for x in ns if x is not None), None)
+        mesh = plane == "ub" and kind[eid] < 0
+        nu = parse(u).get("node")
+        nv = parse(v).get("node") if nu is None or mesh else None   # (the second end only when it counts)
+        n = nu if nu is not None else nv
         if n is not None:
             node[eid] = n
-        if plane == "ub" and kind[eid] < 0:   # an nD-FullMesh: links leaving the node count as its uplinks,
-            kind[eid] = KINDS.index("l1-l2" if None not in ns and ns[0] != ns[1] else "die-l1")   # the rest as access
+        if mesh:                              # an nD-FullMesh: links leaving the node count as its uplinks,
+            kind[eid] = KINDS.index("l1-l2" if nu is not None and nv is not None and nu != nv else "die-l1")   # the rest as access
     return kind, node
 
 

@@ -32,9 +32,9 @@ COMMAND_PREFIXES = ("python -m twin ", "python -m twin.lessons ")
 _ID = re.compile(r"^[a-z0-9-]{1,40}$")
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 WARMUP_MAX_S = 3600.0         # the longest warm-up: the hold the timeline sends allows 0 < s <= this (twin.live.controls)
-# A step's reset names its whole run: the scenario's own deployment and workload, seed 0 (what the
-# figures were measured on), so no choice of an earlier step or viewer is carried into it (issue 36).
-RESET_OWN = {"deployment": "", "trace": "", "seed": 0}
+# A step's reset names its whole run: the scenario's own deployment, workload and load, seed 0 (what
+# the figures were measured on), so no choice of an earlier step or viewer is carried into it (issue 36).
+RESET_OWN = {"deployment": "", "trace": "", "seed": 0, "load": ""}
 
 
 class LessonError(ValueError):

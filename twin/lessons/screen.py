@@ -88,6 +88,14 @@ def _training(field: str):
     return read
 
 
+def _maas_start(_tw, arg):
+    """The MaaS page's map before a run: NPUs model `arg` holds when the day starts
+    (`twin.cloud.maasjob.start_owner` of the catalog's maas-day, what the map draws)."""
+    from twin.cloud.maas import UNIT_NPUS, load_day
+    from twin.cloud.maasjob import start_owner
+    return start_owner(load_day("maas-day")).count(arg) * UNIT_NPUS
+
+
 READERS = {
     "overview.input_tps_per_npu": Reader("/", _kpi("input_tps_per_npu"), "Input per prefill NPU"),
     "overview.output_tps_per_npu": Reader("/", _kpi("output_tps_per_npu"), "Output per decode NPU"),
@@ -113,6 +121,7 @@ READERS = {
     **{f"cloud.{f}": Reader("/cloud", _day(f), f"live line: {f}") for f in ("steps", "moves", "supernode_util")},
     **{f"cloud.training_{f}": Reader("/cloud", _training(f), f"training table: {f}")
        for f in ("mfu", "mfu_compute_only", "all_to_all_exposed")},
+    "maas.start_npus": Reader("/maas", _maas_start, "map before a run: NPUs a model starts with"),
 }
 
 

@@ -106,7 +106,7 @@ class TwinActions:
         "redundant_experts", "weights_from", ...}), random ({"hours_per_sim_s"}), copool (co-pool
         knobs on a co-pool day: {"policy", "lend_below", "dedicated_prefill_groups", ...}),
         reset ({"scenario", "seed", "deployment", "trace": a name `twin.live.tracestore` offers, "rate",
-        "load": a fraction of capacity, "faults": a demo name}). `client` must be the sandbox's owner
+        "load": a fraction of capacity, "" for the scenario's own, "faults": a demo name}). `client` must be the sandbox's owner
         (see `client_id`); `credential` is what an instructor unlock returned (twin.live.gate), needed on a
         locked shared twin. The shared twin's log records each answer with `who`.
         """
@@ -304,6 +304,8 @@ class TwinActions:
             new.load = None
         if spec.get("load") not in (None, ""):      # a load for the new run (e.g. from a link)
             new.load = parse_load(spec["load"])
+        elif spec.get("load") == "":                # the scenario's own load (a lesson's reset)
+            new.load = None
         try:
             if "trace" in spec:
                 new.trace = check(spec["trace"])

@@ -16,7 +16,9 @@ way), enough for a lecture hall behind one NAT; past MAX_MEMBERS in all, the add
 most gives way, so a flood from a few addresses never pushes out a student elsewhere. Until the
 reveal the distribution goes only to the lecturer (`tally(lecturer=True)`). Everything is in memory
 and bounded (members, MAX_STEPS tallies of at most MAX_MEMBERS answers each, rate-limit keys).
-Refusals are ControlError with English messages (translated at the UI by twin.ui.errors). The
+The class also keeps the run the shared twin had when the lecturer began leading (the first
+publish): Stop leading (`end`) restores it, so the plan can run again and the room is left as it
+was found (issue 36). Refusals are ControlError with English messages (translated at the UI by twin.ui.errors). The
 module never imports dash.
 """
 from __future__ import annotations
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from twin import lessons
+from twin.live import lecture
 from twin.live.budget import RateLimit
 from twin.live.controls import ControlError, _throttled
 
@@ -44,6 +47,8 @@ ANSWERS_PER_MIN = 12            # answer attempts per browser a minute: a step e
 ANSWERS_PER_MIN_ADDRESS = 1200  # ... per address: a whole room may sit behind one NAT (assumption)
 BINS = 10                       # bars of a number question's histogram
 _PAGE = re.compile(r"^/[a-z-]{0,20}$")
+IDLE = {"lesson": None, "step": None, "page": None, "presenter": False, "revealed": False, "plan": None,
+        "leading": False}         # the published state while nobody leads
 
 
 @dataclass
@@ -71,7 +76,7 @@ class Classroom:
     def __init__(self, clock: Callable[[], float] = time.monotonic):
         self._lock = threading.Lock()
         self.rev = 0
-        self.state: dict = {"lesson": None, "step": None, "page": None, "presenter": False, "revealed": False}
+        self.state: dict = dict(IDLE)
         self._tallies: OrderedDict[tuple[str, int], Tally] = OrderedDict()
         self._earlier: deque = deque(maxlen=MAX_STEPS)     # (key, Tally) of earlier classes, for the export
         self.lecture = 0                                    # classes ended so far (`end`): the next asks afresh
@@ -82,25 +87,32 @@ class Classroom:
         self._members: dict[str, Member] = {}                            # client -> membership
         self._by_addr: dict[str | None, OrderedDict[str, None]] = {}     # address -> its members, oldest first
         self._joined = 0                                                 # joins counted so far
+        self._start: dict | None = None         # the shared twin's run when leading began (lecture.starting)
 
     # ---- the lecturer ---------------------------------------------------------------------------
 
-    def publish(self, twin, credential, *, lesson, step, page, presenter: bool) -> bool:
+    def publish(self, twin, credential, *, lesson, step, page, presenter: bool, plan=None) -> bool:
         """Publish where the lecturer is (their authority on the shared `twin` is checked); a new step
-        starts unrevealed. True if anything changed (viewers then see a new revision)."""
+        starts unrevealed. No `lesson` (with `plan`, its page): leading, with no step yet, so the class
+        can follow (and join) before the first question is asked. True if anything changed (viewers
+        then see a new revision)."""
         twin.require(credential)
-        les = lessons.get(lesson)
-        n = lessons.step_index(les, step)
+        les = lessons.get(lesson) if lesson is not None or plan is None else None
+        n = lessons.step_index(les, step) if les is not None else None
+        pl = lessons.plan(plan).id if plan is not None else None
         if not isinstance(page, str) or not _PAGE.match(page):
             raise ControlError(f"page = {str(page)[:24]!r}: allowed a page path such as /traffic")
+        lid = les.id if les is not None else None
         with self._lock:
-            same = (self.state["lesson"], self.state["step"]) == (les.id, n)
-            new = {"lesson": les.id, "step": n, "page": page, "presenter": bool(presenter),
-                   "revealed": self.state["revealed"] if same else False}
+            same = (self.state["lesson"], self.state["step"]) == (lid, n)
+            new = {"lesson": lid, "step": n, "page": page, "presenter": bool(presenter),
+                   "revealed": self.state["revealed"] if same else False, "plan": pl, "leading": True}
             if new == self.state:
                 return False
+            if not self.state["leading"] and self._start is None:
+                self._start = lecture.starting(twin)     # the run to restore when the class ends
             self.state = new
-            if new["revealed"] is False and les.steps[n - 1].question is not None:
+            if les is not None and new["revealed"] is False and les.steps[n - 1].question is not None:
                 old = self._tallies.get((les.id, n))
                 if old is not None and old.lecture != self.lecture:   # asked in an earlier class: ask again
                     self._earlier.append(((les.id, n), self._tallies.pop((les.id, n))))
@@ -126,14 +138,19 @@ class Classroom:
             self.rev += 1
         return value
 
-    def end(self, twin, credential) -> None:
+    def end(self, twin, credential, **who) -> bool:
         """Stop leading: followers stay where they are (and in the class); tallies are kept (bounded) for
-        export, and a step led again after this is asked afresh (the plan run twice, issue 36)."""
+        export, and a step led again after this is asked afresh (the plan run twice, issue 36). The
+        shared `twin` gets back the run it had when leading began (`who`: the log's `send` keywords);
+        True if that took a reset."""
         twin.require(credential)
         with self._lock:
-            self.state = {"lesson": None, "step": None, "page": None, "presenter": False, "revealed": False}
+            self.state = dict(IDLE)
             self.rev += 1
             self.lecture += 1
+            start, self._start = self._start, None
+        return start is not None and lecture.restore(twin, start, credential=credential,
+                                                     **{"who": "end of class", **who})
 
     # ---- the room -------------------------------------------------------------------------------
 
@@ -196,10 +213,11 @@ class Classroom:
             return v
 
     def public(self) -> dict:
-        """What every viewer's status carries: the published state, its revision and the count."""
+        """What every viewer's status carries: the published state, its revision, the class's number
+        (a step led again after Stop leading is a new question) and the count."""
         with self._lock:
             t = self._tallies.get((self.state["lesson"], self.state["step"]))
-            return {**self.state, "rev": self.rev, "n": len(t.answers) if t else 0,
+            return {**self.state, "rev": self.rev, "lecture": self.lecture, "n": len(t.answers) if t else 0,
                     "q": t is not None}
 
     def tally(self, lesson, step, *, lecturer: bool = False) -> dict | None:

@@ -1,6 +1,10 @@
 """Ready a twin for a lesson step: the one command path of the lesson page's action button, the
 lecturer's timeline (Go, Next step) and `python -m twin.lessons plan-check`.
 
+A class also ends here: `starting` notes the run the shared twin had when the lecturer began
+leading, and `restore` brings it back when they stop (issue 36: a plan run twice in a row, and the
+room left on the scenario and deployment it had, not on the last step's H800 run).
+
 A step is three commands: its action (a reset, a load, ...), its speed and, for the timeline, a hold
 that pauses the twin once the step's figures are there. The step is checked whole before any of them
 is applied (issue 36: a hold the controls refused used to arrive after the reset had already
@@ -8,6 +12,8 @@ changed the run): speed and hold are parsed first, then the action is sent (a re
 engine before anything is swapped, so a refused action changes nothing), then speed and hold.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 from twin import lessons
 from twin.engine.commands import Ticket
@@ -50,3 +56,27 @@ def warmup_wall(step: lessons.Step) -> tuple[float, pace.Pace | None]:
     measured = pace.measured(*run) if run else None
     sc = step.screen
     return (measured.wall_for(sc.warmup_s, sc.speed) if measured else sc.warmup_s / sc.speed), measured
+
+
+def starting(tw) -> dict:
+    """What `restore` brings back: the run `tw` has now (scenario, deployment, seed, trace, load or
+    fault demo, as a reset names them) and its speed."""
+    p = tw.params
+    run = ({"faults": Path(p.faults).stem, "seed": p.seed} if p.faults else
+           {"scenario": p.scenario, "deployment": p.deployment or "", "seed": p.seed, "trace": p.trace or "",
+            "load": "" if p.load is None else p.load})
+    return {"run": run, "speed": tw.speed}
+
+
+def restore(tw, start: dict, **who) -> bool:
+    """Bring `tw` back to `start` (from `starting`): a reset if the run differs (which also ends a
+    hold's pause), then its speed; True if a reset was sent. ControlError if refused."""
+    now = starting(tw)
+    reset = now["run"] != start["run"]
+    if reset:
+        tw.control("reset", start["run"], **who)
+    elif tw.paused:
+        tw.control("play", **who)
+    if now["speed"] != start["speed"]:
+        tw.control("speed", start["speed"], **who)
+    return reset

@@ -1,9 +1,11 @@
 """Live runner: one daemon thread per twin advances an Engine in chunks and publishes snapshots.
 
-A `Twin` owns one `twin.engine.Engine`. Its thread loops every ``wall_dt`` (0.2 s): take a reset's
-new engine if one waits, ``eng.advance(speed * wall_dt)`` (which applies the commands on the
-engine's one queue first and answers their tickets; a paused twin applies them without advancing),
-publish the engine's snapshot by rebinding one reference (atomic in CPython), sleep the remainder.
+A `Twin` owns one `twin.engine.Engine`. Its thread runs twin.live.realtime's loop (as `twin serve`'s
+engine process does), waking every ``wall_dt`` (0.2 s): take a reset's new engine if one waits,
+advance what its clock says is due (``speed`` x the wall time that passed, at most two steps' worth
+after a stall; ``eng.advance`` applies the commands on the engine's one queue first and answers
+their tickets; a paused twin applies them without advancing), publish the engine's snapshot by
+rebinding one reference (atomic in CPython), rest the remainder.
 The thread never dies from a bad command or a failing step: it logs an event and carries on, and
 after repeated failures it pauses itself with a message. User actions: twin.live.actions.TwinActions.
 Callers (Dash callbacks) only read `Twin.snapshot` / `Twin.status()` / `Twin.ticket()` and call
@@ -15,10 +17,10 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
-from twin.live import pace, tracestore
+from twin.live import pace, realtime, tracestore
 from twin.live.actions import FAULTS_PER_MIN, RESET_LATE, RESETS_PER_MIN, TwinActions, _Params, _Swap, apply_load, policy_of
 from twin.live.budget import REQUESTS, CpuShare, RateLimit, give_back_memory, trim_heap
 from twin.live.controls import parse_speed
@@ -64,12 +66,10 @@ class Action:
 
 @dataclass
 class _Stats:
-    achieved: float = 0.0            # EWMA of sim seconds per wall second
     step_ms: float = 0.0             # EWMA of wall ms per advance()
     errors: int = 0
     consecutive_errors: int = 0
     last_error: str = ""
-    window: deque = field(default_factory=lambda: deque(maxlen=25))   # (wall, sim) samples
 
 
 class Twin(TwinActions):
@@ -92,8 +92,13 @@ class Twin(TwinActions):
         self._gate = gate                         # twin.live.gate.Gate of a lockable (shared) twin
         self._ttl = ttl_s
         self.wall_dt = float(wall_dt)
+        # the pace (twin.live.realtime): sim time follows the wall time that really passed (rests
+        # overshoot a little), capped so a slow step is not followed by a catch-up burst
+        self._clock = realtime.Clock(self.wall_dt, parse_speed(speed), catch_up_s=2 * self.wall_dt,
+                                     min_rest_s=MIN_SLEEP, max_duty=MAX_DUTY)
+        self._wait = 0.0                          # s a sandbox waits for its CPU share at this wake
+        self._trimmed = 0.0                       # when the heap was last trimmed
         self.params = _Params(**(params or {}))
-        self.speed: float | str = parse_speed(speed)
         self.paused = False
         self.run = 0
         self.rev = 0                              # bumps on any status change viewers should see
@@ -107,9 +112,8 @@ class Twin(TwinActions):
         self._memo: dict = {}
         self._memo_version: tuple = ()
         self._stats = _Stats()
-        self._max_chunk = 1.0                     # sim s per advance at speed "max" (adapted)
         self._slice = 0.1                         # sim s per slice of a sandbox's advance (adapted)
-        self._window_reset = False                # set by control(); the thread clears its window
+        self._window_reset = False                # set by control(); the thread resets its clock
         self._pending: list[float] = []           # at_s of scheduled faults not yet struck
         self._pause_at: tuple | None = None       # (engine, sim time, wall start, sim s) of a hold (actions.hold)
         self._fault_rate = RateLimit(FAULTS_PER_MIN)
@@ -170,53 +174,58 @@ class Twin(TwinActions):
 
     # ---- the engine thread ------------------------------------------------------------------
 
+    @property
+    def speed(self) -> float | str:
+        """Times real time, or "max" (a plain attribute write of the clock's: atomic)."""
+        return self._clock.speed
+
+    @speed.setter
+    def speed(self, value: float | str) -> None:
+        self._clock.speed = value
+
     def _loop(self) -> None:
-        last_wall = time.monotonic()
-        last_adv: float | None = None       # wall time of the previous advance (None after a pause)
-        trimmed = last_wall
-        while not self._stop.is_set():
-            t0, wait = time.monotonic(), 0.0
-            try:
-                self._take_swap()
-                if self._ttl is not None and self.idle_s() > self._ttl:
-                    self._note("system", f"stopped after {self._ttl:.0f} s idle")
-                    break
-                advanced = 0.0
-                wait = 0.0 if self.shared else SANDBOXES.wait_s()
-                if self.paused or wait:         # wait: the sandboxes' share is spent, this one falls behind
-                    last_adv = None
-                    self._answer_now()
-                else:
-                    # sim time follows the wall time that really passed (sleeps overshoot a little),
-                    # capped so a slow step is not followed by a catch-up burst
-                    elapsed = self.wall_dt if last_adv is None else min(t0 - last_adv, 2 * self.wall_dt)
-                    last_adv = t0
-                    advanced = self._advance_once(elapsed)
-                now = time.monotonic()
-                self._account(now - last_wall, advanced)
-                last_wall = now
-            except Exception as exc:   # belt and braces: the loop itself must never die
-                log.exception("twin %s: runner iteration failed", self.key)
-                self._fail_step(exc)
-                now = last_wall = time.monotonic()
-            if self.shared and now - trimmed >= HEAP_TRIM_S:   # sandboxes' grown tables too
-                trim_heap()
-                trimmed = now
-            busy = now - t0
-            floor = max(MIN_SLEEP, busy * (1 - MAX_DUTY) / MAX_DUTY, min(wait, self.wall_dt))
-            pause = max(floor, self.wall_dt - busy) if self.speed != "max" else floor
-            self._wake.wait(pause)
-            self._wake.clear()
+        self._trimmed = time.monotonic()
+        realtime.run(self._wake_once, self._rest, self._fail_wake)
         if not self.shared:          # a sandbox's engine goes with its thread: its memory back to the OS
             self._engine = None
             give_back_memory()
 
-    def _advance_once(self, elapsed: float) -> float:
-        eng = self._engine
-        if self.speed == "max":
-            sim = self._max_chunk
+    def _wake_once(self, t0: float) -> bool:
+        if self._stop.is_set():
+            return False
+        self._take_swap()
+        if self._ttl is not None and self.idle_s() > self._ttl:
+            self._note("system", f"stopped after {self._ttl:.0f} s idle")
+            return False
+        clock = self._clock
+        if self._window_reset:
+            self._window_reset = False
+            clock.reset()
+        self._wait = 0.0 if self.shared else SANDBOXES.wait_s()
+        if self.paused or self._wait:   # wait: the sandboxes' share is spent, this one falls behind
+            clock.hold()
+            self._answer_now()
         else:
-            sim = float(self.speed) * max(elapsed, 0.0)
+            self._advance_once(clock.due(t0, self._engine.sim_time))
+        clock.note(time.monotonic(), self._engine.sim_time)
+        return True
+
+    def _rest(self, t0: float) -> bool:
+        now = time.monotonic()
+        if self.shared and now - self._trimmed >= HEAP_TRIM_S:   # sandboxes' grown tables too
+            trim_heap()
+            self._trimmed = now
+        self._wake.wait(max(self._clock.rest(now - t0), min(self._wait, self.wall_dt)))
+        self._wake.clear()
+        return not self._stop.is_set()
+
+    def _fail_wake(self, exc: Exception) -> None:
+        """Belt and braces: the loop itself must never die."""
+        log.error("twin %s: runner iteration failed", self.key, exc_info=exc)
+        self._fail_step(exc)
+
+    def _advance_once(self, sim: float) -> float:
+        eng = self._engine
         hold = self._pause_at
         if hold is not None and hold[0] is eng:     # a hold (of this run): stop exactly at the moment to look
             sim = max(min(sim, hold[1] - eng.sim_time), 0.0)
@@ -236,9 +245,7 @@ class Twin(TwinActions):
         st = self._stats
         st.step_ms = 0.8 * st.step_ms + 0.2 * dt * 1e3 if st.step_ms else dt * 1e3
         st.consecutive_errors = 0
-        if self.speed == "max":   # size the next chunk to take about wall_dt of compute
-            rate = sim / max(dt if self.shared else time.thread_time() - cpu0, 1e-4)
-            self._max_chunk = min(max(0.2 * self._max_chunk + 0.8 * rate * self.wall_dt, 0.05), 3600.0)
+        self._clock.ran(sim, dt if self.shared else time.thread_time() - cpu0)
         self.snapshot = eng.snapshot()
         if hold is not None and hold[0] is eng and eng.sim_time >= hold[1] - 1e-9:
             self._pause_at, self.paused, self._window_reset = None, True, True
@@ -281,7 +288,7 @@ class Twin(TwinActions):
         while not self.paused:
             if self._pause_at is None or self._pause_at[0] is not self._engine:
                 raise RuntimeError(f"twin {self.key}: no hold of this run to wait for")
-            self._advance_once(self.wall_dt)
+            self._advance_once(self._clock.per_step())
             self._take_swap()
         if self.message:
             raise RuntimeError(self.message)
@@ -299,16 +306,6 @@ class Twin(TwinActions):
             self._note("system", self.message, ok=False)
         else:
             self._note("system", f"engine step failed: {st.last_error}", ok=False)
-
-    def _account(self, wall: float, sim: float) -> None:
-        st = self._stats
-        if self._window_reset:
-            self._window_reset = False
-            st.window.clear()
-            return
-        st.window.append((wall, sim))
-        w = sum(a for a, _ in st.window)
-        st.achieved = sum(b for _, b in st.window) / w if w > 0 else 0.0
 
     def _take_swap(self) -> None:
         """A reset: the new engine replaces the running one (commands still queued on the old one are
@@ -330,6 +327,7 @@ class Twin(TwinActions):
         self.paused = False
         self.message = ""
         self._stats = _Stats()
+        self._clock.reset()
         sw.ticket.accept(sw.engine.sim_time)
         self._bump()
 
@@ -353,7 +351,7 @@ class Twin(TwinActions):
             "key": self.key, "shared": self.shared, "run": self.run, "rev": self.rev,
             "version": getattr(snap, "version", 0), "sim_time": round(getattr(snap, "sim_time", 0.0), 2),
             "paused": self.paused, "alive": self.alive,
-            "speed": self.speed, "achieved": round(st.achieved, 2), "step_ms": round(st.step_ms, 1),
+            "speed": self.speed, "achieved": round(self._clock.achieved(), 2), "step_ms": round(st.step_ms, 1),
             "scenario": p.scenario, "seed": p.seed, "deployment": getattr(snap, "deployment", p.deployment),
             "trace": tracestore.label(p.trace), "rate": p.rate, "load": p.load,   # never an upload's key
             "workload": self.workload,

@@ -17,17 +17,12 @@ requests enter the engine under the key `peer << KEY_BITS | its own key`, so the
 to that peer alone. The engine also keeps the per-request Prometheus series (metrics.py): it is the
 single source of truth that every worker's /metrics asks for.
 
-Messages in: ("req", key, arrival, input tokens, output tokens or None, block ids, the most a drawn
-output may be or None), ("abort", key)
-(its client went away: the request leaves the engine now, counted as finished_reason "abort"),
-("fault", id, Command), ("metrics", id), ("http", [(handler, method, status class, seconds), ...]) (the
-HTTP requests a relay served, for the HTTP series), ("cmd", Command), ("stop",). A relay that goes away
-(a worker stopped or killed) aborts all its requests: nobody is left to read them. Out: ("hello", info), ("ev", [(key, t,
-tokens so far, end[, extra]), ...], wall time sent), ("fault", id, ticket), ("metrics", id, text),
-("gauges", {sim_time, open (served requests not finished, all relays), behind_ms}, pace, late).
-`behind_ms` in the gauges: how far the engine's sim time was behind the wall clock each time it
+Messages: twin/serve/messages.py, each handled through one dispatch table (`HANDLERS`). A relay
+that goes away (a worker stopped or killed) aborts all its requests: nobody is left to read them.
+The gauges' `behind_ms`: how far the engine's sim time was behind the wall clock each time it
 woke (negative: ahead, -LEAD_S at best); above 0 what it makes next is already due and is shipped
-late (`late`): the engine process did not get the CPU in time.
+late (`late`): the engine process did not get the CPU in time. The pace (when to wake, how far to
+advance) is twin.live.realtime's, as the live twin's.
 """
 from __future__ import annotations
 
@@ -38,17 +33,19 @@ from collections import deque
 
 import numpy as np
 
-from twin.serve import wire
+from twin.live import realtime
+from twin.serve import messages, wire
 
 LEAD_S = 0.030       # the engine runs this far ahead of the wall clock (covers its stalls on this loaded 2-core machine: docs/serve.md)
 STEP_S = 0.002       # wall seconds between advances (assumption: well under a decode step of ~20-90 ms)
 IDLE_S = 0.05        # with nothing in flight it waits this long between advances (or until a message)
 SNAPSHOT_S = 2.0     # gauges (for /metrics) are published this often (~6 ms of CPU each; scrapes are 5-15 s)
 OUTPUT_SEED = 27     # served requests without max_tokens draw from [seed, OUTPUT_SEED, draw number]
-PREFILL_CHUNK = 2048    # assumption: chunked prefill, at most this many tokens a prefill batch (vLLM's
+PREFILL_CHUNK = 2048    # assumption: chunked prefill (PREFILL), at most this many tokens a prefill batch (vLLM's
                         # max_num_batched_tokens; 2,048 is its API server's default below 70 GB of memory).
                         # A chunk late in a 128K prompt then costs ~0.3 s of attention (8,192: ~1.2 s),
                         # and 12 whole-context prompts finish ~10% later (tests/test_chunked_prefill.py)
+PREFILL = {"name": "chunked-fifo", "chunk_tokens": PREFILL_CHUNK}    # the served engine's prefill batching
 KEY_BITS = 40        # the engine's key of a request: relay number << KEY_BITS | the relay's own key
 KEY_MASK = (1 << KEY_BITS) - 1
 
@@ -61,115 +58,159 @@ def main(path: str, scenario: str, seed, background: bool, lead_s: float, step_s
     relay that connects is a peer: it is sent the hello, its requests enter the engine under keys of
     its own, and only its requests' events are sent back to it."""
     import os
-    import select
     os.setsid()     # a session of its own: the kernel's autogroup scheduler gives it its own CPU share
-    parent = os.getppid()
-    lst = wire.listen(path)
-    from twin.engine import Engine
-    from twin.engine.external import External
-    from twin.serve.metrics import ServeMetrics
-    eng = Engine(scenario, seed=seed, **{"prefill_chunk_tokens": PREFILL_CHUNK, **overrides})
-    ext = External.attach(eng, background)
-    metrics = ServeMetrics(eng.scenario.deployment, max_model_len(eng), eng.timing.drafts)
-    eng.timing.record = metrics.steps         # the engine's steps, as vLLM's engine-step series count them
-    draws = 0
-    drawn: dict = {}
-    wall0 = time.monotonic() - eng.sim_time + lead_s     # the engine starts lead_s ahead
-    hello = ("hello", {"model": eng.scenario.deployment, "block_size": ext.block_size, "wall0": wall0,
-                       "lead_s": lead_s, "step_s": step_s, "engine": secrets.token_hex(4),
-                       "max_model_len": max_model_len(eng), "created": int(time.time())})
-    peers: dict[int, wire.Peer] = {}
-    accepted = 0
-    pace: deque = deque(maxlen=250)
-    behind: deque = deque(maxlen=5000)    # wall s the engine was behind the wall clock when it woke
-    last_gauges, late = 0.0, 0
-    while True:
-        t0 = time.monotonic()
-        try:
-            while True:                  # relays that connected since
-                try:
-                    sock, _ = lst.accept()
-                except BlockingIOError:
-                    break
-                accepted += 1
-                peers[accepted] = p = wire.Peer(sock, accepted)
-                p.send(hello)
-            for p in list(peers.values()):
-                msgs = p.read()
-                if msgs is None:         # the relay is gone: nobody reads its requests any more
-                    peers.pop(p.id).close()
-                    for gid in [g for g in ext.keys() if g >> KEY_BITS == p.id]:
-                        _abort(ext, metrics, drawn, gid)
-                    continue
-                for msg in msgs:
-                    kind = msg[0]
-                    if kind == "req":
-                        _, key, arrival, inp, out, blocks, cap = msg
-                        gid = p.id << KEY_BITS | key
-                        metrics.arrived(gid, arrival, inp, out)
-                        if out is None:
-                            rng = np.random.default_rng([eng.seed, OUTPUT_SEED, draws])
-                            out, draws = int(eng.scenario.output.dist().sample(rng, 1)[0]), draws + 1
-                            out = min(out, cap or out)
-                            drawn[gid] = out
-                        ext.inject(arrival + lead_s, inp, out, blocks, gid)   # the hop: LEAD_S after the HTTP arrival
-                    elif kind == "abort":
-                        _abort(ext, metrics, drawn, p.id << KEY_BITS | msg[1])
-                    elif kind == "fault":
-                        p.send(("fault", msg[1], _fault(eng, msg[2])))
-                    elif kind == "http":
-                        metrics.http(msg[1])
-                    elif kind == "metrics":
-                        p.send(("metrics", msg[1], metrics.render(eng, _pace(pace), late)))
-                    elif kind == "cmd":
-                        eng.submit(msg[1])
-                    elif kind == "stop":
-                        return
-            behind.append(t0 - wall0 - eng.sim_time)   # > 0: what this advance makes is already due
-            target = t0 - wall0 + lead_s
-            if target > eng.sim_time:
-                eng.advance(target - eng.sim_time)
-            if ext.events:
-                events, ext.events = ext.events, []
-                if drawn:
-                    events = [e + (drawn.pop(e[0]),) if e[3] == "admitted" and e[0] in drawn else e
-                              for e in events]
-                metrics.events(events)
-                done = time.monotonic()
-                late += sum(1 for e in events if wall0 + e[1] < done)
-                _route(peers, events, done)
-            pace.append((t0, eng.sim_time))
-            if t0 - last_gauges >= SNAPSHOT_S:
-                last_gauges = t0
-                g = {"sim_time": float(eng.sim_time), "open": len(metrics.open), "behind_ms": dict(zip(
-                    ("p50", "p99", "max"), np.round(np.percentile(behind, [50, 99, 100]) * 1e3, 3).tolist()))}
-                for p in peers.values():
-                    p.send(("gauges", g, _pace(pace), late))
-            for p in list(peers.values()):
-                if not p.flush():
-                    log.error("twin serve: relay %d stopped reading; dropped", p.id)
-                    peers.pop(p.id).close()
-        except Exception:                # a bad step never kills the engine: say so and carry on
-            log.exception("twin serve: engine step failed")
-        if os.getppid() != parent:
-            return                       # whoever started it is gone
-        busy = bool(ext.watch) or not ext.exhausted      # served requests in flight, or background traffic
-        rest = (step_s if busy else IDLE_S) - (time.monotonic() - t0)
+    served = Served(wire.listen(path), scenario, seed, background, lead_s, step_s, overrides)
+    realtime.run(served.wake, served.rest, served.failed)
+
+
+class Served:
+    """The served twin's engine and its relays, driven by twin.live.realtime.run."""
+
+    def __init__(self, lst, scenario: str, seed, background: bool, lead_s: float, step_s: float, overrides: dict):
+        import os
+        from twin.engine import Engine
+        from twin.engine.external import External
+        from twin.serve.metrics import ServeMetrics
+        self.parent = os.getppid()
+        self.lst = lst
+        self.eng = eng = Engine(scenario, seed=seed, **{"policies": {"prefill_batching": PREFILL}, **overrides})
+        self.ext = External.attach(eng, background)
+        self.metrics = ServeMetrics(eng.scenario.deployment, max_model_len(eng), eng.timing.drafts)
+        eng.timing.record = self.metrics.steps    # the engine's steps, as vLLM's engine-step series count them
+        self.draws = 0
+        self.drawn: dict = {}
+        self.clock = realtime.Clock(step_s, lead_s=lead_s, idle_step_s=IDLE_S, window=250)
+        self.clock.start(time.monotonic(), eng.sim_time)      # the engine starts lead_s ahead
+        self.hello = messages.Hello(eng.scenario.deployment, self.ext.block_size, self.clock.wall0, lead_s, step_s,
+                                    secrets.token_hex(4), max_model_len(eng), int(time.time()))
+        self.peers: dict[int, wire.Peer] = {}
+        self.accepted = 0
+        self.behind: deque = deque(maxlen=5000)    # wall s the engine was behind the wall clock when it woke
+        self.last_gauges, self.late = 0.0, 0
+        self.stopped = False
+
+    def wake(self, t0: float) -> bool:
+        """Take new relays and their messages, advance to the clock's due time, ship the events."""
+        self._accept()
+        for p in list(self.peers.values()):
+            msgs = p.read()
+            if msgs is None:         # the relay is gone: nobody reads its requests any more
+                self.peers.pop(p.id).close()
+                for gid in [g for g in self.ext.keys() if g >> KEY_BITS == p.id]:
+                    self._abort(gid)
+                continue
+            for msg in msgs:
+                HANDLERS(self, msg, p)
+                if self.stopped:
+                    return False
+        eng, clock = self.eng, self.clock
+        self.behind.append(clock.behind(t0, eng.sim_time))    # > 0: what this advance makes is already due
+        due = clock.due(t0, eng.sim_time)
+        if due > 0:
+            eng.advance(due)
+        self._ship()
+        clock.note(t0, eng.sim_time)
+        if t0 - self.last_gauges >= SNAPSHOT_S:
+            self.last_gauges = t0
+            g = {"sim_time": float(eng.sim_time), "open": len(self.metrics.open), "behind_ms": dict(zip(
+                ("p50", "p99", "max"), np.round(np.percentile(self.behind, [50, 99, 100]) * 1e3, 3).tolist()))}
+            for p in self.peers.values():
+                p.send(messages.Gauges(g, clock.achieved(1.0), self.late))
+        for p in list(self.peers.values()):
+            if not p.flush():
+                log.error("twin serve: relay %d stopped reading; dropped", p.id)
+                self.peers.pop(p.id).close()
+        return True
+
+    def rest(self, t0: float) -> bool:
+        """Until the next step (the idle step with nothing in flight) or a message; False once the
+        process that started this one is gone."""
+        import os
+        import select
+        if os.getppid() != self.parent:
+            return False                 # whoever started it is gone
+        busy = bool(self.ext.watch) or not self.ext.exhausted      # served requests in flight, or background traffic
+        rest = self.clock.rest(time.monotonic() - t0, idle=not busy)
         if rest > 0:                     # a request (or a new relay) wakes it at once
-            select.select([lst, *peers.values()], [p for p in peers.values() if p.out], [], rest)
+            peers = self.peers.values()
+            select.select([self.lst, *peers], [p for p in peers if p.out], [], rest)
+        return True
+
+    def failed(self, exc: Exception) -> None:
+        """A bad step never kills the engine: say so and carry on."""
+        log.error("twin serve: engine step failed", exc_info=exc)
+
+    def _accept(self) -> None:
+        while True:                      # relays that connected since
+            try:
+                sock, _ = self.lst.accept()
+            except BlockingIOError:
+                return
+            self.accepted += 1
+            self.peers[self.accepted] = p = wire.Peer(sock, self.accepted)
+            p.send(self.hello)
+
+    def _ship(self) -> None:
+        """The advance's events: drawn outputs added at admission, counted, and routed to their relays."""
+        ext, drawn = self.ext, self.drawn
+        if not ext.events:
+            return
+        events, ext.events = ext.events, []
+        if drawn:
+            events = [e + (drawn.pop(e[0]),) if e[3] == "admitted" and e[0] in drawn else e for e in events]
+        self.metrics.events(events)
+        done = time.monotonic()
+        wall0 = self.clock.wall0
+        self.late += sum(1 for e in events if wall0 + e[1] < done)
+        _route(self.peers, events, done)
+
+    def _abort(self, gid: int) -> None:
+        """The request `gid`'s client went away: out of the engine, counted as aborted."""
+        if self.ext.abort(gid):
+            self.metrics.aborted(gid)
+        self.drawn.pop(gid, None)
+
+    # ---- the messages' handlers (HANDLERS) ----------------------------------------------------
+
+    def on_request(self, m: messages.Request, p: wire.Peer) -> None:
+        gid = p.id << KEY_BITS | m.key
+        self.metrics.arrived(gid, m.arrival, m.input_tokens, m.output_tokens)
+        out = m.output_tokens
+        if out is None:
+            rng = np.random.default_rng([self.eng.seed, OUTPUT_SEED, self.draws])
+            out, self.draws = int(self.eng.scenario.output.dist().sample(rng, 1)[0]), self.draws + 1
+            out = min(out, m.cap or out)
+            self.drawn[gid] = out
+        self.ext.inject(m.arrival + self.clock.lead_s, m.input_tokens, out, m.blocks, gid)   # the hop: LEAD_S after the HTTP arrival
+
+    def on_abort(self, m: messages.Abort, p: wire.Peer) -> None:
+        self._abort(p.id << KEY_BITS | m.key)
+
+    def on_fault(self, m: messages.Fault, p: wire.Peer) -> None:
+        p.send(messages.FaultAnswer(m.qid, _fault(self.eng, m.cmd)))
+
+    def on_metrics(self, m: messages.MetricsAsk, p: wire.Peer) -> None:
+        p.send(messages.MetricsText(m.qid, self.metrics.render(self.eng, self.clock.achieved(1.0), self.late)))
+
+    def on_http(self, m: messages.Http, p: wire.Peer) -> None:
+        self.metrics.http(m.rows)
+
+    def on_cmd(self, m: messages.Cmd, p: wire.Peer) -> None:
+        self.eng.submit(m.cmd)
+
+    def on_stop(self, m: messages.Stop, p: wire.Peer) -> None:
+        self.stopped = True
+
+
+HANDLERS = realtime.Dispatch({
+    messages.Request: Served.on_request, messages.Abort: Served.on_abort, messages.Fault: Served.on_fault,
+    messages.MetricsAsk: Served.on_metrics, messages.Http: Served.on_http, messages.Cmd: Served.on_cmd, messages.Stop: Served.on_stop})
 
 
 def max_model_len(eng) -> int:
     """Prompt plus output tokens one request may hold: what the model takes and what one decode
     die's KV holds (the engine refuses more as kv_too_long)."""
     return int(min(eng.pm.model.max_context, eng.kv_capacity_tokens))
-
-
-def _abort(ext, metrics, drawn: dict, gid: int) -> None:
-    """The request `gid`'s client went away: out of the engine, counted as aborted."""
-    if ext.abort(gid):
-        metrics.aborted(gid)
-    drawn.pop(gid, None)
 
 
 def _route(peers: dict, events: list, sent: float) -> None:
@@ -180,15 +221,7 @@ def _route(peers: dict, events: list, sent: float) -> None:
     for pid, evs in mine.items():
         p = peers.get(pid)
         if p is not None:
-            p.send(("ev", evs, sent))
-
-
-def _pace(pace: deque) -> float:
-    """Sim seconds per wall second over the last ~0.5 s of advances."""
-    if len(pace) < 2:
-        return 1.0
-    (w0, s0), (w1, s1) = pace[0], pace[-1]
-    return (s1 - s0) / (w1 - w0) if w1 > w0 else 1.0
+            p.send(messages.Events(evs, sent))
 
 
 def _fault(eng, cmd) -> dict:

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from twin.engine.commands import Command
-from twin.serve import engine_proc, wire
+from twin.live.realtime import Dispatch
+from twin.serve import engine_proc, messages, wire
 from twin.serve.engine_proc import LEAD_S, STEP_S
 
 log = logging.getLogger("twin.serve")
@@ -204,7 +205,7 @@ class LiveTwin:
         self._stopping = True
         if self.peer is not None:
             if self.own:
-                self.peer.send(("stop",))
+                self.peer.send(messages.Stop())
                 self.peer.flush()
             self._close()
         if self.proc is not None:
@@ -264,20 +265,20 @@ class LiveTwin:
         stream.arrival = self.now() if arrival is None else arrival
         stream.key = self._keys = self._keys + 1
         self.streams[stream.key] = stream
-        self._send(("req", stream.key, stream.arrival, stream.input_tokens, stream.output_tokens, stream.blocks,
-                    stream.cap))
+        self._send(messages.Request(stream.key, stream.arrival, stream.input_tokens, stream.output_tokens,
+                                    stream.blocks, stream.cap))
 
     def abort(self, stream: Stream) -> None:
         """The stream's client went away: the engine drops its request now (KV and batch slot
         freed) and nothing more is kept for it here."""
         if self.streams.pop(stream.key, None) is not None:
-            self._send(("abort", stream.key))
+            self._send(messages.Abort(stream.key))
         stream.sink = None
         stream.due.clear()
 
     def command(self, cmd: Command) -> None:
         """A typed engine command (a policy, ...) for the engine's next advance."""
-        self._send(("cmd", cmd))
+        self._send(messages.Cmd(cmd))
 
     def _send(self, msg: tuple) -> None:
         """To the engine process, never blocking the loop (a blocking write here while the engine
@@ -302,14 +303,14 @@ class LiveTwin:
             self.loop.remove_writer(fd)
         self._writing = waiting
 
-    async def _ask(self, kind: str, *args):
-        """A question for the engine process and its answer, or {"error": why} if the engine is not
-        there to answer in time."""
+    async def _ask(self, kind: type, *args):
+        """A question (a message type of twin.serve.messages whose first field is the question's id) for
+        the engine process and its answer, or {"error": why} if the engine is not there to answer in time."""
         if not self.ready:
             return {"error": "the twin's engine is starting; retry in a moment"}
         qid = self._keys = self._keys + 1
         fut = self._asks[qid] = self.loop.create_future()
-        self._send((kind, qid, *args))
+        self._send(kind(qid, *args))
         try:
             return await asyncio.wait_for(fut, ASK_TIMEOUT_S)
         except asyncio.TimeoutError:
@@ -320,13 +321,13 @@ class LiveTwin:
     async def fault(self, cmd: Command) -> dict:
         """A checked fault command for the engine process: its ticket there, as a dict (state accepted
         or refused, with the reason), or {"error": why}."""
-        return await self._ask("fault", cmd)
+        return await self._ask(messages.Fault, cmd)
 
     async def metrics(self) -> bytes | dict:
         """The Prometheus text of the whole twin, from the engine process (the one source of truth for
         all workers), or {"error": why}; this worker's HTTP requests so far included."""
         self._ship_http()
-        return await self._ask("metrics")
+        return await self._ask(messages.MetricsAsk)
 
     def http_done(self, handler: str, method: str, status: str, seconds: float) -> None:
         """An HTTP request served (twin.serve.http_metrics): shipped to the engine within HTTP_SHIP_S."""
@@ -342,7 +343,7 @@ class LiveTwin:
             self.loop.call_later(HTTP_SHIP_S, self._ship_http)
             return
         rows, self._http = self._http, []
-        self._send(("http", rows))
+        self._send(messages.Http(rows))
 
     def achieved(self) -> float:
         return self.pace
@@ -355,25 +356,25 @@ class LiveTwin:
             self._lost()
             return
         for msg in msgs:
-            self._dispatch(msg)
+            HANDLERS(self, msg)
 
-    def _dispatch(self, msg: tuple) -> None:
-        kind = msg[0]
-        if kind == "ev":
-            self.pipe_lag.append(time.monotonic() - msg[2])
-            self._schedule(msg[1])
-        elif kind == "gauges":
-            self.gauges, self.pace, self.late = msg[1], msg[2], msg[3]
-        elif kind in ("fault", "metrics"):
-            fut = self._asks.get(msg[1])
-            if fut is not None and not fut.done():
-                fut.set_result(msg[2])
-        elif kind == "hello":
-            info = msg[1]
-            self.model, self.block_size, self.wall0 = info["model"], info["block_size"], info["wall0"]
-            self.engine_id, self.max_model_len = info["engine"], info["max_model_len"]
-            self.created = info["created"]
-            self._ready.set()
+    # ---- the engine's messages' handlers (HANDLERS) -------------------------------------------
+    def _on_events(self, m: messages.Events) -> None:
+        self.pipe_lag.append(time.monotonic() - m.sent)
+        self._schedule(m.events)
+
+    def _on_gauges(self, m: messages.Gauges) -> None:
+        self.gauges, self.pace, self.late = m.gauges, m.pace, m.late
+
+    def _on_answer(self, m: messages.FaultAnswer | messages.MetricsText) -> None:
+        fut = self._asks.get(m.qid)
+        if fut is not None and not fut.done():
+            fut.set_result(m[1])
+
+    def _on_hello(self, m: messages.Hello) -> None:
+        self.model, self.block_size, self.wall0 = m.model, m.block_size, m.wall0
+        self.engine_id, self.max_model_len, self.created = m.engine, m.max_model_len, m.created
+        self._ready.set()
 
     def _schedule(self, events: list) -> None:
         """One loop callback per distinct sim time, at its wall time (events come in time order)."""
@@ -408,3 +409,8 @@ class LiveTwin:
             s.push(t, made, end, extra[0] if extra else None)
             if end == "times" or (end and end not in ("stop", "admitted")):
                 del streams[key]       # its last event ("times" follows "stop"), or refused
+
+
+HANDLERS = Dispatch({messages.Events: LiveTwin._on_events, messages.Gauges: LiveTwin._on_gauges,
+                     messages.FaultAnswer: LiveTwin._on_answer, messages.MetricsText: LiveTwin._on_answer,
+                     messages.Hello: LiveTwin._on_hello})

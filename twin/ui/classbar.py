@@ -34,10 +34,30 @@ CHART_INFO = N_("The room's answers to this step: how many fell in each range, o
                 "figure when the twin does not show it). Yellow: your own answer.")
 
 
+# where each on-screen figure a lesson reads (twin.lessons.screen) is drawn: its element on the page
+FIGURE_AT = {"overview.input_tps_per_npu": "#ov-in-tps", "overview.output_tps_per_npu": "#ov-out-tps",
+             "overview.ttft_p50_s": "#ov-ttft", "overview.tpot_p50_ms": "#ov-tpot",
+             "overview.decode_batch_per_npu": "#ov-useful-hint", "tradeoffs.curve_tpot_ms": "#to-fig",
+             "tradeoffs.curve_tps_per_npu": "#to-fig", "tradeoffs.live_tpot_ms": "#to-live",
+             "tradeoffs.live_tps_per_npu": "#to-live", "tradeoffs.live_batch_per_npu": "#to-live",
+             "cache.token_hit_ratio": "#ca-token", "cache.ttft_hit_p50_s": "#ca-ttft",
+             "traffic.ub_gbps": "#tr-scaleup", "traffic.rdma_gbps": "#tr-rdma", "traffic.vpc_gbps": "#tr-vpc",
+             "validation.tokens_per_s_per_tflops": "#va-predictions"}
+
+
+def figure_at(step: lessons.Step) -> str | None:
+    """The selector of the step's first on-screen figure: the live number its question is about."""
+    for f in step.screen.figures:
+        sel = FIGURE_AT.get(f.read.partition("@")[0])
+        if sel:
+            return sel
+    return None
+
+
 def bar() -> html.Div:
     """The bar and its stores (in the shell, under the banner)."""
     return html.Div([
-        dcc.Store(id="class-state"), dcc.Store(id="class-pub"),
+        dcc.Store(id="class-state"), dcc.Store(id="class-pub"), dcc.Store(id="class-focus"), dcc.Store(id="class-focused"),
         dcc.Store(id="class-follow", storage_type="session"), dcc.Store(id="class-lead", storage_type="session"),
         dcc.Store(id="class-mine", storage_type="local"), dcc.Download(id="class-dl"),
         html.Div([
@@ -78,7 +98,26 @@ def _state(v) -> dict | None:
         return None
 
 
-def _on(v) -> bool:
+def _lobby(v) -> str:
+    """Where the lecturer is before the first step: the class plan's page (twin.live.classroom.publish)."""
+    v = guard.store(v)
+    try:
+        pl = lessons.plan(v.get("plan")) if v.get("leading") is True and v.get("plan") else None
+    except lessons.LessonError:
+        return ""
+    return _("Lecturer: %(title)s, before the first step") % {"title": _(pl.title)} if pl else ""
+
+
+def mine_key(st: dict) -> str:
+    """This browser's answer to the published step, in its store: "lesson/step", and "#k" for the k-th
+    class after the first (the plan run again on one server asks afresh; the old answer used to
+    hide the question from a browser that had answered it in the first class)."""
+    k = st.get("lecture")
+    return f"{st['les'].id}/{st['n']}" + (f"#{k}" if type(k) is int and k > 0 else "")
+
+
+def on(v) -> bool:
+    """A store's {"on": true} (following, leading)."""
     return isinstance(v, dict) and v.get("on") is True
 
 
@@ -127,34 +166,37 @@ def figure(tally: dict, q: lessons.Question, mine: float | None) -> dict:
 def lecturer_here(lead, token) -> bool:
     """Whether this tab leads the class with authority the server checked: its `class-lead` flag
     (the tab's choice) and a credential the shared twin accepts (anyone's, when it is not locked)."""
-    return _on(lead) and session.sessions().shared().authorized(guard.credential(token))
+    return on(lead) and session.sessions().shared().authorized(guard.credential(token))
 
 
 @dash.callback(
     Output("class-where", "children"), Output("class-ask", "children"), Output("class-unit", "children"),
     Output("class-num", "style"), Output("class-choice", "options"), Output("class-choice", "style"),
     Output("class-q", "style"), Output("class-send", "style"), Output("class-result", "children"),
-    Output("class-chart-wrap", "children"), Output("class-tools", "style"),
+    Output("class-chart-wrap", "children"), Output("class-tools", "style"), Output("class-focus", "data"),
     Input("class-state", "data"), Input("class-follow", "data"), Input("class-lead", "data"),
     Input("class-mine", "data"), Input("ctl-token", "data"), State("ctl-secret", "data"),
 )
 def render(state, follow, lead, mine, token, secret):
     """What this browser's bar shows for the published step: the question (following, joined before
     it was asked, not yet answered), the wait, or the reveal (the room's bars, the measured answer
-    and this browser's guess); for the lecturer (checked: `lecturer_here`) the tools and live tally."""
+    and this browser's guess); for the lecturer (checked: `lecturer_here`) the tools and live tally.
+    Last, for a follower, where the step's live number is drawn (assets/classbar.js `focus` scrolls
+    it into view: the Validation table is below the first screen)."""
     lang = request_lang()
     st = _state(state)
     lead = lecturer_here(lead, token)
     tools = SHOW if lead else HIDE
     if st is None:
-        return ("", "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools)
+        return (_lobby(state), "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools, None)
     les, n = st["les"], st["n"]
     where = _("Lecturer: %(title)s, step %(n)s of %(total)s") % {"title": _(les.title), "n": n, "total": len(les.steps)}
     q = les.steps[n - 1].question
-    if q is None or not (_on(follow) or lead):
-        return (where, "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools)
+    focus = figure_at(les.steps[n - 1]) if on(follow) and not lead else None
+    if q is None or not (on(follow) or lead):
+        return (where, "", "", HIDE, [], HIDE, HIDE, HIDE, "", None, tools, focus)
     room = session.sessions().classroom
-    guess = _mine(mine).get(f"{les.id}/{n}")
+    guess = _mine(mine).get(mine_key(st))
     revealed = bool(st.get("revealed"))
     asking = not lead and not revealed and guess is None
     late = asking and not room.may_answer(guard.client(secret)[0], les.id, n)
@@ -172,11 +214,11 @@ def render(state, follow, lead, mine, token, secret):
         result = _("This browser joined the class after this question was asked: you can answer the next one.")
     asking = asking and not late
     chart = components.graph("class-chart", figure(tally, q, guess), 190, _(CHART_INFO)) if tally else None
-    return (where, _(q.ask), _(q.unit) if q.kind == "number" else "",
+    return (where, _(q.ask), _(q.unit) if q.kind == "number" and asking else "",
             SHOW if asking and q.kind == "number" else HIDE,
             [{"label": _(c), "value": i} for i, c in enumerate(q.choices)],
             SHOW if asking and q.kind == "choice" else HIDE,
-            SHOW, SHOW if asking else HIDE, result, chart, tools)
+            SHOW, SHOW if asking else HIDE, result, chart, tools, focus)
 
 
 @dash.callback(
@@ -187,7 +229,7 @@ def render(state, follow, lead, mine, token, secret):
 def join(follow, secret):
     """A following browser joins the class (on Follow, and on each page load while following, which
     keeps its place), so it may answer the questions asked from then on."""
-    if not _on(follow):
+    if not on(follow):
         return no_update, no_update
     try:
         session.sessions().classroom.join(*guard.client(secret))
@@ -215,7 +257,7 @@ def send(_n, num, choice, state, mine, secret):
     except session.ControlError as exc:
         return _("Not counted: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", no_update
     kept = _mine(mine)
-    kept[f"{st['les'].id}/{st['n']}"] = v
+    kept[mine_key(st)] = v
     return _("Counted. Thank you!"), "ctl-msg msg-ok", kept
 
 
@@ -228,12 +270,13 @@ def send(_n, num, choice, state, mine, secret):
 def publish(pub, token):
     """The lecturer's tab says where it is (from assets/classbar.js `pub`: only while leading)."""
     pub = guard.store(pub)
-    if not pub.get("lesson"):
+    if not (pub.get("lesson") or pub.get("plan")):
         return no_update, no_update, no_update
     try:
-        session.sessions().classroom.publish(session.sessions().shared(), guard.credential(token), lesson=pub.get("lesson"),
+        session.sessions().classroom.publish(session.sessions().shared(), guard.credential(token), lesson=pub.get("lesson") or None,
                                        step=pub.get("step"), page=guard.text(pub.get("page"), 40),
-                                       presenter=pub.get("presenter") is True)
+                                       presenter=pub.get("presenter") is True, plan=guard.text(pub.get("plan"), 40)
+                                       if not pub.get("lesson") else None)
     except session.ControlError as exc:
         return _("Not leading: %(why)s") % {"why": explain(exc)}, "ctl-msg msg-error", {"on": False}
     except lessons.LessonError:
@@ -285,6 +328,12 @@ clientside_callback(
     Input("shell-status", "data"), Input("class-follow", "data"), Input("class-lead", "data"),
     State("class-state", "data"),
     prevent_initial_call=True,
+)
+
+clientside_callback(
+    dash.ClientsideFunction(namespace="classbar", function_name="focus"),
+    Output("class-focused", "data"),
+    Input("class-focus", "data"), Input("url", "pathname"),
 )
 
 clientside_callback(

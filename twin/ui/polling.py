@@ -148,6 +148,12 @@ def beat(tw: session.Twin, note: str = "", unlocked: bool = False) -> dict:
             "cls": [cls["rev"], cls["n"]]}
 
 
+def current_beat(choice, unlocked: bool = False) -> dict:
+    """The beat of the twin this viewer watches now (for a page that just mounted)."""
+    tw, note = twin_for(choice)
+    return beat(tw, note, unlocked)
+
+
 def shell_tick(choice, last: dict | None, action: bool = False, unlocked: bool = False) -> tuple:
     """(status, beat) for the shell's one interval: both no_update while the viewed twin is unchanged,
     unless an action just ran (its message changed), which always refreshes the status."""
