@@ -300,7 +300,10 @@ def band(kind: str, deployment: str, phase: str, point: tuple | None = None) -> 
     row of that phase. With `point` (validate.decode_point / prefill_point), a calibration or
     validation label holds only at a published row's conditions; elsewhere the figure is a prediction.
     """
+    from twin.model.config import catalog
     cv = stored()
+    dep = catalog().deployment(deployment)
+    supernode = catalog().system(dep.system).kind == "supernode"
     if kind == "alltoall":
         if phase.startswith("table:"):
             label = "calibration" if ", row " in phase else "prediction"
@@ -312,16 +315,13 @@ def band(kind: str, deployment: str, phase: str, point: tuple | None = None) -> 
                                                               if r["how"] == "edge"),
                     "band_basis": "kernel table edge rows predicted from their neighbours"}
         kernel = _roofline_kernel(phase)
-        if kernel in KERNELS:       # a GPU kernel with no table here: its own held-out rows, never UB's
+        if kernel in KERNELS and not supernode:     # a GPU kernel with no table here: its own rows, never UB's
             pct, basis = kernel_band(kernel, cv)
             return {"label": "prediction", "band_pct": pct, "band_basis": basis}
         ub = [e for f in cv["fitted"] if f["source"] == "ref 4 MoE communication"
               for e in (f["errors_pct"] or [])]
         return {"label": "prediction", "band_pct": _worst(ub),
                 "band_basis": "ref 4 UB table left out of the refit"}
-    from twin.model.config import catalog
-    dep = catalog().deployment(deployment)
-    supernode = catalog().system(dep.system).kind == "supernode"
     if supernode:
         srcs = ("ref 4 " + phase,) + (("ref 3 MTP",) if phase == "decode" else ())
         errs = [e for f in cv["fitted"] if f["group"] == "ascend" and f["source"].startswith(srcs)
