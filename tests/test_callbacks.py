@@ -815,7 +815,7 @@ def test_validation_page_separates_calibration_validation_and_predictions(pages)
     assert '"va-validation"' in text and '"va-table"' in text and '"va-predictions"' in text
     assert "DeepSeek H800 prefill tok/s per GPU" in text and "DeepEP low-latency" in text
     assert "gb200-nvl72-r1" in text and '"prediction"' in text
-    assert "12 of 12 validation rows within tolerance" in text     # issue 38: + 8 rows
+    assert "14 of 14 validation rows within tolerance" in text     # issue 38: + 8 rows, + 2 EMS TTFT rows
 
 
 def test_overview_events_show_an_injected_fault_once(pages, dash_app):

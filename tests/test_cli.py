@@ -83,7 +83,7 @@ def test_validate_json():
     code, out, err = cli("validate", "--json")
     d = json.loads(out)
     # calibration + validation (issue 38: + 2 H200 calibration rows; + 2 H100 prefill, 2 H200 MTP, 4 DeepEP V2)
-    assert isinstance(d["targets"], list) and len(d["targets"]) == 59 + 2 + 4 + 8
+    assert isinstance(d["targets"], list) and len(d["targets"]) == 59 + 2 + 4 + 8 + 2
     for t in d["targets"]:
         assert {"name", "kind", "target", "twin", "error_pct", "tolerance_pct", "pass"} <= set(t)
         assert t["pass"] == (abs(t["error_pct"]) <= t["tolerance_pct"])

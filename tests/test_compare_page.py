@@ -164,7 +164,8 @@ def test_the_what_if_rows_show_the_engine_figures_and_say_what_they_support(cmp,
     assert "atlas-950-infer: no TCO: the price and power of announced hardware are not public" in _text(table)
     assert said.startswith("On one run (default scenario, seed 1, 30 simulated s) cloudmatrix-unified moves KV in "
                            f"{cmp._ms(u['kv_transfer_ms_mean'])} ms against {cmp._ms(b['kv_transfer_ms_mean'])}")
-    assert said.endswith("so on this workload they change how KV moves and is cached more than how fast requests "
+    # issue 38 (EMS server 0.625 -> 0.582 GB/s per socket): cpu-pool's TTFT p99 moves 2,054 -> 2,459 ms (+20%)
+    assert said.endswith("so on this workload they change how fast requests "
                          "are served. atlas-950-infer: a prediction from the step-time model only.")
     assert progress == "" and off
 

@@ -100,12 +100,78 @@ def test_transfer_leaves_a_whole_system_out():
     assert all(e is None for (s, _), e in by.items() if s == "cloudmatrix384")
 
 
+H100_DECODE = "SGLang H100 decode tok/s per GPU (batch 128, 4K KV, MTP 60%)"
+H100_PREFILL = "SGLang H100 prefill tok/s per GPU (default placement)"
+
+
 def test_small_samples_have_a_floor_and_coverage_leaves_the_row_out():
-    cv = {"transfer": [{"system": "gpu-cluster-h100", "row": "a", "phase": "decode", "error_pct": 0.5},
-                       {"system": "gpu-cluster-h100", "row": "b", "phase": "decode", "error_pct": -12.0}]}
+    # issue 38: fewer than five rows never claim a band narrower than what every other held-out figure
+    # says of the spread: the 90% Student-t bound on their RMS error (n degrees of freedom), nor 10%
+    cv = {"transfer": [{"system": "gpu-cluster-h100", "row": H100_DECODE, "phase": "decode", "error_pct": 0.5},
+                       {"system": "gpu-cluster-h100", "row": H100_PREFILL, "phase": "prefill", "error_pct": -12.0}]}
+    assert crossval.held_out(cv) == {H100_DECODE: 0.5, H100_PREFILL: -12.0}
+    bound, n, rms = crossval.pooled_floor(cv)
+    assert (n, rms) == (2, pytest.approx((0.5 ** 2 / 2 + 12 ** 2 / 2) ** 0.5))
+    assert bound == pytest.approx(2.919986 * rms, rel=1e-6)          # t(0.95, 2 dof)
     b = crossval.transfer_band("gpu-cluster-h100", "decode", cv)
-    assert b["band_pct"] == 12.0 and "(2 rows)" in b["band_basis"]
-    assert crossval.transfer_band("gpu-cluster-h100", "decode", cv, leave="b")["band_pct"] == 10.0
-    # row b is judged against the band without it (10%, floor): outside; a against 12%: inside
+    assert b["band_pct"] == round(bound, 1) == 24.8
+    assert b["band_basis"].endswith("(1 row, small-sample floor 24.8%: the 90% t-bound on the RMS error "
+                                    "(8.5%) of 2 held-out figures)")
+    # without the prefill row only the 0.5% row is left: its t-bound (6.31 x 0.5%) is below the 10% floor
+    assert crossval.transfer_band("gpu-cluster-h100", "prefill", cv, leave=H100_PREFILL)["band_pct"] == 10.0
+    # the prefill row is judged against the band without it (10%): outside; the decode row against the
+    # bound of the prefill row alone (6.31 x 12% = 75.8%): inside
     c = crossval.coverage(cv)
-    assert (c["held_out"], c["inside"], c["outside"]) == (2, 1, ["b"])
+    assert (c["held_out"], c["inside"], c["outside"]) == (2, 1, [H100_PREFILL])
+
+
+def test_a_gpu_kernel_without_a_table_is_banded_by_its_own_rows_never_by_ub():
+    # issue 38: DeepEP V2 on the H100 cluster has no kernel table: the roofline's figure is banded by
+    # V2's published rows (nothing fitted to them), not by ref 4's UB table
+    cv = crossval.stored()
+    v2 = [v["error_pct"] for v in cv["validation"] if v["row"].startswith("DeepEP V2 ")]
+    assert len(v2) == 4 and max(map(abs, v2)) < crossval.pooled_floor(cv)[0]
+    src = "roofline: no kernel table for normal-v2 combine on gpu-cluster-h100"
+    b = crossval.band("alltoall", "sglang-h100", src)
+    assert b["label"] == "prediction" and b["band_pct"] == round(crossval.pooled_floor(cv)[0], 1)
+    assert b["band_basis"].startswith("normal-v2: its published rows predicted by the roofline with nothing "
+                                      "fitted to them (4 rows, small-sample floor")
+    ll = crossval.band("alltoall", "gb200-nvl72-r1", "roofline: no kernel table for low-latency dispatch on gb200-nvl72")
+    assert ll["band_basis"].startswith("low-latency: no published row held out here (0 rows")
+    assert crossval.band("alltoall", "cloudmatrix-infer-paper", "roofline: no kernel table for ub dispatch on "
+                         "cloudmatrix384")["band_basis"] == "ref 4 UB table left out of the refit"
+    # DeepEP-Ascend's kernels share V1's names: on a supernode they stay on the UB basis
+    assert crossval.band("alltoall", "cloudmatrix-unified", "roofline: no kernel table for normal dispatch on "
+                         "cloudmatrix384-unified")["band_basis"] == "ref 4 UB table left out of the refit"
+    # every published figure nothing was fitted to counts, each against the band printed for it
+    # without itself: 14 of 15, the H200 overlap-scheduler row outside
+    c = crossval.coverage(cv)
+    assert (c["held_out"], c["inside"]) == (15, 14) and c["fraction"] >= crossval.COVER
+    assert c["outside"] == ["SGLang H200 decode tok/s per GPU (2 per GPU, 64K in, overlap scheduler)"]
+
+
+def test_ems_reuse_has_its_own_band_and_its_rows_count_in_coverage():
+    # issue 38: a prefill figure with EMS reuse is banded by the context-caching TTFT rows (nothing
+    # fitted to them), never by the unidentified calibration source; each row is judged without itself
+    ms, share = "EMS TTFT cut ms at 90% token reuse", "EMS TTFT cut % at 90% token reuse"
+    ems = [{"source": "ref 3 context caching, TTFT", "row": ms, "deployment": PAPER_DEP, "error_pct": 10.7},
+           {"source": "ref 3 context caching, TTFT", "row": share, "deployment": PAPER_DEP, "error_pct": -4.9}]
+    cv = {"transfer": [], "validation": ems + [{"source": "ref G 1", "row": H100_DECODE, "deployment": "sglang-h100",
+                                                "error_pct": 2.0}]}
+    pct, basis = crossval.ems_band(cv)
+    # two rows: never narrower than the spread of all three held-out figures (t(0.95, 3) 2.353 x 6.9%)
+    assert pct == 16.2 and basis == ("EMS reuse: ref 3 context-caching TTFT rows, nothing fitted to them "
+                                     "(2 rows, small-sample floor 16.2%: the 90% t-bound on the RMS error (6.9%) "
+                                     "of 3 held-out figures)")
+    # without the ms row: the share row (4.9%) and the H100 row (2%) bound the spread at 2.92 x 3.7%, so the
+    # ms row (+10.7%) is inside the band printed without it (before: the share row's 10% floor, outside)
+    assert crossval.ems_band(cv, leave=ms)[0] == 10.9
+    c = crossval.coverage(cv)
+    assert (c["held_out"], c["inside"], c["outside"]) == (3, 3, [])
+    from twin.predict.validate import prefill_point
+    b = crossval.band("prefill", PAPER_DEP, "prefill", prefill_point(reuse=0.9))
+    assert b["label"] == "calibration" and b["band_basis"].startswith("EMS reuse: ref 3 context-caching")
+    assert crossval.band("prefill", PAPER_DEP, "prefill", prefill_point())["band_basis"].startswith("CloudMatrix")
+
+
+PAPER_DEP = "cloudmatrix-infer-paper"

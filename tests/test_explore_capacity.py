@@ -199,8 +199,8 @@ def test_atlas_beside_the_baseline_is_a_prediction_without_tco_and_the_five_keep
 
 def test_what_ifs_carry_engine_figures_of_the_same_seed(whatif_cache, monkeypatch):
     """The step-time model gives the what-ifs the baseline's figures; the engine rows are the runs'
-    own (`python -m twin run`, seed 1), cached: UB moves the KV faster than RDMA; pooled CPUs change
-    the cache a little, on this run for the worse at the tail."""
+    own (`python -m twin run`, seed 1), cached: UB moves the KV faster than RDMA; pooled CPUs leave
+    the cache's hit ratio as it is and, on this run, make the tail worse."""
     from twin.explore import whatif
     variants = ("cloudmatrix-unified", "cloudmatrix-cpu-pool")
     names = whatif.needs_engine(variants)
@@ -220,7 +220,9 @@ def test_what_ifs_carry_engine_figures_of_the_same_seed(whatif_cache, monkeypatc
     assert u["kv_transfer_ms_mean"] < 0.2 * b["kv_transfer_ms_mean"]          # UB uplinks against RDMA NICs
     assert p["kv_transfer_ms_mean"] == pytest.approx(b["kv_transfer_ms_mean"], rel=0.05)
     assert (u["ttft_ms_p99"], u["token_hit_ratio"]) == (b["ttft_ms_p99"], b["token_hit_ratio"])
-    assert p["token_hit_ratio"] > b["token_hit_ratio"] and p["ttft_ms_p99"] > b["ttft_ms_p99"]
+    # issue 38 (EMS server 0.625 -> 0.582 GB/s per socket, whole-block hits): the pool's hit ratio is the
+    # baseline's within 0.1 point (0.4052 against 0.4053; it was higher), its tail TTFT still worse
+    assert p["token_hit_ratio"] == pytest.approx(b["token_hit_ratio"], abs=1e-3) and p["ttft_ms_p99"] > b["ttft_ms_p99"]
     assert all(r["lost"] == 0 and r["seed"] == 1 and r["scenario"] == "default" for r in e.values())
     monkeypatch.setattr(whatif, "run_row", lambda n: pytest.fail(f"{n} ran again"))
     assert whatif.measure("cloudmatrix-unified") == u                           # the second time, a file read

@@ -25,7 +25,8 @@ def test_targets_are_the_reference_rows():
     cal = [t for t in TARGETS if t.kind == "calibration"]
     val = [t for t in TARGETS if t.kind == "validation"]
     # + 2 small-batch H200 rows without MTP calibrating the per-step costs (issue 38)
-    assert len(cal) == 21 + 20 + 16 + 2 + 2 and len(val) == 4 + 2 + 2 + 4
+    # + ref 3's context-caching TTFT cut, in ms and in share (issue 38: EMS reuse validated)
+    assert len(cal) == 21 + 20 + 16 + 2 + 2 and len(val) == 2 + 4 + 2 + 2 + 4
     by = {t.name: t.target for t in TARGETS}
     assert by["prefill tokens/s per NPU (4K, default balance)"] == 5655
     assert by["prefill tokens/s per NPU (4K, perfect balance)"] == 6688
@@ -37,7 +38,7 @@ def test_targets_are_the_reference_rows():
     assert by["UB dispatch us (EP64, 128 tokens/rank)"] == 141
     assert by["UB combine us (EP256, 128 tokens/rank)"] == 149
     # ref G 1 (validation) and ref G 3 (DeepEP kernel tables, calibration)
-    assert [t.target for t in val] == [1.31, 6288, 7417, 2172, 57674 / 8, 54543 / 8, 81.5, 82.0,
+    assert [t.target for t in val] == [1505, 59, 1.31, 6288, 7417, 2172, 57674 / 8, 54543 / 8, 81.5, 82.0,
                                        90, 81, 61, 61]    # + DeepEP V2 (README at 0297fc8)
     # lm-sys blog 2025-07-17-mtp, case study 1: 2 requests per H200 at 64K input
     assert by["SGLang H200 decode tok/s per GPU (2 per GPU, 64K in, overlap scheduler)"] == 60.4
@@ -64,7 +65,8 @@ def test_calibration_rows_within_5_and_validation_rows_within_10_percent():
         "SGLang H200 decode tok/s per GPU (2 per GPU, MTP 3-token window, accept 2.18)",
         "SGLang H200 decode tok/s per GPU (2 per GPU, MTP 4-token window, accept 2.44)",
         "DeepEP V2 dispatch GB/s (EP16, 8,192 tokens)", "DeepEP V2 combine GB/s (EP16, 8,192 tokens)",
-        "DeepEP V2 dispatch GB/s (EP32, 8,192 tokens)", "DeepEP V2 combine GB/s (EP32, 8,192 tokens)"}
+        "DeepEP V2 dispatch GB/s (EP32, 8,192 tokens)", "DeepEP V2 combine GB/s (EP32, 8,192 tokens)",
+        "EMS TTFT cut ms at 90% token reuse"}
     assert {t.tolerance_pct for t in TARGETS if t.kind == "validation"} == {10, 15}
 
 
@@ -427,7 +429,8 @@ def test_overlap_constant_is_fitted_to_no_sglang_h100_row():
     assert fitted == {"ref G 1 DeepSeek profile", "lm-sys blog 2025-07-17-mtp, case study 1",
                       "lm-sys blog 2025-07-17-mtp, case study 1, no overlap scheduler"}
     assert not any("H100" in t.name for t in TARGETS if t.kind == "calibration")
-    assert {t.deployment for t in TARGETS if t.kind == "validation"} == {"sglang-h100", "sglang-h200-mtp-small"}
+    assert {t.deployment for t in TARGETS if t.kind == "validation"} == {"sglang-h100", "sglang-h200-mtp-small",
+                                                                          "cloudmatrix-infer-paper"}
     assert all(t.kind == "validation" for t in TARGETS if "MTP" in t.name and "H200" in t.name)
 
 
@@ -662,3 +665,20 @@ def test_chained_mtp_drafts_at_a_published_acceptance_length():
     # a second draft step runs the MTP module (and its layer's sync) once more
     assert two.breakdown["mtp_module"] == pytest.approx(2 * one.breakdown["mtp_module"])
     assert two.tokens_per_step == pytest.approx(2 * (1 + 0.7 + 0.49))
+
+
+def test_token_reuse_ends_mid_block_and_recomputes_the_rest(pm):
+    # issue 38: EMS keys whole 512-token blocks, so 90% of a 4K prompt (3,686 tokens) finds 7 blocks
+    # (3,584 tokens, 87.5%); the partial block's 102 tokens are computed again
+    from twin.predict.ems import whole_block_reuse
+    assert whole_block_reuse(0.9, 4096) == 3584 / 4096
+    assert whole_block_reuse(0.875, 4096) == 0.875 and whole_block_reuse(0.9, 4096, None) == 0.9
+    tokens = pm.prefill_batch(4096, reuse=0.9, block_tokens=512)
+    assert tokens.step_ms == pm.prefill_batch(4096, reuse=0.875).step_ms
+    # 102 more tokens computed, 102 fewer loaded: with EMS's delivery exposed at this reuse, the load
+    # saved outweighs the compute added
+    assert tokens.breakdown["ems_transfer"] < pm.prefill_batch(4096, reuse=0.9).breakdown["ems_transfer"]
+    # the context-caching row (ref 3) is reproduced by its one constant; its TTFT cut is validation
+    base = pm.prefill_batch(4096)
+    assert base.step_ms / tokens.step_ms == pytest.approx(2.28, rel=1e-4)
+    assert base.ttft_ms - tokens.ttft_ms == pytest.approx(1666.3, abs=0.5)

@@ -8,6 +8,7 @@ import argparse
 import os
 import sys
 
+from twin.predict.ems import BLOCK_TOKENS
 from twin.predict import calibrate
 from twin.predict import crossval
 from twin.predict import disagg
@@ -84,7 +85,7 @@ def cmd_perf(a) -> int:
         point = decode_point(a.batch, kv, a.eplb, mtp, mb, a.precision)
     else:
         r = pm.prefill_batch(a.prompt, a.tokens_per_npu, reuse=a.reuse, balance=a.eplb,
-                             precision=a.precision, microbatch=mb)
+                             precision=a.precision, microbatch=mb, block_tokens=BLOCK_TOKENS)
         out = r.as_dict()
         out.update(deployment=a.deployment, prompt=a.prompt, reuse=a.reuse)
         point = prefill_point(a.prompt, a.tokens_per_npu, a.eplb, a.reuse, mb, a.precision)
@@ -184,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--tokens-per-npu", type=number(1, 1 << 20), default=None,
                       help="prefill batch tokens per NPU (1..1,048,576)")
     perf.add_argument("--reuse", type=number(0, 1, hi_open=True), default=0.0,
-                      help="EMS token reuse fraction [0, 1)")
+                      help="EMS token reuse fraction [0, 1); served in whole 512-token blocks")
     perf.add_argument("--eplb", choices=["default", "perfect"], default="default")
     perf.add_argument("--no-mtp", action="store_true")
     perf.add_argument("--no-microbatch", action="store_true")

@@ -20,7 +20,6 @@ GROUPS: dict[str, list[tuple[str, str, float, float]]] = {
     "ascend": [("comm", "alpha_us", 0.0, 200.0), ("comm", "beta_us", 0.0, 20.0),
                ("comm", "per_token_us", 0.0, 5.0),
                ("comm", "combine_reduce_gbps", 20.0, 5000.0), ("balance", "load_cv", 0.0, 0.5),
-               ("ems", "server_gbps", 0.05, 200.0),
                ("overheads", "softmax_gelems_per_s", 20.0, 5000.0), ("streams", "sync_us", 0.0, 200.0)],
     "nvlink_rdma": [("nvlink_rdma", "nvlink_efficiency", 0.2, 1.0),
                     ("nvlink_rdma", "rdma_efficiency", 0.2, 1.0),
@@ -29,6 +28,7 @@ GROUPS: dict[str, list[tuple[str, str, float, float]]] = {
                     ("nvlink_rdma", "rdma_qp_penalty", 0.0, 1.0)],
     "sm_overlap": [("sm_overlap", "corun_stretch", 0.0, 3.0), ("step", "layer_sync_us", 0.0, 500.0)],
     "scheduler": [("step", "scheduler_ms", 0.0, 50.0)],
+    "ems": [("ems", "server_gbps", 0.05, 200.0)],
 }
 
 

@@ -21,7 +21,8 @@ import numpy as np
 
 from twin.predict.perf import PerfModel, constants
 from twin.predict import kernels
-from twin.predict.validate import PAPER, TARGETS, Target, role
+from twin.predict.comm import KERNELS
+from twin.predict.validate import DEEPEP_ROW, PAPER, TARGETS, Target, role
 
 PATH = Path(__file__).parent.parent / "catalog" / "crossval.json"
 SUPERNODE_DEPS = (PAPER,)
@@ -113,8 +114,11 @@ def compute_rows() -> list[dict]:
 # Small samples: a band from fewer than FLOOR_ROWS held-out rows is never narrower than SMALL_FLOOR_PCT,
 # and no band is narrower than FLOOR_PCT (assumption: the calibration tolerance, 5%, is what a fitted
 # row may still be off by; with few rows the worst seen error understates the spread, so the
-# validation tolerance, 10%, is the floor)
-FLOOR_PCT, SMALL_FLOOR_PCT, FLOOR_ROWS = 5.0, 10.0, 5
+# validation tolerance, 10%, is the floor). Issue 38: nor, with fewer than FLOOR_ROWS rows, narrower than
+# what every other held-out figure says of the model's spread: the COVER two-sided Student-t bound on
+# their RMS error (as many degrees of freedom as figures; assumption: held-out errors exchangeable and
+# centred on zero). COVER is the share of held-out figures the bands are meant to hold (issue 38).
+FLOOR_PCT, SMALL_FLOOR_PCT, FLOOR_ROWS, COVER = 5.0, 10.0, 5, 0.90
 
 
 def phase_of(t: Target) -> str:
@@ -159,12 +163,39 @@ def transfer_rows() -> list[dict]:
     return out
 
 
-def _band_of(errors: list[float]) -> tuple[float, str]:
-    """(band %, floor note) of a set of held-out errors: the worst, never below the floor."""
+def held_out(cv: dict) -> dict[str, float]:
+    """Every published figure predicted with nothing fitted to it, once each (row -> error %): a
+    transfer row with an error (its system left out of the fit) and every validation row."""
+    out = {r["row"]: r["error_pct"] for r in cv.get("transfer", []) if r["error_pct"] is not None}
+    for v in cv.get("validation", []):
+        out.setdefault(v["row"], v["error_pct"])
+    return out
+
+
+def pooled_floor(cv: dict, leave: str | None = None) -> tuple[float, int, float]:
+    """(bound %, figures, RMS %) of every held-out figure but `leave`: the COVER Student-t bound on
+    their RMS error, the spread a band from a small sample may not claim to beat."""
+    from scipy.stats import t as student
+    errs = np.array([e for row, e in held_out(cv).items() if row != leave])
+    if not len(errs):
+        return 0.0, 0, 0.0
+    rms = float(np.sqrt(np.mean(errs ** 2)))
+    return float(student.ppf((1 + COVER) / 2, len(errs)) * rms), len(errs), rms
+
+
+def _band_of(errors: list[float], cv: dict, leave: str | None = None) -> tuple[float, str]:
+    """(band %, note) of a set of held-out errors: the worst, never below the floor; with fewer than
+    FLOOR_ROWS rows, never below the pooled spread of every other held-out figure either."""
     n = len(errors)
-    floor = SMALL_FLOOR_PCT if n < FLOOR_ROWS else FLOOR_PCT
     worst = max((abs(e) for e in errors), default=0.0)
-    note = f"{n} row{'s' if n != 1 else ''}" + (f", floor {floor:g}%" if worst < floor else "")
+    note = f"{n} row{'s' if n != 1 else ''}"
+    if n >= FLOOR_ROWS:
+        return round(max(worst, FLOOR_PCT), 1), note + (f", floor {FLOOR_PCT:g}%" if worst < FLOOR_PCT else "")
+    pooled, m, rms = pooled_floor(cv, leave)
+    floor = max(SMALL_FLOOR_PCT, pooled)
+    if worst < floor:
+        note += (f", small-sample floor {floor:.1f}%: the {COVER:.0%} t-bound on the RMS error ({rms:.1f}%) of "
+                 f"{m} held-out figures" if pooled > SMALL_FLOOR_PCT else f", floor {floor:g}%")
     return round(max(worst, floor), 1), note
 
 
@@ -180,11 +211,11 @@ def transfer_band(system: str, phase: str, cv: dict | None = None, leave: str | 
           and r["row"] != leave]
     own = [r["error_pct"] for r in tr if r["system"] == system]
     if own:
-        pct, note = _band_of(own)
+        pct, note = _band_of(own, cv, leave)
         return {"band_pct": pct, "band_basis": f"leave-one-system-out transfer: {system}'s own {phase} "
                                                f"rows with nothing fitted to {system} ({note})"}
     peers = sorted({r["system"] for r in tr if catalog().system(r["system"]).kind == kind})
-    pct, note = _band_of([r["error_pct"] for r in tr if r["system"] in peers])
+    pct, note = _band_of([r["error_pct"] for r in tr if r["system"] in peers], cv, leave)
     basis = (f"leave-one-system-out transfer across {', '.join(peers) or 'no'} {kind} systems "
              f"({phase}, {note}); {system} has no {phase} row predicted without fitting to it")
     chip = catalog().system(system).accelerator
@@ -193,16 +224,26 @@ def transfer_band(system: str, phase: str, cv: dict | None = None, leave: str | 
     return {"band_pct": pct, "band_basis": basis}
 
 
+def row_band(row: str, cv: dict, leave: str | None = None) -> float:
+    """The band printed for a published row's figure (as `band` prints it), computed without `leave`:
+    an EMS reuse row's the EMS band, an all-to-all row's its kernel's, any other row's its system's
+    transfer band for the row's phase."""
+    t = next(t for t in TARGETS if t.name == row)
+    if any(v["row"] == row for v in _ems_rows(cv)):
+        return ems_band(cv, leave)[0]
+    if phase_of(t) == "alltoall":
+        return kernel_band(_kernel_of(row), cv, leave)[0]
+    return transfer_band(system_of(t.deployment), phase_of(t), cv, leave)["band_pct"]
+
+
 def coverage(cv: dict | None = None) -> dict:
-    """How many held-out figures fall inside the band printed for them, each band computed without
-    the row itself: validation rows and every row predicted by leave-one-system-out transfer."""
+    """How many held-out figures (`held_out`: every published figure nothing was fitted to) fall
+    inside the band printed for them, each band computed without the row itself."""
     cv = cv or stored()
-    held = [r for r in cv.get("transfer", []) if r["error_pct"] is not None and r["phase"] != "alltoall"]
-    inside = [r for r in held
-              if abs(r["error_pct"]) <= transfer_band(r["system"], r["phase"], cv, leave=r["row"])["band_pct"]]
-    return {"held_out": len(held), "inside": len(inside),
-            "fraction": round(len(inside) / len(held), 3) if held else None,
-            "outside": [r["row"] for r in held if r not in inside]}
+    held = [(row, err, row_band(row, cv, leave=row)) for row, err in held_out(cv).items()]
+    outside = [row for row, err, pct in held if abs(err) > pct]
+    return {"held_out": len(held), "inside": len(held) - len(outside),
+            "fraction": round(1 - len(outside) / len(held), 3) if held else None, "outside": outside}
 
 
 def _deployments():
@@ -251,14 +292,18 @@ def band(kind: str, deployment: str, phase: str, point: tuple | None = None) -> 
 
     alltoall (phase = a source string): interpolated table rows use the worst leave-one-row-out
     interpolation, the roofline scaled to a table's edge the worst edge prediction, the paper's UB
-    kernels the refit of ref 4's table. decode / prefill: the paper's deployment (calibration) and
+    kernels the refit of ref 4's table, a GPU kernel with no table on the system its own held-out rows
+    (`kernel_band`), never UB's. decode / prefill: the paper's deployment (calibration) and
     every other supernode deployment use the worst left-out CloudMatrix serving source of that
     phase; DeepSeek's profile (calibration: the overlap's stretch is fitted to it), SGLang's
     deployment (validation) and every other GPU deployment (prediction) the worst GPU validation
     row of that phase. With `point` (validate.decode_point / prefill_point), a calibration or
     validation label holds only at a published row's conditions; elsewhere the figure is a prediction.
     """
+    from twin.model.config import catalog
     cv = stored()
+    dep = catalog().deployment(deployment)
+    supernode = catalog().system(dep.system).kind == "supernode"
     if kind == "alltoall":
         if phase.startswith("table:"):
             label = "calibration" if ", row " in phase else "prediction"
@@ -269,13 +314,14 @@ def band(kind: str, deployment: str, phase: str, point: tuple | None = None) -> 
             return {"label": "prediction", "band_pct": _worst(r["error_pct"] for r in cv["tables"]
                                                               if r["how"] == "edge"),
                     "band_basis": "kernel table edge rows predicted from their neighbours"}
+        kernel = _roofline_kernel(phase)
+        if kernel in KERNELS and not supernode:     # a GPU kernel with no table here: its own rows, never UB's
+            pct, basis = kernel_band(kernel, cv)
+            return {"label": "prediction", "band_pct": pct, "band_basis": basis}
         ub = [e for f in cv["fitted"] if f["source"] == "ref 4 MoE communication"
               for e in (f["errors_pct"] or [])]
         return {"label": "prediction", "band_pct": _worst(ub),
                 "band_basis": "ref 4 UB table left out of the refit"}
-    from twin.model.config import catalog
-    dep = catalog().deployment(deployment)
-    supernode = catalog().system(dep.system).kind == "supernode"
     if supernode:
         srcs = ("ref 4 " + phase,) + (("ref 3 MTP",) if phase == "decode" else ())
         errs = [e for f in cv["fitted"] if f["group"] == "ascend" and f["source"].startswith(srcs)
@@ -292,10 +338,47 @@ def band(kind: str, deployment: str, phase: str, point: tuple | None = None) -> 
             label, b["band_basis"] = ((at, b["band_basis"]) if at else
                                       ("prediction", f"{b['band_basis']}; away from their conditions"))
         return {"label": label, **b}
+    pct = _worst(errs)
+    if phase == "prefill" and point is not None and point[4] > 0:     # EMS reuse: its own rows
+        pct, basis = ems_band(cv)
     if point is not None and label in ("calibration", "validation"):
         at = role(deployment, point)
         label, basis = (at, basis) if at else ("prediction", f"{basis}; away from their conditions")
-    return {"label": label, "band_pct": _worst(errs), "band_basis": basis}
+    return {"label": label, "band_pct": pct, "band_basis": basis}
+
+
+def _ems_rows(cv: dict) -> list[dict]:
+    return [v for v in cv.get("validation", []) if v["source"].startswith("ref 3 context caching")]
+
+
+def ems_band(cv: dict, leave: str | None = None) -> tuple[float, str]:
+    """Band of a prefill figure with EMS reuse on a supernode: the error of the context-caching
+    experiment's TTFT rows, which nothing was fitted to (floored like any small sample); `leave`: a
+    row left out of the basis (coverage)."""
+    pct, note = _band_of([v["error_pct"] for v in _ems_rows(cv) if v["row"] != leave], cv, leave)
+    return pct, f"EMS reuse: ref 3 context-caching TTFT rows, nothing fitted to them ({note})"
+
+
+def _roofline_kernel(source: str) -> str | None:
+    """The kernel of an all-to-all figure the roofline gave for want of a table (kernels.lookup's
+    source "roofline: no kernel table for K op on system"), else None."""
+    head = "roofline: no kernel table for "
+    return source[len(head):].split(" ")[0] if source.startswith(head) else None
+
+
+def _kernel_of(row: str) -> str | None:
+    """The GPU kernel a published all-to-all row measured (validate.DEEPEP_ROW's names)."""
+    return next((k for (k, _), name in DEEPEP_ROW.items() if row.startswith(name.split(" (")[0] + " (")), None)
+
+
+def kernel_band(kernel: str, cv: dict, leave: str | None = None) -> tuple[float, str]:
+    """Band of a GPU all-to-all figure the roofline gives for `kernel` with no table on the system:
+    the errors of that kernel's published rows nothing was fitted to (validation), floored like any
+    small sample; a kernel with none has the pooled floor alone."""
+    errs = [v["error_pct"] for v in cv.get("validation", []) if v["row"] != leave and _kernel_of(v["row"]) == kernel]
+    pct, note = _band_of(errs, cv, leave)
+    return pct, (f"{kernel}: its published rows predicted by the roofline with nothing fitted to them ({note})"
+                 if errs else f"{kernel}: no published row held out here ({note})")
 
 
 def print_table(cv: dict) -> None:
@@ -338,6 +421,6 @@ def print_transfer(cv: dict) -> None:
             print(f"  {name:<22}{phase:<8} +-{b['band_pct']:g}%  {b['band_basis']}")
     c = coverage(cv)
     if c["held_out"]:
-        print(f"  held-out decode/prefill figures inside the band printed for them (band without the row): "
+        print(f"  held-out figures (nothing fitted to them) inside the band printed for them (band without the row): "
               f"{c['inside']}/{c['held_out']} ({c['fraction']:.0%})"
               + (f"; outside: {', '.join(c['outside'])}" if c["outside"] else ""))

@@ -23,7 +23,7 @@ from twin.model.config import PRECISIONS
 from twin.predict import execution
 from twin.predict.operators import US, OperatorCosts, _each_slower, _Layer, _slower, _sources
 from twin.predict.base import Health, StepResult, TimePredictor, register
-from twin.predict.ems import EmsPath, load_seconds
+from twin.predict.ems import EmsPath, load_seconds, whole_block_reuse
 
 LOGIT_BYTES = 4          # FP32 logits read by sampling (assumption)
 
@@ -263,13 +263,17 @@ class PerfModel(OperatorCosts, TimePredictor):
     def prefill_batch(self, prompt_len: float = 4096, tokens_per_npu: float | None = None,
                       reuse: float = 0.0, balance: str = "default",
                       precision: str | None = None, microbatch: bool | None = None,
-                      cache_plane: str | None = None, ssd_fraction: float = 0.0) -> StepResult:
+                      cache_plane: str | None = None, ssd_fraction: float = 0.0,
+                      block_tokens: int | None = None) -> StepResult:
         """One prefill batch on one instance: `tokens_per_npu` prompt tokens per NPU, a fraction
         `reuse` of them found in EMS (loaded over UB or VPC instead of computed), `ssd_fraction` of
-        those from the SSD tier. With a slow die, every layer's all-to-all waits for it: the batch
+        those from the SSD tier. `block_tokens`: `reuse` is a token share of each prompt and EMS
+        serves it in whole blocks of that size (the partial block is recomputed); None: `reuse`
+        already counts whole blocks (the engine's EMS). With a slow die, every layer's all-to-all waits for it: the batch
         takes the slower of a healthy die's time and the slow die's (the same tokens per die)."""
         if self.health.die_slow:
-            args = (prompt_len, tokens_per_npu, reuse, balance, precision, microbatch, cache_plane, ssd_fraction)
+            args = (prompt_len, tokens_per_npu, reuse, balance, precision, microbatch, cache_plane, ssd_fraction,
+                    block_tokens)
             return max(self.with_health(Health(cpu=self.health.cpu)).prefill_batch(*args),
                        self._slow().prefill_batch(*args), key=lambda r: r.step_ms)
         dep, m = self.dep, self.model
@@ -286,6 +290,7 @@ class PerfModel(OperatorCosts, TimePredictor):
         if not t_die > 0:
             raise ValueError(f"tokens per NPU = {tokens_per_npu}: must be > 0")
         seqs = t_die / prompt_len
+        reuse = whole_block_reuse(reuse, prompt_len, block_tokens)
         new = t_die * (1 - reuse)
         ctx = prompt_len * (1 + reuse) / 2           # mean causal context of the new tokens
         use_mb = dep.prefill.microbatch if microbatch is None else microbatch
