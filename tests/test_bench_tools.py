@@ -29,6 +29,30 @@ def test_an_engine_that_fails_is_reported_with_its_last_words(tmp_path):
         in_turns(str(tmp_path), "paper-decode", 3.0)
 
 
+def test_both_checkouts_take_a_first_snapshot_inside_the_warm_up(tmp_path):
+    """A snapshot's one-time indexes are built before the timing starts, on either side: an engine
+    whose advance() returns no snapshot is asked for one after the warm-up, as an older engine
+    built one inside its warm-up advance; each turn then takes one."""
+    (tmp_path / "twin" / "engine").mkdir(parents=True)
+    (tmp_path / "twin" / "__init__.py").write_text("")
+    log = tmp_path / "calls.txt"
+    (tmp_path / "twin" / "engine" / "__init__.py").write_text(f"""
+class Engine:
+    def __init__(self, name, seed, duration_s):
+        self.sim_time = 0.0
+    def _log(self, what):
+        with open({str(log)!r}, "a") as f:
+            f.write(what + "\\n")
+    def advance(self, s):
+        self.sim_time += s
+        self._log(f"advance {{s:g}}")
+    def snapshot(self):
+        self._log("snapshot")
+""")
+    in_turns(str(tmp_path), "paper-decode", 3.0, slice_s=1.0)
+    assert log.read_text().split("\n")[:-1] == ["advance 1", "snapshot"] + ["advance 1", "snapshot"] * 2
+
+
 def test_a_run_no_longer_than_the_warm_up_is_refused():
     with pytest.raises(ValueError, match="need duration > 1.0 s"):
         in_turns(str(HERE), "paper-decode", 1.0)

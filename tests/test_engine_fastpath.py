@@ -102,3 +102,21 @@ def test_one_enqueue_per_inbox_flush_queues_in_landing_order():
     assert list(d.queue)[-3:] == [int(ids[2]), int(ids[0]), int(ids[3])]
     assert [int(i) for _, a in d.inbox for i in a] == [int(ids[1])]
     assert list(eng.req.instance[ids[[2, 0, 3]]]) == [d.idx] * 3
+
+
+def test_the_decode_step_log_holds_numbers_the_cyclic_gc_does_not_track():
+    """The gray faults' log of decode steps (t, seconds per token, tokens) is kept flat: a tuple per
+    step is an object the cyclic GC counts, and while the log filled a collection ran every 700
+    steps. The rows read back in order, as a float array of three columns."""
+    import gc
+    eng = Engine("default", seed=0, duration_s=5)
+    gc.disable()            # (a collection would untrack tuples of numbers: the check would see none)
+    try:
+        eng.advance(5.0)
+        steps = eng.faults.gray.steps
+        assert steps and not any(gc.is_tracked(x) for x in steps)
+    finally:
+        gc.enable()
+    arr = eng.faults.gray.step_array()
+    assert arr.shape == (len(steps) // 3, 3) and len(arr) > 100 and arr.dtype == np.float64
+    assert np.all(np.diff(arr[:, 0]) >= 0) and np.all(arr[:, 1] > 0) and np.all(arr[:, 2] >= 1)

@@ -33,6 +33,21 @@ def test_refuse_staged_counts_requests_without_rows_and_frees_their_blocks():
         t.refuse_staged(1)
 
 
+def test_the_in_flight_count_follows_rejections_of_every_kind():
+    """`in_flight` (asked at every arrival tick) keeps its rejected count as they happen: it equals
+    the sum over reasons after rejections by id, a second rejection of the same id (an error, not
+    counted) and refusals without a row."""
+    t = RequestTable(capacity=4)
+    t.stage(np.arange(6.0), np.full(6, 100), np.full(6, 7))
+    t.admit(4)
+    t.reject(np.array([1, 3]), "kv_too_long")
+    t.reject(np.array([3]), "overloaded")                  # already terminal: an error, not counted again
+    t.refuse_staged(1)
+    a = t.audit()
+    assert t.in_flight == 2 and (a["arrived"], a["rejected"], a["in_flight"]) == (5, 3, 2)
+    assert sum(a["rejected_by_reason"].values()) == 3 and a["errors"]["reject_terminal"] == 1
+
+
 def test_the_admission_limit_refuses_the_newest_arrivals_and_admitting_resumes():
     eng = Engine("paper-decode", seed=3, duration_s=60, load=3.0, max_in_flight=2_000)
     peak = 0

@@ -7,7 +7,9 @@ alternates), so both see the same machine. The worker uses only the Engine API e
 twin has had (`Engine(name, seed=, duration_s=)`, `advance`, `sim_time`), so an old checkout (a
 `git worktree` of any commit) can be the other side; a deployment or load other than the
 scenario's is passed as Engine keyword overrides, which the twin has taken since the first pass. The first simulated second of each run is a
-warm-up, outside the timing (imports, compiled code loaded).
+warm-up, outside the timing (imports, compiled code loaded), and so is a first snapshot: an engine
+whose `advance` returns one (6860226 and before) builds it, with its one-time indexes (the links'
+kinds and nodes), inside the warm-up, so one that does not must build it there too.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from twin.engine import Engine
 name, duration, step, seed, warmup = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
 eng = Engine(name, seed=seed, duration_s=duration, **json.loads(sys.argv[6] if len(sys.argv) > 6 else "{}"))
 eng.advance(warmup)
+eng.snapshot()      # the first one builds one-time indexes: an older engine built it inside its warm-up advance
 print("ready", flush=True)
 for line in sys.stdin:
     if eng.sim_time >= duration - 1e-9:

@@ -464,7 +464,7 @@ class DecodeInstance(Instance):
             self.ctx_sum += made_sum
             eng.metrics.cur.output_tokens += made_sum
             if made_sum:           # for the gray faults' TPOT windows: seconds per token each sequence saw
-                eng.faults.gray.steps.append((env.now, seconds * n / made_sum, made_sum))
+                eng.faults.gray.steps.extend((env.now, seconds * n / made_sum, made_sum))
 
     def evict(self, mask: np.ndarray | None = None, queue: bool = True) -> np.ndarray:
         """Drop the sequences in `mask` (all by default) and, with `queue`, the waiting ones;

@@ -76,6 +76,7 @@ class RequestTable:
         self.completed = 0
         self.dropped = 0            # refused past the window's ceiling: counted, never given an id or a row
         self.rejected = np.zeros(len(REJECT_REASONS), dtype=np.int64)
+        self.n_rejected = 0         # their sum: `in_flight` is asked at every arrival tick
         self.timed_out = 0          # gave up waiting for prefill (time_out)
         self.tokens_short = 0       # completed with fewer output tokens than asked for
         self.errors = {"finish_twice": 0, "finish_rejected": 0, "finish_timed_out": 0, "finish_unknown": 0,
@@ -197,6 +198,7 @@ class RequestTable:
         self.staged = m
         self.dropped += k
         self.rejected[code] += k
+        self.n_rejected += int(k)
 
     def unstage(self) -> None:
         """Drop the staged requests (their source was redrawn): fresh rows, their blocks freed."""
@@ -270,6 +272,7 @@ class RequestTable:
         self.state[ids] = REJECTED
         self.reason[ids] = code + 1
         self.rejected[code] += len(ids)
+        self.n_rejected += len(ids)
         return ids
 
     def time_out(self, ids: np.ndarray, when: np.ndarray) -> None:
@@ -280,9 +283,6 @@ class RequestTable:
         self.timed_out += len(rows)
 
     # ---- the audit -----------------------------------------------------------------------------
-    def _rejected(self) -> int:
-        return sum(self.rejected.tolist())      # a few reasons: a Python sum (every interval asks)
-
     @property
     def arrived(self) -> int:
         """Admitted (ids handed out) and refused without a row."""
@@ -290,13 +290,13 @@ class RequestTable:
 
     @property
     def in_flight(self) -> int:
-        return int(self.arrived - self.completed - self._rejected() - self.timed_out)
+        return int(self.arrived - self.completed - self.n_rejected - self.timed_out)
 
     def in_flight_ids(self) -> np.ndarray:
         return self.base + np.flatnonzero(self.state.a[:self.n - self.base] < DONE)
 
     def counts(self) -> dict:
-        rejected = self._rejected()
+        rejected = self.n_rejected
         arrived = self.arrived
         return {"arrived": int(arrived), "completed": int(self.completed), "rejected": rejected,
                 "timed_out": self.timed_out, "in_flight": int(arrived - self.completed - rejected - self.timed_out)}

@@ -63,7 +63,9 @@ class Gray:
         self.open: dict[int, Fault] = {}       # struck and not yet healed
         self.dies: dict[int, np.ndarray] = {}  # fault id -> topology die indices it slows
         self.found: dict[int, object] = {}     # fault id -> the detector's event, fired when it notices
-        self.steps: deque = deque(maxlen=STEP_LOG)   # (t, seconds per token, tokens) per decode step
+        # t, seconds per token, tokens of each decode step, flat: numbers, not a tuple per step (tuples
+        # are objects the cyclic GC counts: while the log filled, a collection ran every 700 steps)
+        self.steps: deque = deque(maxlen=3 * STEP_LOG)
         self.final: dict[int, dict] = {}       # fault id -> its TPOT windows once all have passed
 
     def run(self, f: Fault, pol: Policy):
