@@ -137,26 +137,10 @@ def on_day(name, double):
         maasjob.start_owner(day), list(day.models))
 
 
-@dash.callback(
-    Output(f"{P}-job", "data"), Output(f"{P}-msg", "children"), Output(f"{P}-msg", "className"),
-    Output(f"{P}-tick", "disabled"),
-    Input(f"{P}-start", "n_clicks"), State(f"{P}-day", "value"), State(f"{P}-len", "value"),
-    State(f"{P}-double", "value"), State(f"{P}-seed", "value"), State("ctl-secret", "data"),
-    prevent_initial_call=True,
-)
-def on_start(_n, name, length, double, seed, secret):
-    return jobform.start(start_run, (name, length, double, seed), secret,
-                         _("MaaS day queued; it runs in a process of its own, and the live twin keeps its pace."))
-
-
-@dash.callback(
-    Output(f"{P}-msg", "children", allow_duplicate=True), Output(f"{P}-msg", "className", allow_duplicate=True),
-    Input(f"{P}-cancel", "n_clicks"), State(f"{P}-job", "data"), State("ctl-secret", "data"),
-    prevent_initial_call=True,
-)
-def on_cancel(_n, job_id, secret):
-    return jobform.cancel(job_id, secret, _("MaaS day cancelled."),
-                          _("Cancel: no MaaS day of yours is queued or running."))
+on_start, on_cancel = jobform.callbacks(
+    P, ("day", "len", "double", "seed"), start_run,
+    lambda: _("MaaS day queued; it runs in a process of its own, and the live twin keeps its pace."),
+    lambda: _("MaaS day cancelled."), lambda: _("Cancel: no MaaS day of yours is queued or running."))
 
 
 def progress_view(job: dict | None):

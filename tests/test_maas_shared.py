@@ -14,11 +14,12 @@ def test_models_keep_their_own_keys_in_one_pool_of_one_capacity():
     z = np.zeros(2, dtype=np.int64)
     pool = EMS(["a", "b"], dram_bytes_per_server=4 * 100.0, ssd_bytes_per_server=0.0, block_bytes=100.0,
                block_tokens=4)          # 8 pages in all
-    one, two = ModelEms(pool, 0, 100.0), ModelEms(pool, 1, 50.0)
+    one, two = ModelEms(pool, 0, 4, 25.0), ModelEms(pool, 1, 2, 40.0)    # blocks of 4 and 2 tokens
     ids = np.arange(4, dtype=np.int64)
     assert one.lookup_store_one(ids, 16, z, z)[:2] == (0, 0)
-    assert two.lookup_store_one(ids, 16, z, z)[:2] == (0, 0)        # the same ids: not the other model's blocks
+    assert two.lookup_store_one(ids, 8, z, z)[:2] == (0, 0)         # the same ids: not the other model's blocks
     assert one.lookup_store_one(ids, 16, z, z)[:2] == (4, 16)
+    assert two.lookup_store_one(ids, 9, z, z)[:2] == (4, 8)         # hit tokens: its own blocks of 2 tokens
     assert pool.stats()["resident_blocks"] == 8                      # both models' blocks, one capacity
     two.lookup_store_one(np.arange(10, 14, dtype=np.int64), 16, z, z)   # the other model's new blocks evict
     assert one.lookup_store_one(ids, 16, z, z)[0] < 4

@@ -47,14 +47,17 @@ class ModelEms:
     """One model's view of the shared pool, what its engine reads as `eng.ems`: its own keys and
     block size; servers, health and statistics are the pool's."""
 
-    def __init__(self, pool: EMS, index: int, block_bytes: float):
-        self.pool, self.offset, self.block_bytes = pool, (index + 1) << KEY_SHIFT, float(block_bytes)
-        self.servers, self.block_tokens = pool.servers, pool.block_tokens
+    def __init__(self, pool: EMS, index: int, block_tokens: int, kv_bytes: float):
+        self.pool, self.offset = pool, (index + 1) << KEY_SHIFT
+        self.block_tokens, self.block_bytes = block_tokens, block_tokens * kv_bytes
+        self.servers = pool.servers
         for name in ("up", "live_mask", "fail_server", "restore_server", "stats", "resident_bytes"):
             setattr(self, name, getattr(pool, name))
 
     def lookup_store_one(self, blocks: np.ndarray, tokens: int, per_hit, per_new) -> tuple[int, int, int]:
-        """EMS.lookup_store_one of the model's keys."""
+        """EMS.lookup_store_one of the model's keys and block size."""
+        if self.pool.block_tokens != self.block_tokens:
+            self.pool.set_block_tokens(self.block_tokens)
         return self.pool.lookup_store_one(blocks + self.offset, tokens, per_hit, per_new)
 
 
@@ -73,7 +76,7 @@ def shared_ems(system: str, deployments: dict[str, str], kv_bytes: dict[str, flo
     servers = topology(system).cpu_ids[:nodes * sysm.cpus_per_node]
     page = PAGE_TOKENS * min(kv_bytes.values())
     pool = EMS(list(servers), cpu.dram_gb * 1e9 * fraction, cpu.ssd_gb * 1e9, page, block_tokens=PAGE_TOKENS)
-    return {m: ModelEms(pool, i, blocks[m] * kv_bytes[m]) for i, m in enumerate(deployments)}
+    return {m: ModelEms(pool, i, blocks[m], kv_bytes[m]) for i, m in enumerate(deployments)}
 
 
 class Fabric:
