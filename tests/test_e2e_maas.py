@@ -56,7 +56,9 @@ def test_maas_day_in_english_and_chinese(browser_page, artifacts):
     pg.check("#ms-day input[value=maas-day-static]")
     fill(pg, "#ms-len", "60")
     run_job(pg, "ms", "MaaS 日已排队", "已完成 12 / 12 个控制步", timeout=240_000)
-    wait_text(pg, "#ms-msg", "MaaS 日完成：迁移 0 次，丢失 0 个请求")
+    # the progress line may still show the English day's "12 of 12" (the job id is kept for the session):
+    # the message line is the new job's own, so it waits for the end
+    wait_text(pg, "#ms-msg", "MaaS 日完成：迁移 0 次，丢失 0 个请求", timeout=240_000)
     assert _table_models(pg) == list(MODELS)
     wait_text(pg, "#ms-table thead", "SLO 达成率")
     wait_text(pg, "#ms-moves-list", "到这一时刻还没有迁移")        # the split stays fixed: no move at all
