@@ -2,8 +2,8 @@
 
 xDeepServe (arXiv 2508.02520) serves DeepSeek, Kimi, GLM and Qwen models side by side on one
 CloudMatrix384. Here each model is served by its own engine (its deployment's groups, its traffic
-and SLO, its own EMS quota with keys of its own) and the engines advance on one day clock in
-lockstep, `control_s` at a time. The NPUs are a ledger of 16-NPU units (a prefill group holds one,
+and SLO, its keys in the shared EMS pool) and the engines advance on one day clock in lockstep,
+`control_s` at a time. The NPUs are a ledger of 16-NPU units (a prefill group holds one,
 a decode group two); a model's groups that hold no unit are held down in its engine.
 
 Between steps the MaaS policy reads each model's arrival rate, capacity (twin.cloud.copool.Capacity,
