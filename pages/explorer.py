@@ -191,27 +191,10 @@ def start_sweep(dep, sc, k1, v1, k2, v2, seeds, dur, source, viewer: str, addr: 
                             client=viewer, addr=addr)
 
 
-@dash.callback(
-    Output(f"{P}-job", "data"), Output(f"{P}-msg", "children"), Output(f"{P}-msg", "className"),
-    Output(f"{P}-tick", "disabled"),
-    Input(f"{P}-start", "n_clicks"),
-    State(f"{P}-dep", "value"), State(f"{P}-sc", "value"), State(f"{P}-k1", "value"), State(f"{P}-v1", "value"),
-    State(f"{P}-k2", "value"), State(f"{P}-v2", "value"), State(f"{P}-seeds", "value"), State(f"{P}-dur", "value"),
-    State(f"{P}-source", "value"), State("ctl-secret", "data"),
-    prevent_initial_call=True,
-)
-def on_start(_n, dep, sc, k1, v1, k2, v2, seeds, dur, source, secret):
-    return jobform.start(start_sweep, (dep, sc, k1, v1, k2, v2, seeds, dur, source), secret,
-                         _("Sweep queued; it runs in a process of its own, and the live twin keeps its pace."))
-
-
-@dash.callback(
-    Output(f"{P}-msg", "children", allow_duplicate=True), Output(f"{P}-msg", "className", allow_duplicate=True),
-    Input(f"{P}-cancel", "n_clicks"), State(f"{P}-job", "data"), State("ctl-secret", "data"),
-    prevent_initial_call=True,
-)
-def on_cancel(_n, job_id, secret):
-    return jobform.cancel(job_id, secret, _("Sweep cancelled."), _("Cancel: no sweep of yours is queued or running."))
+on_start, on_cancel = jobform.callbacks(
+    P, ("dep", "sc", "k1", "v1", "k2", "v2", "seeds", "dur", "source"), start_sweep,
+    lambda: _("Sweep queued; it runs in a process of its own, and the live twin keeps its pace."),
+    lambda: _("Sweep cancelled."), lambda: _("Cancel: no sweep of yours is queued or running."))
 
 
 def _x(v) -> str:

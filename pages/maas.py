@@ -91,7 +91,7 @@ def layout(**_kwargs):
         components.panel(components.graph(f"{P}-fig", figures.empty_figure(
             message=_("Run the day: each model's NPUs and load over the day appear here"), height=280), 280,
             info_text=_(DAY_INFO)), _("Over the day"), "sim"),
-        components.panel(html.Div(html.P(_("Moves appear here as the day is replayed."), className="hint"),
+        components.panel(html.Div(html.P(_("Moves appear here as they happen while the day runs, and as it is replayed."), className="hint"),
                                   id=f"{P}-moves"), _("Moves, up to the slider's moment"), "sim"),
     ])
 
@@ -137,31 +137,27 @@ def on_day(name, double):
         maasjob.start_owner(day), list(day.models))
 
 
-@dash.callback(
-    Output(f"{P}-job", "data"), Output(f"{P}-msg", "children"), Output(f"{P}-msg", "className"),
-    Output(f"{P}-tick", "disabled"),
-    Input(f"{P}-start", "n_clicks"), State(f"{P}-day", "value"), State(f"{P}-len", "value"),
-    State(f"{P}-double", "value"), State(f"{P}-seed", "value"), State("ctl-secret", "data"),
-    prevent_initial_call=True,
-)
-def on_start(_n, name, length, double, seed, secret):
-    return jobform.start(start_run, (name, length, double, seed), secret,
-                         _("MaaS day queued; it runs in a process of its own, and the live twin keeps its pace."))
-
-
-@dash.callback(
-    Output(f"{P}-msg", "children", allow_duplicate=True), Output(f"{P}-msg", "className", allow_duplicate=True),
-    Input(f"{P}-cancel", "n_clicks"), State(f"{P}-job", "data"), State("ctl-secret", "data"),
-    prevent_initial_call=True,
-)
-def on_cancel(_n, job_id, secret):
-    return jobform.cancel(job_id, secret, _("MaaS day cancelled."),
-                          _("Cancel: no MaaS day of yours is queued or running."))
+on_start, on_cancel = jobform.callbacks(
+    P, ("day", "len", "double", "seed"), start_run,
+    lambda: _("MaaS day queued; it runs in a process of its own, and the live twin keeps its pace."),
+    lambda: _("MaaS day cancelled."), lambda: _("Cancel: no MaaS day of yours is queued or running."))
 
 
 def progress_view(job: dict | None):
     """(progress value, max, text, tick disabled, message, class, results, slider max, marks, value,
-    disabled)."""
+    disabled, map, moment, moves): while the day runs, the map and the moves follow its last step."""
+    return _progress(job) + (live(job["partial"]) if job and job["state"] == "running" and job.get("partial")
+                             else (no_update,) * 3)
+
+
+def live(steps: list[dict]) -> tuple:
+    """(map, moment, moves) of a running day: the ledger after its last step, every move so far."""
+    last = steps[-1]
+    log = [mv for s in steps for mv in s["moves"]]
+    return ledger(last["frame"], last["models"], last["unit_npus"], last["day_s"], log, _("running, the day so far"))
+
+
+def _progress(job: dict | None) -> tuple:
     keep = (no_update,) * 5
     if job is None:
         return ("0", "1", "", True, no_update, no_update) + keep
@@ -194,7 +190,8 @@ def progress_view(job: dict | None):
     Output(f"{P}-tick", "disabled", allow_duplicate=True),
     Output(f"{P}-msg", "children", allow_duplicate=True), Output(f"{P}-msg", "className", allow_duplicate=True),
     Output(f"{P}-results", "children"), Output(f"{P}-t", "max"), Output(f"{P}-t", "marks"), Output(f"{P}-t", "value"),
-    Output(f"{P}-t", "disabled"),
+    Output(f"{P}-t", "disabled"), Output(f"{P}-map", "figure", allow_duplicate=True),
+    Output(f"{P}-when", "children", allow_duplicate=True), Output(f"{P}-moves", "children", allow_duplicate=True),
     Input(f"{P}-tick", "n_intervals"), Input(f"{P}-job", "data"), State("ctl-secret", "data"),
     prevent_initial_call=True,
 )
@@ -217,14 +214,20 @@ def on_moment(i, job_id, secret):
 
 # ---- the results ---------------------------------------------------------------------------------
 def moment(rep: dict, i: int) -> tuple:
+    """(map, moment, moves, day chart) of the finished day at frame i."""
     f = rep["frames"][i]
-    models = list(rep["models"])
+    return (*ledger(f, list(rep["models"]), rep["unit_npus"], rep["day_s"], rep["moves"]["log"]),
+            day_figure(rep, f["t"]))
+
+
+def ledger(f: dict, models: list[str], unit_npus: int, day_s: float, log: list[dict], running: str = "") -> tuple:
+    """(map, moment, moves) at a frame of the ledger; `running` marks a day still under way."""
     owner = [models[o] if o >= 0 else None for o in f["owner"]]
     states = [maasjob.STATES[s] for s in f["state"]]
-    held = ", ".join(f"{m} {sum(o == m for o in owner) * rep['unit_npus']}" for m in models)
+    held = ", ".join(f"{m} {sum(o == m for o in owner) * unit_npus}" for m in models)
     when = _("%(clock)s on the day's clock (simulated %(t)s s of %(d)s); NPUs held: %(held)s") % {
-        "clock": _clock(_hour(rep, f["t"])), "t": f"{f['t']:g}", "d": f"{rep['day_s']:g}", "held": held}
-    return (map_figure(owner, models, states), when, moves_table(rep, f["t"]), day_figure(rep, f["t"]))
+        "clock": _clock(24 * f["t"] / day_s), "t": f"{f['t']:g}", "d": f"{day_s:g}", "held": held}
+    return (map_figure(owner, models, states), f"{running} · {when}" if running else when, moves_table(log, f["t"]))
 
 
 def _clock(h: float) -> str:
@@ -317,8 +320,8 @@ def results(rep: dict) -> list:
                      "published CloudMatrix figure checks that model."), className="hint")]
 
 
-def moves_table(rep: dict, t: float) -> html.Div:
-    log = [mv for mv in rep["moves"]["log"] if mv["t"] <= t + 1e-9]
+def moves_table(log: list[dict], t: float) -> html.Div:
+    log = [mv for mv in log if mv["t"] <= t + 1e-9]
     if not log:
         return html.Div(html.P(_("No move yet at this moment of the day."), className="hint"), id=f"{P}-moves-list")
     head = [_("clock"), _("simulated s"), _("from"), _("to"), "NPU", _("why"), _("drain, s"), _("weights, GB"),

@@ -236,31 +236,11 @@ def on_region(name, fail, link_a, link_b):
             keep(link_b, b_opts, b_opts[-1]["value"] if b_opts else None))
 
 
-@dash.callback(
-    Output(f"{P}-job", "data"), Output(f"{P}-msg", "children"), Output(f"{P}-msg", "className"),
-    Output(f"{P}-tick", "disabled"),
-    Input(f"{P}-start", "n_clicks"),
-    State(f"{P}-name", "value"), State(f"{P}-policy", "value"), State(f"{P}-reuse", "value"),
-    State(f"{P}-dur", "value"), State(f"{P}-window", "value"), State(f"{P}-fail", "value"),
-    State(f"{P}-at", "value"), State(f"{P}-seed", "value"), State(f"{P}-load", "value"),
-    State(f"{P}-link-a", "value"), State(f"{P}-link-b", "value"), State(f"{P}-link-at", "value"),
-    State(f"{P}-link-for", "value"), State("ctl-secret", "data"),
-    prevent_initial_call=True,
-)
-def on_start(_n, name, policy, reuse, dur, window, fail, at, seed, load, link_a, link_b, link_at, link_for, secret):
-    return jobform.start(start_run, (name, policy, reuse, dur, window, fail, at, seed, load, link_a, link_b, link_at,
-                                     link_for), secret,
-                         _("Region run queued; it runs in a process of its own, and the live twin keeps its pace."))
-
-
-@dash.callback(
-    Output(f"{P}-msg", "children", allow_duplicate=True), Output(f"{P}-msg", "className", allow_duplicate=True),
-    Input(f"{P}-cancel", "n_clicks"), State(f"{P}-job", "data"), State("ctl-secret", "data"),
-    prevent_initial_call=True,
-)
-def on_cancel(_n, job_id, secret):
-    return jobform.cancel(job_id, secret, _("Region run cancelled."),
-                          _("Cancel: no region run of yours is queued or running."))
+on_start, on_cancel = jobform.callbacks(
+    P, ("name", "policy", "reuse", "dur", "window", "fail", "at", "seed", "load", "link-a", "link-b", "link-at",
+        "link-for"), start_run,
+    lambda: _("Region run queued; it runs in a process of its own, and the live twin keeps its pace."),
+    lambda: _("Region run cancelled."), lambda: _("Cancel: no region run of yours is queued or running."))
 
 
 def progress_view(job: dict | None):

@@ -37,6 +37,24 @@ def wait_text(pg, selector: str, pattern: str, timeout: float = 15_000) -> None:
         arg=[selector, pattern], timeout=timeout)
 
 
+def fill(pg, selector: str, value: str) -> None:
+    pg.fill(selector, value)
+    pg.press(selector, "Enter")       # debounced inputs send their value on Enter
+
+
+def refused(pg, prefix: str, message: str) -> None:
+    """A job page's Start is refused in one line under its form."""
+    pg.click(f"#{prefix}-start")
+    wait_text(pg, f"#{prefix}-msg", message)
+
+
+def run_job(pg, prefix: str, queued: str, done: str, timeout: float = 120_000) -> None:
+    """A job page's Start queues its job, whose progress then reads `done`."""
+    pg.click(f"#{prefix}-start")
+    wait_text(pg, f"#{prefix}-msg", queued)
+    wait_text(pg, f"#{prefix}-progress-text", done, timeout=timeout)
+
+
 def wait_live(pg) -> None:
     pg.wait_for_selector("#ctl-status-state.state-live", timeout=15_000)   # "live" in any language
 

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_e2e import wait_live, wait_text
+from tests.test_e2e import fill, refused, run_job, wait_live, wait_text
 
 pytestmark = pytest.mark.e2e
 
-
-def _fill(pg, selector: str, value: str) -> None:
-    pg.fill(selector, value)
-    pg.press(selector, "Enter")       # debounced inputs send their value on Enter
 
 
 def test_explorer_sweep_in_the_background(browser_page, artifacts, monkeypatch, tmp_path):
@@ -20,15 +16,12 @@ def test_explorer_sweep_in_the_background(browser_page, artifacts, monkeypatch, 
     pg = browser_page
     pg.goto(pg.base_url + "/explorer")
     pg.wait_for_selector("#ex-start")
-    _fill(pg, "#ex-v1", "0.9:0.1:0.2")
-    pg.click("#ex-start")
-    wait_text(pg, "#ex-msg", "inverted range")
-    _fill(pg, "#ex-v1", "0.3,0.6,0.9,1.2")
-    _fill(pg, "#ex-seeds", "2")
-    _fill(pg, "#ex-dur", "10")
-    pg.click("#ex-start")
-    wait_text(pg, "#ex-msg", "queued")
-    wait_text(pg, "#ex-progress-text", "16 of 16 runs — done", timeout=120_000)
+    fill(pg, "#ex-v1", "0.9:0.1:0.2")
+    refused(pg, "ex", "inverted range")
+    fill(pg, "#ex-v1", "0.3,0.6,0.9,1.2")
+    fill(pg, "#ex-seeds", "2")
+    fill(pg, "#ex-dur", "10")
+    run_job(pg, "ex", "queued", "16 of 16 runs — done", timeout=120_000)
     wait_text(pg, "#ex-msg", "8 points")
     n = pg.evaluate("() => document.getElementById('ex-pareto').querySelectorAll('.scatterlayer .trace').length")
     assert n == 4                                 # mtp=True, mtp=False, frontier, paper

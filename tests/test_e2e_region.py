@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_e2e import until, wait_text
+from tests.test_e2e import fill, refused, run_job, until, wait_text
 from tests.test_e2e_cluster import pick
 from twin.region.pagejob import region_rate
 from twin.ui.components import fmt
 
 pytestmark = pytest.mark.e2e
 
-
-def _fill(pg, selector: str, value: str) -> None:
-    pg.fill(selector, value)
-    pg.press(selector, "Enter")
 
 
 def test_region_run_and_drill_into_supernode_1(browser_page, artifacts, live_server):
@@ -27,25 +23,22 @@ def test_region_run_and_drill_into_supernode_1(browser_page, artifacts, live_ser
     pg.goto(pg.base_url + "/region")
     pg.wait_for_selector("#rg-start")
     pick(pg, "rg-name", "cm384-pair — 2 × cloudmatrix-infer-paper")
-    _fill(pg, "#rg-dur", "10")
-    pg.click("#rg-start")                                      # the form's failure at 15 s is past 10 s
-    wait_text(pg, "#rg-msg", "Failure time: allowed 0 to less than the 10 simulated s")
-    _fill(pg, "#rg-at", "5")
-    _fill(pg, "#rg-load", "3")
-    pg.click("#rg-start")
-    wait_text(pg, "#rg-msg", "Load: allowed 0.1 to 2, a fraction of the region's capacity")
-    _fill(pg, "#rg-load", "0.45")                              # half the scenario's 0.9: half its arrival rate
+    fill(pg, "#rg-dur", "10")
+    # the form's failure at 15 s is past 10 s
+    refused(pg, "rg", "Failure time: allowed 0 to less than the 10 simulated s")
+    fill(pg, "#rg-at", "5")
+    fill(pg, "#rg-load", "3")
+    refused(pg, "rg", "Load: allowed 0.1 to 2, a fraction of the region's capacity")
+    fill(pg, "#rg-load", "0.45")                               # half the scenario's 0.9: half its arrival rate
     pg.check("#rg-reuse input[value=fetch]")                   # prefixes cross the inter-supernode link
     pick(pg, "rg-link-a", "supernode 0")                       # the link 0 - 1 (the other end's default is 1)
     wait_text(pg, "#rg-link-b", "^supernode 1$")
-    _fill(pg, "#rg-link-at", "10")
-    _fill(pg, "#rg-link-for", "2")
-    pg.click("#rg-start")                                      # down at 10 s is not before the arrivals end
-    wait_text(pg, "#rg-msg", "Link failure time: allowed 0 to less than the 10 simulated s of arrivals")
-    _fill(pg, "#rg-link-at", "2")
-    pg.click("#rg-start")
-    wait_text(pg, "#rg-msg", "queued")
-    wait_text(pg, "#rg-progress-text", "10 of 10 windows — done", timeout=120_000)
+    fill(pg, "#rg-link-at", "10")
+    fill(pg, "#rg-link-for", "2")
+    # down at 10 s is not before the arrivals end
+    refused(pg, "rg", "Link failure time: allowed 0 to less than the 10 simulated s of arrivals")
+    fill(pg, "#rg-link-at", "2")
+    run_job(pg, "rg", "queued", "10 of 10 windows — done", timeout=120_000)
     wait_text(pg, "#rg-msg", "2 supernodes, 0 requests lost")
     wait_text(pg, "#rg-audit", "lost 0")
     wait_text(pg, "#rg-what", f"at {fmt(region_rate('cm384-pair', 0.45))} req/s")

@@ -39,6 +39,12 @@ def hog(mb, progress):
     time.sleep(30)
 
 
+def chatty(progress):
+    for i in range(5):
+        progress(i + 1, {"step": i})
+    time.sleep(60)
+
+
 def boom(progress):
     raise RuntimeError("disk full\n  at somewhere")
 
@@ -119,6 +125,20 @@ def test_queue_position_progress_and_cancel_of_a_running_and_a_queued_job():
     blocker = pool.submit("test", sleeper, (20,), total=200, cost_s=30, client="c4", addr="a4")
     _wait(pool, q2, "c3", states=("running",))
     assert pool.cancel(blocker, "c4") and pool.view(blocker, "c4")["state"] == "cancelled"
+    pool.shutdown()
+
+
+def test_what_a_running_job_sends_with_its_progress_is_kept_up_to_its_total():
+    pool = JobPool(workers=1)
+    jid = pool.submit("test", chatty, (), total=3, cost_s=30, client="c1", addr="a1")
+    end = time.monotonic() + 60
+    while pool.view(jid, "c1")["partial"] != [{"step": 0}, {"step": 1}, {"step": 2}]:
+        assert time.monotonic() < end, pool.view(jid, "c1")
+        time.sleep(0.05)
+    time.sleep(0.5)                                   # the last two steps arrive and are not kept
+    v = pool.view(jid, "c1")
+    assert v["state"] == "running" and v["done"] == 3 and len(v["partial"]) == 3
+    assert pool.cancel(jid, "c1") and pool.view(jid, "c1")["partial"] == []
     pool.shutdown()
 
 

@@ -20,9 +20,18 @@ def M(dash_app):
 def report():
     """A 60-s maas-day with Kimi K2's traffic doubled, run by the job's own function (no process)."""
     seen = []
-    rep = maasjob.maas_job("maas-day", 60.0, "kimi-k2", 0, seen.append)
-    assert seen == list(range(1, 13))               # progress: one step a 5-s control step
+    rep = maasjob.maas_job("maas-day", 60.0, "kimi-k2", 0, lambda done, partial: seen.append((done, partial)))
+    assert [done for done, _ in seen] == list(range(1, 13))     # progress: one step a 5-s control step
+    rep["partials"] = [p for _, p in seen]
     return rep
+
+
+def test_the_steps_sent_while_the_day_runs_are_its_frames_and_moves(report):
+    steps = report["partials"]
+    assert [s["frame"] for s in steps] == report["frames"][1:]
+    assert [(mv["t"], mv["from"], mv["to"]) for s in steps for mv in s["moves"]] == \
+        [(mv["t"], mv["from"], mv["to"]) for mv in report["moves"]["log"]]
+    assert steps[0]["models"] == MODELS and steps[0]["day_s"] == 60.0 and steps[0]["unit_npus"] == 16
 
 
 def test_doubling_a_model_doubles_its_load_only_and_keeps_the_catalog_day():
@@ -81,9 +90,25 @@ def test_a_good_form_queues_one_bounded_job_per_browser(M, idle_pool):
     assert M.on_start(1, "maas-day", 120, "none", 0, "s" * 32)[1].startswith("a job of yours is still queued")
 
 
+def test_the_map_and_the_moves_follow_a_running_day(M, report):
+    steps = report["partials"]
+    at = next(i for i, s in enumerate(steps) if s["moves"])           # the step of the first move
+    job = {"state": "running", "done": at + 1, "total": 12, "cpu_s": 1.0, "ceiling_s": 60.0, "partial": steps[:at + 1]}
+    out = M.progress_view(job)
+    fig, when, moves = out[11:]
+    f = steps[at]["frame"]
+    tiles = [t.split("<br>")[0] for t in fig["data"][-1]["text"]]
+    assert tiles == [MODELS[o] if o >= 0 else "free" for o in f["owner"]]
+    assert when.startswith("running, the day so far · ") and f"simulated {f['t']:g} s of 60" in when
+    rows = moves.children.children[1].children
+    assert len(rows) == sum(len(s["moves"]) for s in steps[:at + 1]) >= 1
+    assert M.progress_view({**job, "partial": []})[11:] == (no_update,) * 3     # nothing sent yet: as it was
+
+
 def test_the_finished_day_is_drawn_with_its_table_map_and_moves(M, report):
     job = {"state": "done", "done": 12, "total": 12, "result": report}
     out = M.progress_view(job)
+    assert out[11:] == (no_update,) * 3                               # the slider's moment draws the map
     assert out[3] is True and out[4] == f"MaaS day done: {report['moves']['count']} moves, 0 requests lost."
     table = out[6][2].children
     assert [r.children[0].children for r in table.children[1].children] == MODELS

@@ -116,3 +116,13 @@ def drain_cap(text: str | None) -> float | str | None:
         raise ValueError(f"--drain = {text!r}: allowed a number of simulated seconds, 0 < cap <= 86400")
     return value
 
+
+
+def table(cols: tuple[tuple[str, int], ...], rows) -> None:
+    """Print a table two spaces in, its header the columns' titles: a column of width w > 0 is
+    right-aligned, of width -w left-aligned (cells are printed as given: format them first)."""
+    def line(cells):
+        return "  " + "".join(f"{c!s:<{-w}}" if w < 0 else f"{c!s:>{w}}" for c, (_, w) in zip(cells, cols))
+    print(line([t for t, _ in cols]))
+    for r in rows:
+        print(line(r))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from twin.cli.args import add_setting, dumps
+from twin.cli.args import add_setting, dumps, table
 from twin.cloud.copool import POLICIES, Params, load_params
 from twin.cloud.cost import SEEDS, Prices, comparison, day_report, interval, load_prices, priced, verdict
 from twin.cloud.live import run_day
@@ -36,15 +36,13 @@ def days(policies, seed=None, duration=None, load=None, params: dict | None = No
 def _text(d: dict) -> None:
     print(f"scenario {d['scenario']} (seed {d['seed']}; one simulated second = "
           f"{d['day_compression']:g} s of the day)")
-    print(f"  {'policy':<16}{'util':>7}{'prefill':>9}{'decode':>8}{'train':>7}{'steps':>9}"
-          f"{'switches':>9}{'SLO':>8}{'$/M tok':>9}{'$/step':>9}")
-    for name, r in d["policies"].items():
-        u = r["utilisation"]
-        f = lambda x: "-" if x is None else f"{x:.2f}"
-        print(f"  {name:<16}{f(u['supernode']):>7}{f(u['prefill']):>9}{f(u['decode']):>8}"
-              f"{f(u['training']):>7}{r['training_steps']:>9.0f}{r['switches']:>9}"
-              f"{r['inference']['slo_attainment'] or 0:>8.4f}{r['cost_per_million_tokens'] or 0:>9.4f}"
-              f"{r['cost_per_training_step'] or 0:>9.2f}")
+    f = lambda x: "-" if x is None else f"{x:.2f}"
+    table((("policy", -16), ("util", 7), ("prefill", 9), ("decode", 8), ("train", 7), ("steps", 9),
+           ("switches", 9), ("SLO", 8), ("$/M tok", 9), ("$/step", 9)),
+          [(name, *(f(r["utilisation"][k]) for k in ("supernode", "prefill", "decode", "training")),
+            f"{r['training_steps']:.0f}", r["switches"], f"{r['inference']['slo_attainment'] or 0:.4f}",
+            f"{r['cost_per_million_tokens'] or 0:.4f}", f"{r['cost_per_training_step'] or 0:.2f}")
+           for name, r in d["policies"].items()])
     print("  assumptions: " + ", ".join(f"{k}={v}" for k, v in next(iter(d["policies"].values()))["assumptions"].items()))
     t = d["training_mfu"]
     for dep, r in t["systems"].items():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from twin.cli.args import drain_cap, dumps
+from twin.cli.args import drain_cap, dumps, table
 from twin.cloud.maas import Maas, days, load_day
 
 _RUN_FLAGS = ("trace", "format", "lenient", "deployment", "rate", "load", "speedup", "cache_capacity",
@@ -32,13 +32,11 @@ def cmd_run_maas(a) -> int:
 def _text(d: dict) -> None:
     print(f"{d['scenario']} on {d['system']}: {d['sim_seconds']} s simulated ({d['day_compression']:g} s of the day "
           f"each), moves {'on' if d['moves_enabled'] else 'off'}, {d['wall_seconds']} s wall")
-    print(f"  {'model':<14}{'arrived':>9}{'done':>9}{'rej':>6}{'t/o':>6}{'lost':>5}{'SLO':>8}{'util':>7}"
-          f"{'NPUs':>6}{'$/M tok':>9}")
-    for m, r in d["models"].items():
-        q = r["requests"]
-        print(f"  {m:<14}{q['arrived']:>9}{q['completed']:>9}{q['rejected']:>6}{q['timed_out']:>6}{q['lost']:>5}"
-              f"{r['slo_attainment'] or 0:>8.3f}{r['utilisation'] or 0:>7.2f}{r['npus']['mean']:>6.0f}"
-              f"{r['usd_per_million_tokens'] or 0:>9.3f}")
+    table((("model", -14), ("arrived", 9), ("done", 9), ("rej", 6), ("t/o", 6), ("lost", 5), ("SLO", 8),
+           ("util", 7), ("NPUs", 6), ("$/M tok", 9)),
+          [(m, *(r["requests"][k] for k in ("arrived", "completed", "rejected", "timed_out", "lost")),
+            f"{r['slo_attainment'] or 0:.3f}", f"{r['utilisation'] or 0:.2f}", f"{r['npus']['mean']:.0f}",
+            f"{r['usd_per_million_tokens'] or 0:.3f}") for m, r in d["models"].items()])
     mv = d["moves"]
     print(f"  moves {mv['count']}, {mv['npus_moved']} NPUs moved, weight load {mv['weight_load_s']} s "
           f"(day clock, from {mv['weights_from']}); conserved {d['conserved']}")

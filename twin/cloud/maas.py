@@ -2,8 +2,8 @@
 
 xDeepServe (arXiv 2508.02520) serves DeepSeek, Kimi, GLM and Qwen models side by side on one
 CloudMatrix384. Here each model is served by its own engine (its deployment's groups, its traffic
-and SLO, its own EMS quota with keys of its own) and the engines advance on one day clock in
-lockstep, `control_s` at a time. The NPUs are a ledger of 16-NPU units (a prefill group holds one,
+and SLO, its keys in the shared EMS pool) and the engines advance on one day clock in lockstep,
+`control_s` at a time. The NPUs are a ledger of 16-NPU units (a prefill group holds one,
 a decode group two); a model's groups that hold no unit are held down in its engine.
 
 Between steps the MaaS policy reads each model's arrival rate, capacity (twin.cloud.copool.Capacity,
@@ -14,8 +14,8 @@ units pass to the receiver, whose group loads its weights (twin.engine.ems.pool.
 model caching, from EMS over UB or from object storage) plus a hand-over time (assumption) before it
 serves. Times of the day clock (weight loads) are divided by the compression, as the co-pool day does.
 
-Not modelled: the models' traffic does not contend on the UB fabric (each engine has its own copy
-of it), and the EMS pool is split into equal quotas, not shared dynamically.
+The models share the EMS pool (one capacity, keys per model) and the fabric's links, at the control
+step's grain (twin.cloud.fabric): one model's KV transfers slow another's where their routes cross.
 """
 from __future__ import annotations
 
@@ -28,10 +28,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from twin.model.config import CATALOG_DIR, CatalogError, _validate, _with_bases, catalog
+from twin.predict.roofline import PerfModel
 from twin.engine import Engine, handover
 from twin.engine.ems.pool import ModelCache
 from twin.engine.scenario import Length, load_scenario
 from twin.cloud.copool import DAY_S, Capacity
+from twin.cloud.fabric import Fabric, block_tokens, shared_ems
 from twin.i18n import N_, said
 
 UNIT_NPUS = 16            # a ledger unit: one paper-sized prefill group (ref 3: 16 NPUs, EP32)
@@ -156,6 +158,19 @@ class Maas:
         self.timeline: list[dict] = []
         self.now = 0.0
         self._arrived = dict.fromkeys(day.models, 0)
+        self.node_npus = sysm.npus_per_node
+        cat = catalog()
+        deps = {name: m.deployment for name, m in day.models.items()}
+        kv = {name: PerfModel(cat.deployment(d), cat).kv_bytes_per_token() for name, d in deps.items()}
+        blocks = block_tokens(kv)
+        self.ems = shared_ems(day.system, deps, kv, blocks)
+        planes = {cat.deployment(d).kv_transfer_plane for d in deps.values()}
+        if len(planes) != 1:
+            raise CatalogError(f"maas [{day.name}]: the models' deployments move KV over {', '.join(sorted(planes))} "
+                               f"(allowed: one kv_transfer_plane for the day)")
+        self.fabric = Fabric(day.system, planes.pop())
+        self.left: dict[str, dict[int, float]] = {}     # model -> instance slot -> share of its bandwidth left
+        self._bw: dict[str, dict[int, float]] = {}      # model -> instance slot -> its transfer bandwidth alone
         nxt = 0
         for i, (name, m) in enumerate(day.models.items()):
             eng = Engine(load_scenario(
@@ -163,8 +178,9 @@ class Maas:
                 diurnal_amplitude=m.amplitude, diurnal_period_s=day.day_s,
                 diurnal_offset_s=day.day_s * ((6 - m.peak_h) / 24 % 1),   # sin peaks a quarter period in
                 input=m.input, output=m.output, reuse_rate=m.reuse_rate, prefix_pool=m.prefix_pool,
-                duration_s=day.day_s, seed=day.seed + i))
+                block_size=blocks[name], duration_s=day.day_s, seed=day.seed + i), ems=self.ems[name])
             self.engines[name] = eng
+            self._bw[name] = {inst.slot: eng.kv.flows.capacity[inst.name] for inst in eng.instances}
             self.cap[name] = Capacity.of(eng)
             for kind, pool, n in (("prefill", eng.prefill, m.prefill_groups), ("decode", eng.decode, m.decode_groups)):
                 for j, inst in enumerate(pool):
@@ -213,6 +229,7 @@ class Maas:
                 if g.units and g.state != "idle":
                     self.npu_s[g.model] += len(g.units) * UNIT_NPUS * (t - self.now)
             dt, self.now = t - self.now, t
+            self._share_links(dt)
             signals = self._signals(dt)
             self._settle()
             if self.day.moves:
@@ -225,6 +242,27 @@ class Maas:
         """Stop arrivals and let every model finish what it holds (report.drain per engine)."""
         self._settle()
         return {m: eng.drain() for m, eng in self.engines.items()}
+
+    def _share_links(self, dt: float) -> None:
+        """The step's KV bytes of every model on the one fabric; each instance's transfer links
+        keep, for the next step, the share the other models left (twin.cloud.fabric)."""
+        sent = {}
+        for m, eng in self.engines.items():
+            nodes = {g.inst.slot: self._nodes(g) for g in self.groups if g.model == m}
+            sent[m] = [(s, d, nodes[s], nodes[d], b) for (s, d), b in eng.kv.sent.items() if nodes[s] and nodes[d]]
+            eng.kv.sent.clear()
+        self.left = self.fabric.step(sent, dt)
+        for m, eng in self.engines.items():
+            flows, left = eng.kv.flows, self.left.get(m, {})
+            for inst in eng.instances:
+                bw = self._bw[m][inst.slot] * left.get(inst.slot, 1.0)
+                if flows.capacity[inst.name] != bw:
+                    flows.set_capacity(inst.name, bw)
+
+    def _nodes(self, g: Group) -> list[int]:
+        """The physical nodes of the ledger units a group holds."""
+        per = UNIT_NPUS // self.node_npus
+        return [u * per + j for u in g.units for j in range(per)]
 
     def npus(self, model: str) -> int:
         return sum(o == model for o in self.owner) * UNIT_NPUS

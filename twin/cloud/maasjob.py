@@ -93,17 +93,26 @@ def frame(day: Maas, done: dict[str, tuple[int, int]]) -> dict:
     return out
 
 
+def partial(day: Maas, f: dict, new_moves: int) -> dict:
+    """What a control step adds to the page while the day runs: the ledger's frame and the moves
+    it made (as logged at that moment: a donor still draining has no drain time yet)."""
+    return {"frame": f, "moves": [dict(mv) for mv in day.moves[len(day.moves) - min(new_moves, len(day.moves)):]],
+            "models": list(day.engines), "day_s": day.day.day_s, "unit_npus": UNIT_NPUS}
+
+
 def maas_job(name: str, day_s: float, double: str | None, seed: int, progress) -> dict:
     """Run in a job process: the day's report (Maas.report) with the SLOs, the ledger's frames and
-    the per-step signals (Maas.timeline); progress in control steps."""
+    the per-step signals (Maas.timeline); progress in control steps, each with what the page shows
+    while the day runs (`partial`)."""
     d = day_for(name, day_s, double, seed)
     day = Maas(d)
     done = dict.fromkeys(day.engines, (0, 0))
     frames = [frame(day, done)]
     for i in range(steps(d)):
+        logged = day.move_count
         day.run(min((i + 1) * d.control_s, d.day_s))
         frames.append(frame(day, done))
-        progress(i + 1)
+        progress(i + 1, partial(day, frames[-1], day.move_count - logged))
     drained = {m: eng.drain(DRAIN_CAP_S) for m, eng in day.engines.items()}
     rep = day.report()
     for m, eng in day.engines.items():

@@ -50,10 +50,11 @@ CAPACITY_PROMPT_CAP = 131072   # assumption: capacity estimates cap the mean pro
 
 class Engine:
     def __init__(self, scenario: str | Scenario | None = "default", seed: int | None = None,
-                 predictor=None, policies: dict | None = None, **overrides):
+                 predictor=None, policies: dict | None = None, ems=None, **overrides):
         """`predictor`: a time predictor for the deployment (twin.predict; default the roofline
         PerfModel); `policies`: scheduling policy specs (a name, or a table of name and parameters)
-        by decision, over the scenario's `scheduling` (whose defaults are scheduling.DEFAULTS)."""
+        by decision, over the scenario's `scheduling` (whose defaults are scheduling.DEFAULTS);
+        `ems`: an EMS pool shared with other engines (twin.cloud.fabric), instead of one of its own."""
         self.scenario = (scenario if isinstance(scenario, Scenario)
                          else load_scenario(scenario, seed=seed, **overrides))
         sc = self.scenario
@@ -89,7 +90,8 @@ class Engine:
         self.timing = StepTimes(self.pm, self.dep, sc, self.rng)
         self._place_instances()
         cpu = self.cat.chip(self.system.cpu) if self.system.cpu else None
-        self.ems = cache.build_ems(sc, self.dep, self.system, cpu, self.topo.cpu_ids, self.kv_bytes)
+        self.ems = ems if ems is not None else cache.build_ems(sc, self.dep, self.system, cpu,
+                                                               self.topo.cpu_ids, self.kv_bytes)
         self.ems_node = cache.server_nodes(self.ems)
         self.metrics = Metrics(self.system.nodes, len(self.prefill), len(self.decode), sc.interval_s,
                                split_nodes=self.system.kind != "supernode")

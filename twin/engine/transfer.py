@@ -26,6 +26,7 @@ class KvTransfers:
         self.latency_s = (eng.system.rdma_latency_us if rdma else eng.system.ub_latency_us) * 1e-6
         self.net_event = eng.env.event()
         self.landed, self.landed_s = 0, 0.0      # transfers landed and their seconds, start to last byte
+        self.sent: dict[tuple[int, int], float] = {}   # bytes started per (src, dst) slot, for a shared fabric
         self.set_capacities()
 
     def set_capacities(self) -> None:
@@ -113,6 +114,8 @@ class KvTransfers:
         eng = self.eng
         nbytes = float(tokens) * eng.kv_bytes
         eng.acct.kv_transfer(src, dst, nbytes, self.plane)
+        key = (src.slot, dst.slot)
+        self.sent[key] = self.sent.get(key, 0.0) + nbytes
         self.flows.start(nbytes, (src.name, dst.name), self.latency_s, self._land, ids, dst, eng.env.now)
 
     def _land(self, ids: np.ndarray, dst, started: float, at: float) -> None:

@@ -17,7 +17,9 @@ running, an address PER_ADDRESS; each job is refused up front if its estimated C
 size: rate x duration x runs, see twin.explore.cost) exceeds MAX_JOB_CPU_S, an address may ask for
 at most ADDRESS_CPU_PER_HOUR estimated CPU-seconds an hour, and while it runs a job is killed when
 its measured CPU time passes its ceiling (twice its estimate plus a margin, at most MAX_JOB_CPU_S)
-or its memory passes MAX_JOB_RSS_MB. The module never imports dash.
+or its memory passes MAX_JOB_RSS_MB. A job may send something with its progress (`progress(done,
+partial)`: what a page shows while it runs, e.g. the MaaS day's ledger after each step); the pool
+keeps at most `total` of those. The module never imports dash.
 """
 from __future__ import annotations
 
@@ -65,6 +67,7 @@ class Job:
     args: tuple = ()
     env: dict | None = None             # the web process's environment when the job was asked for
     done: int = 0
+    partial: list = field(default_factory=list)   # what the job sent with its progress, at most `total` items
     state: str = "queued"               # queued | running | done | error | cancelled
     result: Any = None
     message: str = ""
@@ -91,7 +94,7 @@ def _child(conn, fn, args, env) -> None:
     except (OSError, AttributeError):     # not Linux: nice alone
         pass
     try:
-        result = fn(*args, progress=lambda done: conn.send(("progress", int(done))))
+        result = fn(*args, progress=lambda done, partial=None: conn.send(("progress", int(done), partial)))
         conn.send(("done", result))
     except BaseException as exc:      # noqa: BLE001 - one line for the page; the pool lives on
         conn.send(("error", " ".join(f"{type(exc).__name__}: {exc}".split())[:200]))
@@ -123,7 +126,7 @@ class JobPool:
 
     def submit(self, kind: str, fn: Callable, args: tuple, *, total: int, cost_s: float, client: str,
                addr: str | None) -> str:
-        """Queue fn(*args, progress=callable(done)) for `client`; JobRefused names the limit."""
+        """Queue fn(*args, progress=callable(done, partial=None)) for `client`; JobRefused names the limit."""
         with self._lock:
             self._check(client, addr, cost_s)
             ceiling = min(self.max_cost_s, 2 * float(cost_s) + self.margin_s)
@@ -189,7 +192,8 @@ class JobPool:
             return {"id": j.id, "kind": j.kind, "state": j.state, "position": pos, "done": j.done,
                     "total": j.total, "cost_s": round(j.cost_s, 1), "cpu_s": round(j.cpu_s, 1),
                     "ceiling_s": round(j.ceiling_s, 1), "wait_s": round(ahead / self.workers, 0) if pos else 0,
-                    "message": j.message, "result": j.result if j.state == "done" else None}
+                    "message": j.message, "result": j.result if j.state == "done" else None,
+                    "partial": list(j.partial) if j.state == "running" else []}
 
     def cancel(self, job_id, client: str) -> bool:
         """Cancel this browser's queued or running job (its process is killed); False if none."""
@@ -253,9 +257,11 @@ class JobPool:
     def _read(self, j: Job) -> None:
         try:
             while j.conn.poll():
-                what, value = j.conn.recv()
+                what, value, *partial = j.conn.recv()
                 if what == "progress":
                     j.done = min(value, j.total)
+                    if partial and partial[0] is not None and len(j.partial) < j.total:
+                        j.partial.append(partial[0])
                 elif what == "done":
                     j.result, j.done = value, j.total
                     self._end(j, "done", "")

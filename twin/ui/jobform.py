@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from dash import no_update
+import dash
+from dash import Input, Output, State, no_update
 
 from twin.live import jobs
 from twin.model.config import CatalogError
@@ -80,3 +81,31 @@ def cancel(store, secret, cancelled: str, none: str) -> tuple[str, str]:
     if jobs.pool().cancel(job_id(store), viewer(secret)):
         return cancelled, "ctl-msg msg-ok"
     return none, "ctl-msg msg-error"
+
+
+def callbacks(prefix: str, fields: tuple[str, ...], submit: Callable[..., str], queued: Callable[[], str],
+              cancelled: Callable[[], str], none: Callable[[], str]) -> tuple[Callable, Callable]:
+    """Declare a page's Start and Cancel callbacks over its ids `{prefix}-start`, `-cancel`, `-job`,
+    `-msg` and `-tick`; Start submits the values of `{prefix}-{field}` for `fields` in order. The
+    texts are functions, so they are read in the viewer's language. Returns (on_start, on_cancel),
+    called as on_start(n_clicks, *values, secret) and on_cancel(n_clicks, job id, secret)."""
+    @dash.callback(
+        Output(f"{prefix}-job", "data"), Output(f"{prefix}-msg", "children"), Output(f"{prefix}-msg", "className"),
+        Output(f"{prefix}-tick", "disabled"), Input(f"{prefix}-start", "n_clicks"),
+        *(State(f"{prefix}-{f}", "value") for f in fields), State("ctl-secret", "data"),
+        prevent_initial_call=True,
+    )
+    def on_start(_n, *values):
+        *form, secret = values
+        return start(submit, tuple(form), secret, queued())
+
+    @dash.callback(
+        Output(f"{prefix}-msg", "children", allow_duplicate=True),
+        Output(f"{prefix}-msg", "className", allow_duplicate=True),
+        Input(f"{prefix}-cancel", "n_clicks"), State(f"{prefix}-job", "data"), State("ctl-secret", "data"),
+        prevent_initial_call=True,
+    )
+    def on_cancel(_n, job_id, secret):
+        return cancel(job_id, secret, cancelled(), none())
+
+    return on_start, on_cancel

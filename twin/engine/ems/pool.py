@@ -185,6 +185,11 @@ class EMS:
             return r.prefix_blocks[0], r.hit_tokens[0], r.new_blocks
         return self._blocks.walk(blocks, tokens, LOOKUP | STORE, self._ring, per_hit, per_new)
 
+    def set_block_tokens(self, n: int) -> None:
+        """Tokens a block holds in the lookups that follow (hit tokens count them): a pool shared by
+        models whose blocks hold different numbers of tokens (twin.cloud.fabric) sets it per model."""
+        self.block_tokens = self._blocks.st[index.BLOCK_TOKENS] = n
+
     def _server(self, name: str) -> int:
         if name not in self._index:
             sample = ", ".join(self.servers[:8]) + (f", ... ({len(self.servers)} in all)"
