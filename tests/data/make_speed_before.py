@@ -1,6 +1,7 @@
 """Record fixed-seed summaries and last-interval traffic for tests/test_speed.py.
 
-Run from a checkout of the engine to compare against (speed_before*.json came from commit 42c7177):
+Run from a checkout of the engine to compare against (speed_before*.json came from commit 42c7177;
+the EMS-loading runs and the traffic were re-recorded after the EMS refit, see tests/test_speed.py):
     PYTHONPATH=. python tests/data/make_speed_before.py tests/data
 """
 import json
