@@ -11,6 +11,10 @@ SERVE_PORT ?= 8060
 # `make unit` leaves out the browser (e2e) and slow ones too; `make timing` runs the wall-clock and CPU checks,
 # alone in one process. JOBS: pytest-xdist workers (`logical`: one per CPU; JOBS=0 runs in this process).
 JOBS ?= logical
+# The tests start well over a hundred Python processes (xdist workers, `twin` subprocesses, job, Dask and
+# serve workers, one that imports every module in turn): they share compiled bytecode (__pycache__,
+# git-ignored), as Python does by default, even where the environment turns writing it off.
+test unit timing: export PYTHONDONTWRITEBYTECODE =
 .PHONY: run room test docs unit timing bench bench-ui bench-room bench-serve prom-check screenshots validate chromium prometheus clean
 
 $(BIN)/python:

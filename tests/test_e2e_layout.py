@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_e2e import wait_live
+from test_e2e import settle, wait_live
 from twin.cli import pagelist
 
 pytestmark = pytest.mark.e2e
@@ -61,7 +61,7 @@ def measure(pg, url: str) -> dict:
     pg.goto(url)
     wait_live(pg)
     pg.wait_for_selector(".main h2, .main h3")
-    pg.wait_for_timeout(1500)              # the pages' first tick draws their figures and tables
+    settle(pg)                             # the page's first tick has drawn its figures and tables
     pg.mouse.move(0, 0)                    # no hover menu or tooltip open
     return pg.evaluate(MEASURE, SLACK_PX)
 

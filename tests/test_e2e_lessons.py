@@ -8,7 +8,7 @@ import re
 import pytest
 
 from test_chart_info import PENDING
-from test_e2e import wait_live, wait_text
+from test_e2e import settle, wait_live, wait_text
 
 pytestmark = pytest.mark.e2e
 
@@ -86,7 +86,7 @@ def test_every_page_renders_in_chinese_without_console_errors(browser_page, arti
                              " return h && /[\\u4e00-\\u9fff]/.test(h.innerText); }")
         pg.wait_for_function("() => /[\\u4e00-\\u9fff]/.test(document.title)")
         assert pg.inner_text(".nav").count("总览") == 1, path              # the shell is in Chinese too
-        pg.wait_for_timeout(2500)                                          # first ticks: charts and tables
+        settle(pg)                                                         # first ticks: charts and tables
         name = path.strip("/") or "overview"
         pg.screenshot(path=str(artifacts / f"zh-{name}.png"), full_page=True)
         charts, infos = pg.locator(".js-plotly-plot").count(), pg.locator(".info")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from test_e2e import settle
+
 pytestmark = pytest.mark.e2e
 
 
@@ -13,7 +15,7 @@ def test_a_chart_is_in_the_overviews_first_screen_at_1440x900(browser_page, arti
     pg.set_viewport_size({"width": 1440, "height": 900})
     pg.goto(pg.base_url + "/")
     pg.wait_for_selector(".main h2", state="attached", timeout=60_000)
-    pg.wait_for_timeout(2500)                # the first tick draws the cards and charts
+    settle(pg)                               # the first tick has drawn the cards and charts
     pg.screenshot(path=artifacts / "overview-1440x900.png")      # beside the others, not a shared /tmp
     box = pg.locator("#ov-thr-chart").bounding_box()
     assert box is not None and box["y"] + box["height"] / 2 < 900, box     # at least half the chart shows

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from test_e2e import settle
+
 pytestmark = pytest.mark.e2e
 
 BOXES = """() => {
@@ -23,7 +25,7 @@ def open_phone(pg, path: str) -> dict:
     pg.set_viewport_size({"width": 390, "height": 844})
     pg.goto(pg.base_url + path)
     pg.wait_for_selector("#ctl-status-state.state-live", timeout=45_000)    # a cold server's first page
-    pg.wait_for_timeout(1500)
+    settle(pg)
     return pg.evaluate(BOXES)
 
 

@@ -12,9 +12,16 @@ from twin.predict.perf import PerfModel
 DEP = "cloudmatrix-infer-paper"
 
 
+@pytest.fixture(scope="module")
+def paper_decode():
+    """The paper deployment's decode capacity at the default SLOs (a bisection of engine runs), once
+    for the module's two tests that read it."""
+    return capacity.capacity(capacity.Spec(DEP, "paper-decode"))
+
+
 @pytest.mark.slow
-def test_capacity_brackets_the_highest_rate_meeting_the_slos():
-    out = capacity.capacity(capacity.Spec(DEP, "paper-decode"))
+def test_capacity_brackets_the_highest_rate_meeting_the_slos(paper_decode):
+    out = paper_decode
     ok = [p for p in out["probes"] if p["slo_attainment"] >= 0.99]
     bad = [p for p in out["probes"] if p["slo_attainment"] < 0.99]
     assert out["max_rate"] == max(p["rate"] for p in ok)
@@ -27,8 +34,8 @@ def test_capacity_brackets_the_highest_rate_meeting_the_slos():
     assert out["config"]["decode_ep"] == 320 and out["config"]["tpot_slo_ms"] == 50
 
 
-def test_tighter_tpot_slo_lowers_capacity():
-    loose = capacity.capacity(capacity.Spec(DEP, "paper-decode"))
+def test_tighter_tpot_slo_lowers_capacity(paper_decode):
+    loose = paper_decode
     tight = capacity.capacity(capacity.Spec(DEP, "paper-decode", (("tpot_slo_ms", 30.0),)))
     assert tight["config"]["tpot_slo_ms"] == 30.0
     assert tight["max_rate"] < 0.8 * loose["max_rate"]
