@@ -1,6 +1,7 @@
 """The compiled kernels' plain-Python mode (NUMBA_DISABLE_JIT=1) gives the same runs bit for bit."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,4 +48,4 @@ def test_kernel_equivalence_tests_pass_in_plain_mode():
     out = _plain("", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", PLAIN_SKIPS, "tests/test_ems_index.py",
                  "tests/test_engine_fastpath.py", "tests/test_flows.py")
     assert out.returncode == 0, out.stdout[-3000:]
-    assert "21 passed, 3 deselected" in out.stdout, out.stdout[-3000:]      # the skips name 3 of 24
+    assert re.search(r"\b\d+ passed, 3 deselected", out.stdout), out.stdout[-3000:]   # the skips name 3 cases
