@@ -4,6 +4,7 @@
 checked for order. The engine-death test runs last: it restarts the engine."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -22,8 +23,9 @@ from twin.serve.api import build_app
 MODEL = "cloudmatrix-infer-paper"
 
 
-@pytest.fixture(scope="module")
-def server():
+@contextlib.contextmanager
+def serving():
+    """`twin serve`'s app (default scenario, seed 1) under uvicorn on a free port: (base URL, app)."""
     srv = build_app("default", seed=1)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -34,9 +36,17 @@ def server():
     deadline = time.time() + 240        # the engine process builds its topology first
     while not u.started and time.time() < deadline:
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", srv
-    u.should_exit = True
-    t.join(10)
+    try:
+        yield f"http://127.0.0.1:{port}", srv
+    finally:
+        u.should_exit = True
+        t.join(10)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with serving() as served:
+        yield served
 
 
 @pytest.fixture(scope="module")

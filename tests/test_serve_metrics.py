@@ -6,8 +6,6 @@ from __future__ import annotations
 import functools
 import json
 import re
-import socket
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -17,9 +15,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from twin.cli.prom_check import DASHBOARDS, NOT_APPLICABLE, expressions, metric_names
-from twin.serve import guard
-from twin.serve.api import build_app
 from twin.serve.metrics import ServeMetrics, token_buckets
+
+from test_serve import serving
 
 GRAFANA = Path(__file__).resolve().parents[1] / "docs" / "grafana"
 MODEL = "cloudmatrix-infer-paper"
@@ -40,18 +38,7 @@ def _scrape() -> tuple[dict, dict]:
     """A live server: one streamed completion (1,200 prompt tokens: one prefill chunk; 4 out), GET
     /v1/models, a path no route has;
     then /metrics (the engine process's text, every worker's HTTP requests in it)."""
-    srv = build_app("default", seed=1)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    u = guard.Server(guard.config(srv.app, host="127.0.0.1", port=port, loop="asyncio", http="h11"), srv.live)
-    t = threading.Thread(target=u.run, daemon=True)
-    t.start()
-    deadline = time.time() + 240
-    while not u.started and time.time() < deadline:
-        time.sleep(0.05)
-    base = f"http://127.0.0.1:{port}"
-    try:
+    with serving() as (base, _):
         code, body = _get(base + "/v1/completions", {"model": MODEL, "prompt": "z" * 1200, "max_tokens": 4,
                                                       "stream": True, "stream_options": {"include_usage": True}})
         assert code == 200, body
@@ -59,9 +46,6 @@ def _scrape() -> tuple[dict, dict]:
         assert _get(base + "/v1/models")[0] == 200 and _get(base + "/no/such/route")[0] == 404
         time.sleep(0.1)                  # the engine's "times" event (its prefill) follows the last token
         text = _get(base + "/metrics")[1].decode()
-    finally:
-        u.should_exit = True
-        t.join(10)
     return {f.name: f for f in text_string_to_metric_families(text)}, usage
 
 
