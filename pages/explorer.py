@@ -86,8 +86,7 @@ def layout(**_kwargs):
                                                                     max=sweepjobs.LIMITS["seeds"], step=1)),
                 _field(_("Simulated s per run (5–%(n)s)") % {"n": f"{sweepjobs.MAX_DURATION_S:g}"},
                        dcc.Input(id=f"{P}-dur", type="number", value=20, min=5, max=sweepjobs.MAX_DURATION_S, step=5)),
-                html.Button(_("Run sweep"), id=f"{P}-start", className="btn btn-primary", n_clicks=0),
-                html.Button(_("Cancel"), id=f"{P}-cancel", className="btn", n_clicks=0),
+                *jobform.buttons(P, _("Run sweep")),
                 html.Button(_("Download CSV"), id=f"{P}-csv", className="btn", n_clicks=0),
             ], className="ctl-row"),
             html.Div(_("Bounded: at most %(points)s points, %(runs)s runs and %(sim)s simulated seconds per "
@@ -95,9 +94,7 @@ def layout(**_kwargs):
                        "per viewer, run in turn in a low-priority process. Repeated points come from the cache.") % {
                 "points": lim["points"], "runs": lim["runs"], "sim": f"{lim['sim_seconds']:,}",
                 "cpu": f"{jobs.MAX_JOB_CPU_S:,.0f}"}, className="hint"),
-            html.Div(id=f"{P}-msg", className="ctl-msg", role="status"),
-            html.Div([html.Progress(id=f"{P}-progress", value="0", max="1"),
-                      html.Span(id=f"{P}-progress-text", className="hint")], className="ctl-row"),
+            *jobform.status(P),
         ]), _("Sweep"), "config"),
         components.panel([dcc.RadioItems(id=f"{P}-x", options=[{"label": _(v), "value": k} for k, v in X_AXES.items()],
                                 value="tokens_per_s_per_user", inline=True),

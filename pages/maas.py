@@ -65,17 +65,14 @@ def layout(**_kwargs):
                        components.dropdown(id=f"{P}-double", options=model_options("maas-day"), value=NONE,
                                            clearable=False, className="dd")),
                 _field(_("Seed"), dcc.Input(id=f"{P}-seed", type="number", value=0, step=1, style={"width": "7em"})),
-                html.Button(_("Run the day"), id=f"{P}-start", className="btn btn-primary", n_clicks=0),
-                html.Button(_("Cancel"), id=f"{P}-cancel", className="btn", n_clicks=0),
+                *jobform.buttons(P, _("Run the day")),
             ], className="ctl-row"),
             html.Div(_("A compressed day: the catalog's four models, loads, peak hours and policy, with the whole day "
                        "squeezed into the simulated seconds above (the command line's day runs 3,600 s, about 17 "
                        "minutes). Bounded: one run per viewer, estimated from its "
                        "size and refused past %(cpu)s CPU-seconds; it runs in a low-priority process of its own and "
                        "the live twin keeps its pace.") % {"cpu": f"{jobs.MAX_JOB_CPU_S:,.0f}"}, className="hint"),
-            html.Div(id=f"{P}-msg", className="ctl-msg", role="status"),
-            html.Div([html.Progress(id=f"{P}-progress", value="0", max="1"),
-                      html.Span(id=f"{P}-progress-text", className="hint")], className="ctl-row"),
+            *jobform.status(P),
         ]), _("Run a MaaS day"), "config"),
         components.panel([
             html.Div(_field(_("Moment of the day"), dcc.Slider(id=f"{P}-t", min=0, max=1, step=1, value=0, marks={},

@@ -111,17 +111,14 @@ def layout(**_kwargs):
                                                                  step=1, style={"width": "6em"}),
                        _("simulated seconds the link stays down; empty: the rest of the run")),
                 _field(_("Seed"), dcc.Input(id=f"{P}-seed", type="number", value=0, step=1, style={"width": "8em"})),
-                html.Button(_("Run region"), id=f"{P}-start", className="btn btn-primary", n_clicks=0),
-                html.Button(_("Cancel"), id=f"{P}-cancel", className="btn", n_clicks=0),
+                *jobform.buttons(P, _("Run region")),
             ], className="ctl-row"),
             html.Div(_("Bounded: one run per viewer, estimated from its size (rate x duration, supernodes, "
                        "windows) and refused past %(cpu)s CPU-seconds; it runs in a low-priority process of its "
                        "own, every supernode in it, and the live twin keeps its pace. After the arrivals end, "
                        "every admitted request is served to its end (at most %(cap)s simulated s).") % {
                 "cpu": f"{jobs.MAX_JOB_CPU_S:,.0f}", "cap": f"{pagejob.DRAIN_CAP_S:g}"}, className="hint"),
-            html.Div(id=f"{P}-msg", className="ctl-msg", role="status"),
-            html.Div([html.Progress(id=f"{P}-progress", value="0", max="1"),
-                      html.Span(id=f"{P}-progress-text", className="hint")], className="ctl-row"),
+            *jobform.status(P),
         ]), _("Run a region"), "config"),
         components.panel(html.Div(html.P(_("Run a region to see its audit and its supernodes here."), className="hint"),
                                   id=f"{P}-results"), _("The region"), "sim"),

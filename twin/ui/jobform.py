@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 import dash
-from dash import Input, Output, State, no_update
+from dash import Input, Output, State, html, no_update
 
 from twin.live import jobs
 from twin.model.config import CatalogError
@@ -18,6 +18,19 @@ from twin.ui.lang import _
 
 MAX_MESSAGE = 300        # characters of a refusal shown under the form
 ACTIVE = ("queued", "running")
+
+
+def buttons(prefix: str, start_label: str) -> list:
+    """The form's Start and Cancel, with the ids `callbacks` declares (`{prefix}-start`, `-cancel`)."""
+    return [html.Button(start_label, id=f"{prefix}-start", className="btn btn-primary", n_clicks=0),
+            html.Button(_("Cancel"), id=f"{prefix}-cancel", className="btn", n_clicks=0)]
+
+
+def status(prefix: str) -> list:
+    """The job's message line and progress bar (`{prefix}-msg`, `-progress`, `-progress-text`)."""
+    return [html.Div(id=f"{prefix}-msg", className="ctl-msg", role="status"),
+            html.Div([html.Progress(id=f"{prefix}-progress", value="0", max="1"),
+                      html.Span(id=f"{prefix}-progress-text", className="hint")], className="ctl-row")]
 
 
 def viewer(secret) -> str:
