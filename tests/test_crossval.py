@@ -1,5 +1,6 @@
 """Leave-one-source-out cross-validation (twin/predict/crossval.py) and the bands perf and compare print."""
 import json
+import math
 
 import pytest
 
@@ -175,3 +176,23 @@ def test_ems_reuse_has_its_own_band_and_its_rows_count_in_coverage():
 
 
 PAPER_DEP = "cloudmatrix-infer-paper"
+
+
+def test_a_ub_all_to_all_away_from_ref_4s_table_says_so_and_widens():
+    # issue 38: at EP320 with 4 tokens per rank (the production regime) no published all-to-all row
+    # exists; the band says it is beyond the table and, for combine, covers the structure nothing there
+    # rules out (combine waiting on dispatch's count exchange, beta log2 EP)
+    cv = crossval.stored()
+    src = "roofline: UB model (paper's kernels, ref 4)"
+    inside = crossval.band("alltoall", "cloudmatrix-infer-paper", src, (64, 128, "combine", 144.2))
+    assert inside["band_basis"] == "ref 4 UB table left out of the refit"
+    floor = round(crossval.pooled_floor(cv)[0], 1)
+    d = crossval.band("alltoall", "cloudmatrix-infer-paper", src, (320, 4, "dispatch", 78.3))
+    assert d["band_pct"] == floor and d["band_basis"].startswith("beyond ref 4's UB table (EP 8-256, 128 tokens")
+    wait = crossval.constants()["comm"]["beta_us"] * math.log2(320)
+    c = crossval.band("alltoall", "cloudmatrix-infer-paper", src, (320, 4, "combine", 40.0))
+    assert c["band_pct"] == pytest.approx(100 * wait / 40.0, abs=0.05) and c["band_pct"] > 90
+    assert "count-exchange wait" in c["band_basis"]
+    # more EP at the table's own tokens: the floor alone (the table rejects that wait at 128 tokens)
+    e = crossval.band("alltoall", "cloudmatrix-infer-paper", src, (320, 128, "combine", 147.6))
+    assert e["band_pct"] == floor

@@ -58,7 +58,7 @@ def cmd_perf(a) -> int:
         out = pm.alltoall(a.ep, a.tokens, a.kernel, a.pool)
         out["deployment"] = a.deployment
         for op in ("dispatch", "combine"):
-            b = crossval.band("alltoall", a.deployment, out[f"{op}_source"])
+            b = crossval.band("alltoall", a.deployment, out[f"{op}_source"], (a.ep, a.tokens, op, out[f"{op}_us"]))
             out.update({f"{op}_{k}": v for k, v in b.items()})
         _print(out, a.json, lambda d: print("  ".join(f"{k}={v}" for k, v in d.items())))
         return 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import numpy as np
 from twin.predict.perf import PerfModel, constants
 from twin.predict import kernels
 from twin.predict.comm import KERNELS
-from twin.predict.validate import DEEPEP_ROW, PAPER, TARGETS, Target, role
+from twin.predict.validate import DEEPEP_ROW, EP_TABLE, PAPER, TARGETS, Target, role
 
 PATH = Path(__file__).parent.parent / "catalog" / "crossval.json"
 SUPERNODE_DEPS = (PAPER,)
@@ -119,6 +120,7 @@ def compute_rows() -> list[dict]:
 # their RMS error (as many degrees of freedom as figures; assumption: held-out errors exchangeable and
 # centred on zero). COVER is the share of held-out figures the bands are meant to hold (issue 38).
 FLOOR_PCT, SMALL_FLOOR_PCT, FLOOR_ROWS, COVER = 5.0, 10.0, 5, 0.90
+UB_TABLE_TOKENS = 128          # ref 4 MoE communication table: batch 128 per rank
 
 
 def phase_of(t: Target) -> str:
@@ -292,7 +294,8 @@ def band(kind: str, deployment: str, phase: str, point: tuple | None = None) -> 
 
     alltoall (phase = a source string): interpolated table rows use the worst leave-one-row-out
     interpolation, the roofline scaled to a table's edge the worst edge prediction, the paper's UB
-    kernels the refit of ref 4's table, a GPU kernel with no table on the system its own held-out rows
+    kernels the refit of ref 4's table at its conditions and `_ub_beyond` away from them (`point` =
+    (ep, tokens per rank, op, us)), a GPU kernel with no table on the system its own held-out rows
     (`kernel_band`), never UB's. decode / prefill: the paper's deployment (calibration) and
     every other supernode deployment use the worst left-out CloudMatrix serving source of that
     phase; DeepSeek's profile (calibration: the overlap's stretch is fitted to it), SGLang's
@@ -320,6 +323,8 @@ def band(kind: str, deployment: str, phase: str, point: tuple | None = None) -> 
             return {"label": "prediction", "band_pct": pct, "band_basis": basis}
         ub = [e for f in cv["fitted"] if f["source"] == "ref 4 MoE communication"
               for e in (f["errors_pct"] or [])]
+        if point is not None and not _in_ub_table(*point[:2]):
+            return {"label": "prediction", **_ub_beyond(cv, *point)}
         return {"label": "prediction", "band_pct": _worst(ub),
                 "band_basis": "ref 4 UB table left out of the refit"}
     if supernode:
@@ -345,6 +350,30 @@ def band(kind: str, deployment: str, phase: str, point: tuple | None = None) -> 
         at = role(deployment, point)
         label, basis = (at, basis) if at else ("prediction", f"{basis}; away from their conditions")
     return {"label": label, "band_pct": pct, "band_basis": basis}
+
+
+def _in_ub_table(ep: int, tokens: float) -> bool:
+    """Whether an all-to-all lies at ref 4's table's conditions (EP 8-256, 128 tokens per rank)."""
+    return min(EP_TABLE) <= ep <= max(EP_TABLE) and tokens == UB_TABLE_TOKENS
+
+
+def _ub_beyond(cv: dict, ep: int, tokens: float, op: str, us: float) -> dict:
+    """Band of a UB all-to-all away from ref 4's table, where no published all-to-all row exists: the
+    small-sample floor (zero rows), and for combine with fewer tokens per rank than the table's at least
+    the gap to the structure nothing published rules out there: combine waiting on dispatch's count
+    exchange (beta log2 EP). At 128 tokens the table rejects it (docs/fidelity.md); with few tokens per
+    rank that wait would be most of the kernel."""
+    pct, note = _band_of([], cv)
+    basis = (f"beyond ref 4's UB table (EP {min(EP_TABLE)}-{max(EP_TABLE)}, {UB_TABLE_TOKENS} tokens per "
+             f"rank): no published all-to-all row here ({note})")
+    if op == "combine" and tokens < UB_TABLE_TOKENS and us > 0:
+        wait = constants()["comm"]["beta_us"] * math.log2(max(ep, 1))
+        gap = 100 * wait / us
+        if gap > pct:
+            pct = gap
+            basis += (f"; combine with dispatch's count-exchange wait ({wait:.1f} us) would be {gap:.0f}% "
+                      f"slower, which no published figure rules out here")
+    return {"band_pct": round(pct, 1), "band_basis": basis}
 
 
 def _ems_rows(cv: dict) -> list[dict]:
