@@ -204,6 +204,24 @@ def test_idle_is_measured_from_the_last_action_not_from_polls(dash_app, pages):
         reg.shutdown()
 
 
+def test_a_sandbox_whose_thread_is_starting_is_not_reaped(dash_app):
+    # a poll's reap ran between `Twin.start` making the thread and starting it: it took the sandbox for
+    # one whose thread had ended, freed it and joined the unstarted thread (RuntimeError in shell-tick)
+    import threading
+    reg = session.configure(wall_dt=0.05, max_sandboxes=2, ttl_s=60, token=None)
+    try:
+        sb = reg.open_sandbox(client="c1", addr="a")
+        running = sb._thread
+        sb._thread = threading.Thread(target=lambda: None)         # made, not started
+        assert reg.reap() == [] and sb.key in reg.sandboxes()
+        sb._thread.start()
+        sb._thread.join()                                           # started and ended: freed
+        assert reg.reap() == [sb.key]
+        sb._thread = running
+    finally:
+        reg.shutdown()
+
+
 def test_faults_are_bounded_in_horizon_pending_count_and_rate(reg):
     tw = reg.shared()
     tw.control("pause")

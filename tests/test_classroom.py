@@ -315,7 +315,8 @@ def test_timeline_go_readies_the_twin_and_opens_the_step(twin_registry, dash_app
     assert msgs == ["Applied: reset: scenario paper-decode, seed 0; the twin pauses at 120 simulated s"]
     assert (classes, step, href) == (["ctl-msg msg-ok"], {"lesson": "prefill-decode", "step": 2},
                                      "/lessons?lesson=prefill-decode&step=2")
-    assert tw.speed == 20 and tw.actions(1)[0]["what"] == "pause after 120 simulated s"
+    # the hold is noted at once, the reset when the runner's thread swaps the engine in (either first)
+    assert tw.speed == 20 and "pause after 120 simulated s" in [a["what"] for a in tw.actions(2)]
 
 
 def test_a_class_led_again_after_stop_leading_is_asked_afresh():

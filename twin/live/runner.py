@@ -159,6 +159,12 @@ class Twin(TwinActions):
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def ended(self) -> bool:
+        """Its thread ran and has stopped; a thread made but not yet started has not ended."""
+        t = self._thread
+        return t is not None and t.ident is not None and not t.is_alive()
+
     def touch(self) -> None:
         self.last_seen = time.monotonic()
 

@@ -190,7 +190,7 @@ class Sessions:
                 if not isinstance(tw, Twin):
                     continue
                 if (tw.idle_s() > self.ttl_s or tw.unviewed_s() > UNVIEWED_S
-                        or (tw._thread is not None and not tw.alive)):
+                        or tw.ended):
                     gone.append(self._sandboxes.pop(key))
         for tw in gone:
             tw.stop(timeout=0.5)
