@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from functools import lru_cache
 
 import pytest
 from dash.development.base_component import Component
@@ -134,16 +135,19 @@ def test_every_dropdown_has_its_own_words_in_chinese(dash_app, target, kwargs):
     assert found or target != "app:serve_layout", "the run controls' dropdowns were not found"
 
 
-def _scenarios() -> set[str]:
+@lru_cache(maxsize=1)
+def _scenarios() -> frozenset[str]:
     """Scenario names: identifiers ("default"), shown as typed in URLs and on the command line."""
     from twin.engine import list_scenarios
-    return {s["name"] for s in list_scenarios()}
+    return frozenset(s["name"] for s in list_scenarios())
 
 
-def _english_only() -> set[str]:
-    """msgids whose Chinese differs from the English (so showing the msgid means a missing translation)."""
+@lru_cache(maxsize=1)
+def _english_only() -> frozenset[str]:
+    """msgids whose Chinese differs from the English (so showing the msgid means a missing translation);
+    read once (a page's check asks it for every text it shows)."""
     zh = catalog.read("zh")
-    return {m.id for m in zh if m.id and m.string != m.id}
+    return frozenset(m.id for m in zh if m.id and m.string != m.id)
 
 
 def test_the_check_catches_a_string_outside_the_catalogs(dash_app):
