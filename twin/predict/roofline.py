@@ -84,10 +84,12 @@ class PerfModel(OperatorCosts, TimePredictor):
         st = self.k["streams"]
         use_mb = dep.decode.microbatch if microbatch is None else microbatch
         group = self._group("decode", b)
-        candidates = [self._decode_layers(b, kv_len, tok_per_seq, (precision, moe_p), balance, 1, group=group)]
+        fixed = self._step_fixed(b, kv_len, tok_per_seq, (precision, moe_p), balance, group)
+        candidates = [self._decode_layers(b, kv_len, tok_per_seq, (precision, moe_p), balance, 1, None, group,
+                                          fixed)]
         if use_mb:
             candidates += [self._decode_layers(b, kv_len, tok_per_seq, (precision, moe_p), balance,
-                                               st["microbatches"], split, group) for split in self._splits()]
+                                               st["microbatches"], split, group, fixed) for split in self._splits()]
         best = min(range(len(candidates)), key=lambda i: candidates[i][0])
         step_s, ops, streams = candidates[best]
         sources = streams.pop("sources")
@@ -150,27 +152,52 @@ class PerfModel(OperatorCosts, TimePredictor):
 
     def _member_layers(self, b: float, q_in: float | None, kv_len: float, tok_per_seq: int,
                        precisions: tuple[str, str], balance: str, n_mb: int, fa: float,
-                       fm: float) -> tuple[_Layer, _Layer, _Layer, float]:
-        """One die's (attention side, MoE stream, dense layer's attention, dense MLP) for its batch
-        `b` per die, with `q_in` tokens per microbatch routed to its experts (default its own)."""
+                       fm: float) -> tuple[_Layer, _Layer]:
+        """One die's (attention side, MoE stream) of a MoE layer for its batch `b` per die, with
+        `q_in` tokens per microbatch routed to its experts (default its own)."""
         precision, moe_p = precisions
         seqs = b / n_mb
         q = seqs * tok_per_seq
-        attn = self.attention_stream(q, seqs, kv_len, fa, precision, decode=True)
-        moe = self.moe_stream("decode", q, fm, moe_p, balance, q_in)
+        return (self.attention_stream(q, seqs, kv_len, fa, precision, decode=True),
+                self.moe_stream("decode", q, fm, moe_p, balance, q_in))
+
+    def _member_dense(self, b: float, kv_len: float, tok_per_seq: int, precision: str) -> tuple[_Layer, float]:
+        """One die's (dense layer's attention, dense MLP) for its batch `b` per die."""
         dense_attn = self.attention_stream(b * tok_per_seq, b, kv_len, 1.0, precision, True)
         wb = self._bytes_per_param(precision)
-        dense_mlp = self.gemm_seconds(2 * b * tok_per_seq * self.dense_mlp_params(),
-                               self.dense_mlp_params() * wb, 1.0, precision)
-        return attn, moe, dense_attn, dense_mlp
+        return dense_attn, self.gemm_seconds(2 * b * tok_per_seq * self.dense_mlp_params(),
+                                             self.dense_mlp_params() * wb, 1.0, precision)
+
+    def _step_fixed(self, b: float, kv_len: float, tok_per_seq: int, precisions: tuple[str, str],
+                    balance: str, group: tuple | None) -> tuple:
+        """What no stream split nor microbatching changes in a decode step, computed once for every
+        candidate: (dense layer's attention, dense MLP, MTP module's attention and MoE or None)."""
+        precision, moe_p = precisions
+        if group is None:
+            dense_attn, dense_mlp = self._member_dense(b, kv_len, tok_per_seq, precision)
+        else:
+            sp, bs, bh = group
+            da1, dm1 = self._member_dense(bh, kv_len, tok_per_seq, precision)
+            da2, dm2 = sp._member_dense(bs, kv_len, tok_per_seq, precision)
+            dense_attn, dense_mlp = (da2, dm2) if da2.total + dm2 > da1.total + dm1 else (da1, dm1)
+        if tok_per_seq == 1:
+            return dense_attn, dense_mlp, None, None
+        if group is None:   # MTP drafts: one MoE-layer block per module, one token per sequence
+            return (dense_attn, dense_mlp, self.attention_stream(b, b, kv_len, 1.0, precision, decode=True),
+                    self.moe_stream("decode", b, 1.0, moe_p, balance))
+        return (dense_attn, dense_mlp,
+                _slower(self.attention_stream(bh, bh, kv_len, 1.0, precision, decode=True),
+                        sp.attention_stream(bs, bs, kv_len, 1.0, precision, decode=True)),
+                _each_slower(self.moe_stream("decode", bh, 1.0, moe_p, balance, b),
+                             sp.moe_stream("decode", bs, 1.0, moe_p, balance, b)))
 
     def _decode_layers(self, b: float, kv_len: float, tok_per_seq: int, precisions: tuple[str, str],
-                       balance: str, n_mb: int, split: float | None = None,
-                       group: tuple | None = None) -> tuple[float, dict, dict]:
+                       balance: str, n_mb: int, split: float | None, group: tuple | None,
+                       fixed: tuple) -> tuple[float, dict, dict]:
         """Whole-model time of the transformer layers (and MTP module) for one step; `precisions`:
-        (attention and dense, experts); `group` (`_group`): a slow die the synchronous phases wait for."""
+        (attention and dense, experts); `group` (`_group`): a slow die the synchronous phases wait for;
+        `fixed`: `_step_fixed`'s parts."""
         m, st = self.model, self.k["streams"]
-        precision, moe_p = precisions
         gpu = self.chip.execution == "sm-overlap"
         if n_mb > 1 and not gpu:       # ascend-two-stream: cube cores split between the streams
             fa, fm = split, 1 - split
@@ -178,15 +205,14 @@ class PerfModel(OperatorCosts, TimePredictor):
             fa = fm = 1.0
         q = b / n_mb * tok_per_seq
         if group is None:
-            attn, moe, dense_attn, dense_mlp = self._member_layers(b, None, kv_len, tok_per_seq, precisions,
-                                                                   balance, n_mb, fa, fm)
+            attn, moe = self._member_layers(b, None, kv_len, tok_per_seq, precisions, balance, n_mb, fa, fm)
         else:
             sp, bs, bh = group
             member = (kv_len, tok_per_seq, precisions, balance, n_mb, fa, fm)
-            a1, m1, da1, dm1 = self._member_layers(bh, q, *member)
-            a2, m2, da2, dm2 = sp._member_layers(bs, q, *member)
+            a1, m1 = self._member_layers(bh, q, *member)
+            a2, m2 = sp._member_layers(bs, q, *member)
             attn, moe = _slower(a1, a2), _each_slower(m1, m2)
-            dense_attn, dense_mlp = (da2, dm2) if da2.total + dm2 > da1.total + dm1 else (da1, dm1)
+        dense_attn, dense_mlp, d_attn, d_moe = fixed
         ops: dict[str, float] = {}
         for name, t in dense_attn.ops.items():
             ops[name] = ops.get(name, 0.0) + t * m.dense_layers
@@ -208,15 +234,7 @@ class PerfModel(OperatorCosts, TimePredictor):
         if n_mb > 1:   # negative: time hidden by overlapping the streams (net of their syncs)
             ops["pipeline_overlap"] = moe_s - (attn.total + moe.total) * n_mb * self.moe_layers
         mtp_s = 0.0
-        if tok_per_seq > 1:   # MTP drafts: one MoE-layer block per module, one token per sequence
-            d_attn = self.attention_stream(b, b, kv_len, 1.0, precision, decode=True)
-            d_moe = self.moe_stream("decode", b, 1.0, moe_p, balance)
-            if group is not None:
-                sp, bs, bh = group
-                d_attn = _slower(self.attention_stream(bh, bh, kv_len, 1.0, precision, decode=True),
-                                 sp.attention_stream(bs, bs, kv_len, 1.0, precision, decode=True))
-                d_moe = _each_slower(self.moe_stream("decode", bh, 1.0, moe_p, balance, b),
-                                     sp.moe_stream("decode", bs, 1.0, moe_p, balance, b))
+        if d_attn is not None:
             mtp_s = (d_attn.total + d_moe.total) * (tok_per_seq - 1)
             ops["mtp_module"] = mtp_s
         if sync:
