@@ -180,6 +180,7 @@ class Maas:
                 input=m.input, output=m.output, reuse_rate=m.reuse_rate, prefix_pool=m.prefix_pool,
                 block_size=blocks[name], duration_s=day.day_s, seed=day.seed + i), ems=self.ems[name])
             self.engines[name] = eng
+            eng.kv.sent = {}                    # its KV bytes per (src, dst), for the shared fabric
             self._bw[name] = {inst.slot: eng.kv.flows.capacity[inst.name] for inst in eng.instances}
             self.cap[name] = Capacity.of(eng)
             for kind, pool, n in (("prefill", eng.prefill, m.prefill_groups), ("decode", eng.decode, m.decode_groups)):

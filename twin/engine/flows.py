@@ -58,6 +58,7 @@ class Flow:
     latency_s: float = 0.0
     on_finish: Callable[..., None] | None = None
     args: tuple = ()
+    started: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -80,6 +81,7 @@ class FlowNet:
         self._armed_at = math.inf                 # time of the pending wake-up
         self._timer_gen = -1                      # the wake-up generation that has an event
         self._events = 0                          # flows whose consumer waits on an event
+        self.landed, self.landed_s = 0, 0.0       # flows ended and their seconds, start to last byte landed
         self._ix: dict[str, int] = {}             # link -> its index in the filling's arrays:
         self._cap = np.zeros(0)                   # its capacity (as `capacity`)
         self._rank = np.zeros(0, dtype=np.int64)  # its place in name order (ties of the filling)
@@ -127,7 +129,7 @@ class FlowNet:
                 ix = self._ix_of[links] = tuple([self._ix[link] for link in links])
             group = self._groups[links] = Group(ix=ix)
         flow = flows[self._next] = Flow(float(nbytes), links, group, self._next, done, latency_s, on_finish,
-                                        args)
+                                        args, now)
         heappush(group.heap, flow)
         self._next += 1
         if len(flows) > 1:
@@ -251,11 +253,14 @@ class FlowNet:
             done.sort(key=attrgetter("key"))
         for f in done:              # in start order, as they sit in `flows`
             del flows[f.key]
+            at = now + f.latency_s
+            self.landed += 1
+            self.landed_s += at - f.started
             if f.on_finish is None:
                 self._events -= 1
                 self.env.succeed_after(f.done, f.latency_s)
             else:
-                f.on_finish(*f.args, now + f.latency_s)
+                f.on_finish(*f.args, at)
         if flows:
             self._solve(now)
 

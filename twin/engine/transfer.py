@@ -25,8 +25,8 @@ class KvTransfers:
         self.plane = "rdma" if rdma else "ub"
         self.latency_s = (eng.system.rdma_latency_us if rdma else eng.system.ub_latency_us) * 1e-6
         self.net_event = eng.env.event()
-        self.landed, self.landed_s = 0, 0.0      # transfers landed and their seconds, start to last byte
-        self.sent: dict[tuple[int, int], float] = {}   # bytes started per (src, dst) slot, for a shared fabric
+        # bytes started per (src, dst) slot: kept only for a fabric shared with other engines (twin.cloud.maas)
+        self.sent: dict[tuple[int, int], float] | None = None
         self.set_capacities()
 
     def set_capacities(self) -> None:
@@ -45,6 +45,16 @@ class KvTransfers:
         """KV transfers under way (flowing, or waiting for a path): key -> request ids."""
         flowing = {("flow", k): f.args[0] for k, f in self.flows.flows.items()}
         return flowing | {("wait", k): ids for k, ids in self._waiting.items()}
+
+    @property
+    def landed(self) -> int:
+        """Transfers landed (Compare's what-ifs report their mean time)."""
+        return self.flows.landed
+
+    @property
+    def landed_s(self) -> float:
+        """Their seconds together, start to last byte landed."""
+        return self.flows.landed_s
 
     def _all_stepping(self) -> bool:
         """Every decode instance is stepping (reads its inbox at step boundaries only)."""
@@ -114,12 +124,7 @@ class KvTransfers:
         eng = self.eng
         nbytes = float(tokens) * eng.kv_bytes
         eng.acct.kv_transfer(src, dst, nbytes, self.plane)
-        key = (src.slot, dst.slot)
-        self.sent[key] = self.sent.get(key, 0.0) + nbytes
-        self.flows.start(nbytes, (src.name, dst.name), self.latency_s, self._land, ids, dst, eng.env.now)
-
-    def _land(self, ids: np.ndarray, dst, started: float, at: float) -> None:
-        """A flow's end: counted (Compare's what-ifs report the mean time), then handed to `dst`."""
-        self.landed += 1
-        self.landed_s += at - started
-        dst.deliver(ids, at)
+        if self.sent is not None:
+            key = (src.slot, dst.slot)
+            self.sent[key] = self.sent.get(key, 0.0) + nbytes
+        self.flows.start(nbytes, (src.name, dst.name), self.latency_s, dst.deliver, ids)
