@@ -123,11 +123,8 @@ class FlowNet:
         else:
             self._last = now                # nothing to drain, nothing armed
         group = self._groups.get(links)
-        if group is None:               # (most flows start alone: a group each, its indices kept)
-            ix = self._ix_of.get(links)
-            if ix is None:
-                ix = self._ix_of[links] = tuple([self._ix[link] for link in links])
-            group = self._groups[links] = Group(ix=ix)
+        if group is None:               # (most flows start alone: a group each; its indices when solved)
+            group = self._groups[links] = Group()
         flow = flows[self._next] = Flow(float(nbytes), links, group, self._next, done, latency_s, on_finish,
                                         args, now)
         heappush(group.heap, flow)
@@ -201,7 +198,12 @@ class FlowNet:
             return                          # none: nothing to arm (_fire cleared the wake-up)
         groups = self._groups
         flat, ends, counts = [], [], []
-        for group in groups.values():
+        for links, group in groups.items():
+            if not group.ix:                # (first solved with others: its links' indices, kept per links)
+                ix = self._ix_of.get(links)
+                if ix is None:
+                    ix = self._ix_of[links] = tuple([self._ix[link] for link in links])
+                group.ix = ix
             flat += group.ix
             ends.append(len(flat))
             counts.append(len(group.heap))

@@ -121,8 +121,9 @@ class PrefillInstance(Instance):
         if self.busy or not self.queue or self.down or self.blocked:     # (not ready)
             return
         eng = self.eng
-        if eng.deadlines.on and not eng.deadlines.drop_head(self):   # its clients there all gave up
-            return
+        dl = eng.deadlines                 # (drop_head's first test inline: no call before any can be due)
+        if dl.on and eng.req.first_arrival + dl.deadline_s <= eng.env.now and not dl.drop_head(self):
+            return                         # its clients there all gave up
         req = eng.req
         inp, base, queue = req.input.a, req.base, self.queue      # rows: ids - base (queued: in window)
         policy = eng.policies.prefill_batching
@@ -379,8 +380,10 @@ class DecodeInstance(Instance):
 
     def _admit(self) -> None:
         """Admit from the queue's head."""
-        queue = self.queue
-        if not queue or (self.eng.deadlines.on and not self.eng.deadlines.drop_head(self)):
+        queue, eng = self.queue, self.eng
+        dl = eng.deadlines                 # (drop_head's first test inline, as in PrefillInstance.start)
+        if not queue or (dl.on and eng.req.first_arrival + dl.deadline_s <= eng.env.now
+                         and not dl.drop_head(self)):
             return
         m = min(len(queue), max(self._room(), 0))
         head = queue if m == len(queue) else islice(queue, m)
