@@ -59,19 +59,28 @@ def wait_live(pg) -> None:
     pg.wait_for_selector("#ctl-status-state.state-live", timeout=15_000)   # "live" in any language
 
 
-SETTLED = """() => { const s = window.store && window.store.getState();
+TICKS = """() => { const s = window.store && window.store.getState();
+  if (!s || !s.paths.strs['shell-tick']) return -1;
+  return s.paths.strs['shell-tick'].reduce((node, key) => node[key], s.layout).props.n_intervals || 0; }"""
+SETTLED = """(past) => { const s = window.store && window.store.getState();
   if (!s || !s.paths.strs['shell-tick']) return false;
   const tick = s.paths.strs['shell-tick'].reduce((node, key) => node[key], s.layout);
-  return tick.props.n_intervals >= 1 && Object.entries(s.callbacks)
+  return tick.props.n_intervals > past && Object.entries(s.callbacks)
     .every(([k, v]) => k === 'stored' || !Array.isArray(v) || !v.length); }"""
 
 
-def settle(pg, timeout: float = 15_000) -> None:
-    """Until the shell's clock has ticked once since the page opened and every callback the page asked
-    for has answered (Dash's store holds none requested, waiting or running), then two frames drawn:
-    the page shows what its first tick sent. An event, where a fixed sleep waited 1.5-2.5 s and could
-    be too short on a busy machine."""
-    pg.wait_for_function(SETTLED, timeout=timeout)
+def ticks(pg) -> int:
+    """How often the shell's clock has ticked since the page was loaded (-1: not drawn yet)."""
+    return pg.evaluate(TICKS)
+
+
+def settle(pg, timeout: float = 15_000, past: int = 0) -> None:
+    """Until the shell's clock has ticked `past` + 1 times since the page was loaded (once by default;
+    `past=ticks(pg)` after an in-app navigation: once since) and every callback the page asked for
+    has answered (Dash's store holds none requested, waiting or running), then two frames drawn: the
+    page shows what that tick sent. An event, where a fixed sleep waited 1.5-2.5 s and could be too
+    short on a busy machine."""
+    pg.wait_for_function(SETTLED, arg=past, timeout=timeout)
     pg.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
 

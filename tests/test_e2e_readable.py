@@ -50,15 +50,17 @@ def test_dropdown_menus_are_opaque(browser_page):
 
 def test_a_topology_node_wins_the_click_over_its_links(browser_page):
     pg = browser_page
+    pg.goto(pg.base_url + "/topology")
+    wait_live(pg)
     for node, (dx, dy) in (("n07", (18, 8)), ("n20", (-18, -8)), ("n33", (0, 10)), ("n44", (18, 0)),
                            ("n02", (-18, 10))):
-        pg.goto(pg.base_url + "/topology")
-        wait_live(pg)
         pg.wait_for_function("() => { const el = document.getElementById('topo-cy'); return el && el._cyreg && "
                              "el._cyreg.cy.nodes().length > 60; }")
         x, y = cy_node_center(pg, node)
         pg.mouse.click(x + dx, y + dy)                        # inside the node (45 x 25 px drawn), near its border
         wait_text(pg, "#topo-crumbs", f"node {node}")
+        pg.click("#topo-back")                                # the whole supernode again, for the next node
+        wait_text(pg, "#topo-crumbs", "^Supernode$")
 
 
 def test_traffic_destination_axis_title_clears_its_ticks(browser_page):

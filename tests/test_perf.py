@@ -544,6 +544,21 @@ def test_perf_toml_holds_the_fitted_constants():
             assert k[sec][key] == pytest.approx(constants()[sec][key], rel=0.01), f"[{sec}] {key}"
 
 
+
+def test_the_fit_works_out_each_step_its_rows_share_once(monkeypatch):
+    """Ref 4's decode row 1 gives a TPOT and a tokens/s, and ref 3's MTP row reads the same step: an
+    evaluation of the Ascend rows predicts that step once, and errs exactly as a predictor per row."""
+    from twin.predict import calibrate
+    from twin.predict.perf import PerfModel, constants
+    from twin.predict.validate import TARGETS
+    rows = [t for t in TARGETS if t.group == "ascend"]
+    apart = [(t.measure(PerfModel(t.deployment)) - t.target) / t.target * 100 / t.tolerance_pct for t in rows]
+    steps = []
+    real = PerfModel.decode_step
+    monkeypatch.setattr(PerfModel, "decode_step", lambda self, *a, **kw: steps.append((a, kw)) or real(self, *a, **kw))
+    assert list(calibrate._errors(constants(), rows)) == apart
+    assert sorted(map(repr, steps)) == ["((8, 4224), {})", "((96, 4096), {'mtp': False})", "((96, 4096), {})"]
+
 def test_ssd_resident_prefix_loads_slower(pm):
     dram = pm.prefill_batch(4096, reuse=0.9)
     ssd = pm.prefill_batch(4096, reuse=0.9, ssd_fraction=1.0)

@@ -101,6 +101,30 @@ def test_mooncake_hit_ratio_stays_exact():
     assert s["cache"]["block_hit_ratio"] == 0.3664
 
 
+
+def test_engines_of_a_deployment_share_its_step_times_and_run_as_with_their_own(monkeypatch):
+    """A second engine of the deployment starts with the step times the first worked out
+    (timing.SHARED) and runs exactly as one with fresh memos; an engine given a predictor of its own
+    keeps its own memos, and so does an instance whose health changes (network.py)."""
+    from twin.predict.perf import PerfModel
+    monkeypatch.setattr(timing, "SHARED", {})
+    first = _run("paper-decode", duration_s=20)
+    memo = first.decode[0].memo
+    assert memo and memo is timing.SHARED[first.dep][("decode", first.decode[0].npus)]
+    second = _run("paper-decode", duration_s=20)
+    assert second.decode[0].memo is memo and second.prefill[0].memo is first.prefill[0].memo
+    monkeypatch.setattr(timing, "SHARED", {})
+    fresh = _run("paper-decode", duration_s=20)
+    assert fresh.decode[0].memo is not memo
+    assert second.summary() == fresh.summary()
+    own = Engine("paper-decode", seed=0, predictor=PerfModel("cloudmatrix-infer-paper"))
+    assert own.decode[0].memo is not fresh.decode[0].memo and own.dep == fresh.dep
+    second.submit(command("fault", {"kind": "straggler", "target": "n20/npu3/d1", "factor": 0.5}))
+    second.advance(1.0)
+    assert second.decode[0].pm.health.compute == 0.5 and second.decode[0].memo is not memo
+    assert second.timing.memo("decode", second.decode[0].npus) is memo      # the others' stays shared
+
+
 # ---- the memo's rounding, measured ---------------------------------------------------------------
 def test_prefill_memo_error_is_small_and_printed():
     eng = Engine("bursty-chat", seed=0)

@@ -88,7 +88,7 @@ class Engine:
         self.command_log: list[tuple[float, Command]] = []
         self.events: list[dict] = []
         self.version = 0
-        self.timing = StepTimes(self.pm, self.dep, sc, self.rng)
+        self.timing = StepTimes(self.pm, self.dep, sc, self.rng, shared=predictor is None)
         self._place_instances()
         cpu = self.cat.chip(self.system.cpu) if self.system.cpu else None
         self.ems = ems if ems is not None else cache.build_ems(sc, self.dep, self.system, cpu,

@@ -7,6 +7,9 @@ point), EMS reuse to the nearest 1/REUSE_GRID. Powers of two and reuse in 1/8ths
 workloads hit the memo on almost every batch; varied lengths rarely do, so it is kept bounded.
 Decode steps are memoised per (batch per NPU to 1/DECODE_BATCH_GRID, context to DECODE_CTX_BUCKET
 tokens). All grids are assumptions (accuracy against memo hits), measured by tests/test_speed.py.
+Engines that predict with their deployment's own PerfModel share these memos for the life of the
+process (`SHARED`): the same deployment gives the same times, so a reset, a sandbox, a what-if or a
+region's next supernode starts with the step times the last run of that deployment worked out.
 """
 from __future__ import annotations
 
@@ -24,24 +27,28 @@ MEMO_LIMIT = 4096
 MAX_REUSE = 0.99            # the predictor needs reuse < 1: at least 1% of a batch is computed
 DECODE_BATCH_GRID = 4
 DECODE_CTX_BUCKET = 128
+# deployment -> (kind, NPUs) -> memo: the step times of the deployment's own (healthy) PerfModel, a
+# pure function of the deployment (the catalog and perf.toml are loaded once per process)
+SHARED: dict = {}
 
 
 class StepTimes:
     """Timing look-ups of one engine: step seconds per instance, decode caps, MTP draws."""
 
-    def __init__(self, pm, dep, scenario, rng):
+    def __init__(self, pm, dep, scenario, rng, shared: bool = False):
+        """`shared`: `pm` is the deployment's own PerfModel, so its memos are the process's (SHARED)."""
         self.pm, self.dep, self.scenario, self.rng = pm, dep, scenario, rng
         self.drafts = rules.draft_tokens(pm.model.mtp_modules, dep.mtp, dep.mtp_draft_steps)
         self._uniform = np.empty(0)        # reused buffers: MTP acceptance draws, finished ids
         self._fin = np.empty(0, dtype=np.int64)
-        self._memos: dict[tuple, dict] = {}
+        self._memos: dict[tuple, dict] = SHARED.setdefault(dep, {}) if shared else {}
         self.record = None                 # a step recorder (twin serve's metrics: serve/metrics.StepStats), or None
 
     def memo(self, kind: str, npus: float) -> dict:
         """The step-time memo that instances of one kind and size share while they predict with
         the engine's own predictor: the same keys give the same times, so 294 prefill instances
-        need not each fill their own. An instance whose network changes gets a memo of its own
-        (network.py)."""
+        need not each fill their own (nor, with `shared`, the next engine of the deployment). An
+        instance whose network or health changes gets a memo of its own (network.py)."""
         return self._memos.setdefault((kind, npus), {})
 
     def decode_seconds(self, inst, batch_per_npu: float, ctx: float) -> float:
@@ -57,10 +64,10 @@ class StepTimes:
     def decode_cap(self, inst) -> int:
         """Sequences an instance may hold: the deployment's batch cap within the TPOT SLO."""
         if inst.cap is None:
-            slo = inst.memo.get("slo")      # (a predictor's search: once per memo, not per instance)
+            kv = self.scenario.input.mean_value() + self.scenario.output.mean_value() / 2
+            slo = inst.memo.get(("slo", kv))    # (a predictor's search: once per memo, not per instance)
             if slo is None:
-                kv = self.scenario.input.mean_value() + self.scenario.output.mean_value() / 2
-                slo = inst.memo["slo"] = inst.pm.max_batch_for_slo(kv_len=kv)["batch_per_npu"]
+                slo = inst.memo["slo", kv] = inst.pm.max_batch_for_slo(kv_len=kv)["batch_per_npu"]
             per_npu = min(self.dep.decode.batch_per_die * self.pm.dies_per_npu, max(slo, 1))
             inst.cap = max(1, int(per_npu * inst.npus))
         return inst.cap
