@@ -125,6 +125,18 @@ def test_engines_of_a_deployment_share_its_step_times_and_run_as_with_their_own(
     assert second.timing.memo("decode", second.decode[0].npus) is memo      # the others' stays shared
 
 
+def test_the_shared_step_times_keep_the_most_recent_deployments_only(monkeypatch):
+    # a server whose visitors start deployment after deployment holds a bounded number of memos
+    monkeypatch.setattr(timing, "SHARED", {})
+    first = timing._shared("d0")
+    for i in range(1, timing.SHARED_DEPLOYMENTS):
+        timing._shared(f"d{i}")
+    assert timing._shared("d0") is first                  # started again: the most recent now
+    timing._shared("new")
+    assert len(timing.SHARED) == timing.SHARED_DEPLOYMENTS
+    assert "d1" not in timing.SHARED and "d0" in timing.SHARED and "new" in timing.SHARED
+
+
 # ---- the memo's rounding, measured ---------------------------------------------------------------
 def test_prefill_memo_error_is_small_and_printed():
     eng = Engine("bursty-chat", seed=0)

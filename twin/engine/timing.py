@@ -28,8 +28,21 @@ MAX_REUSE = 0.99            # the predictor needs reuse < 1: at least 1% of a ba
 DECODE_BATCH_GRID = 4
 DECODE_CTX_BUCKET = 128
 # deployment -> (kind, NPUs) -> memo: the step times of the deployment's own (healthy) PerfModel, a
-# pure function of the deployment (the catalog and perf.toml are loaded once per process)
+# pure function of the deployment (the catalog and perf.toml are loaded once per process); the
+# SHARED_DEPLOYMENTS most recently started deployments are kept, so a server whose visitors try
+# deployment after deployment holds a bounded number (assumption: more than a room uses at once)
 SHARED: dict = {}
+SHARED_DEPLOYMENTS = 16
+
+
+def _shared(dep) -> dict:
+    """The process's memos of `dep`, now the most recently started; the least recent beyond
+    SHARED_DEPLOYMENTS go (an engine still running keeps its own reference)."""
+    memos = SHARED.pop(dep, None)
+    SHARED[dep] = memos = {} if memos is None else memos
+    while len(SHARED) > SHARED_DEPLOYMENTS:
+        del SHARED[next(iter(SHARED))]
+    return memos
 
 
 class StepTimes:
@@ -41,7 +54,7 @@ class StepTimes:
         self.drafts = rules.draft_tokens(pm.model.mtp_modules, dep.mtp, dep.mtp_draft_steps)
         self._uniform = np.empty(0)        # reused buffers: MTP acceptance draws, finished ids
         self._fin = np.empty(0, dtype=np.int64)
-        self._memos: dict[tuple, dict] = SHARED.setdefault(dep, {}) if shared else {}
+        self._memos: dict[tuple, dict] = _shared(dep) if shared else {}
         self.record = None                 # a step recorder (twin serve's metrics: serve/metrics.StepStats), or None
 
     def memo(self, kind: str, npus: float) -> dict:
