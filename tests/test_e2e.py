@@ -225,7 +225,8 @@ def test_bad_input_shows_a_message_and_keeps_the_twin(browser_page, live_server)
     wait_live(pg)
     run = reg.shared().run
     pg.click("#ctl-setup summary")
-    assert pg.is_visible("#ctl-trace") and not pg.query_selector("input#ctl-trace")   # a list, not a path field
+    pg.wait_for_selector("#ctl-trace", state="visible")          # (is_visible does not wait for the opening)
+    assert not pg.query_selector("input#ctl-trace")                 # a list, not a path field
     pg.set_input_files("#ctl-trace-upload input[type=file]",
                        files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"hello,world\n1,2\n"}])
     wait_text(pg, "#ctl-msg", "Trace not accepted")
