@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from twin.engine.compiled import KERNELS, PLAIN
+import numpy as np
+
+from twin.engine.compiled import INT64, KERNELS, PLAIN, kernel
 from twin.cli.fingerprint import fingerprint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,8 +27,27 @@ def _plain(code: str, *args: str, timeout: int = 600) -> subprocess.CompletedPro
 def test_every_kernel_is_compiled_here_and_listed():
     import twin.engine  # noqa: F401  (imports every module that declares a kernel)
     import twin.engine.ems.index  # noqa: F401
-    assert not PLAIN and len(KERNELS) == 19
+    assert not PLAIN and len([k for k in KERNELS if k.py_func.__module__.startswith("twin.")]) == 20
     assert all(type(k).__name__ == "CPUDispatcher" for k in KERNELS)
+
+
+@kernel(signature=f"({INT64}, float64)")
+def _bump(a, x):
+    a[0] += x
+    return a[0]
+
+
+def test_a_hot_kernel_checks_its_first_call_then_calls_its_entry():
+    """A kernel with a signature refuses a first call of other types (its entry would misread a
+    float array as int64), then binds its name to the compiled entry (an int converts to float64)."""
+    first = _bump
+    with pytest.raises(TypeError, match=r"kernel _bump: arguments .*float64.*; its signature takes"):
+        _bump(np.zeros(2), 1.0)
+    assert globals()["_bump"] is first                 # not bound by a refused call
+    a = np.zeros(2, dtype=np.int64)
+    assert first(a, 2) == 2 and a.tolist() == [2, 0]
+    assert globals()["_bump"] is not first and type(globals()["_bump"]).__name__ == "builtin_function_or_method"
+    assert globals()["_bump"](a, 3.0) == 5
 
 
 @pytest.mark.slow
@@ -36,7 +57,7 @@ def test_plain_python_mode_fingerprints_equal_the_compiled_ones():
     out = _plain(code)
     assert out.returncode == 0, out.stderr[-2000:]
     plain, n, *prints = json.loads(out.stdout.strip().splitlines()[-1])
-    assert plain is True and n == 19
+    assert plain is True and n == 20
     assert prints == [fingerprint(n, d, **kw) for n, d, kw in RUNS]
 
 

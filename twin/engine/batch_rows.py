@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from twin.engine.compiled import kernel
+from twin.engine.compiled import FLOAT64, INT64, kernel
 
 from twin.engine.requests import DECODING, PREFILL
 
 
-@kernel
+@kernel(signature=f"({INT64}, int64, float64, {INT64}, {FLOAT64}, {INT64}, {INT64}, {INT64})")
 def started(ids, base, now, state, prefill_start, inputs, generated, sizes):
     """A prefill batch starts at `now`: its prompts go PREFILL, and `sizes` gets the tokens each
     prefills (a requeued request's prompt and the tokens it made but the first, again). Returns
@@ -34,7 +34,7 @@ def started(ids, base, now, state, prefill_start, inputs, generated, sizes):
     return prompts, total, square
 
 
-@kernel
+@kernel(signature=f"({INT64}, int64, float64, {FLOAT64}, {FLOAT64}, {FLOAT64}, {INT64}, {INT64}, {INT64}, {INT64})")
 def prefilled(ids, base, now, prefill_end, progress, first_token, generated, inputs, output, order):
     """A prefill batch's prompts ended at `now` (each client hears of it: `progress`): a requeued
     request keeps the first token it
@@ -63,7 +63,7 @@ def prefilled(ids, base, now, prefill_end, progress, first_token, generated, inp
     return prompts, n_send, sent
 
 
-@kernel
+@kernel(signature=f"({INT64}, int64, {INT64}, {INT64}, {INT64}, {INT64}, {INT64}, {FLOAT64}, int64, {INT64})")
 def admit(ids, base, inputs, output, generated, state, instance, first_token, idx, left):
     """Mark `ids` DECODING on instance `idx` and write the tokens each has still to make into
     `left`. Returns (their KV need, input + output, summed; their context, input + generated,
@@ -82,7 +82,7 @@ def admit(ids, base, inputs, output, generated, state, instance, first_token, id
     return need, ctx, no_first
 
 
-@kernel
+@kernel(signature=f"({INT64}, int64, {INT64}, {INT64}, {INT64})")
 def finish(ids, base, inputs, output, generated):
     """Finished sequences have made all their output (generated = output); returns their final
     contexts (input + output) summed."""

@@ -75,6 +75,7 @@ class FlowNet:
         self.capacity: dict[str, float] = {}      # link -> bytes/s
         self.flows: dict[int, Flow] = {}
         self._groups: dict[tuple, Group] = {}     # links -> the flows over exactly them
+        self._spare: dict[tuple, Group] = {}      # links -> their group once its flows ended (reused)
         self._next = 0
         self._last = 0.0
         self._gen = 0
@@ -124,7 +125,7 @@ class FlowNet:
             self._last = now                # nothing to drain, nothing armed
         group = self._groups.get(links)
         if group is None:               # (most flows start alone: a group each; its indices when solved)
-            group = self._groups[links] = Group()
+            group = self._groups[links] = self._spare.pop(links, None) or Group()
         flow = flows[self._next] = Flow(float(nbytes), links, group, self._next, done, latency_s, on_finish,
                                         args, now)
         heappush(group.heap, flow)
@@ -248,8 +249,9 @@ class FlowNet:
             heap = group.heap
             while heap and heap[0].remaining <= slack:
                 done.append(heappop(heap))
-            if not heap:
-                del self._groups[links]
+            if not heap:                    # (kept with rate 0, as a new one starts)
+                group.rate = 0.0
+                self._spare[links] = self._groups.pop(links)
         flows = self.flows
         if len(done) > 1:
             done.sort(key=attrgetter("key"))

@@ -142,8 +142,8 @@ class PrefillInstance(Instance):
         self.queued_tokens -= tokens
         self.running = batch
         start = eng.env.now
-        ids = np.array(batch, dtype=np.int64)
-        sizes = np.empty(len(ids), dtype=np.int64)
+        ids = np.array(batch, np.int64)            # (dtype as the positional argument: ~0.1 us less a call)
+        sizes = np.empty(len(ids), np.int64)
         if self.chunk and (self.done or any(self._chunk_of(rid) < self._full(rid) for rid in batch)):
             # a prompt's prefix cache is looked up as its first chunk starts; the tokens it serves are
             # not computed (they count in `done`), the chunks cover the rest
@@ -261,7 +261,7 @@ class PrefillInstance(Instance):
     def _prefilled(self, ids: np.ndarray) -> None:
         """The batch's prompts are done: single-token replies finish, the rest ship their KV."""
         eng, req = self.eng, self.eng.req
-        order = np.empty(len(ids), dtype=np.int64)
+        order = np.empty(len(ids), np.int64)
         prompts, n_send, sent = batch_rows.prefilled(ids, req.base, eng.env.now, req.prefill_end.a,
                                                      req.progress.a, req.first_token.a, req.generated.a, req.input.a,
                                                      req.output.a, order)
@@ -414,7 +414,7 @@ class DecodeInstance(Instance):
             return 0
         if k < len(t):
             t = t[:k]
-        left = np.empty(k, dtype=np.int64)
+        left = np.empty(k, np.int64)
         need_sum, ctx, no_first = batch_rows.admit(t, base, req.input.a, req.output.a, req.generated.a,
                                                     req.state.a, req.instance.a, req.first_token.a, self.idx, left)
         self.reserved += float(need_sum)

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from twin.engine.compiled import kernel
+from twin.engine.compiled import FLOAT64, INT64, kernel
 
 # request states; everything below DONE is in flight. TIMED_OUT: its client gave up while it was
 # still queued for prefill (twin.engine.deadlines)
@@ -363,7 +363,7 @@ class RequestTable:
         return df
 
 
-@kernel
+@kernel(signature=f"({INT64}, int64, int64, {INT64}, {FLOAT64}, {INT64}, {INT64}, float64)")
 def _complete_rows(ids, base, n, state, finish, generated, output, now):
     """complete()'s common case in one compiled pass: the sorted ids are each there once, in the
     window and in flight; they are marked DONE at `now`, and it returns how many made fewer tokens

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from twin.engine.compiled import kernel
+from twin.engine.compiled import FLOAT64, INT64, kernel
 
 from twin.model import rules
 
@@ -152,7 +152,7 @@ class StepTimes:
 _NO_DRAWS = np.zeros(0)
 
 
-@kernel
+@kernel(signature=f"({INT64}, {INT64}, {FLOAT64}, float64, {INT64})")
 def _step(ids, left, u, p, fin):
     """StepTimes.step's pass over the batch: one token each, one more where u[i] < p (no draws:
     none more), then the finished ids to `fin` and the rest compacted in order. Returns (kept,

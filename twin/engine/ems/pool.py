@@ -112,7 +112,8 @@ class EMS:
 
     def _rebuild_ring(self) -> None:
         """The ring's owner per slot (int32; all -1 when every server is down)."""
-        live = np.array(self._live)[self._ring_owner]
+        self._live_mask = np.array(self._live)
+        live = self._live_mask[self._ring_owner]
         pos, owner = self._ring_pos[live], self._ring_owner[live]
         if len(pos) == 0:
             self._ring = np.full(1 << RING_BITS, -1, dtype=np.int32)
@@ -214,8 +215,8 @@ class EMS:
         return self._live[self._server(name)]
 
     def live_mask(self) -> np.ndarray:
-        """In service or not, per server (in `servers` order)."""
-        return np.array(self._live)
+        """In service or not, per server (in `servers` order; a copy of the one kept as the ring changes)."""
+        return self._live_mask.copy()
 
     def restore_server(self, name: str) -> None:
         """The server rejoins empty and takes its keys back; copies written elsewhere while it was down

@@ -20,12 +20,14 @@ import math
 
 import numpy as np
 
+from twin.engine.compiled import kernel
 from twin.i18n import N_
 from twin.predict.base import Health
 
 NOISE_STREAM = 0x74656c65     # the detector's own random stream, beside the run's seed ("tele")
 BATCH_GRID = 4                # decode batch per NPU: grid points per doubling (assumption, see Detector._own)
 CTX_BUCKET = 1024             # decode context: tokens per bucket (assumption)
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 class Detector:
@@ -44,13 +46,15 @@ class Detector:
         self._memo: dict[tuple, tuple[float, float]] = {}
         self._server_cv: float | None = None
         self._tracking = False             # some part was above the threshold at the last reading
+        none, no_ids = np.zeros(0), np.zeros(0, dtype=np.int64)     # load the compiled reading now, not in a tick
+        _healthy_ratios(none, none, no_ids, no_ids, 1.0, none)
 
     def tick(self, now: float) -> None:
         """Read one interval's telemetry and flag what stays slow."""
         eng, pol = self.eng, self.eng.faults.policy
         thr = pol.gray_threshold
         ratio = np.zeros(len(self.since))      # this interval's reading per part (0: none)
-        healthy: dict[int, list] = {}      # dies per instance -> [(its dies, noise CV)] of the healthy ones
+        healthy: dict[int, list] = {}      # dies per instance -> the healthy instances of that size
         for inst in eng.instances:
             busy = len(inst.ids) if inst.kind == "decode" else inst.busy or inst.queue
             if not inst.ready or not busy:
@@ -60,16 +64,19 @@ class Detector:
                 if r is not None:
                     ratio[inst.dies] = r
             else:
-                healthy.setdefault(len(inst.dies), []).append((inst.dies, self._own(inst, 1.0, 1.0)[1]))
-        for n, group in healthy.items():       # one draw per size: the common case, cheap
-            cv = np.array([c for _d, c in group])
-            times = 1.0 + cv[:, None] * self.rng.standard_normal((len(group), n))
-            rows = np.flatnonzero(times.max(axis=1) > thr * times.min(axis=1))
-            if len(rows):                      # (one index of their dies: np.stack cost twice as much)
-                ratio[np.concatenate([group[r][0] for r in rows])] = \
-                    (times[rows] / _median_rows(times[rows])[:, None]).ravel()
-        if eng.ems is not None:
-            self._servers(ratio[len(eng.topo.die_ids):], thr)
+                healthy.setdefault(len(inst.dies), []).append(inst)
+        order = [inst for group in healthy.values() for inst in group]     # size by size, as drawn
+        live = self._live_servers()
+        h = sum(len(inst.dies) for inst in order)
+        # one draw for the healthy dies, then the servers: a Generator gives the same numbers
+        # however they are split over calls (they were drawn a call per size)
+        z = self.rng.standard_normal(h + len(live))
+        if order:
+            _healthy_ratios(z, np.array([self._own(inst, 1.0, 1.0)[1] for inst in order]),
+                            np.cumsum([len(inst.dies) for inst in order]),
+                            np.concatenate([inst.dies for inst in order]), thr, ratio)
+        if len(live):
+            self._servers(live, 1.0 + self._server_cv * z[h:], ratio[len(eng.topo.die_ids):], thr)
         above = ratio > thr
         if not self._tracking and not above.any():     # nothing above now nor before: nothing changes
             return
@@ -143,18 +150,25 @@ class Detector:
             out = self._memo[key] = (r.step_ms, _cv(r, eng.pm.k, eng.scenario.interval_s))
         return out
 
-    def _servers(self, out: np.ndarray, threshold: float) -> None:
-        """EMS servers in service: block service time over their median, into `out` (per server)."""
+    def _live_servers(self) -> np.ndarray:
+        """The EMS servers in service (none without an EMS, or with fewer than two: no median to
+        compare with); the first call also fixes the servers' noise CV."""
         eng = self.eng
+        if eng.ems is None:
+            return _NONE
         live = np.flatnonzero(eng.ems.live_mask())
         if len(live) < 2:
-            return
-        names = eng.ems.servers
+            return _NONE
         if self._server_cv is None:
             self._server_cv = _cv(eng.pm.prefill_batch(), eng.pm.k, eng.scenario.interval_s)
-        times = self._noise(self._server_cv, len(live))
-        slow = eng.topo.slow_parts("cpu")
+        return live
+
+    def _servers(self, live: np.ndarray, times: np.ndarray, out: np.ndarray, threshold: float) -> None:
+        """EMS servers in service (`live`, their noisy readings `times`): block service time over
+        their median, into `out` (per server)."""
+        slow = self.eng.topo.slow_parts("cpu")
         if slow:
+            names = self.eng.ems.servers
             times /= np.array([slow.get(names[i], 1.0) for i in live])
         ratios = self._ratios(times, threshold)
         if ratios is not None:
@@ -167,15 +181,25 @@ class Detector:
                 "window_s": self.eng.faults.policy.gray_window_s}
 
 
-def _median_rows(x: np.ndarray) -> np.ndarray:
-    """np.median(x, axis=1)'s values (the middle one, or the mean of the middle two) from one
-    partition, without np.median's generic machinery (a tick's largest cost)."""
-    n = x.shape[1]
-    k = n // 2
-    if n % 2:
-        return np.partition(x, k, axis=1)[:, k]
-    part = np.partition(x, (k - 1, k), axis=1)
-    return (part[:, k - 1] + part[:, k]) / 2
+@kernel
+def _healthy_ratios(z, cv, ends, dies, threshold, ratio):
+    """The healthy instances' readings: instance i's dies are dies[ends[i-1]:ends[i]] and read
+    1 + cv[i] z over the same slice of the draws `z`; an instance whose largest reading is above
+    `threshold` times its smallest gets each die's reading over its median (the middle one, or
+    the mean of the middle two) in ratio[die]. One call for what cost a dozen numpy calls per
+    instance size, value for value."""
+    start = 0
+    for i in range(len(cv)):
+        end = ends[i]
+        times = 1.0 + cv[i] * z[start:end]
+        if times.max() > threshold * times.min():
+            s = np.sort(times)
+            n = end - start
+            k = n // 2
+            median = s[k] if n % 2 else (s[k - 1] + s[k]) / 2
+            for j in range(n):
+                ratio[dies[start + j]] = times[j] / median
+        start = end
 
 
 def _cv(r, k: dict, interval_s: float) -> float:
