@@ -45,9 +45,9 @@ class Detector:
         self.flagged = np.zeros(len(self.since), dtype=bool)
         self._memo: dict[tuple, tuple[float, float]] = {}
         self._server_cv: float | None = None
-        self._tracking = False             # some part was above the threshold at the last reading
-        none, no_ids = np.zeros(0), np.zeros(0, dtype=np.int64)     # load the compiled reading now, not in a tick
-        _healthy_ratios(none, none, no_ids, no_ids, 1.0, none)
+        none, no_ids = np.zeros(0), np.zeros(0, dtype=np.int64)     # load the compiled passes now, not in a tick
+        _readings(none, none, none, no_ids, no_ids, 1.0, none)
+        _track(none, 1.0, none, np.zeros(0, dtype=bool), 0.0, 1.0, no_ids)
 
     def tick(self, now: float) -> None:
         """Read one interval's telemetry and flag what stays slow."""
@@ -66,28 +66,26 @@ class Detector:
             else:
                 healthy.setdefault(len(inst.dies), []).append(inst)
         order = [inst for group in healthy.values() for inst in group]     # size by size, as drawn
+        cv = [self._own(inst, 1.0, 1.0)[1] for inst in order]
+        parts = [inst.dies for inst in order]
         live = self._live_servers()
-        h = sum(len(inst.dies) for inst in order)
+        if len(live):                          # the servers in service: one more group
+            cv.append(self._server_cv)
+            parts.append(live + len(eng.topo.die_ids))
+        sizes = [len(p) for p in parts]
         # one draw for the healthy dies, then the servers: a Generator gives the same numbers
-        # however they are split over calls (they were drawn a call per size)
-        z = self.rng.standard_normal(h + len(live))
-        if order:
-            _healthy_ratios(z, np.array([self._own(inst, 1.0, 1.0)[1] for inst in order]),
-                            np.cumsum([len(inst.dies) for inst in order]),
-                            np.concatenate([inst.dies for inst in order]), thr, ratio)
-        if len(live):
-            self._servers(live, 1.0 + self._server_cv * z[h:], ratio[len(eng.topo.die_ids):], thr)
-        above = ratio > thr
-        if not self._tracking and not above.any():     # nothing above now nor before: nothing changes
-            return
-        self._tracking = True
-        self.since[~above] = np.nan
-        self.flagged &= above
-        self.since[above & np.isnan(self.since)] = now          # the first interval that showed it
-        for i in np.flatnonzero(above & ~self.flagged & (now - self.since >= pol.gray_window_s - 1e-9)):
-            self.flagged[i] = True
-            self._flag(int(i), float(ratio[i]), now)
-        self._tracking = bool(above.any())
+        # however they are split over calls (they were drawn a call per size, then the servers)
+        z = self.rng.standard_normal(sum(sizes))
+        if cv:
+            scale = np.ones(len(z))            # a slow server serves at its health
+            slow = eng.topo.slow_parts("cpu") if len(live) else None
+            if slow:
+                names = eng.ems.servers
+                scale[len(z) - len(live):] = [slow.get(names[i], 1.0) for i in live]
+            _readings(z, scale, np.array(cv), np.cumsum(sizes), np.concatenate(parts), thr, ratio)
+        out = np.empty(len(ratio), dtype=np.int64)
+        for i in out[:_track(ratio, thr, self.since, self.flagged, now, pol.gray_window_s - 1e-9, out)].tolist():
+            self._flag(i, float(ratio[i]), now)
 
     def _flag(self, i: int, ratio: float, now: float) -> None:
         dies = self.eng.topo.die_ids
@@ -163,17 +161,6 @@ class Detector:
             self._server_cv = _cv(eng.pm.prefill_batch(), eng.pm.k, eng.scenario.interval_s)
         return live
 
-    def _servers(self, live: np.ndarray, times: np.ndarray, out: np.ndarray, threshold: float) -> None:
-        """EMS servers in service (`live`, their noisy readings `times`): block service time over
-        their median, into `out` (per server)."""
-        slow = self.eng.topo.slow_parts("cpu")
-        if slow:
-            names = self.eng.ems.servers
-            times /= np.array([slow.get(names[i], 1.0) for i in live])
-        ratios = self._ratios(times, threshold)
-        if ratios is not None:
-            out[live] = ratios
-
     def summary(self) -> dict:
         """Its flags, its false alarms, and the policy it flags by."""
         return {"flags": len(self.flags), "false_alarms": self.false_alarms,
@@ -182,24 +169,45 @@ class Detector:
 
 
 @kernel
-def _healthy_ratios(z, cv, ends, dies, threshold, ratio):
-    """The healthy instances' readings: instance i's dies are dies[ends[i-1]:ends[i]] and read
-    1 + cv[i] z over the same slice of the draws `z`; an instance whose largest reading is above
-    `threshold` times its smallest gets each die's reading over its median (the middle one, or
-    the mean of the middle two) in ratio[die]. One call for what cost a dozen numpy calls per
-    instance size, value for value."""
+def _readings(z, scale, cv, ends, parts, threshold, ratio):
+    """The healthy groups' readings: group i's parts are parts[ends[i-1]:ends[i]] and read
+    (1 + cv[i] z) / scale over the same slice of the draws `z` and of `scale` (a slow server's
+    health; 1, an exact division, elsewhere); a group whose largest reading is above `threshold`
+    times its smallest gets each part's reading over the group's median (the middle one, or the
+    mean of the middle two) in ratio[part]. One call for what cost a dozen numpy calls per group
+    size, value for value."""
     start = 0
     for i in range(len(cv)):
         end = ends[i]
-        times = 1.0 + cv[i] * z[start:end]
+        times = (1.0 + cv[i] * z[start:end]) / scale[start:end]
         if times.max() > threshold * times.min():
             s = np.sort(times)
             n = end - start
             k = n // 2
             median = s[k] if n % 2 else (s[k - 1] + s[k]) / 2
             for j in range(n):
-                ratio[dies[start + j]] = times[j] / median
+                ratio[parts[start + j]] = times[j] / median
         start = end
+
+
+@kernel
+def _track(ratio, threshold, since, flagged, now, window, out):
+    """Each part above `threshold` now: since when (`since`, NaN below it, and `flagged` cleared);
+    those above it for `window` seconds and not yet flagged are flagged and go in `out`, in part
+    order. Returns how many."""
+    n = 0
+    for i in range(len(ratio)):
+        if ratio[i] > threshold:
+            if np.isnan(since[i]):
+                since[i] = now
+            if not flagged[i] and now - since[i] >= window:
+                flagged[i] = True
+                out[n] = i
+                n += 1
+        else:
+            since[i] = np.nan
+            flagged[i] = False
+    return n
 
 
 def _cv(r, k: dict, interval_s: float) -> float:
