@@ -24,7 +24,7 @@ from twin.engine.ems.pool import EMS
 from twin.engine import Engine, command, batch_rows, timing
 from twin.engine.clock import Clock
 from twin.engine.flows import FlowNet
-from twin.engine.requests import DECODE_QUEUE, DECODING, DONE, PREFILL
+from twin.engine.requests import _FLOAT_COLS, _INT_COLS, DECODE_QUEUE, DECODING, DONE, PREFILL, RequestTable
 
 BEFORE = json.loads((Path(__file__).parent / "data" / "speed_before.json").read_text())
 
@@ -207,6 +207,15 @@ def test_fused_decode_step_equals_the_array_operations(drafts):
         assert made == int(got.sum()) + int(after[done].sum())
 
 
+def _rows(m: int, **cols) -> tuple[np.ndarray, np.ndarray, dict]:
+    """A request table's two arrays of `m` rows (floats NaN, ints 0), with `cols` written in, and
+    each column by name (views of them)."""
+    table = RequestTable(m)
+    for c, v in cols.items():
+        getattr(table, c).a[:] = v
+    return table.ints, table.floats, {c: getattr(table, c).a for c in _FLOAT_COLS + _INT_COLS}
+
+
 def test_compiled_decode_row_passes_equal_the_array_operations():
     """batch_rows.admit and .finish against the numpy gathers, scatters and sums they replaced."""
     rng = np.random.default_rng(9)
@@ -214,51 +223,52 @@ def test_compiled_decode_row_passes_equal_the_array_operations():
     inputs, output = rng.integers(1, 9000, m), rng.integers(1, 5000, m)
     generated = (output * rng.uniform(0, 1, m)).astype(np.int64)
     first = np.where(rng.uniform(size=m) < 0.3, np.nan, 1.0)
-    state, instance = np.zeros(m, dtype=np.int64), np.full(m, -1)
+    ints, floats, col = _rows(m, input=inputs, output=output, generated=generated, first_token=first, instance=-1)
     ids = base + rng.permutation(m)[:40]
     rows = ids - base
     left = np.empty(len(ids), dtype=np.int64)
-    got = batch_rows.admit(ids, base, inputs, output, generated.copy(), state, instance, first, 3, left)
+    got = batch_rows.admit(ids, base, ints, floats, 3, left)
     want_left = output[rows] - generated[rows]
     need = inputs[rows] + output[rows]
     assert got == (int(need.sum()), int(need.sum() - want_left.sum()), int(np.isnan(first[rows]).sum()))
     assert left.tolist() == want_left.tolist()
-    assert (state[rows] == DECODING).all() and (instance[rows] == 3).all()
-    assert np.count_nonzero(state) == len(ids) and np.count_nonzero(instance != -1) == len(ids)
-    gen = generated.copy()
-    assert batch_rows.finish(ids, base, inputs, output, gen) == int(need.sum())
+    assert (col["state"][rows] == DECODING).all() and (col["instance"][rows] == 3).all()
+    assert np.count_nonzero(col["state"]) == len(ids) and np.count_nonzero(col["instance"] != -1) == len(ids)
+    assert col["generated"].tolist() == generated.tolist()          # admit does not write it
+    assert batch_rows.finish(ids, base, ints) == int(need.sum())
     want = generated.copy()
     want[rows] = output[rows]
-    assert gen.tolist() == want.tolist()
+    assert col["generated"].tolist() == want.tolist()
 
 
 def test_compiled_prefill_start_pass_recomputes_what_a_requeued_request_made():
     """batch_rows.started: PREFILL from `now`; a requeued request prefills its made tokens but the
     first again; exact integer sums."""
-    state, began = np.zeros(4, dtype=np.int64), np.full(4, np.nan)
-    inputs, generated = np.array([100, 200, 300, 400]), np.array([0, 1, 51, 7])
+    ints, floats, col = _rows(4, input=[100, 200, 300, 400], generated=[0, 1, 51, 7])
     sizes = np.empty(3, dtype=np.int64)
-    got = batch_rows.started(np.array([12, 10, 11]), 10, 2.5, state, began, inputs, generated, sizes)
+    got = batch_rows.started(np.array([12, 10, 11]), 10, 2.5, ints, floats, sizes)
     assert sizes.tolist() == [350, 100, 200]
     assert got == (600, 650, 350 ** 2 + 100 ** 2 + 200 ** 2)
-    assert state.tolist() == [PREFILL] * 3 + [0] and began.tolist()[:3] == [2.5] * 3 and np.isnan(began[3])
+    began = col["prefill_start"]
+    assert col["state"].tolist() == [PREFILL] * 3 + [0] and began.tolist()[:3] == [2.5] * 3 and np.isnan(began[3])
+
 
 def test_compiled_prefill_end_pass_keeps_what_a_requeued_request_made():
     """batch_rows.prefilled: prefill end written, a streamed first token and made tokens kept,
     ids to send then ids done, each in batch order."""
     base, now = 100, 7.5
-    inputs, output = np.array([10, 20, 30, 40, 50]), np.array([1, 5, 1, 9, 3])
-    first = np.array([np.nan, 2.0, np.nan, np.nan, 3.0])
-    generated = np.array([0, 4, 0, 0, 2])
-    end, progress, order = np.full(5, np.nan), np.zeros(5), np.empty(4, dtype=np.int64)
+    ints, floats, col = _rows(5, input=[10, 20, 30, 40, 50], output=[1, 5, 1, 9, 3], generated=[0, 4, 0, 0, 2],
+                              first_token=[np.nan, 2.0, np.nan, np.nan, 3.0], progress=0.0)
+    order = np.empty(4, dtype=np.int64)
     ids = np.array([104, 102, 101, 100])
-    got = batch_rows.prefilled(ids, base, now, end, progress, first, generated, inputs, output, order)
+    got = batch_rows.prefilled(ids, base, now, ints, floats, order)
     assert got == (50 + 30 + 20 + 10, 2, 50 + 20)
     assert order.tolist() == [104, 101, 102, 100]
+    end = col["prefill_end"]
     assert np.isnan(end[3]) and (end[[0, 1, 2, 4]] == now).all()
-    assert (progress[[0, 1, 2, 4]] == now).all()                  # each client heard of its prefill
-    assert first.tolist()[:3] == [now, 2.0, now] and first[4] == 3.0
-    assert generated.tolist() == [1, 4, 1, 0, 2]
+    assert (col["progress"][[0, 1, 2, 4]] == now).all() and col["progress"][3] == 0   # each client heard of its prefill
+    assert col["first_token"].tolist()[:3] == [now, 2.0, now] and col["first_token"][4] == 3.0
+    assert col["generated"].tolist() == [1, 4, 1, 0, 2]
 
 # ---- EMS over a batch --------------------------------------------------------------------------
 def test_lookup_store_equals_lookup_then_store_per_prompt():

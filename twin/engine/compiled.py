@@ -18,6 +18,7 @@ import numba
 PLAIN = bool(numba.config.DISABLE_JIT)
 KERNELS: list = []        # every kernel, compiled or (in plain mode) the Python function itself
 INT64, FLOAT64 = "int64[::1]", "float64[::1]"     # the arrays of signatures: contiguous, as numpy makes them
+INTS, FLOATS = "int64[:, ::1]", "float64[:, ::1]"  # the request table's columns (twin.engine.requests)
 
 if PLAIN:   # the EMS index's hash mixes wrap around in uint64 on purpose, as the compiled code does
     warnings.filterwarnings("ignore", "overflow encountered in scalar multiply", RuntimeWarning)

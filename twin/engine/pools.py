@@ -156,8 +156,7 @@ class PrefillInstance(Instance):
             self.queued_tokens += sum(inp.item(rid - base) for rid in self.partial)
             seconds = eng.timing.prefill_seconds(self, sizes, total, square, 0)
         else:
-            prompts, total, square = batch_rows.started(ids, base, start, req.state.a, req.prefill_start.a, inp,
-                                                        req.generated.a, sizes)
+            prompts, total, square = batch_rows.started(ids, base, start, req.ints, req.floats, sizes)
             cached = lookup(eng.ems, req, batch, eng.metrics.cur, eng.acct, self.slot)
             seconds = eng.timing.prefill_seconds(self, sizes, total, square, cached)
         new, hit = float(prompts - cached), float(cached)
@@ -262,9 +261,7 @@ class PrefillInstance(Instance):
         """The batch's prompts are done: single-token replies finish, the rest ship their KV."""
         eng, req = self.eng, self.eng.req
         order = np.empty(len(ids), np.int64)
-        prompts, n_send, sent = batch_rows.prefilled(ids, req.base, eng.env.now, req.prefill_end.a,
-                                                     req.progress.a, req.first_token.a, req.generated.a, req.input.a,
-                                                     req.output.a, order)
+        prompts, n_send, sent = batch_rows.prefilled(ids, req.base, eng.env.now, req.ints, req.floats, order)
         eng.metrics.cur.input_tokens += float(prompts)
         if eng.external is not None:
             eng.external.prefilled(ids)
@@ -415,8 +412,7 @@ class DecodeInstance(Instance):
         if k < len(t):
             t = t[:k]
         left = np.empty(k, np.int64)
-        need_sum, ctx, no_first = batch_rows.admit(t, base, req.input.a, req.output.a, req.generated.a,
-                                                    req.state.a, req.instance.a, req.first_token.a, self.idx, left)
+        need_sum, ctx, no_first = batch_rows.admit(t, base, req.ints, req.floats, self.idx, left)
         self.reserved += float(need_sum)
         self.ctx_sum += ctx
         if no_first:                              # admitted without a first token
@@ -460,7 +456,7 @@ class DecodeInstance(Instance):
                 self.no_first = self.no_first[:0]
             if len(fin):
                 self.ids, self.left = self.ids[:k], self.left[:k]
-                need_sum = batch_rows.finish(fin, req.base, req.input.a, req.output.a, req.generated.a)
+                need_sum = batch_rows.finish(fin, req.base, req.ints)
                 self.ctx_sum -= need_sum
                 self.reserved -= float(need_sum)
                 eng.finish(fin)

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from twin.engine.compiled import FLOAT64, INT64, kernel
+from twin.engine.compiled import FLOATS, INT64, INTS, kernel
 
 # request states; everything below DONE is in flight. TIMED_OUT: its client gave up while it was
 # still queued for prefill (twin.engine.deadlines)
@@ -37,6 +37,13 @@ _FLOAT_COLS = ("arrival", "prefill_start", "prefill_end", "first_token", "finish
 #                               decode batch it left (twin.engine.deadlines); not in frame()
 _INT_COLS = ("input", "output", "cached", "state", "instance", "generated", "requeued",
              "recomputed", "reason", "block_lo", "block_hi")
+# The columns are the rows of two arrays, `floats` and `ints` (the order above): a compiled pass takes
+# the two arrays, not a column each (numba unboxes each array argument, ~0.1 us a call), and
+# indexes them with these (numba reads them when it compiles: a change here must clear the kernels'
+# cache, twin/engine/__pycache__/*.nbi)
+F_ARRIVAL, F_PREFILL_START, F_PREFILL_END, F_FIRST_TOKEN, F_FINISH, F_PROGRESS = range(len(_FLOAT_COLS))
+(I_INPUT, I_OUTPUT, I_CACHED, I_STATE, I_INSTANCE, I_GENERATED, I_REQUEUED, I_RECOMPUTED, I_REASON, I_BLOCK_LO,
+ I_BLOCK_HI) = range(len(_INT_COLS))
 
 
 def _grown(cap: int, need: int) -> int:
@@ -82,10 +89,12 @@ class RequestTable:
         self.errors = {"finish_twice": 0, "finish_rejected": 0, "finish_timed_out": 0, "finish_unknown": 0,
                        "reject_terminal": 0}
         self.sink = None            # callable(frame) receiving rows before they are dropped
-        for c in _FLOAT_COLS:
-            setattr(self, c, Column(self, np.full(capacity, np.nan)))
-        for c in _INT_COLS:
-            setattr(self, c, Column(self, np.zeros(capacity, dtype=np.int64)))
+        self.floats = np.full((len(_FLOAT_COLS), capacity), np.nan)
+        self.ints = np.zeros((len(_INT_COLS), capacity), dtype=np.int64)
+        for i, c in enumerate(_FLOAT_COLS):
+            setattr(self, c, Column(self, self.floats[i]))
+        for i, c in enumerate(_INT_COLS):
+            setattr(self, c, Column(self, self.ints[i]))
 
     def rows(self, key):
         """Rows of request ids (an id, an array of ids or a slice of ids)."""
@@ -111,15 +120,17 @@ class RequestTable:
         return self.rows(np.asarray(key))
 
     def _grow(self, need: int) -> None:
-        cap = len(self.arrival.a)
+        cap = self.floats.shape[1]
         if need <= cap:
             return
         new = _grown(cap, need)
-        for c in _FLOAT_COLS + _INT_COLS:
-            col = getattr(self, c)
-            a = np.full(new, np.nan) if c in _FLOAT_COLS else np.zeros(new, dtype=np.int64)
-            a[:cap] = col.a
-            col.a = a
+        floats, ints = np.full((len(_FLOAT_COLS), new), np.nan), np.zeros((len(_INT_COLS), new), dtype=np.int64)
+        floats[:, :cap], ints[:, :cap] = self.floats, self.ints
+        self.floats, self.ints = floats, ints
+        for i, c in enumerate(_FLOAT_COLS):
+            getattr(self, c).a = floats[i]
+        for i, c in enumerate(_INT_COLS):
+            getattr(self, c).a = ints[i]
 
     def add(self, arrival, inp, out, ptr=None, block_ids=None) -> np.ndarray:
         """Append requests that arrive now (block ids in CSR form, or none); returns their ids."""
@@ -182,10 +193,9 @@ class RequestTable:
         b_lo = int(self.block_lo.a[lo:lo + k].min(initial=self.n_blocks))    # their blocks: one run
         b_hi = int(self.block_hi.a[lo:lo + k].max(initial=b_lo))
         b_lo = min(b_lo, b_hi)
-        for c in _FLOAT_COLS + _INT_COLS:
-            a = getattr(self, c).a
-            a[lo:lo + m] = a[lo + k:lo + k + m]
-            a[lo + m:lo + m + k] = np.nan if c in _FLOAT_COLS else 0
+        for a, empty in ((self.floats, np.nan), (self.ints, 0)):
+            a[:, lo:lo + m] = a[:, lo + k:lo + k + m]
+            a[:, lo + m:lo + m + k] = empty
         if b_hi > b_lo:                        # later staged blocks move down over the freed run
             gap = b_hi - b_lo
             have = self.n_blocks - self.block_base
@@ -208,8 +218,8 @@ class RequestTable:
         lo, hi = self.block_lo.a[rows], self.block_hi.a[rows]
         if (hi > lo).any():
             self.n_blocks = int(lo[hi > lo].min())
-        for c in _FLOAT_COLS + _INT_COLS:
-            getattr(self, c).a[rows] = np.nan if c in _FLOAT_COLS else 0
+        self.floats[:, rows] = np.nan
+        self.ints[:, rows] = 0
         self.staged = 0
 
     def blocks(self, i: int) -> np.ndarray:
@@ -236,8 +246,7 @@ class RequestTable:
         """Mark requests done at `now`; returns the ids that really finished now (sorted)."""
         ids = np.array(ids, dtype=np.int64)       # a copy to sort in place
         ids.sort()
-        short = _complete_rows(ids, self.base, self.n, self.state.a, self.finish.a, self.generated.a,
-                               self.output.a, now)
+        short = _complete_rows(ids, self.base, self.n, self.ints, self.floats, now)
         if short < 0:                             # a repeated, unknown or terminal id among them
             return self._complete_checked(ids, now)
         self.completed += len(ids)
@@ -335,10 +344,9 @@ class RequestTable:
         if self.sink is not None:
             self.sink(self.frame(stop=cut))
         m = self.n + self.staged - cut                        # staged rows move with the rest
-        for c in _FLOAT_COLS + _INT_COLS:
-            a = getattr(self, c).a
-            a[:m] = a[drop:drop + m]
-            a[m:m + drop] = np.nan if c in _FLOAT_COLS else 0    # fresh rows start empty
+        for a, empty in ((self.floats, np.nan), (self.ints, 0)):
+            a[:, :m] = a[:, drop:drop + m]
+            a[:, m:m + drop] = empty                          # fresh rows start empty
         self.base = cut
         lo, hi = self.block_lo.a[:m], self.block_hi.a[:m]
         bb = int(lo[hi > lo].min()) if (hi > lo).any() else self.n_blocks
@@ -363,22 +371,22 @@ class RequestTable:
         return df
 
 
-@kernel(signature=f"({INT64}, int64, int64, {INT64}, {FLOAT64}, {INT64}, {INT64}, float64)")
-def _complete_rows(ids, base, n, state, finish, generated, output, now):
+@kernel(signature=f"({INT64}, int64, int64, {INTS}, {FLOATS}, float64)")
+def _complete_rows(ids, base, n, ints, floats, now):
     """complete()'s common case in one compiled pass: the sorted ids are each there once, in the
     window and in flight; they are marked DONE at `now`, and it returns how many made fewer tokens
     than asked. Otherwise it writes nothing and returns -1 (the checked path counts the errors)."""
     prev = base - 1
     for i in range(len(ids)):
         x = ids[i]
-        if x <= prev or x >= n or state[x - base] >= DONE:
+        if x <= prev or x >= n or ints[I_STATE, x - base] >= DONE:
             return -1
         prev = x
     short = 0
     for i in range(len(ids)):
         r = ids[i] - base
-        state[r] = DONE
-        finish[r] = now
-        if generated[r] < output[r]:
+        ints[I_STATE, r] = DONE
+        floats[F_FINISH, r] = now
+        if ints[I_GENERATED, r] < ints[I_OUTPUT, r]:
             short += 1
     return short
