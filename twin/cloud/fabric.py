@@ -56,9 +56,18 @@ class ModelEms:
 
     def lookup_store_one(self, blocks: np.ndarray, tokens: int, per_hit, per_new) -> tuple[int, int, int]:
         """EMS.lookup_store_one of the model's keys and block size."""
+        self._own_blocks()
+        return self.pool.lookup_store_one(blocks + self.offset, tokens, per_hit, per_new)
+
+    def walk_state(self) -> tuple:
+        """EMS.walk_state with the model's key offset, the pool set to its block size."""
+        self._own_blocks()
+        ring, _, args = self.pool.walk_state()
+        return ring, self.offset, args
+
+    def _own_blocks(self) -> None:
         if self.pool.block_tokens != self.block_tokens:
             self.pool.set_block_tokens(self.block_tokens)
-        return self.pool.lookup_store_one(blocks + self.offset, tokens, per_hit, per_new)
 
 
 def shared_ems(system: str, deployments: dict[str, str], kv_bytes: dict[str, float],

@@ -148,7 +148,8 @@ class PrefillInstance(Instance):
             # a prompt's prefix cache is looked up as its first chunk starts; the tokens it serves are
             # not computed (they count in `done`), the chunks cover the rest
             first = [rid for rid in batch if rid not in self.done]
-            cached = lookup(eng.ems, req, first, eng.metrics.cur, eng.acct, self.slot) if first else 0
+            cached = lookup(eng.ems, req, np.array(first, np.int64), eng.metrics.cur, eng.acct,
+                            self.slot) if first else 0
             for rid in first:
                 self.done[rid] = req.cached.a.item(rid - base)
             prompts, total, square = self._chunks(ids, sizes, start, first)
@@ -157,7 +158,7 @@ class PrefillInstance(Instance):
             seconds = eng.timing.prefill_seconds(self, sizes, total, square, 0)
         else:
             prompts, total, square = batch_rows.started(ids, base, start, req.ints, req.floats, sizes)
-            cached = lookup(eng.ems, req, batch, eng.metrics.cur, eng.acct, self.slot)
+            cached = lookup(eng.ems, req, ids, eng.metrics.cur, eng.acct, self.slot)
             seconds = eng.timing.prefill_seconds(self, sizes, total, square, cached)
         new, hit = float(prompts - cached), float(cached)
         if not math.isfinite(seconds):       # cut off from its peers: wait for the network

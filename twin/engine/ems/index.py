@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from twin.engine.compiled import INT64, kernel
+from twin.engine.compiled import kernel
 
 _MIX = 0x9E3779B97F4A7C15        # Fibonacci hashing (the EMS ring's multiplier: one product serves both)
 _M64 = (1 << 64) - 1
@@ -392,7 +392,7 @@ def _spill(s1, place, stamp, codes, qbuf, st):
             return -1
 
 
-@kernel(signature=f"({INT64}, int64, int64, int32[::1], {INT64}, {INT64}, {INT64}, int16[::1], int32[::1], int64[:, ::1], int32[:, ::1], {INT64})")
+@kernel
 def _walk(ids, tokens, mode, ring, per_hit, per_new, keys, place, stamp, codes, qbuf, st):
     """BlockIndex.walk. Returns (NEED_RESIZE, 0, 0) before changing anything when a store could
     overfill the table, (NEED_QUEUE, code, 0) when a spill needs place code's queue rebuilt (the

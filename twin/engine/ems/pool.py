@@ -186,6 +186,11 @@ class EMS:
             return r.prefix_blocks[0], r.hit_tokens[0], r.new_blocks
         return self._blocks.walk(blocks, tokens, LOOKUP | STORE, self._ring, per_hit, per_new)
 
+    def walk_state(self) -> tuple:
+        """What a compiled walk of prompts takes (twin.engine.ems.prefix): the ring, the key offset
+        (0: the pool's own keys) and the index's arrays (replaced when it grows)."""
+        return self._ring, 0, self._blocks.args
+
     def set_block_tokens(self, n: int) -> None:
         """Tokens a block holds in the lookups that follow (hit tokens count them): a pool shared by
         models whose blocks hold different numbers of tokens (twin.cloud.fabric) sets it per model."""

@@ -6,7 +6,12 @@ capacity is unlimited; the write traffic is counted with it.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from twin.engine.compiled import INT64, INTS, kernel
+from twin.engine.ems.index import LOOKUP, STORE, _walk
 from twin.engine.ems.pool import EMS
+from twin.engine.requests import I_BLOCK_HI, I_BLOCK_LO, I_CACHED, I_INPUT
 from twin.topology import parse
 
 
@@ -35,31 +40,80 @@ def server_nodes(ems: EMS | None) -> dict[str, int]:
     return {s: parse(s)["node"] for s in ems.servers} if ems is not None else {}
 
 
-def lookup(ems: EMS | None, req, ids: list[int], cur, acct, slot: int) -> int:
+def lookup(ems: EMS | None, req, ids: np.ndarray, cur, acct, slot: int) -> int:
     """The batch's prefix hits in tokens (each request's, at least one token short of its prompt,
     stored in `req.cached`); hit and write counts go to the interval `cur` and the accounting
-    `acct`. The batch's prompts are looked up and stored one after the other, in batch order."""
+    `acct`. The batch's prompts are looked up and stored one after the other, in batch order:
+    compiled (`_walk_rows`), but for a walk that stops for Python (the index grows, renumbers or
+    rebuilds a queue), which `ems.lookup_store_one` walks before the compiled pass goes on."""
     if ems is None:
         return 0
     per_hit, per_new = acct.ems_hit[slot], acct.ems_new[slot]
-    base, block_base, blocks = req.base, req.block_base, req.block_ids     # positions are absolute (window)
-    lo_at, hi_at, inputs, hits = req.block_lo.a, req.block_hi.a, req.input.a, req.cached.a
-    cached = new = 0
-    for rid in ids:
-        r = rid - base
-        lo, hi, inp = lo_at.item(r), hi_at.item(r), inputs.item(r)
-        if hi <= lo:                                   # no blocks: no lookup
-            hits[r] = 0
-            continue
-        hit, ht, w = ems.lookup_store_one(blocks[lo - block_base:hi - block_base], inp, per_hit, per_new)
-        cur.lookups_blocks += hi - lo
-        cur.hit_blocks += hit
-        cur.lookup_tokens += inp
-        cur.hit_tokens += ht
-        if hit:
-            cur.hit_requests += 1
-        c = hits[r] = min(ht, inp - 1)
-        cached += c
-        new += w
+    acc = np.zeros(N_ACC, np.int64)
+    done = 0
+    while True:
+        ring, offset, index = ems.walk_state()
+        done += _walk_rows(ids[done:] if done else ids, req.base, req.ints, req.block_ids, req.block_base, offset, ring,
+                           per_hit, per_new, *index, acc)
+        if done == len(ids):
+            break
+        _walk_one(ems, req, ids.item(done), per_hit, per_new, acc)
+        done += 1
+    cached, new, looked, hit_blocks, tokens, hit_tokens, hit_requests = acc.tolist()
+    cur.lookups_blocks += looked
+    cur.hit_blocks += hit_blocks
+    cur.lookup_tokens += tokens
+    cur.hit_tokens += hit_tokens
+    cur.hit_requests += hit_requests
     acct.cache_writes(new)             # once per batch: the same float sum as before
     return cached
+
+
+N_ACC = 7   # _walk_rows' sums: hit tokens kept, new blocks, blocks looked up, hit blocks, tokens looked up, hit tokens, prompts hit
+
+
+@kernel
+def _add(acc, lo, hi, inp, hit, ht, w):
+    """One prompt's walk into the sums; returns its hit tokens kept (at least one short of it)."""
+    c = min(ht, inp - 1)
+    acc[0] += c
+    acc[1] += w
+    acc[2] += hi - lo
+    acc[3] += hit
+    acc[4] += inp
+    acc[5] += ht
+    if hit:
+        acc[6] += 1
+    return c
+
+
+def _walk_one(ems, req, rid: int, per_hit, per_new, acc) -> None:
+    """Request `rid`'s walk in Python (where the index's stops are handled), into the sums."""
+    r = rid - req.base
+    lo, hi, inp = req.block_lo.a.item(r), req.block_hi.a.item(r), req.input.a.item(r)
+    hit, ht, w = ems.lookup_store_one(req.block_ids[lo - req.block_base:hi - req.block_base], inp, per_hit, per_new)
+    req.cached.a[r] = _add(acc, lo, hi, inp, hit, ht, w)
+
+
+@kernel(signature=f"({INT64}, int64, {INTS}, {INT64}, int64, int64, int32[::1], {INT64}, {INT64}, {INT64}, "
+                  f"int16[::1], int32[::1], int64[:, ::1], int32[:, ::1], {INT64}, {INT64})")
+def _walk_rows(ids, base, ints, blocks, block_base, offset, ring, per_hit, per_new, keys, place, stamp, codes, qbuf,
+               st, acc):
+    """lookup()'s walks: each request of `ids` in turn looks up and stores its blocks
+    (blocks[block_lo - block_base:block_hi - block_base] of its row, plus `offset`, a model's keys
+    in a shared pool); a request without blocks has no walk and no hit. Its hit tokens kept go to
+    its `cached` row, its counts into `acc` (_add). Returns how many requests it walked: the rest,
+    from the one whose walk stopped for Python (nothing of its walk counted), are the caller's."""
+    for i in range(len(ids)):
+        r = ids[i] - base
+        lo, hi, inp = ints[I_BLOCK_LO, r], ints[I_BLOCK_HI, r], ints[I_INPUT, r]
+        if hi <= lo:                                   # no blocks: no lookup
+            ints[I_CACHED, r] = 0
+            continue
+        own = blocks[lo - block_base:hi - block_base]
+        hit, ht, w = _walk(own + offset if offset else own, inp, LOOKUP | STORE, ring, per_hit, per_new,
+                           keys, place, stamp, codes, qbuf, st)
+        if hit < 0:
+            return i
+        ints[I_CACHED, r] = _add(acc, lo, hi, inp, hit, ht, w)
+    return len(ids)
