@@ -10,8 +10,10 @@ still compares memoised runs with the exact path.
 """
 from __future__ import annotations
 
+import collections
 import json
 import math
+from types import SimpleNamespace
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +22,9 @@ import pytest
 
 from twin.model import rules
 from twin.cli.bench import SCALING_DEPLOYMENTS, bench, scaling, table
+from twin.engine.ems import index as ems_index, prefix
 from twin.engine.ems.pool import EMS
+from twin.engine.metrics import Interval
 from twin.engine import Engine, command, batch_rows, timing
 from twin.engine.clock import Clock
 from twin.engine.flows import FlowNet
@@ -296,6 +300,55 @@ def test_lookup_store_equals_lookup_then_store_per_prompt():
         assert np.array_equal(np.array(per_new) * 100.0, stored_bytes)
     sa, sb = a.stats(), b.stats()
     assert sa == sb and sa["evicted_blocks"] > 0 and sa["ssd_hit_blocks"] > 0
+
+
+def test_a_batchs_compiled_lookup_equals_one_walk_per_prompt_across_the_index_stops():
+    """prefix.lookup walks a batch's prompts in one compiled pass, handing a walk that stops for the
+    index (it grows, or rebuilds a queue to spill) to Python: against EMS.lookup_store_one per
+    prompt on a small EMS whose index starts small, the same hit tokens per request, per-server
+    counts, interval counters, written blocks and EMS state, with every kind of stop taken."""
+    servers = [f"n{i:02d}/cpu0" for i in range(6)]
+    a, b = (EMS(servers, 400 * 100.0, 200 * 100.0, 100.0, block_tokens=8) for _ in range(2))
+    for e in (a, b):                          # the stamps renumbered every few thousand touches, not ~2e9
+        e._blocks.st[ems_index.STAMP_LIMIT] = 5_000     # (above the 3,600 blocks held)
+    req, rng = RequestTable(64), np.random.default_rng(5)
+    stops, walk = collections.Counter(), prefix._walk_one
+
+    def counted(ems, req, rid, *args):           # which stop (BlockIndex.walk's order of checks)
+        st, n = ems._blocks.st, req.block_hi[rid] - req.block_lo[rid]
+        stops["queue" if st[ems_index.R_SPILL] else
+              "grow" if st[ems_index.USED] + n > ems_index.MAX_LOAD * (st[ems_index.MASK] + 1) else
+              "renumber" if st[ems_index.CLOCK] + 4 * n > st[ems_index.STAMP_LIMIT] else "none"] += 1
+        return walk(ems, req, rid, *args)
+    prefix._walk_one = counted
+    try:
+        cur, writes, ref = Interval(1, 1), [], [0, 0, 0, 0, 0, 0]
+        acct = SimpleNamespace(ems_hit=np.zeros((1, 6), dtype=np.int64), ems_new=np.zeros((1, 6), dtype=np.int64),
+                               cache_writes=writes.append)
+        ref_hit, ref_new = np.zeros(6, dtype=np.int64), np.zeros(6, dtype=np.int64)
+        for _ in range(400):
+            n = int(rng.integers(1, 5))
+            prompts = [rng.integers(0, 20_000, int(rng.integers(0, 12))) for _ in range(n)]
+            tokens = np.array([max(len(p), 1) * 8 - int(rng.integers(0, 8)) for p in prompts])
+            ptr = np.concatenate([[0], np.cumsum([len(p) for p in prompts])]).astype(np.int64)
+            ids = req.add(np.zeros(n), tokens, np.ones(n, dtype=np.int64), ptr, np.concatenate(prompts).astype(np.int64))
+            got = prefix.lookup(a, req, ids, cur, acct, 0)
+            want = new = 0
+            for i, p in enumerate(prompts):
+                if not len(p):
+                    assert req.cached[ids[i]] == 0
+                    continue
+                hit, ht, w = b.lookup_store_one(p.astype(np.int64), int(tokens[i]), ref_hit, ref_new)
+                assert req.cached[ids[i]] == min(ht, int(tokens[i]) - 1)
+                want, new = want + min(ht, int(tokens[i]) - 1), new + w
+                ref = [ref[0] + len(p), ref[1] + hit, ref[2] + int(tokens[i]), ref[3] + ht, ref[4] + (hit > 0), 0]
+            assert got == want and writes[-1] == new
+        assert [cur.lookups_blocks, cur.hit_blocks, cur.lookup_tokens, cur.hit_tokens, cur.hit_requests] == ref[:5]
+        assert acct.ems_hit[0].tolist() == ref_hit.tolist() and acct.ems_new[0].tolist() == ref_new.tolist()
+        assert a.stats() == b.stats() and a.stats()["evicted_blocks"] > 0
+        assert set(stops) == {"queue", "grow", "renumber"}     # walks stopped for each, and Python took them
+    finally:
+        prefix._walk_one = walk
 
 
 # ---- events per request and the bench command -----------------------------------------------------
