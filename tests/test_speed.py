@@ -331,7 +331,8 @@ def test_a_batchs_compiled_lookup_equals_one_walk_per_prompt_across_the_index_st
             prompts = [rng.integers(0, 20_000, int(rng.integers(0, 12))) for _ in range(n)]
             tokens = np.array([max(len(p), 1) * 8 - int(rng.integers(0, 8)) for p in prompts])
             ptr = np.concatenate([[0], np.cumsum([len(p) for p in prompts])]).astype(np.int64)
-            ids = req.add(np.zeros(n), tokens, np.ones(n, dtype=np.int64), ptr, np.concatenate(prompts).astype(np.int64))
+            blocks = np.concatenate(prompts).astype(np.int64)
+            ids = req.add(np.zeros(n), tokens, np.ones(n, dtype=np.int64), ptr, blocks)
             got = prefix.lookup(a, req, ids, cur, acct, 0)
             want = new = 0
             for i, p in enumerate(prompts):

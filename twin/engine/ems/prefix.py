@@ -52,9 +52,9 @@ def lookup(ems: EMS | None, req, ids: np.ndarray, cur, acct, slot: int) -> int:
     acc = np.zeros(N_ACC, np.int64)
     done = 0
     while True:
-        ring, offset, index = ems.walk_state()
+        ring, offset, arrays = ems.walk_state()        # (the index's arrays change as it grows)
         done += _walk_rows(ids[done:] if done else ids, req.base, req.ints, req.block_ids, req.block_base, offset, ring,
-                           per_hit, per_new, *index, acc)
+                           per_hit, per_new, *arrays, acc)
         if done == len(ids):
             break
         _walk_one(ems, req, ids.item(done), per_hit, per_new, acc)
@@ -69,7 +69,8 @@ def lookup(ems: EMS | None, req, ids: np.ndarray, cur, acct, slot: int) -> int:
     return cached
 
 
-N_ACC = 7   # _walk_rows' sums: hit tokens kept, new blocks, blocks looked up, hit blocks, tokens looked up, hit tokens, prompts hit
+N_ACC = 7   # the walks' sums (_add): hit tokens kept, new blocks, blocks looked up, hit blocks, tokens
+#             looked up, hit tokens, prompts with a hit
 
 
 @kernel

@@ -73,8 +73,8 @@ class Detector:
             cv.append(self._server_cv)
             parts.append(live + len(eng.topo.die_ids))
         sizes = [len(p) for p in parts]
-        # one draw for the healthy dies, then the servers: a Generator gives the same numbers
-        # however they are split over calls (they were drawn a call per size, then the servers)
+        # one draw for the healthy dies, size by size, then the servers: the numbers a draw for each
+        # would give (a Generator's normals do not depend on how they are split over calls)
         z = self.rng.standard_normal(sum(sizes))
         if cv:
             scale = np.ones(len(z))            # a slow server serves at its health
