@@ -27,7 +27,7 @@ def _plain(code: str, *args: str, timeout: int = 600) -> subprocess.CompletedPro
 def test_every_kernel_is_compiled_here_and_listed():
     import twin.engine  # noqa: F401  (imports every module that declares a kernel)
     import twin.engine.ems.index  # noqa: F401
-    assert not PLAIN and len([k for k in KERNELS if k.py_func.__module__.startswith("twin.")]) == 23
+    assert not PLAIN and len([k for k in KERNELS if k.py_func.__module__.startswith("twin.")]) == 22
     assert all(type(k).__name__ == "CPUDispatcher" for k in KERNELS)
 
 
@@ -57,7 +57,7 @@ def test_plain_python_mode_fingerprints_equal_the_compiled_ones():
     out = _plain(code)
     assert out.returncode == 0, out.stderr[-2000:]
     plain, n, *prints = json.loads(out.stdout.strip().splitlines()[-1])
-    assert plain is True and n == 23
+    assert plain is True and n == 22
     assert prints == [fingerprint(n, d, **kw) for n, d, kw in RUNS]
 
 

@@ -304,7 +304,7 @@ def test_lookup_store_equals_lookup_then_store_per_prompt():
 
 def test_a_batchs_compiled_lookup_equals_one_walk_per_prompt_across_the_index_stops():
     """prefix.lookup walks a batch's prompts in one compiled pass, handing a walk that stops for the
-    index (it grows, or rebuilds a queue to spill) to Python: against EMS.lookup_store_one per
+    index (it grows, renumbers its stamps or rebuilds a queue to spill) to Python: against EMS.lookup_store_one per
     prompt on a small EMS whose index starts small, the same hit tokens per request, per-server
     counts, interval counters, written blocks and EMS state, with every kind of stop taken."""
     servers = [f"n{i:02d}/cpu0" for i in range(6)]
@@ -312,15 +312,14 @@ def test_a_batchs_compiled_lookup_equals_one_walk_per_prompt_across_the_index_st
     for e in (a, b):                          # the stamps renumbered every few thousand touches, not ~2e9
         e._blocks.st[ems_index.STAMP_LIMIT] = 5_000     # (above the 3,600 blocks held)
     req, rng = RequestTable(64), np.random.default_rng(5)
-    stops, walk = collections.Counter(), prefix._walk_one
+    stops, unstop = collections.Counter(), ems_index.BlockIndex.unstop
+    kinds = {ems_index.NEED_RESIZE: "grow", ems_index.NEED_RENUMBER: "renumber", ems_index.NEED_QUEUE: "queue"}
 
-    def counted(ems, req, rid, *args):           # which stop (BlockIndex.walk's order of checks)
-        st, n = ems._blocks.st, req.block_hi[rid] - req.block_lo[rid]
-        stops["queue" if st[ems_index.R_SPILL] else
-              "grow" if st[ems_index.USED] + n > ems_index.MAX_LOAD * (st[ems_index.MASK] + 1) else
-              "renumber" if st[ems_index.CLOCK] + 4 * n > st[ems_index.STAMP_LIMIT] else "none"] += 1
-        return walk(ems, req, rid, *args)
-    prefix._walk_one = counted
+    def counted(index, code, *args):          # the stops of the compiled pass's index (not the reference's)
+        if index is a._blocks:
+            stops[kinds[code]] += 1
+        return unstop(index, code, *args)
+    ems_index.BlockIndex.unstop = counted
     try:
         cur, writes, ref = Interval(1, 1), [], [0, 0, 0, 0, 0, 0]
         acct = SimpleNamespace(ems_hit=np.zeros((1, 6), dtype=np.int64), ems_new=np.zeros((1, 6), dtype=np.int64),
@@ -349,7 +348,7 @@ def test_a_batchs_compiled_lookup_equals_one_walk_per_prompt_across_the_index_st
         assert a.stats() == b.stats() and a.stats()["evicted_blocks"] > 0
         assert set(stops) == {"queue", "grow", "renumber"}     # walks stopped for each, and Python took them
     finally:
-        prefix._walk_one = walk
+        ems_index.BlockIndex.unstop = unstop
 
 
 # ---- events per request and the bench command -----------------------------------------------------

@@ -62,8 +62,8 @@ class ModelEms:
     def walk_state(self) -> tuple:
         """EMS.walk_state with the model's key offset, the pool set to its block size."""
         self._own_blocks()
-        ring, _, args = self.pool.walk_state()
-        return ring, self.offset, args
+        ring, _, index = self.pool.walk_state()
+        return ring, self.offset, index
 
     def _own_blocks(self) -> None:
         if self.pool.block_tokens != self.block_tokens:

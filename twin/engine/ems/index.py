@@ -170,14 +170,19 @@ class BlockIndex:
             r = _walk(ids, tokens, mode, ring, per_hit, per_new, *self.args)
             if r[0] >= 0:
                 return r
-            if r[0] == NEED_RESIZE:
-                self.reserve(len(ids))
-            elif r[0] == NEED_RENUMBER:
-                self._renumber()
-            elif self.codes[r[1], QCAP] == 0:
-                self._queue(r[1])
-            else:                      # a refill found nothing: the counts are wrong
-                raise RuntimeError(f"EMS index: place {r[1]} is empty but counted {self.count[r[1]]}")
+            self.unstop(r[0], r[1], len(ids))
+
+    def unstop(self, code: int, place: int, n: int) -> None:
+        """What a walk of `n` blocks that stopped for Python (`code`, a NEED_*; `place`, the place
+        whose queue a NEED_QUEUE needs) needs before it is called again (it resumes where it stopped)."""
+        if code == NEED_RESIZE:
+            self.reserve(n)
+        elif code == NEED_RENUMBER:
+            self._renumber()
+        elif self.codes[place, QCAP] == 0:
+            self._queue(place)
+        else:                          # a refill found nothing: the counts are wrong
+            raise RuntimeError(f"EMS index: place {place} is empty but counted {self.count[place]}")
 
     def _queue(self, code: int) -> None:
         """Fill place `code`'s eviction queue, first giving it its qbuf segment, and with it every

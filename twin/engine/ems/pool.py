@@ -188,8 +188,8 @@ class EMS:
 
     def walk_state(self) -> tuple:
         """What a compiled walk of prompts takes (twin.engine.ems.prefix): the ring, the key offset
-        (0: the pool's own keys) and the index's arrays (replaced when it grows)."""
-        return self._ring, 0, self._blocks.args
+        (0: the pool's own keys) and the block index (its arrays are replaced when it grows)."""
+        return self._ring, 0, self._blocks
 
     def set_block_tokens(self, n: int) -> None:
         """Tokens a block holds in the lookups that follow (hit tokens count them): a pool shared by
